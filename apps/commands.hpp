@@ -1,0 +1,13 @@
+#pragma once
+// The subcommands of `kinfer`. Each registers its options on a CLI11 app and returns a runner.
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace kinfer::app {
+
+using Runner = std::function<int()>;
+
+Runner add_pe(CLI::App& root);
+Runner add_info(CLI::App& root);
+
+}  // namespace kinfer::app

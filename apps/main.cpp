@@ -1,0 +1,55 @@
+// kinfer: exact inference for Bayesian networks and genetic linkage analysis.
+// Exit codes: 0 success, 2 bad input or usage, 3 resource limit, 1 internal error.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <new>
+#include <vector>
+
+#include "apps/commands.hpp"
+#include "engine/errors.hpp"
+
+int main(int argc, char** argv) {
+  auto logger = spdlog::stderr_color_mt("kinfer");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
+
+  CLI::App app{"kinfer: exact probability of evidence and LOD scores"};
+  app.require_subcommand(1);
+  app.fallthrough();  // -q and -v may follow the subcommand
+  bool quiet = false, verbose = false;
+  app.add_flag("-q,--quiet", quiet, "log warnings and errors only");
+  app.add_flag("-v,--verbose", verbose, "log debugging detail");
+  std::vector<kinfer::app::Runner> runners = {kinfer::app::add_pe(app), kinfer::app::add_info(app)};
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  spdlog::set_level(quiet ? spdlog::level::warn : verbose ? spdlog::level::debug : spdlog::level::info);
+  try {
+    for (auto& r : runners) {
+      int rc = r();
+      if (rc >= 0) return rc;
+    }
+    return 1;
+  } catch (const kinfer::InputError& e) {
+    spdlog::error("{}", e.what());
+    return 2;
+  } catch (const CLI::ValidationError& e) {
+    spdlog::error("{}", e.what());
+    return 2;
+  } catch (const kinfer::ResourceError& e) {
+    spdlog::error("{}", e.what());
+    return 3;
+  } catch (const std::bad_alloc&) {
+    spdlog::error("out of memory; try a smaller --max-memory so kinfer refuses before allocating");
+    return 3;
+  } catch (const std::exception& e) {
+    spdlog::error("internal error: {}", e.what());
+    return 1;
+  }
+}

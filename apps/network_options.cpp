@@ -1,0 +1,100 @@
+#include "apps/network_options.hpp"
+
+#include <omp.h>
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "engine/errors.hpp"
+#include "engine/system.hpp"
+#include "io/uai.hpp"
+
+namespace kinfer::app {
+
+void NetworkOptions::add(CLI::App& cmd) {
+  cmd.add_option("NETWORK", network, "UAI network file (MARKOV or BAYES, optionally .gz)")
+      ->required();
+  cmd.add_option("-e,--evidence", evidence, "evidence file (default: NETWORK.evid if present)");
+  cmd.add_option("--order", order, "elimination order heuristic")
+      ->check(CLI::IsMember({"minfill", "minweight", "wminfill", "stochastic"}))
+      ->capture_default_str();
+  cmd.add_option("--order-time", order_time,
+                 "seconds the stochastic order search may take at most (it stops earlier when "
+                 "the computation it would save is small)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd.add_option("--seed", seed, "random seed of the stochastic order search")->capture_default_str();
+  cmd.add_option("--threads", threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  cmd.add_option("--max-memory", max_memory,
+                 "memory the computation may use, e.g. 8G (default: 85% of this machine's)");
+}
+
+void NetworkOptions::load(Network& net, Evidence& ev) const {
+  net = io::read_uai(network);
+  std::string evpath = evidence;
+  if (evpath.empty()) {
+    evpath = io::default_evidence_path(network);
+    if (!evpath.empty())
+      spdlog::info("using the evidence file beside the network: {}", evpath);
+    else
+      spdlog::info("no evidence file given and none beside the network: computing with no evidence");
+  }
+  if (!evpath.empty()) ev = io::read_evidence(evpath, net);
+  if (threads > 0) omp_set_num_threads(threads);
+}
+
+PlanOptions NetworkOptions::plan_options() const {
+  PlanOptions po;
+  po.order.heuristic = parse_heuristic(order);
+  po.order.time_budget = order_time;
+  po.order.seed = seed;
+  if (max_memory.empty()) {
+    po.max_memory_bytes = default_max_memory_bytes();
+  } else {
+    try {
+      po.max_memory_bytes = parse_size(max_memory);
+    } catch (const std::invalid_argument& e) {
+      throw CLI::ValidationError("--max-memory", e.what());
+    }
+  }
+  return po;
+}
+
+nlohmann::json order_json(const Plan& plan) {
+  const auto& o = plan.order;
+  return {{"heuristic", o.heuristic},
+          {"width", o.stats.width},
+          {"log2_max_table", o.stats.log2_max_table},
+          {"log2_max_clique", o.stats.log2_max_clique},
+          {"log2_total_state", o.stats.log2_total_state},
+          {"restarts", o.restarts},
+          {"seconds", o.seconds}};
+}
+
+nlohmann::json memory_json(const Plan& plan) {
+  const auto& m = plan.memory;
+  return {{"estimated_peak_bytes", m.peak_bytes},
+          {"input_bytes", m.input_bytes},
+          {"largest_table_bytes", m.largest_table_bytes},
+          {"estimated_flops", m.flops}};
+}
+
+void write_atomically(const std::string& path, const std::string& content) {
+  namespace fs = std::filesystem;
+  fs::path p(path);
+  fs::path tmp = p;
+  tmp += ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) throw InputError(path, 0, "cannot write");
+    f << content;
+    f.flush();
+    if (!f) throw InputError(path, 0, "cannot write");
+  }
+  fs::rename(tmp, p);
+}
+
+}  // namespace kinfer::app

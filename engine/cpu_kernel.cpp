@@ -1,0 +1,362 @@
+#include "engine/cpu_kernel.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+
+namespace kinfer {
+
+namespace {
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+// Inner (vectorized) block: the lowest summed variables whose product stays within this.
+constexpr std::int64_t kInnerMax = 4096;
+}  // namespace
+
+std::int64_t BucketShape::output_size() const {
+  std::int64_t s = 1;
+  for (std::size_t i = 0; i + n_marg < vars.size(); ++i) s *= card[i];
+  return s;
+}
+std::int64_t BucketShape::marg_size() const {
+  std::int64_t s = 1;
+  for (std::size_t i = vars.size() - n_marg; i < vars.size(); ++i) s *= card[i];
+  return s;
+}
+
+#pragma omp declare simd notinbranch
+inline double exp_np(double x) {
+  // exp(x) = 2^n * exp(r), r = x - n ln2, |r| <= ln2/2; Taylor to degree 13 (error < 1e-17).
+  x = x < -708.0 ? -708.0 : x;  // also maps -inf to a harmless tiny value
+  const double shifter = 6755399441055744.0;  // 1.5 * 2^52: rounds to an integer
+  double t = x * 1.4426950408889634 + shifter;
+  double n = t - shifter;
+  double r = x - n * 0.6931471805599453;
+  r = r - n * 2.3190468138462996e-17;
+  double p = 1.0 / 6227020800.0;
+  p = p * r + 1.0 / 479001600.0;
+  p = p * r + 1.0 / 39916800.0;
+  p = p * r + 1.0 / 3628800.0;
+  p = p * r + 1.0 / 362880.0;
+  p = p * r + 1.0 / 40320.0;
+  p = p * r + 1.0 / 5040.0;
+  p = p * r + 1.0 / 720.0;
+  p = p * r + 1.0 / 120.0;
+  p = p * r + 1.0 / 24.0;
+  p = p * r + 1.0 / 6.0;
+  p = p * r + 0.5;
+  p = p * r + 1.0;
+  p = p * r + 1.0;
+  // scale by 2^n through the exponent bits (n >= -1022 here, so the result is normal)
+  std::int64_t bits = (static_cast<std::int64_t>(n) + 1023) << 52;
+  double scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+
+double exp_nonpositive(double x) { return exp_np(x); }
+
+namespace {
+
+// Per-input strides over the bucket variables (0 where the input lacks the variable).
+std::vector<std::vector<std::int64_t>> strides(const BucketShape& shape,
+                                               std::span<const InputTable> inputs) {
+  const std::size_t nv = shape.vars.size();
+  std::vector<std::vector<std::int64_t>> st(inputs.size(), std::vector<std::int64_t>(nv, 0));
+  for (std::size_t f = 0; f < inputs.size(); ++f) {
+    const auto& sc = inputs[f].scope;
+    std::int64_t s = 1;
+    std::size_t pos = nv;
+    for (std::size_t j = sc.size(); j-- > 0;) {
+      // find sc[j] among bucket vars, scanning towards the most significant
+      do {
+        if (pos == 0) throw std::logic_error("input scope is not a subsequence of the bucket");
+        --pos;
+      } while (shape.vars[pos] != sc[j]);
+      st[f][pos] = s;
+      s *= shape.card[pos];
+    }
+  }
+  return st;
+}
+
+// Running log-sum-exp accumulator: value = mx + ln(acc).
+struct Lse {
+  double mx = kNegInf, acc = 0;
+  void add_block(double bmx, double bsum) {  // block value = bmx + ln(bsum)
+    if (bmx == kNegInf) return;
+    if (bmx <= mx) {
+      acc += bsum * exp_np(bmx - mx);
+    } else {
+      acc = acc * exp_np(mx - bmx) + bsum;
+      mx = bmx;
+    }
+  }
+  double value() const { return mx == kNegInf ? kNegInf : mx + std::log(acc); }
+};
+
+// Everything the hot loops need, flattened.
+struct Plan {
+  int nf = 0;                      // inputs that vary with the summed variables
+  std::vector<const double*> data; // [nf]
+  std::vector<std::int64_t> off;   // [nf][inner]: offset of each inner configuration
+  std::int64_t inner = 1;          // configurations of the inner summed variables
+  std::vector<int> hi_pos;         // outer summed variable positions (most significant first)
+  std::vector<int> out_pos;        // output variable positions
+  std::vector<std::vector<std::int64_t>> st;  // strides of the varying inputs [nf][nv]
+  std::vector<const double*> cdata;           // inputs constant over the summed variables
+  std::vector<std::vector<std::int64_t>> cst; // and their strides
+  std::vector<int> card;
+};
+
+Plan make_plan(const BucketShape& shape, std::span<const InputTable> inputs) {
+  Plan p;
+  const int nv = static_cast<int>(shape.vars.size());
+  const int first_marg = nv - shape.n_marg;
+  p.card = shape.card;
+  auto st = strides(shape, inputs);
+  // inner block: the lowest summed variables while the product stays small
+  int inner_first = nv;
+  while (inner_first > first_marg && p.inner * shape.card[inner_first - 1] <= kInnerMax) {
+    --inner_first;
+    p.inner *= shape.card[inner_first];
+  }
+  for (int i = first_marg; i < inner_first; ++i) p.hi_pos.push_back(i);
+  for (int i = 0; i < first_marg; ++i) p.out_pos.push_back(i);
+  for (std::size_t f = 0; f < inputs.size(); ++f) {
+    bool varies = false;
+    for (int i = first_marg; i < nv; ++i) varies |= st[f][i] != 0;
+    if (varies) {
+      p.data.push_back(inputs[f].data);
+      p.st.push_back(st[f]);
+    } else {
+      p.cdata.push_back(inputs[f].data);
+      p.cst.push_back(st[f]);
+    }
+  }
+  p.nf = static_cast<int>(p.data.size());
+  p.off.assign(static_cast<std::size_t>(p.nf) * p.inner, 0);
+  for (int f = 0; f < p.nf; ++f) {
+    std::vector<int> digit(nv, 0);
+    std::int64_t o = 0;
+    for (std::int64_t k = 0; k < p.inner; ++k) {
+      p.off[f * p.inner + k] = o;
+      for (int i = nv - 1; i >= inner_first; --i) {
+        o += p.st[f][i];
+        if (++digit[i] < shape.card[i]) break;
+        o -= p.st[f][i] * digit[i];
+        digit[i] = 0;
+      }
+    }
+  }
+  return p;
+}
+
+// Odometer over a list of variable positions with per-input running offsets.
+struct Odometer {
+  const std::vector<int>* pos;
+  const Plan* p;
+  std::vector<int> digit;
+  // Sets digits from a linear index (over `pos`, last fastest) and returns base offsets.
+  void seek(std::int64_t idx, const std::vector<std::vector<std::int64_t>>& st,
+            std::vector<std::int64_t>& base) {
+    digit.assign(pos->size(), 0);
+    for (std::size_t j = pos->size(); j-- > 0;) {
+      const int c = p->card[(*pos)[j]];
+      digit[j] = static_cast<int>(idx % c);
+      idx /= c;
+    }
+    for (std::size_t f = 0; f < st.size(); ++f) {
+      std::int64_t b = 0;
+      for (std::size_t j = 0; j < pos->size(); ++j) b += digit[j] * st[f][(*pos)[j]];
+      base[f] = b;
+    }
+  }
+  void next(const std::vector<std::vector<std::int64_t>>& st, std::vector<std::int64_t>& base) {
+    for (std::size_t j = pos->size(); j-- > 0;) {
+      const int i = (*pos)[j];
+      if (++digit[j] < p->card[i]) {
+        for (std::size_t f = 0; f < st.size(); ++f) base[f] += st[f][i];
+        return;
+      }
+      for (std::size_t f = 0; f < st.size(); ++f) base[f] -= st[f][i] * (digit[j] - 1);
+      digit[j] = 0;
+    }
+  }
+};
+
+// Sum over the inner block for given bases: returns (block max, sum of exp(x - max)).
+inline void inner_block(const Plan& p, const std::int64_t* base, double add, double* buf,
+                        double& bmx, double& bsum) {
+  const std::int64_t n = p.inner;
+  {
+    const double* d = p.data[0] + base[0];
+    const std::int64_t* o = p.off.data();
+#pragma omp simd
+    for (std::int64_t k = 0; k < n; ++k) buf[k] = d[o[k]] + add;
+  }
+  for (int f = 1; f < p.nf; ++f) {
+    const double* d = p.data[f] + base[f];
+    const std::int64_t* o = p.off.data() + f * n;
+#pragma omp simd
+    for (std::int64_t k = 0; k < n; ++k) buf[k] += d[o[k]];
+  }
+  double mx = kNegInf;
+#pragma omp simd reduction(max : mx)
+  for (std::int64_t k = 0; k < n; ++k) mx = buf[k] > mx ? buf[k] : mx;
+  bmx = mx;
+  if (mx == kNegInf) {
+    bsum = 0;
+    return;
+  }
+  double s = 0;
+#pragma omp simd reduction(+ : s)
+  for (std::int64_t k = 0; k < n; ++k) s += exp_np(buf[k] - mx);
+  bsum = s;
+}
+
+double const_part(const Plan& p, const std::vector<std::int64_t>& cbase) {
+  double c = 0;
+  for (std::size_t f = 0; f < p.cdata.size(); ++f) c += p.cdata[f][cbase[f]];
+  return c;
+}
+
+}  // namespace
+
+void sum_product_log(const BucketShape& shape, std::span<const InputTable> inputs, double* out,
+                     int threads) {
+  const Plan p = make_plan(shape, inputs);
+  const std::int64_t n_out = shape.output_size();
+  std::int64_t n_hi = 1;
+  for (int i : p.hi_pos) n_hi *= p.card[i];
+  if (threads <= 0) threads = omp_get_max_threads();
+  const double work = static_cast<double>(n_out) * n_hi * p.inner * (p.nf + 1);
+  if (work < 2e5) threads = 1;
+
+  if (p.nf == 0) {  // nothing varies with the summed variables: out = const + ln(#configs)
+    const double lm = std::log(static_cast<double>(shape.marg_size()));
+#pragma omp parallel num_threads(threads)
+    {
+      Odometer od{&p.out_pos, &p, {}};
+      std::vector<std::int64_t> cb(p.cdata.size());
+#pragma omp for schedule(static)
+      for (std::int64_t o = 0; o < n_out; ++o) {
+        od.seek(o, p.cst, cb);
+        out[o] = const_part(p, cb) + lm;
+      }
+    }
+    return;
+  }
+
+  if (n_out >= 4 * threads || n_hi == 1) {
+    // Parallel over output configurations; each thread walks a contiguous range.
+#pragma omp parallel num_threads(threads)
+    {
+      std::vector<double> buf(p.inner);
+      std::vector<std::int64_t> base(p.nf), hbase(p.nf), b(p.nf), cb(p.cdata.size());
+      Odometer od{&p.out_pos, &p, {}}, oc{&p.out_pos, &p, {}}, oh{&p.hi_pos, &p, {}};
+      const int nt = omp_get_num_threads(), me = omp_get_thread_num();
+      const std::int64_t lo = n_out * me / nt, hi = n_out * (me + 1) / nt;
+      if (lo < hi) {
+        od.seek(lo, p.st, base);
+        oc.seek(lo, p.cst, cb);
+        for (std::int64_t o = lo; o < hi; ++o) {
+          const double c = const_part(p, cb);
+          Lse lse;
+          if (c != kNegInf) {
+            oh.seek(0, p.st, hbase);
+            for (std::int64_t h = 0; h < n_hi; ++h) {
+              for (int f = 0; f < p.nf; ++f) b[f] = base[f] + hbase[f];
+              double bmx, bsum;
+              inner_block(p, b.data(), c, buf.data(), bmx, bsum);
+              lse.add_block(bmx, bsum);
+              if (h + 1 < n_hi) oh.next(p.st, hbase);
+            }
+          }
+          out[o] = lse.value();
+          if (o + 1 < hi) {
+            od.next(p.st, base);
+            oc.next(p.cst, cb);
+          }
+        }
+      }
+    }
+    return;
+  }
+
+  // Few outputs, many summed configurations: parallel over the outer summed configurations.
+  for (std::int64_t o = 0; o < n_out; ++o) {
+    std::vector<std::int64_t> base(p.nf), cb(p.cdata.size());
+    Odometer od{&p.out_pos, &p, {}}, oc{&p.out_pos, &p, {}};
+    od.seek(o, p.st, base);
+    oc.seek(o, p.cst, cb);
+    const double c = const_part(p, cb);
+    if (c == kNegInf) {
+      out[o] = kNegInf;
+      continue;
+    }
+    std::vector<Lse> part(threads);
+#pragma omp parallel num_threads(threads)
+    {
+      std::vector<double> buf(p.inner);
+      std::vector<std::int64_t> hbase(p.nf), b(p.nf);
+      Odometer oh{&p.hi_pos, &p, {}};
+      const int nt = omp_get_num_threads(), me = omp_get_thread_num();
+      const std::int64_t lo = n_hi * me / nt, hi = n_hi * (me + 1) / nt;
+      Lse lse;
+      if (lo < hi) oh.seek(lo, p.st, hbase);
+      for (std::int64_t h = lo; h < hi; ++h) {
+        for (int f = 0; f < p.nf; ++f) b[f] = base[f] + hbase[f];
+        double bmx, bsum;
+        inner_block(p, b.data(), c, buf.data(), bmx, bsum);
+        lse.add_block(bmx, bsum);
+        if (h + 1 < hi) oh.next(p.st, hbase);
+      }
+      part[me] = lse;
+    }
+    Lse total;
+    for (const Lse& l : part) total.add_block(l.mx, l.acc);
+    out[o] = total.value();
+  }
+}
+
+void sum_product_log_reference(const BucketShape& shape, std::span<const InputTable> inputs,
+                               double* out) {
+  const auto st = strides(shape, inputs);
+  const std::int64_t n_out = shape.output_size(), n_m = shape.marg_size();
+  const int nv = static_cast<int>(shape.vars.size());
+  for (std::int64_t o = 0; o < n_out; ++o) {
+    std::vector<double> terms;
+    for (std::int64_t m = 0; m < n_m; ++m) {
+      // decode the full bucket address (o, m)
+      std::int64_t addr_m = m, addr_o = o;
+      double s = 0;
+      std::vector<int> digit(nv);
+      for (int i = nv - 1; i >= 0; --i) {
+        std::int64_t& a = i >= nv - shape.n_marg ? addr_m : addr_o;
+        digit[i] = static_cast<int>(a % shape.card[i]);
+        a /= shape.card[i];
+      }
+      for (std::size_t f = 0; f < inputs.size(); ++f) {
+        std::int64_t off = 0;
+        for (int i = 0; i < nv; ++i) off += digit[i] * st[f][i];
+        s += inputs[f].data[off];
+      }
+      terms.push_back(s);
+    }
+    double mx = kNegInf;
+    for (double x : terms) mx = std::max(mx, x);
+    if (mx == kNegInf) {
+      out[o] = kNegInf;
+      continue;
+    }
+    double acc = 0;
+    for (double x : terms) acc += std::exp(x - mx);
+    out[o] = mx + std::log(acc);
+  }
+}
+
+}  // namespace kinfer

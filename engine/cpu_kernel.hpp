@@ -1,0 +1,39 @@
+#pragma once
+// The CPU sum-product kernel of one bucket (paper 000 Fig. 3), in the log domain:
+//   out(o) = ln sum_m exp( sum_f in_f(o, m) )
+// with a max-shifted log-sum-exp, OpenMP over output configurations (or over the summed
+// configurations when there are few outputs), and sequential access along the global order.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace kinfer {
+
+// One input table of a bucket: its scope lists bucket variables in the bucket's order
+// (a subsequence of BucketShape::vars); data is row-major, last variable fastest.
+struct InputTable {
+  const double* data = nullptr;
+  std::vector<int> scope;
+};
+
+struct BucketShape {
+  std::vector<int> vars;  // most significant first
+  std::vector<int> card;  // cardinality of each entry of vars
+  int n_marg = 0;         // the last n_marg vars are summed out
+  std::int64_t output_size() const;
+  std::int64_t marg_size() const;
+};
+
+// Writes output_size() log values to `out`. `threads` <= 0 uses OpenMP's default.
+void sum_product_log(const BucketShape& shape, std::span<const InputTable> inputs, double* out,
+                     int threads = 0);
+
+// Straightforward reference (one configuration at a time, no tricks), for tests.
+void sum_product_log_reference(const BucketShape& shape, std::span<const InputTable> inputs,
+                               double* out);
+
+// exp(x) for x <= 0 (x may be -inf), vectorizable, within 2 ulp of std::exp where the result
+// is a normal double; results below ~1e-307 are approximate (they never matter next to 1).
+double exp_nonpositive(double x);
+
+}  // namespace kinfer

@@ -1,0 +1,96 @@
+#include "engine/solver.hpp"
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "engine/errors.hpp"
+
+namespace kinfer {
+
+namespace {
+std::string human_bytes(double b) {
+  const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int u = 0;
+  while (b >= 1024 && u < 6) b /= 1024, ++u;
+  std::ostringstream s;
+  s.precision(3);
+  s << b << ' ' << unit[u];
+  return s.str();
+}
+}  // namespace
+
+MemoryEstimate estimate_memory(const ReducedModel& model, const TaskTree& tree) {
+  MemoryEstimate m;
+  for (const auto& f : model.factors) m.input_bytes += 8.0 * f.logv.size();
+  double live = 0, peak = 0;
+  for (std::size_t b = 0; b < tree.buckets.size(); ++b) {
+    const Bucket& bk = tree.buckets[b];
+    const double out = 8.0 * std::exp2(bk.log2_output);
+    live += out;  // the output is allocated while the children's tables are still alive
+    peak = std::max(peak, live);
+    for (int c : bk.children) live -= 8.0 * std::exp2(tree.buckets[c].log2_output);
+    if (out > m.largest_table_bytes) m.largest_table_bytes = out, m.largest_bucket = static_cast<int>(b);
+    m.flops += std::exp2(bk.log2_states) * (bk.factors.size() + bk.children.size() + 2.0);
+  }
+  m.peak_bytes = m.input_bytes + peak;
+  return m;
+}
+
+Plan make_plan(const Network& net, const Evidence& ev, const PlanOptions& opt) {
+  Plan plan;
+  plan.model = reduce(net, ev);
+  std::vector<std::vector<int>> scopes;
+  for (const auto& f : plan.model.factors) scopes.push_back(f.scope);
+  plan.components = count_components(net.num_vars(), scopes);
+  OrderOptions oo = opt.order;
+  if (opt.max_memory_bytes > 0) oo.max_table_entries = opt.max_memory_bytes / 8.0;
+  plan.order = find_order(net.num_vars(), plan.model.card, scopes, oo);
+  plan.tree = build_task_tree(plan.model, plan.order.order);
+  plan.memory = estimate_memory(plan.model, plan.tree);
+  if (opt.max_memory_bytes > 0 && plan.memory.peak_bytes > opt.max_memory_bytes) {
+    std::ostringstream s;
+    s << "estimated peak memory " << human_bytes(plan.memory.peak_bytes) << " exceeds the limit "
+      << human_bytes(opt.max_memory_bytes) << "; the largest table has 2^"
+      << plan.tree.buckets[plan.memory.largest_bucket].log2_output << " entries ("
+      << human_bytes(plan.memory.largest_table_bytes) << ", bucket " << plan.memory.largest_bucket
+      << ", elimination order " << plan.order.heuristic << ", width " << plan.order.stats.width
+      << "). Try --order stochastic with a longer --order-time, raise --max-memory if the machine "
+         "has more memory, or run on a machine with more memory";
+    throw ResourceError(s.str());
+  }
+  plan.input_data.resize(plan.model.factors.size());
+  plan.input_scope.resize(plan.model.factors.size());
+  for (std::size_t f = 0; f < plan.model.factors.size(); ++f)
+    plan.input_data[f] = restructure(plan.model.factors[f], plan.model.card, plan.tree.rank,
+                                     plan.input_scope[f]);
+  return plan;
+}
+
+BucketShape bucket_shape(const Plan& plan, int b) {
+  const Bucket& bk = plan.tree.buckets[b];
+  BucketShape s;
+  s.vars = bk.vars;
+  for (int v : bk.vars) s.card.push_back(plan.model.card[v]);
+  s.n_marg = bk.n_marg;
+  return s;
+}
+
+double run_plan(const Plan& plan, const RunOptions& opt) {
+  const auto& buckets = plan.tree.buckets;
+  std::vector<std::unique_ptr<double[]>> msg(buckets.size());
+  for (std::size_t b = 0; b < buckets.size(); ++b) {
+    const Bucket& bk = buckets[b];
+    const BucketShape shape = bucket_shape(plan, static_cast<int>(b));
+    std::vector<InputTable> in;
+    for (int f : bk.factors) in.push_back({plan.input_data[f].data(), plan.input_scope[f]});
+    for (int c : bk.children) in.push_back({msg[c].get(), buckets[c].output_vars()});
+    msg[b].reset(new double[shape.output_size()]);
+    sum_product_log(shape, in, msg[b].get(), opt.threads);
+    if (opt.after_bucket) opt.after_bucket(static_cast<int>(b), shape, in, msg[b].get());
+    for (int c : bk.children) msg[c].reset();
+  }
+  return msg.back()[0] + plan.model.log_constant;
+}
+
+}  // namespace kinfer

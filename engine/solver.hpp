@@ -1,0 +1,61 @@
+#pragma once
+// From a network and evidence to ln P(e): reduce, order, build the task tree, estimate memory,
+// then run every bucket with the CPU kernel. A Plan is computed once and can be run many times.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/cpu_kernel.hpp"
+#include "engine/model.hpp"
+#include "engine/ordering.hpp"
+#include "engine/reduce.hpp"
+#include "engine/task_tree.hpp"
+
+namespace kinfer {
+
+struct MemoryEstimate {
+  double input_bytes = 0;       // restructured input tables
+  double peak_bytes = 0;        // inputs + the most intermediate tables alive at once
+  double largest_table_bytes = 0;
+  int largest_bucket = -1;      // bucket producing the largest table
+  double flops = 0;             // ~ state space x (inputs + 2) per bucket, summed
+};
+
+struct PlanOptions {
+  OrderOptions order;
+  double max_memory_bytes = 0;  // 0: no limit
+};
+
+struct Plan {
+  ReducedModel model;
+  OrderResult order;
+  TaskTree tree;
+  MemoryEstimate memory;
+  int components = 0;
+  // Inputs in global order, grouped per bucket (restructured once).
+  std::vector<std::vector<double>> input_data;   // per reduced factor
+  std::vector<std::vector<int>> input_scope;     // per reduced factor
+};
+
+// Orders and builds the tree; does not allocate intermediate tables. Throws ResourceError when
+// no order fits max_memory_bytes.
+Plan make_plan(const Network& net, const Evidence& ev, const PlanOptions& opt);
+
+MemoryEstimate estimate_memory(const ReducedModel& model, const TaskTree& tree);
+
+// The shape and the input scopes of bucket b (inputs: its factors, then its children).
+BucketShape bucket_shape(const Plan& plan, int b);
+
+struct RunOptions {
+  int threads = 0;
+  // Optional per-bucket hook, e.g. to run a bucket on another backend and compare.
+  std::function<void(int bucket, const BucketShape&, std::span<const InputTable>, const double* out)>
+      after_bucket;
+};
+
+// Returns ln P(e) (−inf when the evidence is impossible).
+double run_plan(const Plan& plan, const RunOptions& opt = {});
+
+}  // namespace kinfer
