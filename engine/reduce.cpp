@@ -8,6 +8,55 @@
 
 namespace kinfer {
 
+double ReducedModel::log_constant() const {
+  double c = free_constant;
+  for (const auto& [f, x] : constants) c += x;
+  return c;
+}
+
+LogFactor reduce_factor(const Factor& f, const ReducedModel& m, bool& all_zero) {
+  const auto& card = m.card;
+  const int k = static_cast<int>(f.scope.size());
+  // Row-major strides of the source table.
+  std::vector<std::int64_t> stride(k);
+  std::int64_t s = 1;
+  for (int j = k - 1; j >= 0; --j) {
+    stride[j] = s;
+    s *= card[f.scope[j]];
+  }
+  LogFactor out;
+  std::vector<std::int64_t> out_stride;  // source stride of each kept variable
+  std::int64_t base = 0;
+  for (int j = 0; j < k; ++j) {
+    const int v = f.scope[j];
+    if (m.fixed[v]) {
+      base += m.value[v] * stride[j];
+    } else {
+      out.scope.push_back(v);
+      out_stride.push_back(stride[j]);
+    }
+  }
+  const std::int64_t size = table_size(out.scope, card);
+  out.logv.resize(size);
+  // Odometer over the kept variables, last fastest.
+  std::vector<int> digit(out.scope.size(), 0);
+  std::int64_t src = base;
+  bool any_nonzero = false;
+  for (std::int64_t i = 0; i < size; ++i) {
+    const double x = f.table[src];
+    out.logv[i] = x > 0 ? std::log(x) : -std::numeric_limits<double>::infinity();
+    any_nonzero |= x > 0;
+    for (int j = static_cast<int>(digit.size()) - 1; j >= 0; --j) {
+      src += out_stride[j];
+      if (++digit[j] < card[out.scope[j]]) break;
+      src -= out_stride[j] * digit[j];
+      digit[j] = 0;
+    }
+  }
+  all_zero = !any_nonzero;
+  return out;
+}
+
 ReducedModel reduce(const Network& net, const Evidence& ev) {
   const int n = net.num_vars();
   ReducedModel m;
@@ -29,49 +78,15 @@ ReducedModel reduce(const Network& net, const Evidence& ev) {
   for (int v = 0; v < n; ++v)
     if (net.card[v] == 1) m.fixed[v] = 1;
 
+  m.value = value;
   std::vector<char> used(n, 0);
   for (std::size_t fi = 0; fi < net.factors.size(); ++fi) {
     const Factor& f = net.factors[fi];
-    const int k = static_cast<int>(f.scope.size());
-    // Row-major strides of the source table.
-    std::vector<std::int64_t> stride(k);
-    std::int64_t s = 1;
-    for (int j = k - 1; j >= 0; --j) {
-      stride[j] = s;
-      s *= net.card[f.scope[j]];
-    }
-    LogFactor out;
+    for (int v : f.scope) used[v] = 1;
+    bool all_zero = false;
+    LogFactor out = reduce_factor(f, m, all_zero);
     out.origin = static_cast<int>(fi);
-    std::vector<std::int64_t> out_stride;  // source stride of each kept variable
-    std::int64_t base = 0;
-    for (int j = 0; j < k; ++j) {
-      int v = f.scope[j];
-      used[v] = 1;
-      if (m.fixed[v]) {
-        base += value[v] * stride[j];
-      } else {
-        out.scope.push_back(v);
-        out_stride.push_back(stride[j]);
-      }
-    }
-    const std::int64_t size = table_size(out.scope, net.card);
-    out.logv.resize(size);
-    // Odometer over the kept variables, last fastest.
-    std::vector<int> digit(out.scope.size(), 0);
-    std::int64_t src = base;
-    bool any_nonzero = false;
-    for (std::int64_t i = 0; i < size; ++i) {
-      double x = f.table[src];
-      out.logv[i] = x > 0 ? std::log(x) : -std::numeric_limits<double>::infinity();
-      any_nonzero |= x > 0;
-      for (int j = static_cast<int>(digit.size()) - 1; j >= 0; --j) {
-        src += out_stride[j];
-        if (++digit[j] < net.card[out.scope[j]]) break;
-        src -= out_stride[j] * digit[j];
-        digit[j] = 0;
-      }
-    }
-    if (!any_nonzero && m.impossible.empty()) {
+    if (all_zero && m.impossible.empty()) {
       std::ostringstream why;
       why << "factor " << fi;
       if (f.source_line > 0) why << " (" << net.source << " line " << f.source_line << ")";
@@ -86,13 +101,13 @@ ReducedModel reduce(const Network& net, const Evidence& ev) {
       m.impossible = why.str();
     }
     if (out.scope.empty())
-      m.log_constant += out.logv[0];
+      m.constants.push_back({static_cast<int>(fi), out.logv[0]});
     else
       m.factors.push_back(std::move(out));
   }
   // A free variable that no factor mentions multiplies the sum by its cardinality.
   for (int v = 0; v < n; ++v)
-    if (!used[v] && !m.fixed[v]) m.log_constant += std::log(static_cast<double>(net.card[v]));
+    if (!used[v] && !m.fixed[v]) m.free_constant += std::log(static_cast<double>(net.card[v]));
   return m;
 }
 

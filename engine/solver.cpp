@@ -1,6 +1,7 @@
 #include "engine/solver.hpp"
 
 #include <cmath>
+#include <algorithm>
 #include <limits>
 #include <sstream>
 
@@ -48,6 +49,18 @@ Plan make_plan(const Network& net, const Evidence& ev, const PlanOptions& opt) {
   plan.order = find_order(net.num_vars(), plan.model.card, scopes, oo);
   plan.tree = build_task_tree(plan.model, plan.order.order);
   plan.memory = estimate_memory(plan.model, plan.tree);
+  // Report what the tree really computes: merged buckets never store the per-variable messages
+  // the greedy search saw, so the tree's tables and state space are the honest figures.
+  OrderStats& st = plan.order.stats;
+  st = OrderStats{};
+  double total = 0;
+  for (const Bucket& b : plan.tree.buckets) {
+    st.width = std::max(st.width, static_cast<int>(b.vars.size()) - 1);
+    st.log2_max_table = std::max(st.log2_max_table, b.log2_output);
+    st.log2_max_clique = std::max(st.log2_max_clique, b.log2_states);
+    total += std::exp2(b.log2_states);
+  }
+  st.log2_total_state = std::log2(total);
   if (opt.max_memory_bytes > 0 && plan.memory.peak_bytes > opt.max_memory_bytes) {
     std::ostringstream s;
     s << "estimated peak memory " << human_bytes(plan.memory.peak_bytes) << " exceeds the limit "
@@ -90,7 +103,30 @@ double run_plan(const Plan& plan, const RunOptions& opt) {
     if (opt.after_bucket) opt.after_bucket(static_cast<int>(b), shape, in, msg[b].get());
     for (int c : bk.children) msg[c].reset();
   }
-  return msg.back()[0] + plan.model.log_constant;
+  return msg.back()[0] + plan.model.log_constant();
+}
+
+}  // namespace kinfer
+
+namespace kinfer {
+
+void refill_factors(Plan& plan, const Network& net, std::span<const int> changed) {
+  std::vector<char> is_changed(net.factors.size(), 0);
+  for (int f : changed) is_changed.at(f) = 1;
+  for (std::size_t i = 0; i < plan.model.factors.size(); ++i) {
+    LogFactor& lf = plan.model.factors[i];
+    if (!is_changed[lf.origin]) continue;
+    bool all_zero = false;
+    LogFactor fresh = reduce_factor(net.factors[lf.origin], plan.model, all_zero);
+    if (fresh.scope != lf.scope) throw std::logic_error("refill_factors: a factor's scope changed");
+    lf.logv = std::move(fresh.logv);
+    plan.input_data[i] = restructure(lf, plan.model.card, plan.tree.rank, plan.input_scope[i]);
+  }
+  for (auto& [f, x] : plan.model.constants)
+    if (is_changed[f]) {
+      bool all_zero = false;
+      x = reduce_factor(net.factors[f], plan.model, all_zero).logv[0];
+    }
 }
 
 }  // namespace kinfer

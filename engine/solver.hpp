@@ -55,6 +55,10 @@ struct RunOptions {
       after_bucket;
 };
 
+// Compile once, evaluate many: re-reads the tables of the network factors `changed` (whose
+// scopes and the evidence are unchanged, e.g. a new theta) into the plan's inputs.
+void refill_factors(Plan& plan, const Network& net, std::span<const int> changed);
+
 // Returns ln P(e) (−inf when the evidence is impossible).
 double run_plan(const Plan& plan, const RunOptions& opt = {});
 

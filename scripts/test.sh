@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The README's test command: configure (once), build, run every test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="/usr/local/cuda/bin:$PATH"
+[ -f build/build.ninja ] || meson setup build --buildtype=release
+ninja -C build
+meson test -C build --print-errorlogs --num-processes 2 "$@"
