@@ -39,6 +39,7 @@ int run_info(const InfoOptions& o) {
       {"factors", net.factors.size()},
       {"evidence_observed", plan.model.num_observed},
       {"free_variables", free_vars},
+      {"values_removed", plan.model.values_removed},
       {"reduced_factors", plan.model.factors.size()},
       {"components", plan.components},
       {"order", order_json(plan)},
@@ -56,7 +57,8 @@ int run_info(const InfoOptions& o) {
               net.num_vars(), max_card, free_vars);
   std::printf("factors            %zu (%zu after evidence reduction), %d connected component(s)\n",
               net.factors.size(), plan.model.factors.size(), plan.components);
-  std::printf("evidence           %d observed variable(s)\n", plan.model.num_observed);
+  std::printf("evidence           %d observed variable(s); value elimination removed %d value(s)\n",
+              plan.model.num_observed, plan.model.values_removed);
   std::printf("order              %s, %d restarts in %.2f s\n", plan.order.heuristic.c_str(),
               plan.order.restarts, plan.order.seconds);
   std::printf("width              %d\n", plan.order.stats.width);

@@ -14,18 +14,21 @@ double ReducedModel::log_constant() const {
   return c;
 }
 
-LogFactor reduce_factor(const Factor& f, const ReducedModel& m, bool& all_zero) {
-  const auto& card = m.card;
+namespace {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+// Slices network factor `f` to the model's fixed values and kept domains, in the log domain.
+LogFactor slice(const Factor& f, const ReducedModel& m, bool& all_zero) {
   const int k = static_cast<int>(f.scope.size());
-  // Row-major strides of the source table.
   std::vector<std::int64_t> stride(k);
   std::int64_t s = 1;
   for (int j = k - 1; j >= 0; --j) {
     stride[j] = s;
-    s *= card[f.scope[j]];
+    s *= m.orig_card[f.scope[j]];
   }
   LogFactor out;
-  std::vector<std::int64_t> out_stride;  // source stride of each kept variable
+  std::vector<std::vector<std::int64_t>> step;  // per kept variable: source offset of each value
   std::int64_t base = 0;
   for (int j = 0; j < k; ++j) {
     const int v = f.scope[j];
@@ -33,36 +36,63 @@ LogFactor reduce_factor(const Factor& f, const ReducedModel& m, bool& all_zero) 
       base += m.value[v] * stride[j];
     } else {
       out.scope.push_back(v);
-      out_stride.push_back(stride[j]);
+      std::vector<std::int64_t> off;
+      for (int x : m.kept[v]) off.push_back(x * stride[j]);
+      step.push_back(std::move(off));
     }
   }
-  const std::int64_t size = table_size(out.scope, card);
+  const std::int64_t size = table_size(out.scope, m.card);
   out.logv.resize(size);
-  // Odometer over the kept variables, last fastest.
-  std::vector<int> digit(out.scope.size(), 0);
+  const int kk = static_cast<int>(out.scope.size());
+  std::vector<int> digit(kk, 0);
   std::int64_t src = base;
+  for (int j = 0; j < kk; ++j) src += step[j][0];
   bool any_nonzero = false;
   for (std::int64_t i = 0; i < size; ++i) {
     const double x = f.table[src];
-    out.logv[i] = x > 0 ? std::log(x) : -std::numeric_limits<double>::infinity();
+    out.logv[i] = x > 0 ? std::log(x) : kNegInf;
     any_nonzero |= x > 0;
-    for (int j = static_cast<int>(digit.size()) - 1; j >= 0; --j) {
-      src += out_stride[j];
-      if (++digit[j] < card[out.scope[j]]) break;
-      src -= out_stride[j] * digit[j];
+    for (int j = kk - 1; j >= 0; --j) {
+      src -= step[j][digit[j]];
+      if (++digit[j] < static_cast<int>(step[j].size())) {
+        src += step[j][digit[j]];
+        break;
+      }
       digit[j] = 0;
+      src += step[j][0];
     }
   }
   all_zero = !any_nonzero;
   return out;
 }
 
-ReducedModel reduce(const Network& net, const Evidence& ev) {
+std::string describe_zero_factor(const Network& net, const ReducedModel& m, std::size_t fi) {
+  const Factor& f = net.factors[fi];
+  std::ostringstream why;
+  why << "factor " << fi;
+  if (f.source_line > 0) why << " (" << net.source << " line " << f.source_line << ")";
+  why << " is zero for every configuration";
+  std::vector<int> obs;
+  for (int v : f.scope)
+    if (m.fixed[v] && m.orig_card[v] > 1) obs.push_back(v);
+  if (!obs.empty()) {
+    why << " given the evidence or the values still possible for variable"
+        << (obs.size() > 1 ? "s" : "");
+    for (int v : obs) why << ' ' << v << '=' << m.value[v];
+  }
+  return why.str();
+}
+
+}  // namespace
+
+ReducedModel reduce(const Network& net, const Evidence& ev, const ReduceOptions& opt) {
   const int n = net.num_vars();
   ReducedModel m;
+  m.orig_card = net.card;
   m.card = net.card;
   m.fixed.assign(n, 0);
-  std::vector<int> value(n, 0);
+  m.value.assign(n, 0);
+  m.kept.resize(n);
   for (auto [v, x] : ev.observed) {
     if (v < 0 || v >= n)
       throw InputError(ev.source, 0, "evidence names variable " + std::to_string(v) +
@@ -72,38 +102,93 @@ ReducedModel reduce(const Network& net, const Evidence& ev) {
                                          std::to_string(v) + " is outside its domain 0.." +
                                          std::to_string(net.card[v] - 1));
     m.fixed[v] = 1;
-    value[v] = x;
+    m.value[v] = x;
     ++m.num_observed;
   }
-  for (int v = 0; v < n; ++v)
+  for (int v = 0; v < n; ++v) {
     if (net.card[v] == 1) m.fixed[v] = 1;
-
-  m.value = value;
-  std::vector<char> used(n, 0);
-  for (std::size_t fi = 0; fi < net.factors.size(); ++fi) {
-    const Factor& f = net.factors[fi];
-    for (int v : f.scope) used[v] = 1;
-    bool all_zero = false;
-    LogFactor out = reduce_factor(f, m, all_zero);
-    out.origin = static_cast<int>(fi);
-    if (all_zero && m.impossible.empty()) {
-      std::ostringstream why;
-      why << "factor " << fi;
-      if (f.source_line > 0) why << " (" << net.source << " line " << f.source_line << ")";
-      why << " is zero for every configuration";
-      std::vector<int> obs;
-      for (int v : f.scope)
-        if (m.fixed[v] && net.card[v] > 1) obs.push_back(v);
-      if (!obs.empty()) {
-        why << " given the evidence on variable" << (obs.size() > 1 ? "s" : "");
-        for (int v : obs) why << ' ' << v << '=' << value[v];
-      }
-      m.impossible = why.str();
+    if (m.fixed[v]) {
+      m.card[v] = 1;
+    } else {
+      for (int x = 0; x < net.card[v]; ++x) m.kept[v].push_back(x);
     }
-    if (out.scope.empty())
-      m.constants.push_back({static_cast<int>(fi), out.logv[0]});
+  }
+
+  const std::size_t nf = net.factors.size();
+  std::vector<LogFactor> all(nf);
+  std::vector<char> dirty(nf, 1);
+  std::vector<std::vector<int>> factors_of(n);
+  for (std::size_t fi = 0; fi < nf; ++fi)
+    for (int v : net.factors[fi].scope) factors_of[v].push_back(static_cast<int>(fi));
+
+  for (int round = 0;; ++round) {
+    // Pass 1: (re)slice the factors whose variables changed.
+    for (std::size_t fi = 0; fi < nf; ++fi) {
+      if (!dirty[fi]) continue;
+      dirty[fi] = 0;
+      bool all_zero = false;
+      all[fi] = slice(net.factors[fi], m, all_zero);
+      all[fi].origin = static_cast<int>(fi);
+      if (all_zero && m.impossible.empty()) m.impossible = describe_zero_factor(net, m, fi);
+    }
+    if (!opt.value_elimination || !m.impossible.empty()) break;
+    // Pass 2: a value survives only if every factor mentioning its variable has a non-zero
+    // entry with it.
+    std::vector<std::vector<char>> ok(n);
+    for (int v = 0; v < n; ++v)
+      if (!m.fixed[v]) ok[v].assign(m.card[v], 1);
+    std::vector<std::vector<char>> sup;
+    for (const LogFactor& f : all) {
+      const int k = static_cast<int>(f.scope.size());
+      if (k == 0) continue;
+      sup.assign(k, {});
+      for (int j = 0; j < k; ++j) sup[j].assign(m.card[f.scope[j]], 0);
+      std::vector<int> digit(k, 0);
+      for (std::size_t i = 0; i < f.logv.size(); ++i) {
+        if (f.logv[i] != kNegInf)
+          for (int j = 0; j < k; ++j) sup[j][digit[j]] = 1;
+        for (int j = k - 1; j >= 0; --j) {
+          if (++digit[j] < m.card[f.scope[j]]) break;
+          digit[j] = 0;
+        }
+      }
+      for (int j = 0; j < k; ++j)
+        for (int x = 0; x < m.card[f.scope[j]]; ++x) ok[f.scope[j]][x] &= sup[j][x];
+    }
+    // Pass 3: shrink the domains; a variable left with one value becomes fixed.
+    bool changed = false;
+    for (int v = 0; v < n; ++v) {
+      if (m.fixed[v]) continue;
+      std::vector<int> keep;
+      for (int x = 0; x < m.card[v]; ++x)
+        if (ok[v][x]) keep.push_back(m.kept[v][x]);
+      if (keep.size() == m.kept[v].size()) continue;
+      changed = true;
+      m.values_removed += static_cast<int>(m.kept[v].size() - keep.size());
+      for (int fi : factors_of[v]) dirty[fi] = 1;
+      if (keep.empty()) {
+        m.impossible = "variable " + std::to_string(v) + " has no value with non-zero probability";
+        break;
+      }
+      m.kept[v] = keep;
+      m.card[v] = static_cast<int>(keep.size());
+      if (keep.size() == 1) {
+        m.fixed[v] = 1;
+        m.value[v] = keep[0];
+        m.card[v] = 1;
+        m.kept[v].clear();
+      }
+    }
+    if (!changed || !m.impossible.empty()) break;
+  }
+
+  std::vector<char> used(n, 0);
+  for (std::size_t fi = 0; fi < nf; ++fi) {
+    for (int v : net.factors[fi].scope) used[v] = 1;
+    if (all[fi].scope.empty())
+      m.constants.push_back({static_cast<int>(fi), all[fi].logv.empty() ? kNegInf : all[fi].logv[0]});
     else
-      m.factors.push_back(std::move(out));
+      m.factors.push_back(std::move(all[fi]));
   }
   // A free variable that no factor mentions multiplies the sum by its cardinality.
   for (int v = 0; v < n; ++v)

@@ -1,6 +1,8 @@
 #pragma once
-// Evidence reduction: slice every factor at the observed values, drop cardinality-1 variables,
-// and move to the log domain. What is left is what elimination works on.
+// Evidence reduction and value elimination: slice every factor at the observed values, drop
+// cardinality-1 variables, remove domain values that no factor supports (a value whose every
+// entry is zero in some factor contributes nothing to P(e)), repeat to a fixed point, and move
+// to the log domain. What is left is what elimination works on.
 #include <string>
 #include <vector>
 
@@ -17,23 +19,27 @@ struct LogFactor {
 };
 
 struct ReducedModel {
-  std::vector<int> card;          // cardinalities of all variables (original numbering)
-  std::vector<char> fixed;        // 1 if observed or of cardinality 1
-  std::vector<int> value;         // observed value of each fixed variable (0 for card-1 ones)
+  std::vector<int> orig_card;     // cardinalities as declared in the network
+  std::vector<int> card;          // after value elimination (what the factors are indexed by)
+  std::vector<std::vector<int>> kept;  // per free variable: the original values still possible
+  std::vector<char> fixed;        // 1 if observed, of cardinality 1, or reduced to one value
+  std::vector<int> value;         // original value of each fixed variable
   std::vector<LogFactor> factors; // factors with a non-empty scope
   std::vector<std::pair<int, double>> constants;  // (network factor, ln value) of constant ones
   double free_constant = 0.0;     // ln of the cardinalities of free variables in no factor
   int num_observed = 0;
-  double log_constant() const;    // everything outside `factors`, ln
-  // Set when some factor is zero everywhere given the evidence (so P(e) = 0).
+  int values_removed = 0;         // domain values removed by value elimination
+  // Set when P(e) = 0 is evident (a factor zero everywhere, or a variable with no possible
+  // value): says which factor or variable.
   std::string impossible;
+  double log_constant() const;    // everything outside `factors`, ln
+};
+
+struct ReduceOptions {
+  bool value_elimination = true;
 };
 
 // Throws InputError for evidence that names unknown variables or values.
-ReducedModel reduce(const Network& net, const Evidence& ev);
-
-// Reduces one network factor against the model's evidence (scope: its free variables).
-// Sets `all_zero` when the factor is zero for every configuration given the evidence.
-LogFactor reduce_factor(const Factor& f, const ReducedModel& m, bool& all_zero);
+ReducedModel reduce(const Network& net, const Evidence& ev, const ReduceOptions& opt = {});
 
 }  // namespace kinfer

@@ -40,7 +40,9 @@ MemoryEstimate estimate_memory(const ReducedModel& model, const TaskTree& tree) 
 
 Plan make_plan(const Network& net, const Evidence& ev, const PlanOptions& opt) {
   Plan plan;
-  plan.model = reduce(net, ev);
+  plan.evidence = ev;
+  plan.reduce_options = opt.reduce;
+  plan.model = reduce(net, ev, opt.reduce);
   std::vector<std::vector<int>> scopes;
   for (const auto& f : plan.model.factors) scopes.push_back(f.scope);
   plan.components = count_components(net.num_vars(), scopes);
@@ -111,22 +113,23 @@ double run_plan(const Plan& plan, const RunOptions& opt) {
 namespace kinfer {
 
 void refill_factors(Plan& plan, const Network& net, std::span<const int> changed) {
+  // Value elimination depends on where the tables are zero, so reduce afresh and insist that the
+  // possible values did not change (a plan's structure is only valid for the same supports).
+  ReducedModel fresh = reduce(net, plan.evidence, plan.reduce_options);
+  if (fresh.kept != plan.model.kept || fresh.fixed != plan.model.fixed ||
+      fresh.factors.size() != plan.model.factors.size())
+    throw std::logic_error(
+        "refill_factors: the new tables change which values are possible; build a new plan");
   std::vector<char> is_changed(net.factors.size(), 0);
   for (int f : changed) is_changed.at(f) = 1;
   for (std::size_t i = 0; i < plan.model.factors.size(); ++i) {
     LogFactor& lf = plan.model.factors[i];
     if (!is_changed[lf.origin]) continue;
-    bool all_zero = false;
-    LogFactor fresh = reduce_factor(net.factors[lf.origin], plan.model, all_zero);
-    if (fresh.scope != lf.scope) throw std::logic_error("refill_factors: a factor's scope changed");
-    lf.logv = std::move(fresh.logv);
+    lf.logv = std::move(fresh.factors[i].logv);
     plan.input_data[i] = restructure(lf, plan.model.card, plan.tree.rank, plan.input_scope[i]);
   }
-  for (auto& [f, x] : plan.model.constants)
-    if (is_changed[f]) {
-      bool all_zero = false;
-      x = reduce_factor(net.factors[f], plan.model, all_zero).logv[0];
-    }
+  plan.model.constants = fresh.constants;
+  plan.model.impossible = fresh.impossible;
 }
 
 }  // namespace kinfer

@@ -25,10 +25,13 @@ struct MemoryEstimate {
 
 struct PlanOptions {
   OrderOptions order;
+  ReduceOptions reduce;
   double max_memory_bytes = 0;  // 0: no limit
 };
 
 struct Plan {
+  Evidence evidence;
+  ReduceOptions reduce_options;
   ReducedModel model;
   OrderResult order;
   TaskTree tree;
@@ -56,7 +59,8 @@ struct RunOptions {
 };
 
 // Compile once, evaluate many: re-reads the tables of the network factors `changed` (whose
-// scopes and the evidence are unchanged, e.g. a new theta) into the plan's inputs.
+// scopes and the evidence are unchanged, e.g. a new theta) into the plan's inputs. Throws
+// std::logic_error if the new tables change which values value elimination keeps.
 void refill_factors(Plan& plan, const Network& net, std::span<const int> changed);
 
 // Returns ln P(e) (−inf when the evidence is impossible).
