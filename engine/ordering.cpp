@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <omp.h>
+
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/connected_components.hpp>
 #include <chrono>
@@ -262,21 +264,36 @@ OrderResult find_order(int num_vars, const std::vector<int>& card,
     ++best.restarts;
   }
   if (opt.heuristic == OrderHeuristic::Stochastic && g.n > 0) {
-    std::mt19937_64 rng(opt.seed);
+    // Restarts run on every core; each thread has its own random stream and the best order is
+    // shared under a lock (a restart aborts as soon as it is worse than the best so far).
     const double slacks[] = {0.0, 0.0, 1.0, 0.1};
-    for (std::uint64_t it = 0;; ++it) {
-      const double spent = elapsed();
-      const double est_compute = std::exp2(best.stats.log2_total_state) / opt.states_per_second;
-      if (spent >= opt.time_budget || (best.fits && spent >= opt.search_fraction * est_compute))
-        break;
-      OrderHeuristic c = crits[it % crits.size()];
-      double slack = slacks[(it / crits.size()) % 4];
-      const double abort = best.fits ? best.stats.log2_total_state : inf;
-      if (greedy_run(g, c, &rng, slack, abort, max_table_log2, order, st)) {
-        consider(order, st, "stochastic(" + heuristic_name(c) + ")");
+    int restarts = 0;
+#pragma omp parallel reduction(+ : restarts)
+    {
+      std::mt19937_64 rng(opt.seed * 7919 + omp_get_thread_num());
+      std::vector<int> my_order;
+      OrderStats my_st;
+      for (std::uint64_t it = omp_get_thread_num();; it += omp_get_num_threads()) {
+        double abort, est_compute;
+        bool fits;
+#pragma omp critical(kinfer_order_best)
+        {
+          abort = best.fits ? best.stats.log2_total_state : inf;
+          est_compute = std::exp2(best.stats.log2_total_state) / opt.states_per_second;
+          fits = best.fits;
+        }
+        const double spent = elapsed();
+        if (spent >= opt.time_budget || (fits && spent >= opt.search_fraction * est_compute)) break;
+        const OrderHeuristic c = crits[it % crits.size()];
+        const double slack = slacks[(it / crits.size()) % 4];
+        if (greedy_run(g, c, &rng, slack, abort, max_table_log2, my_order, my_st)) {
+#pragma omp critical(kinfer_order_best)
+          consider(my_order, my_st, "stochastic(" + heuristic_name(c) + ")");
+        }
+        ++restarts;
       }
-      ++best.restarts;
     }
+    best.restarts += restarts;
   }
   if (g.n == 0) {
     best.stats = OrderStats{};
