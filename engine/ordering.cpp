@@ -59,16 +59,32 @@ struct EliminationGraph {
   }
 };
 
+// The interaction graph of the scoped variables (an edge between variables sharing a factor),
+// compacted: vertex i is variable var[i].
+using InteractionGraph = boost::adjacency_list<boost::setS, boost::vecS, boost::undirectedS>;
+
+InteractionGraph interaction_graph(int num_vars, const std::vector<std::vector<int>>& scopes,
+                                   std::vector<int>& var) {
+  std::vector<int> idx(num_vars, -1);
+  var.clear();
+  for (const auto& s : scopes)
+    for (int v : s)
+      if (idx[v] < 0) idx[v] = static_cast<int>(var.size()), var.push_back(v);
+  InteractionGraph ig(var.size());
+  for (const auto& s : scopes)
+    for (std::size_t a = 0; a < s.size(); ++a)
+      for (std::size_t b = a + 1; b < s.size(); ++b)
+        if (s[a] != s[b]) boost::add_edge(idx[s[a]], idx[s[b]], ig);
+  return ig;
+}
+
+// Elimination works on adjacency bitsets copied from the interaction graph: filling in a clique
+// and scoring a vertex become word operations.
 EliminationGraph build_graph(int num_vars, const std::vector<int>& card,
                              const std::vector<std::vector<int>>& scopes) {
   EliminationGraph g;
-  std::vector<int> idx(num_vars, -1);
-  for (const auto& s : scopes)
-    for (int v : s)
-      if (idx[v] < 0) {
-        idx[v] = g.n++;
-        g.var.push_back(v);
-      }
+  const InteractionGraph ig = interaction_graph(num_vars, scopes, g.var);
+  g.n = static_cast<int>(g.var.size());
   g.words = (g.n + 63) / 64;
   g.adj.assign(static_cast<std::size_t>(g.n) * g.words, 0);
   g.alive.assign(g.n, 1);
@@ -76,10 +92,8 @@ EliminationGraph build_graph(int num_vars, const std::vector<int>& card,
     g.c.push_back(card[v]);
     g.lc.push_back(std::log2(static_cast<double>(card[v])));
   }
-  for (const auto& s : scopes)
-    for (std::size_t a = 0; a < s.size(); ++a)
-      for (std::size_t b = a + 1; b < s.size(); ++b)
-        if (s[a] != s[b]) g.add(idx[s[a]], idx[s[b]]);
+  for (auto [e, end] = boost::edges(ig); e != end; ++e)
+    g.add(static_cast<int>(boost::source(*e, ig)), static_cast<int>(boost::target(*e, ig)));
   return g;
 }
 
@@ -304,20 +318,10 @@ OrderResult find_order(int num_vars, const std::vector<int>& card,
 }
 
 int count_components(int num_vars, const std::vector<std::vector<int>>& scopes) {
-  using G = boost::adjacency_list<boost::vecS, boost::vecS, boost::undirectedS>;
-  G graph(num_vars);
-  std::vector<char> scoped(num_vars, 0);
-  for (const auto& s : scopes) {
-    for (int v : s) scoped[v] = 1;
-    for (std::size_t a = 1; a < s.size(); ++a) boost::add_edge(s[0], s[a], graph);
-  }
-  std::vector<int> comp(num_vars);
-  boost::connected_components(graph, comp.data());
-  std::vector<char> seen(num_vars, 0);
-  int count = 0;
-  for (int v = 0; v < num_vars; ++v)
-    if (scoped[v] && !seen[comp[v]]) seen[comp[v]] = 1, ++count;
-  return count;
+  std::vector<int> var;
+  const InteractionGraph ig = interaction_graph(num_vars, scopes, var);
+  std::vector<int> comp(var.size());
+  return var.empty() ? 0 : static_cast<int>(boost::connected_components(ig, comp.data()));
 }
 
 }  // namespace kinfer
