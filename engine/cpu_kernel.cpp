@@ -158,14 +158,14 @@ Plan make_plan(const BucketShape& shape, std::span<const InputTable> inputs) {
 // Odometer over a list of variable positions with per-input running offsets.
 struct Odometer {
   const std::vector<int>* pos;
-  const Plan* p;
+  const std::vector<int>* card;
   std::vector<int> digit;
   // Sets digits from a linear index (over `pos`, last fastest) and returns base offsets.
   void seek(std::int64_t idx, const std::vector<std::vector<std::int64_t>>& st,
             std::vector<std::int64_t>& base) {
     digit.assign(pos->size(), 0);
     for (std::size_t j = pos->size(); j-- > 0;) {
-      const int c = p->card[(*pos)[j]];
+      const int c = (*card)[(*pos)[j]];
       digit[j] = static_cast<int>(idx % c);
       idx /= c;
     }
@@ -178,7 +178,7 @@ struct Odometer {
   void next(const std::vector<std::vector<std::int64_t>>& st, std::vector<std::int64_t>& base) {
     for (std::size_t j = pos->size(); j-- > 0;) {
       const int i = (*pos)[j];
-      if (++digit[j] < p->card[i]) {
+      if (++digit[j] < (*card)[i]) {
         for (std::size_t f = 0; f < st.size(); ++f) base[f] += st[f][i];
         return;
       }
@@ -224,15 +224,108 @@ double const_part(const Plan& p, const std::vector<std::int64_t>& cbase) {
   return c;
 }
 
+// Few summed configurations (|M| <= kInnerMax), the common case of buckets that sum out one or
+// two variables. One block is the lowest bucket variables: all summed ones and as many output
+// ones as fit, so a block yields G = block / |M| consecutive outputs and the per-output overhead
+// (odometers, function calls) is paid once per block instead of once per output.
+void small_marg(const BucketShape& shape, std::span<const InputTable> inputs, double* out,
+                int threads) {
+  const int nv = static_cast<int>(shape.vars.size());
+  const int first_marg = nv - shape.n_marg;
+  const std::int64_t M = shape.marg_size();
+  const auto st = strides(shape, inputs);
+  const int nf = static_cast<int>(inputs.size());
+  int block_first = first_marg;
+  std::int64_t block = M;
+  while (block_first > 0 && block * shape.card[block_first - 1] <= kInnerMax)
+    block *= shape.card[--block_first];
+  const std::int64_t G = block / M;
+  std::vector<std::int64_t> off(static_cast<std::size_t>(nf) * block);
+  for (int f = 0; f < nf; ++f) {
+    std::vector<int> digit(nv, 0);
+    std::int64_t o = 0;
+    for (std::int64_t k = 0; k < block; ++k) {
+      off[f * block + k] = o;
+      for (int i = nv - 1; i >= block_first; --i) {
+        o += st[f][i];
+        if (++digit[i] < shape.card[i]) break;
+        o -= st[f][i] * digit[i];
+        digit[i] = 0;
+      }
+    }
+  }
+  std::vector<int> outer_pos;
+  std::int64_t n_outer = 1;
+  for (int i = 0; i < block_first; ++i) outer_pos.push_back(i), n_outer *= shape.card[i];
+  if (n_outer < threads) threads = static_cast<int>(std::max<std::int64_t>(n_outer, 1));
+#pragma omp parallel num_threads(threads)
+  {
+    std::vector<double> buf(block);
+    std::vector<std::int64_t> base(nf);
+    Odometer od{&outer_pos, &shape.card, {}};
+    const int nt = omp_get_num_threads(), me = omp_get_thread_num();
+    const std::int64_t lo = n_outer * me / nt, hi = n_outer * (me + 1) / nt;
+    if (lo < hi) od.seek(lo, st, base);
+    for (std::int64_t t = lo; t < hi; ++t) {
+      {
+        const double* d = inputs[0].data + base[0];
+        const std::int64_t* o = off.data();
+#pragma omp simd
+        for (std::int64_t k = 0; k < block; ++k) buf[k] = d[o[k]];
+      }
+      for (int f = 1; f < nf; ++f) {
+        const double* d = inputs[f].data + base[f];
+        const std::int64_t* o = off.data() + f * block;
+#pragma omp simd
+        for (std::int64_t k = 0; k < block; ++k) buf[k] += d[o[k]];
+      }
+      double* dst = out + t * G;
+      if (M == 2) {
+#pragma omp simd
+        for (std::int64_t g = 0; g < G; ++g) {
+          const double a = buf[2 * g], b = buf[2 * g + 1];
+          const double mx = a > b ? a : b, mn = a > b ? b : a;
+          // ln(e^a + e^b) = mx + ln(1 + e^(mn - mx)): the exp vectorises, the log stays scalar
+          buf[2 * g] = mx;
+          buf[2 * g + 1] = mn == kNegInf ? 1.0 : 1.0 + exp_np(mn - mx);
+        }
+        for (std::int64_t g = 0; g < G; ++g)
+          if (buf[2 * g] != kNegInf) dst[g] = buf[2 * g] + std::log(buf[2 * g + 1]);
+          else dst[g] = kNegInf;
+      } else {
+        for (std::int64_t g = 0; g < G; ++g) {
+          const double* x = buf.data() + g * M;
+          double mx = kNegInf;
+          for (std::int64_t j = 0; j < M; ++j) mx = x[j] > mx ? x[j] : mx;
+          if (mx == kNegInf) {
+            dst[g] = kNegInf;
+            continue;
+          }
+          double sum = 0;
+#pragma omp simd reduction(+ : sum)
+          for (std::int64_t j = 0; j < M; ++j) sum += exp_np(x[j] - mx);
+          dst[g] = mx + std::log(sum);
+        }
+      }
+      if (t + 1 < hi) od.next(st, base);
+    }
+  }
+}
+
 }  // namespace
 
 void sum_product_log(const BucketShape& shape, std::span<const InputTable> inputs, double* out,
                      int threads) {
+  if (threads <= 0) threads = omp_get_max_threads();
+  if (shape.marg_size() <= kInnerMax && !inputs.empty()) {
+    const double work = static_cast<double>(shape.output_size()) * shape.marg_size() * (inputs.size() + 1);
+    small_marg(shape, inputs, out, work < 2e5 ? 1 : threads);
+    return;
+  }
   const Plan p = make_plan(shape, inputs);
   const std::int64_t n_out = shape.output_size();
   std::int64_t n_hi = 1;
   for (int i : p.hi_pos) n_hi *= p.card[i];
-  if (threads <= 0) threads = omp_get_max_threads();
   const double work = static_cast<double>(n_out) * n_hi * p.inner * (p.nf + 1);
   if (work < 2e5) threads = 1;
 
@@ -240,7 +333,7 @@ void sum_product_log(const BucketShape& shape, std::span<const InputTable> input
     const double lm = std::log(static_cast<double>(shape.marg_size()));
 #pragma omp parallel num_threads(threads)
     {
-      Odometer od{&p.out_pos, &p, {}};
+      Odometer od{&p.out_pos, &p.card, {}};
       std::vector<std::int64_t> cb(p.cdata.size());
 #pragma omp for schedule(static)
       for (std::int64_t o = 0; o < n_out; ++o) {
@@ -257,7 +350,7 @@ void sum_product_log(const BucketShape& shape, std::span<const InputTable> input
     {
       std::vector<double> buf(p.inner);
       std::vector<std::int64_t> base(p.nf), hbase(p.nf), b(p.nf), cb(p.cdata.size());
-      Odometer od{&p.out_pos, &p, {}}, oc{&p.out_pos, &p, {}}, oh{&p.hi_pos, &p, {}};
+      Odometer od{&p.out_pos, &p.card, {}}, oc{&p.out_pos, &p.card, {}}, oh{&p.hi_pos, &p.card, {}};
       const int nt = omp_get_num_threads(), me = omp_get_thread_num();
       const std::int64_t lo = n_out * me / nt, hi = n_out * (me + 1) / nt;
       if (lo < hi) {
@@ -290,7 +383,7 @@ void sum_product_log(const BucketShape& shape, std::span<const InputTable> input
   // Few outputs, many summed configurations: parallel over the outer summed configurations.
   for (std::int64_t o = 0; o < n_out; ++o) {
     std::vector<std::int64_t> base(p.nf), cb(p.cdata.size());
-    Odometer od{&p.out_pos, &p, {}}, oc{&p.out_pos, &p, {}};
+    Odometer od{&p.out_pos, &p.card, {}}, oc{&p.out_pos, &p.card, {}};
     od.seek(o, p.st, base);
     oc.seek(o, p.cst, cb);
     const double c = const_part(p, cb);
@@ -303,7 +396,7 @@ void sum_product_log(const BucketShape& shape, std::span<const InputTable> input
     {
       std::vector<double> buf(p.inner);
       std::vector<std::int64_t> hbase(p.nf), b(p.nf);
-      Odometer oh{&p.hi_pos, &p, {}};
+      Odometer oh{&p.hi_pos, &p.card, {}};
       const int nt = omp_get_num_threads(), me = omp_get_thread_num();
       const std::int64_t lo = n_hi * me / nt, hi = n_hi * (me + 1) / nt;
       Lse lse;
