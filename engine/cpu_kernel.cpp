@@ -314,8 +314,104 @@ void small_marg(const BucketShape& shape, std::span<const InputTable> inputs, do
 
 }  // namespace
 
+namespace {
+
+void sum_product_direct(const BucketShape& shape, std::span<const InputTable> inputs, double* out,
+                        int threads);
+
+// Buckets of Markov networks can hold hundreds of small factors, and each input costs one gather
+// per bucket state. Inputs whose product over the union of their scopes stays small are first
+// multiplied together (a bucket with no summation), so the bucket reads a handful of tables.
+// Returns false when grouping would not reduce the number of inputs.
+bool combine_small_inputs(const BucketShape& shape, std::span<const InputTable> inputs,
+                          std::vector<std::vector<double>>& storage,
+                          std::vector<InputTable>& combined) {
+  const std::size_t nv = shape.vars.size();
+  double states = 1;
+  for (int c : shape.card) states *= c;
+  const double limit = std::min(16384.0, states / 16);
+  std::vector<std::int64_t> pos_of(nv);
+  auto size_of = [&](const std::vector<char>& mask) {
+    double s = 1;
+    for (std::size_t i = 0; i < nv; ++i)
+      if (mask[i]) s *= shape.card[i];
+    return s;
+  };
+  auto mask_of = [&](const InputTable& t) {
+    std::vector<char> m(nv, 0);
+    std::size_t i = 0;
+    for (int v : t.scope) {
+      while (shape.vars[i] != v) ++i;
+      m[i] = 1;
+    }
+    return m;
+  };
+  struct Group {
+    std::vector<char> mask;
+    std::vector<int> members;
+  };
+  std::vector<Group> groups;
+  std::vector<int> big;
+  for (std::size_t f = 0; f < inputs.size(); ++f) {
+    std::vector<char> m = mask_of(inputs[f]);
+    if (size_of(m) > limit) {
+      big.push_back(static_cast<int>(f));
+      continue;
+    }
+    bool placed = false;
+    for (Group& g : groups) {
+      std::vector<char> u = g.mask;
+      for (std::size_t i = 0; i < nv; ++i) u[i] |= m[i];
+      if (size_of(u) <= limit) {
+        g.mask = u;
+        g.members.push_back(static_cast<int>(f));
+        placed = true;
+        break;
+      }
+    }
+    if (!placed) groups.push_back({m, {static_cast<int>(f)}});
+  }
+  if (groups.size() + big.size() + 1 >= inputs.size()) return false;
+  combined.clear();
+  for (int f : big) combined.push_back(inputs[f]);
+  storage.resize(groups.size());
+  for (std::size_t gi = 0; gi < groups.size(); ++gi) {
+    const Group& g = groups[gi];
+    if (g.members.size() == 1) {
+      combined.push_back(inputs[g.members[0]]);
+      continue;
+    }
+    BucketShape sub;
+    for (std::size_t i = 0; i < nv; ++i)
+      if (g.mask[i]) sub.vars.push_back(shape.vars[i]), sub.card.push_back(shape.card[i]);
+    std::vector<InputTable> members;
+    for (int f : g.members) members.push_back(inputs[f]);
+    storage[gi].resize(sub.output_size());
+    sum_product_direct(sub, members, storage[gi].data(), 1);
+    combined.push_back({storage[gi].data(), sub.vars});
+  }
+  return true;
+}
+
+}  // namespace
+
 void sum_product_log(const BucketShape& shape, std::span<const InputTable> inputs, double* out,
                      int threads) {
+  if (inputs.size() > 4) {
+    std::vector<std::vector<double>> storage;
+    std::vector<InputTable> combined;
+    if (combine_small_inputs(shape, inputs, storage, combined)) {
+      sum_product_direct(shape, combined, out, threads);
+      return;
+    }
+  }
+  sum_product_direct(shape, inputs, out, threads);
+}
+
+namespace {
+
+void sum_product_direct(const BucketShape& shape, std::span<const InputTable> inputs, double* out,
+                        int threads) {
   if (threads <= 0) threads = omp_get_max_threads();
   if (shape.marg_size() <= kInnerMax && !inputs.empty()) {
     const double work = static_cast<double>(shape.output_size()) * shape.marg_size() * (inputs.size() + 1);
@@ -415,6 +511,8 @@ void sum_product_log(const BucketShape& shape, std::span<const InputTable> input
     out[o] = total.value();
   }
 }
+
+}  // namespace
 
 void sum_product_log_reference(const BucketShape& shape, std::span<const InputTable> inputs,
                                double* out) {
