@@ -30,6 +30,21 @@ struct DeviceInput {
   std::vector<int> scope;  // as InputTable::scope: a subsequence of the bucket's vars
 };
 
+// Kernel variants (gpu/README.md): `cached` stages input segments in shared memory under a
+// CPU-computed policy (papers 000/001); `plain` reads global memory through L1/L2.
+enum class Variant { automatic, cached, plain };
+const char* to_string(Variant v);
+
+// What the selector decided for a bucket, and why (for logs and --explain).
+struct KernelChoice {
+  Variant variant = Variant::plain;
+  std::string why;
+  int threads = 0, lanes = 1, splits = 1, pages_per_block = 1;
+  std::int64_t blocks = 0, page_outputs = 1;
+  int varying_inputs = 0, cached_inputs = 0, shared_bytes = 0;
+  double hit_fraction = 0;  // element loads served from shared memory (cached variant)
+};
+
 class Context {
  public:
   // Throws std::runtime_error when no device is usable.
@@ -37,6 +52,8 @@ class Context {
   virtual ~Context() = default;
 
   virtual Handle alloc(std::int64_t entries) = 0;        // throws ResourceError when full
+  // Safe while work that reads `h` is still queued: the memory is reused only after every
+  // stream has passed the point where release was called.
   virtual void release(Handle h) = 0;
   virtual double free_bytes() = 0;
   // Host buffers for asynchronous copies (pinned); free with free_host.
@@ -49,6 +66,18 @@ class Context {
                           Handle out, int stream) = 0;
   virtual void synchronize(int stream) = 0;
   virtual int num_streams() const = 0;
+
+  // Additions beyond the scheduler's contract.
+  virtual std::string name() const = 0;
+  // Runs one bucket with a given variant (automatic: the selector's choice).
+  virtual KernelChoice run_bucket(const BucketShape& shape, std::span<const DeviceInput> inputs,
+                                  Handle out, int stream, Variant variant) = 0;
+  // The selector's choice for a bucket, without running it. Throws std::invalid_argument with
+  // the reason when no kernel takes the bucket (more than 16 inputs, ...).
+  virtual KernelChoice choose(const BucketShape& shape,
+                              std::span<const std::vector<int>> scopes) = 0;
+  // Makes later work on `waiter` wait for the work queued so far on `waitee`.
+  virtual void stream_wait(int waiter, int waitee) = 0;
 };
 
 }  // namespace kinfer::gpu

@@ -1,0 +1,477 @@
+// The device behind gpu::Context: streams, a caching allocator whose released blocks are reused
+// only after every stream has passed the release point, pinned host buffers, and per-shape
+// policy tables that stay on the device (computed once per bucket shape, reused by every later
+// bucket and evaluation with that shape).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+
+#include "engine/errors.hpp"
+#include "gpu/cuda_check.cuh"
+#include "gpu/host_run.hpp"
+#include "gpu/sum_product.cuh"
+
+namespace kinfer::gpu {
+
+DeviceInfo probe() {
+  DeviceInfo info;
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    info.why_not = std::string("no usable CUDA device (") + cudaGetErrorString(e) + ")";
+    cudaGetLastError();  // clear the sticky-free error so later calls start clean
+    return info;
+  }
+  if (n == 0) {
+    info.why_not = "no CUDA device";
+    return info;
+  }
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
+    info.why_not = "cannot read the properties of CUDA device 0";
+    return info;
+  }
+  if (prop.major < 7) {
+    info.why_not = std::string(prop.name) + " has compute capability " +
+                   std::to_string(prop.major) + "." + std::to_string(prop.minor) +
+                   "; the kernels need 7.0 or newer";
+    return info;
+  }
+  info.available = true;
+  info.name = prop.name;
+  info.memory_bytes = static_cast<double>(prop.totalGlobalMem);
+  return info;
+}
+
+namespace {
+
+constexpr int kStreams = 4;
+
+std::string shape_key(const BucketShape& s, std::span<const std::vector<int>> scopes, Variant v,
+                      int eb) {
+  std::ostringstream k;
+  k << static_cast<int>(v) << ':' << eb << ':' << s.n_marg << '|';
+  for (std::size_t i = 0; i < s.vars.size(); ++i) k << s.vars[i] << ',' << s.card[i] << ';';
+  for (const auto& sc : scopes) {
+    k << '|';
+    for (int x : sc) k << x << ',';
+  }
+  return k.str();
+}
+
+class CudaContext final : public Context {
+ public:
+  explicit CudaContext(int device) : device_(device) {
+    const DeviceInfo info = probe();
+    if (!info.available) throw std::runtime_error(info.why_not);
+    CUDA_CHECK(cudaSetDevice(device_));
+    CUDA_CHECK(cudaGetDeviceProperties(&prop_, device_));
+    int optin = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device_));
+    lim_.sm_count = prop_.multiProcessorCount;
+    lim_.max_threads_per_sm = prop_.maxThreadsPerMultiProcessor;
+    lim_.shared_per_block = optin;
+    lim_.shared_per_sm = static_cast<int>(prop_.sharedMemPerMultiprocessor);
+    streams_.resize(kStreams);
+    // non-blocking: no implicit ordering with the legacy default stream
+    for (auto& s : streams_) CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    scratch_.assign(kStreams, {nullptr, 0});
+  }
+
+  ~CudaContext() override {
+    // Destructors must not throw: errors here are ignored on purpose.
+    cudaDeviceSynchronize();
+    for (auto& [h, b] : live_) cudaFree(b.ptr);
+    for (auto& [bytes, p] : free_) cudaFree(p);
+    for (auto& pe : pending_) {
+      cudaFree(pe.ptr);
+      for (auto e : pe.events) cudaEventDestroy(e);
+    }
+    for (auto e : event_pool_) cudaEventDestroy(e);
+    for (auto& [k, pol] : policies_) {
+      cudaFree(pol->dev);
+      cudaFreeHost(pol->host);
+      cudaEventDestroy(pol->ready);
+    }
+    for (auto& s : scratch_) cudaFree(s.first);
+    for (auto s : streams_) cudaStreamDestroy(s);
+  }
+
+  std::string name() const override { return prop_.name; }
+  double l2_bytes() const { return prop_.l2CacheSize; }
+  int num_streams() const override { return kStreams; }
+  const DeviceLimits& limits() const { return lim_; }
+  cudaStream_t stream(int s) const { return streams_.at(s); }
+
+  Handle alloc(std::int64_t entries) override {
+    std::lock_guard lock(mu_);
+    return alloc_bytes(static_cast<std::size_t>(std::max<std::int64_t>(entries, 1)) * 8);
+  }
+
+  void* ptr(Handle h) const {
+    auto it = live_.find(h);
+    if (it == live_.end()) throw std::logic_error("unknown GPU table handle " + std::to_string(h));
+    return it->second.ptr;
+  }
+
+  void release(Handle h) override {
+    std::lock_guard lock(mu_);
+    auto it = live_.find(h);
+    if (it == live_.end()) return;
+    Pending pe{it->second.ptr, it->second.bytes, {}};
+    for (auto s : streams_) {
+      cudaEvent_t e = take_event();
+      CUDA_CHECK(cudaEventRecord(e, s));
+      pe.events.push_back(e);
+    }
+    pending_.push_back(std::move(pe));
+    live_.erase(it);
+  }
+
+  double free_bytes() override {
+    std::lock_guard lock(mu_);
+    std::size_t f = 0, t = 0;
+    CUDA_CHECK(cudaMemGetInfo(&f, &t));
+    double cached = 0;
+    for (auto& [bytes, p] : free_) cached += static_cast<double>(bytes);
+    for (auto& pe : pending_) cached += static_cast<double>(pe.bytes);
+    return static_cast<double>(f) + cached;
+  }
+
+  double* alloc_host(std::int64_t entries) override {
+    void* p = nullptr;
+    CUDA_CHECK(cudaMallocHost(&p, static_cast<std::size_t>(std::max<std::int64_t>(entries, 1)) * 8));
+    return static_cast<double*>(p);
+  }
+  void free_host(double* p) override { CUDA_CHECK(cudaFreeHost(p)); }
+
+  void upload(Handle dst, const double* host, std::int64_t entries, int s) override {
+    std::lock_guard lock(mu_);
+    CUDA_CHECK(cudaMemcpyAsync(ptr(dst), host, static_cast<std::size_t>(entries) * 8,
+                               cudaMemcpyHostToDevice, stream(s)));
+  }
+  void download(Handle src, double* host, std::int64_t entries, int s) override {
+    std::lock_guard lock(mu_);
+    CUDA_CHECK(cudaMemcpyAsync(host, ptr(src), static_cast<std::size_t>(entries) * 8,
+                               cudaMemcpyDeviceToHost, stream(s)));
+  }
+  void synchronize(int s) override { CUDA_CHECK(cudaStreamSynchronize(stream(s))); }
+
+  void stream_wait(int waiter, int waitee) override {
+    if (waiter == waitee) return;
+    std::lock_guard lock(mu_);
+    cudaEvent_t e = take_event();
+    CUDA_CHECK(cudaEventRecord(e, stream(waitee)));
+    CUDA_CHECK(cudaStreamWaitEvent(stream(waiter), e, 0));
+    recycle_.push_back(e);  // reusable once recorded work passed; recycled at the next sweep
+  }
+
+  void run_bucket(const BucketShape& shape, std::span<const DeviceInput> inputs, Handle out,
+                  int s) override {
+    run_bucket(shape, inputs, out, s, Variant::automatic);
+  }
+
+  KernelChoice run_bucket(const BucketShape& shape, std::span<const DeviceInput> inputs,
+                          Handle out, int s, Variant variant) override {
+    std::lock_guard lock(mu_);
+    std::vector<std::vector<int>> scopes;
+    for (const auto& in : inputs) scopes.push_back(in.scope);
+    PolicyEntry& pe = policy(shape, scopes, variant, 8, s);
+    std::vector<const double*> slots;
+    for (int f : pe.lay.slot_input) slots.push_back(static_cast<const double*>(ptr(inputs[f].table)));
+    double* partial = pe.p.splits > 1 ? static_cast<double*>(scratch(s, 2 * 8 * pe.p.splits * pe.p.n_out)) : nullptr;
+    launch_sum_product<double>(pe.p, pe.t, slots.data(), static_cast<double*>(ptr(out)), partial,
+                               stream(s));
+    return summarize(pe.p, pe.sel);
+  }
+
+  KernelChoice choose(const BucketShape& shape, std::span<const std::vector<int>> scopes) override {
+    const BucketLayout lay = describe(shape, scopes);
+    Selection sel;
+    const Policy p = make_policy(lay, Variant::automatic, lim_, 8, &sel);
+    return summarize(p, sel);
+  }
+
+  // ---- for run_host_bucket ----
+  struct PolicyEntry {
+    BucketLayout lay;
+    Policy p;
+    Selection sel;
+    void* dev = nullptr;
+    void* host = nullptr;
+    DeviceTables t;
+    cudaEvent_t ready = nullptr;
+  };
+
+  // The policy of a shape, built and uploaded on first use (on stream s); later users on other
+  // streams wait for the upload.
+  PolicyEntry& policy(const BucketShape& shape, std::span<const std::vector<int>> scopes,
+                      Variant v, int eb, int s) {
+    const std::string key = shape_key(shape, scopes, v, eb);
+    auto it = policies_.find(key);
+    if (it == policies_.end()) {
+      auto pe = std::make_unique<PolicyEntry>();
+      pe->lay = describe(shape, scopes);
+      pe->p = make_policy(pe->lay, v, lim_, eb, &pe->sel);
+      const std::size_t bytes = std::max<std::size_t>(table_image_bytes(pe->p), 16);
+      CUDA_CHECK(cudaMalloc(&pe->dev, bytes));
+      CUDA_CHECK(cudaMallocHost(&pe->host, bytes));
+      pe->t = write_table_image(pe->p, pe->host, pe->dev);
+      CUDA_CHECK(cudaMemcpyAsync(pe->dev, pe->host, bytes, cudaMemcpyHostToDevice, stream(s)));
+      CUDA_CHECK(cudaEventCreateWithFlags(&pe->ready, cudaEventDisableTiming));
+      CUDA_CHECK(cudaEventRecord(pe->ready, stream(s)));
+      it = policies_.emplace(key, std::move(pe)).first;
+    } else {
+      CUDA_CHECK(cudaStreamWaitEvent(stream(s), it->second->ready, 0));
+    }
+    return *it->second;
+  }
+
+  void* scratch(int s, std::size_t bytes) {
+    auto& [p, size] = scratch_[s];
+    if (size < bytes) {
+      CUDA_CHECK(cudaStreamSynchronize(stream(s)));  // the old buffer may still be in use
+      if (p) CUDA_CHECK(cudaFree(p));
+      p = nullptr;
+      CUDA_CHECK(cudaMalloc(&p, bytes));
+      size = bytes;
+    }
+    return p;
+  }
+
+  std::mutex& mutex() { return mu_; }
+
+  // Raw device buffers for run_host_bucket (outside the handle space).
+  Handle alloc_bytes(std::size_t bytes) {
+    bytes = (bytes + 255) / 256 * 256;
+    sweep();
+    void* p = take_free(bytes);
+    if (!p) {
+      cudaError_t e = cudaMalloc(&p, bytes);
+      if (e != cudaSuccess) {
+        cudaGetLastError();
+        // give the cache back and try once more before giving up
+        CUDA_CHECK(cudaDeviceSynchronize());
+        sweep();
+        for (auto& [b, q] : free_) CUDA_CHECK(cudaFree(q));
+        free_.clear();
+        e = cudaMalloc(&p, bytes);
+        if (e != cudaSuccess) {
+          cudaGetLastError();
+          std::size_t f = 0, t = 0;
+          cudaMemGetInfo(&f, &t);
+          throw ResourceError("GPU memory full: cannot allocate " + std::to_string(bytes >> 20) +
+                              " MiB (" + std::to_string(f >> 20) + " MiB free of " +
+                              std::to_string(t >> 20) + " MiB)");
+        }
+      }
+    }
+    const Handle h = next_handle_++;
+    live_[h] = {p, bytes};
+    return h;
+  }
+
+ private:
+  struct Block {
+    void* ptr;
+    std::size_t bytes;
+  };
+  struct Pending {
+    void* ptr;
+    std::size_t bytes;
+    std::vector<cudaEvent_t> events;
+  };
+
+  cudaEvent_t take_event() {
+    if (event_pool_.empty()) {
+      cudaEvent_t e;
+      CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      return e;
+    }
+    cudaEvent_t e = event_pool_.back();
+    event_pool_.pop_back();
+    return e;
+  }
+
+  // Moves released blocks whose streams have all passed the release point to the free list.
+  void sweep() {
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      bool done = true;
+      for (auto e : it->events) {
+        const cudaError_t q = cudaEventQuery(e);
+        if (q == cudaErrorNotReady) {
+          done = false;
+          break;
+        }
+        CUDA_CHECK(q);
+      }
+      if (done) {
+        for (auto e : it->events) event_pool_.push_back(e);
+        free_.emplace(it->bytes, it->ptr);
+        it = pending_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (auto it = recycle_.begin(); it != recycle_.end();) {
+      const cudaError_t q = cudaEventQuery(*it);
+      if (q == cudaErrorNotReady) {
+        ++it;
+        continue;
+      }
+      CUDA_CHECK(q);
+      event_pool_.push_back(*it);
+      it = recycle_.erase(it);
+    }
+  }
+
+  // Best fit among cached blocks, wasting at most half of the block.
+  void* take_free(std::size_t bytes) {
+    auto it = free_.lower_bound(bytes);
+    if (it == free_.end() || it->first > 2 * bytes + (1u << 20)) return nullptr;
+    void* p = it->second;
+    free_.erase(it);
+    return p;
+  }
+
+  int device_;
+  cudaDeviceProp prop_{};
+  DeviceLimits lim_;
+  std::vector<cudaStream_t> streams_;
+  std::mutex mu_;
+  std::unordered_map<Handle, Block> live_;
+  std::multimap<std::size_t, void*> free_;
+  std::vector<Pending> pending_;
+  std::vector<cudaEvent_t> event_pool_, recycle_;
+  std::unordered_map<std::string, std::unique_ptr<PolicyEntry>> policies_;
+  std::vector<std::pair<void*, std::size_t>> scratch_;
+  Handle next_handle_ = 1;
+};
+
+// Device buffer for run_host_bucket.
+struct DevBuf {
+  void* p = nullptr;
+  explicit DevBuf(std::size_t bytes) { CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(bytes, 16))); }
+  ~DevBuf() { cudaFree(p); }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+};
+
+template <class T>
+HostRunResult run_host_typed(CudaContext& ctx, const BucketShape& shape,
+                             std::span<const InputTable> inputs, const HostRunOptions& opt) {
+  std::vector<std::vector<int>> scopes;
+  for (const auto& in : inputs) scopes.push_back(in.scope);
+  const int s = 0;
+  cudaStream_t st = ctx.stream(s);
+  std::unique_lock lock(ctx.mutex());
+  auto& pe = ctx.policy(shape, scopes, opt.variant, sizeof(T), s);
+  const BucketLayout& lay = pe.lay;
+  // inputs in the kernel's element type
+  std::vector<std::unique_ptr<DevBuf>> bufs;
+  std::vector<const T*> slots;
+  for (int slot = 0; slot < lay.n_in; ++slot) {
+    const InputTable& in = inputs[lay.slot_input[slot]];
+    const std::int64_t n = lay.in_size[slot];
+    std::vector<T> host(in.data, in.data + n);
+    bufs.push_back(std::make_unique<DevBuf>(n * sizeof(T)));
+    CUDA_CHECK(cudaMemcpy(bufs.back()->p, host.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+    slots.push_back(static_cast<const T*>(bufs.back()->p));
+  }
+  const std::int64_t n_out = lay.n_out;
+  DevBuf out(n_out * sizeof(T));
+  DevBuf partial(pe.p.splits > 1 ? 2 * sizeof(T) * pe.p.splits * n_out : 16);
+  std::unique_ptr<DevBuf> flush;
+  const std::size_t flush_bytes = static_cast<std::size_t>(ctx.l2_bytes()) * 2 + (8u << 20);
+  if (opt.repeats > 0 && opt.flush_l2) flush = std::make_unique<DevBuf>(flush_bytes);
+  auto run = [&] {
+    launch_sum_product<T>(pe.p, pe.t, slots.data(), static_cast<T*>(out.p),
+                          static_cast<T*>(partial.p), st);
+  };
+  // checked run: the output is poisoned (all-ones bytes are NaN) so unwritten entries show
+  CUDA_CHECK(cudaMemsetAsync(out.p, 0xff, n_out * sizeof(T), st));
+  run();
+  std::vector<T> res(n_out);
+  CUDA_CHECK(cudaMemcpyAsync(res.data(), out.p, n_out * sizeof(T), cudaMemcpyDeviceToHost, st));
+  CUDA_CHECK(cudaStreamSynchronize(st));
+  HostRunResult r;
+  r.out.assign(res.begin(), res.end());
+  r.choice = summarize(pe.p, pe.sel);
+  if (opt.repeats > 0) {
+    cudaEvent_t e0, e1;
+    CUDA_CHECK(cudaEventCreate(&e0));
+    CUDA_CHECK(cudaEventCreate(&e1));
+    std::vector<double> ms;
+    for (int rep = 0; rep < opt.repeats; ++rep) {
+      if (flush) CUDA_CHECK(cudaMemsetAsync(flush->p, rep & 0xff, flush_bytes, st));
+      CUDA_CHECK(cudaMemsetAsync(out.p, 0xff, n_out * sizeof(T), st));
+      CUDA_CHECK(cudaEventRecord(e0, st));
+      run();
+      CUDA_CHECK(cudaEventRecord(e1, st));
+      CUDA_CHECK(cudaEventSynchronize(e1));
+      float t = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
+      ms.push_back(t);
+    }
+    CUDA_CHECK(cudaEventDestroy(e0));
+    CUDA_CHECK(cudaEventDestroy(e1));
+    std::sort(ms.begin(), ms.end());
+    r.ms_median = ms[ms.size() / 2];
+    r.ms_min = ms.front();
+  }
+  return r;
+}
+
+}  // namespace
+
+std::unique_ptr<Context> Context::create(int device) { return std::make_unique<CudaContext>(device); }
+
+HostRunResult run_host_bucket(Context& ctx, const BucketShape& shape,
+                              std::span<const InputTable> inputs, const HostRunOptions& opt) {
+  auto* c = dynamic_cast<CudaContext*>(&ctx);
+  if (!c) throw std::invalid_argument("run_host_bucket needs a CUDA context");
+  return opt.precision == Precision::f64 ? run_host_typed<double>(*c, shape, inputs, opt)
+                                         : run_host_typed<float>(*c, shape, inputs, opt);
+}
+
+Ceilings measure_ceilings(Context& ctx) {
+  auto* c = dynamic_cast<CudaContext*>(&ctx);
+  if (!c) throw std::invalid_argument("measure_ceilings needs a CUDA context");
+  Ceilings r;
+  r.sm_count = c->limits().sm_count;
+  r.l2_bytes = c->l2_bytes();
+  cudaStream_t st = c->stream(0);
+  // bandwidth: a 2 GiB device-to-device copy, best of 5 after a warm-up
+  const std::size_t bytes = std::size_t{1} << 31;
+  DevBuf a(bytes), b(bytes);
+  CUDA_CHECK(cudaMemsetAsync(a.p, 1, bytes, st));
+  cudaEvent_t e0, e1;
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
+  float best = 1e30f;
+  for (int rep = 0; rep < 6; ++rep) {
+    CUDA_CHECK(cudaEventRecord(e0, st));
+    CUDA_CHECK(cudaMemcpyAsync(b.p, a.p, bytes, cudaMemcpyDeviceToDevice, st));
+    CUDA_CHECK(cudaEventRecord(e1, st));
+    CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    if (rep > 0) best = std::min(best, ms);
+  }
+  CUDA_CHECK(cudaEventDestroy(e0));
+  CUDA_CHECK(cudaEventDestroy(e1));
+  r.bandwidth = 2.0 * static_cast<double>(bytes) / (best * 1e-3);
+  for (int nf = 1; nf <= 8; ++nf) {
+    r.elem_rate_f64[nf] = measure_element_rate<double>(nf, st);
+    r.elem_rate_f32[nf] = measure_element_rate<float>(nf, st);
+  }
+  return r;
+}
+
+}  // namespace kinfer::gpu

@@ -1,0 +1,25 @@
+#pragma once
+// One macro for every CUDA runtime call: a failure throws with the expression, the function,
+// the file and the line, so a log line says exactly which call failed.
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace kinfer::gpu {
+
+[[noreturn]] inline void cuda_fail(cudaError_t e, const char* expr, const char* func,
+                                   const char* file, int line) {
+  throw std::runtime_error(std::string("CUDA error ") + cudaGetErrorName(e) + " (" +
+                           cudaGetErrorString(e) + ") in " + expr + " at " + func + " " + file +
+                           ":" + std::to_string(line));
+}
+
+}  // namespace kinfer::gpu
+
+#define CUDA_CHECK(expr)                                                          \
+  do {                                                                            \
+    const cudaError_t kinfer_cuda_err_ = (expr);                                  \
+    if (kinfer_cuda_err_ != cudaSuccess)                                          \
+      ::kinfer::gpu::cuda_fail(kinfer_cuda_err_, #expr, __func__, __FILE__, __LINE__); \
+  } while (0)

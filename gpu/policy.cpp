@@ -1,0 +1,565 @@
+#include "gpu/policy.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <sstream>
+#include <stdexcept>
+
+namespace kinfer::gpu {
+
+namespace {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+constexpr std::int64_t kMaxIndex = (std::int64_t{1} << 31) - 1;  // 32-bit thread/item indices
+constexpr std::int64_t kPlainPageMax = 1024;   // outputs per out_lo table (plain)
+constexpr std::int64_t kCachedPageMax = 4096;  // outputs one block may own (cached)
+constexpr int kPlainThreads = 256;
+
+int round_up(int x, int m) { return (x + m - 1) / m * m; }
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// Largest power of two <= 32 that leaves each lane at least `per_lane` summed configurations.
+int lanes_log2_for(std::int64_t m, std::int64_t per_lane) {
+  int l = 0;
+  while (l < 5 && (m >> (l + 1)) >= per_lane) ++l;
+  return l;
+}
+
+// Odometer fill: table[row][slot] = sum over vars[first, last) of digit * stride[slot][var],
+// rows in mixed-radix order (last var fastest).
+template <class Int>
+void fill_offsets(const BucketLayout& lay, int first, int last, int slots, int width,
+                  std::vector<Int>& table) {
+  std::int64_t rows = 1;
+  for (int i = first; i < last; ++i) rows *= lay.card[i];
+  table.assign(static_cast<std::size_t>(rows * width), 0);
+  std::vector<int> digit(lay.card.size(), 0);
+  std::vector<std::int64_t> cur(slots, 0);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (int s = 0; s < slots; ++s) table[r * width + s] = static_cast<Int>(cur[s]);
+    for (int i = last - 1; i >= first; --i) {
+      for (int s = 0; s < slots; ++s) cur[s] += lay.stride[s][i];
+      if (++digit[i] < lay.card[i]) break;
+      for (int s = 0; s < slots; ++s) cur[s] -= lay.stride[s][i] * digit[i];
+      digit[i] = 0;
+    }
+  }
+}
+
+// Output split shared by both variants: page = the lowest `page_vars` output variables.
+void fill_output_tables(const BucketLayout& lay, Policy& p) {
+  const int first = lay.k - p.page_vars;
+  p.P = 1;
+  for (int i = first; i < lay.k; ++i) p.P *= lay.card[i];
+  p.n_pages = lay.n_out / p.P;
+  fill_offsets(lay, first, lay.k, lay.n_in, p.nip, p.out_lo);
+  fill_offsets(lay, 0, first, lay.n_in, p.nip, p.out_hi);
+  p.div_P = FastDiv(static_cast<std::uint32_t>(p.P));
+  p.div_out = FastDiv(static_cast<std::uint32_t>(lay.n_out));
+}
+
+int nv_of(const BucketLayout& lay) { return static_cast<int>(lay.card.size()); }
+
+// Plain variant: global loads through L1/L2, any shape the layout supports.
+Policy plain_policy(const BucketLayout& lay, const DeviceLimits& lim) {
+  Policy p;
+  p.variant = Variant::plain;
+  p.nf = lay.nf;
+  p.nc = lay.n_in - lay.nf;
+  p.nip = std::max(4, round_up(lay.n_in, 4));
+  p.nfp = std::max(4, round_up(lay.nf, 4));
+  p.n_out = lay.n_out;
+  p.M = lay.M;
+  const int nv = nv_of(lay);
+  // pass 1: the page (outputs decomposed through two small tables)
+  p.page_vars = 0;
+  std::int64_t P = 1;
+  while (p.page_vars < lay.k && P * lay.card[lay.k - p.page_vars - 1] <= kPlainPageMax)
+    P *= lay.card[lay.k - ++p.page_vars];
+  fill_output_tables(lay, p);
+  // pass 2: inner summed block, its table in shared memory (one row per configuration)
+  const std::int64_t mi_max = p.nfp == 4 ? 2048 : 1024;
+  int inner_first = nv;
+  p.Mi = 1;
+  while (inner_first > lay.k &&
+         (p.Mi * lay.card[inner_first - 1] <= mi_max || inner_first == nv)) {
+    --inner_first;
+    p.Mi *= lay.card[inner_first];
+  }
+  p.Mh = lay.M / p.Mi;
+  fill_offsets(lay, inner_first, nv, lay.nf, p.nfp, p.sum_lo);
+  fill_offsets(lay, lay.k, inner_first, lay.nf, p.nfp, p.sum_hi);
+  p.shared_bytes = static_cast<int>(p.Mi * p.nfp * 4);
+  if (p.shared_bytes > lim.shared_per_block)
+    throw std::invalid_argument("the lowest summed variable has too many values for the kernel");
+  // pass 3: lanes per output and splits of the summed range so the device fills up
+  p.lanes_log2 = lanes_log2_for(std::min(p.Mi, lay.M), 16);
+  const std::int64_t G = std::int64_t{1} << p.lanes_log2;
+  const std::int64_t target = std::int64_t{lim.sm_count} * lim.max_threads_per_sm * 2;
+  std::int64_t S = 1;
+  if (lay.n_out * G < target && p.Mh > 1) {
+    S = std::min({p.Mh, ceil_div(target, lay.n_out * G), std::max<std::int64_t>(1, lay.M / (G * 256))});
+    S = std::max<std::int64_t>(S, 1);
+  }
+  p.mh_per_split = ceil_div(p.Mh, S);
+  p.splits = static_cast<int>(ceil_div(p.Mh, p.mh_per_split));
+  if (lay.n_out * p.splits * G > kMaxIndex)
+    throw std::invalid_argument("bucket has too many outputs for 32-bit thread indices");
+  p.threads = kPlainThreads;
+  p.blocks = ceil_div(lay.n_out * p.splits * G, p.threads);
+  return p;
+}
+
+struct CacheCandidate {
+  bool ok = false;
+  int page_vars = 0;
+  std::int64_t P = 1;
+  std::uint32_t mask = 0;
+  std::vector<int> seg_size, pitch;
+  int seg_bytes = 0;
+  double hit = 0;
+  std::int64_t n_pages = 1;
+};
+
+// Greedy knapsack of paper 000 section 5.1.4: value lifetime_f / size_f, largest first.
+CacheCandidate plan_page(const BucketLayout& lay, int page_vars, int budget, int eb) {
+  CacheCandidate c;
+  c.page_vars = page_vars;
+  const int first = lay.k - page_vars;
+  for (int i = first; i < lay.k; ++i) c.P *= lay.card[i];
+  c.n_pages = lay.n_out / c.P;
+  struct Item {
+    int f;
+    double value;
+    int bytes;
+  };
+  std::vector<Item> items;
+  c.seg_size.assign(lay.nf, 0);
+  c.pitch.assign(lay.nf, 1);
+  for (int f = 0; f < lay.nf; ++f) {
+    std::int64_t lo = 1;
+    for (int i = first; i < lay.k; ++i)
+      if (lay.stride[f][i] != 0) lo *= lay.card[i];
+    const std::int64_t pitch = lo | 1;  // odd row length: strided staging writes miss no bank
+    const std::int64_t bytes = lay.m_f[f] * pitch * eb;
+    c.seg_size[f] = static_cast<int>(std::min<std::int64_t>(lo * lay.m_f[f], INT32_MAX));
+    c.pitch[f] = static_cast<int>(std::min<std::int64_t>(pitch, INT32_MAX));
+    // lifetime: pages in a row that share f's segment (page-tag digits below f's lowest)
+    double life = 1;
+    for (int i = first - 1; i >= 0 && lay.stride[f][i] == 0; --i) life *= lay.card[i];
+    if (bytes <= budget) items.push_back({f, life / static_cast<double>(bytes), static_cast<int>(bytes)});
+  }
+  std::stable_sort(items.begin(), items.end(),
+                   [](const Item& a, const Item& b) { return a.value > b.value; });
+  int used = 0, n_cached = 0;
+  for (const Item& it : items)
+    if (used + it.bytes <= budget) {
+      used += it.bytes;
+      c.mask |= 1u << it.f;
+      ++n_cached;
+    }
+  c.seg_bytes = used;
+  c.hit = lay.nf ? static_cast<double>(n_cached) / lay.nf : 0;
+  c.ok = n_cached > 0;
+  return c;
+}
+
+}  // namespace
+
+FastDiv::FastDiv(std::uint32_t divisor) : d(divisor) {
+  if (divisor == 0) throw std::invalid_argument("FastDiv by zero");
+  shift = 0;
+  while ((std::uint64_t{1} << shift) < divisor) ++shift;
+  // mul = floor(2^32 * (2^shift - d) / d) + 1
+  mul = static_cast<std::uint32_t>(((std::uint64_t{1} << 32) * ((std::uint64_t{1} << shift) - divisor)) /
+                                       divisor + 1);
+}
+
+const char* to_string(Variant v) {
+  switch (v) {
+    case Variant::automatic: return "automatic";
+    case Variant::cached: return "cached";
+    case Variant::plain: return "plain";
+  }
+  return "?";
+}
+
+double Policy::table_bytes() const {
+  return 4.0 * (out_lo.size() + sum_lo.size() + cache_lo.size() + refetch.size()) +
+         8.0 * (out_hi.size() + sum_hi.size());
+}
+
+BucketLayout describe(const BucketShape& shape, std::span<const std::vector<int>> scopes) {
+  BucketLayout lay;
+  const int nv = static_cast<int>(shape.vars.size());
+  lay.card = shape.card;
+  lay.k = nv - shape.n_marg;
+  lay.n_in = static_cast<int>(scopes.size());
+  lay.n_out = shape.output_size();
+  lay.M = shape.marg_size();
+  std::vector<std::vector<std::int64_t>> st(scopes.size(), std::vector<std::int64_t>(nv, 0));
+  std::vector<std::int64_t> size(scopes.size(), 1);
+  for (std::size_t f = 0; f < scopes.size(); ++f) {
+    const auto& sc = scopes[f];
+    std::int64_t s = 1;
+    int pos = nv;
+    for (std::size_t j = sc.size(); j-- > 0;) {
+      do {
+        if (pos == 0) throw std::logic_error("input scope is not a subsequence of the bucket");
+        --pos;
+      } while (shape.vars[pos] != sc[j]);
+      st[f][pos] = s;
+      s *= shape.card[pos];
+    }
+    size[f] = s;
+  }
+  std::vector<int> varying, constant;
+  for (std::size_t f = 0; f < scopes.size(); ++f) {
+    bool v = false;
+    for (int i = lay.k; i < nv; ++i) v |= st[f][i] != 0;
+    (v ? varying : constant).push_back(static_cast<int>(f));
+  }
+  lay.nf = static_cast<int>(varying.size());
+  lay.slot_input = varying;
+  lay.slot_input.insert(lay.slot_input.end(), constant.begin(), constant.end());
+  for (int f : lay.slot_input) {
+    lay.stride.push_back(st[f]);
+    lay.in_size.push_back(size[f]);
+  }
+  for (int s = 0; s < lay.nf; ++s) {
+    std::int64_t m = 1;
+    for (int i = lay.k; i < nv; ++i)
+      if (lay.stride[s][i] != 0) m *= lay.card[i];
+    lay.m_f.push_back(m);
+  }
+  std::ostringstream why;
+  if (lay.n_in > kMaxInputs)
+    why << lay.n_in << " inputs (the GPU kernels take at most " << kMaxInputs << ")";
+  else if (lay.nf > kMaxVarying)
+    why << lay.nf << " inputs vary with the summed variables (the GPU kernels take at most "
+        << kMaxVarying << ")";
+  else if (lay.n_out > kMaxIndex)
+    why << "2^" << std::log2(static_cast<double>(lay.n_out)) << " outputs (32-bit indices)";
+  lay.unsupported = why.str();
+  return lay;
+}
+
+bool cached_possible(const BucketLayout& lay, const DeviceLimits& lim, int /*eb*/, std::string& why) {
+  if (lay.nf == 0) {
+    why = "no input varies with the summed variables: nothing to cache";
+    return false;
+  }
+  const std::int64_t sum_table = lay.M * std::max(4, round_up(lay.nf, 4)) * 4;
+  if (sum_table > lim.shared_per_block / 2) {
+    why = "the summed range (" + std::to_string(lay.M) + " configurations) needs a table too large for shared memory";
+    return false;
+  }
+  return true;
+}
+
+namespace {
+
+Policy cached_policy(const BucketLayout& lay, const DeviceLimits& lim, int eb) {
+  std::string why;
+  if (!cached_possible(lay, lim, eb, why)) throw std::invalid_argument(why);
+  Policy p;
+  p.variant = Variant::cached;
+  p.nf = lay.nf;
+  p.nc = lay.n_in - lay.nf;
+  p.nip = std::max(4, round_up(lay.n_in, 4));
+  p.nfp = std::max(4, round_up(lay.nf, 4));
+  p.n_out = lay.n_out;
+  p.M = lay.M;
+  p.Mi = lay.M;
+  p.Mh = 1;
+  p.lanes_log2 = lanes_log2_for(lay.M, 16);
+  const std::int64_t G = std::int64_t{1} << p.lanes_log2;
+  const int sum_table = static_cast<int>(lay.M * p.nfp * 4);
+  // pass 1: pick the page. Budgets: a quarter, a half or all of an SM's shared memory; the
+  // page with the most loads served from shared memory wins, then the one with the most
+  // resident threads, then the larger page (more reuse across its outputs).
+  CacheCandidate best;
+  double best_occ = 0;
+  for (int share : {4, 2, 1}) {
+    const int budget = std::min(lim.shared_per_block, lim.shared_per_sm / share - 1024) - sum_table;
+    if (budget <= 0) continue;
+    std::int64_t P = 1;
+    for (int pv = 0; pv <= lay.k; ++pv) {
+      if (pv > 0) P *= lay.card[lay.k - pv];
+      if (P > kCachedPageMax) break;
+      const std::int64_t n_pages = lay.n_out / P;
+      // keep enough blocks for the device unless the bucket is small anyway
+      if (pv > 0 && n_pages < 2 * lim.sm_count && P * G > 32) break;
+      CacheCandidate c = plan_page(lay, pv, budget, eb);
+      if (!c.ok) continue;
+      const int threads = static_cast<int>(std::min<std::int64_t>(256, std::max<std::int64_t>(32, round_up(static_cast<int>(std::min<std::int64_t>(P * G, 1 << 20)), 32))));
+      const int smem = c.seg_bytes + sum_table;
+      const int by_smem = lim.shared_per_sm / (smem + 1024);
+      const int by_threads = lim.max_threads_per_sm / threads;
+      // useful resident threads: idle lanes of a too-large block do not count
+      const double occ = static_cast<double>(std::min({by_smem, by_threads, 32})) *
+                         static_cast<double>(std::min<std::int64_t>(P * G, threads));
+      const bool better = !best.ok || c.hit > best.hit + 1e-9 ||
+                          (std::abs(c.hit - best.hit) < 1e-9 &&
+                           (std::min(occ, 1024.0) > std::min(best_occ, 1024.0) ||
+                            (std::min(occ, 1024.0) == std::min(best_occ, 1024.0) && c.P > best.P)));
+      if (better) {
+        best = c;
+        best_occ = occ;
+      }
+    }
+  }
+  if (!best.ok) throw std::invalid_argument("no input segment fits in shared memory");
+  p.page_vars = best.page_vars;
+  fill_output_tables(lay, p);
+  p.cached_mask = best.mask;
+  p.seg_size = best.seg_size;
+  p.pitch = best.pitch;
+  p.hit_fraction = best.hit;
+  // pass 2: shared memory layout: segments, then the sum table (16-byte aligned)
+  p.seg_off.assign(lay.nf, 0);
+  int off = 0;
+  for (int f = 0; f < lay.nf; ++f)
+    if (p.cached_mask >> f & 1) {
+      p.seg_off[f] = off;
+      off += static_cast<int>(lay.m_f[f] * p.pitch[f]);
+    }
+  p.sum_table_offset = round_up(off * eb, 16);
+  p.shared_bytes = p.sum_table_offset + sum_table;
+  // pass 3: block shape; pages per block as long as the device still gets two waves of blocks
+  p.threads = static_cast<int>(std::min<std::int64_t>(256, std::max<std::int64_t>(32, round_up(static_cast<int>(std::min<std::int64_t>(p.P * G, 1 << 20)), 32))));
+  const int per_sm = std::max(1, std::min({lim.shared_per_sm / (p.shared_bytes + 1024),
+                                           lim.max_threads_per_sm / p.threads, 32}));
+  const std::int64_t want_blocks = std::int64_t{2} * lim.sm_count * per_sm;
+  p.pages_per_block = static_cast<int>(std::clamp<std::int64_t>(p.n_pages / want_blocks, 1, 64));
+  p.blocks = ceil_div(p.n_pages, p.pages_per_block);
+  // pass 4: tables. Cached inputs are read as cache[s * pitch + lo]; others from global memory.
+  std::vector<std::int32_t> sidx;
+  fill_offsets(lay, lay.k, nv_of(lay), lay.nf, p.nfp, sidx);
+  p.sum_lo = sidx;
+  for (std::int64_t m = 0; m < lay.M; ++m)
+    for (int f = 0; f < lay.nf; ++f)
+      if (p.cached_mask >> f & 1) p.sum_lo[m * p.nfp + f] = sidx[m * p.nfp + f] * p.pitch[f];
+  p.sum_hi.assign(p.nfp, 0);
+  p.cache_lo.assign(static_cast<std::size_t>(p.P * p.nfp), 0);
+  for (std::int64_t ol = 0; ol < p.P; ++ol)
+    for (int f = 0; f < lay.nf; ++f) {
+      const std::int32_t g = p.out_lo[ol * p.nip + f];
+      p.cache_lo[ol * p.nfp + f] = (p.cached_mask >> f & 1) ? g / static_cast<std::int32_t>(lay.m_f[f]) : g;
+    }
+  p.refetch.assign(p.n_pages, 0);
+  std::vector<double> fetches(lay.nf, 0);
+  for (std::int64_t pg = 0; pg < p.n_pages; ++pg) {
+    std::uint32_t bits = 0;
+    for (int f = 0; f < lay.nf; ++f)
+      if (pg == 0 || p.out_hi[pg * p.nip + f] != p.out_hi[(pg - 1) * p.nip + f]) bits |= 1u << f;
+    p.refetch[pg] = bits & p.cached_mask;
+    const bool block_start = pg % p.pages_per_block == 0;
+    for (int f = 0; f < lay.nf; ++f)
+      if ((p.cached_mask >> f & 1) && (block_start || (bits >> f & 1))) fetches[f] += 1;
+  }
+  p.min_reuse = std::numeric_limits<double>::infinity();
+  for (int f = 0; f < lay.nf; ++f)
+    if (p.cached_mask >> f & 1) {
+      p.div_mf.push_back(FastDiv(static_cast<std::uint32_t>(lay.m_f[f])));
+      const double uses = static_cast<double>(lay.n_out) * lay.M;
+      p.min_reuse = std::min(p.min_reuse, uses / (fetches[f] * p.seg_size[f]));
+    } else {
+      p.div_mf.push_back(FastDiv(1));
+    }
+  return p;
+}
+
+}  // namespace
+
+// The selector. Its thresholds come from bench/gpu measurements (docs/perf-notes.md): the
+// software cache pays when the staged data is reused enough to amortize staging and barriers.
+Policy make_policy(const BucketLayout& lay, Variant want, const DeviceLimits& lim, int eb,
+                   Selection* sel) {
+  if (!lay.unsupported.empty()) throw std::invalid_argument(lay.unsupported);
+  Selection s;
+  Policy p;
+  if (want == Variant::plain) {
+    p = plain_policy(lay, lim);
+    s = {Variant::plain, "plain requested"};
+  } else if (want == Variant::cached) {
+    p = cached_policy(lay, lim, eb);
+    s = {Variant::cached, "cached requested"};
+  } else {
+    std::string why;
+    std::ostringstream w;
+    if (!cached_possible(lay, lim, eb, why)) {
+      p = plain_policy(lay, lim);
+      s = {Variant::plain, why};
+    } else {
+      Policy c;
+      try {
+        c = cached_policy(lay, lim, eb);
+      } catch (const std::invalid_argument& e) {
+        p = plain_policy(lay, lim);
+        if (sel) *sel = {Variant::plain, e.what()};
+        return p;
+      }
+      constexpr double kMinReuse = 8;      // staged element used at least this often
+      constexpr double kMinHit = 0.5;      // at least half the loads from shared memory
+      constexpr std::int64_t kMinM = 8;    // summed configurations per output
+      if (lay.M < kMinM) {
+        w << "M=" << lay.M << " < " << kMinM << ": too little work per output to amortize staging";
+        p = plain_policy(lay, lim);
+        s = {Variant::plain, w.str()};
+      } else if (c.hit_fraction < kMinHit) {
+        w << "only " << c.hit_fraction * 100 << "% of loads would hit the cache";
+        p = plain_policy(lay, lim);
+        s = {Variant::plain, w.str()};
+      } else if (c.min_reuse < kMinReuse) {
+        w << "staged data reused only " << c.min_reuse << " times";
+        p = plain_policy(lay, lim);
+        s = {Variant::plain, w.str()};
+      } else {
+        w << c.hit_fraction * 100 << "% of loads from shared memory, each staged value reused "
+          << c.min_reuse << "+ times, M=" << lay.M;
+        p = std::move(c);
+        s = {Variant::cached, w.str()};
+      }
+    }
+  }
+  if (sel) *sel = s;
+  return p;
+}
+
+KernelChoice summarize(const Policy& p, const Selection& s) {
+  KernelChoice k;
+  k.variant = p.variant;
+  k.why = s.why;
+  k.threads = p.threads;
+  k.lanes = 1 << p.lanes_log2;
+  k.splits = p.splits;
+  k.pages_per_block = p.pages_per_block;
+  k.blocks = p.blocks;
+  k.page_outputs = p.P;
+  k.varying_inputs = p.nf;
+  k.cached_inputs = __builtin_popcount(p.cached_mask);
+  k.shared_bytes = p.shared_bytes;
+  k.hit_fraction = p.hit_fraction;
+  return k;
+}
+
+// ---- host emulation of the kernels' table walk ----
+
+namespace {
+
+struct HostLse {
+  double mx = kNegInf, acc = 0;
+  void add(double x) {
+    if (x == kNegInf) return;
+    if (x > mx) {
+      acc = acc * std::exp(mx - x) + 1;
+      mx = x;
+    } else {
+      acc += std::exp(x - mx);
+    }
+  }
+  void merge(const HostLse& o) {
+    if (o.mx == kNegInf) return;
+    if (o.mx > mx) {
+      acc = acc * std::exp(mx - o.mx) + o.acc;
+      mx = o.mx;
+    } else {
+      acc += o.acc * std::exp(o.mx - mx);
+    }
+  }
+  double value() const { return mx == kNegInf ? kNegInf : mx + std::log(acc); }
+};
+
+}  // namespace
+
+void emulate(const Policy& p, const BucketLayout& lay, std::span<const InputTable> inputs,
+             double* out) {
+  std::vector<const double*> in(lay.n_in);
+  for (int s = 0; s < lay.n_in; ++s) in[s] = inputs[lay.slot_input[s]].data;
+  const int G = 1 << p.lanes_log2;
+  const int nf = p.nf;
+  auto const_part = [&](std::int64_t page, std::int64_t ol) {
+    double c = 0;
+    for (int s = nf; s < lay.n_in; ++s) c += in[s][p.out_hi[page * p.nip + s] + p.out_lo[ol * p.nip + s]];
+    return c;
+  };
+  if (p.variant == Variant::plain) {
+    std::vector<HostLse> part(static_cast<std::size_t>(p.n_out) * p.splits);
+    for (std::int64_t item = 0; item < p.n_out * p.splits; ++item) {
+      const std::int64_t sp = p.div_out.div(static_cast<std::uint32_t>(item));
+      const std::int64_t o = item - sp * p.n_out;
+      const std::int64_t page = p.div_P.div(static_cast<std::uint32_t>(o)), ol = o - page * p.P;
+      const double c = const_part(page, ol);
+      HostLse lanes_total;
+      for (int g = 0; g < G; ++g) {
+        HostLse l;
+        const std::int64_t mh_end = std::min(p.Mh, (sp + 1) * p.mh_per_split);
+        for (std::int64_t mh = sp * p.mh_per_split; mh < mh_end; ++mh)
+          for (std::int64_t mi = g; mi < p.Mi; mi += G) {
+            double x = c;
+            for (int f = 0; f < nf; ++f)
+              x += in[f][p.out_hi[page * p.nip + f] + p.out_lo[ol * p.nip + f] +
+                         p.sum_hi[mh * p.nfp + f] + p.sum_lo[mi * p.nfp + f]];
+            if (nf == 0) x = c;
+            l.add(x);
+          }
+        lanes_total.merge(l);
+      }
+      part[sp * p.n_out + o] = lanes_total;
+    }
+    for (std::int64_t o = 0; o < p.n_out; ++o) {
+      HostLse t;
+      for (int sp = 0; sp < p.splits; ++sp) t.merge(part[sp * p.n_out + o]);
+      out[o] = t.value();
+    }
+    return;
+  }
+  // cached: blocks walk pages_per_block pages, restaging only the segments the policy marks
+  std::size_t cache_elems = 0;
+  for (int f = 0; f < nf; ++f)
+    if (p.cached_mask >> f & 1) cache_elems += lay.m_f[f] * p.pitch[f];
+  std::vector<double> cache(cache_elems, std::nan(""));
+  for (std::int64_t b = 0; b < p.blocks; ++b) {
+    const std::int64_t first = b * p.pages_per_block;
+    const std::int64_t last = std::min(p.n_pages, first + p.pages_per_block);
+    std::fill(cache.begin(), cache.end(), std::nan(""));  // a new block sees garbage
+    for (std::int64_t page = first; page < last; ++page) {
+      const std::uint32_t bits = page == first ? p.cached_mask : p.refetch[page];
+      for (int f = 0; f < nf; ++f) {
+        if (!(bits >> f & 1)) continue;
+        const double* src = in[f] + p.out_hi[page * p.nip + f];
+        for (int e = 0; e < p.seg_size[f]; ++e) {
+          const int lo = static_cast<int>(p.div_mf[f].div(e));
+          const int s = e - lo * static_cast<int>(lay.m_f[f]);
+          cache.at(p.seg_off[f] + s * p.pitch[f] + lo) = src[e];
+        }
+      }
+      for (std::int64_t ol = 0; ol < p.P; ++ol) {
+        const double c = const_part(page, ol);
+        HostLse total;
+        for (int g = 0; g < G; ++g) {
+          HostLse l;
+          for (std::int64_t m = g; m < p.M; m += G) {
+            double x = c;
+            for (int f = 0; f < nf; ++f) {
+              const std::int32_t t = p.sum_lo[m * p.nfp + f];
+              if (p.cached_mask >> f & 1)
+                x += cache.at(p.seg_off[f] + p.cache_lo[ol * p.nfp + f] + t);
+              else
+                x += in[f][p.out_hi[page * p.nip + f] + p.cache_lo[ol * p.nfp + f] + t];
+            }
+            l.add(x);
+          }
+          total.merge(l);
+        }
+        out[page * p.P + ol] = total.value();
+      }
+    }
+  }
+}
+
+}  // namespace kinfer::gpu

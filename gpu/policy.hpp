@@ -1,0 +1,120 @@
+#pragma once
+// The CPU half of the GPU sum-product kernel (papers 000 section 5, 001 section 3.2): everything
+// about a bucket's index space and its cache policy is computed here, once per bucket shape, and
+// the GPU only follows the tables. Plain C++ (no CUDA type), so the tables can be checked on a
+// machine without a GPU: emulate() runs the kernels' exact table walk on the host.
+//
+// Index space of a bucket: output o in [0, n_out), summed configuration m in [0, M); repo order
+// puts the summed variables last, so for each input f and output o the entries f(o, .) are one
+// contiguous run of M_f values (M_f = product of f's summed cardinalities).
+//   o = page * P + ol   (ol: the lowest output variables, "cache tag" digits above the summed ones)
+//   m = mh * Mi + mi    (mi: the lowest summed variables)
+//   offset_f(o, m) = out_hi[page][f] + out_lo[ol][f] + sum_hi[mh][f] + sum_lo[mi][f]
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/cpu_kernel.hpp"
+#include "gpu/device_api.hpp"
+
+namespace kinfer::gpu {
+
+constexpr int kMaxInputs = 16;   // input tables one kernel launch takes
+constexpr int kMaxVarying = 8;   // inputs that vary with the summed variables (template cases)
+
+// n / d for 0 <= n < 2^31 with a multiply and a shift (Granlund-Montgomery, round-up variant).
+struct FastDiv {
+  std::uint32_t d = 1, mul = 0, shift = 0;
+  FastDiv() = default;
+  explicit FastDiv(std::uint32_t divisor);
+  std::uint32_t div(std::uint32_t n) const {
+    const std::uint32_t t = static_cast<std::uint32_t>((static_cast<std::uint64_t>(n) * mul) >> 32);
+    return (t + n) >> shift;
+  }
+};
+
+// What the planner needs to know about the device (read off it by the Context).
+struct DeviceLimits {
+  int sm_count = 132;
+  int max_threads_per_sm = 2048;
+  int shared_per_block = 227 * 1024;  // dynamic shared memory a block may opt into
+  int shared_per_sm = 228 * 1024;
+};
+
+// The bucket's index space, independent of the kernel variant.
+struct BucketLayout {
+  int n_in = 0;                     // inputs
+  int nf = 0;                       // inputs varying with the summed variables: slots [0, nf)
+  std::vector<int> slot_input;      // slot -> index into the caller's inputs; constant ones last
+  std::vector<std::vector<std::int64_t>> stride;  // [slot][bucket var] (0: not in the input)
+  std::vector<int> card;
+  int k = 0;                        // output variables: bucket vars [0, k)
+  std::int64_t n_out = 1, M = 1;
+  std::vector<std::int64_t> m_f;    // [varying slot] entries of its contiguous summed run
+  std::vector<std::int64_t> in_size;  // [slot] entries of the input table
+  std::string unsupported;          // non-empty: no kernel takes this bucket (why)
+};
+
+BucketLayout describe(const BucketShape& shape, std::span<const std::vector<int>> scopes);
+
+// One kernel launch, fully decided on the CPU. Tables are row-major, rows padded to `nip`
+// (all inputs) or `nfp` (varying inputs) entries so a row is one or two 16-byte loads.
+struct Policy {
+  Variant variant = Variant::plain;
+  int nf = 0, nc = 0, nip = 4, nfp = 4;
+  std::int64_t n_out = 1, M = 1;
+  // output split: P outputs per page
+  int page_vars = 0;
+  std::int64_t P = 1, n_pages = 1;
+  // summed split (plain: Mi inner; cached: Mi = M)
+  std::int64_t Mi = 1, Mh = 1;
+  // launch shape
+  int lanes_log2 = 0;               // 2^lanes_log2 threads share one output (interleaved m)
+  int threads = 256;
+  std::int64_t blocks = 1;
+  int splits = 1;                   // plain: blocks of outputs split over mh (partials combined)
+  std::int64_t mh_per_split = 1;
+  int pages_per_block = 1;          // cached: consecutive pages one block walks
+  int shared_bytes = 0;             // dynamic shared memory per block
+  int sum_table_offset = 0;         // byte offset of the sum table in shared memory
+  // cached variant: per varying slot
+  std::uint32_t cached_mask = 0;
+  std::vector<int> seg_off, seg_size, pitch;  // in elements; pitch: odd row length of a segment
+  double hit_fraction = 0;          // element loads served from shared memory
+  double min_reuse = 0;             // least uses per staged element over the cached inputs
+  // tables (host copies; uploaded once per shape)
+  std::vector<std::int32_t> out_lo;   // [P][nip]   global offset of a page-local output
+  std::vector<std::int64_t> out_hi;   // [n_pages][nip]   ("PageOffsets")
+  std::vector<std::int32_t> sum_lo;   // [Mi][nfp]  plain: global offset; cached: cache offset
+  std::vector<std::int64_t> sum_hi;   // [Mh][nfp]
+  std::vector<std::int32_t> cache_lo; // [P][nfp]   cached: cache row or global offset per input
+  std::vector<std::uint32_t> refetch; // [n_pages]  bit f: segment f changes ("PageValid", negated)
+  FastDiv div_P, div_out;
+  std::vector<FastDiv> div_mf;      // [varying slot] for staging
+  double table_bytes() const;
+};
+
+// The selector's decision for a bucket, with the numbers behind it.
+struct Selection {
+  Variant variant = Variant::plain;
+  std::string why;
+};
+
+// Builds the launch for `want` (automatic: the selector picks). `elem_bytes`: 8 or 4.
+// Throws std::invalid_argument when the layout is unsupported or the variant cannot take it.
+Policy make_policy(const BucketLayout& lay, Variant want, const DeviceLimits& lim,
+                   int elem_bytes = 8, Selection* sel = nullptr);
+
+// Does the cached variant fit this bucket? Returns the policy, or an explanation in `why`.
+bool cached_possible(const BucketLayout& lay, const DeviceLimits& lim, int elem_bytes,
+                     std::string& why);
+
+KernelChoice summarize(const Policy& p, const Selection& s);
+
+// Runs the kernel's table walk on the host (same staging, layouts, splits and combines), in
+// double. For tests without a GPU: the tables are right when this matches the reference.
+void emulate(const Policy& p, const BucketLayout& lay, std::span<const InputTable> inputs,
+             double* out);
+
+}  // namespace kinfer::gpu

@@ -1,0 +1,494 @@
+// The log-domain sum-product kernels of one bucket (paper 000 Fig. 4, paper 001 Fig. 3),
+//   out(o) = ln sum_m exp( sum_f in_f(o, m) ),
+// templated on the element type (double, float) and on the number of inputs that vary with
+// the summed variables (NF), so the per-input loops unroll and the pointers stay in registers.
+//
+// `cached`: a block owns consecutive cache pages (P consecutive outputs each) and stages the
+// segments of the cached inputs in shared memory, transposed to [summed index][output row] so
+// the threads of a warp read consecutive words; segments are restaged only when the CPU-made
+// refetch table says the page changed them. `plain`: the same arithmetic reading global memory
+// through L1/L2, with the summed range optionally split over blocks (few outputs, many terms).
+//
+// Numerics: a running (max, sum) pair per lane, one exp per term; lanes that share an output
+// merge their pairs with shuffles, splits through a second kernel.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstring>
+#include <mutex>
+
+#include "gpu/cuda_check.cuh"
+#include "gpu/sum_product.cuh"
+
+namespace kinfer::gpu {
+
+namespace {
+
+constexpr unsigned kFull = 0xffffffffu;
+
+struct DevDiv {
+  unsigned mul, shift;
+};
+
+__device__ __forceinline__ unsigned fdiv(unsigned n, DevDiv d) {
+  return (__umulhi(n, d.mul) + n) >> d.shift;
+}
+
+DevDiv dev_div(const FastDiv& f) { return {f.mul, f.shift}; }
+
+// Everything a launch needs, passed by value: it lives in the constant bank (the papers'
+// policy tables in constant memory); the larger tables are behind read-only pointers.
+template <class T>
+struct KernelArgs {
+  const T* in[kMaxInputs];
+  T* out;
+  T* partial;
+  const int* out_lo;
+  const long long* out_hi;
+  const int* sum_lo;
+  const long long* sum_hi;
+  const int* cache_lo;
+  const unsigned* refetch;
+  int n_in, nip, nfp;
+  unsigned n_out, P;
+  long long n_pages;
+  int Mi, splits, lanes_log2;
+  long long Mh, mh_per_split;
+  DevDiv div_P, div_out;
+  unsigned cached_mask;
+  int seg_off[kMaxVarying], seg_size[kMaxVarying], pitch[kMaxVarying], m_f[kMaxVarying];
+  DevDiv div_mf[kMaxVarying];
+  int pages_per_block, sum_table_offset;
+};
+
+// exp(x) for x <= 0 (x may be -inf or NaN from -inf - -inf: both clamp to a negligible
+// 2^-1021): the CPU kernel's polynomial (degree 13, < 1e-17 relative), so both backends agree
+// to rounding.
+__device__ __forceinline__ double expneg(double x) {
+  x = fmax(x, -708.0);
+  const double shifter = 6755399441055744.0;  // 1.5 * 2^52: adding it rounds to an integer
+  const double t = fma(x, 1.4426950408889634, shifter);
+  const double n = t - shifter;
+  double r = fma(n, -6.93147180559945286227e-01, x);
+  r = fma(n, -2.319046813846299558e-17, r);
+  double p = 1.0 / 6227020800.0;
+  p = fma(p, r, 1.0 / 479001600.0);
+  p = fma(p, r, 1.0 / 39916800.0);
+  p = fma(p, r, 1.0 / 3628800.0);
+  p = fma(p, r, 1.0 / 362880.0);
+  p = fma(p, r, 1.0 / 40320.0);
+  p = fma(p, r, 1.0 / 5040.0);
+  p = fma(p, r, 1.0 / 720.0);
+  p = fma(p, r, 1.0 / 120.0);
+  p = fma(p, r, 1.0 / 24.0);
+  p = fma(p, r, 1.0 / 6.0);
+  p = fma(p, r, 0.5);
+  p = fma(p, r, 1.0);
+  p = fma(p, r, 1.0);
+  const int ni = __double2loint(t);  // the low word of t holds n
+  return p * __hiloint2double((ni + 1023) << 20, 0);
+}
+
+// Single precision: the special-function unit (ex2.approx), as paper 000 section 7.2.4 used.
+__device__ __forceinline__ float expneg(float x) { return __expf(fmaxf(x, -100.0f)); }
+
+__device__ __forceinline__ double neg_inf(double) { return -INFINITY; }
+__device__ __forceinline__ float neg_inf(float) { return -INFINITY; }
+__device__ __forceinline__ double log_of(double x) { return log(x); }
+__device__ __forceinline__ float log_of(float x) { return logf(x); }
+
+// Adds one term: the smaller of (running max, x) is shifted by the larger, one exp per term.
+template <class T>
+__device__ __forceinline__ void lse_add(T& mx, T& acc, T x) {
+  const T hi = fmax(mx, x), lo = fmin(mx, x);
+  const T e = expneg(lo - hi);
+  acc = x > mx ? fma(acc, e, T(1)) : acc + e;
+  mx = hi;
+}
+
+template <class T>
+__device__ __forceinline__ void lse_merge(T& mx, T& acc, T mx2, T acc2) {
+  const T hi = fmax(mx, mx2), lo = fmin(mx, mx2);
+  const T e = expneg(lo - hi);
+  acc = mx2 > mx ? fma(acc, e, acc2) : fma(acc2, e, acc);
+  mx = hi;
+}
+
+template <class T>
+__device__ __forceinline__ T lse_value(T mx, T acc) {
+  return mx == neg_inf(mx) ? mx : mx + log_of(acc);
+}
+
+// Lanes 2^log2 apart... merge within groups of G consecutive lanes (butterfly).
+template <class T>
+__device__ __forceinline__ void lanes_merge(T& mx, T& acc, int G) {
+  for (int d = G >> 1; d > 0; d >>= 1) {
+    const T mx2 = __shfl_xor_sync(kFull, mx, d);
+    const T acc2 = __shfl_xor_sync(kFull, acc, d);
+    lse_merge(mx, acc, mx2, acc2);
+  }
+}
+
+// One row of an int table with NF entries, as 16-byte loads (rows are padded to 4 or 8).
+template <int NF>
+__device__ __forceinline__ void load_row(const int* row, int (&v)[NF > 0 ? NF : 1]) {
+  if constexpr (NF > 0) {
+    const int4 a = *reinterpret_cast<const int4*>(row);
+    v[0] = a.x;
+    if constexpr (NF > 1) v[1] = a.y;
+    if constexpr (NF > 2) v[2] = a.z;
+    if constexpr (NF > 3) v[3] = a.w;
+    if constexpr (NF > 4) {
+      const int4 b = *reinterpret_cast<const int4*>(row + 4);
+      v[4] = b.x;
+      if constexpr (NF > 5) v[5] = b.y;
+      if constexpr (NF > 6) v[6] = b.z;
+      if constexpr (NF > 7) v[7] = b.w;
+    }
+  }
+}
+
+template <class T>
+__device__ __forceinline__ T const_part(const KernelArgs<T>& a, int nf, const int* lo,
+                                        const long long* hi) {
+  T c = 0;
+  for (int s = nf; s < a.n_in; ++s) c += __ldg(a.in[s] + hi[s] + lo[s]);
+  return c;
+}
+
+// ---- plain: global loads through L1/L2 ----
+template <class T, int NF>
+__global__ void __launch_bounds__(256, 2) plain_kernel(const __grid_constant__ KernelArgs<T> a) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  int* sumtab = reinterpret_cast<int*>(smem);
+  const int rows = a.Mi * a.nfp;
+  for (int i = threadIdx.x; i < rows; i += blockDim.x) sumtab[i] = __ldg(a.sum_lo + i);
+  __syncthreads();
+  const int G = 1 << a.lanes_log2;
+  const unsigned gid = blockIdx.x * blockDim.x + threadIdx.x;
+  const unsigned item = gid >> a.lanes_log2;
+  const int g = gid & (G - 1);
+  const bool active = item < a.n_out * static_cast<unsigned>(a.splits);
+  T mx = neg_inf(T(0)), acc = 0;
+  unsigned o = 0;
+  if (active) {
+    const unsigned sp = fdiv(item, a.div_out);
+    o = item - sp * a.n_out;
+    const unsigned page = fdiv(o, a.div_P);
+    const unsigned ol = o - page * a.P;
+    const int* lo = a.out_lo + static_cast<long long>(ol) * a.nip;
+    const long long* hi = a.out_hi + static_cast<long long>(page) * a.nip;
+    const T c = const_part(a, NF, lo, hi);
+    const long long mh0 = sp * a.mh_per_split;
+    const long long mh1 = min(a.Mh, mh0 + a.mh_per_split);
+    if constexpr (NF == 0) {
+      // nothing varies with m: the lane's terms are all c
+      const long long per = (a.Mi - g + G - 1) / G;
+      const T cnt = static_cast<T>(per * (mh1 - mh0));
+      if (cnt > 0 && c != neg_inf(c)) {
+        mx = c;
+        acc = cnt;
+      }
+    } else {
+      const T* q[NF];
+#pragma unroll
+      for (int f = 0; f < NF; ++f) q[f] = a.in[f] + hi[f] + lo[f];
+      for (long long mh = mh0; mh < mh1; ++mh) {
+        const T* r[NF];
+#pragma unroll
+        for (int f = 0; f < NF; ++f) r[f] = q[f] + __ldg(a.sum_hi + mh * a.nfp + f);
+        // dynamic unrolling (paper 000 section 7.3.1): the compiler peels the remainder
+#pragma unroll 4
+        for (int mi = g; mi < a.Mi; mi += G) {
+          int idx[NF];
+          load_row<NF>(sumtab + mi * a.nfp, idx);
+          T x = c;
+#pragma unroll
+          for (int f = 0; f < NF; ++f) x += __ldg(r[f] + idx[f]);
+          lse_add(mx, acc, x);
+        }
+      }
+    }
+  }
+  lanes_merge(mx, acc, G);
+  if (active && g == 0) {
+    if (a.splits == 1) {
+      a.out[o] = lse_value(mx, acc);
+    } else {
+      a.partial[2 * static_cast<long long>(item)] = mx;
+      a.partial[2 * static_cast<long long>(item) + 1] = acc;
+    }
+  }
+}
+
+// One warp per output merges the splits' partial pairs.
+template <class T>
+__global__ void combine_kernel(const T* __restrict__ partial, T* __restrict__ out,
+                               unsigned n_out, int splits) {
+  const unsigned warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (warp >= n_out) return;  // whole warps leave together
+  T mx = neg_inf(T(0)), acc = 0;
+  for (int s = lane; s < splits; s += 32) {
+    const long long i = 2 * (static_cast<long long>(s) * n_out + warp);
+    lse_merge(mx, acc, partial[i], partial[i + 1]);
+  }
+  lanes_merge(mx, acc, 32);
+  if (lane == 0) out[warp] = lse_value(mx, acc);
+}
+
+// ---- cached: the software-managed cache ----
+template <class T, int NF, bool ALL_CACHED>
+__global__ void __launch_bounds__(256, 2) cached_kernel(const __grid_constant__ KernelArgs<T> a) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* cache = reinterpret_cast<T*>(smem);
+  int* sumtab = reinterpret_cast<int*>(smem + a.sum_table_offset);
+  const int rows = a.Mi * a.nfp;
+  for (int i = threadIdx.x; i < rows; i += blockDim.x) sumtab[i] = __ldg(a.sum_lo + i);
+  // (made visible by the barrier after the first page's staging: every block stages first)
+  const int G = 1 << a.lanes_log2;
+  const int g = threadIdx.x & (G - 1);
+  const int item0 = threadIdx.x >> a.lanes_log2;
+  const int per_pass = blockDim.x >> a.lanes_log2;
+  const long long first = static_cast<long long>(blockIdx.x) * a.pages_per_block;
+  const long long last = min(a.n_pages, first + a.pages_per_block);
+  for (long long page = first; page < last; ++page) {
+    const long long* hi = a.out_hi + page * a.nip;
+    const unsigned bits = page == first ? a.cached_mask : __ldg(a.refetch + page);
+    if (bits) {
+      __syncthreads();  // everyone is done with the segments about to be overwritten
+#pragma unroll
+      for (int f = 0; f < NF; ++f) {
+        if (!(bits >> f & 1)) continue;
+        const T* src = a.in[f] + hi[f];
+        T* dst = cache + a.seg_off[f];
+        const int mf = a.m_f[f], pitch = a.pitch[f], n = a.seg_size[f];
+        const DevDiv d = a.div_mf[f];
+        // coalesced global reads; transposed so the compute loop's warp reads are contiguous
+        for (int e = threadIdx.x; e < n; e += blockDim.x) {
+          const int lo = fdiv(e, d);
+          dst[(e - lo * mf) * pitch + lo] = __ldg(src + e);
+        }
+      }
+      __syncthreads();
+    }
+    for (int base = 0; base < static_cast<int>(a.P); base += per_pass) {
+      const int ol = base + item0;
+      const bool active = ol < static_cast<int>(a.P);
+      T mx = neg_inf(T(0)), acc = 0;
+      if (active) {
+        const int* lo = a.out_lo + static_cast<long long>(ol) * a.nip;
+        const int* clo = a.cache_lo + static_cast<long long>(ol) * a.nfp;
+        const T c = const_part(a, NF, lo, hi);
+        const T* q[NF];
+#pragma unroll
+        for (int f = 0; f < NF; ++f) {
+          if (ALL_CACHED || (a.cached_mask >> f & 1))
+            q[f] = cache + a.seg_off[f] + clo[f];
+          else
+            q[f] = a.in[f] + hi[f] + clo[f];
+        }
+#pragma unroll 4
+        for (int m = g; m < a.Mi; m += G) {
+          int idx[NF];
+          load_row<NF>(sumtab + m * a.nfp, idx);
+          T x = c;
+#pragma unroll
+          for (int f = 0; f < NF; ++f) x += q[f][idx[f]];
+          lse_add(mx, acc, x);
+        }
+      }
+      lanes_merge(mx, acc, G);
+      if (active && g == 0) a.out[page * a.P + ol] = lse_value(mx, acc);
+    }
+  }
+}
+
+template <class K>
+void allow_shared(K kernel, int bytes, std::once_flag& flag) {
+  std::call_once(flag, [&] {
+    int dev = 0, max_optin = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&max_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_optin));
+  });
+  (void)bytes;
+}
+
+template <class T, int NF>
+void launch_nf(const Policy& p, const KernelArgs<T>& a, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(p.blocks)), block(p.threads);
+  if (p.variant == Variant::plain) {
+    static std::once_flag flag;
+    allow_shared(plain_kernel<T, NF>, p.shared_bytes, flag);
+    plain_kernel<T, NF><<<grid, block, p.shared_bytes, stream>>>(a);
+  } else if constexpr (NF > 0) {
+    const bool all = p.cached_mask == (1u << NF) - 1;
+    if (all) {
+      static std::once_flag flag;
+      allow_shared(cached_kernel<T, NF, true>, p.shared_bytes, flag);
+      cached_kernel<T, NF, true><<<grid, block, p.shared_bytes, stream>>>(a);
+    } else {
+      static std::once_flag flag;
+      allow_shared(cached_kernel<T, NF, false>, p.shared_bytes, flag);
+      cached_kernel<T, NF, false><<<grid, block, p.shared_bytes, stream>>>(a);
+    }
+  }
+  CUDA_CHECK(cudaGetLastError());
+}
+
+// ---- compute ceiling: the inner loop with register operands ----
+template <class T, int NF>
+__global__ void __launch_bounds__(256) ceiling_kernel(T* out, int iters, T seed) {
+  T v[NF];
+#pragma unroll
+  for (int f = 0; f < NF; ++f) v[f] = seed * (threadIdx.x + f + 1);
+  T mx = neg_inf(T(0)), acc = 0;
+  const T step = seed * T(1e-3);
+#pragma unroll 4
+  for (int i = 0; i < iters; ++i) {
+    T x = 0;
+#pragma unroll
+    for (int f = 0; f < NF; ++f) {
+      x += v[f];
+      v[f] -= step;  // stands in for the load: keeps the terms changing
+    }
+    lse_add(mx, acc, x);
+  }
+  out[blockIdx.x * blockDim.x + threadIdx.x] = lse_value(mx, acc);
+}
+
+template <class T, int NF>
+double ceiling_nf(cudaStream_t stream) {
+  int dev = 0, sms = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const int blocks = sms * 8, threads = 256, iters = 4096;
+  T* out = nullptr;
+  CUDA_CHECK(cudaMallocAsync(&out, sizeof(T) * blocks * threads, stream));
+  cudaEvent_t e0, e1;
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
+  float best = 1e30f;
+  for (int rep = 0; rep < 5; ++rep) {
+    CUDA_CHECK(cudaEventRecord(e0, stream));
+    ceiling_kernel<T, NF><<<blocks, threads, 0, stream>>>(out, iters, T(-0.5));
+    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaEventRecord(e1, stream));
+    CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    if (rep > 0) best = std::min(best, ms);  // the first run warms up
+  }
+  CUDA_CHECK(cudaEventDestroy(e0));
+  CUDA_CHECK(cudaEventDestroy(e1));
+  CUDA_CHECK(cudaFreeAsync(out, stream));
+  return static_cast<double>(blocks) * threads * iters / (best * 1e-3);
+}
+
+}  // namespace
+
+std::size_t table_image_bytes(const Policy& p) {
+  auto a16 = [](std::size_t b) { return (b + 15) / 16 * 16; };
+  return a16(4 * p.out_lo.size()) + a16(8 * p.out_hi.size()) + a16(4 * p.sum_lo.size()) +
+         a16(8 * p.sum_hi.size()) + a16(4 * p.cache_lo.size()) + a16(4 * p.refetch.size());
+}
+
+DeviceTables write_table_image(const Policy& p, void* host, void* dev) {
+  DeviceTables t;
+  std::size_t off = 0;
+  auto put = [&](const void* src, std::size_t bytes) {
+    std::memcpy(static_cast<char*>(host) + off, src, bytes);
+    const void* d = static_cast<const char*>(dev) + off;
+    off += (bytes + 15) / 16 * 16;
+    return d;
+  };
+  t.out_lo = static_cast<const int*>(put(p.out_lo.data(), 4 * p.out_lo.size()));
+  t.out_hi = static_cast<const long long*>(put(p.out_hi.data(), 8 * p.out_hi.size()));
+  t.sum_lo = static_cast<const int*>(put(p.sum_lo.data(), 4 * p.sum_lo.size()));
+  t.sum_hi = static_cast<const long long*>(put(p.sum_hi.data(), 8 * p.sum_hi.size()));
+  t.cache_lo = static_cast<const int*>(put(p.cache_lo.data(), 4 * p.cache_lo.size()));
+  t.refetch = static_cast<const unsigned*>(put(p.refetch.data(), 4 * p.refetch.size()));
+  return t;
+}
+
+template <class T>
+void launch_sum_product(const Policy& p, const DeviceTables& t, const T* const* in, T* out,
+                        T* partial, cudaStream_t stream) {
+  KernelArgs<T> a{};
+  const int n_in = p.nf + p.nc;
+  for (int s = 0; s < n_in; ++s) a.in[s] = in[s];
+  a.out = out;
+  a.partial = partial;
+  a.out_lo = t.out_lo;
+  a.out_hi = t.out_hi;
+  a.sum_lo = t.sum_lo;
+  a.sum_hi = t.sum_hi;
+  a.cache_lo = t.cache_lo;
+  a.refetch = t.refetch;
+  a.n_in = n_in;
+  a.nip = p.nip;
+  a.nfp = p.nfp;
+  a.n_out = static_cast<unsigned>(p.n_out);
+  a.P = static_cast<unsigned>(p.P);
+  a.n_pages = p.n_pages;
+  a.Mi = static_cast<int>(p.Mi);
+  a.splits = p.splits;
+  a.lanes_log2 = p.lanes_log2;
+  a.Mh = p.Mh;
+  a.mh_per_split = p.mh_per_split;
+  a.div_P = dev_div(p.div_P);
+  a.div_out = dev_div(p.div_out);
+  a.cached_mask = p.cached_mask;
+  for (int f = 0; f < p.nf && p.variant == Variant::cached; ++f) {
+    a.seg_off[f] = p.seg_off[f];
+    a.seg_size[f] = p.seg_size[f];
+    a.pitch[f] = p.pitch[f];
+    a.div_mf[f] = dev_div(p.div_mf[f]);
+    a.m_f[f] = static_cast<int>(p.div_mf[f].d);
+  }
+  a.pages_per_block = p.pages_per_block;
+  a.sum_table_offset = p.sum_table_offset;
+  switch (p.nf) {
+    case 0: launch_nf<T, 0>(p, a, stream); break;
+    case 1: launch_nf<T, 1>(p, a, stream); break;
+    case 2: launch_nf<T, 2>(p, a, stream); break;
+    case 3: launch_nf<T, 3>(p, a, stream); break;
+    case 4: launch_nf<T, 4>(p, a, stream); break;
+    case 5: launch_nf<T, 5>(p, a, stream); break;
+    case 6: launch_nf<T, 6>(p, a, stream); break;
+    case 7: launch_nf<T, 7>(p, a, stream); break;
+    case 8: launch_nf<T, 8>(p, a, stream); break;
+    default: throw std::invalid_argument("more varying inputs than the kernels take");
+  }
+  if (p.variant == Variant::plain && p.splits > 1) {
+    const unsigned warps_per_block = 8;
+    const unsigned blocks = static_cast<unsigned>((p.n_out + warps_per_block - 1) / warps_per_block);
+    combine_kernel<T><<<blocks, 32 * warps_per_block, 0, stream>>>(partial, out,
+                                                                  static_cast<unsigned>(p.n_out), p.splits);
+    CUDA_CHECK(cudaGetLastError());
+  }
+}
+
+template <class T>
+double measure_element_rate(int nf, cudaStream_t stream) {
+  switch (nf) {
+    case 1: return ceiling_nf<T, 1>(stream);
+    case 2: return ceiling_nf<T, 2>(stream);
+    case 3: return ceiling_nf<T, 3>(stream);
+    case 4: return ceiling_nf<T, 4>(stream);
+    case 5: return ceiling_nf<T, 5>(stream);
+    case 6: return ceiling_nf<T, 6>(stream);
+    case 7: return ceiling_nf<T, 7>(stream);
+    default: return ceiling_nf<T, 8>(stream);
+  }
+}
+
+template void launch_sum_product<double>(const Policy&, const DeviceTables&, const double* const*,
+                                         double*, double*, cudaStream_t);
+template void launch_sum_product<float>(const Policy&, const DeviceTables&, const float* const*,
+                                        float*, float*, cudaStream_t);
+template double measure_element_rate<double>(int, cudaStream_t);
+template double measure_element_rate<float>(int, cudaStream_t);
+
+}  // namespace kinfer::gpu

@@ -1,0 +1,36 @@
+#pragma once
+// Launching the log-domain sum-product kernels (sum_product.cu) for one bucket. CUDA-only
+// header: the rest of kinfer reaches the kernels through device_api.hpp.
+#include <cuda_runtime.h>
+
+#include "gpu/policy.hpp"
+
+namespace kinfer::gpu {
+
+// A policy's tables in device memory (one allocation, sections 16-byte aligned).
+struct DeviceTables {
+  const int* out_lo = nullptr;
+  const long long* out_hi = nullptr;
+  const int* sum_lo = nullptr;
+  const long long* sum_hi = nullptr;
+  const int* cache_lo = nullptr;
+  const unsigned* refetch = nullptr;
+};
+
+// Bytes of the device copy of p's tables, and its host image (written into `host`, which must
+// hold table_image_bytes(p) bytes); `dev` is where the image will live on the device.
+std::size_t table_image_bytes(const Policy& p);
+DeviceTables write_table_image(const Policy& p, void* host, void* dev);
+
+// in[s]: input of slot s (layout order: varying first). partial: 2 * splits * n_out elements,
+// needed when p.splits > 1. Checks the launch.
+template <class T>
+void launch_sum_product(const Policy& p, const DeviceTables& t, const T* const* in, T* out,
+                        T* partial, cudaStream_t stream);
+
+// The compute ceiling of the kernels' arithmetic: elements per second of the inner loop with
+// `nf` operands held in registers (no memory traffic at all). Returns elements/s.
+template <class T>
+double measure_element_rate(int nf, cudaStream_t stream);
+
+}  // namespace kinfer::gpu
