@@ -28,6 +28,9 @@ void NetworkOptions::add(CLI::App& cmd) {
       ->capture_default_str();
   cmd.add_option("--seed", seed, "random seed of the stochastic order search")->capture_default_str();
   cmd.add_option("--threads", threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  cmd.add_option("--order-cache", order_cache,
+                 "folder that keeps elimination orders between runs, keyed by the network's "
+                 "reduced structure (used by `kinfer batch`)");
   cmd.add_option("--max-memory", max_memory,
                  "memory the computation may use, e.g. 8G (default: 85% of this machine's)");
 }
@@ -51,6 +54,7 @@ PlanOptions NetworkOptions::plan_options() const {
   po.order.heuristic = parse_heuristic(order);
   po.order.time_budget = order_time;
   po.order.seed = seed;
+  po.order_cache_dir = order_cache;
   if (max_memory.empty()) {
     po.max_memory_bytes = default_max_memory_bytes();
   } else {

@@ -10,7 +10,7 @@
 namespace kinfer::app {
 
 struct NetworkOptions {
-  std::string network, evidence, order = "stochastic", max_memory;
+  std::string network, evidence, order = "stochastic", max_memory, order_cache;
   double order_time = 5.0;
   int threads = 0;
   std::uint64_t seed = 1;

@@ -1,7 +1,13 @@
 #include "engine/solver.hpp"
 
 #include <cmath>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <sstream>
 
@@ -19,6 +25,70 @@ std::string human_bytes(double b) {
   s << b << ' ' << unit[u];
   return s.str();
 }
+
+// A key for everything the elimination order depends on: the reduced structure (domain sizes
+// and factor scopes after evidence and value elimination) and the heuristic.
+std::string structure_key(const ReducedModel& m, OrderHeuristic h) {
+  std::uint64_t x = 1469598103934665603ull;  // FNV-1a
+  auto mix = [&](std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) x = (x ^ ((v >> (8 * i)) & 0xff)) * 1099511628211ull;
+  };
+  mix(m.card.size());
+  for (int c : m.card) mix(static_cast<std::uint64_t>(c));
+  mix(m.factors.size());
+  for (const auto& f : m.factors) {
+    mix(f.scope.size());
+    for (int v : f.scope) mix(static_cast<std::uint64_t>(v));
+  }
+  mix(static_cast<std::uint64_t>(h));
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(x));
+  return buf;
+}
+
+// Reads an order saved by save_order; accepts it only if it eliminates exactly the scoped
+// variables and its largest table fits the limit.
+bool load_order(const std::string& path, const ReducedModel& m,
+                const std::vector<std::vector<int>>& scopes, const OrderOptions& oo,
+                OrderResult& out) {
+  std::ifstream f(path);
+  std::string magic, heuristic;
+  int version = 0;
+  if (!(f >> magic >> version >> heuristic) || magic != "kinfer-order" || version != 1) return false;
+  std::vector<int> order;
+  for (int v; f >> v;) order.push_back(v);
+  std::vector<char> scoped(m.card.size(), 0), seen(m.card.size(), 0);
+  std::size_t n_scoped = 0;
+  for (const auto& s : scopes)
+    for (int v : s)
+      if (!scoped[v]) scoped[v] = 1, ++n_scoped;
+  if (order.size() != n_scoped) return false;
+  for (int v : order) {
+    if (v < 0 || v >= static_cast<int>(m.card.size()) || !scoped[v] || seen[v]) return false;
+    seen[v] = 1;
+  }
+  out = OrderResult{};
+  out.order = std::move(order);
+  out.stats = evaluate_order(static_cast<int>(m.card.size()), m.card, scopes, out.order);
+  out.fits = out.stats.log2_max_table <= std::log2(oo.max_table_entries);
+  out.heuristic = "cached " + heuristic;
+  return out.fits;
+}
+
+void save_order(const std::string& path, const OrderResult& r) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(fs::path(path).parent_path(), ec);
+  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp);
+    f << "kinfer-order 1 " << r.heuristic << "\n";
+    for (std::size_t i = 0; i < r.order.size(); ++i) f << r.order[i] << (i + 1 < r.order.size() ? ' ' : '\n');
+    if (!f) return;  // a cache that cannot be written is only a missed saving
+  }
+  fs::rename(tmp, path, ec);
+}
+
 }  // namespace
 
 MemoryEstimate estimate_memory(const ReducedModel& model, const TaskTree& tree) {
@@ -48,7 +118,15 @@ Plan make_plan(const Network& net, const Evidence& ev, const PlanOptions& opt) {
   plan.components = count_components(net.num_vars(), scopes);
   OrderOptions oo = opt.order;
   if (opt.max_memory_bytes > 0) oo.max_table_entries = opt.max_memory_bytes / 8.0;
-  plan.order = find_order(net.num_vars(), plan.model.card, scopes, oo);
+  std::string cache_dir = opt.order_cache_dir;
+  if (cache_dir.empty() && std::getenv("KINFER_ORDER_CACHE")) cache_dir = std::getenv("KINFER_ORDER_CACHE");
+  std::string cache_file;
+  if (!cache_dir.empty())
+    cache_file = cache_dir + "/order-" + structure_key(plan.model, oo.heuristic) + ".txt";
+  if (cache_file.empty() || !load_order(cache_file, plan.model, scopes, oo, plan.order)) {
+    plan.order = find_order(net.num_vars(), plan.model.card, scopes, oo);
+    if (!cache_file.empty()) save_order(cache_file, plan.order);
+  }
   plan.tree = build_task_tree(plan.model, plan.order.order);
   plan.memory = estimate_memory(plan.model, plan.tree);
   // Report what the tree really computes: merged buckets never store the per-variable messages

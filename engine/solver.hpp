@@ -27,6 +27,10 @@ struct PlanOptions {
   OrderOptions order;
   ReduceOptions reduce;
   double max_memory_bytes = 0;  // 0: no limit
+  // When set, elimination orders are cached here, keyed by the reduced structure: jobs and runs
+  // that share a network structure (e.g. the same pedigree with other evidence) share the order.
+  // When empty, the environment variable KINFER_ORDER_CACHE names the folder, if set.
+  std::string order_cache_dir;
 };
 
 struct Plan {
