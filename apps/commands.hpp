@@ -9,5 +9,10 @@ using Runner = std::function<int()>;
 
 Runner add_pe(CLI::App& root);
 Runner add_info(CLI::App& root);
+Runner add_batch(CLI::App& root);
+Runner add_lod(CLI::App& root);
+Runner add_schedule(CLI::App& root);
+Runner add_schedule_compare(CLI::App& root);
+Runner add_calibrate(CLI::App& root);
 
 }  // namespace kinfer::app

@@ -22,7 +22,11 @@ int main(int argc, char** argv) {
   bool quiet = false, verbose = false;
   app.add_flag("-q,--quiet", quiet, "log warnings and errors only");
   app.add_flag("-v,--verbose", verbose, "log debugging detail");
-  std::vector<kinfer::app::Runner> runners = {kinfer::app::add_pe(app), kinfer::app::add_info(app)};
+  std::vector<kinfer::app::Runner> runners = {kinfer::app::add_pe(app), kinfer::app::add_info(app),
+                                               kinfer::app::add_lod(app)};
+  runners.push_back(kinfer::app::add_batch(app));
+  for (auto add : {kinfer::app::add_schedule})  // the scheduler's commands
+    runners.push_back(add(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

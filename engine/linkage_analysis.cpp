@@ -1,0 +1,442 @@
+#include "engine/linkage_analysis.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <memory>
+#include <sstream>
+
+#include "engine/errors.hpp"
+#include "engine/linkage_network.hpp"
+
+namespace kinfer::linkage {
+
+std::string program_name(Program p) { return p == Program::Mlink ? "mlink" : "linkmap"; }
+
+double AnalysisResult::lod(double ln_l, double ln_base) {
+  if (std::isinf(ln_l) && ln_l < 0) return -std::numeric_limits<double>::infinity();
+  return (ln_l - ln_base) / std::log(10.0);
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+constexpr double kMlinkSlack = 1e-4;    // MLINK: theta <= finish + 1e-4 (FASTLINK)
+constexpr double kLinkmapSlack = 1e-6;  // LINKMAP stops exactly at the stop theta (checked)
+
+bool integer_token(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+}
+
+bool tail_fits_linkmap(const LocusFile& lf) {
+  const Tail& t = lf.tail;
+  return t.present && integer_token(t.fields[0]) && t.values[0] >= 1 && t.values[0] <= lf.n_loci() &&
+         t.values[1] >= 0 && t.values[1] <= 0.5 && integer_token(t.fields[2]) && t.values[2] >= 1;
+}
+
+bool tail_fits_mlink(const LocusFile& lf) {
+  const Tail& t = lf.tail;
+  return t.present && integer_token(t.fields[0]) && t.values[0] >= 1 &&
+         t.values[0] <= lf.n_loci() - 1 && t.values[1] > 0;
+}
+
+class Analysis {
+ public:
+  Analysis(const LocusFile& lf, const PedigreeFile& pf, const AnalysisOptions& opt, AnalysisResult& res)
+      : lf_(lf), pf_(pf), opt_(opt), res_(res) {}
+
+  void reduce_all() {
+    const auto t0 = Clock::now();
+    std::vector<std::pair<Inconsistency, int>> errors;
+    reduced_.resize(pf_.pedigrees.size());
+    for (std::size_t p = 0; p < pf_.pedigrees.size(); ++p)
+      for (int k = 0; k < lf_.n_loci(); ++k) {
+        Inconsistency e;
+        e.locus = -1;
+        reduced_[p].push_back(reduce_locus(pf_.pedigrees[p], lf_, k, opt_.reduction, &e));
+        if (e.locus >= 0) errors.push_back({e, static_cast<int>(p)});
+      }
+    res_.timing.reduce_s += seconds_since(t0);
+    if (errors.empty()) return;
+    std::ostringstream s;
+    s << "Mendelian inconsistenc" << (errors.size() > 1 ? "ies" : "y") << " (likelihood 0), fix "
+      << (errors.size() > 1 ? "them" : "it") << " before computing LOD scores:";
+    long line = 0;
+    for (const auto& [e, p] : errors) {
+      s << "\n  " << describe(e, lf_, pf_.pedigrees[p]);
+      if (!line)
+        for (const Person& q : pf_.pedigrees[p].people)
+          if (!e.individuals.empty() && q.id == e.individuals.back()) line = q.line;
+    }
+    throw InputError(pf_.path, line, s.str());
+  }
+
+  // ln L of every pedigree for one evaluation over `chain` (input loci in map order).
+  void evaluate(Evaluation& e, const std::vector<int>& chain) {
+    auto& likes = compiled(chain);
+    e.order.clear();
+    for (int k : chain) e.order.push_back(lf_.loci[k].name);
+    e.ln_l.assign(likes.size(), 0);
+    e.total_ln_l = 0;
+    const auto t0 = Clock::now();
+    for (std::size_t p = 0; p < likes.size(); ++p) {
+      e.ln_l[p] = likes[p]->ln_likelihood(e.male, e.female);
+      ++res_.timing.runs;
+      if (std::isinf(e.ln_l[p]) && e.ln_l[p] < 0) diagnose_zero(static_cast<int>(p), chain, e);
+      e.total_ln_l += e.ln_l[p];
+    }
+    res_.timing.evaluate_s += seconds_since(t0);
+  }
+
+ private:
+  std::vector<std::unique_ptr<PedigreeLikelihood>>& compiled(const std::vector<int>& chain) {
+    auto it = cache_.find(chain);
+    if (it != cache_.end()) return it->second;
+    const auto t0 = Clock::now();
+    std::vector<std::unique_ptr<PedigreeLikelihood>> v;
+    for (std::size_t p = 0; p < pf_.pedigrees.size(); ++p) {
+      std::vector<const PedigreeLocus*> loci;
+      for (int k : chain) loci.push_back(&reduced_[p][k]);
+      v.push_back(std::make_unique<PedigreeLikelihood>(
+          pf_.pedigrees[p], loci, lf_.map_function == MapFunction::Kosambi, opt_.plan));
+      const Plan& plan = v.back()->plan();
+      ++res_.timing.plans;
+      res_.timing.max_width = std::max(res_.timing.max_width, plan.order.stats.width);
+      res_.timing.log2_max_table = std::max(res_.timing.log2_max_table, plan.order.stats.log2_max_table);
+      res_.timing.peak_bytes = std::max(res_.timing.peak_bytes, plan.memory.peak_bytes);
+    }
+    res_.timing.plan_s += seconds_since(t0);
+    return cache_.emplace(chain, std::move(v)).first->second;
+  }
+
+  // A zero likelihood with every theta above 0 means some locus is inconsistent on its own;
+  // genotype elimination finds that in nuclear families but not always around a loop.
+  void diagnose_zero(int p, const std::vector<int>& chain, const Evaluation& e) {
+    for (double t : e.male) if (t <= 0) return;    // an obligate recombinant at theta 0: -inf
+    for (double t : e.female) if (t <= 0) return;  // is the right answer there
+    const Pedigree& ped = pf_.pedigrees[p];
+    for (int k : chain) {
+      if (chain.size() > 1) {
+        const double x = compiled({k})[p]->ln_likelihood({}, {});
+        if (!(std::isinf(x) && x < 0)) continue;
+      }
+      std::ostringstream s;
+      s << "Mendelian inconsistency (likelihood 0): pedigree " << ped.id << ", locus " << k + 1
+        << " (" << lf_.loci[k].name << "): no genotypes fit the typed individuals";
+      if (ped.has_loop) s << " (the inconsistency runs around a marriage loop)";
+      s << ":";
+      int shown = 0;
+      for (const Person& q : ped.people) {
+        const Phenotype& ph = q.pheno[k];
+        if (ph.a1 == 0) continue;
+        if (shown++ == 30) { s << " ..."; break; }
+        s << ' ' << q.id;
+      }
+      throw InputError(pf_.path, ped.people.front().line, s.str());
+    }
+    throw std::logic_error("pedigree " + ped.id + ": likelihood 0 with every locus consistent");
+  }
+
+  const LocusFile& lf_;
+  const PedigreeFile& pf_;
+  const AnalysisOptions& opt_;
+  AnalysisResult& res_;
+  std::vector<std::vector<PedigreeLocus>> reduced_;
+  std::map<std::vector<int>, std::vector<std::unique_ptr<PedigreeLikelihood>>> cache_;
+};
+
+// Female thetas for changed male thetas, keeping each interval's female/male Haldane distance
+// ratio `ratio` (sex difference 2 in LINKMAP and in map positions).
+double scaled_female(double male, double ratio) {
+  return morgans_to_theta(ratio * theta_to_morgans(male, MapFunction::Haldane), MapFunction::Haldane);
+}
+
+double distance_ratio(double female, double male) {
+  const double dm = theta_to_morgans(male, MapFunction::Haldane);
+  const double df = theta_to_morgans(female, MapFunction::Haldane);
+  if (dm <= 0 || std::isinf(dm) || std::isinf(df)) return 1.0;
+  return df / dm;
+}
+
+void run_mlink(const LocusFile& lf, const AnalysisOptions& opt, Analysis& an, AnalysisResult& res) {
+  const int ni = lf.n_loci() - 1;
+  int w = 0;
+  if (lf.tail.present) {
+    if (!tail_fits_mlink(lf))
+      throw InputError(lf.path, lf.tail.line,
+                       "MLINK reads the last line as: varied theta (1 to " + std::to_string(ni) +
+                           "), increment (> 0), finishing value; found '" + lf.tail.fields[0] + " " +
+                           lf.tail.fields[1] + " " + lf.tail.fields[2] + "'");
+    w = static_cast<int>(lf.tail.values[0]) - 1;
+  }
+  res.varied_interval = w;
+  std::vector<double> values = opt.thetas;
+  if (values.empty()) {
+    double v = lf.male_theta[w];
+    const double inc = lf.tail.present ? lf.tail.values[1] : 0, fin = lf.tail.present ? lf.tail.values[2] : 0;
+    do {
+      values.push_back(v);
+      v += inc;
+    } while (inc > 0 && v <= fin + kMlinkSlack && v <= 0.5 + 1e-12);
+  }
+  std::vector<int> chain = lf.map_order;
+  auto point = [&](double v) {
+    Evaluation e;
+    e.male = lf.male_theta;
+    e.male[w] = v;
+    e.female = lf.sex_difference == 2 ? lf.female_theta : lf.female_for(e.male);
+    return e;
+  };
+  res.baseline = point(0.5);
+  an.evaluate(res.baseline, chain);
+  for (double v : values) {
+    res.evaluations.push_back(point(v));
+    an.evaluate(res.evaluations.back(), chain);
+  }
+}
+
+struct MarkerMap {
+  std::vector<int> markers;            // input loci, map order, without the moving one
+  std::vector<double> male, female;    // thetas between adjacent markers
+  std::vector<double> cm;              // sex-averaged position of each marker, cM
+  std::vector<double> male_cm, female_cm;
+};
+
+MarkerMap marker_map(const LocusFile& lf, int moving) {
+  MarkerMap m;
+  const int p = static_cast<int>(std::find(lf.map_order.begin(), lf.map_order.end(), moving) - lf.map_order.begin());
+  for (int k : lf.map_order)
+    if (k != moving) m.markers.push_back(k);
+  for (int i = 0; i + 1 < lf.n_loci(); ++i) {
+    if (i == p - 1 && p + 1 < lf.n_loci()) {
+      // The moving locus sits in this interval: the markers' theta spans both of its sides.
+      m.male.push_back(combine_thetas(lf.male_theta[i], lf.male_theta[i + 1], lf.map_function));
+      m.female.push_back(combine_thetas(lf.female_theta[i], lf.female_theta[i + 1], lf.map_function));
+      ++i;
+    } else if (i == p - 1 || i == p) {
+      continue;  // an exterior moving locus: its interval is not part of the marker map
+    } else {
+      m.male.push_back(lf.male_theta[i]);
+      m.female.push_back(lf.female_theta[i]);
+    }
+  }
+  double a = 0, b = 0;
+  m.male_cm.push_back(0);
+  m.female_cm.push_back(0);
+  m.cm.push_back(0);
+  for (std::size_t i = 0; i < m.male.size(); ++i) {
+    a += 100 * theta_to_morgans(m.male[i], lf.map_function);
+    b += 100 * theta_to_morgans(m.female[i], lf.map_function);
+    m.male_cm.push_back(a);
+    m.female_cm.push_back(b);
+    m.cm.push_back((a + b) / 2);
+  }
+  return m;
+}
+
+void unlinked_baseline(const LocusFile& lf, int moving, const MarkerMap& mm, Analysis& an,
+                       AnalysisResult& res) {
+  // Unlinked, the likelihood factorises: the moving locus alone times the marker map alone.
+  Evaluation alone, markers;
+  an.evaluate(alone, {moving});
+  markers.male = mm.male;
+  markers.female = mm.female;
+  an.evaluate(markers, mm.markers);
+  res.baseline = markers;
+  for (std::size_t p = 0; p < alone.ln_l.size(); ++p) res.baseline.ln_l[p] += alone.ln_l[p];
+  res.baseline.total_ln_l += alone.total_ln_l;
+  res.baseline.order.push_back(lf.loci[moving].name + " (unlinked)");
+}
+
+void run_linkmap(const LocusFile& lf, const AnalysisOptions& opt, Analysis& an, AnalysisResult& res) {
+  const int n = lf.n_loci();
+  int moving = -1;
+  if (opt.moving_locus > 0) {
+    if (opt.moving_locus > n)
+      throw InputError("--moving", 0, "expected a locus number from 1 to " + std::to_string(n));
+    moving = opt.moving_locus - 1;
+  } else if (lf.tail.present && integer_token(lf.tail.fields[0]) && lf.tail.values[0] >= 1 &&
+             lf.tail.values[0] <= n) {
+    moving = static_cast<int>(lf.tail.values[0]) - 1;
+  } else {
+    for (int k = 0; k < n && moving < 0; ++k)
+      if (lf.loci[k].type == LocusType::Affection) moving = k;
+    if (moving < 0)
+      throw InputError(lf.path, lf.tail.line, "LINKMAP needs a moving locus: the last line names "
+                                              "none and no locus is an affection locus; give --moving");
+  }
+  res.moving_locus = moving;
+  const MarkerMap mm = marker_map(lf, moving);
+  unlinked_baseline(lf, moving, mm, an, res);
+  const MapFunction mf = lf.map_function;
+
+  if (!opt.positions.empty()) {
+    // Location scores across the whole map: one locus order per interval, compiled once each.
+    for (double x : mm.cm)
+      if (std::isinf(x))
+        throw InputError(lf.path, 0, "the marker map has an interval with theta 0.5 (unlinked "
+                                     "markers): map positions beyond it are undefined");
+    const std::size_t nm = mm.markers.size();
+    const double total = mm.cm.back(), total_m = mm.male_cm.back(), total_f = mm.female_cm.back();
+    for (double x : opt.positions) {
+      Evaluation e;
+      e.position = x;
+      std::vector<int> chain;
+      if (x < mm.cm.front() || x > total || nm == 1) {
+        const bool left = x < mm.cm.front() || (nm == 1 && x <= 0);
+        const double d = std::abs(left ? mm.cm.front() - x : x - total) / 100;
+        const double dm = total > 0 ? d * total_m / total : d, df = total > 0 ? d * total_f / total : d;
+        if (left) {
+          chain.push_back(moving);
+          chain.insert(chain.end(), mm.markers.begin(), mm.markers.end());
+          e.male = {morgans_to_theta(dm, mf)};
+          e.female = {morgans_to_theta(df, mf)};
+          e.male.insert(e.male.end(), mm.male.begin(), mm.male.end());
+          e.female.insert(e.female.end(), mm.female.begin(), mm.female.end());
+        } else {
+          chain = mm.markers;
+          chain.push_back(moving);
+          e.male = mm.male;
+          e.female = mm.female;
+          e.male.push_back(morgans_to_theta(dm, mf));
+          e.female.push_back(morgans_to_theta(df, mf));
+        }
+      } else {
+        std::size_t k = 0;
+        while (k + 2 < nm && x > mm.cm[k + 1]) ++k;
+        const double len = mm.cm[k + 1] - mm.cm[k];
+        const double f = len > 0 ? (x - mm.cm[k]) / len : 0;
+        const double lm = (mm.male_cm[k + 1] - mm.male_cm[k]) / 100, lf_ = (mm.female_cm[k + 1] - mm.female_cm[k]) / 100;
+        chain.assign(mm.markers.begin(), mm.markers.begin() + k + 1);
+        chain.push_back(moving);
+        chain.insert(chain.end(), mm.markers.begin() + k + 1, mm.markers.end());
+        e.male.assign(mm.male.begin(), mm.male.begin() + k);
+        e.female.assign(mm.female.begin(), mm.female.begin() + k);
+        e.male.push_back(morgans_to_theta(f * lm, mf));
+        e.male.push_back(morgans_to_theta((1 - f) * lm, mf));
+        e.female.push_back(morgans_to_theta(f * lf_, mf));
+        e.female.push_back(morgans_to_theta((1 - f) * lf_, mf));
+        e.male.insert(e.male.end(), mm.male.begin() + k + 1, mm.male.end());
+        e.female.insert(e.female.end(), mm.female.begin() + k + 1, mm.female.end());
+      }
+      an.evaluate(e, chain);
+      res.evaluations.push_back(std::move(e));
+    }
+    return;
+  }
+
+  // FASTLINK's LINKMAP: the moving locus stays in the interval the file puts it in.
+  if (!tail_fits_linkmap(lf))
+    throw InputError(lf.path, lf.tail.line,
+                     lf.tail.present
+                         ? "LINKMAP reads the last line as: moving locus (1 to " + std::to_string(n) +
+                               "), stop theta (0 to 0.5), grid size (an integer >= 1); found '" +
+                               lf.tail.fields[0] + " " + lf.tail.fields[1] + " " + lf.tail.fields[2] +
+                               "' (or give --positions)"
+                         : "LINKMAP needs the last line (moving locus, stop theta, grid size) or --positions");
+  const double stop = lf.tail.values[1];
+  const int grid = static_cast<int>(lf.tail.values[2]);
+  const int p = static_cast<int>(std::find(lf.map_order.begin(), lf.map_order.end(), moving) - lf.map_order.begin());
+  const std::vector<int> chain = lf.map_order;
+  auto female_of = [&](const std::vector<double>& male, const std::vector<int>& changed,
+                       const std::vector<double>& ratio) {
+    if (lf.sex_difference != 2) return lf.female_for(male);
+    std::vector<double> f = lf.female_theta;
+    for (std::size_t i = 0; i < changed.size(); ++i) f[changed[i]] = scaled_female(male[changed[i]], ratio[i]);
+    return f;
+  };
+  auto position_of = [&](const Evaluation& e) -> std::optional<double> {
+    auto avg = [&](int i) {
+      return 50 * (theta_to_morgans(e.male[i], mf) + theta_to_morgans(e.female[i], mf));
+    };
+    double d;
+    if (p == 0) {
+      d = mm.cm.front() - avg(0);
+    } else if (p == n - 1) {
+      d = mm.cm.back() + avg(n - 2);
+    } else {
+      d = mm.cm[p - 1] + avg(p - 1);
+    }
+    if (std::isinf(d)) return std::nullopt;
+    return d;
+  };
+  std::vector<double> male = lf.male_theta;
+  if (p == 0 || p == n - 1) {
+    // Exterior: the theta to the nearest marker moves by 0.5/grid, down on the left, up on
+    // the right, starting from the file's value.
+    const int i = p == 0 ? 0 : n - 2;
+    const double step = 0.5 / grid;
+    const std::vector<double> ratio{distance_ratio(lf.female_theta[i], lf.male_theta[i])};
+    for (double v = male[i];;) {
+      Evaluation e;
+      e.male = male;
+      e.male[i] = v;
+      e.female = female_of(e.male, {i}, ratio);
+      an.evaluate(e, chain);
+      e.position = position_of(e);
+      res.evaluations.push_back(std::move(e));
+      v += p == 0 ? -step : step;
+      if (p == 0 ? v < stop - kLinkmapSlack || v < -kLinkmapSlack : v > stop + kLinkmapSlack || v > 0.5 + kLinkmapSlack)
+        break;
+    }
+    return;
+  }
+  // Interior: theta to the left marker grows by (flanking theta)/grid; the right one follows
+  // so that the flanking theta stays fixed (map function).
+  const double total = combine_thetas(male[p - 1], male[p], mf);
+  const double total_f = combine_thetas(lf.female_theta[p - 1], lf.female_theta[p], mf);
+  const std::vector<double> ratio{distance_ratio(total_f, total)};
+  const double step = total / grid;
+  for (double v = male[p - 1]; v <= stop + kLinkmapSlack && v <= total + kLinkmapSlack; v += step) {
+    Evaluation e;
+    e.male = male;
+    e.male[p - 1] = std::min(v, total);
+    e.male[p] = std::max(0.0, split_theta(total, e.male[p - 1], mf));
+    e.female = female_of(e.male, {p - 1}, ratio);
+    if (lf.sex_difference == 2) e.female[p] = std::max(0.0, split_theta(total_f, e.female[p - 1], mf));
+    an.evaluate(e, chain);
+    e.position = position_of(e);
+    res.evaluations.push_back(std::move(e));
+  }
+}
+
+}  // namespace
+
+Program program_from_tail(const LocusFile& lf) {
+  if (tail_fits_linkmap(lf)) return Program::Linkmap;
+  return Program::Mlink;
+}
+
+AnalysisResult analyze(const LocusFile& lf, const PedigreeFile& pf, const AnalysisOptions& opt) {
+  AnalysisResult res;
+  res.program = opt.program ? *opt.program : (opt.positions.empty() ? program_from_tail(lf) : Program::Linkmap);
+  if (res.program == Program::Mlink && !opt.positions.empty())
+    throw InputError("--positions", 0, "map positions are for LINKMAP (location scores), not MLINK");
+  if (res.program == Program::Linkmap && !opt.thetas.empty())
+    throw InputError("--theta", 0, "--theta sets MLINK's varied theta; LINKMAP takes --positions");
+  res.sex_linked = lf.sex_linked;
+  res.sex_specific = lf.sex_difference != 0;
+  for (const Pedigree& p : pf.pedigrees) res.pedigrees.push_back(p.id);
+  for (int k : lf.map_order) res.map_order.push_back(lf.loci[k].name);
+  if (lf.map_function == MapFunction::Kosambi) {
+    res.notes.push_back(lf.n_loci() == 3 || res.program == Program::Linkmap
+                            ? "Kosambi map function; three-locus orders model Kosambi interference as FASTLINK does"
+                            : "Kosambi map function; orders of more than three loci have no interference model "
+                              "(FASTLINK has none either)");
+  }
+  Analysis an(lf, pf, opt, res);
+  an.reduce_all();
+  if (res.program == Program::Mlink)
+    run_mlink(lf, opt, an, res);
+  else
+    run_linkmap(lf, opt, an, res);
+  return res;
+}
+
+}  // namespace kinfer::linkage

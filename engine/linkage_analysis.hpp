@@ -1,0 +1,67 @@
+#pragma once
+// LOD scores as FASTLINK's MLINK and LINKMAP compute them, and multipoint location scores
+// across a whole marker map. Each pedigree's network is compiled once per locus order
+// (structure, reductions, elimination order); every theta or map position after that only
+// refills the selector tables.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/linkage_model.hpp"
+#include "engine/pedigree.hpp"
+#include "engine/solver.hpp"
+
+namespace kinfer::linkage {
+
+enum class Program { Mlink, Linkmap };
+
+std::string program_name(Program p);
+
+struct AnalysisOptions {
+  std::optional<Program> program;  // default: from the locus file's last line
+  std::vector<double> thetas;      // MLINK: values of the varied theta (default: the tail's)
+  std::vector<double> positions;   // LINKMAP: map positions (cM) of the moving locus
+  int moving_locus = 0;            // LINKMAP with positions: input locus (1-based); 0: default
+  ReductionOptions reduction;
+  PlanOptions plan;
+};
+
+struct Evaluation {
+  std::vector<double> male, female;  // per interval of the evaluated locus order
+  std::vector<std::string> order;    // locus names in that order
+  std::optional<double> position;    // LINKMAP: cM from the first marker (none if unlinked)
+  std::vector<double> ln_l;          // per pedigree
+  double total_ln_l = 0;
+};
+
+struct AnalysisTiming {
+  double reduce_s = 0, plan_s = 0, evaluate_s = 0;
+  int plans = 0, runs = 0;
+  int max_width = 0;
+  double log2_max_table = 0;
+  double peak_bytes = 0;  // the largest single plan's estimate
+};
+
+struct AnalysisResult {
+  Program program = Program::Mlink;
+  bool sex_specific = false;     // thetas differ between the sexes
+  bool sex_linked = false;
+  std::vector<std::string> pedigrees;
+  int varied_interval = -1;      // MLINK: 0-based interval of the map order
+  int moving_locus = -1;         // LINKMAP: input index
+  std::vector<std::string> map_order;  // locus names in the file's map order
+  Evaluation baseline;           // MLINK: varied theta 0.5; LINKMAP: moving locus unlinked
+  std::vector<Evaluation> evaluations;
+  AnalysisTiming timing;
+  std::vector<std::string> notes;  // e.g. Kosambi interference modelled or not
+  static double lod(double ln_l, double ln_base);  // log10 ratio, -inf when ln_l is
+};
+
+// Throws InputError for Mendelian inconsistencies (naming pedigree, locus and individuals),
+// for tails that do not fit the program, and for positions or thetas out of range.
+AnalysisResult analyze(const LocusFile& lf, const PedigreeFile& pf, const AnalysisOptions& opt);
+
+// Which program the locus file's last line is written for (MLINK when there is none).
+Program program_from_tail(const LocusFile& lf);
+
+}  // namespace kinfer::linkage

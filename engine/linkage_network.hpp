@@ -1,0 +1,80 @@
+#pragma once
+// The Superlink network of one pedigree over a chain of loci (linkage-model.md section 1),
+// built as a kinfer::Network, and its likelihood evaluated many times: the structure, the
+// reductions and the elimination order are computed once; a new theta only refills the
+// selector tables (refill_factors) before run_plan.
+//
+// Variables per person and locus: the paternal and maternal alleles (domains already reduced
+// by recoding and genotype elimination, engine/pedigree.hpp) and, for non-founders, one
+// selector per meiosis. A sex-linked male has only a maternal allele; a daughter's paternal
+// allele is her father's allele itself (the same variable).
+#include <array>
+#include <memory>
+#include <vector>
+
+#include "engine/linkage_model.hpp"
+#include "engine/model.hpp"
+#include "engine/pedigree.hpp"
+#include "engine/solver.hpp"
+
+namespace kinfer::linkage {
+
+class PedigreeNetwork {
+ public:
+  // `chain`: the reduced loci in map order (they must outlive nothing: they are copied from).
+  // `kosambi` with exactly three loci models Kosambi interference as FASTLINK does (the
+  // recombination in the second interval depends on the first); otherwise the selector
+  // chain is Markov (no interference).
+  PedigreeNetwork(const Pedigree& ped, const std::vector<const PedigreeLocus*>& chain,
+                  bool kosambi);
+
+  const Network& network() const { return net_; }
+  const Evidence& evidence() const { return ev_; }
+  int n_intervals() const { return n_loci_ - 1; }
+
+  // Writes the selector tables for these recombination fractions (one per interval, male and
+  // female) into the network. Returns the indices of the factors that depend on theta.
+  const std::vector<int>& set_thetas(const std::vector<double>& male,
+                                     const std::vector<double>& female);
+  const std::vector<int>& theta_factors() const { return theta_factors_; }
+
+ private:
+  struct Transition {
+    int factor;
+    int interval;  // between chain positions interval and interval + 1
+    bool male;
+    bool kosambi;  // scope (S0, S1, S2) instead of (S1, S2)
+  };
+  Network net_;
+  Evidence ev_;
+  int n_loci_ = 0;
+  std::vector<Transition> transitions_;
+  std::vector<int> theta_factors_;
+};
+
+// The likelihood of one pedigree over one chain, compiled once.
+class PedigreeLikelihood {
+ public:
+  PedigreeLikelihood(const Pedigree& ped, const std::vector<const PedigreeLocus*>& chain,
+                     bool kosambi, const PlanOptions& opt);
+  // ln L at these thetas: refills the selector tables, then runs the plan.
+  double ln_likelihood(const std::vector<double>& male, const std::vector<double>& female);
+  const Plan& plan() const { return plan_; }
+  const Network& network() const { return net_.network(); }
+
+ private:
+  // Where each theta-dependent network factor went in the plan: an index into
+  // plan_.model.factors, or (as -1 - i) into plan_.model.constants.
+  std::vector<std::pair<int, int>> slots_;  // (network factor, slot)
+  void refill();
+  PedigreeNetwork net_;
+  Plan plan_;
+  std::vector<double> male_, female_;
+};
+
+// Haldane and Kosambi: the recombination fraction across two adjacent intervals, and the
+// second interval's fraction given the first and the total (LINKMAP's interior moves).
+double combine_thetas(double a, double b, MapFunction f);
+double split_theta(double total, double a, MapFunction f);
+
+}  // namespace kinfer::linkage

@@ -1,0 +1,688 @@
+#include "io/linkage.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <sstream>
+
+#include "engine/errors.hpp"
+#include "io/text_file.hpp"
+
+namespace kinfer::io {
+
+using linkage::Locus;
+using linkage::LocusFile;
+using linkage::LocusType;
+using linkage::Pedigree;
+using linkage::PedigreeFile;
+using linkage::Person;
+using linkage::Phenotype;
+
+namespace {
+
+struct Field {
+  std::string text;
+  int column = 0;  // 1-based position among the line's whitespace-separated fields
+};
+
+struct Line {
+  long number = 0;
+  std::vector<Field> fields;
+};
+
+std::vector<Line> split_lines(const std::string& text) {
+  std::vector<Line> lines;
+  long number = 0;
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    std::size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    ++number;
+    Line line{number, {}};
+    std::size_t i = pos;
+    while (i < end) {
+      while (i < end && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+      std::size_t start = i;
+      while (i < end && !std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+      if (i > start)
+        line.fields.push_back({text.substr(start, i - start), static_cast<int>(line.fields.size()) + 1});
+    }
+    if (!line.fields.empty()) lines.push_back(std::move(line));
+    pos = end + 1;
+  }
+  return lines;
+}
+
+bool parse_double(const std::string& s, double& v) {
+  v = 0;
+  if (s.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  v = std::strtod(s.c_str(), &end);
+  return end == s.c_str() + s.size() && std::isfinite(v);
+}
+
+bool parse_int(const std::string& s, long& v) {
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+std::string fmt(double x) {
+  std::ostringstream s;
+  s.precision(10);
+  s << x;
+  return s.str();
+}
+
+// Reads a locus file line by line as LINKAGE does: each item takes the leading numbers of a
+// line; the rest of the line (after `<<`, a name, `#`) is a comment.
+class LocusReader {
+ public:
+  LocusReader(std::string path, const std::string& text)
+      : path_(std::move(path)), lines_(split_lines(text)) {}
+
+  bool at_end() const { return cur_ >= lines_.size(); }
+  long line() const { return at_end() ? (lines_.empty() ? 0 : lines_.back().number) : lines_[cur_].number; }
+  const Line& current() const { return lines_[cur_]; }
+  const std::string& path() const { return path_; }
+
+  [[noreturn]] void fail(long line, int column, const std::string& msg) const {
+    throw InputError(path_, line, column > 0 ? "column " + std::to_string(column) + ": " + msg : msg);
+  }
+
+  // The numbers of one item: at least `min` and at most `max` leading numbers of the next line.
+  // An item with `min == max` may continue onto following lines while its lines hold nothing
+  // but numbers (long frequency lists are sometimes wrapped).
+  std::vector<Field> numbers(int min, int max, const std::string& what, long* first_line = nullptr) {
+    if (at_end()) fail(line(), 0, "unexpected end of file, expected " + what);
+    std::vector<Field> out;
+    if (first_line) *first_line = lines_[cur_].number;
+    while (true) {
+      const Line& l = lines_[cur_];
+      bool stopped = false;
+      for (const Field& f : l.fields) {
+        double v;
+        if (static_cast<int>(out.size()) >= max || !parse_double(f.text, v)) {
+          stopped = true;
+          break;
+        }
+        out.push_back(f);
+      }
+      const int got = static_cast<int>(out.size());
+      if (got >= min || stopped || min != max || cur_ + 1 >= lines_.size()) {
+        if (got < min) {
+          const Field* bad = nullptr;
+          for (const Field& f : l.fields) {
+            double v;
+            if (!parse_double(f.text, v)) { bad = &f; break; }
+          }
+          std::string msg = "expected " + what + ": " + std::to_string(min) +
+                            (min == max ? "" : " to " + std::to_string(max)) + " number" +
+                            (max > 1 ? "s" : "") + ", found " + std::to_string(got);
+          if (bad) msg += " before '" + bad->text + "'";
+          fail(l.number, bad ? bad->column : 0, msg);
+        }
+        ++cur_;
+        return out;
+      }
+      ++cur_;  // a wrapped list: continue on the next line
+    }
+  }
+
+  long to_int(const Field& f, long line, const std::string& what, long lo, long hi) const {
+    long v;
+    if (!parse_int(f.text, v))
+      fail(line, f.column, "expected " + what + " (an integer), found '" + f.text + "'");
+    if (v < lo || v > hi)
+      fail(line, f.column, "expected " + what + " between " + std::to_string(lo) + " and " +
+                               std::to_string(hi) + ", found " + f.text);
+    return v;
+  }
+
+  double to_prob(const Field& f, long line, const std::string& what, double hi = 1.0) const {
+    double v = 0;
+    parse_double(f.text, v);
+    if (v < 0 || v > hi)
+      fail(line, f.column, "expected " + what + " between 0 and " + fmt(hi) + ", found " + f.text);
+    return v;
+  }
+
+ private:
+  std::string path_;
+  std::vector<Line> lines_;
+  std::size_t cur_ = 0;
+};
+
+// A locus name from the header's comment: the word after "Locus", else the text after '#'.
+std::string locus_name(const Line& l, std::size_t first_comment, int index) {
+  std::string rest;
+  for (std::size_t i = first_comment; i < l.fields.size(); ++i) rest += (rest.empty() ? "" : " ") + l.fields[i].text;
+  auto pos = rest.find("Locus ");
+  if (pos != std::string::npos) {
+    std::istringstream s(rest.substr(pos + 6));
+    std::string w;
+    if (s >> w) return w;
+  }
+  pos = rest.find('#');
+  if (pos != std::string::npos) {
+    std::istringstream s(rest.substr(pos + 1));
+    std::string w;
+    if (s >> w) return w;
+  }
+  return "locus" + std::to_string(index + 1);
+}
+
+void check_frequencies(const LocusReader& r, const std::vector<Field>& f, long line,
+                       std::vector<double>& freq, const std::string& locus) {
+  double sum = 0;
+  for (const Field& x : f) {
+    freq.push_back(r.to_prob(x, line, "an allele frequency of " + locus));
+    sum += freq.back();
+  }
+  // Files carry 4 to 6 decimals; FASTLINK does not renormalise and neither do we.
+  if (std::abs(sum - 1.0) > 1e-3)
+    r.fail(line, f.front().column, "the allele frequencies of " + locus + " sum to " + fmt(sum) +
+                                       ", expected 1 (within 0.001)");
+}
+
+}  // namespace
+
+LocusFile parse_locus_file(const std::string& path, const std::string& text) {
+  LocusReader r(path, text);
+  LocusFile lf;
+  lf.path = path;
+  long ln = 0;
+
+  // 1. nloci risk_locus sexlinked program [Superlink's extra field]
+  auto h = r.numbers(4, 5, "the first line: number of loci, risk locus, sex-linked flag, program",
+                     &ln);
+  const int nloci = static_cast<int>(r.to_int(h[0], ln, "the number of loci", 1, 100000));
+  if (nloci < 2)
+    r.fail(ln, h[0].column, "a LOD score needs at least two loci, the locus file has " +
+                                std::to_string(nloci));
+  lf.risk_locus = static_cast<int>(r.to_int(h[1], ln, "the risk locus (0 for none)", 0, nloci));
+  lf.sex_linked = r.to_int(h[2], ln, "the sex-linked flag (0 autosomal, 1 X-linked)", 0, 1) == 1;
+  lf.program = static_cast<int>(r.to_int(h[3], ln, "the program code", -1000000, 1000000));
+
+  // 2. mutation locus, male and female mutation rates, haplotype (linkage disequilibrium) flag
+  auto m = r.numbers(4, 4, "the second line: mutation locus, male and female mutation rates, "
+                           "haplotype flag", &ln);
+  r.to_int(m[0], ln, "the mutation locus", 0, nloci);
+  double rate = 0;
+  for (int i = 1; i <= 2; ++i) {
+    parse_double(m[i].text, rate);
+    if (rate != 0)
+      r.fail(ln, m[i].column, "mutation rates are not supported: expected 0, found " + m[i].text);
+  }
+  if (r.to_int(m[3], ln, "the haplotype frequency flag", 0, 1) != 0)
+    r.fail(ln, m[3].column, "haplotype frequencies (linkage disequilibrium) are not supported: "
+                            "expected 0, found 1");
+
+  // 3. map order: the input locus at each map position
+  auto o = r.numbers(nloci, nloci, "the map order (" + std::to_string(nloci) + " locus numbers)", &ln);
+  std::vector<char> seen(nloci, 0);
+  for (const Field& f : o) {
+    const int k = static_cast<int>(r.to_int(f, ln, "a locus number in the map order", 1, nloci)) - 1;
+    if (seen[k]) r.fail(ln, f.column, "locus " + f.text + " appears twice in the map order");
+    seen[k] = 1;
+    lf.map_order.push_back(k);
+  }
+
+  // 4. one block per locus, in input order
+  for (int k = 0; k < nloci; ++k) {
+    Locus L;
+    const std::string who = "locus " + std::to_string(k + 1);
+    if (r.at_end()) r.fail(r.line(), 0, "unexpected end of file, expected the header of " + who);
+    const Line& hl = r.current();
+    auto hd = r.numbers(2, 2, "the header of " + who + ": locus type and number of alleles", &ln);
+    L.line = ln;
+    L.name = locus_name(hl, 2, k);
+    const long type = r.to_int(hd[0], ln, "the type of " + who, -1000, 1000);
+    if (type == 0 || type == 2)
+      r.fail(ln, hd[0].column, who + " has type " + hd[0].text + " (" +
+                                   (type == 0 ? "quantitative" : "binary factors") +
+                                   "), which kinfer does not support: expected 1 (affection) "
+                                   "or 3 (numbered alleles)");
+    if (type != 1 && type != 3)
+      r.fail(ln, hd[0].column, "expected the type of " + who + ": 1 (affection) or 3 (numbered "
+                               "alleles), found " + hd[0].text);
+    L.type = type == 1 ? LocusType::Affection : LocusType::Numbered;
+    L.n_alleles = static_cast<int>(r.to_int(hd[1], ln, "the number of alleles of " + who, 1, 1000));
+    const int n = L.n_alleles;
+    const std::string desc = who + " (" + L.name + ")";
+    auto fq = r.numbers(n, n, std::to_string(n) + " allele frequencies of " + desc, &ln);
+    check_frequencies(r, fq, ln, L.freq, desc);
+    if (L.type == LocusType::Affection) {
+      auto c = r.numbers(1, 1, "the number of liability classes of " + desc, &ln);
+      const int nc = static_cast<int>(r.to_int(c[0], ln, "the number of liability classes", 1, 10000));
+      const int ng = n * (n + 1) / 2;
+      for (int cl = 0; cl < nc; ++cl) {
+        const std::string what = std::to_string(ng) + " penetrances of liability class " +
+                                 std::to_string(cl + 1) + " of " + desc;
+        auto p = r.numbers(ng, ng, what, &ln);
+        std::vector<double> v;
+        for (const Field& f : p) v.push_back(r.to_prob(f, ln, "a penetrance"));
+        L.penetrance.push_back(std::move(v));
+        if (lf.sex_linked) {
+          auto q = r.numbers(n, n, std::to_string(n) + " male penetrances of liability class " +
+                                       std::to_string(cl + 1) + " of " + desc + " (sex-linked)", &ln);
+          std::vector<double> w;
+          for (const Field& f : q) w.push_back(r.to_prob(f, ln, "a male penetrance"));
+          L.male_penetrance.push_back(std::move(w));
+        }
+      }
+    }
+    if (lf.risk_locus == k + 1) r.numbers(1, 1, "the risk allele of " + desc, &ln);
+    lf.loci.push_back(std::move(L));
+  }
+
+  // 5. sex difference and interference
+  auto si = r.numbers(2, 2, "the sex-difference and interference line", &ln);
+  lf.sex_difference = static_cast<int>(r.to_int(si[0], ln, "the sex difference (0, 1 or 2)", 0, 2));
+  const long interference = r.to_int(si[1], ln, "the interference (0 Haldane, 2 Kosambi)", 0, 2);
+  if (interference == 1)
+    r.fail(ln, si[1].column, "interference 1 (a free interference parameter) is not supported: "
+                             "expected 0 (no interference, Haldane) or 2 (Kosambi)");
+  lf.map_function = interference == 2 ? linkage::MapFunction::Kosambi : linkage::MapFunction::Haldane;
+  if (lf.sex_linked && lf.sex_difference != 0)
+    r.fail(ln, si[0].column, "a sex-linked locus file has recombination in females only: "
+                             "expected sex difference 0, found " + si[0].text);
+
+  // 6-7. recombination fractions between adjacent map positions (male first)
+  auto th = r.numbers(nloci - 1, nloci - 1,
+                      std::to_string(nloci - 1) + " recombination fractions", &ln);
+  for (const Field& f : th) lf.male_theta.push_back(r.to_prob(f, ln, "a recombination fraction", 0.5));
+  lf.female_theta = lf.male_theta;
+  if (lf.sex_difference == 2) {
+    auto ft = r.numbers(nloci - 1, nloci - 1,
+                        std::to_string(nloci - 1) + " female recombination fractions", &ln);
+    lf.female_theta.clear();
+    for (const Field& f : ft)
+      lf.female_theta.push_back(r.to_prob(f, ln, "a female recombination fraction", 0.5));
+  } else if (lf.sex_difference == 1) {
+    auto d = r.numbers(1, 1, "the female/male map distance ratio", &ln);
+    parse_double(d[0].text, lf.distance_ratio);
+    if (!(lf.distance_ratio > 0))
+      r.fail(ln, d[0].column, "expected a positive female/male distance ratio, found " + d[0].text);
+    lf.female_theta = lf.female_for(lf.male_theta);
+  }
+
+  // 8. program-specific tail (MLINK or LINKMAP); optional
+  if (!r.at_end()) {
+    lf.tail.present = true;
+    const Line& tl = r.current();
+    auto t = r.numbers(3, 3, "the program line (MLINK: varied theta, increment, finish; LINKMAP: "
+                             "moving locus, stop theta, grid size)", &lf.tail.line);
+    (void)tl;
+    for (const Field& f : t) {
+      double v = 0;
+      parse_double(f.text, v);
+      lf.tail.fields.push_back(f.text);
+      lf.tail.values.push_back(v);
+    }
+  }
+  return lf;
+}
+
+LocusFile read_locus_file(const std::string& path) { return parse_locus_file(path, read_file(path)); }
+
+// ---------------------------------------------------------------------------------------------
+// Pedigree files
+
+namespace {
+
+int phenotype_columns(const LocusFile& lf) {
+  int p = 0;
+  for (const Locus& L : lf.loci)
+    p += L.type == LocusType::Numbered ? 2 : (L.n_classes() > 1 ? 2 : 1);
+  return p;
+}
+
+struct RawPerson {
+  std::string ped, id, father, mother;
+  int sex = 0;
+  long proband = 0;  // post-makeped column 9
+  std::vector<Phenotype> pheno;
+  long line = 0;
+};
+
+// Parses one line under one interpretation; returns "" or why it does not fit.
+std::string parse_line(const Line& l, bool post, const LocusFile& lf, RawPerson& p,
+                       int& bad_column) {
+  const int base = post ? 9 : 5;
+  const int sex_col = post ? 8 : 5;
+  auto fail = [&](int col, const std::string& m) {
+    bad_column = col;
+    return m;
+  };
+  const auto& f = l.fields;
+  p = RawPerson{};
+  p.line = l.number;
+  p.ped = f[0].text;
+  p.id = f[1].text;
+  p.father = f[2].text;
+  p.mother = f[3].text;
+  long v;
+  if (post) {
+    for (int c = 2; c <= 7; ++c)
+      if (!parse_int(f[c - 1].text, v) || v < 0)
+        return fail(c, "expected a numeric id (0 for none) in a post-makeped file, found '" +
+                           f[c - 1].text + "'");
+    if (!parse_int(f[8].text, p.proband) || p.proband < 0)
+      return fail(9, "expected the proband/loop-breaker column (0, 1, 2, ...), found '" + f[8].text + "'");
+  }
+  if (!parse_int(f[sex_col - 1].text, v) || (v != 1 && v != 2))
+    return fail(sex_col, "expected the sex, 1 (male) or 2 (female), found '" + f[sex_col - 1].text + "'");
+  p.sex = static_cast<int>(v);
+  int c = base;  // 0-based index of the next phenotype column
+  for (int k = 0; k < lf.n_loci(); ++k) {
+    const Locus& L = lf.loci[k];
+    const std::string who = "locus " + std::to_string(k + 1) + " (" + L.name + ")";
+    Phenotype ph;
+    long a, b;
+    if (L.type == LocusType::Affection) {
+      if (!parse_int(f[c].text, a) || a < 0 || a > 2)
+        return fail(c + 1, "expected the affection status at " + who +
+                               ": 0 (unknown), 1 (unaffected) or 2 (affected), found '" + f[c].text + "'");
+      ph.a1 = static_cast<int>(a);
+      ph.a2 = 1;
+      ++c;
+      if (L.n_classes() > 1) {
+        if (!parse_int(f[c].text, b) || b < 1 || b > L.n_classes())
+          return fail(c + 1, "expected the liability class at " + who + ": 1 to " +
+                                 std::to_string(L.n_classes()) + ", found '" + f[c].text + "'");
+        ph.a2 = static_cast<int>(b);
+        ++c;
+      }
+    } else {
+      for (int j = 0; j < 2; ++j) {
+        long& x = j == 0 ? a : b;
+        if (!parse_int(f[c + j].text, x) || x < 0 || x > L.n_alleles)
+          return fail(c + j + 1, "expected an allele of " + who + ": 1 to " +
+                                     std::to_string(L.n_alleles) + ", or 0 for untyped, found '" +
+                                     f[c + j].text + "'");
+      }
+      if (lf.sex_linked && p.sex == 1) {
+        if (a != 0 && b != 0 && a != b)
+          return fail(c + 1, "a male has one X chromosome: expected 'a a' or 'a 0' at " + who +
+                                 ", found '" + f[c].text + " " + f[c + 1].text + "'");
+        ph.a1 = static_cast<int>(a != 0 ? a : b);
+        ph.a2 = 0;
+      } else {
+        if ((a == 0) != (b == 0))
+          return fail(c + 1, "expected two alleles or '0 0' (untyped) at " + who + ", found '" +
+                                 f[c].text + " " + f[c + 1].text + "' (half-typed)");
+        ph.a1 = static_cast<int>(a);
+        ph.a2 = static_cast<int>(b);
+      }
+      c += 2;
+    }
+    p.pheno.push_back(ph);
+  }
+  return "";
+}
+
+bool same_pheno(const std::vector<Phenotype>& a, const std::vector<Phenotype>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    auto x = std::minmax(a[i].a1, a[i].a2), y = std::minmax(b[i].a1, b[i].a2);
+    if (x != y) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+PedigreeFile parse_pedigree_file(const std::string& path, const std::string& text,
+                                 const LocusFile& lf) {
+  const std::vector<Line> lines = split_lines(text);
+  if (lines.empty()) throw InputError(path, 0, "the pedigree file is empty");
+  const int P = phenotype_columns(lf);
+  const int pre_cols = 5 + P, post_cols = 9 + P;
+
+  // Pass 1: which format. Post-makeped needs every line to have 9+P columns and to parse as
+  // such; otherwise pre-makeped (extra trailing columns are comments in both).
+  bool post = true;
+  std::vector<RawPerson> raw(lines.size());
+  for (std::size_t i = 0; i < lines.size() && post; ++i) {
+    int col = 0;
+    if (static_cast<int>(lines[i].fields.size()) < post_cols ||
+        !parse_line(lines[i], true, lf, raw[i], col).empty())
+      post = false;
+  }
+  if (!post) {
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      const Line& l = lines[i];
+      if (static_cast<int>(l.fields.size()) < pre_cols)
+        throw InputError(path, l.number,
+                         "column " + std::to_string(l.fields.size() + 1) + ": expected " +
+                             std::to_string(pre_cols) + " columns (pre-makeped: pedigree, id, "
+                             "father, mother, sex and " + std::to_string(P) +
+                             " phenotype columns for the " + std::to_string(lf.n_loci()) +
+                             " loci of " + lf.path + ") or " + std::to_string(post_cols) +
+                             " (post-makeped), found " + std::to_string(l.fields.size()));
+      int col = 0;
+      std::string why = parse_line(l, false, lf, raw[i], col);
+      if (!why.empty()) {
+        // Tell the user which reading failed when the line would have been long enough for both.
+        if (static_cast<int>(l.fields.size()) >= post_cols) {
+          RawPerson tmp;
+          int col2 = 0;
+          std::string why2 = parse_line(l, true, lf, tmp, col2);
+          if (!why2.empty())
+            why += " (read as pre-makeped; as post-makeped, column " + std::to_string(col2) + ": " + why2 + ")";
+        }
+        throw InputError(path, l.number, "column " + std::to_string(col) + ": " + why);
+      }
+    }
+  }
+
+  PedigreeFile out;
+  out.path = path;
+  out.post_makeped = post;
+  // Group lines by pedigree, in order of first appearance.
+  std::map<std::string, int> ped_index;
+  std::vector<std::vector<int>> members;
+  for (std::size_t i = 0; i < raw.size(); ++i) {
+    auto [it, fresh] = ped_index.emplace(raw[i].ped, static_cast<int>(members.size()));
+    if (fresh) members.emplace_back();
+    members[it->second].push_back(static_cast<int>(i));
+  }
+  for (std::size_t pi = 0; pi < members.size(); ++pi) {
+    std::vector<RawPerson> rp;
+    for (int i : members[pi]) rp.push_back(raw[i]);
+    const std::string ped = rp[0].ped;
+    auto err = [&](long line, int col, const std::string& m) {
+      throw InputError(path, line, (col > 0 ? "column " + std::to_string(col) + ": " : "") +
+                                       "pedigree " + ped + ": " + m);
+    };
+
+    // Loop breakers (post-makeped column 9 = k+1): two records for one person; keep the one
+    // with parents and point the copy's children at it.
+    std::map<std::string, std::string> alias;  // removed id -> kept id
+    if (post) {
+      std::map<long, std::vector<int>> breaker;
+      for (std::size_t i = 0; i < rp.size(); ++i)
+        if (rp[i].proband >= 2) breaker[rp[i].proband].push_back(static_cast<int>(i));
+      std::vector<char> drop(rp.size(), 0);
+      for (auto& [k, idx] : breaker) {
+        if (idx.size() != 2)
+          err(rp[idx[0]].line, 9, "loop breaker " + std::to_string(k - 1) + " (column 9 = " +
+                                      std::to_string(k) + ") must appear exactly twice, found " +
+                                      std::to_string(idx.size()) + " record(s)");
+        int keep = idx[0], copy = idx[1];
+        const bool p0 = rp[idx[0]].father != "0", p1 = rp[idx[1]].father != "0";
+        if (p0 && p1)
+          err(rp[idx[1]].line, 3, "both records of loop breaker " + std::to_string(k - 1) +
+                                      " have parents; the copy must be a founder");
+        if (p1) std::swap(keep, copy);
+        if (rp[keep].sex != rp[copy].sex || !same_pheno(rp[keep].pheno, rp[copy].pheno))
+          err(rp[copy].line, 0, "the two records of loop breaker " + std::to_string(k - 1) +
+                                    " (ids " + rp[keep].id + " and " + rp[copy].id +
+                                    ") differ in sex or phenotypes");
+        alias[rp[copy].id] = rp[keep].id;
+        drop[copy] = 1;
+        ++out.merged_loop_breakers;
+      }
+      std::vector<RawPerson> kept;
+      for (std::size_t i = 0; i < rp.size(); ++i)
+        if (!drop[i]) kept.push_back(rp[i]);
+      rp = std::move(kept);
+      for (auto& r : rp) {
+        if (alias.count(r.father)) r.father = alias[r.father];
+        if (alias.count(r.mother)) r.mother = alias[r.mother];
+      }
+    }
+
+    Pedigree P;
+    P.id = ped;
+    std::map<std::string, int> index;
+    for (const RawPerson& r : rp) {
+      if (r.id == "0") err(r.line, 2, "an individual id must not be 0 (0 means 'no parent')");
+      if (!index.emplace(r.id, static_cast<int>(P.people.size())).second)
+        err(r.line, 2, "individual " + r.id + " appears twice (first on line " +
+                           std::to_string(P.people[index[r.id]].line) + ")");
+      Person p;
+      p.id = r.id;
+      p.sex = r.sex;
+      p.pheno = r.pheno;
+      p.line = r.line;
+      P.people.push_back(std::move(p));
+    }
+    for (std::size_t i = 0; i < rp.size(); ++i) {
+      const RawPerson& r = rp[i];
+      const bool hf = r.father != "0", hm = r.mother != "0";
+      if (hf != hm)
+        err(r.line, hf ? 4 : 3, "individual " + r.id + " has " + (hf ? "a father" : "a mother") +
+                                    " but no " + (hf ? "mother" : "father") +
+                                    ": expected both parents or neither (0 0)");
+      if (!hf) continue;
+      for (int side = 0; side < 2; ++side) {
+        const std::string& pid = side == 0 ? r.father : r.mother;
+        auto it = index.find(pid);
+        if (it == index.end())
+          err(r.line, 3 + side, "the " + std::string(side == 0 ? "father" : "mother") + " of " +
+                                    r.id + ", " + pid + ", is not an individual of this pedigree");
+        const Person& par = P.people[it->second];
+        const int want = side == 0 ? 1 : 2;
+        if (par.sex != want)
+          err(r.line, 3 + side, "individual " + pid + " is the " +
+                                    (side == 0 ? "father" : "mother") + " of " + r.id +
+                                    " but has sex " + std::to_string(par.sex) + " (" +
+                                    (par.sex == 1 ? "male" : "female") + ") on line " +
+                                    std::to_string(par.line));
+        (side == 0 ? P.people[i].father : P.people[i].mother) = it->second;
+      }
+    }
+    // Nobody may be their own ancestor: depth-first search for a cycle through parent links.
+    const int n = static_cast<int>(P.people.size());
+    std::vector<int> state(n, 0), via(n, -1);
+    for (int s = 0; s < n; ++s) {
+      if (state[s]) continue;
+      std::vector<std::pair<int, int>> stack{{s, 0}};
+      state[s] = 1;
+      while (!stack.empty()) {
+        auto& [v, k] = stack.back();
+        const int par[2] = {P.people[v].father, P.people[v].mother};
+        if (k < 2) {
+          const int u = par[k++];
+          if (u < 0) continue;
+          if (state[u] == 1) {
+            std::string chain = P.people[u].id;
+            for (int w = v; w != u && w >= 0; w = via[w]) chain = P.people[w].id + " -> " + chain;
+            chain = P.people[u].id + " -> " + chain;
+            err(P.people[u].line, 0, "individual " + P.people[u].id +
+                                         " is their own ancestor (child -> parent: " + chain + ")");
+          }
+          if (state[u] == 0) {
+            state[u] = 1;
+            via[u] = v;
+            stack.push_back({u, 0});
+          }
+        } else {
+          state[v] = 2;
+          stack.pop_back();
+        }
+      }
+    }
+    // Loops: the graph of individuals and matings (person - mating node - child) is a forest
+    // unless it has a marriage loop or inbreeding. Count edges against nodes per component.
+    {
+      std::map<std::pair<int, int>, int> mating;
+      int nodes = n, edges = 0;
+      for (const Person& p : P.people)
+        if (!p.founder()) {
+          auto [it, fresh] = mating.emplace(std::make_pair(p.father, p.mother), nodes);
+          if (fresh) ++nodes, edges += 2;
+          ++edges;
+        }
+      // Components via union-find.
+      std::vector<int> parent(nodes);
+      for (int i = 0; i < nodes; ++i) parent[i] = i;
+      auto find = [&](int x) {
+        while (parent[x] != x) x = parent[x] = parent[parent[x]];
+        return x;
+      };
+      for (const auto& [fm, m] : mating) {
+        parent[find(fm.first)] = find(m);
+        parent[find(fm.second)] = find(m);
+      }
+      for (int i = 0; i < n; ++i)
+        if (!P.people[i].founder()) parent[find(i)] = find(mating[{P.people[i].father, P.people[i].mother}]);
+      int comps = 0;
+      for (int i = 0; i < nodes; ++i) comps += find(i) == i;
+      P.has_loop = edges > nodes - comps;
+    }
+    out.pedigrees.push_back(std::move(P));
+  }
+  return out;
+}
+
+PedigreeFile read_pedigree_file(const std::string& path, const LocusFile& loci) {
+  return parse_pedigree_file(path, read_file(path), loci);
+}
+
+std::string format_post_makeped(const PedigreeFile& peds, const LocusFile& lf) {
+  std::ostringstream s;
+  for (std::size_t pi = 0; pi < peds.pedigrees.size(); ++pi) {
+    const Pedigree& P = peds.pedigrees[pi];
+    const int n = static_cast<int>(P.people.size());
+    std::vector<int> first_child(n, -1), next_pat(n, -1), next_mat(n, -1), last_pat(n, -1),
+        last_mat(n, -1);
+    for (int i = 0; i < n; ++i) {
+      const Person& p = P.people[i];
+      if (p.founder()) continue;
+      if (first_child[p.father] < 0) first_child[p.father] = i;
+      if (first_child[p.mother] < 0) first_child[p.mother] = i;
+      if (last_pat[p.father] >= 0) next_pat[last_pat[p.father]] = i;
+      last_pat[p.father] = i;
+      if (last_mat[p.mother] >= 0) next_mat[last_mat[p.mother]] = i;
+      last_mat[p.mother] = i;
+    }
+    for (int i = 0; i < n; ++i) {
+      const Person& p = P.people[i];
+      s << (pi + 1) << ' ' << (i + 1) << ' ' << (p.father + 1) << ' ' << (p.mother + 1) << ' '
+        << (first_child[i] + 1) << ' ' << (next_pat[i] + 1) << ' ' << (next_mat[i] + 1) << ' '
+        << p.sex << ' ' << (i == 0 ? 1 : 0);
+      for (int k = 0; k < lf.n_loci(); ++k) {
+        const Locus& L = lf.loci[k];
+        const Phenotype& ph = p.pheno[k];
+        if (L.type == LocusType::Affection) {
+          s << "  " << ph.a1;
+          if (L.n_classes() > 1) s << ' ' << ph.a2;
+        } else if (lf.sex_linked && p.sex == 1) {
+          s << "  " << ph.a1 << ' ' << ph.a1;
+        } else {
+          s << "  " << ph.a1 << ' ' << ph.a2;
+        }
+      }
+      s << '\n';
+    }
+  }
+  return s.str();
+}
+
+}  // namespace kinfer::io
