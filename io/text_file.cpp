@@ -2,6 +2,8 @@
 
 #include <zlib.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -51,7 +53,13 @@ bool Tokenizer::at_end() {
 void Tokenizer::fail(const std::string& message) const { throw InputError(path_, line_, message); }
 
 std::string_view Tokenizer::word(const std::string& what) {
-  if (at_end()) fail("unexpected end of file, expected " + what);
+  if (at_end()) {
+    // Name the last line with content, not the empty position after the final newline.
+    long last = line_;
+    for (std::size_t i = text_.size(); i-- > 0 && std::isspace(static_cast<unsigned char>(text_[i]));)
+      last -= text_[i] == '\n';
+    throw InputError(path_, std::max(last, 1L), "unexpected end of file, expected " + what);
+  }
   std::size_t start = pos_;
   while (pos_ < text_.size() && !std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
   return std::string_view(text_).substr(start, pos_ - start);

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "engine/errors.hpp"
@@ -91,28 +92,46 @@ Evidence read_evidence(const std::string& path, const Network& net) {
   std::vector<std::pair<std::int64_t, long>> tok;
   while (!tk.at_end()) {
     long line = tk.line();
-    tok.push_back({tk.integer("an integer (evidence files hold integers only)",
+    tok.push_back({tk.integer("a count, variable index or value (evidence files hold integers only)",
                               std::numeric_limits<std::int64_t>::min(),
                               std::numeric_limits<std::int64_t>::max()),
                    line});
   }
   if (tok.empty()) return ev;  // an empty file means no evidence
+  // The two forms are told apart by their token counts; when neither fits, by the layout (the
+  // older form has its sample count alone on the first line), so the message fits the intent.
+  const auto count_ok = [&](std::size_t at) {
+    return at < tok.size() && tok[at].first >= 0 &&
+           static_cast<std::int64_t>(tok.size() - at) == 1 + 2 * tok[at].first;
+  };
   std::size_t start;
-  if (tok[0].first >= 0 && static_cast<std::int64_t>(tok.size()) == 1 + 2 * tok[0].first) {
+  if (count_ok(0)) {
     start = 0;  // UAI 2014: k v1 x1 ...
-  } else if (tok[0].first == 1 && tok.size() >= 2 &&
-             static_cast<std::int64_t>(tok.size()) == 2 + 2 * tok[1].first && tok[1].first >= 0) {
+  } else if (tok[0].first == 1 && count_ok(1)) {
     start = 1;  // older form: a sample count of 1, then k v1 x1 ...
-  } else if (tok[0].first > 1 && tok.size() >= 2 && tok[1].second > tok[0].second) {
-    throw InputError(path, tok[0].second,
-                     "the file holds " + std::to_string(tok[0].first) +
-                         " evidence samples, expected exactly 1");
   } else {
-    const auto k = tok[0].first;
+    // Older form: the sample count alone on line 1, then one line per sample.
+    std::set<long> lines_after;
+    for (std::size_t i = 1; i < tok.size(); ++i) lines_after.insert(tok[i].second);
+    const bool older = tok.size() >= 2 && tok[1].second > tok[0].second &&
+                       (tok[0].first == 1 ||
+                        static_cast<std::int64_t>(lines_after.size()) == tok[0].first);
+    if (older && tok[0].first != 1)
+      throw InputError(path, tok[0].second,
+                       "the file holds " + std::to_string(tok[0].first) +
+                           " evidence samples, expected exactly 1");
+    const std::size_t at = older ? 1 : 0;
+    const auto k = tok[at].first;
+    if (k < 0)
+      throw InputError(path, tok[at].second,
+                       "expected the number of observed variables (at least 0), found " +
+                           std::to_string(k));
     throw InputError(path, tok.back().second,
-                     "expected " + std::to_string(k) + " (variable, value) pairs after the count " +
-                         std::to_string(k) + " (" + std::to_string(1 + 2 * std::max<std::int64_t>(k, 0)) +
-                         " integers), found " + std::to_string(tok.size()) + " integers");
+                     "expected " + std::to_string(k) + " (variable, value) pair" +
+                         (k == 1 ? "" : "s") + " after the count " + std::to_string(k) +
+                         " on line " + std::to_string(tok[at].second) + ", found " +
+                         std::to_string(tok.size() - at - 1) + " integer" +
+                         (tok.size() - at - 1 == 1 ? "" : "s") + " after it");
   }
   const std::int64_t k = tok[start].first;
   std::map<int, std::pair<int, long>> seen;

@@ -1,0 +1,104 @@
+#pragma once
+// Helpers shared by the tests: where the data is, temporary folders, and running the real
+// `kinfer` executable (KINFER_EXE) with its exit code, stdout and stderr.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace kinfer::test {
+
+namespace fs = std::filesystem;
+
+inline std::string env_or_throw(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v)
+    throw std::runtime_error(std::string(name) + " is not set; run the tests with `meson test`");
+  return v;
+}
+
+// <repo>/data (UAI instances and REFERENCES.tsv).
+inline fs::path data_dir() { return env_or_throw("KINFER_DATA"); }
+
+// <repo>/tests/data (small files made for the tests, e.g. malformed input).
+inline fs::path test_data_dir() { return data_dir().parent_path() / "tests" / "data"; }
+
+inline std::string read_text(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  if (!f) throw std::runtime_error("cannot read " + p.string());
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+inline void write_text(const fs::path& p, const std::string& text) {
+  std::ofstream f(p, std::ios::binary | std::ios::trunc);
+  f << text;
+  if (!f) throw std::runtime_error("cannot write " + p.string());
+}
+
+// A fresh folder under the system's temporary directory, removed with its content.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "kinfer-test-XXXXXX").string();
+    if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const fs::path& path() const { return path_; }
+  fs::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  fs::path path_;
+};
+
+struct ProcessResult {
+  int rc = -1;  // exit status; 128 + signal number when killed by a signal
+  std::string out, err;
+};
+
+inline std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// Runs KINFER_EXE with `args` (no shell interpretation of the arguments).
+inline ProcessResult run_kinfer(const std::vector<std::string>& args) {
+  TempDir tmp;
+  std::string cmd = shell_quote(env_or_throw("KINFER_EXE"));
+  for (const auto& a : args) cmd += ' ' + shell_quote(a);
+  cmd += " >" + shell_quote((tmp / "out").string()) + " 2>" + shell_quote((tmp / "err").string()) +
+         " </dev/null";
+  const int status = std::system(cmd.c_str());
+  ProcessResult r;
+  if (status == -1) throw std::runtime_error("cannot run: " + cmd);
+  // The shell reports a signal-killed child as 128 + signal.
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = read_text(tmp / "out");
+  r.err = read_text(tmp / "err");
+  return r;
+}
+
+// The lines of `text` that contain `needle`.
+inline std::vector<std::string> lines_with(const std::string& text, const std::string& needle) {
+  std::vector<std::string> found;
+  std::istringstream s(text);
+  for (std::string line; std::getline(s, line);)
+    if (line.find(needle) != std::string::npos) found.push_back(line);
+  return found;
+}
+
+}  // namespace kinfer::test
