@@ -1,0 +1,34 @@
+// kinfer batch: many analyses on one workstation, nothing lost.
+#include <memory>
+
+#include "apps/batch_runner.hpp"
+#include "apps/commands.hpp"
+#include "engine/system.hpp"
+
+namespace kinfer::app {
+
+Runner add_batch(CLI::App& root) {
+  auto o = std::make_shared<BatchOptions>();
+  auto mem = std::make_shared<std::string>();
+  CLI::App* cmd = root.add_subcommand("batch", "run the jobs of a manifest (TSV or JSON), several at once");
+  cmd->add_option("MANIFEST", o->manifest, "TSV with a header row, or a JSON list of jobs")->required();
+  cmd->add_option("--out", o->out, "output folder (default: MANIFEST without extension + -results)");
+  cmd->add_option("--jobs", o->jobs, "jobs running at once (default: number of cores)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--resume", o->resume, "continue an interrupted batch: skip jobs whose result is complete");
+  cmd->add_flag("--json", o->json, "print a JSON summary at the end");
+  cmd->add_option("--max-memory", *mem, "memory all running jobs together may use (default: 85% of this machine's)");
+  return [o, mem, cmd]() {
+    if (!cmd->parsed()) return -1;
+    if (!mem->empty()) {
+      try {
+        o->max_memory = parse_size(*mem);
+      } catch (const std::invalid_argument& e) {
+        throw CLI::ValidationError("--max-memory", e.what());
+      }
+    }
+    return run_batch(*o);
+  };
+}
+
+}  // namespace kinfer::app
