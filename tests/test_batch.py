@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""Tests of `kinfer batch`: failures stay isolated, bad manifests are refused up front, and a
+batch killed with SIGKILL resumes to the same results without running any job twice to
+completion. Run by meson with KINFER_EXE and KINFER_DATA set."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+EXE = os.environ["KINFER_EXE"]
+DATA = os.environ["KINFER_DATA"]
+failures = []
+
+
+passes = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    (passes if cond else failures).append(what)
+
+
+def single_pe(network):
+    out = subprocess.run([EXE, "pe", "-q", "--json", network], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)["log10_pr"]
+
+
+def read_summary(path):
+    with open(path) as f:
+        rows = [line.rstrip("\n").split("\t") for line in f]
+    head = rows[0]
+    return {r[0]: dict(zip(head, r)) for r in rows[1:]}
+
+
+def copy_net(tmp, name):
+    """Copies a network (plain or .gz) and its evidence into tmp; returns the file name."""
+    for cand in (name + ".uai", name + ".uai.gz"):
+        src = os.path.join(DATA, "uai", cand)
+        if os.path.exists(src):
+            shutil.copy(src, tmp)
+            if os.path.exists(os.path.join(DATA, "uai", name + ".uai.evid")):
+                shutil.copy(os.path.join(DATA, "uai", name + ".uai.evid"), os.path.join(tmp, cand + ".evid"))
+            return cand
+    raise FileNotFoundError(name)
+
+
+def test_failures_isolated(tmp):
+    a = copy_net(tmp, "Pedigree_11")
+    b = copy_net(tmp, "Pedigree_13")
+    with open(os.path.join(tmp, "broken.uai"), "w") as f:
+        f.write("MARKOV\n2\n2 2\n1\n2 0 1\n\n4\n0.1 0.2\n")  # truncated table
+    with open(os.path.join(tmp, "jobs.tsv"), "w") as f:
+        f.write("id\tkind\tnetwork\toptions\n")
+        f.write(f"good1\tpe\t{a}\t\n")
+        f.write("bad\tpe\tbroken.uai\t\n")
+        f.write(f"good2\tpe\t{b}\t--order minfill\n")
+    r = subprocess.run([EXE, "batch", os.path.join(tmp, "jobs.tsv"), "--out", os.path.join(tmp, "out")],
+                       capture_output=True, text=True)
+    check(r.returncode == 4, f"a failing job gives exit 4 (got {r.returncode})")
+    s = read_summary(os.path.join(tmp, "out", "summary.tsv"))
+    check(s["good1"]["status"] == "ok" and s["good2"]["status"] == "ok", "the good jobs complete")
+    check(s["bad"]["status"] == "failed" and "broken.uai" in s["bad"]["error"] and ":8:" in s["bad"]["error"],
+          "the bad job fails alone, its message names file and line: " + s["bad"]["error"])
+    for job, net in (("good1", a), ("good2", b)):
+        with open(os.path.join(tmp, "out", "results", job + ".json")) as f:
+            got = json.load(f)["log10_pr"]
+        check(abs(got - single_pe(os.path.join(tmp, net))) < 1e-9, f"{job} equals the single command's answer")
+    check(not os.path.exists(os.path.join(tmp, "out", "results", "bad.json")), "no result file for the failed job")
+
+
+def test_bad_manifests(tmp):
+    a = copy_net(tmp, "Pedigree_11")
+    cases = {
+        "missing_column.tsv": ("id\tnetwork\nj1\t" + a + "\n", ":1:", "kind"),
+        "unknown_kind.tsv": ("id\tkind\tnetwork\nj1\tpe\t" + a + "\nj2\tfoo\t" + a + "\n", ":3:", "unknown kind"),
+        "duplicate.tsv": ("id\tkind\tnetwork\nj1\tpe\t" + a + "\nj1\tpe\t" + a + "\n", ":3:", "duplicate"),
+        "missing_file.tsv": ("id\tkind\tnetwork\nj1\tpe\tnope.uai\n", ":2:", "does not exist"),
+        "columns.tsv": ("id\tkind\tnetwork\nj1\tpe\n", ":2:", "columns"),
+        "bad.json": ('[{"id": "j1", "kind": "pe", "network": "' + a + '"},\n {"id": "j2", "kind": "lod"}]', ":2:", "ped"),
+    }
+    for name, (text, line, word) in cases.items():
+        path = os.path.join(tmp, name)
+        with open(path, "w") as f:
+            f.write(text)
+        out = os.path.join(tmp, "out-" + name)
+        r = subprocess.run([EXE, "batch", path, "--out", out], capture_output=True, text=True)
+        check(r.returncode == 2 and name + line in r.stderr and word in r.stderr,
+              f"bad manifest {name}: exit 2 naming the line ({r.returncode}: {r.stderr.strip()})")
+        check(not os.path.exists(os.path.join(out, "results")) or not os.listdir(os.path.join(out, "results")),
+              f"bad manifest {name}: nothing ran")
+
+
+def test_kill_and_resume(tmp):
+    nets = [copy_net(tmp, n) for n in ("linkage_24", "linkage_21", "linkage_16")]
+    jobs = [(f"j{i:02d}", nets[i % len(nets)]) for i in range(9)]
+    with open(os.path.join(tmp, "jobs.tsv"), "w") as f:
+        f.write("id\tkind\tnetwork\n")
+        for j, n in jobs:
+            f.write(f"{j}\tpe\t{n}\n")
+    expect = {n: single_pe(os.path.join(tmp, n)) for n in nets}
+    out = os.path.join(tmp, "out")
+    journal = os.path.join(out, "journal.log")
+    cmd = [EXE, "batch", os.path.join(tmp, "jobs.tsv"), "--out", out, "--jobs", "1"]
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        if os.path.exists(journal) and len(open(journal).read().split()) >= 4:  # 2 jobs done
+            break
+        if p.poll() is not None:
+            break
+        time.sleep(0.05)
+    killed_midway = p.poll() is None
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    done_before = len(open(journal).read().split()) // 2 if os.path.exists(journal) else 0
+    check(killed_midway and 0 < done_before < len(jobs), f"batch killed midway ({done_before} of {len(jobs)} done)")
+    r = subprocess.run(cmd + ["--resume"], capture_output=True, text=True)
+    check(r.returncode == 0, f"resume completes (exit {r.returncode}: {r.stderr[-300:]})")
+    completed = open(journal).read().split()[1::2]
+    check(sorted(completed) == sorted(j for j, _ in jobs),
+          f"every job ran to completion exactly once ({len(completed)} completions for {len(jobs)} jobs)")
+    s = read_summary(os.path.join(out, "summary.tsv"))
+    for j, n in jobs:
+        with open(os.path.join(out, "results", j + ".json")) as f:
+            got = json.load(f)["log10_pr"]
+        check(abs(got - expect[n]) < 1e-9 and s[j]["status"] == "ok", f"{j} equals the uninterrupted answer")
+    check(not any(f.endswith(".tmp") for f in os.listdir(os.path.join(out, "results"))), "no temporary files left")
+
+
+for test in (test_failures_isolated, test_bad_manifests, test_kill_and_resume):
+    with tempfile.TemporaryDirectory() as tmp:
+        test(tmp)
+print(f"{len(passes)} passed, {len(failures)} failed")
+sys.exit(1 if failures else 0)
