@@ -1,0 +1,151 @@
+// TREE.json: parsing, validation with file and line, and `kinfer schedule --tree` end to end.
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "engine/errors.hpp"
+#include "scheduler/tree_json.hpp"
+
+using namespace kinfer::sched;
+
+namespace {
+
+std::string data_path(const std::string& rel) {
+  const char* d = std::getenv("KINFER_DATA");
+  return std::string(d ? d : "data") + "/" + rel;
+}
+
+struct Output {
+  int status = -1;
+  std::string text;
+};
+
+// Runs the real `kinfer` (KINFER_EXE) and captures stdout (and stderr when `merge`).
+Output run_kinfer(const std::string& args, bool merge = true) {
+  const char* exe = std::getenv("KINFER_EXE");
+  REQUIRE(exe != nullptr);
+  const std::string cmd = std::string(exe) + " " + args + (merge ? " 2>&1" : " 2>/dev/null");
+  Output o;
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  for (std::size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) o.text.append(buf, n);
+  const int st = pclose(p);
+  o.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return o;
+}
+
+int index_of(const CostTree& t, long long id) {
+  for (std::size_t v = 0; v < t.nodes.size(); ++v)
+    if (t.nodes[v].id == id) return static_cast<int>(v);
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("Scheduler.TreeJsonIslands", "[scheduler]") {
+  // A chain 1 -> 2 -> 3 -> 4 (root) where node 2 is a small kernel between two large ones.
+  const CostTree t = read_cost_tree(data_path("trees/islands.json"));
+  REQUIRE(t.nodes.size() == 4);
+  CHECK(t.nodes[t.root].id == 4);
+  const Schedule g = make_schedule(t, Policy::greedy);
+  // greedy: 1 gpu (1.6 < 8), 2 cpu (1.31 > 0.2), 3 gpu (1.61 < 9), 4 cpu (0.061 > 0.01);
+  // cost 1 + 0.1 + 0.5 + 0.2 + 0.5 + 1 + 0.1 + 0.01 + 0.01
+  CHECK(g.device[index_of(t, 2)] == Device::cpu);
+  CHECK(g.cost.total() == Approx(3.42));
+  // comm-aware moves the CPU island 2 to the GPU: 1 + 0.1 + 0.3 + 0.01 + 1 + 0.1 + 0.01 + 0.01
+  const Schedule c = make_schedule(t, Policy::comm_aware);
+  CHECK(c.device[index_of(t, 1)] == Device::gpu);
+  CHECK(c.device[index_of(t, 2)] == Device::gpu);
+  CHECK(c.device[index_of(t, 3)] == Device::gpu);
+  CHECK(c.device[index_of(t, 4)] == Device::cpu);
+  CHECK(c.cost.total() == Approx(2.53));
+}
+
+TEST_CASE("Scheduler.TreeJsonNullGpuMeansCpuOnly", "[scheduler]") {
+  const CostTree t = read_cost_tree(data_path("trees/mixed.json"));
+  const int n7 = index_of(t, 7);
+  CHECK(std::isinf(t.nodes[n7].gpu));
+  CHECK(make_schedule(t, Policy::comm_aware).device[n7] == Device::cpu);
+  CHECK(std::isinf(make_schedule(t, Policy::gpu_only).cost.total()));
+  // round trip through to_json
+  const CostTree back = parse_cost_tree(to_json(t).dump(), "round-trip");
+  CHECK(make_schedule(back, Policy::comm_aware).cost.total() ==
+        Approx(make_schedule(t, Policy::comm_aware).cost.total()));
+}
+
+TEST_CASE("Scheduler.TreeJsonErrorsNameFileAndLine", "[scheduler]") {
+  struct Case {
+    const char* file;
+    long line;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"cycle.json", 6, "not below the root"},
+      {"root-in-cycle.json", 4, "a cycle"},
+      {"unknown-child.json", 4, "child 9 is not the id of any node"},
+      {"two-roots.json", 6, "two roots"},
+      {"negative.json", 5, "non-negative"},
+      {"syntax.json", 4, "not valid JSON"},
+      {"duplicate-id.json", 6, "used twice"},
+      {"two-parents.json", 6, "two parents"},
+      {"unknown-root.json", 1, "not the id of any node"},
+      {"missing-cost.json", 5, "missing \"cpu\""},
+  };
+  for (const Case& c : cases) {
+    INFO(c.file);
+    try {
+      read_cost_tree(data_path(std::string("trees/bad/") + c.file));
+      FAIL("accepted a bad tree");
+    } catch (const kinfer::InputError& e) {
+      CHECK(e.line() == c.line);
+      CHECK_THAT(e.what(), Catch::Contains(c.says));
+      CHECK_THAT(e.what(), Catch::Contains(c.file));
+    }
+  }
+}
+
+TEST_CASE("Scheduler.ScheduleCommandJson", "[scheduler]") {
+  const Output o = run_kinfer("schedule --tree " + data_path("trees/paper-fig1.json") + " --json",
+                              false);
+  REQUIRE(o.status == 0);
+  const auto j = nlohmann::json::parse(o.text);
+  const auto& p = j.at("policies");
+  // costs worked by hand in test_scheduler_policies.cpp (GreedyLosesWhereTransfersMatter)
+  CHECK(p.at("cpu-only").at("cost").get<double>() == Approx(70));
+  CHECK(p.at("gpu-only").at("cost").get<double>() == Approx(54));
+  CHECK(p.at("greedy").at("cost").get<double>() == Approx(62));
+  CHECK(p.at("comm-aware").at("cost").get<double>() == Approx(54));
+  CHECK(p.at("greedy").at("assignment").at("1") == "cpu");
+  CHECK(p.at("greedy").at("assignment").at("2") == "gpu");
+  CHECK(p.at("comm-aware").at("assignment").at("1") == "gpu");
+  CHECK(p.at("comm-aware").at("reasons").at("2").get<std::string>().find("root") == 0);
+}
+
+TEST_CASE("Scheduler.ScheduleCommandExplain", "[scheduler]") {
+  const Output o = run_kinfer("schedule --tree " + data_path("trees/islands.json") +
+                              " --explain --policy greedy");
+  REQUIRE(o.status == 0);
+  CHECK_THAT(o.text, Catch::Contains("greedy assignment: 1:gpu 2:cpu 3:gpu 4:cpu"));
+  CHECK_THAT(o.text, Catch::Contains("alone on cpu"));
+}
+
+TEST_CASE("Scheduler.ScheduleCommandBadTreesExit2", "[scheduler]") {
+  for (const char* f : {"cycle.json", "unknown-child.json", "two-roots.json", "negative.json",
+                        "syntax.json", "root-in-cycle.json"}) {
+    INFO(f);
+    const Output o = run_kinfer("schedule --tree " + data_path(std::string("trees/bad/") + f));
+    CHECK(o.status == 2);
+    CHECK_THAT(o.text, Catch::Contains(f));
+  }
+  const Output missing = run_kinfer("schedule --tree /nonexistent/tree.json");
+  CHECK(missing.status == 2);
+  CHECK_THAT(missing.text, Catch::Contains("cannot open"));
+  const Output policy = run_kinfer("schedule --tree " + data_path("trees/islands.json") +
+                                   " --policy fastest");
+  CHECK(policy.status == 2);
+}
