@@ -302,6 +302,7 @@ int run_lod(const LodOptions& o) {
   const auto t0 = clock::now();
   if (o.threads > 0) omp_set_num_threads(o.threads);
   const lk::LocusFile lf = io::read_locus_file(o.dat);
+  for (const auto& w : lf.warnings) spdlog::warn("{}", w);
   const lk::PedigreeFile pf = io::read_pedigree_file(o.ped, lf);
   int people = 0;
   for (const auto& p : pf.pedigrees) people += static_cast<int>(p.people.size());

@@ -53,6 +53,7 @@ struct LocusFile {
   std::vector<double> female_theta;  // equals male_theta without a sex difference
   double distance_ratio = 1.0;       // sex_difference 1
   Tail tail;
+  std::vector<std::string> warnings;  // what was read leniently (tell the user)
   int n_loci() const { return static_cast<int>(loci.size()); }
   // Female thetas for the given male thetas under this file's sex-difference model.
   std::vector<double> female_for(const std::vector<double>& male) const;

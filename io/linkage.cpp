@@ -132,6 +132,18 @@ class LocusReader {
     }
   }
 
+  // Whether the next line starts with `n` numbers between 0 and 1.
+  bool next_are_probabilities(int n) const {
+    if (at_end()) return false;
+    const Line& l = lines_[cur_];
+    if (static_cast<int>(l.fields.size()) < n) return false;
+    for (int i = 0; i < n; ++i) {
+      double v;
+      if (!parse_double(l.fields[i].text, v) || v < 0 || v > 1) return false;
+    }
+    return true;
+  }
+
   long to_int(const Field& f, long line, const std::string& what, long lo, long hi) const {
     long v;
     if (!parse_int(f.text, v))
@@ -266,7 +278,17 @@ LocusFile parse_locus_file(const std::string& path, const std::string& text) {
         std::vector<double> v;
         for (const Field& f : p) v.push_back(r.to_prob(f, ln, "a penetrance"));
         L.penetrance.push_back(std::move(v));
-        if (lf.sex_linked) {
+        if (lf.sex_linked && !r.next_are_probabilities(n)) {
+          // SwiftLink's files leave the male line out: a hemizygous male is then taken to be
+          // like a homozygous female.
+          std::vector<double> w;
+          for (int a = 1; a <= n; ++a) w.push_back(L.penetrance.back()[linkage::genotype_index(a, a, n)]);
+          L.male_penetrance.push_back(std::move(w));
+          lf.warnings.push_back(r.path() + ":" + std::to_string(ln) + ": " + desc +
+                                " has no male penetrance line after liability class " +
+                                std::to_string(cl + 1) +
+                                "; males use the homozygous female penetrances");
+        } else if (lf.sex_linked) {
           auto q = r.numbers(n, n, std::to_string(n) + " male penetrances of liability class " +
                                        std::to_string(cl + 1) + " of " + desc + " (sex-linked)", &ln);
           std::vector<double> w;

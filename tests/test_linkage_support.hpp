@@ -1,0 +1,234 @@
+#pragma once
+// Helpers for the linkage tests: data paths, temporary folders, running commands, and an
+// independent likelihood (Lander-Green: inheritance vectors summed per locus by brute force,
+// then a hidden Markov chain across loci) that shares no code with the network.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/linkage_analysis.hpp"
+#include "engine/linkage_model.hpp"
+
+namespace kinfer::linkage_test {
+
+namespace fs = std::filesystem;
+using namespace kinfer::linkage;
+
+inline fs::path data_dir() {
+  const char* v = std::getenv("KINFER_DATA");
+  if (!v || !*v) throw std::runtime_error("KINFER_DATA is not set; run the tests with `meson test`");
+  return fs::path(v) / "linkage";
+}
+
+inline std::string read_text(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  if (!f) throw std::runtime_error("cannot read " + p.string());
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+inline void write_text(const fs::path& p, const std::string& text) {
+  std::ofstream f(p, std::ios::binary | std::ios::trunc);
+  f << text;
+  if (!f) throw std::runtime_error("cannot write " + p.string());
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string t = (fs::temp_directory_path() / "kinfer-linkage-XXXXXX").string();
+    if (!::mkdtemp(t.data())) throw std::runtime_error("mkdtemp failed");
+    path_ = t;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const fs::path& path() const { return path_; }
+  fs::path operator/(const std::string& n) const { return path_ / n; }
+
+ private:
+  fs::path path_;
+};
+
+inline std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+struct Run {
+  int rc = -1;
+  std::string out, err;
+};
+
+// Runs a shell command line in `dir`, capturing stdout and stderr.
+inline Run run_in(const fs::path& dir, const std::string& cmd) {
+  TempDir tmp;
+  const std::string full = "cd " + quote(dir.string()) + " && " + cmd + " >" +
+                           quote((tmp / "out").string()) + " 2>" + quote((tmp / "err").string()) +
+                           " </dev/null";
+  const int status = std::system(full.c_str());
+  Run r;
+  r.rc = status == -1 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = read_text(tmp / "out");
+  r.err = read_text(tmp / "err");
+  return r;
+}
+
+inline int lines_with_count(const std::string& text, const std::string& needle) {
+  std::istringstream s(text);
+  int n = 0;
+  for (std::string line; std::getline(s, line);) n += line.find(needle) != std::string::npos;
+  return n;
+}
+
+// Default analysis options for tests: a quick deterministic order.
+inline AnalysisOptions quick_options() {
+  AnalysisOptions o;
+  o.plan.order.heuristic = OrderHeuristic::MinFill;
+  return o;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lander-Green reference likelihood (small pedigrees: 2^meioses x alleles^founder-alleles).
+
+struct LgLocus {
+  const Locus* locus;
+  int input;  // input index (phenotype column)
+};
+
+// ln L of pedigree `ped` over loci `chain` (input indices, map order) with thetas per interval.
+inline double lander_green(const Pedigree& ped, const LocusFile& lf, const std::vector<int>& chain,
+                           const std::vector<double>& male, const std::vector<double>& female) {
+  const int np = static_cast<int>(ped.people.size());
+  const bool x = lf.sex_linked;
+  // Meioses: (child, side) with side 0 paternal, 1 maternal. Sex-linked: maternal only.
+  std::vector<std::pair<int, int>> meioses;
+  for (int i = 0; i < np; ++i)
+    if (!ped.people[i].founder()) {
+      if (!x) meioses.push_back({i, 0});
+      meioses.push_back({i, 1});
+    }
+  const int M = static_cast<int>(meioses.size());
+  // Founder alleles: (person, side).
+  std::vector<std::array<int, 2>> fa(np, {-1, -1});
+  int F = 0;
+  for (int i = 0; i < np; ++i)
+    if (ped.people[i].founder()) {
+      if (!(x && ped.people[i].sex == 1)) fa[i][0] = F++;
+      fa[i][1] = F++;
+    }
+  // Topological order of people (parents first).
+  std::vector<int> order, state(np, 0);
+  std::function<void(int)> visit = [&](int i) {
+    if (state[i]) return;
+    state[i] = 1;
+    if (!ped.people[i].founder()) {
+      visit(ped.people[i].father);
+      visit(ped.people[i].mother);
+    }
+    order.push_back(i);
+  };
+  for (int i = 0; i < np; ++i) visit(i);
+
+  const std::size_t V = std::size_t(1) << M;
+  std::vector<std::vector<double>> emit(chain.size(), std::vector<double>(V, 0));
+  for (std::size_t k = 0; k < chain.size(); ++k) {
+    const Locus& L = lf.loci[chain[k]];
+    const int n = L.n_alleles;
+    const int kk = chain[k];
+    std::size_t combos = 1;
+    for (int f = 0; f < F; ++f) combos *= n;
+    std::vector<int> val(F);
+    for (std::size_t v = 0; v < V; ++v) {
+      // Gene flow: which founder allele each person carries on each side.
+      std::vector<std::array<int, 2>> src(np, {-1, -1});
+      int bit = 0;
+      std::vector<std::array<int, 2>> mbit(np, {-1, -1});
+      for (auto [c, side] : meioses) mbit[c][side] = bit++;
+      for (int i : order) {
+        const Person& p = ped.people[i];
+        if (p.founder()) {
+          src[i] = fa[i];
+          continue;
+        }
+        const int mom = p.mother, dad = p.father;
+        src[i][1] = src[mom][(v >> mbit[i][1]) & 1];
+        if (x) {
+          src[i][0] = p.sex == 1 ? -1 : src[dad][1];
+        } else {
+          src[i][0] = src[dad][(v >> mbit[i][0]) & 1];
+        }
+      }
+      double total = 0;
+      for (std::size_t c = 0; c < combos; ++c) {
+        std::size_t r = c;
+        double w = 1;
+        for (int f = 0; f < F; ++f) {
+          val[f] = static_cast<int>(r % n);
+          r /= n;
+          w *= L.freq[val[f]];
+        }
+        for (int i = 0; i < np && w > 0; ++i) {
+          const Person& p = ped.people[i];
+          const Phenotype& ph = p.pheno[kk];
+          const bool hemi = x && p.sex == 1;
+          const int a = hemi ? -1 : val[src[i][0]], b = val[src[i][1]];
+          if (L.type == LocusType::Affection) {
+            if (ph.a1 == 0) continue;
+            const double pen = hemi ? L.male_penetrance[ph.a2 - 1][b]
+                                    : L.penetrance[ph.a2 - 1][genotype_index(a + 1, b + 1, n)];
+            w *= ph.a1 == 2 ? pen : 1 - pen;
+          } else if (ph.a1 != 0) {
+            if (hemi) {
+              w *= (b + 1 == ph.a1) ? 1 : 0;
+            } else {
+              const bool ok = (a + 1 == ph.a1 && b + 1 == ph.a2) || (a + 1 == ph.a2 && b + 1 == ph.a1);
+              w *= ok ? 1 : 0;
+            }
+          }
+        }
+        total += w;
+      }
+      emit[k][v] = total;
+    }
+  }
+  // Forward algorithm across loci; each meiosis recombines independently (Haldane).
+  std::vector<double> alpha(V);
+  for (std::size_t v = 0; v < V; ++v) alpha[v] = emit[0][v] / static_cast<double>(V);
+  for (std::size_t k = 1; k < chain.size(); ++k) {
+    std::vector<double> next(V, 0);
+    for (std::size_t v = 0; v < V; ++v) {
+      if (alpha[v] == 0) continue;
+      for (std::size_t u = 0; u < V; ++u) {
+        double t = 1;
+        for (int m = 0; m < M; ++m) {
+          const bool paternal = meioses[m].second == 0;
+          const double th = (paternal ? male : female)[k - 1];
+          t *= (((v ^ u) >> m) & 1) ? th : 1 - th;
+        }
+        next[u] += alpha[v] * t;
+      }
+    }
+    for (std::size_t u = 0; u < V; ++u) alpha[u] = next[u] * emit[k][u];
+  }
+  double L = 0;
+  for (double a : alpha) L += a;
+  return std::log(L);
+}
+
+}  // namespace kinfer::linkage_test
