@@ -95,6 +95,7 @@ class CudaContext final : public Context {
     }
     for (auto e : event_pool_) cudaEventDestroy(e);
     for (auto& [k, pol] : policies_) {
+      if (!pol->dev) continue;
       cudaFree(pol->dev);
       cudaFreeHost(pol->host);
       cudaEventDestroy(pol->ready);
@@ -192,10 +193,9 @@ class CudaContext final : public Context {
   }
 
   KernelChoice choose(const BucketShape& shape, std::span<const std::vector<int>> scopes) override {
-    const BucketLayout lay = describe(shape, scopes);
-    Selection sel;
-    const Policy p = make_policy(lay, Variant::automatic, lim_, 8, &sel);
-    return summarize(p, sel);
+    std::lock_guard lock(mu_);
+    const PolicyEntry& pe = policy(shape, scopes, Variant::automatic, 8, -1);
+    return summarize(pe.p, pe.sel);
   }
 
   // ---- for run_host_bucket ----
@@ -209,8 +209,9 @@ class CudaContext final : public Context {
     cudaEvent_t ready = nullptr;
   };
 
-  // The policy of a shape, built and uploaded on first use (on stream s); later users on other
-  // streams wait for the upload.
+  // The policy of a shape: built on first use (the selector's work, done once per shape), its
+  // tables uploaded on the first stream s >= 0 that needs them; users on other streams wait for
+  // that upload.
   PolicyEntry& policy(const BucketShape& shape, std::span<const std::vector<int>> scopes,
                       Variant v, int eb, int s) {
     const std::string key = shape_key(shape, scopes, v, eb);
@@ -219,18 +220,22 @@ class CudaContext final : public Context {
       auto pe = std::make_unique<PolicyEntry>();
       pe->lay = describe(shape, scopes);
       pe->p = make_policy(pe->lay, v, lim_, eb, &pe->sel);
-      const std::size_t bytes = std::max<std::size_t>(table_image_bytes(pe->p), 16);
-      CUDA_CHECK(cudaMalloc(&pe->dev, bytes));
-      CUDA_CHECK(cudaMallocHost(&pe->host, bytes));
-      pe->t = write_table_image(pe->p, pe->host, pe->dev);
-      CUDA_CHECK(cudaMemcpyAsync(pe->dev, pe->host, bytes, cudaMemcpyHostToDevice, stream(s)));
-      CUDA_CHECK(cudaEventCreateWithFlags(&pe->ready, cudaEventDisableTiming));
-      CUDA_CHECK(cudaEventRecord(pe->ready, stream(s)));
       it = policies_.emplace(key, std::move(pe)).first;
-    } else {
-      CUDA_CHECK(cudaStreamWaitEvent(stream(s), it->second->ready, 0));
     }
-    return *it->second;
+    PolicyEntry& pe = *it->second;
+    if (s < 0) return pe;
+    if (!pe.dev) {
+      const std::size_t bytes = std::max<std::size_t>(table_image_bytes(pe.p), 16);
+      CUDA_CHECK(cudaMalloc(&pe.dev, bytes));
+      CUDA_CHECK(cudaMallocHost(&pe.host, bytes));
+      pe.t = write_table_image(pe.p, pe.host, pe.dev);
+      CUDA_CHECK(cudaMemcpyAsync(pe.dev, pe.host, bytes, cudaMemcpyHostToDevice, stream(s)));
+      CUDA_CHECK(cudaEventCreateWithFlags(&pe.ready, cudaEventDisableTiming));
+      CUDA_CHECK(cudaEventRecord(pe.ready, stream(s)));
+    } else {
+      CUDA_CHECK(cudaStreamWaitEvent(stream(s), pe.ready, 0));
+    }
+    return pe;
   }
 
   void* scratch(int s, std::size_t bytes) {

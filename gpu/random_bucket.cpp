@@ -59,7 +59,7 @@ RandomBucket random_bucket(std::mt19937_64& rng, const RandomBucketOptions& opt)
   const double keep = real(0.3, 0.9);
   for (int f = 0; f < nfun; ++f)
     for (int i = 0; i < nv; ++i) in[f][i] = real(0, 1) < keep;
-  for (int i = 0; i < nv; ++i) in[0][i] = in[0][i] || real(0, 1) < 0.8;
+  for (int i = 0; i < nv; ++i) in[0][i] = in[0][i] || real(0, 1) < 0.6;
   for (int i = 0; i < nv; ++i) {
     bool any = false;
     for (int f = 0; f < nfun; ++f) any = any || in[f][i];

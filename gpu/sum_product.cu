@@ -338,20 +338,27 @@ void launch_nf(const Policy& p, const KernelArgs<T>& a, cudaStream_t stream) {
 }
 
 // ---- compute ceiling: the inner loop with register operands ----
+// Flips the lowest mantissa bit of each operand per term (an integer op, as the real loop's
+// address arithmetic) so nothing can be hoisted, while the floating-point work per term is
+// exactly the kernels': NF adds and one lse_add.
+__device__ __forceinline__ double flip(double v) {
+  return __longlong_as_double(__double_as_longlong(v) ^ 1);
+}
+__device__ __forceinline__ float flip(float v) { return __int_as_float(__float_as_int(v) ^ 1); }
+
 template <class T, int NF>
 __global__ void __launch_bounds__(256) ceiling_kernel(T* out, int iters, T seed) {
   T v[NF];
 #pragma unroll
-  for (int f = 0; f < NF; ++f) v[f] = seed * (threadIdx.x + f + 1);
+  for (int f = 0; f < NF; ++f) v[f] = seed * (threadIdx.x % 7 + f + 1);
   T mx = neg_inf(T(0)), acc = 0;
-  const T step = seed * T(1e-3);
 #pragma unroll 4
   for (int i = 0; i < iters; ++i) {
-    T x = 0;
+    T x = seed;  // the constant part of the real loop
 #pragma unroll
     for (int f = 0; f < NF; ++f) {
       x += v[f];
-      v[f] -= step;  // stands in for the load: keeps the terms changing
+      v[f] = flip(v[f]);
     }
     lse_add(mx, acc, x);
   }

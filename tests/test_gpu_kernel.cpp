@@ -1,0 +1,245 @@
+// Cross-backend test: buckets on the GPU against the CPU kernel, output poisoned (NaN) before
+// every run. Random buckets in the ranges of paper 000 section 7.2.2, large summed ranges (the
+// split path), every bucket of the shared UAI networks, and those networks end to end on the
+// GPU against REFERENCES.tsv. Without a usable GPU the program exits 77 (meson: SKIP).
+//
+// Tolerances (stated, per output value v, both backends in the log domain):
+//   double: |gpu - cpu| <= 1e-11 * max(1, |v|)  (same exp polynomial; only summation order
+//           differs, so the difference is a few ulps of the accumulated sums)
+//   float:  |gpu - cpu| <= 2e-5 * max(1, |v|)   (inputs rounded to float, ex2.approx)
+// Scale the number of random buckets with KINFER_GPU_TEST_SCALE (default 1; e.g. 0.05 under
+// compute-sanitizer).
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+
+#include "engine/solver.hpp"
+#include "gpu/device_api.hpp"
+#include "gpu/executor.hpp"
+#include "gpu/host_run.hpp"
+#include "gpu/random_bucket.hpp"
+#include "io/uai.hpp"
+
+using namespace kinfer;
+using namespace kinfer::gpu;
+namespace fs = std::filesystem;
+
+namespace {
+
+gpu::Context& context() {
+  static std::unique_ptr<gpu::Context> ctx = gpu::Context::create();
+  return *ctx;
+}
+
+double scale() {
+  const char* s = std::getenv("KINFER_GPU_TEST_SCALE");
+  return s ? std::atof(s) : 1.0;
+}
+
+struct Compare {
+  double worst = 0;     // largest |gpu - cpu| / max(1, |cpu|)
+  long unwritten = 0;   // NaN left in the output (poison)
+  long inf_mismatch = 0;
+};
+
+Compare compare(const std::vector<double>& gpu, const std::vector<double>& cpu) {
+  Compare c;
+  for (std::size_t i = 0; i < cpu.size(); ++i) {
+    if (std::isnan(gpu[i])) {
+      ++c.unwritten;
+    } else if (std::isinf(gpu[i]) || std::isinf(cpu[i])) {
+      c.inf_mismatch += gpu[i] != cpu[i];
+    } else {
+      c.worst = std::max(c.worst, std::abs(gpu[i] - cpu[i]) / std::max(1.0, std::abs(cpu[i])));
+    }
+  }
+  return c;
+}
+
+std::vector<double> cpu_result(const BucketShape& shape, std::span<const InputTable> in) {
+  std::vector<double> out(shape.output_size());
+  sum_product_log(shape, in, out.data());
+  return out;
+}
+
+void check_bucket(const RandomBucket& b, Variant v, Precision prec, double tol, Compare* total) {
+  const auto in = b.inputs();
+  const std::vector<double> cpu = cpu_result(b.shape, in);
+  HostRunOptions opt;
+  opt.variant = v;
+  opt.precision = prec;
+  HostRunResult r;
+  try {
+    r = run_host_bucket(context(), b.shape, in, opt);
+  } catch (const std::invalid_argument&) {
+    REQUIRE(v == Variant::cached);  // only the cached variant may decline a bucket
+    return;
+  }
+  const Compare c = compare(r.out, cpu);
+  INFO(to_string(r.choice.variant) << " " << (prec == Precision::f64 ? "f64" : "f32") << ": "
+       << b.shape.output_size() << " outputs x " << b.shape.marg_size() << " summed, "
+       << b.scopes.size() << " inputs, lanes " << r.choice.lanes << ", splits "
+       << r.choice.splits << ", pages/block " << r.choice.pages_per_block);
+  REQUIRE(c.unwritten == 0);
+  REQUIRE(c.inf_mismatch == 0);
+  REQUIRE(c.worst <= tol);
+  total->worst = std::max(total->worst, c.worst);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const DeviceInfo info = probe();
+  if (!info.available) {
+    std::printf("SKIP: no GPU: %s\n", info.why_not.c_str());
+    return 77;
+  }
+  std::printf("GPU: %s\n", info.name.c_str());
+  return Catch::Session().run(argc, argv);
+}
+
+TEST_CASE("GpuKernel.RandomBucketsMatchCpu", "[gpu]") {
+  std::mt19937_64 rng(2024);
+  RandomBucketOptions o;  // paper 000 section 7.2.2 ranges
+  o.max_log2_states = 20;
+  const int n = std::max(20, static_cast<int>(3000 * scale()));
+  Compare f64, f32;
+  for (int i = 0; i < n; ++i) {
+    const RandomBucket b = random_bucket(rng, o);
+    INFO("random bucket " << i);
+    check_bucket(b, Variant::automatic, Precision::f64, 1e-11, &f64);
+    check_bucket(b, Variant::cached, Precision::f64, 1e-11, &f64);
+    check_bucket(b, Variant::plain, Precision::f64, 1e-11, &f64);
+    if (i % 3 == 0) check_bucket(b, Variant::automatic, Precision::f32, 2e-5, &f32);
+  }
+  std::printf("random buckets: %d, largest relative difference f64 %.3g, f32 %.3g\n", n, f64.worst,
+              f32.worst);
+}
+
+TEST_CASE("GpuKernel.LargeSummedRangesMatchCpu", "[gpu]") {
+  // few outputs and up to millions of summed configurations: lanes, splits and their combine
+  std::mt19937_64 rng(77);
+  RandomBucketOptions o;
+  o.min_log2_states = 14;
+  o.max_log2_states = 23;
+  o.min_marg = 1000;
+  o.max_marg = 4000000;
+  o.max_functions = 6;
+  const int n = std::max(5, static_cast<int>(150 * scale()));
+  Compare f64;
+  for (int i = 0; i < n; ++i) {
+    const RandomBucket b = random_bucket(rng, o);
+    INFO("large-sum bucket " << i);
+    check_bucket(b, Variant::automatic, Precision::f64, 1e-11, &f64);
+    check_bucket(b, Variant::cached, Precision::f64, 1e-11, &f64);
+  }
+  std::printf("large-sum buckets: %d, largest relative difference %.3g\n", n, f64.worst);
+}
+
+namespace {
+
+fs::path data_dir() {
+  const char* d = std::getenv("KINFER_DATA");
+  return d ? fs::path(d) : fs::path("data");
+}
+
+std::map<std::string, std::string> references() {
+  std::map<std::string, std::string> r;
+  std::ifstream f(data_dir() / "uai" / "REFERENCES.tsv");
+  std::string line;
+  std::getline(f, line);
+  while (std::getline(f, line)) {
+    std::istringstream row(line);
+    std::string name, value;
+    std::getline(row, name, '\t');
+    std::getline(row, value, '\t');
+    if (!name.empty()) r[name] = value;
+  }
+  return r;
+}
+
+fs::path network(const std::string& name) {
+  for (const char* suffix : {".uai", ".uai.gz"})
+    if (fs::exists(data_dir() / "uai" / (name + suffix))) return data_dir() / "uai" / (name + suffix);
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("GpuKernel.UaiNetworksMatchCpuAndReferences", "[gpu]") {
+  // Every bucket on both backends, then the whole plan on the GPU against REFERENCES.tsv
+  // (half a unit of the printed last digit). KINFER_GPU_NETWORKS narrows the list.
+  std::vector<std::string> names = {"Alchemy_11", "CSP_12", "DBN_11", "Grids_11",
+                                    "ObjectDetection_74", "Pedigree_11", "Pedigree_12",
+                                    "Pedigree_13", "Promedus_24", "Segmentation_12",
+                                    "grid10x10.f10", "pedigree1", "linkage_14", "linkage_16",
+                                    "linkage_21", "linkage_24"};
+  if (const char* only = std::getenv("KINFER_GPU_NETWORKS")) {
+    names.clear();
+    std::istringstream s(only);
+    for (std::string n; std::getline(s, n, ',');) names.push_back(n);
+  }
+  const auto refs = references();
+  int networks = 0;
+  for (const std::string& name : names) {
+    const fs::path path = network(name);
+    if (path.empty() || !refs.count(name)) {
+      WARN(name << ": not in " << (data_dir() / "uai").string() << "; skipped");
+      continue;
+    }
+    DYNAMIC_SECTION(name) {
+      Network net = io::read_uai(path.string());
+      Evidence ev;
+      const std::string evp = io::default_evidence_path(path.string());
+      if (!evp.empty()) ev = io::read_evidence(evp, net);
+      PlanOptions po;
+      po.order.time_budget = 2;
+      const Plan plan = make_plan(net, ev, po);
+      if (!plan.model.impossible.empty()) continue;
+      Compare all;
+      int buckets = 0;
+      RunOptions ro;
+      ro.after_bucket = [&](int b, const BucketShape& shape, std::span<const InputTable> in,
+                            const double* out) {
+        HostRunOptions opt;
+        HostRunResult r;
+        try {
+          r = run_host_bucket(context(), shape, in, opt);
+        } catch (const std::invalid_argument&) {
+          return;  // no GPU kernel for it: the executor runs it on the CPU
+        }
+        const std::vector<double> cpu(out, out + shape.output_size());
+        const Compare c = compare(r.out, cpu);
+        INFO(name << " bucket " << b << " (" << to_string(r.choice.variant) << ")");
+        REQUIRE(c.unwritten == 0);
+        REQUIRE(c.inf_mismatch == 0);
+        REQUIRE(c.worst <= 1e-11);
+        all.worst = std::max(all.worst, c.worst);
+        ++buckets;
+      };
+      const double ln_cpu = run_plan(plan, ro);
+      DeviceRunReport rep;
+      const double ln_gpu = run_plan_gpu(plan, context(), {}, &rep);
+      const double log10_gpu = ln_gpu / std::log(10.0);
+      const std::string& ref = refs.at(name);
+      const auto dot = ref.find('.');
+      const double tol = 0.5 * std::pow(10.0, -(dot == std::string::npos ? 0 : static_cast<int>(ref.size() - dot - 1)));
+      std::printf("%-20s %4d buckets, largest bucket difference %.3g; log10 P(e) gpu %.10g cpu %.10g "
+                  "reference %s; %d GPU buckets (%d cached), %d CPU\n",
+                  name.c_str(), buckets, all.worst, log10_gpu, ln_cpu / std::log(10.0), ref.c_str(),
+                  rep.gpu_buckets, rep.cached_buckets, rep.cpu_buckets);
+      CHECK(std::abs(ln_gpu - ln_cpu) <= 1e-9 * std::max(1.0, std::abs(ln_cpu)));
+      CHECK(std::abs(log10_gpu - std::stod(ref)) <= tol);
+      ++networks;
+    }
+  }
+  CHECK(networks > 0);
+}
