@@ -1,0 +1,57 @@
+#pragma once
+// `kinfer calibrate`: measures this machine once. The CPU kernel (and the GPU kernel when a
+// Context is given) over a sweep of synthetic bucket shapes shaped like linkage buckets (mostly
+// binary variables, one large message and several small CPTs, a few summed variables), plus
+// the buckets of any networks given; host<->device bandwidth and latency both ways. Each
+// model is then fitted (predictor.hpp).
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/cpu_kernel.hpp"
+#include "engine/solver.hpp"
+#include "gpu/device_api.hpp"
+#include "scheduler/profile.hpp"
+
+namespace kinfer::sched {
+
+struct SweepBucket {
+  BucketShape shape;
+  std::vector<std::vector<int>> scopes;
+  std::vector<std::vector<double>> data;  // log values in [-5, 0]: never timed on zeros
+  std::vector<InputTable> inputs() const;
+};
+
+// A random bucket of about 2^log2_states states.
+SweepBucket sweep_bucket(std::mt19937_64& rng, double log2_states);
+// The same shape and scopes as bucket b of a plan, with random values.
+SweepBucket plan_bucket(const Plan& plan, int b, std::mt19937_64& rng);
+
+struct CalibrateOptions {
+  double seconds = 60;            // total budget, split between the devices and transfers
+  int threads = 0;                // CPU kernel threads (0: OpenMP's default)
+  std::uint64_t seed = 1;
+  double cpu_max_log2_states = 25;
+  double gpu_max_log2_states = 29;
+  std::vector<const Plan*> networks;  // whose buckets join the sweep
+  std::function<void(const std::string&)> progress;  // one line per phase
+};
+
+// Median wall time of `run` after one warm-up, repeated until `min_seconds` or `max_reps`.
+double time_median(const std::function<void()>& run, double min_seconds = 0.05, int max_reps = 7);
+
+std::vector<Sample> measure_cpu(const std::vector<SweepBucket>& buckets, int threads,
+                                double budget_seconds);
+std::vector<Sample> measure_gpu(const std::vector<SweepBucket>& buckets, gpu::Context& ctx,
+                                double budget_seconds);
+// Staged upload (host memcpy into pinned memory, then the copy) and download into pinned
+// memory, exactly as the executor moves tables.
+void measure_transfers(gpu::Context& ctx, TransferModel& h2d, TransferModel& d2h,
+                       double budget_seconds);
+
+// Runs the whole calibration; `ctx` may be null (no GPU: the profile has a CPU part only).
+Profile calibrate(const CalibrateOptions& opt, gpu::Context* ctx, const std::string& gpu_name);
+
+}  // namespace kinfer::sched

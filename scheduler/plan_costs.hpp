@@ -1,0 +1,33 @@
+#pragma once
+// A Plan's task tree as a cost tree: per bucket, the predicted kernel time on each device from
+// the profile's models, the upload of its original input tables, and the move of its output.
+#include <span>
+#include <vector>
+
+#include "engine/solver.hpp"
+#include "scheduler/cost_tree.hpp"
+#include "scheduler/features.hpp"
+#include "scheduler/profile.hpp"
+
+namespace kinfer::sched {
+
+struct PlanCosts {
+  CostTree tree;                        // node b is bucket b; the root is the last bucket
+  std::vector<BucketFeatures> features;  // per bucket
+  std::vector<double> out_bytes;        // per bucket: its output table
+  std::vector<double> input_bytes;      // per bucket: its original (factor) input tables
+  std::vector<int> input_tables;        // per bucket: how many factor tables
+};
+
+// The input scopes of bucket b, in the order the kernels take them: factors, then children.
+std::vector<std::vector<int>> bucket_scopes(const Plan& plan, int b);
+
+PlanCosts plan_costs(const Plan& plan, const Profile& profile);
+
+// Bytes a schedule moves to the GPU (uploads and edges) and back (edges and the result).
+struct Traffic {
+  double h2d = 0, d2h = 0;
+};
+Traffic schedule_traffic(const PlanCosts& pc, std::span<const Device> a);
+
+}  // namespace kinfer::sched

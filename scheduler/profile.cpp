@@ -1,0 +1,186 @@
+#include "scheduler/profile.hpp"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "engine/errors.hpp"
+
+namespace kinfer::sched {
+
+namespace {
+constexpr int kFormat = 1;
+using nlohmann::json;
+
+json samples_json(const std::vector<Sample>& s) {
+  json a = json::array();
+  for (const Sample& x : s) a.push_back({{"f", x.f.values()}, {"s", x.seconds}});
+  return a;
+}
+
+std::vector<Sample> samples_from(const json& a) {
+  std::vector<Sample> out;
+  for (const json& x : a) {
+    const auto v = x.at("f").get<std::vector<double>>();
+    if (v.size() != BucketFeatures::kCount) throw std::invalid_argument("a sample has other features");
+    Sample s;
+    s.f = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]};
+    s.seconds = x.at("s").get<double>();
+    out.push_back(s);
+  }
+  return out;
+}
+
+json device_json(const DeviceProfile& d) {
+  return {{"name", d.name},
+          {"threads", d.threads},
+          {"memory_bytes", d.memory_bytes},
+          {"model", d.model.to_json()},
+          {"samples", samples_json(d.samples)}};
+}
+
+DeviceProfile device_from(const json& j) {
+  DeviceProfile d;
+  d.name = j.value("name", "");
+  d.threads = j.value("threads", 0);
+  d.memory_bytes = j.value("memory_bytes", 0.0);
+  d.model = RuntimeModel::from_json(j.at("model"));
+  if (j.contains("samples")) d.samples = samples_from(j["samples"]);
+  return d;
+}
+
+json transfer_json(const TransferModel& t) {
+  json s = json::array();
+  for (auto [b, sec] : t.samples) s.push_back({b, sec});
+  return {{"latency", t.latency}, {"bandwidth", t.bandwidth}, {"samples", s}};
+}
+
+TransferModel transfer_from(const json& j) {
+  TransferModel t;
+  t.latency = j.at("latency").get<double>();
+  t.bandwidth = j.at("bandwidth").get<double>();
+  if (!(t.latency >= 0) || !(t.bandwidth > 0))
+    throw std::invalid_argument("a transfer needs latency >= 0 and bandwidth > 0");
+  if (j.contains("samples"))
+    for (const json& s : j["samples"]) t.samples.emplace_back(s.at(0).get<double>(), s.at(1).get<double>());
+  return t;
+}
+}  // namespace
+
+TransferModel TransferModel::fit(std::vector<std::pair<double, double>> samples) {
+  // minimize sum ((a + b x - t) / t)^2 over a (latency) and b (1 / bandwidth)
+  double s11 = 0, s12 = 0, s22 = 0, r1 = 0, r2 = 0;
+  for (auto [x, t] : samples) {
+    const double w = 1 / (t * t);
+    s11 += w, s12 += w * x, s22 += w * x * x, r1 += w * t, r2 += w * x * t;
+  }
+  TransferModel m;
+  m.samples = std::move(samples);
+  const double det = s11 * s22 - s12 * s12;
+  double a = 0, b = 0;
+  if (det > 0) a = (r1 * s22 - r2 * s12) / det, b = (s11 * r2 - s12 * r1) / det;
+  if (!(b > 0)) {  // degenerate sweep: fall back to the largest transfer's rate, no latency
+    a = 0;
+    double best_x = 0, best_t = 1;
+    for (auto [x, t] : m.samples)
+      if (x > best_x) best_x = x, best_t = t;
+    b = best_x > 0 ? best_t / best_x : 1e-9;
+  }
+  if (a < 0) a = 0;
+  m.latency = a;
+  m.bandwidth = 1 / b;
+  return m;
+}
+
+double Profile::gpu_seconds(const BucketFeatures& f) const {
+  if (!has_gpu) return std::numeric_limits<double>::infinity();
+  if (f.inputs > gpu_max_inputs) return std::numeric_limits<double>::infinity();
+  return gpu.model.predict(f);
+}
+
+std::string default_profile_path() {
+  namespace fs = std::filesystem;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
+    return (fs::path(x) / "kinfer" / "profile.json").string();
+  if (const char* h = std::getenv("HOME"); h && *h)
+    return (fs::path(h) / ".cache" / "kinfer" / "profile.json").string();
+  return "kinfer-profile.json";
+}
+
+json to_json(const Profile& p) {
+  json j = {{"kinfer_profile", kFormat},
+            {"created", p.created},
+            {"host", p.host},
+            {"cpu", device_json(p.cpu)},
+            {"gpu", nullptr},
+            {"transfer", nullptr}};
+  if (p.has_gpu) {
+    j["gpu"] = device_json(p.gpu);
+    j["gpu"]["max_inputs"] = p.gpu_max_inputs;
+    j["transfer"] = {{"h2d", transfer_json(p.h2d)}, {"d2h", transfer_json(p.d2h)}};
+  }
+  return j;
+}
+
+Profile profile_from_json(const json& j, const std::string& source) {
+  try {
+    if (!j.is_object() || !j.contains("kinfer_profile"))
+      throw std::invalid_argument("not a kinfer profile (no \"kinfer_profile\" field)");
+    if (j["kinfer_profile"] != kFormat)
+      throw std::invalid_argument("profile format " + j["kinfer_profile"].dump() +
+                                  " is not the one this kinfer reads (" + std::to_string(kFormat) +
+                                  "); run kinfer calibrate again");
+    Profile p;
+    p.path = source;
+    p.created = j.value("created", "");
+    p.host = j.value("host", "");
+    p.cpu = device_from(j.at("cpu"));
+    if (!j.at("gpu").is_null()) {
+      p.has_gpu = true;
+      p.gpu = device_from(j["gpu"]);
+      p.gpu_max_inputs = j["gpu"].value("max_inputs", 16);
+      p.h2d = transfer_from(j.at("transfer").at("h2d"));
+      p.d2h = transfer_from(j.at("transfer").at("d2h"));
+    }
+    return p;
+  } catch (const std::invalid_argument& e) {
+    throw InputError(source, 0, e.what());
+  } catch (const json::exception& e) {
+    throw InputError(source, 0, std::string("malformed profile: ") + e.what());
+  }
+}
+
+Profile load_profile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw InputError(path, 0, "cannot open the profile (run `kinfer calibrate` to make one)");
+  json j;
+  try {
+    j = json::parse(f);
+  } catch (const json::parse_error& e) {
+    throw InputError(path, 0, std::string("not valid JSON: ") + e.what());
+  }
+  return profile_from_json(j, path);
+}
+
+void save_profile(const Profile& p, const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  std::error_code ec;
+  if (target.has_parent_path()) fs::create_directories(target.parent_path(), ec);
+  fs::path tmp = target;
+  tmp += ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) throw InputError(path, 0, "cannot write the profile");
+    f << to_json(p).dump(1) << "\n";
+    if (!f.flush()) throw InputError(path, 0, "cannot write the profile");
+  }
+  fs::rename(tmp, target);
+}
+
+}  // namespace kinfer::sched

@@ -1,0 +1,59 @@
+#pragma once
+// A machine's calibration profile: fitted runtime models of the CPU kernel and (when the
+// machine had one) the GPU kernel, and host<->device transfer time. Stored as JSON in the
+// user's cache directory by `kinfer calibrate`; any profile can be loaded with --profile, so a
+// schedule for a GPU machine can be planned and inspected elsewhere.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "scheduler/predictor.hpp"
+
+namespace kinfer::sched {
+
+// seconds = latency + bytes / bandwidth, one direction.
+struct TransferModel {
+  double latency = 0;    // seconds
+  double bandwidth = 0;  // bytes per second
+  std::vector<std::pair<double, double>> samples;  // (bytes, seconds)
+  double seconds(double bytes) const { return bytes <= 0 ? 0 : latency + bytes / bandwidth; }
+  // Least squares on the relative error, so small and large transfers both count.
+  static TransferModel fit(std::vector<std::pair<double, double>> samples);
+};
+
+struct DeviceProfile {
+  std::string name;      // "2 x Intel(R) ..." / "NVIDIA H100 80GB HBM3"
+  int threads = 0;       // CPU threads the kernel used
+  double memory_bytes = 0;
+  RuntimeModel model;
+  std::vector<Sample> samples;
+};
+
+struct Profile {
+  std::string path;      // where it was read from (for messages)
+  std::string created;   // ISO date
+  std::string host;
+  DeviceProfile cpu;
+  bool has_gpu = false;
+  DeviceProfile gpu;
+  int gpu_max_inputs = 16;  // the GPU kernel takes at most this many input tables
+  TransferModel h2d, d2h;
+
+  double cpu_seconds(const BucketFeatures& f) const { return cpu.model.predict(f); }
+  // Infinite when there is no GPU in the profile.
+  double gpu_seconds(const BucketFeatures& f) const;
+};
+
+// $XDG_CACHE_HOME/kinfer/profile.json, else $HOME/.cache/kinfer/profile.json.
+std::string default_profile_path();
+
+nlohmann::json to_json(const Profile& p);
+// Throws InputError naming the file and what is wrong.
+Profile profile_from_json(const nlohmann::json& j, const std::string& source);
+Profile load_profile(const std::string& path);
+// Atomic (temporary file, then rename); creates the directory.
+void save_profile(const Profile& p, const std::string& path);
+
+}  // namespace kinfer::sched

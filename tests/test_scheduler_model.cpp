@@ -1,0 +1,252 @@
+// The cost model: bucket features, the fitted runtime models, transfer fits, and a Plan's cost
+// tree under a fixed hand-written profile (data/profiles/fixed-test.json) whose models have
+// closed forms.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+
+#include "engine/errors.hpp"
+#include "io/uai.hpp"
+#include "scheduler/calibrate.hpp"
+#include "scheduler/plan_costs.hpp"
+#include "scheduler/policies.hpp"
+
+using namespace kinfer;
+using namespace kinfer::sched;
+
+namespace {
+
+std::string data_path(const std::string& rel) {
+  const char* d = std::getenv("KINFER_DATA");
+  return std::string(d ? d : "data") + "/" + rel;
+}
+
+Plan small_plan(const std::string& name) {
+  const std::string path = data_path("uai/" + name);
+  Network net = io::read_uai(path);
+  Evidence ev;
+  if (const std::string e = io::default_evidence_path(path); !e.empty()) ev = io::read_evidence(e, net);
+  PlanOptions po;
+  po.order.heuristic = OrderHeuristic::MinFill;
+  return make_plan(net, ev, po);
+}
+
+}  // namespace
+
+TEST_CASE("Scheduler.FeaturesOfAHandMadeBucket", "[scheduler]") {
+  // vars a(2) b(3) c(2) d(4), last two summed; inputs f(a, c, d), g(b), h(c)
+  BucketShape s{{10, 11, 12, 13}, {2, 3, 2, 4}, 2};
+  const std::vector<std::vector<int>> scopes = {{10, 12, 13}, {11}, {12}};
+  const BucketFeatures f = bucket_features(s, scopes);
+  CHECK(f.log2_states == Approx(std::log2(48.0)));
+  CHECK(f.log2_out == Approx(std::log2(6.0)));
+  CHECK(f.log2_marg == Approx(3.0));
+  CHECK(f.inputs == 3);
+  CHECK(f.varying == 2);  // f and h vary with c or d; g does not
+  CHECK(f.log2_in == Approx(std::log2(16.0 + 3 + 2)));
+  CHECK(f.log2_reuse == Approx(std::log2(48.0 * 3 / 21)));
+  CHECK(f.log2_run == Approx((3.0 + 1.0) / 2));  // f runs over c,d (8), h over c (2)
+  CHECK(f.log2_inner == Approx(3.0));
+  CHECK(input_entries(s, scopes) == 21);
+}
+
+TEST_CASE("Scheduler.FixedProfileCostTree", "[scheduler]") {
+  const Profile p = load_profile(data_path("profiles/fixed-test.json"));
+  REQUIRE(p.has_gpu);
+  const Plan plan = small_plan("Pedigree_11.uai");
+  const PlanCosts pc = plan_costs(plan, p);
+  REQUIRE(pc.tree.nodes.size() == plan.tree.buckets.size());
+  REQUIRE_NOTHROW(validate(pc.tree));
+  for (std::size_t b = 0; b < plan.tree.buckets.size(); ++b) {
+    const Bucket& bk = plan.tree.buckets[b];
+    // independent figures: the state space from the cardinalities, the varying inputs from
+    // whether a scope meets the summed variables
+    double states = 1, out = 1;
+    for (std::size_t i = 0; i < bk.vars.size(); ++i) {
+      states *= plan.model.card[bk.vars[i]];
+      if (i + bk.n_marg < bk.vars.size()) out *= plan.model.card[bk.vars[i]];
+    }
+    const std::vector<int> summed(bk.vars.end() - bk.n_marg, bk.vars.end());
+    int varying = 0, inputs = 0;
+    double factor_bytes = 0, upload = 0;
+    auto count = [&](const std::vector<int>& scope) {
+      ++inputs;
+      for (int v : scope)
+        if (std::find(summed.begin(), summed.end(), v) != summed.end()) {
+          ++varying;
+          return;
+        }
+    };
+    for (int f : bk.factors) {
+      count(plan.input_scope[f]);
+      factor_bytes += 8.0 * plan.input_data[f].size();
+      upload += 1e-5 + 8.0 * plan.input_data[f].size() / 1e10;
+    }
+    for (int c : bk.children) count(plan.tree.buckets[c].output_vars());
+    const CostNode& n = pc.tree.nodes[b];
+    INFO("bucket " << b);
+    CHECK(n.cpu == Approx(1e-5 + 1e-9 * states * std::exp(0.1 * varying)));
+    CHECK(n.gpu == Approx(2e-5 + 1e-11 * states));
+    CHECK(n.upload == Approx(upload));
+    CHECK(n.to_gpu == Approx(1e-5 + 8 * out / 1e10));
+    CHECK(n.to_cpu == Approx(2e-5 + 8 * out / 5e9));
+    CHECK(pc.out_bytes[b] == 8 * out);
+    CHECK(pc.input_bytes[b] == factor_bytes);
+    CHECK(pc.features[b].inputs == inputs);
+    CHECK(n.parent == (b + 1 == plan.tree.buckets.size() ? -1 : bk.parent));
+  }
+  // the schedules on it: comm-aware is the cheapest, and its traffic adds up
+  const Schedule ca = make_schedule(pc.tree, Policy::comm_aware);
+  for (Policy pol : kAllPolicies)
+    CHECK(ca.cost.total() <= make_schedule(pc.tree, pol).cost.total() * (1 + 1e-12));
+  const Traffic all_gpu = schedule_traffic(pc, make_schedule(pc.tree, Policy::gpu_only).device);
+  double inputs = 0;
+  for (double x : pc.input_bytes) inputs += x;
+  CHECK(all_gpu.h2d == Approx(inputs));
+  CHECK(all_gpu.d2h == 8.0);  // the root's single value
+}
+
+TEST_CASE("Scheduler.ProfileWithoutGpuKeepsEverythingOnCpu", "[scheduler]") {
+  Profile p = load_profile(data_path("profiles/fixed-test.json"));
+  p.has_gpu = false;
+  const Plan plan = small_plan("grid10x10.f10.uai");
+  const PlanCosts pc = plan_costs(plan, p);
+  const Schedule ca = make_schedule(pc.tree, Policy::comm_aware);
+  CHECK(ca.cost.on_gpu == 0);
+  CHECK(std::isinf(make_schedule(pc.tree, Policy::gpu_only).cost.total()));
+}
+
+TEST_CASE("Scheduler.GpuMemoryAndInputLimits", "[scheduler]") {
+  Profile p = load_profile(data_path("profiles/fixed-test.json"));
+  BucketFeatures f;
+  f.log2_states = 20;
+  f.inputs = 17;  // more than the GPU kernel takes
+  CHECK(std::isinf(p.gpu_seconds(f)));
+  f.inputs = 16;
+  CHECK(std::isfinite(p.gpu_seconds(f)));
+  // a GPU with almost no memory: every bucket with tables stays on the CPU
+  p.gpu.memory_bytes = 64;
+  const Plan plan = small_plan("Pedigree_11.uai");
+  const PlanCosts pc = plan_costs(plan, p);
+  int finite = 0;
+  for (std::size_t b = 0; b + 1 < pc.tree.nodes.size(); ++b) finite += std::isfinite(pc.tree.nodes[b].gpu);
+  CHECK(finite == 0);
+}
+
+TEST_CASE("Scheduler.ProfileRoundTrip", "[scheduler]") {
+  const Profile p = load_profile(data_path("profiles/fixed-test.json"));
+  const auto dir = std::filesystem::temp_directory_path() / ("kinfer-test-" + std::to_string(::getpid()));
+  const std::string path = (dir / "sub" / "profile.json").string();
+  save_profile(p, path);
+  const Profile q = load_profile(path);
+  std::filesystem::remove_all(dir);
+  BucketFeatures f;
+  f.log2_states = 17.5;
+  f.varying = 3;
+  CHECK(q.cpu_seconds(f) == Approx(p.cpu_seconds(f)).epsilon(1e-14));
+  CHECK(q.gpu_seconds(f) == Approx(p.gpu_seconds(f)).epsilon(1e-14));
+  CHECK(q.h2d.seconds(1e6) == Approx(1e-5 + 1e-4));
+}
+
+TEST_CASE("Scheduler.BadProfilesAreInputErrors", "[scheduler]") {
+  CHECK_THROWS_AS(load_profile("/nonexistent/profile.json"), InputError);
+  CHECK_THROWS_WITH(profile_from_json(nlohmann::json{{"cpu", 1}}, "x.json"),
+                    Catch::Contains("x.json") && Catch::Contains("not a kinfer profile"));
+  auto j = nlohmann::json::parse(R"({"kinfer_profile": 99})");
+  CHECK_THROWS_WITH(profile_from_json(j, "y.json"), Catch::Contains("calibrate again"));
+}
+
+TEST_CASE("Scheduler.LoglinearFitRecoversAKnownLaw", "[scheduler]") {
+  // t = 30 us + 2 ns * states^1.1 * 1.2^varying, with 3% noise
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<double> ls(0, 26), noise(-0.03, 0.03);
+  auto law = [](const BucketFeatures& f) {
+    return 3e-5 + 2e-9 * std::exp2(1.1 * f.log2_states) * std::pow(1.2, f.varying);
+  };
+  auto draw = [&](double states) {
+    BucketFeatures f;
+    f.log2_states = states;
+    f.log2_out = f.log2_states * 0.7;
+    f.log2_marg = f.log2_states - f.log2_out;
+    f.inputs = std::uniform_int_distribution<int>(1, 9)(rng);
+    f.varying = std::uniform_int_distribution<int>(1, static_cast<int>(f.inputs))(rng);
+    f.log2_in = f.log2_out + 1;
+    f.log2_reuse = f.log2_states + std::log2(f.inputs) - f.log2_in;
+    return f;
+  };
+  std::vector<Sample> train, test;
+  for (int i = 0; i < 200; ++i) {
+    const BucketFeatures f = draw(ls(rng));
+    train.push_back({f, law(f) * (1 + noise(rng))});
+  }
+  for (int i = 0; i < 100; ++i) {
+    const BucketFeatures f = draw(ls(rng));
+    test.push_back({f, law(f)});
+  }
+  const RuntimeModel m = RuntimeModel::fit_kind(train, ModelKind::loglinear);
+  CHECK(median_relative_error(m, test) < 0.02);
+  // beyond the calibrated sizes, a power law still extrapolates
+  const BucketFeatures big = draw(30);
+  CHECK(m.predict(big) / law(big) == Approx(1).epsilon(0.1));
+}
+
+TEST_CASE("Scheduler.CrossValidationPrefersTheTreeForRegimes", "[scheduler]") {
+  // Two code paths: buckets with one summed state are 8x slower per state than a power law
+  // says. The residual tree should find the regime; the plain power law cannot.
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> ls(4, 24);
+  std::vector<Sample> s;
+  for (int i = 0; i < 300; ++i) {
+    BucketFeatures f;
+    f.log2_states = ls(rng);
+    f.log2_marg = std::uniform_int_distribution<int>(0, 1)(rng) ? 0 : 3;
+    f.log2_out = f.log2_states - f.log2_marg;
+    f.inputs = 3;
+    f.varying = f.log2_marg > 0 ? 2 : 0;
+    const double t = 1e-5 + 1e-9 * std::exp2(f.log2_states) * (f.log2_marg == 0 ? 8 : 1);
+    s.push_back({f, t});
+  }
+  const RuntimeModel m = RuntimeModel::fit(s);
+  CHECK(m.kind != ModelKind::loglinear);
+  CHECK(m.cv_loglinear_tree < m.cv_loglinear);
+  CHECK(median_relative_error(m, s) < 0.05);
+}
+
+TEST_CASE("Scheduler.TransferFitRecoversLatencyAndBandwidth", "[scheduler]") {
+  std::vector<std::pair<double, double>> s;
+  for (int k = 3; k <= 28; ++k) s.emplace_back(std::exp2(k), 8e-6 + std::exp2(k) / 2.5e10);
+  const TransferModel t = TransferModel::fit(s);
+  CHECK(t.latency == Approx(8e-6).epsilon(1e-6));
+  CHECK(t.bandwidth == Approx(2.5e10).epsilon(1e-6));
+  CHECK(t.seconds(0) == 0);
+}
+
+TEST_CASE("Scheduler.SweepBucketsAreWellFormed", "[scheduler]") {
+  std::mt19937_64 rng(9);
+  for (int i = 0; i < 40; ++i) {
+    const double l = 0.5 * i;
+    const SweepBucket b = sweep_bucket(rng, l);
+    const BucketFeatures f = bucket_features(b.shape, b.scopes);
+    CHECK(std::abs(f.log2_states - l) <= 1.6);
+    CHECK(b.shape.n_marg >= 1);
+    CHECK(b.shape.n_marg <= static_cast<int>(b.shape.vars.size()));
+    // every variable in some input; every input a subsequence of the bucket, data sized to it
+    std::vector<char> seen(b.shape.vars.size(), 0);
+    for (std::size_t k = 0; k < b.scopes.size(); ++k) {
+      CHECK(std::is_sorted(b.scopes[k].begin(), b.scopes[k].end()));
+      double n = 1;
+      for (int v : b.scopes[k]) seen[v] = 1, n *= b.shape.card[v];
+      CHECK(b.data[k].size() == static_cast<std::size_t>(n));
+    }
+    CHECK(std::all_of(seen.begin(), seen.end(), [](char c) { return c == 1; }));
+    // and the CPU kernel runs it (against the reference on the small ones)
+    if (l <= 10) {
+      std::vector<double> fast(b.shape.output_size()), ref(b.shape.output_size());
+      sum_product_log(b.shape, b.inputs(), fast.data(), 1);
+      sum_product_log_reference(b.shape, b.inputs(), ref.data());
+      for (std::size_t o = 0; o < fast.size(); ++o) CHECK(fast[o] == Approx(ref[o]).epsilon(1e-12));
+    }
+  }
+}
