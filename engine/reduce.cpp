@@ -1,5 +1,6 @@
 #include "engine/reduce.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -155,6 +156,12 @@ ReducedModel reduce(const Network& net, const Evidence& ev, const ReduceOptions&
       for (int j = 0; j < k; ++j)
         for (int x = 0; x < m.card[f.scope[j]]; ++x) ok[f.scope[j]][x] &= sup[j][x];
     }
+    // A variable with no value left means P(e) = 0. Say so before shrinking any domain: the
+    // tables sliced in pass 1 must keep matching the domains, so the plan computes 0 on its own.
+    for (int v = 0; v < n && m.impossible.empty(); ++v)
+      if (!m.fixed[v] && std::find(ok[v].begin(), ok[v].end(), 1) == ok[v].end())
+        m.impossible = "variable " + std::to_string(v) + " has no value with non-zero probability";
+    if (!m.impossible.empty()) break;
     // Pass 3: shrink the domains; a variable left with one value becomes fixed.
     bool changed = false;
     for (int v = 0; v < n; ++v) {
@@ -166,10 +173,6 @@ ReducedModel reduce(const Network& net, const Evidence& ev, const ReduceOptions&
       changed = true;
       m.values_removed += static_cast<int>(m.kept[v].size() - keep.size());
       for (int fi : factors_of[v]) dirty[fi] = 1;
-      if (keep.empty()) {
-        m.impossible = "variable " + std::to_string(v) + " has no value with non-zero probability";
-        break;
-      }
       m.kept[v] = keep;
       m.card[v] = static_cast<int>(keep.size());
       if (keep.size() == 1) {

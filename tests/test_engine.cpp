@@ -318,6 +318,25 @@ TEST_CASE("Solver.NoFactorsAndFullyObserved", "[engine]") {
   }
 }
 
+TEST_CASE("Solver.ImpossibleFoundByValueElimination", "[engine]") {
+  // Value elimination removes value 1 of A, then finds B with no possible value (fB kills B = 0,
+  // fBA kills B = 1) in the same round. P(e) = 0, and run_plan must say so on its own: the
+  // tables left in the plan must still agree with the domains they are indexed by.
+  Network net;
+  net.card = {3, 2};                                       // A, B
+  net.factors.push_back({{0}, {1, 0, 1}, 0});              // fA(A)
+  net.factors.push_back({{1}, {0, 1}, 0});                 // fB(B)
+  net.factors.push_back({{1, 0}, {1, 1, 1, 0, 0, 0}, 0});  // fBA(B, A)
+  REQUIRE(brute_force(net, {}) == 0);
+  for (OrderHeuristic h : kHeuristics) {
+    PlanOptions po;
+    po.order.heuristic = h;
+    const Plan plan = make_plan(net, {}, po);
+    CHECK(!plan.model.impossible.empty());
+    CHECK(run_plan(plan) == kNegInf);
+  }
+}
+
 TEST_CASE("Kernel.RandomBucketsMatchReference", "[engine]") {
   std::mt19937_64 rng(4242);
   auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
