@@ -1,0 +1,134 @@
+// The two-thread executor on a fake device (tests/fake_device.hpp): every policy, and random
+// assignments, give run_plan's answer; the bytes that cross match the schedule's traffic; no
+// GPU means everything on the CPU; errors of the GPU thread come back without a hang.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <random>
+
+#include "engine/errors.hpp"
+#include "fake_device.hpp"
+#include "io/uai.hpp"
+#include "scheduler/executor.hpp"
+#include "scheduler/plan_costs.hpp"
+#include "scheduler/policies.hpp"
+
+using namespace kinfer;
+using namespace kinfer::sched;
+
+namespace {
+
+std::string data_path(const std::string& rel) {
+  const char* d = std::getenv("KINFER_DATA");
+  return std::string(d ? d : "data") + "/" + rel;
+}
+
+Plan plan_of(const std::string& name) {
+  const std::string path = data_path("uai/" + name);
+  Network net = io::read_uai(path);
+  Evidence ev;
+  if (const std::string e = io::default_evidence_path(path); !e.empty()) ev = io::read_evidence(e, net);
+  PlanOptions po;
+  po.order.heuristic = OrderHeuristic::MinFill;
+  return make_plan(net, ev, po);
+}
+
+// The fixed profile makes the policies disagree on these small networks: its GPU is 100x
+// faster per state but pays 10-20 us per transfer.
+std::vector<std::pair<std::string, std::vector<Device>>> assignments(const Plan& plan,
+                                                                     std::uint64_t seed) {
+  const Profile prof = load_profile(data_path("profiles/fixed-test.json"));
+  const PlanCosts pc = plan_costs(plan, prof);
+  std::vector<std::pair<std::string, std::vector<Device>>> out;
+  for (Policy p : kAllPolicies) out.emplace_back(to_string(p), make_schedule(pc.tree, p).device);
+  std::mt19937_64 rng(seed);
+  for (int k = 0; k < 6; ++k) {
+    std::vector<Device> a(plan.tree.buckets.size());
+    for (auto& d : a) d = std::bernoulli_distribution(0.5)(rng) ? Device::gpu : Device::cpu;
+    out.emplace_back("random " + std::to_string(k), a);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("Scheduler.ExecutorMatchesRunPlanUnderEveryAssignment", "[scheduler]") {
+  for (const char* name : {"Pedigree_11.uai", "grid10x10.f10.uai", "CSP_12.uai", "DBN_11.uai"}) {
+    const Plan plan = plan_of(name);
+    const double expected = run_plan(plan);
+    const Profile prof = load_profile(data_path("profiles/fixed-test.json"));
+    const PlanCosts pc = plan_costs(plan, prof);
+    int mixed = 0;
+    for (const auto& [label, a] : assignments(plan, 17)) {
+      INFO(name << ", " << label);
+      test::FakeDevice dev(2, 200, std::hash<std::string>{}(label));
+      ExecStats st;
+      const double got = run_scheduled(plan, a, &dev, {}, &st);
+      CHECK(got == Approx(expected).epsilon(1e-12));
+      CHECK(dev.error().empty());
+      // buckets no GPU kernel takes (more than 16 inputs) moved to the CPU, nothing else
+      REQUIRE(st.ran_on.size() == a.size());
+      for (std::size_t b = 0; b < a.size(); ++b)
+        if (st.ran_on[b] != a[b]) {
+          CHECK(a[b] == Device::gpu);
+          CHECK(bucket_scopes(plan, static_cast<int>(b)).size() > 16);
+        }
+      int on_gpu = 0;
+      for (Device d : st.ran_on) on_gpu += d == Device::gpu;
+      mixed += on_gpu > 0 && on_gpu < static_cast<int>(a.size());
+      CHECK(st.gpu_buckets == on_gpu);
+      CHECK(dev.kernels == on_gpu);
+      // exactly the traffic the cost model charges for
+      const Traffic t = schedule_traffic(pc, st.ran_on);
+      CHECK(st.h2d_bytes == t.h2d);
+      CHECK(st.d2h_bytes == t.d2h);
+      CHECK(dev.h2d_bytes == t.h2d);
+      CHECK(dev.d2h_bytes == t.d2h);
+      CHECK(dev.live_tables() == 0);  // every device table released
+    }
+    CHECK(mixed >= 3);
+  }
+}
+
+TEST_CASE("Scheduler.ExecutorWithOneStreamAndTimedBuckets", "[scheduler]") {
+  const Plan plan = plan_of("Pedigree_11.uai");
+  const double expected = run_plan(plan);
+  for (const auto& [label, a] : assignments(plan, 5)) {
+    INFO(label);
+    test::FakeDevice dev(1, 50);
+    ExecOptions opt;
+    opt.time_buckets = true;
+    ExecStats st;
+    CHECK(run_scheduled(plan, a, &dev, opt, &st) == Approx(expected).epsilon(1e-12));
+    REQUIRE(st.kernel_seconds.size() == plan.tree.buckets.size());
+    for (double s : st.kernel_seconds) CHECK(s > 0);
+  }
+}
+
+TEST_CASE("Scheduler.ExecutorWithoutGpuRunsEverythingOnCpu", "[scheduler]") {
+  const Plan plan = plan_of("grid10x10.f10.uai");
+  std::vector<Device> all_gpu(plan.tree.buckets.size(), Device::gpu);
+  ExecStats st;
+  CHECK(run_scheduled(plan, all_gpu, nullptr, {}, &st) == Approx(run_plan(plan)).epsilon(1e-12));
+  CHECK(st.gpu_buckets == 0);
+  CHECK(st.cpu_buckets == static_cast<int>(plan.tree.buckets.size()));
+  CHECK_THAT(st.fallback, Catch::Contains("no GPU"));
+}
+
+TEST_CASE("Scheduler.ExecutorGpuErrorsPropagate", "[scheduler]") {
+  const Plan plan = plan_of("Pedigree_11.uai");
+  std::vector<Device> alt(plan.tree.buckets.size());
+  for (std::size_t b = 0; b < alt.size(); ++b) alt[b] = b % 2 ? Device::gpu : Device::cpu;
+  for (int limit : {0, 3, 10}) {
+    INFO("allocations before the device is full: " << limit);
+    test::FakeDevice dev(2, 100);
+    dev.alloc_limit = limit;
+    CHECK_THROWS_AS(run_scheduled(plan, alt, &dev), ResourceError);
+  }
+}
+
+TEST_CASE("Scheduler.ExecutorRejectsAWrongAssignmentSize", "[scheduler]") {
+  const Plan plan = plan_of("Pedigree_11.uai");
+  std::vector<Device> a(plan.tree.buckets.size() + 1, Device::cpu);
+  CHECK_THROWS_AS(run_scheduled(plan, a, nullptr), std::invalid_argument);
+}
