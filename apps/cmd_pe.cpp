@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <future>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -37,8 +38,35 @@ std::string format_log10(double x) {
   return buf;
 }
 
+// Starting the device (driver and context, ~0.2 s) in the background while the network is
+// read and planned: for --device gpu and --check, which will use it whatever the plan.
+struct DeviceStart {
+  std::unique_ptr<gpu::Context> ctx;
+  std::string why_not;
+  std::string name;
+  double gib = 0;
+};
+
+DeviceStart start_device() {
+  DeviceStart d;
+  const gpu::DeviceInfo info = gpu::probe();
+  if (!info.available) {
+    d.why_not = info.why_not;
+    return d;
+  }
+  try {
+    d.ctx = gpu::Context::create();
+    d.name = info.name;
+    d.gib = info.memory_bytes / (1 << 30);
+  } catch (const std::exception& e) {
+    d.why_not = e.what();
+  }
+  return d;
+}
+
 // Opens the GPU when the options and the plan call for it; otherwise says why not (logged).
-std::unique_ptr<gpu::Context> open_device(const PeOptions& o, const Plan& plan, std::string& why_not) {
+std::unique_ptr<gpu::Context> open_device(const PeOptions& o, const Plan& plan,
+                                          std::future<DeviceStart>& early, std::string& why_not) {
   if (o.device == "cpu" && !o.check) {
     why_not = "--device cpu";
     return nullptr;
@@ -49,18 +77,12 @@ std::unique_ptr<gpu::Context> open_device(const PeOptions& o, const Plan& plan, 
     spdlog::info("running on the CPU: {}", why_not);
     return nullptr;
   }
-  const gpu::DeviceInfo info = gpu::probe();
-  if (!info.available) {
-    why_not = info.why_not;
-  } else {
-    try {
-      auto ctx = gpu::Context::create();
-      spdlog::info("GPU: {} ({:.0f} GiB)", info.name, info.memory_bytes / (1 << 30));
-      return ctx;
-    } catch (const std::exception& e) {
-      why_not = e.what();
-    }
+  DeviceStart d = early.valid() ? early.get() : start_device();
+  if (d.ctx) {
+    spdlog::info("GPU: {} ({:.0f} GiB)", d.name, d.gib);
+    return std::move(d.ctx);
   }
+  why_not = d.why_not;
   if (o.device == "gpu" || o.check)
     spdlog::warn("GPU not available ({}); running on the CPU", why_not);
   else
@@ -125,6 +147,8 @@ void check_bucket(gpu::Context& ctx, int b, const BucketShape& shape,
 int run_pe(const PeOptions& o) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
+  std::future<DeviceStart> early;
+  if (o.device == "gpu" || o.check) early = std::async(std::launch::async, start_device);
   Network net;
   Evidence ev;
   o.net.load(net, ev);
@@ -147,7 +171,7 @@ int run_pe(const PeOptions& o) {
   if (!impossible.empty()) {
     ln_pr = -INFINITY;
   } else {
-    ctx = open_device(o, plan, why_not_gpu);
+    ctx = open_device(o, plan, early, why_not_gpu);
     t_dev = clock::now();
     RunOptions ro;
     ro.threads = o.net.threads;
@@ -164,8 +188,9 @@ int run_pe(const PeOptions& o) {
     } else if (ctx && o.device != "cpu") {
       ln_pr = gpu::run_plan_gpu(plan, *ctx, ro, &gpu_report);
       device = gpu_report.cpu_buckets == 0 ? "gpu" : gpu_report.gpu_buckets == 0 ? "cpu" : "gpu+cpu";
-      spdlog::info("{} buckets on the GPU ({} cached, {} plain), {} on the CPU", gpu_report.gpu_buckets,
-                   gpu_report.cached_buckets, gpu_report.plain_buckets, gpu_report.cpu_buckets);
+      spdlog::info("{} buckets on the GPU ({} cached, {} plain), {} on the CPU ({} of them small "
+                   "with all inputs on the host)", gpu_report.gpu_buckets, gpu_report.cached_buckets,
+                   gpu_report.plain_buckets, gpu_report.cpu_buckets, gpu_report.small_on_cpu);
     } else {
       ln_pr = run_plan(plan, ro);
     }
@@ -195,6 +220,7 @@ int run_pe(const PeOptions& o) {
       nlohmann::json g = {{"name", ctx->name()},
                           {"buckets_gpu", gpu_report.gpu_buckets},
                           {"buckets_cpu", gpu_report.cpu_buckets},
+                          {"buckets_cpu_small", gpu_report.small_on_cpu},
                           {"cached", gpu_report.cached_buckets},
                           {"plain", gpu_report.plain_buckets}};
       nlohmann::json why = nlohmann::json::array();

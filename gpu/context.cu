@@ -87,19 +87,19 @@ class CudaContext final : public Context {
   ~CudaContext() override {
     // Destructors must not throw: errors here are ignored on purpose.
     cudaDeviceSynchronize();
-    for (auto& [h, b] : live_) cudaFree(b.ptr);
+    for (auto& [h, b] : live_)
+      if (!b.small) cudaFree(b.ptr);
     for (auto& [bytes, p] : free_) cudaFree(p);
     for (auto& pe : pending_) {
-      cudaFree(pe.ptr);
+      if (!pe.small) cudaFree(pe.ptr);
       for (auto e : pe.events) cudaEventDestroy(e);
     }
+    for (void* p : slabs_) cudaFree(p);
+    for (void* p : dev_chunks_) cudaFree(p);
+    for (void* p : host_chunks_) cudaFreeHost(p);
     for (auto e : event_pool_) cudaEventDestroy(e);
-    for (auto& [k, pol] : policies_) {
-      if (!pol->dev) continue;
-      cudaFree(pol->dev);
-      cudaFreeHost(pol->host);
-      cudaEventDestroy(pol->ready);
-    }
+    for (auto& [k, pol] : policies_)
+      if (pol->ready) cudaEventDestroy(pol->ready);
     for (auto& s : scratch_) cudaFree(s.first);
     for (auto s : streams_) cudaStreamDestroy(s);
   }
@@ -125,7 +125,7 @@ class CudaContext final : public Context {
     std::lock_guard lock(mu_);
     auto it = live_.find(h);
     if (it == live_.end()) return;
-    Pending pe{it->second.ptr, it->second.bytes, {}};
+    Pending pe{it->second.ptr, it->second.bytes, it->second.small, {}};
     for (auto s : streams_) {
       cudaEvent_t e = take_event();
       CUDA_CHECK(cudaEventRecord(e, s));
@@ -139,9 +139,10 @@ class CudaContext final : public Context {
     std::lock_guard lock(mu_);
     std::size_t f = 0, t = 0;
     CUDA_CHECK(cudaMemGetInfo(&f, &t));
-    double cached = 0;
+    double cached = slab_left_;
     for (auto& [bytes, p] : free_) cached += static_cast<double>(bytes);
     for (auto& pe : pending_) cached += static_cast<double>(pe.bytes);
+    for (auto& [cls, list] : small_free_) cached += static_cast<double>(cls) * list.size();
     return static_cast<double>(f) + cached;
   }
 
@@ -226,8 +227,8 @@ class CudaContext final : public Context {
     if (s < 0) return pe;
     if (!pe.dev) {
       const std::size_t bytes = std::max<std::size_t>(table_image_bytes(pe.p), 16);
-      CUDA_CHECK(cudaMalloc(&pe.dev, bytes));
-      CUDA_CHECK(cudaMallocHost(&pe.host, bytes));
+      pe.dev = arena(bytes, dev_chunks_, dev_left_, dev_next_, false);
+      pe.host = arena(bytes, host_chunks_, host_left_, host_next_, true);
       pe.t = write_table_image(pe.p, pe.host, pe.dev);
       CUDA_CHECK(cudaMemcpyAsync(pe.dev, pe.host, bytes, cudaMemcpyHostToDevice, stream(s)));
       CUDA_CHECK(cudaEventCreateWithFlags(&pe.ready, cudaEventDisableTiming));
@@ -252,33 +253,42 @@ class CudaContext final : public Context {
 
   std::mutex& mutex() { return mu_; }
 
-  // Raw device buffers for run_host_bucket (outside the handle space).
+  // Tables of up to 1 MiB come from power-of-two classes carved out of 64 MiB slabs (a plan
+  // allocates hundreds of small tables: one cudaMalloc each would cost more than the kernels);
+  // larger ones are cudaMalloc'ed and cached best-fit. Released memory is reused only after every
+  // stream has passed the release (see release()).
   Handle alloc_bytes(std::size_t bytes) {
-    bytes = (bytes + 255) / 256 * 256;
+    constexpr std::size_t kSmallMax = std::size_t{1} << 20, kSlab = std::size_t{64} << 20;
     sweep();
-    void* p = take_free(bytes);
-    if (!p) {
-      cudaError_t e = cudaMalloc(&p, bytes);
-      if (e != cudaSuccess) {
-        cudaGetLastError();
-        // give the cache back and try once more before giving up
-        CUDA_CHECK(cudaDeviceSynchronize());
-        sweep();
-        for (auto& [b, q] : free_) CUDA_CHECK(cudaFree(q));
-        free_.clear();
-        e = cudaMalloc(&p, bytes);
-        if (e != cudaSuccess) {
-          cudaGetLastError();
-          std::size_t f = 0, t = 0;
-          cudaMemGetInfo(&f, &t);
-          throw ResourceError("GPU memory full: cannot allocate " + std::to_string(bytes >> 20) +
-                              " MiB (" + std::to_string(f >> 20) + " MiB free of " +
-                              std::to_string(t >> 20) + " MiB)");
+    void* p = nullptr;
+    bool small = false;
+    if (bytes <= kSmallMax) {
+      small = true;
+      std::size_t cls = 256;
+      while (cls < bytes) cls <<= 1;
+      bytes = cls;
+      auto& list = small_free_[cls];
+      if (!list.empty()) {
+        p = list.back();
+        list.pop_back();
+      } else {
+        if (slab_left_ < cls) {
+          void* slab = device_malloc(kSlab);
+          slabs_.push_back(slab);
+          slab_next_ = static_cast<char*>(slab);
+          slab_left_ = kSlab;
         }
+        p = slab_next_;
+        slab_next_ += cls;
+        slab_left_ -= cls;
       }
+    } else {
+      bytes = (bytes + 4095) / 4096 * 4096;
+      p = take_free(bytes);
+      if (!p) p = device_malloc(bytes);
     }
     const Handle h = next_handle_++;
-    live_[h] = {p, bytes};
+    live_[h] = {p, bytes, small};
     return h;
   }
 
@@ -286,12 +296,60 @@ class CudaContext final : public Context {
   struct Block {
     void* ptr;
     std::size_t bytes;
+    bool small;
   };
   struct Pending {
     void* ptr;
     std::size_t bytes;
+    bool small;
     std::vector<cudaEvent_t> events;
   };
+
+  // cudaMalloc; when the device is full, gives the cached large blocks back and tries again.
+  void* device_malloc(std::size_t bytes) {
+    void* p = nullptr;
+    cudaError_t e = cudaMalloc(&p, bytes);
+    if (e == cudaSuccess) return p;
+    cudaGetLastError();
+    CUDA_CHECK(cudaDeviceSynchronize());
+    sweep();
+    for (auto& [b, q] : free_) CUDA_CHECK(cudaFree(q));
+    free_.clear();
+    e = cudaMalloc(&p, bytes);
+    if (e == cudaSuccess) return p;
+    cudaGetLastError();
+    std::size_t f = 0, t = 0;
+    cudaMemGetInfo(&f, &t);
+    throw ResourceError("GPU memory full: cannot allocate " + std::to_string(bytes >> 20) +
+                        " MiB (" + std::to_string(f >> 20) + " MiB free of " +
+                        std::to_string(t >> 20) + " MiB)");
+  }
+
+  // Bump allocation for policy tables, which live as long as the context: 16-byte aligned
+  // pieces of 8 MiB chunks (pinned host or device), a dedicated chunk for larger images.
+  void* arena(std::size_t bytes, std::vector<void*>& chunks, std::size_t& left, char*& next,
+              bool host) {
+    constexpr std::size_t kChunk = std::size_t{8} << 20;
+    bytes = (bytes + 15) / 16 * 16;
+    auto get = [&](std::size_t n) {
+      void* p = nullptr;
+      if (host)
+        CUDA_CHECK(cudaMallocHost(&p, n));
+      else
+        p = device_malloc(n);
+      chunks.push_back(p);
+      return p;
+    };
+    if (bytes > kChunk / 4) return get(bytes);
+    if (left < bytes) {
+      next = static_cast<char*>(get(kChunk));
+      left = kChunk;
+    }
+    void* p = next;
+    next += bytes;
+    left -= bytes;
+    return p;
+  }
 
   cudaEvent_t take_event() {
     if (event_pool_.empty()) {
@@ -318,7 +376,10 @@ class CudaContext final : public Context {
       }
       if (done) {
         for (auto e : it->events) event_pool_.push_back(e);
-        free_.emplace(it->bytes, it->ptr);
+        if (it->small)
+          small_free_[it->bytes].push_back(it->ptr);
+        else
+          free_.emplace(it->bytes, it->ptr);
         it = pending_.erase(it);
       } else {
         ++it;
@@ -352,6 +413,12 @@ class CudaContext final : public Context {
   std::mutex mu_;
   std::unordered_map<Handle, Block> live_;
   std::multimap<std::size_t, void*> free_;
+  std::map<std::size_t, std::vector<void*>> small_free_;  // by class
+  std::vector<void*> slabs_, dev_chunks_, host_chunks_;
+  char* slab_next_ = nullptr;
+  std::size_t slab_left_ = 0;
+  char *dev_next_ = nullptr, *host_next_ = nullptr;
+  std::size_t dev_left_ = 0, host_left_ = 0;
   std::vector<Pending> pending_;
   std::vector<cudaEvent_t> event_pool_, recycle_;
   std::unordered_map<std::string, std::unique_ptr<PolicyEntry>> policies_;

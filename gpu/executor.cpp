@@ -24,15 +24,17 @@ std::vector<std::vector<int>> bucket_scopes(const Plan& plan, int b) {
 }  // namespace
 
 double run_plan_gpu(const Plan& plan, Context& ctx, const RunOptions& opt,
-                    DeviceRunReport* report) {
+                    DeviceRunReport* report, const DeviceRunOptions& dev) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto& buckets = plan.tree.buckets;
   const int nb = static_cast<int>(buckets.size());
   DeviceRunReport rep;
+  if (nb == 0) return plan.model.log_constant();
 
-  // pass 1: where each bucket runs. A bucket goes to the CPU when no kernel takes it or when
-  // the tables it needs on the device (its output, its factors, children computed on the CPU)
-  // would not fit next to the tables still alive there.
+  // pass 1: where each bucket runs. A bucket goes to the CPU when it is small and none of its
+  // inputs is on the GPU, when no kernel takes it, or when the tables it needs on the device
+  // (its output, its factors, children computed on the CPU) would not fit next to the tables
+  // still alive there.
   std::vector<char> on_gpu(nb, 0);
   std::vector<std::int64_t> out_size(nb);
   const double budget = 0.9 * ctx.free_bytes();
@@ -40,6 +42,12 @@ double run_plan_gpu(const Plan& plan, Context& ctx, const RunOptions& opt,
   for (int b = 0; b < nb; ++b) {
     const BucketShape shape = bucket_shape(plan, b);
     out_size[b] = shape.output_size();
+    bool child_on_gpu = false;
+    for (int c : buckets[b].children) child_on_gpu = child_on_gpu || on_gpu[c];
+    if (!child_on_gpu && std::exp2(buckets[b].log2_states) < dev.min_gpu_states) {
+      ++rep.small_on_cpu;
+      continue;  // small, and nothing of it on the device yet: the CPU is quicker
+    }
     const auto scopes = bucket_scopes(plan, b);
     std::string why;
     try {

@@ -12,8 +12,14 @@
 
 namespace kinfer::gpu {
 
+struct DeviceRunOptions {
+  // A bucket smaller than this (states) whose inputs are all on the host runs on the CPU: there
+  // it takes microseconds, less than the launch and the copies would. 0: every bucket on the GPU.
+  double min_gpu_states = 32768;
+};
+
 struct DeviceRunReport {
-  int gpu_buckets = 0, cpu_buckets = 0;
+  int gpu_buckets = 0, cpu_buckets = 0, small_on_cpu = 0;
   int cached_buckets = 0, plain_buckets = 0;
   std::vector<std::pair<int, std::string>> on_cpu;  // bucket, why it ran on the CPU
   double seconds = 0;
@@ -21,6 +27,6 @@ struct DeviceRunReport {
 
 // Returns ln P(e) like run_plan. `opt.threads` is used for the CPU buckets.
 double run_plan_gpu(const Plan& plan, Context& ctx, const RunOptions& opt = {},
-                    DeviceRunReport* report = nullptr);
+                    DeviceRunReport* report = nullptr, const DeviceRunOptions& dev = {});
 
 }  // namespace kinfer::gpu

@@ -336,6 +336,9 @@ Policy cached_policy(const BucketLayout& lay, const DeviceLimits& lim, int eb) {
   const std::int64_t want_blocks = std::int64_t{2} * lim.sm_count * per_sm;
   p.pages_per_block = static_cast<int>(std::clamp<std::int64_t>(p.n_pages / want_blocks, 1, 64));
   p.blocks = ceil_div(p.n_pages, p.pages_per_block);
+  const double useful = static_cast<double>(std::min<std::int64_t>(p.P * G, p.threads));
+  p.resident_threads = per_sm * useful;
+  p.launch_threads = static_cast<double>(p.blocks) * useful;
   // pass 4: tables. Cached inputs are read as cache[s * pitch + lo]; others from global memory.
   std::vector<std::int32_t> sidx;
   fill_offsets(lay, lay.k, nv_of(lay), lay.nf, p.nfp, sidx);
@@ -403,24 +406,31 @@ Policy make_policy(const BucketLayout& lay, Variant want, const DeviceLimits& li
         if (sel) *sel = {Variant::plain, e.what()};
         return p;
       }
-      constexpr double kMinReuse = 8;      // staged element used at least this often
-      constexpr double kMinHit = 0.5;      // at least half the loads from shared memory
-      constexpr std::int64_t kMinM = 8;    // summed configurations per output
-      if (lay.M < kMinM) {
-        w << "M=" << lay.M << " < " << kMinM << ": too little work per output to amortize staging";
-        p = plain_policy(lay, lim);
-        s = {Variant::plain, w.str()};
-      } else if (c.hit_fraction < kMinHit) {
-        w << "only " << c.hit_fraction * 100 << "% of loads would hit the cache";
-        p = plain_policy(lay, lim);
-        s = {Variant::plain, w.str()};
-      } else if (c.min_reuse < kMinReuse) {
-        w << "staged data reused only " << c.min_reuse << " times";
+      // Thresholds from bench/gpu on an H200 (docs/perf-notes.md, run 1): the cache lost on
+      // every bucket whose staged values were used fewer than 3 times, whose blocks left an
+      // SM with fewer than 512 working threads (large segments, tiny pages), or whose launch
+      // could not fill the device; with reuse 3-4 it won only at near-full occupancy.
+      constexpr double kMinReuse = 3, kGoodReuse = 5;
+      constexpr double kMinResident = 512, kFullResident = 1536;
+      const double fill = static_cast<double>(lim.sm_count) * kMinResident;
+      if (c.min_reuse < kMinReuse) {
+        w << "staged values would be used only " << c.min_reuse << " times (< " << kMinReuse << ")";
+      } else if (c.resident_threads < kMinResident) {
+        w << "the cache leaves " << c.resident_threads << " working threads per SM (< "
+          << kMinResident << "): segments too large for the page";
+      } else if (c.launch_threads < fill) {
+        w << "the cached launch has " << c.launch_threads << " working threads, too few to fill "
+          << lim.sm_count << " SMs";
+      } else if (c.min_reuse < kGoodReuse && c.resident_threads < kFullResident) {
+        w << "staged values used " << c.min_reuse << " times at " << c.resident_threads
+          << " threads per SM: not enough to pay for staging";
+      }
+      if (!w.str().empty()) {
         p = plain_policy(lay, lim);
         s = {Variant::plain, w.str()};
       } else {
-        w << c.hit_fraction * 100 << "% of loads from shared memory, each staged value reused "
-          << c.min_reuse << "+ times, M=" << lay.M;
+        w << c.hit_fraction * 100 << "% of loads from shared memory, staged values used "
+          << c.min_reuse << "+ times, " << c.resident_threads << " threads per SM";
         p = std::move(c);
         s = {Variant::cached, w.str()};
       }

@@ -83,6 +83,8 @@ struct Policy {
   std::vector<int> seg_off, seg_size, pitch;  // in elements; pitch: odd row length of a segment
   double hit_fraction = 0;          // element loads served from shared memory
   double min_reuse = 0;             // least uses per staged element over the cached inputs
+  double resident_threads = 0;      // threads with an output that one SM holds at once
+  double launch_threads = 0;        // threads with an output in the whole launch
   // tables (host copies; uploaded once per shape)
   std::vector<std::int32_t> out_lo;   // [P][nip]   global offset of a page-local output
   std::vector<std::int64_t> out_hi;   // [n_pages][nip]   ("PageOffsets")

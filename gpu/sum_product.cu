@@ -61,36 +61,57 @@ struct KernelArgs {
   int pages_per_block, sum_table_offset;
 };
 
-// exp(x) for x <= 0 (x may be -inf or NaN from -inf - -inf: both clamp to a negligible
-// 2^-1021): the CPU kernel's polynomial (degree 13, < 1e-17 relative), so both backends agree
-// to rounding.
-__device__ __forceinline__ double expneg(double x) {
+// 2^(j/64), j = 0..63, correctly rounded: the table of the double-precision exp below.
+__constant__ double c_exp2_64[64] = {
+    0x1.0000000000000p+0, 0x1.02c9a3e778061p+0, 0x1.059b0d3158574p+0, 0x1.0874518759bc8p+0,
+    0x1.0b5586cf9890fp+0, 0x1.0e3ec32d3d1a2p+0, 0x1.11301d0125b51p+0, 0x1.1429aaea92de0p+0,
+    0x1.172b83c7d517bp+0, 0x1.1a35beb6fcb75p+0, 0x1.1d4873168b9aap+0, 0x1.2063b88628cd6p+0,
+    0x1.2387a6e756238p+0, 0x1.26b4565e27cddp+0, 0x1.29e9df51fdee1p+0, 0x1.2d285a6e4030bp+0,
+    0x1.306fe0a31b715p+0, 0x1.33c08b26416ffp+0, 0x1.371a7373aa9cbp+0, 0x1.3a7db34e59ff7p+0,
+    0x1.3dea64c123422p+0, 0x1.4160a21f72e2ap+0, 0x1.44e086061892dp+0, 0x1.486a2b5c13cd0p+0,
+    0x1.4bfdad5362a27p+0, 0x1.4f9b2769d2ca7p+0, 0x1.5342b569d4f82p+0, 0x1.56f4736b527dap+0,
+    0x1.5ab07dd485429p+0, 0x1.5e76f15ad2148p+0, 0x1.6247eb03a5585p+0, 0x1.6623882552225p+0,
+    0x1.6a09e667f3bcdp+0, 0x1.6dfb23c651a2fp+0, 0x1.71f75e8ec5f74p+0, 0x1.75feb564267c9p+0,
+    0x1.7a11473eb0187p+0, 0x1.7e2f336cf4e62p+0, 0x1.82589994cce13p+0, 0x1.868d99b4492edp+0,
+    0x1.8ace5422aa0dbp+0, 0x1.8f1ae99157736p+0, 0x1.93737b0cdc5e5p+0, 0x1.97d829fde4e50p+0,
+    0x1.9c49182a3f090p+0, 0x1.a0c667b5de565p+0, 0x1.a5503b23e255dp+0, 0x1.a9e6b5579fdbfp+0,
+    0x1.ae89f995ad3adp+0, 0x1.b33a2b84f15fbp+0, 0x1.b7f76f2fb5e47p+0, 0x1.bcc1e904bc1d2p+0,
+    0x1.c199bdd85529cp+0, 0x1.c67f12e57d14bp+0, 0x1.cb720dcef9069p+0, 0x1.d072d4a07897cp+0,
+    0x1.d5818dcfba487p+0, 0x1.da9e603db3285p+0, 0x1.dfc97337b9b5fp+0, 0x1.e502ee78b3ff6p+0,
+    0x1.ea4afa2a490dap+0, 0x1.efa1bee615a27p+0, 0x1.f50765b6e4540p+0, 0x1.fa7c1819e90d8p+0,
+};
+
+// Each block copies the table to shared memory once; the exp reads it with a per-lane index.
+__device__ __forceinline__ void load_exp_table(double* s) {
+  for (int i = threadIdx.x; i < 64; i += blockDim.x) s[i] = c_exp2_64[i];
+}
+
+// exp(x) for x <= 0 (x may be -inf, or NaN from -inf - -inf: both clamp to a negligible
+// 2^-1021). Table method: x = (64 e + j) ln2/64 + r with |r| <= ln2/128, so
+// exp(x) = 2^e * 2^(j/64) * p(r) with p of degree 5 (truncation < 4e-17 relative): 10
+// double operations instead of the 19 of a plain degree-13 polynomial, within 2 ulp.
+__device__ __forceinline__ double expneg(double x, const double* tab) {
   x = fmax(x, -708.0);
   const double shifter = 6755399441055744.0;  // 1.5 * 2^52: adding it rounds to an integer
-  const double t = fma(x, 1.4426950408889634, shifter);
-  const double n = t - shifter;
-  double r = fma(n, -6.93147180559945286227e-01, x);
-  r = fma(n, -2.319046813846299558e-17, r);
-  double p = 1.0 / 6227020800.0;
-  p = fma(p, r, 1.0 / 479001600.0);
-  p = fma(p, r, 1.0 / 39916800.0);
-  p = fma(p, r, 1.0 / 3628800.0);
-  p = fma(p, r, 1.0 / 362880.0);
-  p = fma(p, r, 1.0 / 40320.0);
-  p = fma(p, r, 1.0 / 5040.0);
-  p = fma(p, r, 1.0 / 720.0);
-  p = fma(p, r, 1.0 / 120.0);
+  const double t = fma(x, 92.332482616893658, shifter);  // 64 / ln2
+  const double kd = t - shifter;
+  double r = fma(kd, -0.010830424696249145, x);  // ln2 / 64, high part (fma: exact product)
+  r = fma(kd, -3.623510646634843e-19, r);        // low part
+  double p = 1.0 / 120.0;
   p = fma(p, r, 1.0 / 24.0);
   p = fma(p, r, 1.0 / 6.0);
   p = fma(p, r, 0.5);
   p = fma(p, r, 1.0);
   p = fma(p, r, 1.0);
-  const int ni = __double2loint(t);  // the low word of t holds n
-  return p * __hiloint2double((ni + 1023) << 20, 0);
+  const int k = __double2loint(t);  // the low word of t holds k = round(x * 64 / ln2) <= 0
+  const double s = tab[k & 63];     // 2^(j/64) in [1, 2)
+  // times 2^(k >> 6) through the exponent field (k >= -65376: the result stays normal)
+  const double scale = __hiloint2double(__double2hiint(s) + ((k >> 6) << 20), __double2loint(s));
+  return p * scale;
 }
 
 // Single precision: the special-function unit (ex2.approx), as paper 000 section 7.2.4 used.
-__device__ __forceinline__ float expneg(float x) { return __expf(fmaxf(x, -100.0f)); }
+__device__ __forceinline__ float expneg(float x, const double*) { return __expf(fmaxf(x, -100.0f)); }
 
 __device__ __forceinline__ double neg_inf(double) { return -INFINITY; }
 __device__ __forceinline__ float neg_inf(float) { return -INFINITY; }
@@ -99,17 +120,17 @@ __device__ __forceinline__ float log_of(float x) { return logf(x); }
 
 // Adds one term: the smaller of (running max, x) is shifted by the larger, one exp per term.
 template <class T>
-__device__ __forceinline__ void lse_add(T& mx, T& acc, T x) {
+__device__ __forceinline__ void lse_add(T& mx, T& acc, T x, const double* tab) {
   const T hi = fmax(mx, x), lo = fmin(mx, x);
-  const T e = expneg(lo - hi);
+  const T e = expneg(lo - hi, tab);
   acc = x > mx ? fma(acc, e, T(1)) : acc + e;
   mx = hi;
 }
 
 template <class T>
-__device__ __forceinline__ void lse_merge(T& mx, T& acc, T mx2, T acc2) {
+__device__ __forceinline__ void lse_merge(T& mx, T& acc, T mx2, T acc2, const double* tab) {
   const T hi = fmax(mx, mx2), lo = fmin(mx, mx2);
-  const T e = expneg(lo - hi);
+  const T e = expneg(lo - hi, tab);
   acc = mx2 > mx ? fma(acc, e, acc2) : fma(acc2, e, acc);
   mx = hi;
 }
@@ -121,11 +142,11 @@ __device__ __forceinline__ T lse_value(T mx, T acc) {
 
 // Lanes 2^log2 apart... merge within groups of G consecutive lanes (butterfly).
 template <class T>
-__device__ __forceinline__ void lanes_merge(T& mx, T& acc, int G) {
+__device__ __forceinline__ void lanes_merge(T& mx, T& acc, int G, const double* tab) {
   for (int d = G >> 1; d > 0; d >>= 1) {
     const T mx2 = __shfl_xor_sync(kFull, mx, d);
     const T acc2 = __shfl_xor_sync(kFull, acc, d);
-    lse_merge(mx, acc, mx2, acc2);
+    lse_merge(mx, acc, mx2, acc2, tab);
   }
 }
 
@@ -158,8 +179,10 @@ __device__ __forceinline__ T const_part(const KernelArgs<T>& a, int nf, const in
 
 // ---- plain: global loads through L1/L2 ----
 template <class T, int NF>
-__global__ void __launch_bounds__(256, 2) plain_kernel(const __grid_constant__ KernelArgs<T> a) {
+__global__ void __launch_bounds__(256, NF <= 3 ? 4 : NF <= 6 ? 3 : 2) plain_kernel(const __grid_constant__ KernelArgs<T> a) {
   extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ double tab[64];
+  load_exp_table(tab);
   int* sumtab = reinterpret_cast<int*>(smem);
   const int rows = a.Mi * a.nfp;
   for (int i = threadIdx.x; i < rows; i += blockDim.x) sumtab[i] = __ldg(a.sum_lo + i);
@@ -205,12 +228,12 @@ __global__ void __launch_bounds__(256, 2) plain_kernel(const __grid_constant__ K
           T x = c;
 #pragma unroll
           for (int f = 0; f < NF; ++f) x += __ldg(r[f] + idx[f]);
-          lse_add(mx, acc, x);
+          lse_add(mx, acc, x, tab);
         }
       }
     }
   }
-  lanes_merge(mx, acc, G);
+  lanes_merge(mx, acc, G, tab);
   if (active && g == 0) {
     if (a.splits == 1) {
       a.out[o] = lse_value(mx, acc);
@@ -225,27 +248,32 @@ __global__ void __launch_bounds__(256, 2) plain_kernel(const __grid_constant__ K
 template <class T>
 __global__ void combine_kernel(const T* __restrict__ partial, T* __restrict__ out,
                                unsigned n_out, int splits) {
+  __shared__ double tab[64];
+  load_exp_table(tab);
+  __syncthreads();
   const unsigned warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
   if (warp >= n_out) return;  // whole warps leave together
   T mx = neg_inf(T(0)), acc = 0;
   for (int s = lane; s < splits; s += 32) {
     const long long i = 2 * (static_cast<long long>(s) * n_out + warp);
-    lse_merge(mx, acc, partial[i], partial[i + 1]);
+    lse_merge(mx, acc, partial[i], partial[i + 1], tab);
   }
-  lanes_merge(mx, acc, 32);
+  lanes_merge(mx, acc, 32, tab);
   if (lane == 0) out[warp] = lse_value(mx, acc);
 }
 
 // ---- cached: the software-managed cache ----
 template <class T, int NF, bool ALL_CACHED>
-__global__ void __launch_bounds__(256, 2) cached_kernel(const __grid_constant__ KernelArgs<T> a) {
+__global__ void __launch_bounds__(256, 4) cached_kernel(const __grid_constant__ KernelArgs<T> a) {
   extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ double tab[64];
+  load_exp_table(tab);
   T* cache = reinterpret_cast<T*>(smem);
   int* sumtab = reinterpret_cast<int*>(smem + a.sum_table_offset);
   const int rows = a.Mi * a.nfp;
   for (int i = threadIdx.x; i < rows; i += blockDim.x) sumtab[i] = __ldg(a.sum_lo + i);
-  // (made visible by the barrier after the first page's staging: every block stages first)
+  // (both made visible by the barrier after the first page's staging: every block stages first)
   const int G = 1 << a.lanes_log2;
   const int g = threadIdx.x & (G - 1);
   const int item0 = threadIdx.x >> a.lanes_log2;
@@ -295,10 +323,10 @@ __global__ void __launch_bounds__(256, 2) cached_kernel(const __grid_constant__ 
           T x = c;
 #pragma unroll
           for (int f = 0; f < NF; ++f) x += q[f][idx[f]];
-          lse_add(mx, acc, x);
+          lse_add(mx, acc, x, tab);
         }
       }
-      lanes_merge(mx, acc, G);
+      lanes_merge(mx, acc, G, tab);
       if (active && g == 0) a.out[page * a.P + ol] = lse_value(mx, acc);
     }
   }
@@ -348,6 +376,9 @@ __device__ __forceinline__ float flip(float v) { return __int_as_float(__float_a
 
 template <class T, int NF>
 __global__ void __launch_bounds__(256) ceiling_kernel(T* out, int iters, T seed) {
+  __shared__ double tab[64];
+  load_exp_table(tab);
+  __syncthreads();
   T v[NF];
 #pragma unroll
   for (int f = 0; f < NF; ++f) v[f] = seed * (threadIdx.x % 7 + f + 1);
@@ -360,7 +391,7 @@ __global__ void __launch_bounds__(256) ceiling_kernel(T* out, int iters, T seed)
       x += v[f];
       v[f] = flip(v[f]);
     }
-    lse_add(mx, acc, x);
+    lse_add(mx, acc, x, tab);
   }
   out[blockIdx.x * blockDim.x + threadIdx.x] = lse_value(mx, acc);
 }

@@ -41,7 +41,7 @@ if [[ $MODE == quick || $MODE == full || $MODE == bench ]]; then
   timeout $(t 60) "$B/bench/gpu/bucket_bench" --ceilings --out "$W/ceilings.tsv" > "$W/ceilings.log" 2>&1
   log "ceilings rc=$?"; cat "$W/ceilings.log" | tee -a "$W/summary.txt"
   NRAND=240; [[ $MODE == quick ]] && NRAND=120
-  timeout $(t 300) "$B/bench/gpu/bucket_bench" --random $NRAND --min-log2 10 --max-log2 27 \
+  timeout $(t 300) "$B/bench/gpu/bucket_bench" --random $NRAND --min-log2 10 --max-log2 28 \
     --threads $THREADS --out "$W/random.tsv" > "$W/random.log" 2>&1
   log "random buckets rc=$? ($(($(wc -l < "$W/random.tsv") - 1)) rows)"
 fi
