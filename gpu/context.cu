@@ -76,7 +76,7 @@ class CudaContext final : public Context {
     CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device_));
     lim_.sm_count = prop_.multiProcessorCount;
     lim_.max_threads_per_sm = prop_.maxThreadsPerMultiProcessor;
-    lim_.shared_per_block = optin;
+    lim_.shared_per_block = optin - kStaticShared;
     lim_.shared_per_sm = static_cast<int>(prop_.sharedMemPerMultiprocessor);
     streams_.resize(kStreams);
     // non-blocking: no implicit ordering with the legacy default stream

@@ -284,7 +284,7 @@ Policy cached_policy(const BucketLayout& lay, const DeviceLimits& lim, int eb) {
   CacheCandidate best;
   double best_occ = 0;
   for (int share : {4, 2, 1}) {
-    const int budget = std::min(lim.shared_per_block, lim.shared_per_sm / share - 1024) - sum_table;
+    const int budget = std::min(lim.shared_per_block, lim.shared_per_sm / share - lim.block_overhead) - sum_table;
     if (budget <= 0) continue;
     std::int64_t P = 1;
     for (int pv = 0; pv <= lay.k; ++pv) {
@@ -297,7 +297,7 @@ Policy cached_policy(const BucketLayout& lay, const DeviceLimits& lim, int eb) {
       if (!c.ok) continue;
       const int threads = static_cast<int>(std::min<std::int64_t>(256, std::max<std::int64_t>(32, round_up(static_cast<int>(std::min<std::int64_t>(P * G, 1 << 20)), 32))));
       const int smem = c.seg_bytes + sum_table;
-      const int by_smem = lim.shared_per_sm / (smem + 1024);
+      const int by_smem = lim.shared_per_sm / (smem + lim.block_overhead);
       const int by_threads = lim.max_threads_per_sm / threads;
       // useful resident threads: idle lanes of a too-large block do not count
       const double occ = static_cast<double>(std::min({by_smem, by_threads, 32})) *
@@ -331,7 +331,7 @@ Policy cached_policy(const BucketLayout& lay, const DeviceLimits& lim, int eb) {
   p.shared_bytes = p.sum_table_offset + sum_table;
   // pass 3: block shape; pages per block as long as the device still gets two waves of blocks
   p.threads = static_cast<int>(std::min<std::int64_t>(256, std::max<std::int64_t>(32, round_up(static_cast<int>(std::min<std::int64_t>(p.P * G, 1 << 20)), 32))));
-  const int per_sm = std::max(1, std::min({lim.shared_per_sm / (p.shared_bytes + 1024),
+  const int per_sm = std::max(1, std::min({lim.shared_per_sm / (p.shared_bytes + lim.block_overhead),
                                            lim.max_threads_per_sm / p.threads, 32}));
   const std::int64_t want_blocks = std::int64_t{2} * lim.sm_count * per_sm;
   p.pages_per_block = static_cast<int>(std::clamp<std::int64_t>(p.n_pages / want_blocks, 1, 64));

@@ -22,6 +22,7 @@ namespace kinfer::gpu {
 
 constexpr int kMaxInputs = 16;   // input tables one kernel launch takes
 constexpr int kMaxVarying = 8;   // inputs that vary with the summed variables (template cases)
+constexpr int kStaticShared = 512;  // static shared memory of every kernel (the exp table)
 
 // n / d for 0 <= n < 2^31 with a multiply and a shift (Granlund-Montgomery, round-up variant).
 struct FastDiv {
@@ -38,8 +39,9 @@ struct FastDiv {
 struct DeviceLimits {
   int sm_count = 132;
   int max_threads_per_sm = 2048;
-  int shared_per_block = 227 * 1024;  // dynamic shared memory a block may opt into
+  int shared_per_block = 227 * 1024 - kStaticShared;  // dynamic shared memory a block may opt into
   int shared_per_sm = 228 * 1024;
+  int block_overhead = 1024 + kStaticShared;  // per resident block: reserved + static shared
 };
 
 // The bucket's index space, independent of the kernel variant.

@@ -83,6 +83,7 @@ __constant__ double c_exp2_64[64] = {
 
 // Each block copies the table to shared memory once; the exp reads it with a per-lane index.
 __device__ __forceinline__ void load_exp_table(double* s) {
+  static_assert(sizeof(c_exp2_64) == kStaticShared, "the planner reserves this much static shared memory");
   for (int i = threadIdx.x; i < 64; i += blockDim.x) s[i] = c_exp2_64[i];
 }
 
@@ -332,15 +333,29 @@ __global__ void __launch_bounds__(256, 4) cached_kernel(const __grid_constant__ 
   }
 }
 
+int max_dynamic_shared() {
+  static const int value = [] {
+    int dev = 0, max_optin = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&max_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    return max_optin - kStaticShared;
+  }();
+  return value;
+}
+
 template <class K>
 void allow_shared(K kernel, int bytes, std::once_flag& flag) {
+  // opt in to all the dynamic shared memory the device allows next to the static exp table
   std::call_once(flag, [&] {
     int dev = 0, max_optin = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&max_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_optin));
+    cudaFuncAttributes attr{};
+    CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    max_optin - static_cast<int>(attr.sharedSizeBytes)));
   });
-  (void)bytes;
+  if (bytes > max_dynamic_shared()) throw std::invalid_argument("policy needs more shared memory than a block gets");
 }
 
 template <class T, int NF>

@@ -104,6 +104,7 @@ TEST_CASE("GpuPolicy.CachedTablesReproduceBucket", "[gpu]") {
   tight.sm_count = 2;
   tight.shared_per_block = 1200;
   tight.shared_per_sm = 2200;
+  tight.block_overhead = 1024;
   int tested = 0, partial = 0, multi_page = 0;
   for (int i = 0; i < 400; ++i) {
     const RandomBucket b = random_bucket(rng, o);
@@ -145,6 +146,7 @@ TEST_CASE("GpuPolicy.KnapsackPrefersLongLivedSmallSegments", "[gpu]") {
   // budget = shared_per_sm - 1 KiB reserve - the 512-byte sum table = 364 bytes: one segment
   lim.shared_per_sm = 1900;
   lim.shared_per_block = 1900;
+  lim.block_overhead = 1024;
   const Policy p = make_policy(lay, Variant::cached, lim);
   CHECK(p.cached_mask == 2u);
   // f1's segment is refetched only when `a` changes
