@@ -150,18 +150,30 @@ def pyagrum_child(network, evidence_path):
         ev[f"c{i}"] = 1
     for v in ids:
         bn.cpt(v).fillWith(1.0)
+    for v, c in enumerate(card):
+        if c == 1:  # its only state: observing it is exact and keeps it out of the triangulation
+            ev[f"x{v}"] = 0
     t2 = time.perf_counter()
 
     # No ie.setMaxMemory: in 3.3.1 any value makes makeInference throw std::bad_alloc even on
     # small networks; the driver's RLIMIT_AS is the memory bound.
     ie = gum.LazyPropagation(bn)
     ie.setEvidence(ev)
+    jt = ie.junctionTree()  # triangulation; makeInference reuses it
+    t3 = time.perf_counter()
+    # The size of pyAgrum's largest clique explains a memory failure, so print it before trying.
+    clique_log2 = [sum(math.log2(card[int(bn.variable(n).name()[1:])]) for n in jt.clique(c))
+                   for c in jt.nodes()]
+    print(json.dumps({"log2_max_clique": max(clique_log2, default=0.0), "cliques": len(clique_log2),
+                      "log2_sum_cliques": math.log2(sum(2.0 ** x for x in clique_log2) or 1.0)}),
+          flush=True)
+    t4 = time.perf_counter()
     ie.makeInference()
     p = ie.evidenceProbability()
-    t3 = time.perf_counter()
+    t5 = time.perf_counter()
 
     out = {"engine": f"pyAgrum {gum.__version__} LazyPropagation", "threads": gum.getNumberOfThreads(),
-           "parse_s": t1 - t0, "build_s": t2 - t1, "infer_s": t3 - t2, "p_scaled": p,
+           "parse_s": t1 - t0, "build_s": t2 - t1, "infer_s": (t3 - t2) + (t5 - t4), "p_scaled": p,
            "log10_scale": log10_scale}
     if p > 0 and math.isfinite(p):
         out["log10_pr"] = math.log10(p) + log10_scale
@@ -217,7 +229,7 @@ def run_limited(cmd, timeout_s, as_bytes, cwd=None):
 
 
 def last_json(text):
-    """The JSON object a child printed (the last line that parses, or the whole text)."""
+    """The JSON object a child printed (the whole text, or the last line that parses)."""
     try:
         return json.loads(text)
     except ValueError:
@@ -228,6 +240,19 @@ def last_json(text):
         except ValueError:
             continue
     return None
+
+
+def json_lines(text):
+    """Every one-line JSON object a child printed, merged (later lines win)."""
+    merged = {}
+    for line in text.splitlines():
+        try:
+            j = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(j, dict):
+            merged.update(j)
+    return merged
 
 
 def tail(text, n=300):
@@ -369,6 +394,7 @@ def bench_instance(path, args, kinfer, venv_py, refs):
     if j:
         r.update(kind=j["type"], vars=j["variables"], width=j["order"]["width"],
                  log2_max_table=j["order"]["log2_max_table"],
+                 log2_max_clique=j["order"].get("log2_max_clique"),
                  log2_total_state=j["order"]["log2_total_state"],
                  est_peak_mb=j["memory"]["estimated_peak_bytes"] / 1e6,
                  fits=j["fits_memory_limit"])
@@ -395,6 +421,8 @@ def bench_instance(path, args, kinfer, venv_py, refs):
         r["kinfer_plan_s"] = j["timings"]["plan"]
         r["kinfer_log10"] = j["log10_pr"] if isinstance(j["log10_pr"], float) else float("-inf")
         r["kinfer_width"] = j["order"]["width"]
+        r["kinfer_order"] = j["order"].get("heuristic", "")
+        r["kinfer_log2_max_table"] = j["order"]["log2_max_table"]
         r["kinfer_log2_total_state"] = j["order"]["log2_total_state"]
 
     # 3. pyAgrum
@@ -403,7 +431,11 @@ def bench_instance(path, args, kinfer, venv_py, refs):
         py = run_limited(cmd, args.pyagrum_timeout, as_bytes)
         r["pyagrum_wall_s"] = py["wall_s"]
         r["pyagrum_peak_mb"] = py["peak_mb"]
-        j = last_json(py["stdout"]) if py["rc"] == 0 else None
+        partial = json_lines(py["stdout"])  # the junction tree's size comes before inference
+        if "log2_max_clique" in partial:
+            r["pyagrum_log2_max_clique"] = partial["log2_max_clique"]
+            r["pyagrum_log2_sum_cliques"] = partial["log2_sum_cliques"]
+        j = partial if py["rc"] == 0 and "engine" in partial else None
         if py["timed_out"]:
             r["pyagrum_status"] = f"timeout >{args.pyagrum_timeout:g}s"
         elif j is None:
@@ -452,17 +484,20 @@ COLUMNS = [  # (key, header, width, format)
     ("pyagrum_s", "pyAgrum s", 9, ".3f"),
     ("pyagrum_build_s", "(build s)", 9, ".2f"),
     ("pyagrum_peak_mb", "pyAgrum MB", 10, ".0f"),
+    ("pyagrum_log2_max_clique", "pyA log2 clique", 15, ".1f"),
     ("ratio", "ratio", 7, ".1f"),
     ("kinfer_vs_ref", "kinfer=ref", 10, "s"),
     ("pyagrum_vs_ref", "pyAgrum=ref", 11, "s"),
 ]
 
-TSV_KEYS = ["instance", "kind", "vars", "width", "log2_max_table", "log2_total_state",
-            "est_peak_mb", "fits", "kinfer_status", "kinfer_s", "kinfer_plan_s",
-            "kinfer_compute_s", "kinfer_wall_s", "kinfer_peak_mb", "kinfer_log10", "kinfer_width",
-            "kinfer_log2_total_state", "pyagrum_status", "pyagrum_engine", "pyagrum_s",
-            "pyagrum_build_s", "pyagrum_infer_s", "pyagrum_wall_s", "pyagrum_peak_mb",
-            "pyagrum_log10", "ratio", "ref_log10", "kinfer_vs_ref", "pyagrum_vs_ref", "info_error"]
+TSV_KEYS = ["instance", "kind", "vars", "width", "log2_max_table", "log2_max_clique",
+            "log2_total_state", "est_peak_mb", "fits", "kinfer_status", "kinfer_s",
+            "kinfer_plan_s", "kinfer_compute_s", "kinfer_wall_s", "kinfer_peak_mb", "kinfer_log10",
+            "kinfer_order", "kinfer_width", "kinfer_log2_max_table", "kinfer_log2_total_state",
+            "pyagrum_status", "pyagrum_engine", "pyagrum_s", "pyagrum_build_s", "pyagrum_infer_s",
+            "pyagrum_wall_s", "pyagrum_peak_mb", "pyagrum_log2_max_clique",
+            "pyagrum_log2_sum_cliques", "pyagrum_log10", "ratio", "ref_log10", "kinfer_vs_ref",
+            "pyagrum_vs_ref", "info_error"]
 
 
 def fmt(value, spec):
@@ -608,6 +643,18 @@ NOTES = [
     "observed; the moral graph is the Markov network's, so the junction tree is the same. "
     "Dividing by max f keeps pyAgrum's double-precision tables in range; the answer itself "
     "can still overflow or underflow a double, which is reported.",
+    "pyA log2 clique = log2 of the entries of the largest clique of pyAgrum's junction tree "
+    "(its default triangulation, on the same graph; printed before inference, so it is known "
+    "even when inference then runs out of memory). kinfer's log2 max is after evidence "
+    "reduction and its pruning of domain values no factor supports, which pyAgrum does not do; "
+    "on the linkage networks the two together make pyAgrum's largest clique 2^8 to 2^13 times "
+    "kinfer's largest table. Cardinality-1 variables (evidence absorbed in the linkage and "
+    "pedigree1/50 files) are given to pyAgrum as hard evidence on their only state, which is "
+    "exact and keeps them out of its triangulation.",
+    "kinfer's order search is a stochastic search with a time budget (--order-time), so its "
+    "order, and hence its plan, can differ between the `info` run that gives the sizes and the "
+    "`pe` run, all the more under background load; the TSV has both (kinfer_width, "
+    "kinfer_log2_max_table are the pe run's).",
     "Agreement (=ref) is |answer - reference| <= half a unit of the reference's last printed "
     "digit (REFERENCES.tsv).",
     "Both engines use all cores (2 here) and ran one after the other on each instance in the "
