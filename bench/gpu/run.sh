@@ -5,7 +5,9 @@
 # one tarball plus a short summary (the device tool brings back few files).
 #
 # usage, from the repository root on the GPU machine, after bundle-for-device:
-#   bench/gpu/run.sh BUNDLE OUT [quick|full|tests|bench|e2e]
+#   bench/gpu/run.sh BUNDLE OUT [quick|full|tests|bench|e2e|heavy]
+# heavy: the large linkage networks end to end (minutes of CPU), their big buckets, the
+# profiler on two kernels and the race checker on the cached kernel.
 set -uo pipefail
 B=$(cd "$1" && pwd)
 OUT=$2
@@ -86,6 +88,53 @@ if [[ $MODE == quick || $MODE == full || $MODE == bench ]]; then
     f="$B/data/uai/$n.uai"; [[ -f $f ]] || f="$f.gz"
     timeout $(t 200) "$B/bench/gpu/bucket_bench" --network "$f" --min-log2 14 --threads $THREADS \
       --out "$W/net_$n.tsv" > "$W/net_$n.log" 2>&1
+    log "buckets of $n rc=$? ($(($(wc -l < "$W/net_$n.tsv") - 1)) rows)"
+  done
+fi
+
+if [[ $MODE == heavy ]]; then
+  # race checker on the software cache's barriers (small buckets)
+  KINFER_GPU_TEST_SCALE=0.004 timeout $(t 120) compute-sanitizer --tool racecheck --error-exitcode 9 \
+    "$B/tests/test_gpu_kernel" "GpuKernel.RandomBucketsMatchCpu" > "$W/racecheck.log" 2>&1
+  log "compute-sanitizer racecheck rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$W/racecheck.log" | tail -1)"
+  # profiler: the root bucket of linkage_18 (plain, split) and a cached bucket of linkage_14
+  NCU="ncu --section SpeedOfLight --section Occupancy --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis -c 1"
+  timeout $(t 120) $NCU -k regex:plain_kernel "$B/bench/gpu/bucket_bench" --network "$B/data/uai/linkage_18.uai" \
+    --min-log2 27.5 --repeats 1 --threads $THREADS --out "$W/ncu_plain.tsv" > "$W/ncu_plain.txt" 2>&1
+  log "ncu plain rc=$?"
+  timeout $(t 120) $NCU -k regex:cached_kernel "$B/bench/gpu/bucket_bench" --network "$B/data/uai/linkage_14.uai" \
+    --min-log2 25 --repeats 1 --threads $THREADS --out "$W/ncu_cached.tsv" > "$W/ncu_cached.txt" 2>&1
+  log "ncu cached rc=$?"
+  echo -e "network\tdevice\tseconds\tcompute\tplan\tdevice_start\tlog10_pr\tgpu_buckets\tcpu_buckets" > "$W/e2e_heavy.tsv"
+  for n in linkage_13 linkage_17 linkage_12 linkage_11; do
+    over && break
+    f="$B/data/uai/$n.uai"
+    timeout $(t 60) "$B/apps/kinfer" info "$f" --threads $THREADS --order-cache "$W/orders" -q > "$W/info_$n.txt" 2>&1
+    for dev in gpu cpu; do
+      reps=3; [[ $dev == cpu ]] && reps=2
+      for r in $(seq $reps); do
+        over && break
+        timeout $(t 150) "$B/apps/kinfer" pe "$f" --threads $THREADS --order-cache "$W/orders" \
+          --device $dev --json -q > "$W/e2e_${n}_${dev}_$r.json" 2>> "$W/e2e.err"
+        python3 - "$W/e2e_${n}_${dev}_$r.json" "$n" "$dev" >> "$W/e2e_heavy.tsv" <<'PY'
+import json, sys
+try:
+    j = json.load(open(sys.argv[1]))
+except Exception as e:
+    print(f"{sys.argv[2]}\t{sys.argv[3]}\tERROR {e}"); sys.exit()
+g = j.get("gpu", {})
+t = j["timings"]
+print(f"{sys.argv[2]}\t{j['device']}\t{j['seconds']:.4f}\t{t['compute']:.4f}\t{t['plan']:.4f}\t"
+      f"{t.get('device_start', 0):.4f}\t{j['log10_pr']}\t{g.get('buckets_gpu', 0)}\t{g.get('buckets_cpu', 0)}")
+PY
+      done
+    done
+    log "e2e $n: $(grep -P "^$n\t" "$W/e2e_heavy.tsv" | awk -F'\t' '{printf "%s %ss(%s) %s; ", $2, $3, $4, $7}')"
+  done
+  for n in linkage_13 linkage_17; do
+    over && break
+    timeout $(t 150) "$B/bench/gpu/bucket_bench" --network "$B/data/uai/$n.uai" --min-log2 26 \
+      --threads $THREADS --out "$W/net_$n.tsv" > "$W/net_$n.log" 2>&1
     log "buckets of $n rc=$? ($(($(wc -l < "$W/net_$n.tsv") - 1)) rows)"
   done
 fi
