@@ -1,4 +1,9 @@
 // kinfer schedule: the four CPU/GPU policies on an explicit cost tree (TREE.json).
+// kinfer schedule-compare: the four policies on a network, predicted and (where the device is
+// there) measured, like Table 2 of paper 001.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -6,7 +11,11 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.hpp"
+#include "apps/network_options.hpp"
 #include "engine/errors.hpp"
+#include "scheduler/device.hpp"
+#include "scheduler/executor.hpp"
+#include "scheduler/plan_costs.hpp"
 #include "scheduler/policies.hpp"
 #include "scheduler/tree_json.hpp"
 
@@ -68,6 +77,241 @@ int run_schedule(const ScheduleOptions& o) {
   return 0;
 }
 
+
+struct CompareOptions {
+  NetworkOptions net;
+  std::string profile, save_tree, bucket_log;
+  bool json = false, no_gpu = false;
+  int repeat = 3;
+};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  const std::size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+nlohmann::json num(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); }
+
+std::string bytes_text(double b) {
+  const char* unit[] = {"B", "KB", "MB", "GB", "TB"};
+  int u = 0;
+  while (b >= 1000 && u < 4) b /= 1000, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u ? "%.3g %s" : "%.0f %s", b, unit[u]);
+  return buf;
+}
+
+std::string percent(double x) {
+  if (!std::isfinite(x)) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%+.1f%%", 100 * x);
+  return buf;
+}
+
+// Per-bucket kernel predictions against one timed run on a device.
+struct BucketCheck {
+  int buckets = 0;
+  double median_error = NAN;  // median over buckets of |predicted / measured - 1|
+  double predicted = 0, measured = 0;  // totals over the same buckets
+  nlohmann::json to_json() const {
+    return {{"buckets", buckets},
+            {"median_relative_error", num(median_error)},
+            {"predicted_seconds", predicted},
+            {"measured_seconds", measured}};
+  }
+};
+
+BucketCheck check_buckets(const sched::PlanCosts& pc, const sched::ExecStats& st, sched::Device d) {
+  BucketCheck c;
+  std::vector<double> err;
+  for (std::size_t b = 0; b < st.ran_on.size(); ++b) {
+    if (st.ran_on[b] != d) continue;
+    const double pred = d == sched::Device::gpu ? pc.tree.nodes[b].gpu : pc.tree.nodes[b].cpu;
+    const double meas = st.kernel_seconds[b];
+    if (!(meas > 0) || !std::isfinite(pred)) continue;
+    err.push_back(std::abs(pred / meas - 1));
+    c.predicted += pred;
+    c.measured += meas;
+  }
+  c.buckets = static_cast<int>(err.size());
+  c.median_error = median(err);
+  return c;
+}
+
+int run_compare(const CompareOptions& o) {
+  Network net;
+  Evidence ev;
+  o.net.load(net, ev);
+  const Plan plan = make_plan(net, ev, o.net.plan_options());
+  const int nb = static_cast<int>(plan.tree.buckets.size());
+  if (!plan.model.impossible.empty())
+    throw InputError(o.net.network, 0, "P(e) = 0 before any bucket runs (" +
+                                           plan.model.impossible + "): nothing to schedule");
+  const std::string profile_path = o.profile.empty() ? sched::default_profile_path() : o.profile;
+  const sched::Profile prof = sched::load_profile(profile_path);
+  sched::OpenedDevice dev;
+  if (o.no_gpu) dev.name = "--no-gpu";
+  else dev = sched::open_gpu();
+  const bool gpu_measured = dev.ctx != nullptr;
+  if (gpu_measured && !prof.has_gpu)
+    spdlog::warn("the profile {} was made without a GPU: every prediction keeps the buckets on "
+                 "the CPU; run `kinfer calibrate` on this machine",
+                 profile_path);
+  // every measured run follows a warm-up, so no bucket pays its shape's first GPU use
+  const sched::PlanCosts pc = sched::plan_costs(plan, prof, true);
+  if (!o.save_tree.empty()) write_atomically(o.save_tree, sched::to_json(pc.tree).dump(1) + "\n");
+
+  struct Row {
+    sched::Schedule s;
+    sched::Traffic predicted_bytes;
+    bool measured = false;
+    double seconds = NAN, ln_pr = NAN;
+    sched::ExecStats st;
+  };
+  std::vector<Row> rows;
+  double reference = NAN, worst_diff = 0;
+  for (sched::Policy p : sched::kAllPolicies) {
+    Row r;
+    r.s = sched::make_schedule(pc.tree, p);
+    r.predicted_bytes = sched::schedule_traffic(pc, r.s.device);
+    const bool needs_gpu = p == sched::Policy::gpu_only || r.s.cost.on_gpu > 0;
+    if (needs_gpu && !gpu_measured) {
+      rows.push_back(std::move(r));
+      continue;
+    }
+    std::vector<double> times;
+    for (int rep = 0; rep <= o.repeat; ++rep) {  // the first run warms caches and checks
+      const double ln = sched::run_scheduled(plan, r.s.device, dev.ctx.get(), {}, &r.st);
+      if (rep == 0) {
+        if (std::isnan(reference)) reference = ln;
+        worst_diff = std::max(worst_diff, std::abs(ln - reference));
+        r.ln_pr = ln;
+      } else {
+        times.push_back(r.st.seconds);
+      }
+    }
+    r.measured = true;
+    r.seconds = median(times);
+    rows.push_back(std::move(r));
+  }
+  // Kernel predictions bucket by bucket: every bucket timed alone on the CPU, and on the GPU.
+  sched::ExecOptions timed;
+  timed.time_buckets = true;
+  sched::ExecStats cpu_st, gpu_st;
+  sched::run_scheduled(plan, std::vector<sched::Device>(nb, sched::Device::cpu), nullptr, timed, &cpu_st);
+  const BucketCheck cpu_check = check_buckets(pc, cpu_st, sched::Device::cpu);
+  BucketCheck gpu_check;
+  double predicted_uploads = 0;
+  if (gpu_measured) {
+    sched::run_scheduled(plan, std::vector<sched::Device>(nb, sched::Device::gpu), dev.ctx.get(),
+                         timed, &gpu_st);
+    gpu_check = check_buckets(pc, gpu_st, sched::Device::gpu);
+    for (int b = 0; b < nb; ++b)
+      if (gpu_st.ran_on[b] == sched::Device::gpu) predicted_uploads += pc.tree.nodes[b].upload;
+  }
+
+  if (!o.bucket_log.empty()) {
+    std::string t = "bucket";
+    for (const char* n : sched::BucketFeatures::names()) t += std::string("\t") + n;
+    t += "\tcpu_predicted\tcpu_measured\tgpu_predicted\tgpu_measured\tcomm_aware\n";
+    const sched::Schedule& ca = rows.back().s;
+    for (int b = 0; b < nb; ++b) {
+      t += std::to_string(b);
+      for (double x : pc.features[b].values()) t += "\t" + fmt::format("{:.4g}", x);
+      const bool g = gpu_measured && gpu_st.ran_on[b] == sched::Device::gpu;
+      t += fmt::format("\t{:.4g}\t{:.4g}\t{:.4g}\t{}\t{}\n", pc.tree.nodes[b].cpu,
+                       cpu_st.kernel_seconds[b], pc.tree.nodes[b].gpu,
+                       g ? fmt::format("{:.4g}", gpu_st.kernel_seconds[b]) : "-",
+                       sched::to_string(ca.device[b]));
+    }
+    write_atomically(o.bucket_log, t);
+  }
+  const double tolerance = 1e-9 * std::max(1.0, std::abs(reference));
+  if (worst_diff > tolerance)
+    spdlog::error("the policies disagree on ln P(e) by {:.3g} (tolerance {:.3g})", worst_diff, tolerance);
+  if (o.json) {
+    nlohmann::json pol = nlohmann::json::array();
+    for (const Row& r : rows) {
+      nlohmann::json j = {{"policy", sched::to_string(r.s.policy)},
+                          {"predicted_seconds", num(r.s.cost.total())},
+                          {"measured", r.measured},
+                          {"measured_seconds", num(r.seconds)},
+                          {"gpu_buckets", r.s.cost.on_gpu},
+                          {"predicted_h2d_bytes", r.predicted_bytes.h2d},
+                          {"predicted_d2h_bytes", r.predicted_bytes.d2h},
+                          {"crossings", r.s.cost.crossings}};
+      if (r.measured) {
+        j["h2d_bytes"] = r.st.h2d_bytes;
+        j["d2h_bytes"] = r.st.d2h_bytes;
+        j["gpu_buckets_ran"] = r.st.gpu_buckets;
+        j["ln_pr"] = r.ln_pr;
+        j["relative_error"] = num(r.s.cost.total() / r.seconds - 1);
+      }
+      pol.push_back(j);
+    }
+    nlohmann::json j = {{"network", o.net.network},
+                        {"buckets", nb},
+                        {"profile", profile_path},
+                        {"profile_host", prof.host},
+                        {"gpu", gpu_measured ? nlohmann::json(dev.name) : nlohmann::json(nullptr)},
+                        {"gpu_missing_reason", gpu_measured ? "" : dev.name},
+                        {"repeat", o.repeat},
+                        {"ln_pr", num(reference)},
+                        {"log10_pr", num(reference / std::log(10.0))},
+                        {"max_ln_pr_difference", worst_diff},
+                        {"policies", pol},
+                        {"bucket_predictions", {{"cpu", cpu_check.to_json()}}}};
+    if (gpu_measured) {
+      j["bucket_predictions"]["gpu"] = gpu_check.to_json();
+      j["uploads"] = {{"predicted_seconds", predicted_uploads}, {"measured_seconds", gpu_st.h2d_seconds}};
+    }
+    std::cout << j.dump(2) << std::endl;
+    return 0;
+  }
+  std::printf("network  %s: %d buckets, log10 P(e) = %.10g\n", o.net.network.c_str(), nb,
+              reference / std::log(10.0));
+  std::printf("profile  %s (%s, %s)\n", profile_path.c_str(), prof.host.c_str(), prof.created.c_str());
+  if (gpu_measured)
+    std::printf("GPU      %s: every policy measured (median of %d runs after a warm-up)\n",
+                dev.name.c_str(), o.repeat);
+  else
+    std::printf("GPU      none here (%s): policies that use the GPU are PREDICTED ONLY, from the "
+                "profile%s\n",
+                dev.name.c_str(),
+                (prof.has_gpu ? " (" + prof.gpu.name + ")" : std::string(" (no GPU in it either)")).c_str());
+  std::printf("\n%-11s %11s %11s %8s %11s %10s %10s\n", "policy", "predicted", "measured",
+              "error", "GPU nodes", "to GPU", "to CPU");
+  for (const Row& r : rows) {
+    char nodes[32];
+    std::snprintf(nodes, sizeof nodes, "%d/%d", r.s.cost.on_gpu, nb);
+    std::printf("%-11s %11s %11s %8s %11s %10s %10s\n", sched::to_string(r.s.policy),
+                sched::format_seconds(r.s.cost.total()).c_str(),
+                r.measured ? sched::format_seconds(r.seconds).c_str() : "(predicted)",
+                r.measured ? percent(r.s.cost.total() / r.seconds - 1).c_str() : "",
+                nodes, bytes_text(r.measured ? r.st.h2d_bytes : r.predicted_bytes.h2d).c_str(),
+                bytes_text(r.measured ? r.st.d2h_bytes : r.predicted_bytes.d2h).c_str());
+  }
+  std::printf("\nkernel predictions, bucket by bucket (each timed alone):\n");
+  std::printf("  CPU  median |predicted/measured - 1| = %.1f%% over %d buckets; total %s predicted, %s measured\n",
+              100 * cpu_check.median_error, cpu_check.buckets,
+              sched::format_seconds(cpu_check.predicted).c_str(),
+              sched::format_seconds(cpu_check.measured).c_str());
+  if (gpu_measured) {
+    std::printf("  GPU  median |predicted/measured - 1| = %.1f%% over %d buckets; total %s predicted, %s measured\n",
+                100 * gpu_check.median_error, gpu_check.buckets,
+                sched::format_seconds(gpu_check.predicted).c_str(),
+                sched::format_seconds(gpu_check.measured).c_str());
+    std::printf("  uploads of the original inputs: %s predicted, %s measured\n",
+                sched::format_seconds(predicted_uploads).c_str(),
+                sched::format_seconds(gpu_st.h2d_seconds).c_str());
+  }
+  if (worst_diff > tolerance)
+    std::printf("\nWARNING: the policies disagree on ln P(e) by %.3g\n", worst_diff);
+  return 0;
+}
+
 }  // namespace
 
 Runner add_schedule(CLI::App& root) {
@@ -85,6 +329,26 @@ Runner add_schedule(CLI::App& root) {
   cmd->add_flag("--explain", o->explain, "print why each node went where it went");
   cmd->add_flag("--json", o->json, "print one JSON object instead of text");
   return [o, cmd]() { return cmd->parsed() ? run_schedule(*o) : -1; };
+}
+
+Runner add_schedule_compare(CLI::App& root) {
+  auto o = std::make_shared<CompareOptions>();
+  CLI::App* cmd = root.add_subcommand(
+      "schedule-compare",
+      "the four CPU/GPU policies on a network: predicted and measured runtime, GPU buckets, bytes "
+      "moved (paper 001 Table 2)");
+  o->net.add(*cmd);
+  cmd->add_option("--profile", o->profile,
+                  "calibration profile (default: the one `kinfer calibrate` wrote for this machine)");
+  cmd->add_option("--repeat", o->repeat, "timed runs per policy after a warm-up")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
+  cmd->add_option("--save-tree", o->save_tree, "also write the network's cost tree as TREE.json");
+  cmd->add_option("--bucket-log", o->bucket_log,
+                  "write each bucket's features, predicted and measured kernel times (TSV)");
+  cmd->add_flag("--no-gpu", o->no_gpu, "do not use a GPU even if there is one (predictions only)");
+  cmd->add_flag("--json", o->json, "print one JSON object instead of text");
+  return [o, cmd]() { return cmd->parsed() ? run_compare(*o) : -1; };
 }
 
 }  // namespace kinfer::app

@@ -25,7 +25,8 @@ int main(int argc, char** argv) {
   std::vector<kinfer::app::Runner> runners = {kinfer::app::add_pe(app), kinfer::app::add_info(app),
                                                kinfer::app::add_lod(app)};
   runners.push_back(kinfer::app::add_batch(app));
-  for (auto add : {kinfer::app::add_schedule, kinfer::app::add_calibrate})  // the scheduler's commands
+  for (auto add : {kinfer::app::add_schedule, kinfer::app::add_schedule_compare,
+                   kinfer::app::add_calibrate})  // the scheduler's commands
     runners.push_back(add(app));
   try {
     app.parse(argc, argv);

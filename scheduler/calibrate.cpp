@@ -170,8 +170,11 @@ SweepBucket plan_bucket(const Plan& plan, int b, std::mt19937_64& rng) {
   return s;
 }
 
-double time_median(const std::function<void()>& run, double min_seconds, int max_reps) {
+double time_median(const std::function<void()>& run, double min_seconds, int max_reps,
+                   double* first) {
+  const auto t_first = clock_type::now();
   run();  // warm-up: first-touch pages, caches, the GPU's per-shape tables
+  if (first) *first = since(t_first);
   std::vector<double> t;
   double total = 0;
   while (static_cast<int>(t.size()) < max_reps && (t.size() < 1 || total < min_seconds)) {
@@ -201,7 +204,7 @@ std::vector<Sample> measure_cpu(const std::vector<SweepBucket>& buckets, int thr
 }
 
 std::vector<Sample> measure_gpu(const std::vector<SweepBucket>& buckets, gpu::Context& ctx,
-                                double budget_seconds) {
+                                double budget_seconds, std::vector<double>* first_use) {
   std::vector<Sample> out;
   const auto t0 = clock_type::now();
   StagingPool pool(ctx);
@@ -229,10 +232,12 @@ std::vector<Sample> measure_gpu(const std::vector<SweepBucket>& buckets, gpu::Co
     handles.push_back(o);
     Sample s;
     s.f = bucket_features(b.shape, b.scopes);
+    double first = 0;
     s.seconds = time_median([&] {
       ctx.run_bucket(b.shape, in, o, 0);
       ctx.synchronize(0);
-    });
+    }, 0.05, 7, &first);
+    if (first_use) first_use->push_back(std::max(0.0, first - s.seconds));
     for (gpu::Handle h : handles) ctx.release(h);
     out.push_back(s);
   }
@@ -329,15 +334,18 @@ Profile calibrate(const CalibrateOptions& opt, gpu::Context* ctx, const std::str
   {
     const auto t0 = clock_type::now();
     const double budget = opt.seconds * gpu_share;
-    std::vector<Sample> s = measure_gpu(real_gpu, *ctx, budget / 3);
+    std::vector<double> first_use;
+    std::vector<Sample> s = measure_gpu(real_gpu, *ctx, budget / 3, &first_use);
     Strata strata(0, opt.gpu_max_log2_states, opt.seed + 2);
     std::mt19937_64 r(opt.seed + 2);
     while ((since(t0) < budget || s.size() < 30) && since(t0) < 3 * budget) {
-      const auto one = measure_gpu({sweep_bucket(r, strata.next())}, *ctx, 1e9);
+      const auto one = measure_gpu({sweep_bucket(r, strata.next())}, *ctx, 1e9, &first_use);
       s.insert(s.end(), one.begin(), one.end());
     }
     p.gpu.samples = std::move(s);
     p.gpu.model = RuntimeModel::fit(p.gpu.samples);
+    std::sort(first_use.begin(), first_use.end());
+    if (!first_use.empty()) p.gpu_first_use = first_use[first_use.size() / 2];
   }
   say("host<->GPU transfers");
   measure_transfers(*ctx, p.h2d, p.d2h, opt.seconds * xfer_share);

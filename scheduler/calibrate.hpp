@@ -40,12 +40,16 @@ struct CalibrateOptions {
 };
 
 // Median wall time of `run` after one warm-up, repeated until `min_seconds` or `max_reps`.
-double time_median(const std::function<void()>& run, double min_seconds = 0.05, int max_reps = 7);
+// `first`, when given, receives the warm-up's own time.
+double time_median(const std::function<void()>& run, double min_seconds = 0.05, int max_reps = 7,
+                   double* first = nullptr);
 
 std::vector<Sample> measure_cpu(const std::vector<SweepBucket>& buckets, int threads,
                                 double budget_seconds);
+// `first_use`, when given, receives per bucket how much longer its first run took (the GPU
+// builds and uploads a kernel policy for each new bucket shape).
 std::vector<Sample> measure_gpu(const std::vector<SweepBucket>& buckets, gpu::Context& ctx,
-                                double budget_seconds);
+                                double budget_seconds, std::vector<double>* first_use = nullptr);
 // Staged upload (host memcpy into pinned memory, then the copy) and download into pinned
 // memory, exactly as the executor moves tables.
 void measure_transfers(gpu::Context& ctx, TransferModel& h2d, TransferModel& d2h,

@@ -115,13 +115,16 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
   const int compute = 0, xfer = ctx.num_streams() > 1 ? 1 : 0;
   std::vector<gpu::Handle> out(nb, -1);                  // GPU outputs waiting for a GPU parent
   std::vector<std::vector<gpu::Handle>> factors(nb);    // uploaded original inputs
+  std::vector<gpu::Handle> used;                        // the inputs of the bucket at hand
   // Device tables still held when this thread leaves early (an error elsewhere): released.
   struct Guard {
     gpu::Context& ctx;
     std::vector<gpu::Handle>& out;
     std::vector<std::vector<gpu::Handle>>& factors;
+    std::vector<gpu::Handle>& used;
     ~Guard() {
       try {
+        for (gpu::Handle h : used) ctx.release(h);
         for (gpu::Handle h : out)
           if (h >= 0) ctx.release(h);
         for (auto& v : factors)
@@ -129,20 +132,23 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
       } catch (...) {  // a destructor must not throw; the first error is what matters
       }
     }
-  } guard{ctx, out, factors};
+  } guard{ctx, out, factors, used};
 
   std::vector<double*> staged;  // pinned buffers read by uploads queued on `xfer`
+  bool xfer_busy = false;       // uploads queued on `xfer` since its last synchronize
   auto stage_upload = [&](const double* src, std::int64_t n) {
     const gpu::Handle h = ctx.alloc(n);
     double* p = pool.take(n);
     std::memcpy(p, src, sizeof(double) * n);
     ctx.upload(h, p, n, xfer);
     staged.push_back(p);
+    xfer_busy = true;
     r.st.h2d_bytes += 8.0 * n;
     return h;
   };
   auto finish_uploads = [&] {
-    if (staged.empty()) return;
+    if (!xfer_busy) return;
+    xfer_busy = false;
     const auto t0 = clock_type::now();
     ctx.synchronize(xfer);
     if (r.opt.time_buckets) r.st.h2d_seconds += since(t0);
@@ -158,13 +164,39 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
     for (double* p : g) pool.give(p);
   };
 
-  // pass 1: the original inputs of every GPU bucket, queued on the transfer stream now so that
-  // they travel while the CPU works
+  // pass 1: the original inputs of every GPU bucket, staged in one pinned block and queued on
+  // the transfer stream now, so that they travel while the CPU works
+  std::int64_t total = 0;
   for (int b = 0; b < nb; ++b)
     if (r.dev[b] == Device::gpu)
-      for (int f : buckets[b].factors)
-        factors[b].push_back(stage_upload(r.plan.input_data[f].data(),
-                                          static_cast<std::int64_t>(r.plan.input_data[f].size())));
+      for (int f : buckets[b].factors) total += static_cast<std::int64_t>(r.plan.input_data[f].size());
+  struct Block {
+    gpu::Context& ctx;
+    int stream;
+    double* p = nullptr;
+    ~Block() {
+      if (!p) return;
+      try {
+        ctx.synchronize(stream);  // no copy may still read it
+        ctx.free_host(p);
+      } catch (...) {  // a destructor must not throw; the first error is what matters
+      }
+    }
+  } block{ctx, xfer};
+  if (total > 0) block.p = ctx.alloc_host(total);
+  std::int64_t at = 0;
+  for (int b = 0; b < nb; ++b)
+    if (r.dev[b] == Device::gpu)
+      for (int f : buckets[b].factors) {
+        const auto n = static_cast<std::int64_t>(r.plan.input_data[f].size());
+        std::memcpy(block.p + at, r.plan.input_data[f].data(), sizeof(double) * n);
+        const gpu::Handle h = ctx.alloc(n);
+        ctx.upload(h, block.p + at, n, xfer);
+        xfer_busy = true;
+        factors[b].push_back(h);
+        r.st.h2d_bytes += 8.0 * n;
+        at += n;
+      }
   if (r.opt.time_buckets) finish_uploads();
 
   // pass 2: the GPU buckets in tree order (children first)
@@ -172,7 +204,7 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
     if (r.dev[b] != Device::gpu) continue;
     const Bucket& bk = buckets[b];
     std::vector<gpu::DeviceInput> in;
-    std::vector<gpu::Handle> used = factors[b];
+    used = factors[b];
     for (std::size_t k = 0; k < bk.factors.size(); ++k)
       in.push_back({factors[b][k], r.plan.input_scope[bk.factors[k]]});
     factors[b].clear();
@@ -212,6 +244,7 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
       r.st.kernel_seconds[b] = since(t0);
     }
     for (gpu::Handle h : used) ctx.release(h);  // safe: reused only after the kernel read them
+    used.clear();
     take_back();
     if (!r.to_host(b)) {
       out[b] = o;

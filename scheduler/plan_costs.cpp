@@ -13,7 +13,7 @@ std::vector<std::vector<int>> bucket_scopes(const Plan& plan, int b) {
   return sc;
 }
 
-PlanCosts plan_costs(const Plan& plan, const Profile& profile) {
+PlanCosts plan_costs(const Plan& plan, const Profile& profile, bool warm_gpu) {
   const auto& buckets = plan.tree.buckets;
   const int nb = static_cast<int>(buckets.size());
   PlanCosts pc;
@@ -35,7 +35,7 @@ PlanCosts plan_costs(const Plan& plan, const Profile& profile) {
     n.children = bk.children;
     n.parent = b == nb - 1 ? -1 : bk.parent;
     n.cpu = profile.cpu_seconds(f);
-    n.gpu = profile.gpu_seconds(f);
+    n.gpu = profile.gpu_seconds(f, !warm_gpu);
     for (int fi : bk.factors) {
       const double bytes = 8.0 * static_cast<double>(plan.input_data[fi].size());
       pc.input_bytes[b] += bytes;

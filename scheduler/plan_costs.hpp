@@ -22,7 +22,9 @@ struct PlanCosts {
 // The input scopes of bucket b, in the order the kernels take them: factors, then children.
 std::vector<std::vector<int>> bucket_scopes(const Plan& plan, int b);
 
-PlanCosts plan_costs(const Plan& plan, const Profile& profile);
+// `warm_gpu`: the GPU already ran this plan's bucket shapes (repeated evaluations), so no
+// bucket pays the first-use cost of its shape.
+PlanCosts plan_costs(const Plan& plan, const Profile& profile, bool warm_gpu = false);
 
 // Bytes a schedule moves to the GPU (uploads and edges) and back (edges and the result).
 struct Traffic {

@@ -97,10 +97,10 @@ TransferModel TransferModel::fit(std::vector<std::pair<double, double>> samples)
   return m;
 }
 
-double Profile::gpu_seconds(const BucketFeatures& f) const {
+double Profile::gpu_seconds(const BucketFeatures& f, bool first_use) const {
   if (!has_gpu) return std::numeric_limits<double>::infinity();
   if (f.inputs > gpu_max_inputs) return std::numeric_limits<double>::infinity();
-  return gpu.model.predict(f);
+  return gpu.model.predict(f) + (first_use ? gpu_first_use : 0.0);
 }
 
 std::string default_profile_path() {
@@ -122,6 +122,7 @@ json to_json(const Profile& p) {
   if (p.has_gpu) {
     j["gpu"] = device_json(p.gpu);
     j["gpu"]["max_inputs"] = p.gpu_max_inputs;
+    j["gpu"]["first_use_seconds"] = p.gpu_first_use;
     j["transfer"] = {{"h2d", transfer_json(p.h2d)}, {"d2h", transfer_json(p.d2h)}};
   }
   return j;
@@ -144,6 +145,7 @@ Profile profile_from_json(const json& j, const std::string& source) {
       p.has_gpu = true;
       p.gpu = device_from(j["gpu"]);
       p.gpu_max_inputs = j["gpu"].value("max_inputs", 16);
+      p.gpu_first_use = j["gpu"].value("first_use_seconds", 0.0);
       p.h2d = transfer_from(j.at("transfer").at("h2d"));
       p.d2h = transfer_from(j.at("transfer").at("d2h"));
     }

@@ -39,11 +39,15 @@ struct Profile {
   bool has_gpu = false;
   DeviceProfile gpu;
   int gpu_max_inputs = 16;  // the GPU kernel takes at most this many input tables
+  // Extra time of a bucket shape's first GPU run (the kernel's policy tables are built and
+  // uploaded once per shape and context; later evaluations of the same plan reuse them).
+  double gpu_first_use = 0;
   TransferModel h2d, d2h;
 
   double cpu_seconds(const BucketFeatures& f) const { return cpu.model.predict(f); }
-  // Infinite when there is no GPU in the profile.
-  double gpu_seconds(const BucketFeatures& f) const;
+  // Infinite when there is no GPU in the profile. `first_use`: the shape was never run on
+  // this device before.
+  double gpu_seconds(const BucketFeatures& f, bool first_use = false) const;
 };
 
 // $XDG_CACHE_HOME/kinfer/profile.json, else $HOME/.cache/kinfer/profile.json.

@@ -135,6 +135,17 @@ TEST_CASE("Scheduler.GpuMemoryAndInputLimits", "[scheduler]") {
   CHECK(finite == 0);
 }
 
+TEST_CASE("Scheduler.FirstUseOfAShapeCostsOnlyWhenCold", "[scheduler]") {
+  Profile p = load_profile(data_path("profiles/fixed-test.json"));
+  p.gpu_first_use = 1e-3;
+  const Plan plan = small_plan("Pedigree_11.uai");
+  const PlanCosts cold = plan_costs(plan, p), warm = plan_costs(plan, p, true);
+  for (std::size_t b = 0; b < cold.tree.nodes.size(); ++b) {
+    CHECK(cold.tree.nodes[b].gpu == Approx(warm.tree.nodes[b].gpu + 1e-3));
+    CHECK(cold.tree.nodes[b].cpu == warm.tree.nodes[b].cpu);
+  }
+}
+
 TEST_CASE("Scheduler.ProfileRoundTrip", "[scheduler]") {
   const Profile p = load_profile(data_path("profiles/fixed-test.json"));
   const auto dir = std::filesystem::temp_directory_path() / ("kinfer-test-" + std::to_string(::getpid()));
@@ -148,6 +159,7 @@ TEST_CASE("Scheduler.ProfileRoundTrip", "[scheduler]") {
   CHECK(q.cpu_seconds(f) == Approx(p.cpu_seconds(f)).epsilon(1e-14));
   CHECK(q.gpu_seconds(f) == Approx(p.gpu_seconds(f)).epsilon(1e-14));
   CHECK(q.h2d.seconds(1e6) == Approx(1e-5 + 1e-4));
+  CHECK(q.gpu_first_use == p.gpu_first_use);
 }
 
 TEST_CASE("Scheduler.BadProfilesAreInputErrors", "[scheduler]") {

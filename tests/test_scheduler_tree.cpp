@@ -2,6 +2,7 @@
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -148,4 +149,37 @@ TEST_CASE("Scheduler.ScheduleCommandBadTreesExit2", "[scheduler]") {
   const Output policy = run_kinfer("schedule --tree " + data_path("trees/islands.json") +
                                    " --policy fastest");
   CHECK(policy.status == 2);
+}
+
+TEST_CASE("Scheduler.ScheduleCompareWithoutGpuIsLabelledPredicted", "[scheduler]") {
+  const std::string net = data_path("uai/Pedigree_11.uai");
+  const Output o = run_kinfer("schedule-compare " + net + " --order minfill --no-gpu --repeat 1 --json --profile " +
+                                  data_path("profiles/fixed-test.json"),
+                              false);
+  REQUIRE(o.status == 0);
+  const auto j = nlohmann::json::parse(o.text);
+  CHECK(j.at("gpu").is_null());
+  CHECK(j.at("ln_pr").get<double>() / std::log(10.0) == Approx(-17.2155).margin(5e-5));  // REFERENCES.tsv
+  const auto& pol = j.at("policies");
+  REQUIRE(pol.size() == 4);
+  for (const auto& p : pol) {
+    const std::string name = p.at("policy");
+    INFO(name);
+    const bool uses_gpu = p.at("gpu_buckets").get<int>() > 0 || name == "gpu-only";
+    CHECK(p.at("measured").get<bool>() == !uses_gpu);  // GPU figures are predictions only
+    if (!uses_gpu) CHECK(p.at("measured_seconds").get<double>() > 0);
+  }
+  // the fixed profile's GPU is 100x faster per state: comm-aware uses it, cpu-only does not
+  CHECK(pol.at(0).at("policy") == "cpu-only");
+  CHECK(pol.at(3).at("policy") == "comm-aware");
+  CHECK(pol.at(3).at("gpu_buckets").get<int>() > 0);
+  CHECK(pol.at(3).at("predicted_seconds").get<double>() <= pol.at(0).at("predicted_seconds").get<double>());
+  CHECK(j.at("bucket_predictions").at("cpu").at("buckets").get<int>() == j.at("buckets").get<int>());
+}
+
+TEST_CASE("Scheduler.ScheduleCompareNeedsAProfile", "[scheduler]") {
+  const Output o = run_kinfer("schedule-compare " + data_path("uai/Pedigree_11.uai") +
+                              " --no-gpu --profile /nonexistent/profile.json");
+  CHECK(o.status == 2);
+  CHECK_THAT(o.text, Catch::Contains("kinfer calibrate"));
 }
