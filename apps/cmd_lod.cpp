@@ -183,9 +183,12 @@ nlohmann::json json_report(const lk::AnalysisResult& r, const lk::LocusFile& lf,
   j["notes"] = r.notes;
   const auto& t = r.timing;
   j["timings"] = {{"seconds", seconds},       {"reduce", t.reduce_s}, {"plan", t.plan_s},
-                  {"evaluate", t.evaluate_s}, {"plans", t.plans},     {"runs", t.runs}};
+                  {"evaluate", t.evaluate_s}, {"plans", t.plans},     {"runs", t.runs},
+                  {"recomputed_fraction", t.recomputed}};
   j["largest_plan"] = {{"width", t.max_width},
                        {"log2_max_table", t.log2_max_table},
+                       {"log2_total_state", t.log2_total_state},
+                       {"buckets", t.buckets},
                        {"estimated_peak_bytes", t.peak_bytes}};
   return j;
 }
@@ -304,6 +307,7 @@ int run_lod(const LodOptions& o) {
   const lk::LocusFile lf = io::read_locus_file(o.dat);
   for (const auto& w : lf.warnings) spdlog::warn("{}", w);
   const lk::PedigreeFile pf = io::read_pedigree_file(o.ped, lf);
+  for (const auto& w : pf.warnings) spdlog::warn("{}", w);
   int people = 0;
   for (const auto& p : pf.pedigrees) people += static_cast<int>(p.people.size());
   spdlog::info("{}: {} loci{}; {}: {} pedigree(s), {} individuals ({}-makeped{})", o.dat, lf.n_loci(),

@@ -77,6 +77,10 @@ class Analysis {
     throw InputError(pf_.path, line, s.str());
   }
 
+  // How many evaluations a locus order will get: the order search may spend a share of all
+  // of them (a plan run 50 times deserves a longer search than one run once).
+  void expect_runs(const std::vector<int>& chain, int runs) { expected_[chain] += runs; }
+
   // ln L of every pedigree for one evaluation over `chain` (input loci in map order).
   void evaluate(Evaluation& e, const std::vector<int>& chain) {
     auto& likes = compiled(chain);
@@ -88,6 +92,9 @@ class Analysis {
     for (std::size_t p = 0; p < likes.size(); ++p) {
       e.ln_l[p] = likes[p]->ln_likelihood(e.male, e.female);
       ++res_.timing.runs;
+      states_done_ += likes[p]->recomputed_fraction() * std::exp2(likes[p]->plan().order.stats.log2_total_state);
+      states_full_ += std::exp2(likes[p]->plan().order.stats.log2_total_state);
+      res_.timing.recomputed = states_full_ > 0 ? states_done_ / states_full_ : 0;
       if (std::isinf(e.ln_l[p]) && e.ln_l[p] < 0) diagnose_zero(static_cast<int>(p), chain, e);
       e.total_ln_l += e.ln_l[p];
     }
@@ -100,16 +107,23 @@ class Analysis {
     if (it != cache_.end()) return it->second;
     const auto t0 = Clock::now();
     std::vector<std::unique_ptr<PedigreeLikelihood>> v;
+    PlanOptions po = opt_.plan;
+    const auto ex = expected_.find(chain);
+    po.order.search_fraction *= std::max(1, ex == expected_.end() ? 1 : ex->second);
     for (std::size_t p = 0; p < pf_.pedigrees.size(); ++p) {
       std::vector<const PedigreeLocus*> loci;
       for (int k : chain) loci.push_back(&reduced_[p][k]);
       v.push_back(std::make_unique<PedigreeLikelihood>(
-          pf_.pedigrees[p], loci, lf_.map_function == MapFunction::Kosambi, opt_.plan));
+          pf_.pedigrees[p], loci, lf_.map_function == MapFunction::Kosambi, po));
       const Plan& plan = v.back()->plan();
       ++res_.timing.plans;
       res_.timing.max_width = std::max(res_.timing.max_width, plan.order.stats.width);
       res_.timing.log2_max_table = std::max(res_.timing.log2_max_table, plan.order.stats.log2_max_table);
       res_.timing.peak_bytes = std::max(res_.timing.peak_bytes, plan.memory.peak_bytes);
+      if (plan.order.stats.log2_total_state >= res_.timing.log2_total_state) {
+        res_.timing.log2_total_state = plan.order.stats.log2_total_state;
+        res_.timing.buckets = static_cast<int>(plan.tree.buckets.size());
+      }
     }
     res_.timing.plan_s += seconds_since(t0);
     return cache_.emplace(chain, std::move(v)).first->second;
@@ -149,6 +163,8 @@ class Analysis {
   AnalysisResult& res_;
   std::vector<std::vector<PedigreeLocus>> reduced_;
   std::map<std::vector<int>, std::vector<std::unique_ptr<PedigreeLikelihood>>> cache_;
+  std::map<std::vector<int>, int> expected_;
+  double states_done_ = 0, states_full_ = 0;
 };
 
 // Female thetas for changed male thetas, keeping each interval's female/male Haldane distance
@@ -193,6 +209,7 @@ void run_mlink(const LocusFile& lf, const AnalysisOptions& opt, Analysis& an, An
     e.female = lf.sex_difference == 2 ? lf.female_theta : lf.female_for(e.male);
     return e;
   };
+  an.expect_runs(chain, static_cast<int>(values.size()) + 1);
   res.baseline = point(0.5);
   an.evaluate(res.baseline, chain);
   for (double v : values) {
@@ -284,6 +301,7 @@ void run_linkmap(const LocusFile& lf, const AnalysisOptions& opt, Analysis& an, 
                                      "markers): map positions beyond it are undefined");
     const std::size_t nm = mm.markers.size();
     const double total = mm.cm.back(), total_m = mm.male_cm.back(), total_f = mm.female_cm.back();
+    std::vector<std::pair<Evaluation, std::vector<int>>> todo;
     for (double x : opt.positions) {
       Evaluation e;
       e.position = x;
@@ -325,6 +343,10 @@ void run_linkmap(const LocusFile& lf, const AnalysisOptions& opt, Analysis& an, 
         e.male.insert(e.male.end(), mm.male.begin() + k + 1, mm.male.end());
         e.female.insert(e.female.end(), mm.female.begin() + k + 1, mm.female.end());
       }
+      todo.push_back({std::move(e), chain});
+    }
+    for (const auto& [e, chain] : todo) an.expect_runs(chain, 1);
+    for (auto& [e, chain] : todo) {
       an.evaluate(e, chain);
       res.evaluations.push_back(std::move(e));
     }
@@ -344,6 +366,7 @@ void run_linkmap(const LocusFile& lf, const AnalysisOptions& opt, Analysis& an, 
   const int grid = static_cast<int>(lf.tail.values[2]);
   const int p = static_cast<int>(std::find(lf.map_order.begin(), lf.map_order.end(), moving) - lf.map_order.begin());
   const std::vector<int> chain = lf.map_order;
+  an.expect_runs(chain, grid + 1);
   auto female_of = [&](const std::vector<double>& male, const std::vector<int>& changed,
                        const std::vector<double>& ratio) {
     if (lf.sex_difference != 2) return lf.female_for(male);

@@ -39,6 +39,9 @@ struct AnalysisTiming {
   int plans = 0, runs = 0;
   int max_width = 0;
   double log2_max_table = 0;
+  double log2_total_state = 0;  // summed over the plans of one evaluation's locus order, max
+  int buckets = 0;              // of the largest plan
+  double recomputed = 0;        // state space recomputed over all runs, as a fraction of full runs
   double peak_bytes = 0;  // the largest single plan's estimate
 };
 

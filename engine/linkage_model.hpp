@@ -86,6 +86,7 @@ struct PedigreeFile {
   bool post_makeped = false;
   int merged_loop_breakers = 0;
   std::vector<Pedigree> pedigrees;  // in order of first appearance
+  std::vector<std::string> warnings;  // e.g. a pedigree in unconnected parts
 };
 
 }  // namespace kinfer::linkage

@@ -87,6 +87,7 @@ PedigreeNetwork::PedigreeNetwork(const Pedigree& ped, const std::vector<const Pe
             // X-linked meioses are all maternal (female thetas).
             transitions_.push_back({f, k - 1, side == 0, kos});
             theta_factors_.push_back(f);
+            factor_intervals_.push_back(kos ? std::vector<int>{0, 1} : std::vector<int>{k - 1});
           }
           prev_sel[i][side] = s;
           const std::vector<int>& da = dom(parent, true);
@@ -175,8 +176,12 @@ PedigreeLikelihood::PedigreeLikelihood(const Pedigree& ped,
     slot[plan_.model.factors[i].origin] = static_cast<int>(i) + 1;
   for (std::size_t i = 0; i < plan_.model.constants.size(); ++i)
     slot[plan_.model.constants[i].first] = -1 - static_cast<int>(i);
-  for (int f : net_.theta_factors())
-    if (slot[f] != 0) slots_.push_back({f, slot[f] > 0 ? slot[f] - 1 : slot[f]});
+  const auto& tf = net_.theta_factors();
+  for (std::size_t i = 0; i < tf.size(); ++i)
+    if (slot[tf[i]] != 0) {
+      slots_.push_back({tf[i], slot[tf[i]] > 0 ? slot[tf[i]] - 1 : slot[tf[i]]});
+      slot_intervals_.push_back(net_.intervals_of(i));
+    }
 }
 
 // Compile once, evaluate many: only the selector tables change with theta, and value
@@ -232,15 +237,91 @@ void PedigreeLikelihood::refill() {
 
 double PedigreeLikelihood::ln_likelihood(const std::vector<double>& male,
                                          const std::vector<double>& female) {
-  if (male != male_ || female != female_) {
+  const std::size_t ni = male_.size();
+  std::vector<char> changed(ni, 0);
+  bool any = false;
+  for (std::size_t i = 0; i < ni; ++i) any |= changed[i] = male.at(i) != male_[i] || female.at(i) != female_[i];
+  if (!any && have_last_) {
+    last_states_ = 0;
+    return last_;
+  }
+  if (any) {
     net_.set_thetas(male, female);
     refill();
     male_ = male;
     female_ = female;
   }
-  if (!plan_.model.impossible.empty()) return -std::numeric_limits<double>::infinity();
-  if (plan_.tree.buckets.empty()) return plan_.model.log_constant();
-  return run_plan(plan_);
+  have_last_ = true;
+  if (!plan_.model.impossible.empty()) return last_ = -std::numeric_limits<double>::infinity();
+  if (plan_.tree.buckets.empty()) return last_ = plan_.model.log_constant();
+  // The same intervals change as last time: reuse what does not depend on them. Otherwise
+  // compute everything and keep what the new pattern of changes leaves alone.
+  bool subset = primed_;
+  for (std::size_t i = 0; i < ni && subset; ++i) subset = !changed[i] || volatile_[i];
+  if (subset || cache_off_) return last_ = run(false);
+  volatile_ = changed;
+  return last_ = run(true);
+}
+
+double PedigreeLikelihood::recomputed_fraction() const {
+  double all = 0;
+  for (const Bucket& b : plan_.tree.buckets) all += std::exp2(b.log2_states);
+  return all > 0 ? last_states_ / all : 0;
+}
+
+double PedigreeLikelihood::run(bool prime) {
+  const auto& buckets = plan_.tree.buckets;
+  const std::size_t nb = buckets.size();
+  if (prime) {
+    // A bucket is dirty when it holds a factor of a volatile interval, or a child is dirty.
+    std::vector<int> bucket_of(plan_.model.factors.size(), -1);
+    for (std::size_t b = 0; b < nb; ++b)
+      for (int f : buckets[b].factors) bucket_of[f] = static_cast<int>(b);
+    dirty_.assign(nb, 0);
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+      if (slots_[i].second < 0) continue;
+      for (int iv : slot_intervals_[i])
+        if (volatile_[iv]) dirty_[bucket_of[slots_[i].second]] = 1;
+    }
+    for (std::size_t b = 0; b < nb; ++b)
+      if (dirty_[b] && buckets[b].parent >= 0) dirty_[buckets[b].parent] = 1;
+    kept_.assign(nb, {});
+    primed_ = true;
+  }
+  // Keeping outputs costs memory: give up caching past a quarter of the plan's estimate
+  // (or 64 MiB), running every bucket each time instead.
+  const double keep_limit = std::max(64.0 * (1 << 20), plan_.memory.peak_bytes / 4);
+  double kept_bytes = 0;
+  std::vector<std::vector<double>> msg(nb);
+  last_states_ = 0;
+  for (std::size_t b = 0; b < nb; ++b) {
+    const Bucket& bk = buckets[b];
+    const bool compute = prime || !primed_ || dirty_[b];
+    if (!compute) continue;
+    const BucketShape shape = bucket_shape(plan_, static_cast<int>(b));
+    std::vector<InputTable> in;
+    for (int f : bk.factors) in.push_back({plan_.input_data[f].data(), plan_.input_scope[f]});
+    for (int c : bk.children) {
+      const std::vector<double>& m = msg[c].empty() && primed_ && !kept_[c].empty() ? kept_[c] : msg[c];
+      in.push_back({m.data(), buckets[c].output_vars()});
+    }
+    msg[b].resize(shape.output_size());
+    sum_product_log(shape, in, msg[b].data(), 0);
+    last_states_ += std::exp2(bk.log2_states);
+    for (int c : bk.children) std::vector<double>().swap(msg[c]);
+    if (prime && primed_ && !dirty_[b] && bk.parent >= 0 && dirty_[bk.parent]) {
+      kept_bytes += 8.0 * msg[b].size();
+      kept_[b] = msg[b];
+    }
+  }
+  if (prime && kept_bytes > keep_limit) {
+    primed_ = false;  // too much to keep: every run computes everything
+    cache_off_ = true;
+    kept_.assign(nb, {});
+  }
+  // A root that reads no volatile interval keeps its value; the constants may still change.
+  if (!msg.back().empty()) root_ = msg.back()[0];
+  return root_ + plan_.model.log_constant();
 }
 
 }  // namespace kinfer::linkage

@@ -657,6 +657,20 @@ PedigreeFile parse_pedigree_file(const std::string& path, const std::string& tex
       int comps = 0;
       for (int i = 0; i < nodes; ++i) comps += find(i) == i;
       P.has_loop = edges > nodes - comps;
+      // Unrelated parts: FASTLINK counts only the part of the first individual; we count all.
+      if (comps > 1) {
+        std::vector<std::string> others;
+        for (int i = 0; i < n; ++i)
+          if (find(i) != find(0)) others.push_back(P.people[i].id);
+        std::string list;
+        for (std::size_t i = 0; i < others.size() && i < 12; ++i) list += (i ? ", " : "") + others[i];
+        if (others.size() > 12) list += ", ...";
+        out.warnings.push_back(
+            path + ": pedigree " + ped + " has " + std::to_string(comps) +
+            " unrelated parts: " + std::to_string(others.size()) + " individual(s) (" + list +
+            ") are not related to individual " + P.people[0].id +
+            "; kinfer counts every part, FASTLINK only the part with the first individual");
+      }
     }
     out.pedigrees.push_back(std::move(P));
   }

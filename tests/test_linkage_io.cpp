@@ -222,3 +222,14 @@ TEST_CASE("LinkageIo.PostMakepedRoundTrip", "[io]") {
     for (int k = 0; k < lf.n_loci(); ++k) CHECK(a.pheno[k].a1 == b.pheno[k].a1);
   }
 }
+
+TEST_CASE("LinkageIo.UnrelatedPartsAreWarned", "[io]") {
+  const LocusFile lf = two_markers();
+  const PedigreeFile pf = io::parse_pedigree_file("parts.ped",
+                                                  "1 1 0 0 1 1 2 1 1\n"
+                                                  "1 2 0 0 2 3 3 2 2\n"
+                                                  "1 3 1 2 2 1 3 1 2\n"
+                                                  "1 4 0 0 2 1 1 1 1\n", lf);
+  REQUIRE(pf.warnings.size() == 1);
+  CHECK_THAT(pf.warnings[0], Catch::Contains("pedigree 1 has 2 unrelated parts") && Catch::Contains("(4)"));
+}
