@@ -183,8 +183,7 @@ nlohmann::json json_report(const lk::AnalysisResult& r, const lk::LocusFile& lf,
   j["notes"] = r.notes;
   const auto& t = r.timing;
   j["timings"] = {{"seconds", seconds},       {"reduce", t.reduce_s}, {"plan", t.plan_s},
-                  {"evaluate", t.evaluate_s}, {"plans", t.plans},     {"runs", t.runs},
-                  {"recomputed_fraction", t.recomputed}};
+                  {"evaluate", t.evaluate_s}, {"plans", t.plans},     {"runs", t.runs}};
   j["largest_plan"] = {{"width", t.max_width},
                        {"log2_max_table", t.log2_max_table},
                        {"log2_total_state", t.log2_total_state},

@@ -92,9 +92,6 @@ class Analysis {
     for (std::size_t p = 0; p < likes.size(); ++p) {
       e.ln_l[p] = likes[p]->ln_likelihood(e.male, e.female);
       ++res_.timing.runs;
-      states_done_ += likes[p]->recomputed_fraction() * std::exp2(likes[p]->plan().order.stats.log2_total_state);
-      states_full_ += std::exp2(likes[p]->plan().order.stats.log2_total_state);
-      res_.timing.recomputed = states_full_ > 0 ? states_done_ / states_full_ : 0;
       if (std::isinf(e.ln_l[p]) && e.ln_l[p] < 0) diagnose_zero(static_cast<int>(p), chain, e);
       e.total_ln_l += e.ln_l[p];
     }
@@ -114,7 +111,8 @@ class Analysis {
       std::vector<const PedigreeLocus*> loci;
       for (int k : chain) loci.push_back(&reduced_[p][k]);
       v.push_back(std::make_unique<PedigreeLikelihood>(
-          pf_.pedigrees[p], loci, lf_.map_function == MapFunction::Kosambi, po));
+          pf_.pedigrees[p], loci, lf_.map_function == MapFunction::Kosambi, po,
+          opt_.reduction.joint_genotypes));
       const Plan& plan = v.back()->plan();
       ++res_.timing.plans;
       res_.timing.max_width = std::max(res_.timing.max_width, plan.order.stats.width);
@@ -164,7 +162,6 @@ class Analysis {
   std::vector<std::vector<PedigreeLocus>> reduced_;
   std::map<std::vector<int>, std::vector<std::unique_ptr<PedigreeLikelihood>>> cache_;
   std::map<std::vector<int>, int> expected_;
-  double states_done_ = 0, states_full_ = 0;
 };
 
 // Female thetas for changed male thetas, keeping each interval's female/male Haldane distance

@@ -41,7 +41,6 @@ struct AnalysisTiming {
   double log2_max_table = 0;
   double log2_total_state = 0;  // summed over the plans of one evaluation's locus order, max
   int buckets = 0;              // of the largest plan
-  double recomputed = 0;        // state space recomputed over all runs, as a fraction of full runs
   double peak_bytes = 0;  // the largest single plan's estimate
 };
 

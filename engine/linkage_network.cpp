@@ -1,5 +1,6 @@
 #include "engine/linkage_network.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -19,7 +20,7 @@ double split_theta(double total, double a, MapFunction f) {
 }
 
 PedigreeNetwork::PedigreeNetwork(const Pedigree& ped, const std::vector<const PedigreeLocus*>& chain,
-                                 bool kosambi) {
+                                 bool kosambi, bool joint) {
   const int np = static_cast<int>(ped.people.size());
   n_loci_ = static_cast<int>(chain.size());
   const bool interference = kosambi && n_loci_ == 3;
@@ -38,34 +39,87 @@ PedigreeNetwork::PedigreeNetwork(const Pedigree& ped, const std::vector<const Pe
 
   for (int k = 0; k < n_loci_; ++k) {
     const PedigreeLocus& L = *chain[k];
-    std::vector<int> gp(np, -1), gm(np, -1);
-    // Allele variables; a daughter's paternal X is her father's maternal variable.
+    const int n = L.n_alleles;
+    // How each person's two alleles are represented: two allele variables ("split"), or one
+    // variable over the ordered genotypes genotype elimination left ("joint"). Joint is used
+    // where it is no larger than one allele variable (typically a typed person: a phase
+    // bit instead of two constrained alleles); sex-linked loci stay split.
+    struct Rep {
+      bool joint = false;
+      int gp = -1, gm = -1, g = -1;
+      std::vector<std::pair<int, int>> pairs;  // joint: (paternal, maternal) of each value
+    };
+    std::vector<Rep> rep(np);
     for (int i = 0; i < np; ++i) {
       const Person& p = ped.people[i];
-      gm[i] = add_var(static_cast<int>(L.dom_m[i].size()));
+      Rep& r = rep[i];
+      if (joint && !L.sex_linked) {
+        for (int x : L.dom_p[i])
+          for (int y : L.dom_m[i])
+            if (L.weight[i][x * n + y] > 0) r.pairs.push_back({x, y});
+        const std::size_t split = L.dom_p[i].size() * L.dom_m[i].size();
+        r.joint = r.pairs.size() < split &&
+                  r.pairs.size() <= std::max(L.dom_p[i].size(), L.dom_m[i].size());
+      }
+      if (r.joint) {
+        r.g = add_var(static_cast<int>(r.pairs.size()));
+        continue;
+      }
+      r.gm = add_var(static_cast<int>(L.dom_m[i].size()));
       if (L.carries_paternal(p) && (!L.sex_linked || p.founder()))
-        gp[i] = add_var(static_cast<int>(L.dom_p[i].size()));
+        r.gp = add_var(static_cast<int>(L.dom_p[i].size()));
     }
+    // A daughter's paternal X is her father's maternal variable.
     for (int i = 0; i < np; ++i) {
       const Person& p = ped.people[i];
-      if (L.sex_linked && L.carries_paternal(p) && !p.founder()) gp[i] = gm[p.father];
+      if (L.sex_linked && L.carries_paternal(p) && !p.founder()) rep[i].gp = rep[p.father].gm;
     }
-    // The domain of each allele variable, as recoded alleles.
+    // The domain of a split allele variable, as recoded alleles.
     auto dom = [&](int i, bool paternal) -> const std::vector<int>& {
       if (paternal && L.sex_linked && !ped.people[i].founder()) return L.dom_m[ped.people[i].father];
       return paternal ? L.dom_p[i] : L.dom_m[i];
     };
+    // A parent's variables and, in table order, the (paternal, maternal) alleles of each of
+    // their configurations.
+    auto parent_view = [&](int q, std::vector<int>& vars, std::vector<std::pair<int, int>>& cfg) {
+      if (rep[q].joint) {
+        vars = {rep[q].g};
+        cfg = rep[q].pairs;
+        return;
+      }
+      vars = {rep[q].gp, rep[q].gm};
+      cfg.clear();
+      for (int a : dom(q, true))
+        for (int b : dom(q, false)) cfg.push_back({a, b});
+    };
+    // A child's variable holding its allele from one side, and that allele for each value.
+    auto child_view = [&](int c, bool paternal, std::vector<int>& values) {
+      values.clear();
+      if (rep[c].joint) {
+        for (auto [x, y] : rep[c].pairs) values.push_back(paternal ? x : y);
+        return rep[c].g;
+      }
+      values = dom(c, paternal);
+      return paternal ? rep[c].gp : rep[c].gm;
+    };
 
     for (int i = 0; i < np; ++i) {
       const Person& p = ped.people[i];
+      const Rep& r = rep[i];
       const bool hemi = !L.carries_paternal(p);
       // Founders: allele frequencies (linkage equilibrium).
       if (p.founder()) {
-        for (int side = 0; side < 2; ++side) {
-          if (side == 0 && hemi) continue;
+        if (r.joint) {
           std::vector<double> t;
-          for (int a : dom(i, side == 0)) t.push_back(L.freq[a]);
-          add_factor({side == 0 ? gp[i] : gm[i]}, std::move(t));
+          for (auto [x, y] : r.pairs) t.push_back(L.freq[x] * L.freq[y]);
+          add_factor({r.g}, std::move(t));
+        } else {
+          for (int side = 0; side < 2; ++side) {
+            if (side == 0 && hemi) continue;
+            std::vector<double> t;
+            for (int a : dom(i, side == 0)) t.push_back(L.freq[a]);
+            add_factor({side == 0 ? r.gp : r.gm}, std::move(t));
+          }
         }
       } else {
         // Transmission: the child's allele is the parent's paternal allele when the selector
@@ -74,7 +128,8 @@ PedigreeNetwork::PedigreeNetwork(const Pedigree& ped, const std::vector<const Pe
         for (int side = 0; side < 2; ++side) {
           if (side == 0 && (hemi || L.sex_linked)) continue;
           const int parent = side == 0 ? p.father : p.mother;
-          const Person& par = ped.people[parent];
+          if (!L.carries_paternal(ped.people[parent]))
+            throw std::logic_error("a father transmits through a selector at a sex-linked locus");
           const int s = add_var(2);
           if (k == 0) {
             add_factor({s}, {0.5, 0.5});
@@ -87,46 +142,43 @@ PedigreeNetwork::PedigreeNetwork(const Pedigree& ped, const std::vector<const Pe
             // X-linked meioses are all maternal (female thetas).
             transitions_.push_back({f, k - 1, side == 0, kos});
             theta_factors_.push_back(f);
-            factor_intervals_.push_back(kos ? std::vector<int>{0, 1} : std::vector<int>{k - 1});
           }
           prev_sel[i][side] = s;
-          const std::vector<int>& da = dom(parent, true);
-          const std::vector<int>& db = dom(parent, false);
-          const std::vector<int>& dx = dom(i, side == 0);
-          const bool par_hemi = !L.carries_paternal(par);  // a sex-linked father: one allele
+          std::vector<int> scope, xs;
+          std::vector<std::pair<int, int>> cfg;
+          parent_view(parent, scope, cfg);
+          const int child = child_view(i, side == 0, xs);
+          scope.push_back(s);
+          scope.push_back(child);
           std::vector<double> t;
-          std::vector<int> scope;
-          if (par_hemi) {
-            throw std::logic_error("a father transmits through a selector at a sex-linked locus");
-          }
-          scope = {gp[parent], gm[parent], s, side == 0 ? gp[i] : gm[i]};
-          t.reserve(da.size() * db.size() * 2 * dx.size());
-          for (int a : da)
-            for (int b : db)
-              for (int sel = 0; sel < 2; ++sel)
-                for (int x : dx) t.push_back(x == (sel == 0 ? a : b) ? 1.0 : 0.0);
+          t.reserve(cfg.size() * 2 * xs.size());
+          for (auto [a, b] : cfg)
+            for (int sel = 0; sel < 2; ++sel)
+              for (int x : xs) t.push_back(x == (sel == 0 ? a : b) ? 1.0 : 0.0);
           add_factor(std::move(scope), std::move(t));
         }
       }
       // Phenotype: the weight of each ordered genotype (penetrance, or 1/0 for markers),
-      // omitted when it is 1 on every genotype the domains still allow.
+      // omitted when it is 1 on every genotype the variables still allow.
       const std::vector<double>& w = L.weight[i];
-      const int n = L.n_alleles;
       std::vector<double> t;
-      bool trivial = true;
-      if (hemi) {
+      if (r.joint) {
+        for (auto [x, y] : r.pairs) t.push_back(w[x * n + y]);
+      } else if (hemi) {
         for (int m : L.dom_m[i]) t.push_back(w[m]);
       } else {
         for (int a : dom(i, true))
           for (int m : L.dom_m[i]) t.push_back(w[a * n + m]);
       }
+      bool trivial = true;
       for (double x : t) trivial &= x == 1.0;
-      if (!trivial) {
-        if (hemi)
-          add_factor({gm[i]}, std::move(t));
-        else
-          add_factor({gp[i], gm[i]}, std::move(t));
-      }
+      if (trivial) continue;
+      if (r.joint)
+        add_factor({r.g}, std::move(t));
+      else if (hemi)
+        add_factor({r.gm}, std::move(t));
+      else
+        add_factor({r.gp, r.gm}, std::move(t));
     }
   }
 }
@@ -165,8 +217,8 @@ std::vector<double> generic(std::size_t n) { return std::vector<double>(n, 0.25)
 
 PedigreeLikelihood::PedigreeLikelihood(const Pedigree& ped,
                                        const std::vector<const PedigreeLocus*>& chain, bool kosambi,
-                                       const PlanOptions& opt)
-    : net_(ped, chain, kosambi) {
+                                       const PlanOptions& opt, bool joint)
+    : net_(ped, chain, kosambi, joint) {
   net_.set_thetas(generic(chain.size() - 1), generic(chain.size() - 1));
   plan_ = make_plan(net_.network(), net_.evidence(), opt);
   male_ = generic(chain.size() - 1);
@@ -176,12 +228,8 @@ PedigreeLikelihood::PedigreeLikelihood(const Pedigree& ped,
     slot[plan_.model.factors[i].origin] = static_cast<int>(i) + 1;
   for (std::size_t i = 0; i < plan_.model.constants.size(); ++i)
     slot[plan_.model.constants[i].first] = -1 - static_cast<int>(i);
-  const auto& tf = net_.theta_factors();
-  for (std::size_t i = 0; i < tf.size(); ++i)
-    if (slot[tf[i]] != 0) {
-      slots_.push_back({tf[i], slot[tf[i]] > 0 ? slot[tf[i]] - 1 : slot[tf[i]]});
-      slot_intervals_.push_back(net_.intervals_of(i));
-    }
+  for (int f : net_.theta_factors())
+    if (slot[f] != 0) slots_.push_back({f, slot[f] > 0 ? slot[f] - 1 : slot[f]});
 }
 
 // Compile once, evaluate many: only the selector tables change with theta, and value
@@ -237,15 +285,8 @@ void PedigreeLikelihood::refill() {
 
 double PedigreeLikelihood::ln_likelihood(const std::vector<double>& male,
                                          const std::vector<double>& female) {
-  const std::size_t ni = male_.size();
-  std::vector<char> changed(ni, 0);
-  bool any = false;
-  for (std::size_t i = 0; i < ni; ++i) any |= changed[i] = male.at(i) != male_[i] || female.at(i) != female_[i];
-  if (!any && have_last_) {
-    last_states_ = 0;
-    return last_;
-  }
-  if (any) {
+  if (have_last_ && male == male_ && female == female_) return last_;
+  if (male != male_ || female != female_) {
     net_.set_thetas(male, female);
     refill();
     male_ = male;
@@ -254,74 +295,7 @@ double PedigreeLikelihood::ln_likelihood(const std::vector<double>& male,
   have_last_ = true;
   if (!plan_.model.impossible.empty()) return last_ = -std::numeric_limits<double>::infinity();
   if (plan_.tree.buckets.empty()) return last_ = plan_.model.log_constant();
-  // The same intervals change as last time: reuse what does not depend on them. Otherwise
-  // compute everything and keep what the new pattern of changes leaves alone.
-  bool subset = primed_;
-  for (std::size_t i = 0; i < ni && subset; ++i) subset = !changed[i] || volatile_[i];
-  if (subset || cache_off_) return last_ = run(false);
-  volatile_ = changed;
-  return last_ = run(true);
-}
-
-double PedigreeLikelihood::recomputed_fraction() const {
-  double all = 0;
-  for (const Bucket& b : plan_.tree.buckets) all += std::exp2(b.log2_states);
-  return all > 0 ? last_states_ / all : 0;
-}
-
-double PedigreeLikelihood::run(bool prime) {
-  const auto& buckets = plan_.tree.buckets;
-  const std::size_t nb = buckets.size();
-  if (prime) {
-    // A bucket is dirty when it holds a factor of a volatile interval, or a child is dirty.
-    std::vector<int> bucket_of(plan_.model.factors.size(), -1);
-    for (std::size_t b = 0; b < nb; ++b)
-      for (int f : buckets[b].factors) bucket_of[f] = static_cast<int>(b);
-    dirty_.assign(nb, 0);
-    for (std::size_t i = 0; i < slots_.size(); ++i) {
-      if (slots_[i].second < 0) continue;
-      for (int iv : slot_intervals_[i])
-        if (volatile_[iv]) dirty_[bucket_of[slots_[i].second]] = 1;
-    }
-    for (std::size_t b = 0; b < nb; ++b)
-      if (dirty_[b] && buckets[b].parent >= 0) dirty_[buckets[b].parent] = 1;
-    kept_.assign(nb, {});
-    primed_ = true;
-  }
-  // Keeping outputs costs memory: give up caching past a quarter of the plan's estimate
-  // (or 64 MiB), running every bucket each time instead.
-  const double keep_limit = std::max(64.0 * (1 << 20), plan_.memory.peak_bytes / 4);
-  double kept_bytes = 0;
-  std::vector<std::vector<double>> msg(nb);
-  last_states_ = 0;
-  for (std::size_t b = 0; b < nb; ++b) {
-    const Bucket& bk = buckets[b];
-    const bool compute = prime || !primed_ || dirty_[b];
-    if (!compute) continue;
-    const BucketShape shape = bucket_shape(plan_, static_cast<int>(b));
-    std::vector<InputTable> in;
-    for (int f : bk.factors) in.push_back({plan_.input_data[f].data(), plan_.input_scope[f]});
-    for (int c : bk.children) {
-      const std::vector<double>& m = msg[c].empty() && primed_ && !kept_[c].empty() ? kept_[c] : msg[c];
-      in.push_back({m.data(), buckets[c].output_vars()});
-    }
-    msg[b].resize(shape.output_size());
-    sum_product_log(shape, in, msg[b].data(), 0);
-    last_states_ += std::exp2(bk.log2_states);
-    for (int c : bk.children) std::vector<double>().swap(msg[c]);
-    if (prime && primed_ && !dirty_[b] && bk.parent >= 0 && dirty_[bk.parent]) {
-      kept_bytes += 8.0 * msg[b].size();
-      kept_[b] = msg[b];
-    }
-  }
-  if (prime && kept_bytes > keep_limit) {
-    primed_ = false;  // too much to keep: every run computes everything
-    cache_off_ = true;
-    kept_.assign(nb, {});
-  }
-  // A root that reads no volatile interval keeps its value; the constants may still change.
-  if (!msg.back().empty()) root_ = msg.back()[0];
-  return root_ + plan_.model.log_constant();
+  return last_ = run_plan(plan_);
 }
 
 }  // namespace kinfer::linkage

@@ -25,8 +25,10 @@ class PedigreeNetwork {
   // `kosambi` with exactly three loci models Kosambi interference as FASTLINK does (the
   // recombination in the second interval depends on the first); otherwise the selector
   // chain is Markov (no interference).
+  // `joint`: a person whose possible ordered genotypes are no more than one allele variable's
+  // values gets one genotype variable instead of two allele variables.
   PedigreeNetwork(const Pedigree& ped, const std::vector<const PedigreeLocus*>& chain,
-                  bool kosambi);
+                  bool kosambi, bool joint = true);
 
   const Network& network() const { return net_; }
   const Evidence& evidence() const { return ev_; }
@@ -37,8 +39,6 @@ class PedigreeNetwork {
   const std::vector<int>& set_thetas(const std::vector<double>& male,
                                      const std::vector<double>& female);
   const std::vector<int>& theta_factors() const { return theta_factors_; }
-  // The intervals the i-th theta factor reads (one; two for a Kosambi three-locus factor).
-  const std::vector<int>& intervals_of(std::size_t i) const { return factor_intervals_[i]; }
 
  private:
   struct Transition {
@@ -52,38 +52,30 @@ class PedigreeNetwork {
   int n_loci_ = 0;
   std::vector<Transition> transitions_;
   std::vector<int> theta_factors_;
-  std::vector<std::vector<int>> factor_intervals_;  // aligned with theta_factors_
 };
 
 // The likelihood of one pedigree over one chain, compiled once.
 class PedigreeLikelihood {
  public:
   PedigreeLikelihood(const Pedigree& ped, const std::vector<const PedigreeLocus*>& chain,
-                     bool kosambi, const PlanOptions& opt);
-  // ln L at these thetas: refills the selector tables, then runs the plan. When the thetas
-  // that change from call to call are the same ones (MLINK's varied theta, the two sides of a
-  // moving locus), buckets that read none of them are computed once and their outputs kept.
+                     bool kosambi, const PlanOptions& opt, bool joint = true);
+  // ln L at these thetas: refills the selector tables (when they changed), then runs the plan.
+  // (Keeping the outputs of buckets that read no changing theta was tried: with the orders
+  // the search finds, 99% of the state space reads the varied theta, so it saved nothing.)
   double ln_likelihood(const std::vector<double>& male, const std::vector<double>& female);
   const Plan& plan() const { return plan_; }
   const Network& network() const { return net_.network(); }
-  double recomputed_fraction() const;  // state space of the last run over the plan's
 
  private:
   // Where each theta-dependent network factor went in the plan: an index into
   // plan_.model.factors, or (as -1 - i) into plan_.model.constants.
   std::vector<std::pair<int, int>> slots_;  // (network factor, slot)
-  std::vector<std::vector<int>> slot_intervals_;
   void refill();
-  double run(bool prime);
   PedigreeNetwork net_;
   Plan plan_;
   std::vector<double> male_, female_;
-  // Incremental runs: buckets not depending on the volatile intervals keep their outputs.
-  std::vector<char> volatile_;              // per interval
-  std::vector<char> dirty_;                 // per bucket
-  std::vector<std::vector<double>> kept_;   // outputs of clean buckets with a dirty parent
-  bool primed_ = false, have_last_ = false, cache_off_ = false;
-  double last_ = 0, last_states_ = 0, root_ = 0;
+  bool have_last_ = false;
+  double last_ = 0;
 };
 
 // Haldane and Kosambi: the recombination fraction across two adjacent intervals, and the

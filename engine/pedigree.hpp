@@ -15,6 +15,7 @@ namespace kinfer::linkage {
 struct ReductionOptions {
   bool recode = true;
   bool eliminate = true;
+  bool joint_genotypes = true;  // see PedigreeNetwork (engine/linkage_network.hpp)
 };
 
 // A Mendelian inconsistency: no genotypes fit the phenotypes of these individuals.

@@ -101,17 +101,19 @@ TEST_CASE("LinkageNetwork.ReductionsKeepTheLikelihood", "[engine]") {
     const Data d = load(dat, ped);
     std::vector<double> ref;
     for (int recode = 0; recode < 2; ++recode)
-      for (int elim = 0; elim < 2; ++elim) {
+      for (int elim = 0; elim < 2; ++elim)
+      for (int joint = 0; joint < 2; ++joint) {
         AnalysisOptions o = quick_options();
         o.reduction.recode = recode;
         o.reduction.eliminate = elim;
+        o.reduction.joint_genotypes = joint;
         const std::vector<double> v = all_ln(analyze(d.lf, d.pf, o));
         if (ref.empty()) {
           ref = v;
           continue;
         }
         REQUIRE(v.size() == ref.size());
-        INFO("recode " << recode << " eliminate " << elim);
+        INFO("recode " << recode << " eliminate " << elim << " joint " << joint);
         for (std::size_t i = 0; i < v.size(); ++i) CHECK(v[i] == Approx(ref[i]).margin(1e-9));
       }
   }
