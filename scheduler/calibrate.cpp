@@ -10,6 +10,7 @@
 #include <ctime>
 #include <fstream>
 
+#include "gpu/policy.hpp"
 #include "scheduler/plan_costs.hpp"
 #include "scheduler/staging.hpp"
 
@@ -21,8 +22,6 @@ using clock_type = std::chrono::steady_clock;
 double since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
-
-constexpr double kMaxLog2Input = 24;  // 128 MiB per input table during the sweep
 
 int draw_card(std::mt19937_64& rng) {
   const double u = std::uniform_real_distribution<double>(0, 1)(rng);
@@ -38,9 +37,11 @@ std::vector<int> subset(std::mt19937_64& rng, int nv, double p) {
   return s;
 }
 
+// Log values in [-5, 0): never zeros (a kernel's speed must not depend on skipping them). A
+// small xorshift generator: the large tables of the GPU sweep would take seconds otherwise.
 void fill(SweepBucket& b, std::mt19937_64& rng) {
-  std::uniform_real_distribution<double> val(-5, 0);
   b.data.clear();
+  std::uint64_t x = rng() | 1;
   for (const auto& sc : b.scopes) {
     std::int64_t n = 1;
     for (int v : sc) {
@@ -48,7 +49,10 @@ void fill(SweepBucket& b, std::mt19937_64& rng) {
       n *= b.shape.card[it - b.shape.vars.begin()];
     }
     std::vector<double> d(n);
-    for (double& x : d) x = val(rng);
+    for (double& y : d) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      y = -5.0 * static_cast<double>(x >> 11) * 0x1.0p-53;
+    }
     b.data.push_back(std::move(d));
   }
 }
@@ -101,7 +105,7 @@ std::vector<InputTable> SweepBucket::inputs() const {
   return in;
 }
 
-SweepBucket sweep_bucket(std::mt19937_64& rng, double log2_states) {
+SweepBucket sweep_bucket(std::mt19937_64& rng, double log2_states, double max_log2_input) {
   SweepBucket b;
   double l = 0;
   while (b.shape.card.empty() || l < log2_states - 0.5) {
@@ -113,19 +117,25 @@ SweepBucket sweep_bucket(std::mt19937_64& rng, double log2_states) {
   const int nv = static_cast<int>(b.shape.card.size());
   for (int i = 0; i < nv; ++i) b.shape.vars.push_back(i);
   std::uniform_real_distribution<double> u(0, 1);
-  if (u(rng) < 0.1) {
+  const double kind = u(rng);
+  if (kind < 0.1) {
     b.shape.n_marg = nv;  // a root-like bucket: everything summed
-  } else {
-    int k = 1;
+  } else if (kind < 0.7) {
+    int k = 1;  // usually one or two summed variables
     while (k < nv && u(rng) < 0.45) ++k;
     b.shape.n_marg = std::min(k, nv);
+  } else {
+    b.shape.n_marg = std::uniform_int_distribution<int>(1, std::min(nv, 12))(rng);
   }
   // Inputs: usually one large message over most variables, sometimes a second one, and small
   // CPT-like tables; every variable in at least one input.
   std::vector<std::vector<int>> pos;
   if (u(rng) < 0.8) pos.push_back(subset(rng, nv, 0.6 + 0.4 * u(rng)));
   if (u(rng) < 0.35) pos.push_back(subset(rng, nv, 0.3 + 0.4 * u(rng)));
-  const int small = std::uniform_int_distribution<int>(0, 8)(rng);
+  // linkage buckets have few small tables: most often none to two
+  const double k = u(rng);
+  const int small = k < 0.25 ? 0 : k < 0.55 ? 1 : k < 0.75 ? 2 : k < 0.85 ? 3
+                                : std::uniform_int_distribution<int>(4, 8)(rng);
   for (int i = 0; i < small; ++i) {
     const int size = std::uniform_int_distribution<int>(1, std::min(4, nv))(rng);
     std::vector<int> s;
@@ -140,7 +150,7 @@ SweepBucket sweep_bucket(std::mt19937_64& rng, double log2_states) {
   for (auto& s : pos) {
     double size = 0;
     for (int p : s) size += std::log2(b.shape.card[p]);
-    while (size > kMaxLog2Input) {
+    while (size > max_log2_input) {
       const int k = std::uniform_int_distribution<int>(0, static_cast<int>(s.size()) - 1)(rng);
       size -= std::log2(b.shape.card[s[k]]);
       s.erase(s.begin() + k);
@@ -187,36 +197,62 @@ double time_median(const std::function<void()>& run, double min_seconds, int max
   return t[t.size() / 2];
 }
 
+std::vector<double> time_interleaved(const std::vector<std::function<void()>>& runs,
+                                     double budget_seconds, std::vector<double>* first) {
+  const std::size_t n = runs.size();
+  std::vector<std::vector<double>> t(n);
+  double round = 0;
+  for (std::size_t i = 0; i < n; ++i) {  // warm-up round
+    const auto t0 = clock_type::now();
+    runs[i]();
+    const double s = since(t0);
+    round += s;
+    if (first) first->push_back(s);
+  }
+  // up to 7 timed rounds as the budget allows; at least one
+  const int rounds = std::clamp(static_cast<int>(budget_seconds / std::max(round, 1e-9)), 1, 7);
+  for (int k = 0; k < rounds; ++k)
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto t0 = clock_type::now();
+      runs[i]();
+      t[i].push_back(since(t0));
+    }
+  std::vector<double> med(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::sort(t[i].begin(), t[i].end());
+    med[i] = t[i][t[i].size() / 2];
+  }
+  return med;
+}
+
 std::vector<Sample> measure_cpu(const std::vector<SweepBucket>& buckets, int threads,
                                 double budget_seconds) {
-  std::vector<Sample> out;
-  const auto t0 = clock_type::now();
+  std::vector<std::vector<InputTable>> in;
+  std::vector<std::vector<double>> res;
+  std::vector<std::function<void()>> runs;
   for (const SweepBucket& b : buckets) {
-    if (since(t0) > budget_seconds) break;
-    const auto in = b.inputs();
-    std::vector<double> res(b.shape.output_size());
-    Sample s;
-    s.f = bucket_features(b.shape, b.scopes);
-    s.seconds = time_median([&] { sum_product_log(b.shape, in, res.data(), threads); });
-    out.push_back(s);
+    in.push_back(b.inputs());
+    res.emplace_back(b.shape.output_size());
   }
+  for (std::size_t i = 0; i < buckets.size(); ++i)
+    runs.push_back([&, i] { sum_product_log(buckets[i].shape, in[i], res[i].data(), threads); });
+  const std::vector<double> t = time_interleaved(runs, budget_seconds);
+  std::vector<Sample> out;
+  for (std::size_t i = 0; i < buckets.size(); ++i)
+    out.push_back({bucket_features(buckets[i].shape, buckets[i].scopes), t[i]});
   return out;
 }
 
 std::vector<Sample> measure_gpu(const std::vector<SweepBucket>& buckets, gpu::Context& ctx,
                                 double budget_seconds, std::vector<double>* first_use) {
-  std::vector<Sample> out;
-  const auto t0 = clock_type::now();
   StagingPool pool(ctx);
+  std::vector<const SweepBucket*> ok;
+  std::vector<std::vector<gpu::DeviceInput>> in;
+  std::vector<gpu::Handle> out, handles;
   for (const SweepBucket& b : buckets) {
-    if (since(t0) > budget_seconds) break;
-    try {
-      ctx.choose(b.shape, b.scopes);
-    } catch (const std::invalid_argument&) {
-      continue;  // no kernel takes it: the scheduler never puts such a bucket on the GPU
-    }
-    std::vector<gpu::DeviceInput> in;
-    std::vector<gpu::Handle> handles;
+    // no kernel takes it: the scheduler never puts such a bucket on the GPU
+    if (!gpu::describe(b.shape, b.scopes).unsupported.empty()) continue;
+    std::vector<gpu::DeviceInput> d;
     for (std::size_t i = 0; i < b.scopes.size(); ++i) {
       const auto n = static_cast<std::int64_t>(b.data[i].size());
       const gpu::Handle h = ctx.alloc(n);
@@ -225,42 +261,67 @@ std::vector<Sample> measure_gpu(const std::vector<SweepBucket>& buckets, gpu::Co
       ctx.upload(h, p, n, 0);
       ctx.synchronize(0);
       pool.give(p);
-      in.push_back({h, b.scopes[i]});
+      d.push_back({h, b.scopes[i]});
       handles.push_back(h);
     }
-    const gpu::Handle o = ctx.alloc(b.shape.output_size());
-    handles.push_back(o);
-    Sample s;
-    s.f = bucket_features(b.shape, b.scopes);
-    double first = 0;
-    s.seconds = time_median([&] {
-      ctx.run_bucket(b.shape, in, o, 0);
-      ctx.synchronize(0);
-    }, 0.05, 7, &first);
-    if (first_use) first_use->push_back(std::max(0.0, first - s.seconds));
-    for (gpu::Handle h : handles) ctx.release(h);
-    out.push_back(s);
+    out.push_back(ctx.alloc(b.shape.output_size()));
+    handles.push_back(out.back());
+    in.push_back(std::move(d));
+    ok.push_back(&b);
   }
-  return out;
+  std::vector<std::function<void()>> runs;
+  for (std::size_t i = 0; i < ok.size(); ++i)
+    runs.push_back([&, i] {
+      ctx.run_bucket(ok[i]->shape, in[i], out[i], 0);
+      ctx.synchronize(0);
+    });
+  std::vector<double> first;
+  const std::vector<double> t = time_interleaved(runs, budget_seconds, &first);
+  for (gpu::Handle h : handles) ctx.release(h);
+  std::vector<Sample> res;
+  for (std::size_t i = 0; i < ok.size(); ++i) {
+    res.push_back({bucket_features(ok[i]->shape, ok[i]->scopes), t[i]});
+    if (first_use) first_use->push_back(std::max(0.0, first[i] - t[i]));
+  }
+  return res;
 }
 
-void measure_transfers(gpu::Context& ctx, TransferModel& h2d, TransferModel& d2h,
-                       double budget_seconds) {
+void measure_transfers(gpu::Context& ctx, TransferModel& h2d, TransferModel& h2d_batch,
+                       TransferModel& d2h, double budget_seconds) {
   StagingPool pool(ctx);
-  std::vector<std::pair<double, double>> up, down;
+  const int xfer = 1 % ctx.num_streams();
+  std::vector<std::pair<double, double>> up, batch, down;
   const auto t0 = clock_type::now();
   for (int k = 3; k <= 28 && since(t0) < budget_seconds; ++k) {
     const std::int64_t n = (std::int64_t{1} << k) / 8;
     if (n == 0) continue;
     std::vector<double> host(n, -1.5);
     const gpu::Handle h = ctx.alloc(n);
+    // one staged copy, waited for: an intermediate table crossing to the GPU
     up.emplace_back(8.0 * n, time_median([&] {
                       double* p = pool.take(n);
                       std::memcpy(p, host.data(), 8 * n);
-                      ctx.upload(h, p, n, 1 % ctx.num_streams());
-                      ctx.synchronize(1 % ctx.num_streams());
+                      ctx.upload(h, p, n, xfer);
+                      ctx.synchronize(xfer);
                       pool.give(p);
                     }, 0.02, 9));
+    // many copies queued back to back, one wait: the original inputs at the start of a run
+    if (k <= 22) {
+      constexpr int kBatch = 32;
+      std::vector<gpu::Handle> hs;
+      for (int i = 0; i < kBatch; ++i) hs.push_back(ctx.alloc(n));
+      std::vector<double> block(static_cast<std::size_t>(n) * kBatch, -1.5);
+      double* p = pool.take(n * kBatch);
+      batch.emplace_back(8.0 * n, time_median([&] {
+                           for (int i = 0; i < kBatch; ++i) {
+                             std::memcpy(p + i * n, block.data() + i * n, 8 * n);
+                             ctx.upload(hs[i], p + i * n, n, xfer);
+                           }
+                           ctx.synchronize(xfer);
+                         }, 0.02, 9) / kBatch);
+      pool.give(p);
+      for (gpu::Handle x : hs) ctx.release(x);
+    }
     down.emplace_back(8.0 * n, time_median([&] {
                         double* p = pool.take(n);
                         ctx.download(h, p, n, 0);
@@ -270,6 +331,7 @@ void measure_transfers(gpu::Context& ctx, TransferModel& h2d, TransferModel& d2h
     ctx.release(h);
   }
   h2d = TransferModel::fit(std::move(up));
+  h2d_batch = TransferModel::fit(std::move(batch));
   d2h = TransferModel::fit(std::move(down));
 }
 
@@ -286,7 +348,7 @@ Profile calibrate(const CalibrateOptions& opt, gpu::Context* ctx, const std::str
   p.cpu.name = cpu_name() + " (" + std::to_string(p.cpu.threads) + " threads)";
   const double cpu_share = ctx ? 0.5 : 1.0, gpu_share = 0.4, xfer_share = 0.1;
 
-  // Buckets of the given networks first (capped at a third of the sweep), then synthetic ones.
+  // Buckets of the given networks first (at most a third of each budget), then synthetic ones.
   std::mt19937_64 rng(opt.seed);
   std::vector<SweepBucket> real_cpu, real_gpu;
   for (const Plan* plan : opt.networks) {
@@ -305,22 +367,29 @@ Profile calibrate(const CalibrateOptions& opt, gpu::Context* ctx, const std::str
       if (ctx && l <= opt.gpu_max_log2_states) real_gpu.push_back(plan_bucket(*plan, b, rng));
     }
   }
+  // Buckets are timed in batches, each bucket once per round of its batch, so that none is
+  // timed in a hot loop (an executor runs each bucket once, between others).
+  constexpr int kBatch = 8;
   say("CPU kernel sweep (" + std::to_string(static_cast<int>(opt.seconds * cpu_share)) + " s)");
   {
-    // Draw buckets lazily so a short budget never generates tables it will not time.
     const auto t0 = clock_type::now();
     const double budget = opt.seconds * cpu_share;
-    std::vector<Sample> s = measure_cpu(real_cpu, opt.threads, budget / 3);
+    std::vector<Sample> s = measure_cpu(real_cpu, opt.threads, budget / 6);
     Strata strata(0, opt.cpu_max_log2_states, opt.seed + 1);
     std::mt19937_64 r(opt.seed + 1);
-    double rate = 0;  // states per second seen so far, to keep the next bucket within budget
+    double rate = 0;  // states per second seen so far, to keep each batch within the budget
     while ((since(t0) < budget || s.size() < 30) && since(t0) < 3 * budget) {
-      double l = strata.next();
       const double left = std::max(budget - since(t0), 0.05);
-      if (rate > 0) l = std::min(l, std::log2(std::max(2.0, rate * left / 8)));
-      const auto one = measure_cpu({sweep_bucket(r, l)}, opt.threads, 1e9);
-      rate = std::max(rate, std::exp2(one[0].f.log2_states) / one[0].seconds);
-      s.push_back(one[0]);
+      std::vector<SweepBucket> batch;
+      for (int i = 0; i < kBatch; ++i) {
+        double l = strata.next();
+        if (rate > 0) l = std::min(l, std::log2(std::max(2.0, rate * left / (4 * kBatch))));
+        batch.push_back(sweep_bucket(r, l));
+      }
+      for (const Sample& x : measure_cpu(batch, opt.threads, std::min(2.0, left / 4))) {
+        rate = std::max(rate, std::exp2(x.f.log2_states) / x.seconds);
+        s.push_back(x);
+      }
     }
     p.cpu.samples = std::move(s);
     p.cpu.model = RuntimeModel::fit(p.cpu.samples);
@@ -335,12 +404,14 @@ Profile calibrate(const CalibrateOptions& opt, gpu::Context* ctx, const std::str
     const auto t0 = clock_type::now();
     const double budget = opt.seconds * gpu_share;
     std::vector<double> first_use;
-    std::vector<Sample> s = measure_gpu(real_gpu, *ctx, budget / 3, &first_use);
+    std::vector<Sample> s = measure_gpu(real_gpu, *ctx, budget / 6, &first_use);
     Strata strata(0, opt.gpu_max_log2_states, opt.seed + 2);
     std::mt19937_64 r(opt.seed + 2);
     while ((since(t0) < budget || s.size() < 30) && since(t0) < 3 * budget) {
-      const auto one = measure_gpu({sweep_bucket(r, strata.next())}, *ctx, 1e9, &first_use);
-      s.insert(s.end(), one.begin(), one.end());
+      std::vector<SweepBucket> batch;
+      for (int i = 0; i < kBatch; ++i) batch.push_back(sweep_bucket(r, strata.next(), 26));
+      const auto got = measure_gpu(batch, *ctx, 1.0, &first_use);
+      s.insert(s.end(), got.begin(), got.end());
     }
     p.gpu.samples = std::move(s);
     p.gpu.model = RuntimeModel::fit(p.gpu.samples);
@@ -348,7 +419,7 @@ Profile calibrate(const CalibrateOptions& opt, gpu::Context* ctx, const std::str
     if (!first_use.empty()) p.gpu_first_use = first_use[first_use.size() / 2];
   }
   say("host<->GPU transfers");
-  measure_transfers(*ctx, p.h2d, p.d2h, opt.seconds * xfer_share);
+  measure_transfers(*ctx, p.h2d, p.h2d_batch, p.d2h, opt.seconds * xfer_share);
   return p;
 }
 

@@ -24,8 +24,8 @@ struct SweepBucket {
   std::vector<InputTable> inputs() const;
 };
 
-// A random bucket of about 2^log2_states states.
-SweepBucket sweep_bucket(std::mt19937_64& rng, double log2_states);
+// A random bucket of about 2^log2_states states; no input table above 2^max_log2_input entries.
+SweepBucket sweep_bucket(std::mt19937_64& rng, double log2_states, double max_log2_input = 24);
 // The same shape and scopes as bucket b of a plan, with random values.
 SweepBucket plan_bucket(const Plan& plan, int b, std::mt19937_64& rng);
 
@@ -33,8 +33,8 @@ struct CalibrateOptions {
   double seconds = 60;            // total budget, split between the devices and transfers
   int threads = 0;                // CPU kernel threads (0: OpenMP's default)
   std::uint64_t seed = 1;
-  double cpu_max_log2_states = 25;
-  double gpu_max_log2_states = 29;
+  double cpu_max_log2_states = 28;
+  double gpu_max_log2_states = 31;
   std::vector<const Plan*> networks;  // whose buckets join the sweep
   std::function<void(const std::string&)> progress;  // one line per phase
 };
@@ -44,16 +44,22 @@ struct CalibrateOptions {
 double time_median(const std::function<void()>& run, double min_seconds = 0.05, int max_reps = 7,
                    double* first = nullptr);
 
+// Times each run in rounds (every run once per round, in order) after a warm-up round, so that
+// none is timed in a hot loop; per run the median over the rounds. `first`: warm-up times.
+std::vector<double> time_interleaved(const std::vector<std::function<void()>>& runs,
+                                     double budget_seconds, std::vector<double>* first = nullptr);
+
 std::vector<Sample> measure_cpu(const std::vector<SweepBucket>& buckets, int threads,
                                 double budget_seconds);
 // `first_use`, when given, receives per bucket how much longer its first run took (the GPU
 // builds and uploads a kernel policy for each new bucket shape).
 std::vector<Sample> measure_gpu(const std::vector<SweepBucket>& buckets, gpu::Context& ctx,
                                 double budget_seconds, std::vector<double>* first_use = nullptr);
-// Staged upload (host memcpy into pinned memory, then the copy) and download into pinned
-// memory, exactly as the executor moves tables.
-void measure_transfers(gpu::Context& ctx, TransferModel& h2d, TransferModel& d2h,
-                       double budget_seconds);
+// Staged uploads (host memcpy into pinned memory, then the copy) and downloads into pinned
+// memory, exactly as the executor moves tables: one copy waited for (`h2d`, `d2h`), and many
+// queued back to back with one wait (`h2d_batch`, per copy).
+void measure_transfers(gpu::Context& ctx, TransferModel& h2d, TransferModel& h2d_batch,
+                       TransferModel& d2h, double budget_seconds);
 
 // Runs the whole calibration; `ctx` may be null (no GPU: the profile has a CPU part only).
 Profile calibrate(const CalibrateOptions& opt, gpu::Context* ctx, const std::string& gpu_name);

@@ -9,9 +9,11 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <thread>
 
+#include "gpu/policy.hpp"
 #include "scheduler/plan_costs.hpp"
 #include "scheduler/staging.hpp"
 
@@ -27,15 +29,34 @@ double since(clock_type::time_point t0) {
 // What the two threads share. Everything here is guarded by `m`; a table pointer published
 // with ready[b] = 1 is not written again, so it may be read without the lock afterwards.
 struct Shared {
-  explicit Shared(int nb) : host(nb, nullptr), ready(nb, 0), owned(nb) {}
+  Shared(const TaskTree& tree, const std::vector<Device>& dev)
+      : host(tree.buckets.size(), nullptr), ready(tree.buckets.size(), 0),
+        owned(tree.buckets.size()), missing(tree.buckets.size(), 0), tree(tree), dev(dev) {
+    for (std::size_t b = 0; b < tree.buckets.size(); ++b) {
+      missing[b] = static_cast<int>(tree.buckets[b].children.size());
+      if (missing[b] == 0 && dev[b] == Device::cpu) cpu_ready.insert(static_cast<int>(b));
+    }
+  }
   std::mutex m;
   std::condition_variable cv;
   std::vector<const double*> host;                // [bucket] output on the host
   std::vector<char> ready;                        // [bucket] host output complete
   std::vector<std::unique_ptr<double[]>> owned;   // [bucket] outputs the CPU made
   std::vector<double*> give_back;                 // pinned downloads the CPU finished reading
+  std::vector<int> missing;                       // [bucket] children whose host output is not ready
+  std::set<int> cpu_ready;                        // CPU buckets whose inputs are all on the host
   bool abort = false;
   std::exception_ptr error;
+  const TaskTree& tree;
+  const std::vector<Device>& dev;
+
+  // With `m` held: b's output is on the host now.
+  void publish(int b, const double* p) {
+    host[b] = p;
+    ready[b] = 1;
+    const int parent = tree.buckets[b].parent;
+    if (parent >= 0 && --missing[parent] == 0 && dev[parent] == Device::cpu) cpu_ready.insert(parent);
+  }
 
   void fail(std::exception_ptr e) {
     {
@@ -63,31 +84,20 @@ struct Run {
 // The CPU execution thread: the ready CPU bucket that comes first in tree order, repeatedly.
 void cpu_thread(Run& r) {
   const auto& buckets = r.plan.tree.buckets;
-  std::vector<int> pending;
-  for (int b = 0; b < static_cast<int>(buckets.size()); ++b)
-    if (r.dev[b] == Device::cpu) pending.push_back(b);
-  while (!pending.empty()) {
-    std::size_t pick = 0;
+  int left = 0;
+  for (Device d : r.dev) left += d == Device::cpu;
+  for (; left > 0; --left) {
     std::vector<InputTable> in;
-    const int b = [&] {
+    int b;
+    {
       std::unique_lock lock(r.sh.m);
-      r.sh.cv.wait(lock, [&] {
-        if (r.sh.abort) return true;
-        for (pick = 0; pick < pending.size(); ++pick) {
-          bool ok = true;
-          for (int c : buckets[pending[pick]].children) ok = ok && r.sh.ready[c];
-          if (ok) return true;
-        }
-        return false;
-      });
-      if (r.sh.abort) return -1;
-      const int b = pending[pick];
+      r.sh.cv.wait(lock, [&] { return r.sh.abort || !r.sh.cpu_ready.empty(); });
+      if (r.sh.abort) return;
+      b = *r.sh.cpu_ready.begin();
+      r.sh.cpu_ready.erase(r.sh.cpu_ready.begin());
       for (int f : buckets[b].factors) in.push_back({r.plan.input_data[f].data(), r.plan.input_scope[f]});
       for (int c : buckets[b].children) in.push_back({r.sh.host[c], buckets[c].output_vars()});
-      return b;
-    }();
-    if (b < 0) return;
-    pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(pick));
+    }
     const BucketShape shape = bucket_shape(r.plan, b);
     auto out = std::make_unique<double[]>(shape.output_size());
     const auto t0 = clock_type::now();
@@ -100,9 +110,8 @@ void cpu_thread(Run& r) {
         else r.sh.give_back.push_back(const_cast<double*>(r.sh.host[c]));
         r.sh.host[c] = nullptr;
       }
-      r.sh.host[b] = out.get();
+      r.sh.publish(b, out.get());
       r.sh.owned[b] = std::move(out);
-      r.sh.ready[b] = 1;
     }
     r.sh.cv.notify_all();
   }
@@ -259,8 +268,7 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
     r.st.d2h_bytes += 8.0 * n_out;
     {
       std::lock_guard lock(r.sh.m);
-      r.sh.host[b] = p;
-      r.sh.ready[b] = 1;
+      r.sh.publish(b, p);
     }
     r.sh.cv.notify_all();
   }
@@ -293,18 +301,18 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
   }
   for (int b = 0; b < nb && ctx; ++b) {
     if (dev[b] != Device::gpu) continue;
-    try {
-      ctx->choose(bucket_shape(plan, b), bucket_scopes(plan, b));
-    } catch (const std::invalid_argument& e) {
-      spdlog::info("bucket {} runs on the CPU: no GPU kernel takes it ({})", b, e.what());
-      st.fallback += (st.fallback.empty() ? "" : "; ") + std::string("bucket ") +
-                     std::to_string(b) + ": " + e.what();
-      dev[b] = Device::cpu;
-    }
+    // the layout check alone: choose() would also build the kernel's tables, which run_bucket
+    // builds (once per shape) anyway
+    const std::string why = gpu::describe(bucket_shape(plan, b), bucket_scopes(plan, b)).unsupported;
+    if (why.empty()) continue;
+    spdlog::info("bucket {} runs on the CPU: no GPU kernel takes it ({})", b, why);
+    st.fallback += (st.fallback.empty() ? "" : "; ") + std::string("bucket ") + std::to_string(b) +
+                   ": " + why;
+    dev[b] = Device::cpu;
   }
   for (Device d : dev) (d == Device::gpu ? st.gpu_buckets : st.cpu_buckets)++;
 
-  Shared sh(nb);
+  Shared sh(plan.tree, dev);
   std::optional<StagingPool> pool;
   if (ctx && st.gpu_buckets > 0) pool.emplace(*ctx);
   Run r{plan, dev, opt, sh, st};

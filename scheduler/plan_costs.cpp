@@ -3,6 +3,8 @@
 #include <cmath>
 #include <limits>
 
+#include "gpu/policy.hpp"
+
 namespace kinfer::sched {
 
 std::vector<std::vector<int>> bucket_scopes(const Plan& plan, int b) {
@@ -39,7 +41,9 @@ PlanCosts plan_costs(const Plan& plan, const Profile& profile, bool warm_gpu) {
     for (int fi : bk.factors) {
       const double bytes = 8.0 * static_cast<double>(plan.input_data[fi].size());
       pc.input_bytes[b] += bytes;
-      n.upload += profile.has_gpu ? profile.h2d.seconds(bytes) : 0;
+      // the executor queues all original inputs at once: the per-copy cost of a batch
+      const TransferModel& up = profile.h2d_batch.bandwidth > 0 ? profile.h2d_batch : profile.h2d;
+      n.upload += profile.has_gpu ? up.seconds(bytes) : 0;
     }
     pc.input_tables[b] = static_cast<int>(bk.factors.size());
     if (profile.has_gpu) {
@@ -49,6 +53,9 @@ PlanCosts plan_costs(const Plan& plan, const Profile& profile, bool warm_gpu) {
       double need = pc.out_bytes[b] + pc.input_bytes[b];
       for (int c : bk.children) need += pc.out_bytes[c];
       if (profile.gpu.memory_bytes > 0 && need > 0.9 * profile.gpu.memory_bytes)
+        n.gpu = std::numeric_limits<double>::infinity();
+      // a layout no GPU kernel takes (too many inputs, too many varying inputs, ...)
+      if (!gpu::describe(shape, scopes).unsupported.empty())
         n.gpu = std::numeric_limits<double>::infinity();
     }
   }

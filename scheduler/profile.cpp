@@ -124,6 +124,7 @@ json to_json(const Profile& p) {
     j["gpu"]["max_inputs"] = p.gpu_max_inputs;
     j["gpu"]["first_use_seconds"] = p.gpu_first_use;
     j["transfer"] = {{"h2d", transfer_json(p.h2d)}, {"d2h", transfer_json(p.d2h)}};
+    if (p.h2d_batch.bandwidth > 0) j["transfer"]["h2d_batch"] = transfer_json(p.h2d_batch);
   }
   return j;
 }
@@ -148,6 +149,7 @@ Profile profile_from_json(const json& j, const std::string& source) {
       p.gpu_first_use = j["gpu"].value("first_use_seconds", 0.0);
       p.h2d = transfer_from(j.at("transfer").at("h2d"));
       p.d2h = transfer_from(j.at("transfer").at("d2h"));
+      if (j["transfer"].contains("h2d_batch")) p.h2d_batch = transfer_from(j["transfer"]["h2d_batch"]);
     }
     return p;
   } catch (const std::invalid_argument& e) {

@@ -42,7 +42,8 @@ struct Profile {
   // Extra time of a bucket shape's first GPU run (the kernel's policy tables are built and
   // uploaded once per shape and context; later evaluations of the same plan reuse them).
   double gpu_first_use = 0;
-  TransferModel h2d, d2h;
+  TransferModel h2d, d2h;  // one copy, waited for
+  TransferModel h2d_batch;  // per copy of many queued back to back (bandwidth 0: not measured)
 
   double cpu_seconds(const BucketFeatures& f) const { return cpu.model.predict(f); }
   // Infinite when there is no GPU in the profile. `first_use`: the shape was never run on

@@ -8,7 +8,9 @@
 
 #include "engine/errors.hpp"
 #include "fake_device.hpp"
+#include "gpu/policy.hpp"
 #include "io/uai.hpp"
+#include "scheduler/calibrate.hpp"
 #include "scheduler/executor.hpp"
 #include "scheduler/plan_costs.hpp"
 #include "scheduler/policies.hpp"
@@ -66,12 +68,14 @@ TEST_CASE("Scheduler.ExecutorMatchesRunPlanUnderEveryAssignment", "[scheduler]")
       const double got = run_scheduled(plan, a, &dev, {}, &st);
       CHECK(got == Approx(expected).epsilon(1e-12));
       CHECK(dev.error().empty());
-      // buckets no GPU kernel takes (more than 16 inputs) moved to the CPU, nothing else
+      // buckets no GPU kernel takes (e.g. more than 16 inputs) moved to the CPU, nothing else
       REQUIRE(st.ran_on.size() == a.size());
       for (std::size_t b = 0; b < a.size(); ++b)
         if (st.ran_on[b] != a[b]) {
           CHECK(a[b] == Device::gpu);
-          CHECK(bucket_scopes(plan, static_cast<int>(b)).size() > 16);
+          CHECK_FALSE(gpu::describe(bucket_shape(plan, static_cast<int>(b)),
+                                    bucket_scopes(plan, static_cast<int>(b)))
+                          .unsupported.empty());
         }
       int on_gpu = 0;
       for (Device d : st.ran_on) on_gpu += d == Device::gpu;
@@ -131,4 +135,29 @@ TEST_CASE("Scheduler.ExecutorRejectsAWrongAssignmentSize", "[scheduler]") {
   const Plan plan = plan_of("Pedigree_11.uai");
   std::vector<Device> a(plan.tree.buckets.size() + 1, Device::cpu);
   CHECK_THROWS_AS(run_scheduled(plan, a, nullptr), std::invalid_argument);
+}
+
+TEST_CASE("Scheduler.CalibrateDrivesADeviceThroughTheContract", "[scheduler]") {
+  // The GPU half of `kinfer calibrate` (kernel sweep, staged and batched transfers) on the fake
+  // device: every call goes through gpu::Context as on a real GPU.
+  test::FakeDevice dev(2, 20);
+  CalibrateOptions opt;
+  opt.seconds = 3;
+  opt.threads = 1;
+  opt.cpu_max_log2_states = 12;
+  opt.gpu_max_log2_states = 12;
+  const Profile p = calibrate(opt, &dev, dev.name());
+  CHECK(dev.error().empty());
+  REQUIRE(p.has_gpu);
+  CHECK(p.cpu.samples.size() >= 30);
+  CHECK(p.gpu.samples.size() >= 30);
+  CHECK(dev.kernels > 0);
+  CHECK(p.h2d.bandwidth > 0);
+  CHECK(p.h2d_batch.bandwidth > 0);
+  CHECK(p.d2h.bandwidth > 0);
+  CHECK(dev.live_tables() == 0);
+  BucketFeatures f;
+  f.log2_states = 10;
+  CHECK(std::isfinite(p.gpu_seconds(f)));
+  CHECK(p.gpu_seconds(f) > 0);
 }
