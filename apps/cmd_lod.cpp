@@ -176,6 +176,11 @@ nlohmann::json json_report(const lk::AnalysisResult& r, const lk::LocusFile& lf,
     j["varied_theta"] = r.varied_interval + 1;
   else
     j["moving_locus"] = {{"index", r.moving_locus + 1}, {"name", lf.loci[r.moving_locus].name}};
+  if (r.program == lk::Program::Linkmap) {
+    nlohmann::json m = nlohmann::json::array();
+    for (const auto& [name, cm] : r.markers) m.push_back({{"name", name}, {"position", jnum(cm)}});
+    j["markers"] = m;
+  }
   j["baseline"] = eval_json(r.baseline, r, false);
   nlohmann::json ev = nlohmann::json::array();
   for (const auto& e : r.evaluations) ev.push_back(eval_json(e, r, true));
@@ -229,15 +234,15 @@ void write_plot(const std::string& path, const lk::AnalysisResult& r, const lk::
   if (points == 0) throw InputError(path, 0, "no finite LOD score to draw");
   std::ofstream g(dir / "plot.gp");
   if (ext == ".svg")
-    g << "set terminal svg size 800,500 dynamic enhanced font 'Helvetica,14' linewidth 1.5\n";
+    g << "set terminal svg size 800,500 dynamic noenhanced font 'Helvetica,14' linewidth 1.5\n";
   else
-    g << "set terminal pngcairo size 1600,1000 enhanced font 'Helvetica,26' linewidth 3\n";
+    g << "set terminal pngcairo size 1600,1000 noenhanced font 'Helvetica,26' linewidth 3\n";
   g << "set output " << gnuplot_quote(fs::absolute(path).string()) << "\n";
   g << "set border 3\nset tics nomirror\nset grid ytics lc rgb '#dddddd'\nset key off\n";
   g << "set ylabel 'LOD score'\n";
   std::string trait = mlink ? "" : lf.loci[r.moving_locus].name;
   if (mlink) {
-    g << "set xlabel 'recombination fraction {/Symbol q}" << (r.sex_specific ? " (male)" : "")
+    g << "set xlabel 'recombination fraction θ" << (r.sex_specific ? " (male)" : "")
       << " between " << r.map_order[r.varied_interval] << " and "
       << r.map_order[r.varied_interval + 1] << "'\n";
     g << "set xrange [0:0.5]\n";
@@ -245,39 +250,15 @@ void write_plot(const std::string& path, const lk::AnalysisResult& r, const lk::
     g << "set xlabel 'map position of " << trait << " (cM, "
       << (lf.map_function == lk::MapFunction::Kosambi ? "Kosambi" : "Haldane") << ")'\n";
     // Markers as labelled ticks along the top.
-    std::vector<std::pair<std::string, double>> marks;
-    double pos = 0;
-    std::vector<int> markers;
-    for (int k : lf.map_order)
-      if (k != r.moving_locus) markers.push_back(k);
-    // Positions of the markers from the first evaluation's order are not needed: the marker
-    // map starts at 0 and adds the distances between adjacent markers.
-    std::vector<double> cm{0};
-    {
-      const auto& mo = lf.map_order;
-      const int p = static_cast<int>(std::find(mo.begin(), mo.end(), r.moving_locus) - mo.begin());
-      for (int i = 0; i + 1 < lf.n_loci(); ++i) {
-        double dm, df;
-        if (i == p - 1 && p + 1 < lf.n_loci()) {
-          dm = lk::theta_to_morgans(lf.male_theta[i], lf.map_function) + lk::theta_to_morgans(lf.male_theta[i + 1], lf.map_function);
-          df = lk::theta_to_morgans(lf.female_theta[i], lf.map_function) + lk::theta_to_morgans(lf.female_theta[i + 1], lf.map_function);
-          ++i;
-        } else if (i == p - 1 || i == p) {
-          continue;
-        } else {
-          dm = lk::theta_to_morgans(lf.male_theta[i], lf.map_function);
-          df = lk::theta_to_morgans(lf.female_theta[i], lf.map_function);
-        }
-        pos += 50 * (dm + df);
-        cm.push_back(pos);
-      }
-    }
-    g << "set x2tics rotate by 45 left font ',10' (";
-    for (std::size_t i = 0; i < markers.size() && i < cm.size(); ++i)
-      g << (i ? ", " : "") << gnuplot_quote(lf.loci[markers[i]].name) << ' ' << num(cm[i], 4);
+    std::vector<std::pair<std::string, double>> mk;
+    for (const auto& m : r.markers)
+      if (std::isfinite(m.second)) mk.push_back(m);
+    g << "set x2tics rotate by 45 left font '," << (ext == ".svg" ? 10 : 18) << "' (";
+    for (std::size_t i = 0; i < mk.size(); ++i)
+      g << (i ? ", " : "") << gnuplot_quote(mk[i].first) << ' ' << num(mk[i].second, 4);
     g << ")\nset link x2\n";
-    for (std::size_t i = 0; i < markers.size() && i < cm.size(); ++i)
-      g << "set arrow from " << num(cm[i], 4) << ", graph 0 to " << num(cm[i], 4)
+    for (const auto& [name, cm] : mk)
+      g << "set arrow from " << num(cm, 4) << ", graph 0 to " << num(cm, 4)
         << ", graph 1 nohead dt 3 lc rgb '#999999'\n";
   }
   g << "set arrow from graph 0, first 3 to graph 1, first 3 nohead dt 2 lc rgb '#cc0000'\n";

@@ -287,6 +287,7 @@ void run_linkmap(const LocusFile& lf, const AnalysisOptions& opt, Analysis& an, 
   }
   res.moving_locus = moving;
   const MarkerMap mm = marker_map(lf, moving);
+  for (std::size_t i = 0; i < mm.markers.size(); ++i) res.markers.push_back({lf.loci[mm.markers[i]].name, mm.cm[i]});
   unlinked_baseline(lf, moving, mm, an, res);
   const MapFunction mf = lf.map_function;
 

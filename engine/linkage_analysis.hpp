@@ -52,6 +52,9 @@ struct AnalysisResult {
   int varied_interval = -1;      // MLINK: 0-based interval of the map order
   int moving_locus = -1;         // LINKMAP: input index
   std::vector<std::string> map_order;  // locus names in the file's map order
+  // LINKMAP: the markers (every locus but the moving one) and their sex-averaged map
+  // positions, cM from the first (map function of the locus file).
+  std::vector<std::pair<std::string, double>> markers;
   Evaluation baseline;           // MLINK: varied theta 0.5; LINKMAP: moving locus unlinked
   std::vector<Evaluation> evaluations;
   AnalysisTiming timing;
