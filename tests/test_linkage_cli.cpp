@@ -98,3 +98,9 @@ TEST_CASE("LinkageCli.PlotAndOutFolder", "[linkage]") {
   REQUIRE(png.rc == 0);
   CHECK(read_text(t / "curve.png").substr(1, 3) == "PNG");
 }
+
+TEST_CASE("LinkageCli.MemoryLimitExits3", "[linkage]") {
+  const Run r = lod({"--ped", example("pedfile.dat"), "--dat", example("datafile.dat"), "--max-memory", "1K"});
+  CHECK(r.rc == 3);
+  CHECK_THAT(r.err, Catch::Contains("exceeds the limit"));
+}
