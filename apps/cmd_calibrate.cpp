@@ -43,6 +43,7 @@ void print_model(const char* device, const sched::DeviceProfile& d) {
               "loglinear+tree %s, tree %s\n",
               d.samples.size(), sched::to_string(m.kind), percent(m.cv_loglinear).c_str(),
               percent(m.cv_loglinear_tree).c_str(), percent(m.cv_tree).c_str());
+  std::printf("     executor overhead %s per bucket\n", sched::format_seconds(d.dispatch).c_str());
 }
 
 int run_calibrate(const CalibrateCmdOptions& o) {

@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "gpu/policy.hpp"
+#include "scheduler/executor.hpp"
 #include "scheduler/plan_costs.hpp"
 #include "scheduler/staging.hpp"
 
@@ -227,19 +228,18 @@ std::vector<double> time_interleaved(const std::vector<std::function<void()>>& r
 
 std::vector<Sample> measure_cpu(const std::vector<SweepBucket>& buckets, int threads,
                                 double budget_seconds) {
-  std::vector<std::vector<InputTable>> in;
-  std::vector<std::vector<double>> res;
-  std::vector<std::function<void()>> runs;
-  for (const SweepBucket& b : buckets) {
-    in.push_back(b.inputs());
-    res.emplace_back(b.shape.output_size());
-  }
-  for (std::size_t i = 0; i < buckets.size(); ++i)
-    runs.push_back([&, i] { sum_product_log(buckets[i].shape, in[i], res[i].data(), threads); });
-  const std::vector<double> t = time_interleaved(runs, budget_seconds);
+  // Each bucket in a loop of its own. Interleaving buckets of random sizes was tried on the GPU
+  // machine and predicted the small buckets of real runs 2x too slow (OpenMP workers of the
+  // previous large bucket still spinning); the loop predicted them within 25% (median).
   std::vector<Sample> out;
-  for (std::size_t i = 0; i < buckets.size(); ++i)
-    out.push_back({bucket_features(buckets[i].shape, buckets[i].scopes), t[i]});
+  const auto t0 = clock_type::now();
+  for (const SweepBucket& b : buckets) {
+    if (since(t0) > budget_seconds && !out.empty()) break;
+    const auto in = b.inputs();
+    std::vector<double> res(b.shape.output_size());
+    out.push_back({bucket_features(b.shape, b.scopes),
+                   time_median([&] { sum_product_log(b.shape, in, res.data(), threads); })});
+  }
   return out;
 }
 
@@ -335,6 +335,48 @@ void measure_transfers(gpu::Context& ctx, TransferModel& h2d, TransferModel& h2d
   d2h = TransferModel::fit(std::move(down));
 }
 
+DispatchCost measure_dispatch(gpu::Context* ctx, int threads, int buckets) {
+  // x0 - x1 - ... - xn with random pairwise tables: eliminating along the chain gives one tiny
+  // bucket per variable.
+  Network net;
+  net.kind = "MARKOV";
+  net.card.assign(buckets + 1, 2);
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> val(0.1, 1.0);
+  for (int i = 0; i < buckets; ++i) {
+    Factor f;
+    f.scope = {i, i + 1};
+    for (int k = 0; k < 4; ++k) f.table.push_back(val(rng));
+    net.factors.push_back(std::move(f));
+  }
+  PlanOptions po;
+  po.order.heuristic = OrderHeuristic::MinFill;
+  const Plan plan = make_plan(net, Evidence{}, po);
+  const int nb = static_cast<int>(plan.tree.buckets.size());
+  auto extra = [&](Device d) {
+    const std::vector<Device> a(nb, d);
+    ExecOptions untimed, timed;
+    untimed.threads = timed.threads = threads;
+    timed.time_buckets = true;
+    ExecStats st;
+    run_scheduled(plan, a, ctx, untimed, &st);  // warm-up (the GPU builds its kernel tables)
+    std::vector<double> t;
+    for (int rep = 0; rep < 5; ++rep) {
+      run_scheduled(plan, a, ctx, untimed, &st);
+      t.push_back(st.seconds);
+    }
+    std::sort(t.begin(), t.end());
+    run_scheduled(plan, a, ctx, timed, &st);
+    double kernels = st.h2d_seconds;  // the original inputs' upload is charged separately
+    for (double k : st.kernel_seconds) kernels += k;
+    return std::max(0.0, (t[t.size() / 2] - kernels) / nb);
+  };
+  DispatchCost c;
+  c.cpu = extra(Device::cpu);
+  if (ctx) c.gpu = extra(Device::gpu);
+  return c;
+}
+
 Profile calibrate(const CalibrateOptions& opt, gpu::Context* ctx, const std::string& gpu_name) {
   auto say = [&](const std::string& s) {
     if (opt.progress) opt.progress(s);
@@ -367,8 +409,8 @@ Profile calibrate(const CalibrateOptions& opt, gpu::Context* ctx, const std::str
       if (ctx && l <= opt.gpu_max_log2_states) real_gpu.push_back(plan_bucket(*plan, b, rng));
     }
   }
-  // Buckets are timed in batches, each bucket once per round of its batch, so that none is
-  // timed in a hot loop (an executor runs each bucket once, between others).
+  // Buckets are drawn in batches; on the GPU each bucket of a batch is timed once per round
+  // (time_interleaved), as an executor runs it between others.
   constexpr int kBatch = 8;
   say("CPU kernel sweep (" + std::to_string(static_cast<int>(opt.seconds * cpu_share)) + " s)");
   {
@@ -386,7 +428,7 @@ Profile calibrate(const CalibrateOptions& opt, gpu::Context* ctx, const std::str
         if (rate > 0) l = std::min(l, std::log2(std::max(2.0, rate * left / (4 * kBatch))));
         batch.push_back(sweep_bucket(r, l));
       }
-      for (const Sample& x : measure_cpu(batch, opt.threads, std::min(2.0, left / 4))) {
+      for (const Sample& x : measure_cpu(batch, opt.threads, 1e9)) {
         rate = std::max(rate, std::exp2(x.f.log2_states) / x.seconds);
         s.push_back(x);
       }
@@ -394,7 +436,11 @@ Profile calibrate(const CalibrateOptions& opt, gpu::Context* ctx, const std::str
     p.cpu.samples = std::move(s);
     p.cpu.model = RuntimeModel::fit(p.cpu.samples);
   }
+  say("executor overhead per bucket");
+  const DispatchCost dispatch = measure_dispatch(ctx, opt.threads);
+  p.cpu.dispatch = dispatch.cpu;
   if (!ctx) return p;
+  p.gpu.dispatch = dispatch.gpu;
 
   say("GPU kernel sweep (" + std::to_string(static_cast<int>(opt.seconds * gpu_share)) + " s)");
   p.has_gpu = true;

@@ -61,6 +61,15 @@ std::vector<Sample> measure_gpu(const std::vector<SweepBucket>& buckets, gpu::Co
 void measure_transfers(gpu::Context& ctx, TransferModel& h2d, TransferModel& h2d_batch,
                        TransferModel& d2h, double budget_seconds);
 
+// The executor's own cost per bucket beyond the kernel (bookkeeping, allocation, handing tables
+// between threads; on the GPU also launching, allocating and releasing device tables): a chain
+// network of `buckets` tiny buckets is run through run_scheduled untimed and with every kernel
+// timed; the difference per bucket. Device part only with a ctx.
+struct DispatchCost {
+  double cpu = 0, gpu = 0;  // seconds per bucket
+};
+DispatchCost measure_dispatch(gpu::Context* ctx, int threads, int buckets = 400);
+
 // Runs the whole calibration; `ctx` may be null (no GPU: the profile has a CPU part only).
 Profile calibrate(const CalibrateOptions& opt, gpu::Context* ctx, const std::string& gpu_name);
 

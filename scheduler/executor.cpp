@@ -99,7 +99,8 @@ void cpu_thread(Run& r) {
       for (int c : buckets[b].children) in.push_back({r.sh.host[c], buckets[c].output_vars()});
     }
     const BucketShape shape = bucket_shape(r.plan, b);
-    auto out = std::make_unique<double[]>(shape.output_size());
+    // not make_unique: zero-filling a large table would cost as much as a small bucket
+    std::unique_ptr<double[]> out(new double[shape.output_size()]);
     const auto t0 = clock_type::now();
     sum_product_log(shape, in, out.get(), r.opt.threads);
     if (r.opt.time_buckets) r.st.kernel_seconds[b] = since(t0);
@@ -175,6 +176,7 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
 
   // pass 1: the original inputs of every GPU bucket, staged in one pinned block and queued on
   // the transfer stream now, so that they travel while the CPU works
+  const auto pass1 = clock_type::now();
   std::int64_t total = 0;
   for (int b = 0; b < nb; ++b)
     if (r.dev[b] == Device::gpu)
@@ -206,7 +208,10 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
         r.st.h2d_bytes += 8.0 * n;
         at += n;
       }
-  if (r.opt.time_buckets) finish_uploads();
+  if (r.opt.time_buckets) {  // staging, queueing and the wait, all of it
+    finish_uploads();
+    r.st.h2d_seconds = since(pass1);
+  }
 
   // pass 2: the GPU buckets in tree order (children first)
   for (int b = 0; b < nb; ++b) {

@@ -31,7 +31,9 @@ struct ExecStats {
   double h2d_bytes = 0, d2h_bytes = 0;   // what actually crossed
   std::vector<Device> ran_on;             // per bucket
   std::vector<double> kernel_seconds;     // per bucket (time_buckets only; else empty)
-  double h2d_seconds = 0, d2h_seconds = 0;  // time_buckets only: staged copies, synchronized
+  // time_buckets only: the upload of the original inputs (staging, queueing, waiting) plus the
+  // waited-for uploads of CPU outputs; the downloads
+  double h2d_seconds = 0, d2h_seconds = 0;
   std::string fallback;                   // why GPU buckets ran on the CPU, if any did
 };
 

@@ -40,6 +40,7 @@ json device_json(const DeviceProfile& d) {
   return {{"name", d.name},
           {"threads", d.threads},
           {"memory_bytes", d.memory_bytes},
+          {"dispatch_seconds", d.dispatch},
           {"model", d.model.to_json()},
           {"samples", samples_json(d.samples)}};
 }
@@ -49,6 +50,7 @@ DeviceProfile device_from(const json& j) {
   d.name = j.value("name", "");
   d.threads = j.value("threads", 0);
   d.memory_bytes = j.value("memory_bytes", 0.0);
+  d.dispatch = j.value("dispatch_seconds", 0.0);
   d.model = RuntimeModel::from_json(j.at("model"));
   if (j.contains("samples")) d.samples = samples_from(j["samples"]);
   return d;
@@ -100,7 +102,7 @@ TransferModel TransferModel::fit(std::vector<std::pair<double, double>> samples)
 double Profile::gpu_seconds(const BucketFeatures& f, bool first_use) const {
   if (!has_gpu) return std::numeric_limits<double>::infinity();
   if (f.inputs > gpu_max_inputs) return std::numeric_limits<double>::infinity();
-  return gpu.model.predict(f) + (first_use ? gpu_first_use : 0.0);
+  return gpu.model.predict(f) + gpu.dispatch + (first_use ? gpu_first_use : 0.0);
 }
 
 std::string default_profile_path() {

@@ -27,6 +27,7 @@ struct DeviceProfile {
   std::string name;      // "2 x Intel(R) ..." / "NVIDIA H100 80GB HBM3"
   int threads = 0;       // CPU threads the kernel used
   double memory_bytes = 0;
+  double dispatch = 0;   // the executor's own seconds per bucket beyond the kernel
   RuntimeModel model;
   std::vector<Sample> samples;
 };
@@ -45,7 +46,8 @@ struct Profile {
   TransferModel h2d, d2h;  // one copy, waited for
   TransferModel h2d_batch;  // per copy of many queued back to back (bandwidth 0: not measured)
 
-  double cpu_seconds(const BucketFeatures& f) const { return cpu.model.predict(f); }
+  // A bucket's time in the executor: its kernel plus the executor's own cost per bucket.
+  double cpu_seconds(const BucketFeatures& f) const { return cpu.model.predict(f) + cpu.dispatch; }
   // Infinite when there is no GPU in the profile. `first_use`: the shape was never run on
   // this device before.
   double gpu_seconds(const BucketFeatures& f, bool first_use = false) const;

@@ -146,6 +146,19 @@ TEST_CASE("Scheduler.FirstUseOfAShapeCostsOnlyWhenCold", "[scheduler]") {
   }
 }
 
+TEST_CASE("Scheduler.ExecutorOverheadIsChargedPerBucket", "[scheduler]") {
+  Profile p = load_profile(data_path("profiles/fixed-test.json"));
+  const Plan plan = small_plan("Pedigree_11.uai");
+  const PlanCosts base = plan_costs(plan, p, true);
+  p.cpu.dispatch = 3e-6;
+  p.gpu.dispatch = 2.5e-5;
+  const PlanCosts with = plan_costs(plan, p, true);
+  for (std::size_t b = 0; b < base.tree.nodes.size(); ++b) {
+    CHECK(with.tree.nodes[b].cpu == Approx(base.tree.nodes[b].cpu + 3e-6));
+    CHECK(with.tree.nodes[b].gpu == Approx(base.tree.nodes[b].gpu + 2.5e-5));
+  }
+}
+
 TEST_CASE("Scheduler.ProfileRoundTrip", "[scheduler]") {
   const Profile p = load_profile(data_path("profiles/fixed-test.json"));
   const auto dir = std::filesystem::temp_directory_path() / ("kinfer-test-" + std::to_string(::getpid()));
@@ -160,6 +173,7 @@ TEST_CASE("Scheduler.ProfileRoundTrip", "[scheduler]") {
   CHECK(q.gpu_seconds(f) == Approx(p.gpu_seconds(f)).epsilon(1e-14));
   CHECK(q.h2d.seconds(1e6) == Approx(1e-5 + 1e-4));
   CHECK(q.gpu_first_use == p.gpu_first_use);
+  CHECK(q.gpu.dispatch == p.gpu.dispatch);
 }
 
 TEST_CASE("Scheduler.BadProfilesAreInputErrors", "[scheduler]") {

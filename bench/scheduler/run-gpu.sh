@@ -27,5 +27,21 @@ for spec in 24:2 16:2 21:2 14:2 18:2 13:1; do
     --save-tree "$r/linkage_$n.tree.json" > "$r/linkage_$n.json" 2> "$r/linkage_$n.log"
   echo "linkage_$n rc=$? $(( $(date +%s) - t0 )) s" >> "$r/status.txt"
 done
+# A second profile whose sweep also holds buckets of four of the networks, checked on the two
+# networks it has not seen: how much calibrating on one's own kind of network helps.
+if [ "${NET_CAL:-1}" = 1 ]; then
+  kinfer calibrate --seconds "${NET_CAL_SECONDS:-60}" -o "$r/profile-net.json" \
+    --network data/uai/linkage_14.uai.gz --network data/uai/linkage_16.uai.gz \
+    --network data/uai/linkage_21.uai.gz --network data/uai/linkage_24.uai.gz > "$r/calibrate-net.txt" 2>&1
+  for n in 18 13; do
+    timeout "${LIMIT:-150}" "$bundle/run" apps/kinfer schedule-compare "$bundle/data/linkage_$n.uai" \
+      --profile "$r/profile-net.json" --repeat 1 --json --bucket-log "$r/linkage_$n.net.buckets.tsv" \
+      > "$r/linkage_$n.net.json" 2> "$r/linkage_$n.net.log"
+    echo "linkage_$n (profile-net) rc=$?" >> "$r/status.txt"
+  done
+fi
+# the human-readable table once, for the record
+"$bundle/run" apps/kinfer schedule-compare data/uai/linkage_14.uai.gz --profile "$r/profile.json" \
+  --repeat 2 > "$r/linkage_14.txt" 2>&1
 tar czf "$out/sched-results.tgz" -C "$out" sched
-cat "$r/status.txt" "$r/calibrate.txt"
+cat "$r/status.txt" "$r/calibrate.txt" "$r/calibrate-net.txt" "$r/linkage_14.txt" 2>/dev/null
