@@ -497,7 +497,7 @@ TSV_KEYS = ["instance", "kind", "vars", "width", "log2_max_table", "log2_max_cli
             "pyagrum_status", "pyagrum_engine", "pyagrum_s", "pyagrum_build_s", "pyagrum_infer_s",
             "pyagrum_wall_s", "pyagrum_peak_mb", "pyagrum_log2_max_clique",
             "pyagrum_log2_sum_cliques", "pyagrum_log10", "ratio", "ref_log10", "kinfer_vs_ref",
-            "pyagrum_vs_ref", "info_error"]
+            "pyagrum_vs_ref", "info_error", "kinfer_commit", "run_date"]
 
 
 def fmt(value, spec):
@@ -553,6 +553,28 @@ def write_atomically(path, text):
     os.replace(tmp, path)
 
 
+def read_tsv(path):
+    """Rows of a results TSV, numbers converted back, empty cells dropped."""
+    def value(text):
+        for conv in (int, float):
+            try:
+                return conv(text)
+            except ValueError:
+                pass
+        return text
+    with open(path) as f:
+        header = f.readline().rstrip("\n").split("\t")
+        rows = []
+        for line in f:
+            cells = line.rstrip("\n").split("\t")
+            rows.append({k: value(v) for k, v in zip(header, cells) if v != ""})
+    for r in rows:  # statuses and agreement read like numbers only by accident
+        for k in ("instance", "kinfer_commit", "run_date"):
+            if k in r:
+                r[k] = str(r[k])
+    return rows
+
+
 def tsv_text(results):
     rows = ["\t".join(TSV_KEYS)]
     for r in results:
@@ -599,8 +621,9 @@ def markdown(results, meta):
     out = ["# UAI benchmark: kinfer vs pyAgrum", "",
            "Produced by `scripts/bench_uai.py`; do not edit by hand (re-run it).", "",
            f"- machine: {meta['machine']}",
-           f"- date: {meta['date']}",
-           f"- kinfer commit: {meta['commit']}; {meta['kinfer_cmd']}",
+           f"- date: {', '.join(sorted({str(r.get('run_date', '?'))[:10] for r in results}))}",
+           f"- kinfer commit: {'; '.join(sorted({str(r.get('kinfer_commit', '?')) for r in results}))}",
+           f"- kinfer command: {meta['kinfer_cmd']}",
            f"- pyAgrum: {meta['pyagrum']}",
            f"- limits per run: kinfer {meta['kinfer_timeout']:g} s, pyAgrum "
            f"{meta['pyagrum_timeout']:g} s, address space {meta['memory_limit_gb']:g} GB",
@@ -686,6 +709,8 @@ def main():
     ap.add_argument("--out", default=os.path.join(REPO, "bench", "uai"), help="results folder")
     ap.add_argument("--label", default=socket.gethostname(), help="results-<label>.tsv")
     ap.add_argument("--no-write", action="store_true", help="print the table only")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the other instances' rows of an existing results TSV (to redo a few)")
     ap.add_argument("--pyagrum-child", metavar="NETWORK", help=argparse.SUPPRESS)
     ap.add_argument("--evidence", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -704,38 +729,41 @@ def main():
     refs = read_references(args.data)
     paths = resolve_instances(args.instances, args.data)
 
-    lines = table_lines([])
-    print("\n".join(lines), flush=True)
-    results = []
-    for path in paths:
-        log(f"... {instance_name(path)}")
-        r = bench_instance(path, args, kinfer, venv_py, refs)
-        results.append(r)
-        print(table_lines([r])[2], flush=True)
-
-    problems = [r for r in results if r.get("kinfer_status", "ok") != "ok"
-                or r.get("pyagrum_status", "ok") != "ok"]
-    for r in problems:
-        if r.get("kinfer_status", "ok") != "ok":
-            print(f"  {r['instance']}: kinfer {r['kinfer_status']}")
-        if r.get("pyagrum_status", "ok") != "ok":
-            print(f"  {r['instance']}: pyAgrum {r['pyagrum_status']}")
-
-    if args.no_write:
-        return
     tsv = os.path.join(args.out, f"results-{args.label}.tsv")
+    commit = kinfer_commit(args)
     meta = {"machine": machine_description(),
-            "date": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
-            "commit": kinfer_commit(args),
             "kinfer_cmd": f"`kinfer pe --json NETWORK --max-memory "
                           f"{int(args.memory_limit_gb * 0.85 * 1024)}M --order-time "
                           f"{args.order_time:g}` (release build)",
             "pyagrum": pyagrum_version, "kinfer_timeout": args.kinfer_timeout,
             "pyagrum_timeout": args.pyagrum_timeout, "memory_limit_gb": args.memory_limit_gb,
             "tsv": os.path.relpath(tsv, args.out), "notes": NOTES}
-    write_atomically(tsv, tsv_text(results))
-    write_atomically(os.path.join(args.out, "README.md"), markdown(results, meta))
-    log(f"wrote {tsv} and {os.path.join(args.out, 'README.md')}")
+    kept = {}
+    if args.merge and os.path.exists(tsv):
+        kept = {r["instance"]: r for r in read_tsv(tsv)}
+
+    print("\n".join(table_lines([])), flush=True)
+    results = []
+    for path in paths:
+        log(f"... {instance_name(path)}")
+        r = bench_instance(path, args, kinfer, venv_py, refs)
+        r["kinfer_commit"] = commit
+        r["run_date"] = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+        results.append(r)
+        print(table_lines([r])[2], flush=True)
+        if not args.no_write:  # after every instance, so an interrupted run keeps what it did
+            kept[r["instance"]] = r
+            rows = sorted(kept.values(), key=lambda x: x["instance"])
+            write_atomically(tsv, tsv_text(rows))
+            write_atomically(os.path.join(args.out, "README.md"), markdown(rows, meta))
+
+    for r in results:
+        if r.get("kinfer_status", "ok") != "ok":
+            print(f"  {r['instance']}: kinfer {r['kinfer_status']}")
+        if r.get("pyagrum_status", "ok") != "ok":
+            print(f"  {r['instance']}: pyAgrum {r['pyagrum_status']}")
+    if not args.no_write:
+        log(f"wrote {tsv} and {os.path.join(args.out, 'README.md')}")
 
 
 if __name__ == "__main__":
