@@ -81,7 +81,7 @@ int run_schedule(const ScheduleOptions& o) {
 struct CompareOptions {
   NetworkOptions net;
   std::string profile, save_tree, bucket_log;
-  bool json = false, no_gpu = false;
+  bool json = false, no_gpu = false, explain = false;
   int repeat = 3;
 };
 
@@ -266,6 +266,7 @@ int run_compare(const CompareOptions& o) {
                         {"max_ln_pr_difference", worst_diff},
                         {"policies", pol},
                         {"bucket_predictions", {{"cpu", cpu_check.to_json()}}}};
+    if (o.explain) j["comm_aware"] = sched::to_json(pc.tree, rows.back().s, true);
     if (gpu_measured) {
       j["bucket_predictions"]["gpu"] = gpu_check.to_json();
       j["uploads"] = {{"predicted_seconds", predicted_uploads}, {"measured_seconds", gpu_st.h2d_seconds}};
@@ -281,7 +282,7 @@ int run_compare(const CompareOptions& o) {
                 dev.name.c_str(), o.repeat);
   else
     std::printf("GPU      none here (%s): policies that use the GPU are PREDICTED ONLY, from the "
-                "profile%s\n",
+                "profile%s; measured figures are this machine's\n",
                 dev.name.c_str(),
                 (prof.has_gpu ? " (" + prof.gpu.name + ")" : std::string(" (no GPU in it either)")).c_str());
   std::printf("\n%-11s %11s %11s %8s %11s %10s %10s\n", "policy", "predicted", "measured",
@@ -309,6 +310,12 @@ int run_compare(const CompareOptions& o) {
     std::printf("  uploads of the original inputs: %s predicted, %s measured\n",
                 sched::format_seconds(predicted_uploads).c_str(),
                 sched::format_seconds(gpu_st.h2d_seconds).c_str());
+  }
+  if (o.explain) {
+    const sched::Schedule& ca = rows.back().s;
+    std::printf("\nwhy (comm-aware, bucket by bucket):\n");
+    for (int b = 0; b < nb; ++b)
+      std::printf("  bucket %-5d %s  %s\n", b, sched::to_string(ca.device[b]), ca.reason[b].c_str());
   }
   if (worst_diff > tolerance)
     std::printf("\nWARNING: the policies disagree on ln P(e) by %.3g\n", worst_diff);
@@ -350,6 +357,7 @@ Runner add_schedule_compare(CLI::App& root) {
   cmd->add_option("--bucket-log", o->bucket_log,
                   "write each bucket's features, predicted and measured kernel times (TSV)");
   cmd->add_flag("--no-gpu", o->no_gpu, "do not use a GPU even if there is one (predictions only)");
+  cmd->add_flag("--explain", o->explain, "print why each bucket went where it went (comm-aware)");
   cmd->add_flag("--json", o->json, "print one JSON object instead of text");
   return [o, cmd]() { return cmd->parsed() ? run_compare(*o) : -1; };
 }
