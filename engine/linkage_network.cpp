@@ -5,6 +5,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "engine/linkage_order.hpp"
 #include "engine/task_tree.hpp"
 
 namespace kinfer::linkage {
@@ -26,8 +27,10 @@ PedigreeNetwork::PedigreeNetwork(const Pedigree& ped, const std::vector<const Pe
   const bool interference = kosambi && n_loci_ == 3;
   net_.source = "pedigree " + ped.id;
   net_.kind = "BAYES";
+  int locus = 0;
   auto add_var = [&](int card) {
     net_.card.push_back(card);
+    var_locus_.push_back(locus);
     return net_.num_vars() - 1;
   };
   auto add_factor = [&](std::vector<int> scope, std::vector<double> table) {
@@ -38,6 +41,7 @@ PedigreeNetwork::PedigreeNetwork(const Pedigree& ped, const std::vector<const Pe
   std::vector<std::array<int, 2>> prev_sel(np, {-1, -1}), first_sel(np, {-1, -1});
 
   for (int k = 0; k < n_loci_; ++k) {
+    locus = k;
     const PedigreeLocus& L = *chain[k];
     const int n = L.n_alleles;
     // How each person's two alleles are represented: two allele variables ("split"), or one
@@ -220,7 +224,7 @@ PedigreeLikelihood::PedigreeLikelihood(const Pedigree& ped,
                                        const PlanOptions& opt, bool joint)
     : net_(ped, chain, kosambi, joint) {
   net_.set_thetas(generic(chain.size() - 1), generic(chain.size() - 1));
-  plan_ = make_plan(net_.network(), net_.evidence(), opt);
+  plan_ = make_linkage_plan(net_.network(), net_.evidence(), opt, net_.var_locus());
   male_ = generic(chain.size() - 1);
   female_ = male_;
   std::vector<int> slot(net_.network().factors.size(), 0);

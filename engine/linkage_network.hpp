@@ -32,6 +32,7 @@ class PedigreeNetwork {
 
   const Network& network() const { return net_; }
   const Evidence& evidence() const { return ev_; }
+  const std::vector<int>& var_locus() const { return var_locus_; }  // chain position of each variable
   int n_intervals() const { return n_loci_ - 1; }
 
   // Writes the selector tables for these recombination fractions (one per interval, male and
@@ -50,6 +51,7 @@ class PedigreeNetwork {
   Network net_;
   Evidence ev_;
   int n_loci_ = 0;
+  std::vector<int> var_locus_;
   std::vector<Transition> transitions_;
   std::vector<int> theta_factors_;
 };

@@ -1,0 +1,168 @@
+#include "engine/linkage_order.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "engine/errors.hpp"
+#include "engine/task_tree.hpp"
+
+namespace kinfer::linkage {
+
+namespace {
+
+bool adjacent(const std::vector<int>& nb, int u) { return std::binary_search(nb.begin(), nb.end(), u); }
+
+std::string human_bytes(double b) {
+  const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int u = 0;
+  while (b >= 1024 && u < 6) b /= 1024, ++u;
+  std::ostringstream s;
+  s.precision(3);
+  s << b << ' ' << unit[u];
+  return s.str();
+}
+
+}  // namespace
+
+std::vector<int> windowed_order(int n, const std::vector<int>& card,
+                                const std::vector<std::vector<int>>& scopes,
+                                const std::vector<int>& locus_of, int window, bool reverse) {
+  // Interaction graph over the scoped variables, neighbours kept sorted.
+  std::vector<std::vector<int>> nb(n);
+  std::vector<char> scoped(n, 0), alive(n, 0);
+  for (const auto& s : scopes)
+    for (int a : s) {
+      scoped[a] = 1;
+      for (int b : s)
+        if (a != b) nb[a].push_back(b);
+    }
+  for (auto& v : nb) {
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+  }
+  int max_locus = 0, left = 0;
+  for (int v = 0; v < n; ++v)
+    if (scoped[v]) alive[v] = 1, ++left, max_locus = std::max(max_locus, locus_of[v]);
+  std::vector<int> remaining(max_locus + 1, 0);
+  std::vector<std::vector<int>> at_locus(max_locus + 1);
+  for (int v = 0; v < n; ++v)
+    if (alive[v]) ++remaining[locus_of[v]], at_locus[locus_of[v]].push_back(v);
+
+  std::vector<long> fill(n, 0);
+  std::vector<double> weight(n, 0);
+  auto score = [&](int v) {
+    long f = 0;
+    const auto& a = nb[v];
+    for (std::size_t i = 0; i < a.size(); ++i)
+      for (std::size_t j = i + 1; j < a.size(); ++j) f += !adjacent(nb[a[i]], a[j]);
+    double w = std::log2(static_cast<double>(card[v]));
+    for (int u : a) w += std::log2(static_cast<double>(card[u]));
+    fill[v] = f;
+    weight[v] = w;
+  };
+  for (int v = 0; v < n; ++v)
+    if (alive[v]) score(v);
+
+  std::vector<int> order;
+  order.reserve(left);
+  int front = reverse ? max_locus : 0;
+  while (left > 0) {
+    while (remaining[front] == 0) front += reverse ? -1 : 1;
+    const int lo = reverse ? front - window : front, hi = reverse ? front : front + window;
+    int best = -1;
+    for (int l = std::max(lo, 0); l <= std::min(hi, max_locus); ++l)
+      for (int v : at_locus[l]) {
+        if (!alive[v]) continue;
+        if (best < 0 || fill[v] < fill[best] || (fill[v] == fill[best] && weight[v] < weight[best])) best = v;
+      }
+    // Eliminate `best`: its neighbours become a clique.
+    const std::vector<int> a = nb[best];
+    for (int u : a) {
+      auto& x = nb[u];
+      x.erase(std::lower_bound(x.begin(), x.end(), best));
+      std::vector<int> merged;
+      std::set_union(x.begin(), x.end(), a.begin(), a.end(), std::back_inserter(merged));
+      merged.erase(std::remove(merged.begin(), merged.end(), u), merged.end());
+      x.swap(merged);
+    }
+    nb[best].clear();
+    alive[best] = 0;
+    --left;
+    --remaining[locus_of[best]];
+    order.push_back(best);
+    // Scores change within two steps of the eliminated variable.
+    std::vector<int> touched = a;
+    for (int u : a) touched.insert(touched.end(), nb[u].begin(), nb[u].end());
+    std::sort(touched.begin(), touched.end());
+    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+    for (int u : touched)
+      if (alive[u]) score(u);
+  }
+  return order;
+}
+
+Plan make_linkage_plan(const Network& net, const Evidence& ev, const PlanOptions& opt,
+                       const std::vector<int>& locus_of) {
+  Plan plan;
+  plan.evidence = ev;
+  plan.reduce_options = opt.reduce;
+  plan.model = reduce(net, ev, opt.reduce);
+  std::vector<std::vector<int>> scopes;
+  for (const auto& f : plan.model.factors) scopes.push_back(f.scope);
+  plan.components = count_components(net.num_vars(), scopes);
+  OrderOptions oo = opt.order;
+  if (opt.max_memory_bytes > 0) oo.max_table_entries = opt.max_memory_bytes / 8.0;
+  plan.order = find_order(net.num_vars(), plan.model.card, scopes, oo);
+  // Worth a second look only when the order is costly (about 1e6 states and up) and the chain
+  // is long enough to sweep.
+  const int loci = locus_of.empty() ? 0 : *std::max_element(locus_of.begin(), locus_of.end()) + 1;
+  if (plan.order.stats.log2_total_state > 20 && loci >= 4) {
+    const double max_log2 = std::log2(oo.max_table_entries);
+    for (int w : {1, 2, 4})
+      for (bool rev : {false, true}) {
+        std::vector<int> o = windowed_order(net.num_vars(), plan.model.card, scopes, locus_of, w, rev);
+        const OrderStats st = evaluate_order(net.num_vars(), plan.model.card, scopes, o);
+        const bool fits = st.log2_max_table <= max_log2;
+        const bool better = (fits && !plan.order.fits) ||
+                            (fits == plan.order.fits && st.log2_total_state < plan.order.stats.log2_total_state);
+        if (!better) continue;
+        plan.order.order = std::move(o);
+        plan.order.stats = st;
+        plan.order.fits = fits;
+        plan.order.heuristic = "locus-window(" + std::to_string(w) + (rev ? ", from the right)" : ")");
+      }
+  }
+  // From here as make_plan: the tree, its honest statistics, the memory check, the inputs.
+  plan.tree = build_task_tree(plan.model, plan.order.order);
+  plan.memory = estimate_memory(plan.model, plan.tree);
+  OrderStats& st = plan.order.stats;
+  st = OrderStats{};
+  double total = 0;
+  for (const Bucket& b : plan.tree.buckets) {
+    st.width = std::max(st.width, static_cast<int>(b.vars.size()) - 1);
+    st.log2_max_table = std::max(st.log2_max_table, b.log2_output);
+    st.log2_max_clique = std::max(st.log2_max_clique, b.log2_states);
+    total += std::exp2(b.log2_states);
+  }
+  st.log2_total_state = total > 0 ? std::log2(total) : 0;
+  if (opt.max_memory_bytes > 0 && plan.memory.peak_bytes > opt.max_memory_bytes) {
+    std::ostringstream s;
+    s << net.source << ": estimated peak memory " << human_bytes(plan.memory.peak_bytes)
+      << " exceeds the limit " << human_bytes(opt.max_memory_bytes) << "; the largest table has 2^"
+      << plan.tree.buckets[plan.memory.largest_bucket].log2_output << " entries (elimination order "
+      << plan.order.heuristic << ", width " << st.width
+      << "). Try a longer --order-time, fewer markers at once, raise --max-memory if the machine "
+         "has more memory, or run on a machine with more memory";
+    throw ResourceError(s.str());
+  }
+  plan.input_data.resize(plan.model.factors.size());
+  plan.input_scope.resize(plan.model.factors.size());
+  for (std::size_t f = 0; f < plan.model.factors.size(); ++f)
+    plan.input_data[f] = restructure(plan.model.factors[f], plan.model.card, plan.tree.rank,
+                                     plan.input_scope[f]);
+  return plan;
+}
+
+}  // namespace kinfer::linkage
