@@ -335,10 +335,8 @@ LocusFile parse_locus_file(const std::string& path, const std::string& text) {
   // 8. program-specific tail (MLINK or LINKMAP); optional
   if (!r.at_end()) {
     lf.tail.present = true;
-    const Line& tl = r.current();
     auto t = r.numbers(3, 3, "the program line (MLINK: varied theta, increment, finish; LINKMAP: "
                              "moving locus, stop theta, grid size)", &lf.tail.line);
-    (void)tl;
     for (const Field& f : t) {
       double v = 0;
       parse_double(f.text, v);
