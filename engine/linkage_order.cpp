@@ -115,10 +115,10 @@ Plan make_linkage_plan(const Network& net, const Evidence& ev, const PlanOptions
   OrderOptions oo = opt.order;
   if (opt.max_memory_bytes > 0) oo.max_table_entries = opt.max_memory_bytes / 8.0;
   plan.order = find_order(net.num_vars(), plan.model.card, scopes, oo);
-  // Worth a second look only when the order is costly (about 1e6 states and up) and the chain
-  // is long enough to sweep.
+  // Worth a second look only when a run costs seconds (2^28 states and up: the sweeps take
+  // a second or more on large networks) and the chain is long enough to sweep.
   const int loci = locus_of.empty() ? 0 : *std::max_element(locus_of.begin(), locus_of.end()) + 1;
-  if (plan.order.stats.log2_total_state > 20 && loci >= 4) {
+  if (plan.order.stats.log2_total_state > 28 && loci >= 4) {
     const double max_log2 = std::log2(oo.max_table_entries);
     for (int w : {1, 2, 4})
       for (bool rev : {false, true}) {
