@@ -371,7 +371,7 @@ def main():
                                                     fastlink=fl, kinfer=ki, ratio=ratio, agree=agree))
 
     # 2. Beyond FASTLINK: many markers (multipoint across the whole map), many loops.
-    big = [(20, 20, 0), (30, 20, 0), (20, 40, 0), (30, 40, 0), (60, 10, 4)] if not args.quick else [(20, 20, 0)]
+    big = [(20, 20, 0), (30, 20, 0), (20, 30, 0), (20, 40, 0), (60, 10, 4)] if not args.quick else [(20, 20, 0)]
     for size, m, loops in (big if 2 in parts else []):
         rng = random.Random(f"{args.seed}-big-{size}-{m}-{loops}")
         dat, peds = simulate(rng, 3, size, m, 4, loops, 5.0)
