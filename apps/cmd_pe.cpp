@@ -4,6 +4,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <algorithm>
 #include <future>
 #include <iostream>
 #include <memory>
@@ -14,6 +18,8 @@
 #include "engine/solver.hpp"
 #include "gpu/device_api.hpp"
 #include "gpu/executor.hpp"
+#include "scheduler/profile.hpp"
+#include "scheduler/run.hpp"
 
 namespace kinfer::app {
 
@@ -23,12 +29,24 @@ namespace {
 // device (~0.2-0.5 s) costs more than the whole CPU computation.
 constexpr double kAutoGpuMinFlops = 1e9;
 
+// With a GPU context and no --schedule: which way the buckets are placed. The four scheduler
+// policies run through sched::run_with_policy (the two-thread executor); "whole-plan" is
+// gpu::run_plan_gpu (every bucket the kernels take on the GPU, small buckets with all inputs on
+// the host on the CPU, no profile needed). Chosen by measurement on the GPU machine
+// (bench/scheduler/results/2026-11-22-pe: see its README).
+constexpr const char* kDefaultGpuSchedule = "comm-aware";
+constexpr const char* kWholePlan = "whole-plan";
+
 struct PeOptions {
   NetworkOptions net;
   bool json = false;
   std::string uai_output;
   std::string device = "auto";
   bool check = false;
+  std::string schedule;  // empty: kDefaultGpuSchedule when a GPU is used
+  std::string profile;
+  bool explain = false;
+  int repeat = 0;
 };
 
 std::string format_log10(double x) {
@@ -144,11 +162,125 @@ void check_bucket(gpu::Context& ctx, int b, const BucketShape& shape,
   ctx.release(out);
 }
 
+// How pe's buckets were placed and what moved: the scheduler's policies or the whole-plan
+// executor, for the log, the text output and --json.
+struct PeRun {
+  double ln_pr = NAN;
+  std::string requested;  // --schedule, or the default
+  std::string ran;        // what actually ran (after fallbacks)
+  std::string note;       // fallbacks taken
+  std::string profile;    // the profile used, if any
+  int gpu_buckets = 0, cpu_buckets = 0;
+  double h2d_bytes = NAN, d2h_bytes = NAN;  // NaN: not counted (whole-plan)
+  double predicted_seconds = NAN;
+  double first_seconds = NAN;    // the first computation (after the device started)
+  std::vector<double> repeats;   // --repeat: the computations after it
+  nlohmann::json buckets = nlohmann::json::array();  // --explain: device and reason per bucket
+  gpu::DeviceRunReport whole;    // whole-plan only
+};
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  const std::size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+bool policy_needs_profile(const std::string& s) { return s == "greedy" || s == "comm-aware"; }
+
+// Runs the plan with a GPU context under --schedule (or the default), repeated --repeat times
+// after the first run for timing. Falls back to the whole-plan executor, logged, when a
+// policy that needs predictions has no profile with a GPU part.
+PeRun run_scheduled_pe(const PeOptions& o, const Plan& plan, gpu::Context& ctx, const RunOptions& ro) {
+  using clock = std::chrono::steady_clock;
+  PeRun r;
+  r.requested = o.schedule.empty() ? kDefaultGpuSchedule : o.schedule;
+  std::string how = r.requested;
+  if (policy_needs_profile(how)) {
+    r.profile = o.profile.empty() ? sched::default_profile_path() : o.profile;
+    std::optional<sched::Profile> prof;
+    if (!o.profile.empty() || std::filesystem::exists(r.profile)) prof = sched::load_profile(r.profile);
+    if (!prof || !prof->has_gpu) {
+      r.note = (!prof ? "no calibration profile at " + r.profile
+                      : "the profile " + r.profile + " was made without a GPU") +
+               "; running " + kWholePlan + " instead of " + how +
+               " (run `kinfer calibrate` on this machine once)";
+      spdlog::warn("{}", r.note);
+      how = kWholePlan;
+      r.profile.clear();
+    }
+  }
+  r.ran = how;
+  const int nb = static_cast<int>(plan.tree.buckets.size());
+  for (int rep = 0; rep <= o.repeat; ++rep) {
+    const auto t0 = clock::now();
+    double ln;
+    if (how == kWholePlan) {
+      ln = gpu::run_plan_gpu(plan, ctx, ro, &r.whole);
+      r.gpu_buckets = r.whole.gpu_buckets;
+      r.cpu_buckets = r.whole.cpu_buckets;
+      if (rep == 0)
+        spdlog::info("{}: {} buckets on the GPU ({} cached, {} plain), {} on the CPU ({} of them "
+                     "small with all inputs on the host)", kWholePlan, r.whole.gpu_buckets,
+                     r.whole.cached_buckets, r.whole.plain_buckets, r.whole.cpu_buckets,
+                     r.whole.small_on_cpu);
+      if (rep == 0 && o.explain) {
+        std::map<int, std::string> why(r.whole.on_cpu.begin(), r.whole.on_cpu.end());
+        for (const auto& [b, w] : why) r.buckets.push_back({{"bucket", b}, {"device", "cpu"}, {"reason", w}});
+      }
+    } else {
+      sched::ScheduledRunOptions so;
+      so.policy = sched::parse_policy(how);
+      so.profile_path = r.profile;
+      so.exec.threads = ro.threads;
+      const sched::ScheduledRun s = sched::run_with_policy(plan, &ctx, so);
+      ln = s.ln_pr;
+      r.ran = sched::to_string(s.policy);
+      r.gpu_buckets = s.stats.gpu_buckets;
+      r.cpu_buckets = s.stats.cpu_buckets;
+      r.h2d_bytes = s.stats.h2d_bytes;
+      r.d2h_bytes = s.stats.d2h_bytes;
+      if (!s.schedule.device.empty()) r.predicted_seconds = s.schedule.cost.total();
+      if (rep == 0) {
+        if (!s.note.empty()) r.note += (r.note.empty() ? "" : "; ") + s.note;
+        spdlog::info("schedule {}: {} buckets on the GPU, {} on the CPU, {:.3g} kB to the GPU, "
+                     "{:.3g} kB back", r.ran, r.gpu_buckets, r.cpu_buckets, r.h2d_bytes / 1e3,
+                     r.d2h_bytes / 1e3);
+      }
+      if (rep == 0 && o.explain)
+        for (int b = 0; b < nb; ++b) {
+          const sched::Device d = s.stats.ran_on.empty() ? sched::Device::cpu : s.stats.ran_on[b];
+          std::string why;
+          if (!s.schedule.reason.empty()) why = s.schedule.reason[b];
+          else if (s.policy == sched::Policy::gpu_only) why = "gpu-only: every bucket on the GPU";
+          else why = "cpu-only: every bucket on the CPU";
+          if (!s.schedule.device.empty() && s.schedule.device[b] != d)
+            why += "; ran on the CPU: no GPU kernel takes it";
+          else if (s.schedule.device.empty() && s.policy == sched::Policy::gpu_only && d == sched::Device::cpu)
+            why = "gpu-only, but no GPU kernel takes it: on the CPU";
+          r.buckets.push_back({{"bucket", b}, {"device", sched::to_string(d)}, {"reason", why}});
+        }
+    }
+    const double t = std::chrono::duration<double>(clock::now() - t0).count();
+    if (rep == 0) {
+      r.ln_pr = ln;
+      r.first_seconds = t;
+    } else {
+      r.repeats.push_back(t);
+      if (std::abs(ln - r.ln_pr) > 1e-9 * std::max(1.0, std::abs(r.ln_pr)))
+        spdlog::error("repeat {}: ln P(e) {} differs from the first run's {}", rep, ln, r.ln_pr);
+    }
+  }
+  return r;
+}
+
 int run_pe(const PeOptions& o) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   std::future<DeviceStart> early;
   if (o.device == "gpu" || o.check) early = std::async(std::launch::async, start_device);
+  // a named profile is read now, GPU or not, so that a bad file is an error (not a fallback)
+  if (!o.profile.empty()) (void)sched::load_profile(o.profile);
   Network net;
   Evidence ev;
   o.net.load(net, ev);
@@ -164,10 +296,11 @@ int run_pe(const PeOptions& o) {
   std::string impossible = plan.model.impossible;
   std::string device = "cpu", why_not_gpu;
   std::unique_ptr<gpu::Context> ctx;
-  gpu::DeviceRunReport gpu_report;
+  PeRun sr;
   CheckResult check;
   bool checked = false;
   auto t_dev = clock::now();
+  auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
   if (!impossible.empty()) {
     ln_pr = -INFINITY;
   } else {
@@ -185,21 +318,36 @@ int run_pe(const PeOptions& o) {
       spdlog::info("check: {} buckets on both CPU and GPU ({} without a GPU kernel), largest "
                    "difference {:.3g} (bucket {})",
                    check.buckets, check.cpu_only, check.max_abs_diff, check.worst_bucket);
-    } else if (ctx && o.device != "cpu") {
-      ln_pr = gpu::run_plan_gpu(plan, *ctx, ro, &gpu_report);
-      device = gpu_report.cpu_buckets == 0 ? "gpu" : gpu_report.gpu_buckets == 0 ? "cpu" : "gpu+cpu";
-      spdlog::info("{} buckets on the GPU ({} cached, {} plain), {} on the CPU ({} of them small "
-                   "with all inputs on the host)", gpu_report.gpu_buckets, gpu_report.cached_buckets,
-                   gpu_report.plain_buckets, gpu_report.cpu_buckets, gpu_report.small_on_cpu);
+    } else if (ctx) {
+      sr = run_scheduled_pe(o, plan, *ctx, ro);
+      ln_pr = sr.ln_pr;
+      device = sr.gpu_buckets == 0 ? "cpu" : sr.cpu_buckets == 0 ? "gpu" : "gpu+cpu";
     } else {
+      if (!o.schedule.empty() && o.schedule != "cpu-only")
+        spdlog::info("--schedule {}: no GPU in use ({}), every bucket on the CPU", o.schedule,
+                     why_not_gpu);
+      const auto a0 = clock::now();
       ln_pr = run_plan(plan, ro);
+      sr.first_seconds = secs(a0, clock::now());
+      sr.requested = o.schedule.empty() ? "cpu-only" : o.schedule;
+      sr.ran = "cpu-only";
+      if (o.explain)
+        for (std::size_t b = 0; b < plan.tree.buckets.size(); ++b)
+          sr.buckets.push_back({{"bucket", b}, {"device", "cpu"},
+                                {"reason", "no GPU in use: every bucket on the CPU"}});
+      sr.cpu_buckets = static_cast<int>(plan.tree.buckets.size());
+      for (int rep = 0; rep < o.repeat; ++rep) {
+        const auto a = clock::now();
+        const double again = run_plan(plan, ro);
+        sr.repeats.push_back(secs(a, clock::now()));
+        if (again != ln_pr) spdlog::error("repeat {}: ln P(e) {} differs from {}", rep, again, ln_pr);
+      }
     }
     if (std::isinf(ln_pr) && ln_pr < 0)
       impossible = "the evidence is jointly impossible (no single factor is zero on its own)";
   }
   const auto t3 = clock::now();
   const double log10_pr = ln_pr / std::log(10.0);
-  auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
   if (!impossible.empty()) spdlog::warn("P(e) = 0: {}", impossible);
   if (!o.uai_output.empty()) write_atomically(o.uai_output, "PR\n" + format_log10(log10_pr) + "\n");
   if (o.json) {
@@ -217,18 +365,40 @@ int run_pe(const PeOptions& o) {
         {"memory", memory_json(plan)},
         {"device", device}};
     if (ctx) {
-      nlohmann::json g = {{"name", ctx->name()},
-                          {"buckets_gpu", gpu_report.gpu_buckets},
-                          {"buckets_cpu", gpu_report.cpu_buckets},
-                          {"buckets_cpu_small", gpu_report.small_on_cpu},
-                          {"cached", gpu_report.cached_buckets},
-                          {"plain", gpu_report.plain_buckets}};
-      nlohmann::json why = nlohmann::json::array();
-      for (const auto& [b, w] : gpu_report.on_cpu) why.push_back({{"bucket", b}, {"why", w}});
-      g["cpu_buckets_why"] = why;
-      j["gpu"] = g;
+      // buckets_gpu/buckets_cpu also here, where bench/gpu/run.sh reads them
+      j["gpu"] = {{"name", ctx->name()},
+                  {"buckets_gpu", sr.gpu_buckets},
+                  {"buckets_cpu", sr.cpu_buckets}};
     } else if (!why_not_gpu.empty() && o.device != "cpu") {
       j["gpu"] = {{"why_not", why_not_gpu}};
+    }
+    if (!checked && impossible.empty()) {
+      auto num = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
+      nlohmann::json sj = {{"requested", sr.requested},
+                           {"policy", sr.ran},
+                           {"buckets_gpu", sr.gpu_buckets},
+                           {"buckets_cpu", sr.cpu_buckets},
+                           {"h2d_bytes", num(sr.h2d_bytes)},
+                           {"d2h_bytes", num(sr.d2h_bytes)},
+                           {"predicted_seconds", num(sr.predicted_seconds)},
+                           {"first_run_seconds", num(sr.first_seconds)}};
+      if (!ctx) sj["h2d_bytes"] = sj["d2h_bytes"] = 0;
+      if (!sr.profile.empty()) sj["profile"] = sr.profile;
+      if (!sr.note.empty()) sj["note"] = sr.note;
+      if (sr.ran == kWholePlan) {
+        sj["buckets_cpu_small"] = sr.whole.small_on_cpu;
+        sj["cached"] = sr.whole.cached_buckets;
+        sj["plain"] = sr.whole.plain_buckets;
+        nlohmann::json why = nlohmann::json::array();
+        for (const auto& [b, w] : sr.whole.on_cpu) why.push_back({{"bucket", b}, {"why", w}});
+        sj["cpu_buckets_why"] = why;
+      }
+      if (o.repeat > 0) {
+        sj["repeat_seconds"] = sr.repeats;
+        sj["repeat_median_seconds"] = num(median_of(sr.repeats));
+      }
+      if (o.explain) sj["explain"] = sr.buckets;
+      j["schedule"] = sj;
     }
     if (checked)
       j["check"] = {{"buckets", check.buckets},
@@ -239,6 +409,23 @@ int run_pe(const PeOptions& o) {
     std::cout << j.dump(2) << std::endl;
   } else {
     std::cout << "log10 P(e) = " << format_log10(log10_pr) << std::endl;
+    if (!checked && impossible.empty() && (ctx || !o.schedule.empty() || o.explain)) {
+      std::cout << "schedule " << sr.ran << ": " << sr.gpu_buckets << " buckets on the GPU, "
+                << sr.cpu_buckets << " on the CPU";
+      if (std::isfinite(sr.h2d_bytes))
+        std::cout << ", " << sr.h2d_bytes / 1e3 << " kB to the GPU, " << sr.d2h_bytes / 1e3
+                  << " kB back";
+      std::cout << std::endl;
+      if (!sr.note.empty()) std::cout << "note: " << sr.note << std::endl;
+    }
+    if (o.repeat > 0)
+      std::cout << "compute: first run " << sched::format_seconds(sr.first_seconds) << ", median of "
+                << sr.repeats.size() << " repeats " << sched::format_seconds(median_of(sr.repeats))
+                << std::endl;
+    if (o.explain)
+      for (const auto& b : sr.buckets)
+        std::cout << "  bucket " << b["bucket"].get<int>() << " " << b["device"].get<std::string>()
+                  << "  " << b["reason"].get<std::string>() << std::endl;
     if (checked)
       std::cout << "check: largest GPU-CPU difference " << check.max_abs_diff << " over "
                 << check.buckets << " buckets" << std::endl;
@@ -261,6 +448,22 @@ Runner add_pe(CLI::App& root) {
       ->capture_default_str();
   cmd->add_flag("--check", o->check,
                 "run every bucket on both the CPU and the GPU and report the largest difference");
+  cmd->add_option("--schedule", o->schedule,
+                  std::string("how buckets are placed when a GPU is used: cpu-only, gpu-only, greedy, "
+                              "comm-aware (the DP of paper 001, from a calibration profile), or "
+                              "whole-plan (every bucket a kernel takes on the GPU but small ones "
+                              "whose inputs are on the host; needs no profile); default ") +
+                      kDefaultGpuSchedule + ". Without a GPU in use every bucket runs on the CPU")
+      ->check(CLI::IsMember({"cpu-only", "gpu-only", "greedy", "comm-aware", kWholePlan}));
+  cmd->add_option("--profile", o->profile,
+                  "calibration profile for greedy and comm-aware (default: the one `kinfer "
+                  "calibrate` stored in the cache directory); without one with a GPU part they "
+                  "fall back to whole-plan, logged");
+  cmd->add_flag("--explain", o->explain, "print each bucket's device and the reason");
+  cmd->add_option("--repeat", o->repeat,
+                  "time the computation this many more times after the first (for benchmarks: "
+                  "first run and median of the repeats in the output)")
+      ->check(CLI::NonNegativeNumber);
   return [o, cmd]() { return cmd->parsed() ? run_pe(*o) : -1; };
 }
 

@@ -183,3 +183,36 @@ TEST_CASE("Scheduler.ScheduleCompareNeedsAProfile", "[scheduler]") {
   CHECK(o.status == 2);
   CHECK_THAT(o.text, Catch::Contains("kinfer calibrate"));
 }
+
+TEST_CASE("Scheduler.PeScheduleOptions", "[scheduler]") {
+  // `kinfer pe --schedule X` for every X gives the reference answer (REFERENCES.tsv: log10 P(e)
+  // of Pedigree_11 is -17.2155) and the same answer as --device cpu. Without a GPU every bucket
+  // runs on the CPU; on the GPU machine the policies run on the device.
+  const std::string net = data_path("uai/Pedigree_11.uai");
+  const Output cpu = run_kinfer("pe " + net + " --device cpu --json -q", false);
+  REQUIRE(cpu.status == 0);
+  const auto cj = nlohmann::json::parse(cpu.text);
+  const double expected = cj["log10_pr"].get<double>();
+  CHECK(std::abs(expected - -17.2155) <= 5e-5);
+  CHECK(cj["schedule"]["policy"] == "cpu-only");
+  CHECK(cj["schedule"]["buckets_gpu"] == 0);
+  for (const char* s : {"cpu-only", "gpu-only", "greedy", "comm-aware", "whole-plan"}) {
+    INFO(s);
+    const Output o = run_kinfer("pe " + net + " --device gpu --json -q --explain --schedule " + s +
+                                    " --profile " + data_path("profiles/h200.json") + " --repeat 1",
+                                false);
+    REQUIRE(o.status == 0);
+    const auto j = nlohmann::json::parse(o.text);
+    CHECK(j["log10_pr"].get<double>() == Approx(expected).epsilon(1e-9));
+    const auto& sj = j["schedule"];
+    CHECK(sj["requested"] == s);
+    CHECK(sj["explain"].is_array());
+    CHECK(sj["repeat_seconds"].size() == 1);
+    CHECK(sj["buckets_gpu"].get<int>() + sj["buckets_cpu"].get<int>() == j["buckets"].get<int>());
+    if (j["device"] == "cpu") CHECK(sj["buckets_gpu"] == 0);
+  }
+  // bad values are usage errors
+  CHECK(run_kinfer("pe " + net + " --schedule fastest").status == 2);
+  CHECK(run_kinfer("pe " + net + " --device gpu --schedule greedy --profile /nonexistent/p.json")
+            .status != 0);
+}
