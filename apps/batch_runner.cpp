@@ -1,6 +1,7 @@
 #include "apps/batch_runner.hpp"
 
 #include <fcntl.h>
+#include <omp.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -19,13 +20,18 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
+#include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/spdlog.h>
 
 #include "apps/network_options.hpp"
 #include "engine/errors.hpp"
 #include "engine/solver.hpp"
 #include "engine/system.hpp"
+#include "engine/task_tree.hpp"
+#include "gpu/device_api.hpp"
+#include "gpu/executor.hpp"
 #include "io/uai.hpp"
 
 namespace kinfer::app {
@@ -56,7 +62,9 @@ struct JobState {
   std::string answer, error;
   double seconds = 0;
   double memory = 0;  // estimated peak bytes (pe jobs)
+  double flops = 0;   // the plan's estimated work (pe jobs), for the GPU decision
   bool probed = false;
+  bool solo = false;  // its group's worker died: run it alone
   pid_t pid = -1;
   clock_type::time_point start;
   bool from_previous_run = false;
@@ -123,6 +131,68 @@ void write_file_atomically(const fs::path& path, const std::string& content) {
   fs::rename(tmp, path);
 }
 
+// The value of option `name` in a job's options ("--name V" or "--name=V"); empty if absent.
+std::string option_value(const std::vector<std::string>& o, const std::string& name) {
+  for (std::size_t i = 0; i < o.size(); ++i) {
+    if (o[i] == name && i + 1 < o.size()) return o[i + 1];
+    if (o[i].rfind(name + "=", 0) == 0) return o[i].substr(name.size() + 1);
+  }
+  return "";
+}
+
+// The options of a pe job that a group worker understands. Jobs with any other option (e.g.
+// --check, --uai-output) or a malformed value run alone, as their single command.
+struct GroupJobOptions {
+  NetworkOptions net;
+  std::string device = "auto";
+};
+
+bool parse_group_options(const std::vector<std::string>& o, GroupJobOptions& g) {
+  try {
+    for (std::size_t i = 0; i < o.size(); ++i) {
+      std::string k = o[i], v;
+      if (k == "-q" || k == "--quiet" || k == "-v" || k == "--verbose") continue;
+      if (auto eq = k.find('='); eq != std::string::npos && k.rfind("--", 0) == 0) {
+        v = k.substr(eq + 1);
+        k = k.substr(0, eq);
+      } else {
+        if (i + 1 >= o.size()) return false;
+        v = o[++i];
+      }
+      if (k == "--order") {
+        if (v != "minfill" && v != "minweight" && v != "wminfill" && v != "stochastic") return false;
+        g.net.order = v;
+      } else if (k == "--order-time") {
+        g.net.order_time = std::stod(v);
+        if (!(g.net.order_time >= 0)) return false;
+      } else if (k == "--seed") {
+        g.net.seed = std::stoull(v);
+      } else if (k == "--threads") {
+        g.net.threads = std::stoi(v);
+        if (g.net.threads < 0) return false;
+      } else if (k == "--device") {
+        if (v != "auto" && v != "cpu" && v != "gpu") return false;
+        g.device = v;
+      } else if (k == "--max-memory") {
+        parse_size(v);
+        g.net.max_memory = v;
+      } else {
+        return false;
+      }
+    }
+  } catch (const std::exception&) {
+    return false;
+  }
+  return true;
+}
+
+bool same_structure(const ReducedModel& a, const ReducedModel& b) {
+  if (a.card != b.card || a.factors.size() != b.factors.size()) return false;
+  for (std::size_t i = 0; i < a.factors.size(); ++i)
+    if (a.factors[i].scope != b.factors[i].scope) return false;
+  return true;
+}
+
 class Batch {
  public:
   explicit Batch(const BatchOptions& o) : opt_(o) {}
@@ -161,6 +231,9 @@ class Batch {
     }
     spdlog::info("batch: {} ok, {} failed, {} not finished; results in {}", ok, failed,
                  interrupted, out_.string());
+    if (groups_started_)
+      spdlog::info("batch: {} group workers; {} jobs evaluated on a plan compiled for an earlier "
+                   "job of the same structure", groups_started_, plans_shared_);
     if (opt_.json) print_json(ok, failed);
     if (g_signal) return 130;
     return failed ? 4 : 0;
@@ -211,6 +284,7 @@ class Batch {
       po.max_memory_bytes = 0;  // we want the estimate, whatever it is
       Plan plan = make_plan(net, ev, po);
       s.memory = plan.memory.peak_bytes;
+      s.flops = plan.memory.flops;
     } catch (const InputError& e) {
       finish(s, Status::Failed, e.what());
     } catch (const std::exception& e) {
@@ -218,39 +292,29 @@ class Batch {
     }
   }
 
-  void launch(JobState& s, int threads) {
-    std::vector<std::string> args = {self_, s.job.kind};
-    if (s.job.kind == "pe") {
-      args.push_back(s.job.network);
-      if (!s.job.evidence.empty()) args.insert(args.end(), {"-e", s.job.evidence});
-      args.insert(args.end(), {"--order-cache", (out_ / "order-cache").string()});
-      args.insert(args.end(), {"--max-memory", std::to_string(static_cast<long long>(std::max(s.memory, budget_)))});
-    } else {
-      args.insert(args.end(), {"--ped", s.job.ped, "--dat", s.job.dat});
-    }
-    args.push_back("--json");
-    args.insert(args.end(), s.job.options.begin(), s.job.options.end());
-    const fs::path part = out_ / "partial" / (s.job.id + ".json");
-    const fs::path log = out_ / "logs" / (s.job.id + ".log");
-    {
-      std::ofstream l(log, std::ios::trunc);
-      l << "# kinfer batch job " << s.job.id << ":";
-      for (const auto& a : args) l << ' ' << a;
-      l << '\n';
-    }
+  // A running child: one job's single command, or a group worker for several pe jobs that name
+  // the same network with the same options (they share its compiled plan).
+  struct Unit {
+    pid_t pid = -1;
+    std::vector<std::size_t> jobs;
+    bool group = false, gpu = false;
+    double memory = 0;
+    int fd = -1;  // group: the worker's stdout (one line per finished job)
+    std::string buf;
+    clock_type::time_point start;
+  };
+
+  // Forks and execs this executable with `args`, stdout to `out_fd`, stderr appended to `log`.
+  pid_t spawn(std::vector<std::string> args, int out_fd, const fs::path& log, int threads) {
     const pid_t parent = ::getpid();
     pid_t pid = ::fork();
-    if (pid < 0) {
-      finish(s, Status::Failed, "cannot start a process");
-      return;
-    }
+    if (pid < 0) return -1;
     if (pid == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a killed batch
       if (::getppid() != parent) ::_exit(127);
-      int o = ::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       int e = ::open(log.c_str(), O_WRONLY | O_APPEND);
-      if (o < 0 || e < 0) ::_exit(127);
-      ::dup2(o, STDOUT_FILENO);
+      if (out_fd < 0 || e < 0) ::_exit(127);
+      ::dup2(out_fd, STDOUT_FILENO);
       ::dup2(e, STDERR_FILENO);
       ::setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);
       ::setenv("KINFER_ORDER_CACHE", (out_ / "order-cache").c_str(), 1);
@@ -260,14 +324,185 @@ class Batch {
       ::execv(self_.c_str(), argv.data());
       ::_exit(127);
     }
+    return pid;
+  }
+
+  void write_log_header(const fs::path& log, const std::string& what, const std::vector<std::string>& args) {
+    std::ofstream l(log, std::ios::trunc);
+    l << "# kinfer batch " << what << ":";
+    for (const auto& a : args) l << ' ' << a;
+    l << '\n';
+  }
+
+  // The GPU decision for a job: a pe job whose plan is big enough for `pe --device auto` (or that
+  // asks for --device gpu) wants the GPU; it gets it when fewer than --gpu-jobs hold it.
+  bool wants_gpu(const JobState& s) const {
+    if (s.job.kind != "pe") return false;  // lod runs on the CPU
+    const std::string d = option_value(s.job.options, "--device");
+    if (d == "cpu") return false;
+    return d == "gpu" || s.flops >= opt_.gpu_min_flops;
+  }
+
+  void launch(std::size_t idx, int threads, bool gpu) {
+    JobState& s = states_[idx];
+    std::vector<std::string> args = {self_, s.job.kind};
+    if (s.job.kind == "pe") {
+      args.push_back(s.job.network);
+      if (!s.job.evidence.empty()) args.insert(args.end(), {"-e", s.job.evidence});
+      args.insert(args.end(), {"--order-cache", (out_ / "order-cache").string()});
+      args.insert(args.end(), {"--max-memory", std::to_string(static_cast<long long>(std::max(s.memory, budget_)))});
+      if (!gpu && option_value(s.job.options, "--device").empty()) args.insert(args.end(), {"--device", "cpu"});
+    } else {
+      args.insert(args.end(), {"--ped", s.job.ped, "--dat", s.job.dat});
+    }
+    args.push_back("--json");
+    args.insert(args.end(), s.job.options.begin(), s.job.options.end());
+    const fs::path part = out_ / "partial" / (s.job.id + ".json");
+    const fs::path log = out_ / "logs" / (s.job.id + ".log");
+    write_log_header(log, "job " + s.job.id, args);
+    int o = ::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    pid_t pid = o < 0 ? -1 : spawn(args, o, log, threads);
+    if (o >= 0) ::close(o);
+    if (pid < 0) {
+      finish(s, Status::Failed, "cannot start a process");
+      return;
+    }
+    Unit u;
+    u.pid = pid;
+    u.jobs = {idx};
+    u.gpu = gpu;
+    u.memory = s.memory;
+    u.start = clock_type::now();
     s.pid = pid;
     s.status = Status::Running;
-    s.start = clock_type::now();
-    running_memory_ += s.memory;
+    s.start = u.start;
+    running_memory_ += u.memory;
+    gpu_running_ += gpu;
+    units_.push_back(std::move(u));
+  }
+
+  void launch_group(const std::vector<std::size_t>& jobs, int threads, bool gpu) {
+    JobState& first = states_[jobs.front()];
+    std::string ids;
+    for (std::size_t i : jobs) ids += (ids.empty() ? "" : ",") + states_[i].job.id;
+    std::vector<std::string> args = {self_, "batch", opt_.manifest, "--out", out_.string(),
+                                     "--worker", ids, "--max-memory",
+                                     std::to_string(static_cast<long long>(std::max(first.memory, budget_))),
+                                     "--gpu-min-flops", std::to_string(opt_.gpu_min_flops)};
+    if (gpu) args.push_back("--worker-gpu");
+    const fs::path log = out_ / "logs" / ("group-" + first.job.id + ".log");
+    write_log_header(log, "group worker", args);
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) {
+      for (std::size_t i : jobs) states_[i].solo = true;  // run them alone
+      return;
+    }
+    pid_t pid = spawn(args, fds[1], log, threads);
+    ::close(fds[1]);
+    if (pid < 0) {
+      ::close(fds[0]);
+      for (std::size_t i : jobs) states_[i].solo = true;
+      return;
+    }
+    ::fcntl(fds[0], F_SETFL, ::fcntl(fds[0], F_GETFL) | O_NONBLOCK);
+    Unit u;
+    u.pid = pid;
+    u.jobs = jobs;
+    u.group = true;
+    u.gpu = gpu;
+    u.memory = first.memory;
+    u.fd = fds[0];
+    u.start = clock_type::now();
+    for (std::size_t i : jobs) {
+      states_[i].pid = pid;
+      states_[i].status = Status::Running;
+      states_[i].start = u.start;
+      states_[i].probed = true;
+    }
+    running_memory_ += u.memory;
+    gpu_running_ += gpu;
+    ++groups_started_;
+    units_.push_back(std::move(u));
+  }
+
+  // Reads what a group worker has said so far; each complete line finishes one job.
+  void read_worker(Unit& u) {
+    char buf[4096];
+    while (u.fd >= 0) {
+      ssize_t n = ::read(u.fd, buf, sizeof buf);
+      if (n > 0) {
+        u.buf.append(buf, static_cast<std::size_t>(n));
+        continue;
+      }
+      if (n == 0) {
+        ::close(u.fd);
+        u.fd = -1;
+      }
+      break;  // EAGAIN: nothing more for now
+    }
+    std::size_t nl;
+    while ((nl = u.buf.find('\n')) != std::string::npos) {
+      const std::string line = u.buf.substr(0, nl);
+      u.buf.erase(0, nl + 1);
+      std::vector<std::string> f;
+      std::stringstream ls(line);
+      for (std::string x; std::getline(ls, x, '\t');) f.push_back(x);
+      if (f.size() < 3) continue;
+      auto it = index_.find(f[1]);
+      if (it == index_.end()) continue;
+      JobState& s = states_[it->second];
+      if (s.status != Status::Running) continue;
+      s.seconds = std::atof(f[2].c_str());
+      if (f[0] == "ok") {
+        try {
+          auto j = nlohmann::json::parse(read_text(out_ / "results" / (s.job.id + ".json")));
+          s.answer = answer_of(j);
+          if (j.value("batch_plan", "").rfind("shared", 0) == 0) ++plans_shared_;
+          finish(s, Status::Ok, "");
+        } catch (const std::exception& e) {
+          finish(s, Status::Failed, std::string("the worker's result is unreadable: ") + e.what());
+        }
+      } else {
+        finish(s, Status::Failed, f.size() > 3 ? f[3] : "failed");
+      }
+    }
+  }
+
+  void reap_unit(Unit& u, int wstatus) {
+    running_memory_ -= u.memory;
+    gpu_running_ -= u.gpu;
+    if (!u.group) {
+      reap(states_[u.jobs.front()], wstatus);
+      return;
+    }
+    read_worker(u);
+    if (u.fd >= 0) ::close(u.fd);
+    u.fd = -1;
+    int left = 0;
+    for (std::size_t i : u.jobs) {
+      JobState& s = states_[i];
+      if (s.status != Status::Running) continue;
+      ++left;
+      s.pid = -1;
+      if (g_signal) {
+        finish(s, Status::Interrupted, "interrupted");
+      } else {
+        // The worker died (crash, out of memory, killed): this job and the other unfinished jobs
+        // of its group run again, each alone, so one bad job cannot take the others with it.
+        s.status = Status::Pending;
+        s.solo = true;
+        next_ = std::min(next_, i);
+      }
+    }
+    if (left && !g_signal) {
+      std::string why = WIFSIGNALED(wstatus) ? "killed by signal " + std::to_string(WTERMSIG(wstatus))
+                                             : "exit code " + std::to_string(WEXITSTATUS(wstatus));
+      spdlog::warn("group worker of job {} ended ({}) with {} jobs unfinished; they run again one by one",
+                   states_[u.jobs.front()].job.id, why, left);
+    }
   }
 
   void reap(JobState& s, int wstatus) {
-    running_memory_ -= s.memory;
     s.seconds = std::chrono::duration<double>(clock_type::now() - s.start).count();
     const fs::path part = out_ / "partial" / (s.job.id + ".json");
     const fs::path log = out_ / "logs" / (s.job.id + ".log");
@@ -305,50 +540,77 @@ class Batch {
     if (st == Status::Ok || st == Status::Failed) {
       if (!tty_)
         spdlog::info("job {} {} in {:.2f} s{}{} ({}/{})", s.job.id, status_name(st), s.seconds,
-                     s.answer.empty() ? "" : ": ", st == Status::Ok ? s.answer : err, ++finished_,
-                     states_.size());
+                     (st == Status::Ok ? s.answer : err).empty() ? "" : ": ",
+                     st == Status::Ok ? s.answer : err, ++finished_, states_.size());
       else
         ++finished_;
       write_summary();
     }
   }
 
+  // The pending pe jobs that can share job `idx`'s plan: same network file, same options, none
+  // forced to run alone; at most `cap`, in manifest order, `idx` first.
+  std::vector<std::size_t> group_of(std::size_t idx, std::size_t cap) {
+    std::vector<std::size_t> g = {idx};
+    const JobState& s = states_[idx];
+    GroupJobOptions go;
+    if (opt_.no_share || s.job.kind != "pe" || s.solo || !parse_group_options(s.job.options, go)) return g;
+    for (std::size_t i = idx + 1; i < states_.size() && g.size() < cap; ++i) {
+      const JobState& t = states_[i];
+      if (t.status == Status::Pending && !t.solo && t.job.kind == "pe" && t.job.network == s.job.network &&
+          t.job.options == s.job.options)
+        g.push_back(i);
+    }
+    return g;
+  }
+
   void loop() {
-    std::size_t next = 0;
-    auto running = [&] {
-      int n = 0;
-      for (const auto& s : states_) n += s.status == Status::Running;
-      return n;
-    };
+    for (std::size_t i = 0; i < states_.size(); ++i) index_[states_[i].job.id] = i;
     auto last_draw = clock_type::now() - std::chrono::seconds(10);
+    bool signalled = false;
     while (true) {
-      if (g_signal) {
-        for (auto& s : states_)
-          if (s.status == Status::Running) ::kill(s.pid, SIGTERM);
+      if (g_signal && !signalled) {
+        signalled = true;
+        for (auto& u : units_) ::kill(u.pid, SIGTERM);
       }
       // launch while there is room
-      while (!g_signal && running() < slots_) {
-        while (next < states_.size() && states_[next].status != Status::Pending) ++next;
-        if (next >= states_.size()) break;
-        JobState& s = states_[next];
+      while (!g_signal && static_cast<int>(units_.size()) < slots_) {
+        while (next_ < states_.size() && states_[next_].status != Status::Pending) ++next_;
+        if (next_ >= states_.size()) break;
+        const std::size_t idx = next_;
+        JobState& s = states_[idx];
         if (!s.probed) probe(s);
         if (s.status != Status::Pending) continue;
-        if (running() > 0 && running_memory_ + s.memory > budget_) break;  // wait for memory
+        if (!units_.empty() && running_memory_ + s.memory > budget_) break;  // wait for memory
         int pending = 0;
         for (const auto& x : states_) pending += x.status == Status::Pending;
-        const int concurrent = std::max(1, std::min(slots_, running() + pending));
-        launch(s, std::max(1, cores_ / concurrent));
+        const int running = static_cast<int>(units_.size());
+        // Groups small enough that every slot keeps busy to the end: about two groups per slot.
+        const std::size_t cap = std::max<std::size_t>(1, (pending + 2 * slots_ - 1) / (2 * slots_));
+        std::vector<std::size_t> g = group_of(idx, cap);
+        const int concurrent = std::max(1, std::min(slots_, running + pending - static_cast<int>(g.size()) + 1));
+        const int threads = std::max(1, cores_ / concurrent);
+        const bool gpu = wants_gpu(s) && gpu_running_ < opt_.gpu_jobs;
+        if (g.size() > 1) launch_group(g, threads, gpu);
+        else launch(idx, threads, gpu);
       }
-      if (running() == 0) break;
+      if (units_.empty()) break;
+      for (auto& u : units_)
+        if (u.group) read_worker(u);
       int wstatus = 0;
       pid_t pid = ::waitpid(-1, &wstatus, WNOHANG);
       if (pid > 0) {
-        for (auto& s : states_)
-          if (s.pid == pid) reap(s, wstatus);
+        for (std::size_t k = 0; k < units_.size(); ++k)
+          if (units_[k].pid == pid) {
+            Unit u = std::move(units_[k]);
+            units_.erase(units_.begin() + static_cast<long>(k));
+            reap_unit(u, wstatus);
+            break;
+          }
         continue;
       }
       if (tty_ && clock_type::now() - last_draw > std::chrono::milliseconds(250)) {
-        draw_progress(running());
+        draw_progress(static_cast<int>(units_.size()));
         last_draw = clock_type::now();
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -398,7 +660,9 @@ class Batch {
   }
 
   void print_json(int ok, int failed) {
-    nlohmann::json j = {{"out", out_.string()}, {"ok", ok}, {"failed", failed}, {"jobs", nlohmann::json::array()}};
+    nlohmann::json j = {{"out", out_.string()}, {"ok", ok}, {"failed", failed},
+                        {"group_workers", groups_started_}, {"plans_shared", plans_shared_},
+                        {"jobs", nlohmann::json::array()}};
     for (const auto& s : states_)
       j["jobs"].push_back({{"id", s.job.id},
                            {"kind", s.job.kind},
@@ -415,12 +679,241 @@ class Batch {
   std::string self_;
   int slots_ = 1, cores_ = 1, finished_ = 0;
   double budget_ = 0, running_memory_ = 0;
+  std::vector<Unit> units_;
+  std::map<std::string, std::size_t> index_;
+  std::size_t next_ = 0;
+  int gpu_running_ = 0, groups_started_ = 0, plans_shared_ = 0;
   bool tty_ = false;
   clock_type::time_point t0_;
+};
+
+// A group worker (see run_batch_worker in the header).
+class Worker {
+ public:
+  explicit Worker(const BatchOptions& o) : opt_(o) {}
+
+  int run() {
+    out_ = opt_.out;
+    std::map<std::string, io::Job> by_id;
+    for (auto& j : io::read_manifest(opt_.manifest)) by_id.emplace(j.id, std::move(j));
+    std::vector<std::string> ids;
+    std::stringstream ss(opt_.worker);
+    for (std::string id; std::getline(ss, id, ',');) ids.push_back(id);
+    for (const auto& id : ids) {
+      auto it = by_id.find(id);
+      if (it == by_id.end()) {
+        report("failed", id, 0, "the worker found no job with this id in the manifest");
+        continue;
+      }
+      // Test hook: the worker dies as a crash would, before this job (tests/test_batch.py).
+      if (const char* c = std::getenv("KINFER_BATCH_TEST_WORKER_CRASH"); c && id == c) ::raise(SIGKILL);
+      run_job(it->second);
+    }
+    return 0;
+  }
+
+ private:
+  struct Compiled {
+    Plan plan;
+    std::string key;        // network path + options
+    std::string first_job;  // the job that compiled it
+  };
+
+  void report(const char* what, const std::string& id, double secs, const std::string& msg) {
+    std::string m = msg;
+    std::replace(m.begin(), m.end(), '\n', ' ');
+    std::replace(m.begin(), m.end(), '\t', ' ');
+    std::printf("%s\t%s\t%.6f\t%s\n", what, id.c_str(), secs, m.c_str());
+    std::fflush(stdout);
+  }
+
+  void run_job(const io::Job& job) {
+    using clock = std::chrono::steady_clock;
+    const auto t0 = clock::now();
+    auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
+    const fs::path log = out_ / "logs" / (job.id + ".log");
+    auto logger = spdlog::basic_logger_st("job " + job.id, log.string(), true);
+    logger->set_pattern("[%H:%M:%S.%e] [%l] %v");
+    logger->set_level(spdlog::default_logger()->level());
+    auto previous = spdlog::default_logger();
+    spdlog::set_default_logger(logger);
+    std::string error;
+    try {
+      GroupJobOptions g;
+      if (!parse_group_options(job.options, g))
+        throw std::runtime_error("options a group worker does not handle (the batch runs such jobs alone)");
+      g.net.network = job.network;
+      g.net.evidence = job.evidence;
+      g.net.order_cache = (out_ / "order-cache").string();
+      spdlog::info("kinfer batch job {}: pe {} (group worker, process {})", job.id, job.network, ::getpid());
+      // The network is read once per group (every job of a group names the same file).
+      if (net_path_ != job.network) {
+        net_ = io::read_uai(job.network);
+        net_path_ = job.network;
+      } else {
+        spdlog::info("network already read by this worker");
+      }
+      Evidence ev;
+      const std::string evpath = g.net.evidence.empty() ? io::default_evidence_path(job.network) : g.net.evidence;
+      if (!evpath.empty()) ev = io::read_evidence(evpath, net_);
+      if (g.net.threads > 0) omp_set_num_threads(g.net.threads);
+      PlanOptions po = g.net.plan_options();
+      if (g.net.max_memory.empty() && opt_.max_memory > 0) po.max_memory_bytes = opt_.max_memory;
+      const auto t1 = clock::now();
+      std::string key = job.network + "\x1f";
+      for (const auto& o : job.options) key += o + "\x1f";
+      ReducedModel model = reduce(net_, ev, po.reduce);
+      Compiled* shared = nullptr;
+      for (auto& c : plans_)
+        if (c.key == key && same_structure(c.plan.model, model)) shared = &c;
+      std::string plan_source;
+      int tables_kept = 0;
+      if (shared) {
+        // The same reduced structure: the order, the task tree and the memory estimate hold;
+        // only the input tables that differ are restructured into the plan.
+        Plan& p = shared->plan;
+        std::vector<std::tuple<std::size_t, std::vector<double>, std::vector<int>>> fresh;
+        for (std::size_t f = 0; f < model.factors.size(); ++f) {
+          if (model.factors[f].logv == p.model.factors[f].logv) {
+            ++tables_kept;
+            continue;
+          }
+          std::vector<int> scope;
+          std::vector<double> data = restructure(model.factors[f], p.model.card, p.tree.rank, scope);
+          fresh.emplace_back(f, std::move(data), std::move(scope));
+        }
+        for (auto& [f, data, scope] : fresh) {  // nothing above changed the plan (exceptions)
+          p.input_data[f] = std::move(data);
+          p.input_scope[f] = std::move(scope);
+        }
+        p.model = std::move(model);
+        p.evidence = ev;
+        plan_source = "shared with job " + shared->first_job;
+        spdlog::info("plan shared with job {} (same reduced structure): {} of {} input tables kept, "
+                     "the rest re-read", shared->first_job, tables_kept, p.model.factors.size());
+      } else {
+        Compiled c;
+        c.plan = make_plan(net_, ev, po);
+        c.key = key;
+        c.first_job = job.id;
+        plans_.push_back(std::move(c));
+        if (plans_.size() > 4) plans_.erase(plans_.begin());  // bound what the worker keeps
+        shared = &plans_.back();
+        plan_source = "compiled";
+      }
+      const Plan& plan = shared->plan;
+      const auto t2 = clock::now();
+      spdlog::info("order {}: width {}, largest table 2^{:.1f}, {} buckets, estimated peak memory {:.3g} MB",
+                   plan.order.heuristic, plan.order.stats.width, plan.order.stats.log2_max_table,
+                   plan.tree.buckets.size(), plan.memory.peak_bytes / 1e6);
+      double ln_pr;
+      std::string impossible = plan.model.impossible, device = "cpu", why_not_gpu;
+      gpu::DeviceRunReport rep;
+      bool on_gpu = false;
+      auto t_dev = t2;
+      if (!impossible.empty()) {
+        ln_pr = -INFINITY;
+      } else {
+        RunOptions ro;
+        ro.threads = g.net.threads;
+        const bool wants = g.device == "gpu" || (g.device == "auto" && plan.memory.flops >= opt_.gpu_min_flops);
+        if (wants && opt_.worker_gpu) {
+          if (!ctx_ && ctx_why_not_.empty()) {
+            const gpu::DeviceInfo info = gpu::probe();
+            if (!info.available) {
+              ctx_why_not_ = info.why_not;
+            } else {
+              try {
+                ctx_ = gpu::Context::create();
+                spdlog::info("GPU: {} (opened once for this group)", info.name);
+              } catch (const std::exception& e) {
+                ctx_why_not_ = e.what();
+              }
+            }
+          }
+          if (!ctx_) why_not_gpu = ctx_why_not_;
+        } else if (wants) {
+          why_not_gpu = "kinfer batch: the GPU was busy with other jobs (--gpu-jobs)";
+        }
+        t_dev = clock::now();
+        if (wants && ctx_) {
+          ln_pr = gpu::run_plan_gpu(plan, *ctx_, ro, &rep);
+          on_gpu = true;
+          device = rep.cpu_buckets == 0 ? "gpu" : rep.gpu_buckets == 0 ? "cpu" : "gpu+cpu";
+        } else {
+          ln_pr = run_plan(plan, ro);
+        }
+        if (std::isinf(ln_pr) && ln_pr < 0)
+          impossible = "the evidence is jointly impossible (no single factor is zero on its own)";
+      }
+      const auto t3 = clock::now();
+      const double log10_pr = ln_pr / std::log(10.0);
+      if (!impossible.empty()) spdlog::warn("P(e) = 0: {}", impossible);
+      // The object `kinfer pe --json` prints, plus "batch_plan".
+      nlohmann::json j = {
+          {"network", job.network},
+          {"evidence_observed", plan.model.num_observed},
+          {"log10_pr", std::isinf(log10_pr) ? nlohmann::json("-inf") : nlohmann::json(log10_pr)},
+          {"ln_pr", std::isinf(ln_pr) ? nlohmann::json("-inf") : nlohmann::json(ln_pr)},
+          {"seconds", secs(t0, t3)},
+          {"timings",
+           {{"read", secs(t0, t1)}, {"plan", secs(t1, t2)}, {"compute", secs(t2, t3)},
+            {"device_start", secs(t2, t_dev)}}},
+          {"order", order_json(plan)},
+          {"buckets", plan.tree.buckets.size()},
+          {"memory", memory_json(plan)},
+          {"device", device},
+          {"batch_plan", plan_source}};
+      if (on_gpu) {
+        j["gpu"] = {{"name", ctx_->name()},
+                    {"buckets_gpu", rep.gpu_buckets},
+                    {"buckets_cpu", rep.cpu_buckets},
+                    {"buckets_cpu_small", rep.small_on_cpu},
+                    {"cached", rep.cached_buckets},
+                    {"plain", rep.plain_buckets}};
+      } else if (!why_not_gpu.empty()) {
+        j["gpu"] = {{"why_not", why_not_gpu}};
+      }
+      if (!impossible.empty()) j["impossible"] = impossible;
+      write_file_atomically(out_ / "results" / (job.id + ".json"), j.dump(2) + "\n");
+      std::ofstream(out_ / "journal.log", std::ios::app) << "completed " << job.id << '\n';
+      spdlog::info("log10 P(e) = {} ({})", log10_pr, plan_source);
+      logger->flush();
+      spdlog::set_default_logger(previous);
+      spdlog::drop(logger->name());
+      report("ok", job.id, secs(t0, t3), "");
+      return;
+    } catch (const InputError& e) {
+      error = e.what();
+    } catch (const ResourceError& e) {
+      error = e.what();
+    } catch (const CLI::ValidationError& e) {
+      error = e.what();
+    } catch (const std::bad_alloc&) {
+      error = "out of memory; try a smaller --max-memory so kinfer refuses before allocating";
+    } catch (const std::exception& e) {
+      error = std::string("internal error: ") + e.what();
+    }
+    spdlog::error("{}", error);
+    logger->flush();
+    spdlog::set_default_logger(previous);
+    spdlog::drop(logger->name());
+    report("failed", job.id, secs(t0, clock::now()), error);
+  }
+
+  BatchOptions opt_;
+  fs::path out_;
+  Network net_;
+  std::string net_path_;
+  std::vector<Compiled> plans_;
+  std::unique_ptr<gpu::Context> ctx_;
+  std::string ctx_why_not_;
 };
 
 }  // namespace
 
 int run_batch(const BatchOptions& opt) { return Batch(opt).run(); }
+
+int run_batch_worker(const BatchOptions& opt) { return Worker(opt).run(); }
 
 }  // namespace kinfer::app

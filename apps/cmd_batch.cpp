@@ -18,6 +18,18 @@ Runner add_batch(CLI::App& root) {
   cmd->add_flag("--resume", o->resume, "continue an interrupted batch: skip jobs whose result is complete");
   cmd->add_flag("--json", o->json, "print a JSON summary at the end");
   cmd->add_option("--max-memory", *mem, "memory all running jobs together may use (default: 85% of this machine's)");
+  cmd->add_option("--gpu-jobs", o->gpu_jobs,
+                  "jobs (or groups of jobs) that may use the GPU at once; the others run on the CPU")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--gpu-min-flops", o->gpu_min_flops,
+                  "only plans of at least this many FLOPs ask for the GPU (as pe --device auto)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_flag("--no-share", o->no_share,
+                "one process per job: jobs of the same network do not share a compiled plan");
+  cmd->add_option("--worker", o->worker, "internal: evaluate these job ids in one process")->group("");
+  cmd->add_flag("--worker-gpu", o->worker_gpu, "internal: the worker may open the GPU")->group("");
   return [o, mem, cmd]() {
     if (!cmd->parsed()) return -1;
     if (!mem->empty()) {
@@ -27,6 +39,7 @@ Runner add_batch(CLI::App& root) {
         throw CLI::ValidationError("--max-memory", e.what());
       }
     }
+    if (!o->worker.empty()) return run_batch_worker(*o);
     return run_batch(*o);
   };
 }

@@ -131,7 +131,73 @@ def test_kill_and_resume(tmp):
     check(not any(f.endswith(".tmp") for f in os.listdir(os.path.join(out, "results"))), "no temporary files left")
 
 
-for test in (test_failures_isolated, test_bad_manifests, test_kill_and_resume):
+def single_pe_json(network, evidence=None):
+    cmd = [EXE, "pe", "-q", "--json", network] + (["-e", evidence] if evidence else [])
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    return json.loads(r.stdout)["log10_pr"] if r.returncode == 0 else None
+
+
+def test_plan_sharing(tmp):
+    """Jobs of one network share its compiled plan in one worker process: their answers equal
+    the single commands'; a job whose evidence is bad fails alone inside the group; a worker
+    that dies leaves its unfinished jobs to be run again one by one."""
+    net = copy_net(tmp, "Pedigree_11")
+    other = copy_net(tmp, "Pedigree_13")
+    toks = open(os.path.join(tmp, net + ".evid")).read().split()
+    k = int(toks[0])
+    pairs = [(toks[1 + 2 * i], toks[2 + 2 * i]) for i in range(k)]
+    evs = {}
+    # same observed variables, some values changed (same reduced structure, other tables)
+    for n, flips in (("flip1", (0,)), ("flip2", (1, 2)), ("flip3", (3,))):
+        p = [(v, str(1 - int(x)) if i in flips and x in "01" else x) for i, (v, x) in enumerate(pairs)]
+        evs[n] = p
+    evs["drop"] = pairs[1:]  # one observation fewer: another structure
+    for n, p in evs.items():
+        with open(os.path.join(tmp, n + ".evid"), "w") as f:
+            f.write(f"{len(p)} " + " ".join(f"{v} {x}" for v, x in p) + "\n")
+    with open(os.path.join(tmp, "bad.evid"), "w") as f:
+        f.write("1 0 99\n")  # a value outside the domain
+    rows = [("own1", net, ""), ("flip1", net, "flip1.evid"), ("own2", net, ""), ("bad", net, "bad.evid"),
+            ("flip2", net, "flip2.evid"), ("drop", net, "drop.evid"), ("flip3", net, "flip3.evid"),
+            ("o1", other, ""), ("o2", other, "")]
+    with open(os.path.join(tmp, "jobs.tsv"), "w") as f:
+        f.write("id\tkind\tnetwork\tevidence\n")
+        for j, n, e in rows:
+            f.write(f"{j}\tpe\t{n}\t{e}\n")
+    expect = {j: single_pe_json(os.path.join(tmp, n), os.path.join(tmp, e) if e else None) for j, n, e in rows}
+    check(expect["bad"] is None, "the bad evidence fails as a single command")
+    for mode, extra, env in (("shared", [], {}), ("crash", [], {"KINFER_BATCH_TEST_WORKER_CRASH": "flip2"}),
+                             ("separate", ["--no-share"], {})):
+        out = os.path.join(tmp, "out-" + mode)
+        r = subprocess.run([EXE, "batch", os.path.join(tmp, "jobs.tsv"), "--out", out, "--jobs", "1", "--json"]
+                           + extra, capture_output=True, text=True, env=dict(os.environ, **env))
+        check(r.returncode == 4, f"{mode}: exit 4 for the one bad job (got {r.returncode}: {r.stderr[-300:]})")
+        summary = json.loads(r.stdout)
+        s = read_summary(os.path.join(out, "summary.tsv"))
+        check(s["bad"]["status"] == "failed" and "99" in s["bad"]["error"],
+              f"{mode}: the bad job fails alone with its message: {s['bad']['error']}")
+        for j, _, _ in rows:
+            if j == "bad":
+                continue
+            with open(os.path.join(out, "results", j + ".json")) as f:
+                res = json.load(f)
+            got = res["log10_pr"]
+            same = got == expect[j] or (isinstance(got, float) and abs(got - expect[j]) < 1e-9)
+            check(same and s[j]["status"] == "ok", f"{mode}: {j} equals the single command ({got} vs {expect[j]}, "
+                  f"plan {res.get('batch_plan', 'own process')})")
+        completed = open(os.path.join(out, "journal.log")).read().split()[1::2]
+        check(sorted(completed) == sorted(j for j, _, _ in rows if j != "bad"),
+              f"{mode}: each job completed once ({len(completed)})")
+        if mode == "shared":
+            check(summary["plans_shared"] >= 3 and summary["group_workers"] >= 1,
+                  f"shared: jobs reused a plan ({summary['plans_shared']} jobs, {summary['group_workers']} workers)")
+        if mode == "separate":
+            check(summary["group_workers"] == 0, "--no-share runs one process per job")
+        if mode == "crash":
+            check("run again one by one" in r.stderr, "crash: the dead worker's jobs are run again alone")
+
+
+for test in (test_failures_isolated, test_bad_manifests, test_kill_and_resume, test_plan_sharing):
     with tempfile.TemporaryDirectory() as tmp:
         test(tmp)
 print(f"{len(passes)} passed, {len(failures)} failed")
