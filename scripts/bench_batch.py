@@ -1,12 +1,22 @@
 #!/usr/bin/env python3
 """Benchmark of `kinfer batch`: N jobs as one batch vs the same jobs run one after another with
-the single commands, side by side in one run. Jobs: the bundled UAI instances (data/uai) in turn,
-each repeat either with the network's own evidence (same structure: the batch shares the
-elimination order) or with a random tenth of its observations dropped.
+the single commands, side by side in one run.
+
+Jobs (default 200): about three quarters `pe` jobs on the bundled UAI instances (data/uai) in
+turn, each repeat either with the network's own evidence (same structure: the batch shares its
+compiled plan) or with a random tenth of its observations dropped (another structure), and one
+quarter `lod` jobs on linkage data sets simulated with scripts/bench_linkage.py's gene dropper
+(2 pedigrees of 10-16 people, 3-4 markers, a grid of 11 thetas).
+
+Three ways, same jobs, same answers checked:
+  single   `kinfer pe` / `kinfer lod` one after another (what a user would script)
+  noshare  `kinfer batch --no-share`: one process per job, --jobs N at once
+  batch    `kinfer batch`: jobs of one network share its compiled plan in a worker process
 
   scripts/bench_batch.py [--jobs-total 200] [--kinfer build/apps/kinfer] [--label NAME]
+                         [--data DIR] [--out-dir bench/batch]
 
-Writes bench/batch/results-<label>.tsv and prints the table."""
+Writes OUT_DIR/results-<label>.tsv (one row per way) and prints the table."""
 import argparse
 import glob
 import json
@@ -20,33 +30,28 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import bench_linkage  # noqa: E402  (simulate, post_makeped: standard library only)
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--jobs-total", type=int, default=200)
-    ap.add_argument("--kinfer", default=os.path.join(ROOT, "build", "apps", "kinfer"))
-    ap.add_argument("--label", default=socket.gethostname())
-    ap.add_argument("--concurrency", type=int, default=0, help="--jobs of the batch (default: cores)")
-    a = ap.parse_args()
+def make_jobs(a, work):
     rng = random.Random(7)
-    work = tempfile.mkdtemp(prefix="kinfer-bench-batch-")
     nets = []
-    for path in sorted(glob.glob(os.path.join(ROOT, "data", "uai", "*.uai*"))):
+    for path in sorted(glob.glob(os.path.join(a.data, "uai", "*.uai*"))):
         if path.endswith(".evid"):
             continue
         base = os.path.basename(path)
         shutil.copy(path, work)
-        ev = os.path.join(ROOT, "data", "uai", base.replace(".gz", "") + ".evid")
+        ev = os.path.join(a.data, "uai", base.replace(".gz", "") + ".evid")
         nets.append((base, ev if os.path.exists(ev) else None))
+    n_lod = a.jobs_total // 4
+    n_pe = a.jobs_total - n_lod
     jobs = []
-    for i in range(a.jobs_total):
+    for i in range(n_pe):
         net, ev = nets[i % len(nets)]
         evid = ""
         if ev and i >= len(nets) and rng.random() < 0.5:
-            # other evidence: the same observations less a random tenth (always valid; a changed
-            # reduced structure means no shared order). The other repeats keep the network's own
-            # evidence, so their structure, and their elimination order, is shared.
+            # the same observations less a random tenth (always valid; another reduced structure)
             toks = open(ev).read().split()
             if toks and toks[0] != "0":
                 k = int(toks[0])
@@ -55,52 +60,123 @@ def main():
                 evid = f"ev{i}.evid"
                 with open(os.path.join(work, evid), "w") as f:
                     f.write(str(len(kept)) + "".join(f" {var} {val}" for var, val in kept) + "\n")
-        jobs.append((f"job{i:03d}", net, evid))
+        jobs.append(dict(id=f"pe{i:03d}", kind="pe", network=net, evidence=evid))
+    for i in range(n_lod):
+        r = random.Random(f"lod-{i}")
+        size = r.choice([10, 12, 14, 16])
+        dat, peds = bench_linkage.simulate(r, 2, size, r.choice([3, 4]), 4, 0, 5.0)
+        d, p = f"lod{i:03d}.dat", f"lod{i:03d}.ped"
+        open(os.path.join(work, d), "w").write(dat)
+        open(os.path.join(work, p), "w").write(bench_linkage.post_makeped(peds, breakers=False))
+        jobs.append(dict(id=f"lod{i:03d}", kind="lod", ped=p, dat=d, options="--theta 0:0.5:0.05"))
+    random.Random(11).shuffle(jobs)  # a lab's manifest is not sorted by network
     with open(os.path.join(work, "manifest.tsv"), "w") as f:
-        f.write("id\tkind\tnetwork\tevidence\n")
-        for j, n, e in jobs:
-            f.write(f"{j}\tpe\t{n}\t{e}\n")
+        f.write("id\tkind\tnetwork\tevidence\tped\tdat\toptions\n")
+        for j in jobs:
+            f.write("\t".join(j.get(k, "") for k in ("id", "kind", "network", "evidence", "ped", "dat", "options")) + "\n")
+    return jobs
 
-    # 1. one after another, single commands
-    t0 = time.time()
+
+def answer(res):
+    """The answer to compare: log10 P(e), or every evaluation's total LOD."""
+    if "log10_pr" in res:
+        return res["log10_pr"]
+    return [round(e["total"]["lod"], 9) for e in res.get("evaluations", [])]
+
+
+def same(x, y):
+    if isinstance(x, float) and isinstance(y, float):
+        return abs(x - y) < 1e-9
+    return x == y
+
+
+def write_rows(rows, a):
+    """Writes the rows so far (after every way: a run cut short keeps what it measured)."""
+    t_single = next((r["seconds"] for r in rows if r["way"] == "single"), None)
+    for r in rows:
+        r["ratio_single_over_this"] = round(t_single / r["seconds"], 2) if t_single else "-"
+        r.setdefault("date", time.strftime("%Y-%m-%d %H:%M"))
+    os.makedirs(a.out_dir, exist_ok=True)
+    path = os.path.join(a.out_dir, f"results-{a.label}.tsv")
+    with open(path + ".tmp", "w") as f:
+        f.write("\t".join(rows[0]) + "\n")
+        for r in rows:
+            f.write("\t".join(str(v) for v in r.values()) + "\n")
+    os.replace(path + ".tmp", path)
+    return path
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--jobs-total", type=int, default=200)
+    ap.add_argument("--kinfer", default=os.path.join(ROOT, "build", "apps", "kinfer"))
+    ap.add_argument("--label", default=socket.gethostname())
+    ap.add_argument("--data", default=os.path.join(ROOT, "data"))
+    ap.add_argument("--out-dir", default=os.path.join(ROOT, "bench", "batch"))
+    ap.add_argument("--concurrency", type=int, default=0, help="--jobs of the batch (default: cores)")
+    ap.add_argument("--ways", default="single,noshare,batch")
+    a = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="kinfer-bench-batch-")
+    jobs = make_jobs(a, work)
+    rows = []
     single = {}
-    for j, n, e in jobs:
-        cmd = [a.kinfer, "pe", "-q", "--json", os.path.join(work, n)]
-        if e:
-            cmd += ["-e", os.path.join(work, e)]
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip() or os.environ.get("KINFER_COMMIT", "?")
+    base = dict(label=a.label, commit=commit, jobs=len(jobs), pe=sum(j["kind"] == "pe" for j in jobs),
+                lod=sum(j["kind"] == "lod" for j in jobs), cores=os.cpu_count())
+    ways = a.ways.split(",")
+    if "single" in ways:
+        t0 = time.time()
+        for j in jobs:
+            if j["kind"] == "pe":
+                cmd = [a.kinfer, "pe", "-q", "--json", os.path.join(work, j["network"])]
+                if j["evidence"]:
+                    cmd += ["-e", os.path.join(work, j["evidence"])]
+            else:
+                cmd = [a.kinfer, "lod", "-q", "--json", "--ped", os.path.join(work, j["ped"]),
+                       "--dat", os.path.join(work, j["dat"])] + j["options"].split()
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            single[j["id"]] = answer(json.loads(r.stdout)) if r.returncode == 0 else f"exit {r.returncode}"
+        t = time.time() - t0
+        failed = sum(isinstance(v, str) for v in single.values())
+        rows.append(dict(base, way="single", seconds=round(t, 2), ok=len(jobs) - failed, failed=failed,
+                         answers_agree="-", plans_shared="-", gpu_jobs="-", exit=0))
+        print(rows[-1], flush=True)
+        write_rows(rows, a)
+    t_single = rows[0]["seconds"] if rows else None
+    for way in ("noshare", "batch"):
+        if way not in ways:
+            continue
+        out = os.path.join(work, "out-" + way)
+        cmd = [a.kinfer, "batch", os.path.join(work, "manifest.tsv"), "--out", out, "--json"]
+        if way == "noshare":
+            cmd.append("--no-share")
+        if a.concurrency:
+            cmd += ["--jobs", str(a.concurrency)]
+        t0 = time.time()
         r = subprocess.run(cmd, capture_output=True, text=True)
-        single[j] = json.loads(r.stdout)["log10_pr"] if r.returncode == 0 else f"exit {r.returncode}"
-    t_single = time.time() - t0
-
-    # 2. one batch
-    t0 = time.time()
-    cmd = [a.kinfer, "batch", os.path.join(work, "manifest.tsv"), "--out", os.path.join(work, "out")]
-    if a.concurrency:
-        cmd += ["--jobs", str(a.concurrency)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    t_batch = time.time() - t0
-    agree = 0
-    for j, _, _ in jobs:
-        p = os.path.join(work, "out", "results", j + ".json")
-        if os.path.exists(p):
-            got = json.load(open(p))["log10_pr"]
-            if got == single[j] or (isinstance(got, float) and isinstance(single[j], float) and abs(got - single[j]) < 1e-9):
-                agree += 1
-        elif not isinstance(single[j], float):
-            agree += 1  # failed both ways
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    row = {"label": a.label, "commit": commit, "jobs": len(jobs), "cores": os.cpu_count(),
-           "single_s": round(t_single, 2), "batch_s": round(t_batch, 2),
-           "ratio": round(t_single / t_batch, 2), "answers_agree": f"{agree}/{len(jobs)}",
-           "batch_exit": r.returncode, "date": time.strftime("%Y-%m-%d %H:%M")}
-    print("\t".join(row))
-    print("\t".join(str(v) for v in row.values()))
-    os.makedirs(os.path.join(ROOT, "bench", "batch"), exist_ok=True)
-    out = os.path.join(ROOT, "bench", "batch", f"results-{a.label}.tsv")
-    tmp = out + ".tmp"
-    with open(tmp, "w") as f:
-        f.write("\t".join(row) + "\n" + "\t".join(str(v) for v in row.values()) + "\n")
-    os.replace(tmp, out)
+        t = time.time() - t0
+        try:
+            summ = json.loads(r.stdout)
+        except ValueError:
+            summ = dict(ok=0, failed=len(jobs), plans_shared=0)
+            print(r.stderr[-2000:])
+        agree, gpu = 0, 0
+        for j in jobs:
+            p = os.path.join(out, "results", j["id"] + ".json")
+            if os.path.exists(p):
+                res = json.load(open(p))
+                gpu += "gpu" in res.get("device", "")
+                agree += same(answer(res), single.get(j["id"]))
+            elif isinstance(single.get(j["id"]), str):
+                agree += 1  # failed both ways
+        rows.append(dict(base, way=way, seconds=round(t, 2), ok=summ["ok"], failed=summ["failed"],
+                         answers_agree=f"{agree}/{len(jobs)}" if single else "-",
+                         plans_shared=summ.get("plans_shared", 0), gpu_jobs=gpu, exit=r.returncode))
+        print(rows[-1], flush=True)
+        write_rows(rows, a)
+    path = write_rows(rows, a)
+    print(open(path).read())
     shutil.rmtree(work, ignore_errors=True)
 
 
