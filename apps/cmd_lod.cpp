@@ -18,6 +18,8 @@
 #include "engine/errors.hpp"
 #include "engine/linkage_analysis.hpp"
 #include "engine/system.hpp"
+#include "gpu/device_api.hpp"
+#include "gpu/executor.hpp"
 #include "io/linkage.hpp"
 
 namespace kinfer::app {
@@ -26,9 +28,12 @@ namespace {
 
 namespace lk = kinfer::linkage;
 
+// Below this many FLOP a plan finishes on the CPU before the GPU would have started.
+constexpr double kLodGpuMinFlops = 1e9;
+
 struct LodOptions {
   std::string ped, dat, program, theta, positions, plot, out;
-  std::string order = "stochastic", max_memory;
+  std::string order = "stochastic", max_memory, device = "auto";
   double order_time = 2.0;
   int threads = 0, moving = 0;
   std::uint64_t seed = 1;
@@ -314,7 +319,36 @@ int run_lod(const LodOptions& o) {
   } catch (const std::invalid_argument& e) {
     throw CLI::ValidationError("--max-memory", e.what());
   }
+  // The GPU runs the plans large enough to pay for it (`--device auto`: at least
+  // kLodGpuMinFlops; `gpu`: every plan), opened on first need; the rest run on the CPU.
+  struct DeviceUse {
+    bool tried = false;
+    std::unique_ptr<gpu::Context> ctx;
+    int gpu_runs = 0, cpu_runs = 0;
+  };
+  auto dev = std::make_shared<DeviceUse>();
+  if (o.device != "cpu")
+    ao.runner = [dev, all = o.device == "gpu"](const Plan& plan) {
+      if (!all && plan.memory.flops < kLodGpuMinFlops) return ++dev->cpu_runs, run_plan(plan);
+      if (!dev->tried) {
+        dev->tried = true;
+        const gpu::DeviceInfo info = gpu::probe();
+        try {
+          if (!info.available) throw std::runtime_error(info.why_not);
+          dev->ctx = gpu::Context::create();
+          spdlog::info("GPU: {} ({:.0f} GiB) for plans of {} FLOP", info.name,
+                       info.memory_bytes / (1 << 30), all ? "any" : fmt::format("{:.0e}+", kLodGpuMinFlops));
+        } catch (const std::exception& e) {
+          spdlog::log(all ? spdlog::level::warn : spdlog::level::info, "running on the CPU: no GPU ({})",
+                      e.what());
+        }
+      }
+      if (!dev->ctx) return ++dev->cpu_runs, run_plan(plan);
+      ++dev->gpu_runs;
+      return gpu::run_plan_gpu(plan, *dev->ctx);
+    };
   const lk::AnalysisResult r = lk::analyze(lf, pf, ao);
+  if (dev->gpu_runs) spdlog::info("{} plan run(s) on the GPU, {} on the CPU", dev->gpu_runs, dev->cpu_runs);
   const double secs = std::chrono::duration<double>(clock::now() - t0).count();
   spdlog::info("{} evaluation(s) in {:.3g} s: reduce {:.3g} s, {} plan(s) {:.3g} s, {} run(s) {:.3g} s; "
                "largest width {}, largest table 2^{:.1f}",
@@ -375,6 +409,11 @@ Runner add_lod(CLI::App& root) {
   cmd->add_option("--seed", o->seed, "random seed of the stochastic order search")->capture_default_str();
   cmd->add_option("--threads", o->threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-memory", o->max_memory, "memory one pedigree's computation may use, e.g. 8G");
+  cmd->add_option("--device", o->device,
+                  "auto: the GPU for plans of 1e9 FLOP and more when there is one; gpu: every plan on "
+                  "the GPU; cpu: never the GPU")
+      ->check(CLI::IsMember({"auto", "cpu", "gpu"}))
+      ->capture_default_str();
   cmd->add_flag("--no-recode", o->no_recode, "keep every allele (no allele recoding)");
   cmd->add_flag("--no-genotype-elimination", o->no_elimination, "skip genotype elimination");
   return [o, cmd]() { return cmd->parsed() ? run_lod(*o) : -1; };

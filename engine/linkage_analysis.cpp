@@ -112,7 +112,7 @@ class Analysis {
       for (int k : chain) loci.push_back(&reduced_[p][k]);
       v.push_back(std::make_unique<PedigreeLikelihood>(
           pf_.pedigrees[p], loci, lf_.map_function == MapFunction::Kosambi, po,
-          opt_.reduction.joint_genotypes));
+          opt_.reduction.joint_genotypes, opt_.runner));
       const Plan& plan = v.back()->plan();
       ++res_.timing.plans;
       res_.timing.max_width = std::max(res_.timing.max_width, plan.order.stats.width);

@@ -3,6 +3,7 @@
 // across a whole marker map. Each pedigree's network is compiled once per locus order
 // (structure, reductions, elimination order); every theta or map position after that only
 // refills the selector tables.
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +25,9 @@ struct AnalysisOptions {
   int moving_locus = 0;            // LINKMAP with positions: input locus (1-based); 0: default
   ReductionOptions reduction;
   PlanOptions plan;
+  // Runs one compiled plan and returns its ln L (empty: run_plan on the CPU). `kinfer lod
+  // --device` puts the GPU here for plans large enough to pay for it.
+  std::function<double(const Plan&)> runner;
 };
 
 struct Evaluation {

@@ -28,9 +28,10 @@ PedigreeNetwork::PedigreeNetwork(const Pedigree& ped, const std::vector<const Pe
   net_.source = "pedigree " + ped.id;
   net_.kind = "BAYES";
   int locus = 0;
-  auto add_var = [&](int card) {
+  auto add_var = [&](int card, bool selector = false) {
     net_.card.push_back(card);
     var_locus_.push_back(locus);
+    var_selector_.push_back(selector ? 1 : 0);
     return net_.num_vars() - 1;
   };
   auto add_factor = [&](std::vector<int> scope, std::vector<double> table) {
@@ -134,7 +135,7 @@ PedigreeNetwork::PedigreeNetwork(const Pedigree& ped, const std::vector<const Pe
           const int parent = side == 0 ? p.father : p.mother;
           if (!L.carries_paternal(ped.people[parent]))
             throw std::logic_error("a father transmits through a selector at a sex-linked locus");
-          const int s = add_var(2);
+          const int s = add_var(2, true);
           if (k == 0) {
             add_factor({s}, {0.5, 0.5});
             first_sel[i][side] = s;
@@ -221,10 +222,17 @@ std::vector<double> generic(std::size_t n) { return std::vector<double>(n, 0.25)
 
 PedigreeLikelihood::PedigreeLikelihood(const Pedigree& ped,
                                        const std::vector<const PedigreeLocus*>& chain, bool kosambi,
-                                       const PlanOptions& opt, bool joint)
-    : net_(ped, chain, kosambi, joint) {
+                                       const PlanOptions& opt, bool joint,
+                                       std::function<double(const Plan&)> runner)
+    : net_(ped, chain, kosambi, joint), runner_(std::move(runner)) {
   net_.set_thetas(generic(chain.size() - 1), generic(chain.size() - 1));
-  plan_ = make_linkage_plan(net_.network(), net_.evidence(), opt, net_.var_locus());
+  // Dimensions a table does not depend on are dropped (a child's allele given the selector of
+  // a homozygous parent), except in the selector tables that refill() rewrites per theta.
+  PlanOptions po = opt;
+  po.reduce.drop_independent = true;
+  po.reduce.fixed_shape = net_.theta_factors();
+  plan_ = make_linkage_plan(net_.network(), net_.evidence(), po, net_.var_locus(),
+                            net_.var_selector());
   male_ = generic(chain.size() - 1);
   female_ = male_;
   std::vector<int> slot(net_.network().factors.size(), 0);
@@ -299,7 +307,7 @@ double PedigreeLikelihood::ln_likelihood(const std::vector<double>& male,
   have_last_ = true;
   if (!plan_.model.impossible.empty()) return last_ = -std::numeric_limits<double>::infinity();
   if (plan_.tree.buckets.empty()) return last_ = plan_.model.log_constant();
-  return last_ = run_plan(plan_);
+  return last_ = runner_ ? runner_(plan_) : run_plan(plan_);
 }
 
 }  // namespace kinfer::linkage

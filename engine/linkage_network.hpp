@@ -9,6 +9,7 @@
 // selector per meiosis. A sex-linked male has only a maternal allele; a daughter's paternal
 // allele is her father's allele itself (the same variable).
 #include <array>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -33,6 +34,7 @@ class PedigreeNetwork {
   const Network& network() const { return net_; }
   const Evidence& evidence() const { return ev_; }
   const std::vector<int>& var_locus() const { return var_locus_; }  // chain position of each variable
+  const std::vector<char>& var_selector() const { return var_selector_; }  // 1: a meiosis selector
   int n_intervals() const { return n_loci_ - 1; }
 
   // Writes the selector tables for these recombination fractions (one per interval, male and
@@ -52,6 +54,7 @@ class PedigreeNetwork {
   Evidence ev_;
   int n_loci_ = 0;
   std::vector<int> var_locus_;
+  std::vector<char> var_selector_;
   std::vector<Transition> transitions_;
   std::vector<int> theta_factors_;
 };
@@ -59,8 +62,10 @@ class PedigreeNetwork {
 // The likelihood of one pedigree over one chain, compiled once.
 class PedigreeLikelihood {
  public:
+  // `runner` (may be empty: run_plan) evaluates the compiled plan.
   PedigreeLikelihood(const Pedigree& ped, const std::vector<const PedigreeLocus*>& chain,
-                     bool kosambi, const PlanOptions& opt, bool joint = true);
+                     bool kosambi, const PlanOptions& opt, bool joint = true,
+                     std::function<double(const Plan&)> runner = {});
   // ln L at these thetas: refills the selector tables (when they changed), then runs the plan.
   // (Keeping the outputs of buckets that read no changing theta was tried: with the orders
   // the search finds, 99% of the state space reads the varied theta, so it saved nothing.)
@@ -75,6 +80,7 @@ class PedigreeLikelihood {
   void refill();
   PedigreeNetwork net_;
   Plan plan_;
+  std::function<double(const Plan&)> runner_;
   std::vector<double> male_, female_;
   bool have_last_ = false;
   double last_ = 0;

@@ -5,6 +5,8 @@
 #include <limits>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
 #include "engine/errors.hpp"
 #include "engine/task_tree.hpp"
 
@@ -28,7 +30,8 @@ std::string human_bytes(double b) {
 
 std::vector<int> windowed_order(int n, const std::vector<int>& card,
                                 const std::vector<std::vector<int>>& scopes,
-                                const std::vector<int>& locus_of, int window, bool reverse) {
+                                const std::vector<int>& locus_of, int window, bool reverse,
+                                const std::vector<char>& phase) {
   // Interaction graph over the scoped variables, neighbours kept sorted.
   std::vector<std::vector<int>> nb(n);
   std::vector<char> scoped(n, 0), alive(n, 0);
@@ -42,13 +45,22 @@ std::vector<int> windowed_order(int n, const std::vector<int>& card,
     std::sort(v.begin(), v.end());
     v.erase(std::unique(v.begin(), v.end()), v.end());
   }
-  int max_locus = 0, left = 0;
+  auto phase_of = [&](int v) { return phase.empty() ? 0 : static_cast<int>(phase[v]); };
+  int max_locus = 0, left = 0, phases = 1;
   for (int v = 0; v < n; ++v)
-    if (scoped[v]) alive[v] = 1, ++left, max_locus = std::max(max_locus, locus_of[v]);
-  std::vector<int> remaining(max_locus + 1, 0);
-  std::vector<std::vector<int>> at_locus(max_locus + 1);
+    if (scoped[v]) {
+      alive[v] = 1, ++left, max_locus = std::max(max_locus, locus_of[v]);
+      phases = std::max(phases, phase_of(v) + 1);
+    }
+  // Per phase and locus: the variables and how many are left.
+  std::vector<std::vector<int>> remaining(phases, std::vector<int>(max_locus + 1, 0));
+  std::vector<int> phase_left(phases, 0);
+  std::vector<std::vector<std::vector<int>>> at_locus(phases, std::vector<std::vector<int>>(max_locus + 1));
   for (int v = 0; v < n; ++v)
-    if (alive[v]) ++remaining[locus_of[v]], at_locus[locus_of[v]].push_back(v);
+    if (alive[v]) {
+      ++remaining[phase_of(v)][locus_of[v]], ++phase_left[phase_of(v)];
+      at_locus[phase_of(v)][locus_of[v]].push_back(v);
+    }
 
   std::vector<long> fill(n, 0);
   std::vector<double> weight(n, 0);
@@ -67,13 +79,16 @@ std::vector<int> windowed_order(int n, const std::vector<int>& card,
 
   std::vector<int> order;
   order.reserve(left);
-  int front = reverse ? max_locus : 0;
+  std::vector<int> front(phases, reverse ? max_locus : 0);
+  int ph = 0;
   while (left > 0) {
-    while (remaining[front] == 0) front += reverse ? -1 : 1;
-    const int lo = reverse ? front - window : front, hi = reverse ? front : front + window;
+    while (phase_left[ph] == 0) ++ph;
+    int& fr = front[ph];
+    while (remaining[ph][fr] == 0) fr += reverse ? -1 : 1;
+    const int lo = reverse ? fr - window : fr, hi = reverse ? fr : fr + window;
     int best = -1;
     for (int l = std::max(lo, 0); l <= std::min(hi, max_locus); ++l)
-      for (int v : at_locus[l]) {
+      for (int v : at_locus[ph][l]) {
         if (!alive[v]) continue;
         if (best < 0 || fill[v] < fill[best] || (fill[v] == fill[best] && weight[v] < weight[best])) best = v;
       }
@@ -90,7 +105,8 @@ std::vector<int> windowed_order(int n, const std::vector<int>& card,
     nb[best].clear();
     alive[best] = 0;
     --left;
-    --remaining[locus_of[best]];
+    --remaining[ph][locus_of[best]];
+    --phase_left[ph];
     order.push_back(best);
     // Scores change within two steps of the eliminated variable.
     std::vector<int> touched = a;
@@ -104,7 +120,7 @@ std::vector<int> windowed_order(int n, const std::vector<int>& card,
 }
 
 Plan make_linkage_plan(const Network& net, const Evidence& ev, const PlanOptions& opt,
-                       const std::vector<int>& locus_of) {
+                       const std::vector<int>& locus_of, const std::vector<char>& selector) {
   Plan plan;
   plan.evidence = ev;
   plan.reduce_options = opt.reduce;
@@ -115,24 +131,42 @@ Plan make_linkage_plan(const Network& net, const Evidence& ev, const PlanOptions
   OrderOptions oo = opt.order;
   if (opt.max_memory_bytes > 0) oo.max_table_entries = opt.max_memory_bytes / 8.0;
   plan.order = find_order(net.num_vars(), plan.model.card, scopes, oo);
+  spdlog::debug("{}: {} factors, {} values removed, {} independent dimensions dropped; {} order: "
+                "2^{:.1f} states, largest table 2^{:.1f}",
+                net.source, plan.model.factors.size(), plan.model.values_removed,
+                plan.model.dims_dropped, plan.order.heuristic, plan.order.stats.log2_total_state,
+                plan.order.stats.log2_max_table);
   // Worth a second look only when a run costs seconds (2^28 states and up: the sweeps take
   // a second or more on large networks) and the chain is long enough to sweep.
   const int loci = locus_of.empty() ? 0 : *std::max_element(locus_of.begin(), locus_of.end()) + 1;
   if (plan.order.stats.log2_total_state > 28 && loci >= 4) {
     const double max_log2 = std::log2(oo.max_table_entries);
-    for (int w : {1, 2, 4})
-      for (bool rev : {false, true}) {
-        std::vector<int> o = windowed_order(net.num_vars(), plan.model.card, scopes, locus_of, w, rev);
-        const OrderStats st = evaluate_order(net.num_vars(), plan.model.card, scopes, o);
-        const bool fits = st.log2_max_table <= max_log2;
-        const bool better = (fits && !plan.order.fits) ||
-                            (fits == plan.order.fits && st.log2_total_state < plan.order.stats.log2_total_state);
-        if (!better) continue;
-        plan.order.order = std::move(o);
-        plan.order.stats = st;
-        plan.order.fits = fits;
-        plan.order.heuristic = "locus-window(" + std::to_string(w) + (rev ? ", from the right)" : ")");
-      }
+    // Two families of candidates: every variable swept together (greedy inside a window of
+    // loci), and alleles first (no fill crosses loci: an allele meets only its own locus),
+    // then the selector chains swept by window, like Lander-Green's walk along the map.
+    const std::vector<char> none, alleles_first = selector;
+    for (int ph : {0, 1})
+      for (int w : {0, 1, 2, 4, loci})
+        for (bool rev : {false, true}) {
+          if (ph == 0 && (w == 0 || w == loci)) continue;
+          if (ph == 1 && (selector.empty() || (w == loci && rev))) continue;
+          std::vector<int> o = windowed_order(net.num_vars(), plan.model.card, scopes, locus_of, w,
+                                              rev, ph ? alleles_first : none);
+          const OrderStats st = evaluate_order(net.num_vars(), plan.model.card, scopes, o);
+          const std::string name = std::string(ph ? "alleles first, then selectors by " : "") +
+                                   "locus-window(" + (w == loci ? "all" : std::to_string(w)) +
+                                   (rev ? ", from the right)" : ")");
+          spdlog::debug("{}: {}: 2^{:.1f} states, largest table 2^{:.1f}", net.source, name,
+                        st.log2_total_state, st.log2_max_table);
+          const bool fits = st.log2_max_table <= max_log2;
+          const bool better = (fits && !plan.order.fits) ||
+                              (fits == plan.order.fits && st.log2_total_state < plan.order.stats.log2_total_state);
+          if (!better) continue;
+          plan.order.order = std::move(o);
+          plan.order.stats = st;
+          plan.order.fits = fits;
+          plan.order.heuristic = name;
+        }
   }
   // From here as make_plan: the tree, its honest statistics, the memory check, the inputs.
   plan.tree = build_task_tree(plan.model, plan.order.order);

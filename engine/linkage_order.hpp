@@ -13,14 +13,19 @@ namespace kinfer::linkage {
 
 // Greedy min-fill (ties: smaller table) restricted to the variables of loci
 // [front, front + window] (or, reversed, [front - window, front]), where front is the first
-// (last) locus with variables left. `locus_of` gives each variable's locus position.
+// (last) locus with variables left. `locus_of` gives each variable's locus position. With
+// `phase` (empty: all 0), every variable of phase 0 goes before any of phase 1, and so on; the
+// window moves separately in each phase.
 std::vector<int> windowed_order(int num_vars, const std::vector<int>& card,
                                 const std::vector<std::vector<int>>& scopes,
-                                const std::vector<int>& locus_of, int window, bool reverse);
+                                const std::vector<int>& locus_of, int window, bool reverse,
+                                const std::vector<char>& phase = {});
 
 // make_plan (engine/solver.hpp) with the windowed orders as extra candidates when the greedy
 // search's order is costly.
+// `selector` (may be empty): 1 for the meiosis selectors, which the alleles-first candidates
+// eliminate after every allele variable.
 Plan make_linkage_plan(const Network& net, const Evidence& ev, const PlanOptions& opt,
-                       const std::vector<int>& locus_of);
+                       const std::vector<int>& locus_of, const std::vector<char>& selector = {});
 
 }  // namespace kinfer::linkage

@@ -84,6 +84,40 @@ std::string describe_zero_factor(const Network& net, const ReducedModel& m, std:
   return why.str();
 }
 
+// Removes from f's scope every variable the table does not vary with (exact equality, -inf
+// included), slicing the table at that variable's first value. Returns how many it removed.
+int drop_independent_dims(LogFactor& f, const std::vector<int>& card) {
+  int dropped = 0;
+  for (int j = 0; j < static_cast<int>(f.scope.size());) {
+    const int k = static_cast<int>(f.scope.size());
+    std::size_t stride = 1;
+    for (int i = k - 1; i > j; --i) stride *= card[f.scope[i]];
+    const std::size_t c = card[f.scope[j]], block = stride * c;
+    bool constant = true;
+    for (std::size_t hi = 0; hi < f.logv.size() && constant; hi += block)
+      for (std::size_t lo = 0; lo < stride && constant; ++lo) {
+        const double x = f.logv[hi + lo];
+        for (std::size_t t = 1; t < c; ++t)
+          if (f.logv[hi + t * stride + lo] != x) {
+            constant = false;
+            break;
+          }
+      }
+    if (!constant) {
+      ++j;
+      continue;
+    }
+    std::vector<double> out;
+    out.reserve(f.logv.size() / c);
+    for (std::size_t hi = 0; hi < f.logv.size(); hi += block)
+      out.insert(out.end(), f.logv.begin() + hi, f.logv.begin() + hi + stride);
+    f.logv.swap(out);
+    f.scope.erase(f.scope.begin() + j);
+    ++dropped;
+  }
+  return dropped;
+}
+
 }  // namespace
 
 ReducedModel reduce(const Network& net, const Evidence& ev, const ReduceOptions& opt) {
@@ -185,17 +219,25 @@ ReducedModel reduce(const Network& net, const Evidence& ev, const ReduceOptions&
     if (!changed || !m.impossible.empty()) break;
   }
 
+  if (opt.drop_independent && m.impossible.empty()) {
+    std::vector<char> keep_shape(nf, 0);
+    for (int f : opt.fixed_shape)
+      if (f >= 0 && static_cast<std::size_t>(f) < nf) keep_shape[f] = 1;
+    for (std::size_t fi = 0; fi < nf; ++fi)
+      if (!keep_shape[fi]) m.dims_dropped += drop_independent_dims(all[fi], m.card);
+  }
+
   std::vector<char> used(n, 0);
   for (std::size_t fi = 0; fi < nf; ++fi) {
-    for (int v : net.factors[fi].scope) used[v] = 1;
+    for (int v : all[fi].scope) used[v] = 1;
     if (all[fi].scope.empty())
       m.constants.push_back({static_cast<int>(fi), all[fi].logv.empty() ? kNegInf : all[fi].logv[0]});
     else
       m.factors.push_back(std::move(all[fi]));
   }
-  // A free variable that no factor mentions multiplies the sum by its cardinality.
+  // A free variable that no factor mentions multiplies the sum by its number of (kept) values.
   for (int v = 0; v < n; ++v)
-    if (!used[v] && !m.fixed[v]) m.free_constant += std::log(static_cast<double>(net.card[v]));
+    if (!used[v] && !m.fixed[v]) m.free_constant += std::log(static_cast<double>(m.card[v]));
   return m;
 }
 

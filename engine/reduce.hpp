@@ -29,6 +29,7 @@ struct ReducedModel {
   double free_constant = 0.0;     // ln of the cardinalities of free variables in no factor
   int num_observed = 0;
   int values_removed = 0;         // domain values removed by value elimination
+  int dims_dropped = 0;           // factor dimensions removed by drop_independent
   // Set when P(e) = 0 is evident (a factor zero everywhere, or a variable with no possible
   // value): says which factor or variable.
   std::string impossible;
@@ -37,6 +38,13 @@ struct ReducedModel {
 
 struct ReduceOptions {
   bool value_elimination = true;
+  // After value elimination, a factor whose table does not vary with one of its variables
+  // (e.g. a child's allele given a selector whose parent is homozygous) loses that variable:
+  // exact, and it cuts edges out of the interaction graph. Off by default because a plan whose
+  // tables are refilled later (refill_factors) must keep every refilled factor's shape: list
+  // those in `fixed_shape` (network factor indices) when turning it on.
+  bool drop_independent = false;
+  std::vector<int> fixed_shape;
 };
 
 // Throws InputError for evidence that names unknown variables or values.

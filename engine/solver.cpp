@@ -203,6 +203,10 @@ void refill_factors(Plan& plan, const Network& net, std::span<const int> changed
   for (std::size_t i = 0; i < plan.model.factors.size(); ++i) {
     LogFactor& lf = plan.model.factors[i];
     if (!is_changed[lf.origin]) continue;
+    if (fresh.factors[i].origin != lf.origin || fresh.factors[i].scope != lf.scope)
+      throw std::logic_error(
+          "refill_factors: a new table changes its factor's scope (ReduceOptions::fixed_shape); "
+          "build a new plan");
     lf.logv = std::move(fresh.factors[i].logv);
     plan.input_data[i] = restructure(lf, plan.model.card, plan.tree.rank, plan.input_scope[i]);
   }

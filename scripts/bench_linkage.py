@@ -287,7 +287,9 @@ def run_kinfer_once(args, dat, ped, extra):
     try:
         open(os.path.join(d, "k.dat"), "w").write(dat)
         open(os.path.join(d, "k.ped"), "w").write(ped)
-        cmd = f"{shq(os.path.abspath(args.kinfer))} lod -q --ped k.ped --dat k.dat --json {extra} 2>err"
+        prefix = (shq(os.path.abspath(args.kinfer_prefix)) + " ") if args.kinfer_prefix else ""
+        kin = args.kinfer if args.kinfer_prefix else os.path.abspath(args.kinfer)
+        cmd = f"{prefix}{shq(kin)} lod -q --ped k.ped --dat k.dat --json {extra} 2>err"
         rc, wall, cpu, rss, out = timed(cmd, d, args.timeout, args.max_rss_gb)
         res = dict(rc=rc, wall=wall, cpu=cpu, rss_mb=rss)
         if rc not in (0, 124, 137) and os.path.exists(os.path.join(d, "err")):
@@ -324,8 +326,14 @@ def main():
     ap.add_argument("--parts", default="1,2,3",
                     help="which parts to run (the others are kept from an earlier results.json)")
     ap.add_argument("--big-timeout", type=int, default=1800, help="time limit of part 2's runs")
+    ap.add_argument("--kinfer-prefix", default="",
+                    help="a wrapper to run kinfer through (the GPU machine's bundle: .device-bundle/run, "
+                         "with --kinfer apps/kinfer)")
+    ap.add_argument("--big-options", default="--max-memory 4G",
+                    help="extra kinfer options of part 2 (e.g. '--device auto --max-memory 64G')")
     args = ap.parse_args()
-    if not shutil.which("mlink"):
+    parts = {int(x) for x in args.parts.split(",")}
+    if 1 in parts and not shutil.which("mlink"):
         sys.exit("FASTLINK (Debian package fastlink) is not installed")
     os.makedirs(args.out, exist_ok=True)
     kthreads = "--threads 1"
@@ -378,7 +386,7 @@ def main():
         ped = post_makeped(peds, breakers=False)
         span = 5.0 * (m - 1)
         # Both cores here: these runs are about what kinfer can do, not a ratio.
-        extra = f"--max-memory 4G --program linkmap --moving 1 --positions -10:{span + 10:g}:5"
+        extra = f"{args.big_options} --program linkmap --moving 1 --positions -10:{span + 10:g}:5"
         name = f"3 peds x {size} people, {m} markers" + (f", {loops} loops each" if loops else "")
         big_args = argparse.Namespace(**vars(args))
         big_args.timeout = args.big_timeout
@@ -387,7 +395,8 @@ def main():
         peak = max(lods, default=float('nan'))
         print(f"{name:40} kinfer {status(ki)} cpu s, wall {ki['wall']:.2f} s, RSS {ki['rss_mb']:.0f} MB, "
               f"{len(ki.get('lods', []))} positions, peak LOD {peak:.2f}", flush=True)
-        results['kinfer_only'].append(dict(case=name, people=size, markers=m, loops=loops, kinfer=ki, peak_lod=peak))
+        results['kinfer_only'].append(dict(case=name, people=size, markers=m, loops=loops, kinfer=ki, peak_lod=peak,
+                                           options=args.big_options, machine=machine()))
 
     # 3. A grid of thetas: one run against one run per theta.
     if 3 not in parts:
@@ -415,6 +424,17 @@ def finish(results, args):
     print("wrote", os.path.join(args.out, "results.json"), "and RESULTS.md")
 
 
+def machine():
+    """CPU count and, where nvidia-smi answers, the GPU."""
+    gpu = ""
+    try:
+        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=20).stdout.strip().splitlines()[0]
+    except (OSError, IndexError, subprocess.SubprocessError):
+        pass
+    return f"{os.cpu_count()} CPUs" + (f", {gpu}" if gpu else "")
+
+
 def write_markdown(r, path):
     L = ["# kinfer lod vs FASTLINK", "",
          f"Machine: {r['cpus']} CPUs (shared with other work while measured: CPU seconds, "
@@ -434,14 +454,15 @@ def write_markdown(r, path):
           "Multipoint location scores (`--program linkmap --positions`, every 5 cM from 10 cM "
           "before the first marker to 10 cM after the last, both cores) and pedigrees with several "
           "marriage loops (no loop breakers given).", "",
-          "| case | kinfer cpu s | wall s | peak RSS MB | positions | plans (order searches) | largest table | peak LOD |",
-          "|---|---|---|---|---|---|---|---|"]
+          "| case | machine, kinfer options | kinfer cpu s | wall s | peak RSS MB | positions | plans (order searches) | largest table | peak LOD |",
+          "|---|---|---|---|---|---|---|---|---|"]
     for c in r['kinfer_only']:
         k = c['kinfer']
+        how = f"{c.get('machine', str(r['cpus']) + ' CPUs')}, `{c.get('options', '--max-memory 4G')}`"
         if k['rc'] != 0:
-            L.append(f"| {c['case']} | {status(k)} {k.get('error', '')} | {k['wall']:.0f} | | | | | |")
+            L.append(f"| {c['case']} | {how} | {status(k)} {k.get('error', '')} | {k['wall']:.0f} | | | | | |")
             continue
-        L.append(f"| {c['case']} | {k['cpu']:.2f} | {k['wall']:.2f} | {k['rss_mb']:.0f} | {len(k['lods'])} | "
+        L.append(f"| {c['case']} | {how} | {k['cpu']:.2f} | {k['wall']:.2f} | {k['rss_mb']:.0f} | {len(k['lods'])} | "
                  f"{k['timings']['plans']} | 2^{k['largest_plan']['log2_max_table']:.1f} | {c['peak_lod']:.2f} |")
     L += ["", "## Compile once, evaluate many", ""]
     for g in r['grid']:

@@ -277,6 +277,49 @@ TEST_CASE("Solver.RandomNetworksMatchBruteForce", "[engine]") {
   CHECK(compared == 150 * 2 * 4 * 2);
 }
 
+TEST_CASE("Reduce.DropIndependentDimensionsKeepsPe", "[engine]") {
+  // Random networks where some factors are made constant along one of their variables (as a
+  // child's allele is along the selector of a homozygous parent): dropping those dimensions
+  // must leave P(e) unchanged, and must drop some.
+  std::mt19937_64 rng(4242);
+  int dropped = 0;
+  for (int it = 0; it < 120; ++it) {
+    Case c = random_case(rng, 9, 2e4);
+    for (Factor& f : c.net.factors) {
+      if (f.scope.empty() || rng() % 2) continue;
+      // Copy the slice at value 0 of a random scope position to its other values.
+      const std::size_t j = rng() % f.scope.size();
+      std::size_t stride = 1;
+      for (std::size_t i = f.scope.size() - 1; i > j; --i) stride *= c.net.card[f.scope[i]];
+      const std::size_t k = c.net.card[f.scope[j]];
+      for (std::size_t hi = 0; hi < f.table.size(); hi += stride * k)
+        for (std::size_t t = 1; t < k; ++t)
+          for (std::size_t lo = 0; lo < stride; ++lo) f.table[hi + t * stride + lo] = f.table[hi + lo];
+    }
+    const long double z = brute_force(c.net, c.ev);
+    const double want = z > 0 ? static_cast<double>(std::log(z)) : kNegInf;
+    for (bool keep_some : {false, true}) {
+      PlanOptions po;
+      po.order.heuristic = OrderHeuristic::MinFill;
+      po.reduce.drop_independent = true;
+      if (keep_some)
+        for (std::size_t f = 0; f < c.net.factors.size(); f += 2) po.reduce.fixed_shape.push_back(static_cast<int>(f));
+      const Plan plan = make_plan(c.net, c.ev, po);
+      if (!keep_some) dropped += plan.model.dims_dropped;
+      INFO("network " << it << ", fixed shapes " << keep_some);
+      CHECK(close_ln(run_plan(plan), want, 1e-9));
+      // A factor listed in fixed_shape keeps every free variable of its network scope.
+      for (const LogFactor& lf : plan.model.factors) {
+        if (!keep_some || lf.origin % 2) continue;
+        int free_vars = 0;
+        for (int v : c.net.factors[lf.origin].scope) free_vars += !plan.model.fixed[v];
+        CHECK(static_cast<int>(lf.scope.size()) == free_vars);
+      }
+    }
+  }
+  CHECK(dropped > 50);
+}
+
 TEST_CASE("Solver.RefillMatchesBruteForce", "[engine]") {
   // Compile once, then change every table's non-zero entries (same zeros, so the same values
   // survive value elimination) and evaluate again.
