@@ -173,7 +173,8 @@ struct PeRun {
   int gpu_buckets = 0, cpu_buckets = 0;
   double h2d_bytes = NAN, d2h_bytes = NAN;  // NaN: not counted (whole-plan)
   double predicted_seconds = NAN;
-  double first_seconds = NAN;    // the first computation (after the device started)
+  double schedule_seconds = NAN;  // of the first run: reading the profile, predicting, assigning
+  double first_seconds = NAN;    // the first computation (after the device started), scheduling included
   std::vector<double> repeats;   // --repeat: the computations after it
   nlohmann::json buckets = nlohmann::json::array();  // --explain: device and reason per bucket
   gpu::DeviceRunReport whole;    // whole-plan only
@@ -191,15 +192,15 @@ bool policy_needs_profile(const std::string& s) { return s == "greedy" || s == "
 // Runs the plan with a GPU context under --schedule (or the default), repeated --repeat times
 // after the first run for timing. Falls back to the whole-plan executor, logged, when a
 // policy that needs predictions has no profile with a GPU part.
-PeRun run_scheduled_pe(const PeOptions& o, const Plan& plan, gpu::Context& ctx, const RunOptions& ro) {
+PeRun run_scheduled_pe(const PeOptions& o, const Plan& plan, gpu::Context& ctx, const RunOptions& ro,
+                       std::optional<sched::Profile> prof) {
   using clock = std::chrono::steady_clock;
   PeRun r;
   r.requested = o.schedule.empty() ? kDefaultGpuSchedule : o.schedule;
   std::string how = r.requested;
   if (policy_needs_profile(how)) {
     r.profile = o.profile.empty() ? sched::default_profile_path() : o.profile;
-    std::optional<sched::Profile> prof;
-    if (!o.profile.empty() || std::filesystem::exists(r.profile)) prof = sched::load_profile(r.profile);
+    if (!prof && std::filesystem::exists(r.profile)) prof = sched::load_profile(r.profile, false);
     if (!prof || !prof->has_gpu) {
       r.note = (!prof ? "no calibration profile at " + r.profile
                       : "the profile " + r.profile + " was made without a GPU") +
@@ -212,6 +213,7 @@ PeRun run_scheduled_pe(const PeOptions& o, const Plan& plan, gpu::Context& ctx, 
   }
   r.ran = how;
   const int nb = static_cast<int>(plan.tree.buckets.size());
+  std::vector<sched::Device> assignment;
   for (int rep = 0; rep <= o.repeat; ++rep) {
     const auto t0 = clock::now();
     double ln;
@@ -228,26 +230,32 @@ PeRun run_scheduled_pe(const PeOptions& o, const Plan& plan, gpu::Context& ctx, 
         std::map<int, std::string> why(r.whole.on_cpu.begin(), r.whole.on_cpu.end());
         for (const auto& [b, w] : why) r.buckets.push_back({{"bucket", b}, {"device", "cpu"}, {"reason", w}});
       }
+    } else if (rep > 0) {
+      // the same assignment again: the executor alone, as whole-plan's repeats are
+      sched::ExecOptions eo;
+      eo.threads = ro.threads;
+      ln = sched::run_scheduled(plan, assignment, &ctx, eo);
     } else {
       sched::ScheduledRunOptions so;
       so.policy = sched::parse_policy(how);
       so.profile_path = r.profile;
+      if (prof) so.profile = &*prof;
       so.exec.threads = ro.threads;
       const sched::ScheduledRun s = sched::run_with_policy(plan, &ctx, so);
       ln = s.ln_pr;
+      assignment = s.assignment;
+      r.schedule_seconds = s.schedule_seconds;
       r.ran = sched::to_string(s.policy);
       r.gpu_buckets = s.stats.gpu_buckets;
       r.cpu_buckets = s.stats.cpu_buckets;
       r.h2d_bytes = s.stats.h2d_bytes;
       r.d2h_bytes = s.stats.d2h_bytes;
       if (!s.schedule.device.empty()) r.predicted_seconds = s.schedule.cost.total();
-      if (rep == 0) {
-        if (!s.note.empty()) r.note += (r.note.empty() ? "" : "; ") + s.note;
-        spdlog::info("schedule {}: {} buckets on the GPU, {} on the CPU, {:.3g} kB to the GPU, "
-                     "{:.3g} kB back", r.ran, r.gpu_buckets, r.cpu_buckets, r.h2d_bytes / 1e3,
-                     r.d2h_bytes / 1e3);
-      }
-      if (rep == 0 && o.explain)
+      if (!s.note.empty()) r.note += (r.note.empty() ? "" : "; ") + s.note;
+      spdlog::info("schedule {}: {} buckets on the GPU, {} on the CPU, {:.3g} kB to the GPU, "
+                   "{:.3g} kB back; scheduling took {}", r.ran, r.gpu_buckets, r.cpu_buckets,
+                   r.h2d_bytes / 1e3, r.d2h_bytes / 1e3, sched::format_seconds(s.schedule_seconds));
+      if (o.explain)
         for (int b = 0; b < nb; ++b) {
           const sched::Device d = s.stats.ran_on.empty() ? sched::Device::cpu : s.stats.ran_on[b];
           std::string why;
@@ -280,7 +288,8 @@ int run_pe(const PeOptions& o) {
   std::future<DeviceStart> early;
   if (o.device == "gpu" || o.check) early = std::async(std::launch::async, start_device);
   // a named profile is read now, GPU or not, so that a bad file is an error (not a fallback)
-  if (!o.profile.empty()) (void)sched::load_profile(o.profile);
+  std::optional<sched::Profile> profile;
+  if (!o.profile.empty()) profile = sched::load_profile(o.profile, false);
   Network net;
   Evidence ev;
   o.net.load(net, ev);
@@ -319,7 +328,7 @@ int run_pe(const PeOptions& o) {
                    "difference {:.3g} (bucket {})",
                    check.buckets, check.cpu_only, check.max_abs_diff, check.worst_bucket);
     } else if (ctx) {
-      sr = run_scheduled_pe(o, plan, *ctx, ro);
+      sr = run_scheduled_pe(o, plan, *ctx, ro, std::move(profile));
       ln_pr = sr.ln_pr;
       device = sr.gpu_buckets == 0 ? "cpu" : sr.cpu_buckets == 0 ? "gpu" : "gpu+cpu";
     } else {
@@ -381,7 +390,8 @@ int run_pe(const PeOptions& o) {
                            {"h2d_bytes", num(sr.h2d_bytes)},
                            {"d2h_bytes", num(sr.d2h_bytes)},
                            {"predicted_seconds", num(sr.predicted_seconds)},
-                           {"first_run_seconds", num(sr.first_seconds)}};
+                           {"first_run_seconds", num(sr.first_seconds)},
+                           {"schedule_seconds", num(sr.schedule_seconds)}};
       if (!ctx) sj["h2d_bytes"] = sj["d2h_bytes"] = 0;
       if (!sr.profile.empty()) sj["profile"] = sr.profile;
       if (!sr.note.empty()) sj["note"] = sr.note;

@@ -59,7 +59,9 @@ std::string default_profile_path();
 nlohmann::json to_json(const Profile& p);
 // Throws InputError naming the file and what is wrong.
 Profile profile_from_json(const nlohmann::json& j, const std::string& source);
-Profile load_profile(const std::string& path);
+// `with_samples` false: the fitted models only, not the calibration samples (faster; enough to
+// predict).
+Profile load_profile(const std::string& path, bool with_samples = true);
 // Atomic (temporary file, then rename); creates the directory.
 void save_profile(const Profile& p, const std::string& path);
 

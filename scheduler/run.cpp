@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <filesystem>
 #include <optional>
 
@@ -9,6 +10,7 @@ namespace kinfer::sched {
 
 ScheduledRun run_with_policy(const Plan& plan, gpu::Context* ctx, const ScheduledRunOptions& opt) {
   ScheduledRun r;
+  const auto t0 = std::chrono::steady_clock::now();
   const std::size_t nb = plan.tree.buckets.size();
   std::vector<Device> a(nb, Device::cpu);
   r.policy = Policy::cpu_only;
@@ -20,7 +22,8 @@ ScheduledRun run_with_policy(const Plan& plan, gpu::Context* ctx, const Schedule
   } else {
     const std::string path = opt.profile_path.empty() ? default_profile_path() : opt.profile_path;
     std::optional<Profile> prof;
-    if (!opt.profile_path.empty() || std::filesystem::exists(path)) prof = load_profile(path);
+    if (opt.profile) prof = *opt.profile;
+    else if (!opt.profile_path.empty() || std::filesystem::exists(path)) prof = load_profile(path, false);
     if (!prof || !prof->has_gpu) {
       r.note = !prof ? "no calibration profile at " + path
                      : "the profile " + path + " was made without a GPU";
@@ -42,6 +45,8 @@ ScheduledRun run_with_policy(const Plan& plan, gpu::Context* ctx, const Schedule
           spdlog::info("bucket {} on {}: {}", b, to_string(a[b]), r.schedule.reason[b]);
     }
   }
+  r.schedule_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.assignment = a;
   r.ln_pr = run_scheduled(plan, a, ctx, opt.exec, &r.stats);
   if (!r.stats.fallback.empty()) r.note += (r.note.empty() ? "" : "; ") + r.stats.fallback;
   return r;

@@ -8,12 +8,14 @@
 #include "scheduler/executor.hpp"
 #include "scheduler/plan_costs.hpp"
 #include "scheduler/policies.hpp"
+#include "scheduler/profile.hpp"
 
 namespace kinfer::sched {
 
 struct ScheduledRunOptions {
   Policy policy = Policy::comm_aware;
   std::string profile_path;  // empty: default_profile_path()
+  const Profile* profile = nullptr;  // already read (profile_path then only names it in logs)
   ExecOptions exec;
   bool explain = false;      // log each bucket's reason (info level)
   bool warm_gpu = false;     // ctx already ran this plan (repeated evaluations): see plan_costs
@@ -25,6 +27,8 @@ struct ScheduledRun {
   Schedule schedule;                 // empty device list when no profile was needed
   ExecStats stats;
   std::string note;                  // fallbacks taken, for logs and --json
+  double schedule_seconds = 0;       // reading the profile, predicting, assigning
+  std::vector<Device> assignment;    // what was asked of the executor (repeat with run_scheduled)
 };
 
 // ctx == nullptr: every bucket on the CPU, no profile needed. With a device, the profile is

@@ -176,6 +176,28 @@ TEST_CASE("Scheduler.ProfileRoundTrip", "[scheduler]") {
   CHECK(q.gpu.dispatch == p.gpu.dispatch);
 }
 
+TEST_CASE("Scheduler.ProfileWithoutSamplesPredictsTheSame", "[scheduler]") {
+  // what run_with_policy reads: the models, not the calibration samples
+  const std::string path = data_path("profiles/h200.json");
+  const Profile p = load_profile(path);
+  const Profile q = load_profile(path, false);
+  CHECK_FALSE(p.cpu.samples.empty());
+  CHECK(q.cpu.samples.empty());
+  CHECK(q.gpu.samples.empty());
+  REQUIRE(q.has_gpu);
+  for (double s : {4.0, 12.0, 20.0}) {
+    BucketFeatures f;
+    f.log2_states = s;
+    f.log2_out = s - 2;
+    f.inputs = 3;
+    f.varying = 2;
+    CHECK(q.cpu_seconds(f) == p.cpu_seconds(f));
+    CHECK(q.gpu_seconds(f, true) == p.gpu_seconds(f, true));
+  }
+  CHECK(q.h2d.seconds(1e6) == p.h2d.seconds(1e6));
+  CHECK(q.d2h.seconds(1e6) == p.d2h.seconds(1e6));
+}
+
 TEST_CASE("Scheduler.BadProfilesAreInputErrors", "[scheduler]") {
   CHECK_THROWS_AS(load_profile("/nonexistent/profile.json"), InputError);
   CHECK_THROWS_WITH(profile_from_json(nlohmann::json{{"cpu", 1}}, "x.json"),
