@@ -193,6 +193,9 @@ bool same_structure(const ReducedModel& a, const ReducedModel& b) {
   return true;
 }
 
+// The most estimated work (FLOPs, summed over its jobs) given to one group worker.
+constexpr double kGroupWorkFlops = 5e8;
+
 class Batch {
  public:
   explicit Batch(const BatchOptions& o) : opt_(o) {}
@@ -586,7 +589,12 @@ class Batch {
         for (const auto& x : states_) pending += x.status == Status::Pending;
         const int running = static_cast<int>(units_.size());
         // Groups small enough that every slot keeps busy to the end: about two groups per slot.
-        const std::size_t cap = std::max<std::size_t>(1, (pending + 2 * slots_ - 1) / (2 * slots_));
+        std::size_t cap = std::max<std::size_t>(1, (pending + 2 * slots_ - 1) / (2 * slots_));
+        // A shared plan saves a job's setup (process, reading, planning: milliseconds to a
+        // second); jobs in one worker run one after another. So only jobs whose computation is
+        // small are grouped: heavy jobs run alone, in parallel (grouping 7 jobs of 3.6e9 FLOP
+        // made a 16-core batch 1.6x slower than one process per job, bench/batch/RESULTS.md).
+        cap = std::min(cap, static_cast<std::size_t>(std::max(1.0, kGroupWorkFlops / std::max(1.0, s.flops))));
         std::vector<std::size_t> g = group_of(idx, cap);
         const int concurrent = std::max(1, std::min(slots_, running + pending - static_cast<int>(g.size()) + 1));
         const int threads = std::max(1, cores_ / concurrent);

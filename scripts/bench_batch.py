@@ -120,8 +120,8 @@ def main():
     jobs = make_jobs(a, work)
     rows = []
     single = {}
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip() or os.environ.get("KINFER_COMMIT", "?")
+    commit = os.environ.get("KINFER_COMMIT") or subprocess.run(
+        ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     base = dict(label=a.label, commit=commit, jobs=len(jobs), pe=sum(j["kind"] == "pe" for j in jobs),
                 lod=sum(j["kind"] == "lod" for j in jobs), cores=os.cpu_count())
     ways = a.ways.split(",")
