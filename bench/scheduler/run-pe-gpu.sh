@@ -7,6 +7,7 @@
 #      (Grids_11, and a helix network from make-band.py, written into the bundle beforehand)
 #   3. --check and the default path once, so that they are known to work on the device
 # Run from the repository root:  BUNDLE=.device-bundle-s bench/scheduler/run-pe-gpu.sh OUTDIR PROFILE
+# (PE_NETS, PE_SCHEDULES, REPEAT, TRANSFER_FILES, TRANSFER_REPEAT, LIMIT narrow or widen it)
 set -u
 out=${1:?usage: run-pe-gpu.sh OUTDIR PROFILE}
 prof=${2:?usage: run-pe-gpu.sh OUTDIR PROFILE}
@@ -28,10 +29,10 @@ done
 # where transfers matter
 s=$out/transfers
 mkdir -p "$s"
-for f in data/uai/Grids_11.uai $bundle/data/helix-600-2-18.uai $bundle/data/helix-300-2-14.uai; do
+for f in ${TRANSFER_FILES:-data/uai/Grids_11.uai $bundle/data/helix-600-2-18.uai $bundle/data/helix-300-2-14.uai}; do
   b=$(basename "$f" .uai)
   timeout "${LIMIT:-120}" "$bundle/run" apps/kinfer schedule-compare "$f" --profile "$prof" \
-    --repeat 5 --json --explain --bucket-log "$s/$b.buckets.tsv" --save-tree "$s/$b.tree.json" \
+    --repeat "${TRANSFER_REPEAT:-5}" --json --explain --bucket-log "$s/$b.buckets.tsv" --save-tree "$s/$b.tree.json" \
     > "$s/$b.json" 2> "$s/$b.log"
   echo "$b rc=$?" >> "$s/status.txt"
 done
