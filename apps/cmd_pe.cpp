@@ -34,7 +34,8 @@ constexpr double kAutoGpuMinFlops = 1e9;
 // gpu::run_plan_gpu (every bucket the kernels take on the GPU, small buckets with all inputs on
 // the host on the CPU, no profile needed). Chosen by measurement on the GPU machine
 // (bench/scheduler/results/2026-11-22-h200-pe: comm-aware was faster than whole-plan on all 9
-// linkage networks, 1.03-1.83x, median of 5 runs, and 15% faster summed over single runs).
+// linkage networks after a warm-up, 1.03-1.83x, and in single runs on 7 of 9, with 25% less
+// time summed).
 constexpr const char* kDefaultGpuSchedule = "comm-aware";
 constexpr const char* kWholePlan = "whole-plan";
 
