@@ -218,6 +218,15 @@ class Batch {
       states_.push_back(std::move(s));
     }
     adopt_previous_results();
+    if (opt_.gpu_jobs > 0) {
+      // Only the device count and properties: no context in this process (children exec).
+      const gpu::DeviceInfo info = gpu::probe();
+      gpu_slots_ = info.available ? opt_.gpu_jobs : 0;
+      spdlog::info("batch: {}", info.available ? fmt::format("GPU {}: {} job(s) at once may use it, "
+                                                             "those of at least {:.3g} FLOP", info.name,
+                                                             gpu_slots_, opt_.gpu_min_flops)
+                                               : "no GPU (" + info.why_not + "): every job runs on the CPU");
+    }
     self_ = fs::read_symlink("/proc/self/exe").string();
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
@@ -272,6 +281,14 @@ class Batch {
   void probe(JobState& s) {
     s.probed = true;
     if (s.job.kind != "pe") return;
+    // A job with the same network, evidence and options as one probed before has the same plan.
+    std::string key = s.job.network + "\x1f" + s.job.evidence;
+    for (const auto& o : s.job.options) key += "\x1f" + o;
+    if (auto it = probed_.find(key); it != probed_.end()) {
+      s.memory = it->second.first;
+      s.flops = it->second.second;
+      return;
+    }
     try {
       NetworkOptions no;
       no.network = s.job.network;
@@ -288,6 +305,7 @@ class Batch {
       Plan plan = make_plan(net, ev, po);
       s.memory = plan.memory.peak_bytes;
       s.flops = plan.memory.flops;
+      probed_[key] = {s.memory, s.flops};
     } catch (const InputError& e) {
       finish(s, Status::Failed, e.what());
     } catch (const std::exception& e) {
@@ -354,7 +372,9 @@ class Batch {
       if (!s.job.evidence.empty()) args.insert(args.end(), {"-e", s.job.evidence});
       args.insert(args.end(), {"--order-cache", (out_ / "order-cache").string()});
       args.insert(args.end(), {"--max-memory", std::to_string(static_cast<long long>(std::max(s.memory, budget_)))});
-      if (!gpu && option_value(s.job.options, "--device").empty()) args.insert(args.end(), {"--device", "cpu"});
+      // The batch decides where a pe job runs, by --gpu-min-flops and the free GPU slots.
+      if (option_value(s.job.options, "--device").empty())
+        args.insert(args.end(), {"--device", gpu ? "gpu" : "cpu"});
     } else {
       args.insert(args.end(), {"--ped", s.job.ped, "--dat", s.job.dat});
     }
@@ -580,10 +600,23 @@ class Batch {
       while (!g_signal && static_cast<int>(units_.size()) < slots_) {
         while (next_ < states_.size() && states_[next_].status != Status::Pending) ++next_;
         if (next_ >= states_.size()) break;
-        const std::size_t idx = next_;
+        // The first pending job in manifest order, except that a job that needs the GPU (its
+        // plan is so large that the CPU would take far longer) waits while the GPU is busy,
+        // letting the jobs after it run on the CPU meanwhile.
+        std::size_t idx = states_.size();
+        for (std::size_t i = next_; i < states_.size(); ++i) {
+          JobState& c = states_[i];
+          if (c.status != Status::Pending) continue;
+          if (!c.probed) probe(c);
+          if (c.status != Status::Pending) continue;
+          if (gpu_running_ > 0 && gpu_running_ >= gpu_slots_ && wants_gpu(c) &&
+              c.flops >= opt_.gpu_wait_flops)
+            continue;
+          idx = i;
+          break;
+        }
+        if (idx >= states_.size()) break;  // only jobs waiting for the GPU are left
         JobState& s = states_[idx];
-        if (!s.probed) probe(s);
-        if (s.status != Status::Pending) continue;
         if (!units_.empty() && running_memory_ + s.memory > budget_) break;  // wait for memory
         int pending = 0;
         for (const auto& x : states_) pending += x.status == Status::Pending;
@@ -598,7 +631,7 @@ class Batch {
         std::vector<std::size_t> g = group_of(idx, cap);
         const int concurrent = std::max(1, std::min(slots_, running + pending - static_cast<int>(g.size()) + 1));
         const int threads = std::max(1, cores_ / concurrent);
-        const bool gpu = wants_gpu(s) && gpu_running_ < opt_.gpu_jobs;
+        const bool gpu = wants_gpu(s) && gpu_running_ < gpu_slots_;
         if (g.size() > 1) launch_group(g, threads, gpu);
         else launch(idx, threads, gpu);
       }
@@ -690,7 +723,8 @@ class Batch {
   std::vector<Unit> units_;
   std::map<std::string, std::size_t> index_;
   std::size_t next_ = 0;
-  int gpu_running_ = 0, groups_started_ = 0, plans_shared_ = 0;
+  int gpu_running_ = 0, gpu_slots_ = 0, groups_started_ = 0, plans_shared_ = 0;
+  std::map<std::string, std::pair<double, double>> probed_;  // inputs -> memory, flops
   bool tty_ = false;
   clock_type::time_point t0_;
 };
@@ -841,7 +875,7 @@ class Worker {
           }
           if (!ctx_) why_not_gpu = ctx_why_not_;
         } else if (wants) {
-          why_not_gpu = "kinfer batch: the GPU was busy with other jobs (--gpu-jobs)";
+          why_not_gpu = "kinfer batch: no free GPU slot (--gpu-jobs) when this group started";
         }
         t_dev = clock::now();
         if (wants && ctx_) {

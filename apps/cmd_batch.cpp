@@ -26,6 +26,11 @@ Runner add_batch(CLI::App& root) {
                   "only plans of at least this many FLOPs ask for the GPU (as pe --device auto)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  cmd->add_option("--gpu-wait-flops", o->gpu_wait_flops,
+                  "plans of at least this many FLOPs wait for a busy GPU instead of running on the CPU "
+                  "(the jobs after them go ahead meanwhile)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_flag("--no-share", o->no_share,
                 "one process per job: jobs of the same network do not share a compiled plan");
   cmd->add_option("--worker", o->worker, "internal: evaluate these job ids in one process")->group("");
