@@ -16,7 +16,12 @@ Three ways, same jobs, same answers checked:
   scripts/bench_batch.py [--jobs-total 200] [--kinfer build/apps/kinfer] [--label NAME]
                          [--data DIR] [--out-dir bench/batch]
 
-Writes OUT_DIR/results-<label>.tsv (one row per way) and prints the table."""
+Writes OUT_DIR/results-<label>.tsv (one row per way) and prints the table.
+
+  scripts/bench_batch.py --repeats [--kinfer ...] [--label NAME]
+
+Where shared plans pay: 40 jobs of one network (its own evidence) for a few cheap networks, batch
+with shared plans vs --no-share, best of 3; writes OUT_DIR/results-<label>-repeats.tsv."""
 import argparse
 import glob
 import json
@@ -106,6 +111,47 @@ def write_rows(rows, a):
     return path
 
 
+def repeats(a):
+    work = tempfile.mkdtemp(prefix="kinfer-bench-batch-rep-")
+    rows = []
+    for net in ("Pedigree_11.uai", "Pedigree_13.uai", "Segmentation_12.uai.gz", "pedigree1.uai.gz", "CSP_12.uai"):
+        src = os.path.join(a.data, "uai", net)
+        if not os.path.exists(src):
+            continue
+        shutil.copy(src, work)
+        ev = os.path.join(a.data, "uai", net.replace(".gz", "") + ".evid")
+        if os.path.exists(ev):
+            shutil.copy(ev, os.path.join(work, net + ".evid"))
+        m = os.path.join(work, "m.tsv")
+        with open(m, "w") as f:
+            f.write("id\tkind\tnetwork\n" + "".join(f"j{i}\tpe\t{net}\n" for i in range(40)))
+        best = {}
+        for _ in range(3):
+            for way, extra in (("noshare", ["--no-share"]), ("batch", [])):
+                out = os.path.join(work, "out")
+                shutil.rmtree(out, ignore_errors=True)
+                cmd = [a.kinfer, "batch", m, "--out", out, "-q", "--json"] + extra
+                if a.concurrency:
+                    cmd += ["--jobs", str(a.concurrency)]
+                t0 = time.time()
+                r = subprocess.run(cmd, capture_output=True, text=True)
+                t = time.time() - t0
+                summ = json.loads(r.stdout)
+                if way not in best or t < best[way][0]:
+                    best[way] = (t, summ["ok"], summ["plans_shared"])
+        rows.append(dict(label=a.label, network=net, jobs=40, cores=os.cpu_count(),
+                         noshare_s=round(best["noshare"][0], 3), batch_s=round(best["batch"][0], 3),
+                         ratio_noshare_over_batch=round(best["noshare"][0] / best["batch"][0], 2),
+                         ok=f"{best['noshare'][1]}/{best['batch'][1]}", plans_shared=best["batch"][2],
+                         date=time.strftime("%Y-%m-%d %H:%M")))
+        print(rows[-1], flush=True)
+    path = os.path.join(a.out_dir, f"results-{a.label}-repeats.tsv")
+    with open(path, "w") as f:
+        f.write("\t".join(rows[0]) + "\n" + "".join("\t".join(str(v) for v in r.values()) + "\n" for r in rows))
+    print(open(path).read())
+    shutil.rmtree(work, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs-total", type=int, default=200)
@@ -115,7 +161,10 @@ def main():
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "bench", "batch"))
     ap.add_argument("--concurrency", type=int, default=0, help="--jobs of the batch (default: cores)")
     ap.add_argument("--ways", default="single,noshare,batch")
+    ap.add_argument("--repeats", action="store_true", help="the repeated-network benchmark instead")
     a = ap.parse_args()
+    if a.repeats:
+        return repeats(a)
     work = tempfile.mkdtemp(prefix="kinfer-bench-batch-")
     jobs = make_jobs(a, work)
     rows = []
