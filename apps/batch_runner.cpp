@@ -243,6 +243,8 @@ class Batch {
     }
     spdlog::info("batch: {} ok, {} failed, {} not finished; results in {}", ok, failed,
                  interrupted, out_.string());
+    spdlog::info("batch: {:.2f} s spent estimating plans in this process before starting jobs",
+                 probe_seconds_);
     if (groups_started_)
       spdlog::info("batch: {} group workers; {} jobs evaluated on a plan compiled for an earlier "
                    "job of the same structure", groups_started_, plans_shared_);
@@ -281,6 +283,12 @@ class Batch {
   void probe(JobState& s) {
     s.probed = true;
     if (s.job.kind != "pe") return;
+    const auto t0 = clock_type::now();
+    struct Timer {
+      clock_type::time_point t0;
+      double& total;
+      ~Timer() { total += std::chrono::duration<double>(clock_type::now() - t0).count(); }
+    } timer{t0, probe_seconds_};
     // A job with the same network, evidence and options as one probed before has the same plan.
     std::string key = s.job.network + "\x1f" + s.job.evidence;
     for (const auto& o : s.job.options) key += "\x1f" + o;
@@ -703,6 +711,7 @@ class Batch {
   void print_json(int ok, int failed) {
     nlohmann::json j = {{"out", out_.string()}, {"ok", ok}, {"failed", failed},
                         {"group_workers", groups_started_}, {"plans_shared", plans_shared_},
+                        {"probe_seconds", probe_seconds_},
                         {"jobs", nlohmann::json::array()}};
     for (const auto& s : states_)
       j["jobs"].push_back({{"id", s.job.id},
@@ -725,6 +734,7 @@ class Batch {
   std::size_t next_ = 0;
   int gpu_running_ = 0, gpu_slots_ = 0, groups_started_ = 0, plans_shared_ = 0;
   std::map<std::string, std::pair<double, double>> probed_;  // inputs -> memory, flops
+  double probe_seconds_ = 0;
   bool tty_ = false;
   clock_type::time_point t0_;
 };
