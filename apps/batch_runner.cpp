@@ -513,8 +513,21 @@ class Batch {
     for (std::size_t i : u.jobs) {
       JobState& s = states_[i];
       if (s.status != Status::Running) continue;
-      ++left;
       s.pid = -1;
+      const fs::path result = out_ / "results" / (s.job.id + ".json");
+      if (fs::exists(result)) {
+        // The worker renamed the result into place and died before saying so: it is complete.
+        try {
+          auto j = nlohmann::json::parse(read_text(result));
+          s.answer = answer_of(j);
+          s.seconds = j.value("seconds", 0.0);
+          finish(s, Status::Ok, "");
+          continue;
+        } catch (const std::exception&) {
+          fs::remove(result);
+        }
+      }
+      ++left;
       if (g_signal) {
         finish(s, Status::Interrupted, "interrupted");
       } else {
