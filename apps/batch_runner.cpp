@@ -366,8 +366,8 @@ class Batch {
   // The GPU decision for a job: a pe job whose plan is big enough for `pe --device auto` (or that
   // asks for --device gpu) wants the GPU; it gets it when fewer than --gpu-jobs hold it.
   bool wants_gpu(const JobState& s) const {
-    if (s.job.kind != "pe") return false;  // lod runs on the CPU
     const std::string d = option_value(s.job.options, "--device");
+    if (s.job.kind != "pe") return d == "auto" || d == "gpu";  // lod: only when asked for
     if (d == "cpu") return false;
     return d == "gpu" || s.flops >= opt_.gpu_min_flops;
   }
@@ -385,6 +385,9 @@ class Batch {
         args.insert(args.end(), {"--device", gpu ? "gpu" : "cpu"});
     } else {
       args.insert(args.end(), {"--ped", s.job.ped, "--dat", s.job.dat});
+      // A lod job's plans are not sized before it runs: it stays on the CPU (no GPU context of
+      // its own beside the jobs given the GPU) unless its options name a --device.
+      if (option_value(s.job.options, "--device").empty()) args.insert(args.end(), {"--device", "cpu"});
     }
     args.push_back("--json");
     args.insert(args.end(), s.job.options.begin(), s.job.options.end());
