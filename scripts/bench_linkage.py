@@ -331,6 +331,7 @@ def main():
                          "with --kinfer apps/kinfer)")
     ap.add_argument("--big-options", default="--max-memory 4G",
                     help="extra kinfer options of part 2 (e.g. '--device auto --max-memory 64G')")
+    ap.add_argument("--only", default="", help="part 2: just these cases, PEOPLExMARKERS[,...] (e.g. 20x40)")
     args = ap.parse_args()
     parts = {int(x) for x in args.parts.split(",")}
     if 1 in parts and not shutil.which("mlink"):
@@ -380,6 +381,8 @@ def main():
 
     # 2. Beyond FASTLINK: many markers (multipoint across the whole map), many loops.
     big = [(20, 20, 0), (30, 20, 0), (20, 30, 0), (20, 40, 0), (60, 10, 4)] if not args.quick else [(20, 20, 0)]
+    if args.only:
+        big = [b for b in big if f"{b[0]}x{b[1]}" in args.only.split(",")]
     for size, m, loops in (big if 2 in parts else []):
         rng = random.Random(f"{args.seed}-big-{size}-{m}-{loops}")
         dat, peds = simulate(rng, 3, size, m, 4, loops, 5.0)
@@ -397,6 +400,7 @@ def main():
               f"{len(ki.get('lods', []))} positions, peak LOD {peak:.2f}", flush=True)
         results['kinfer_only'].append(dict(case=name, people=size, markers=m, loops=loops, kinfer=ki, peak_lod=peak,
                                            options=args.big_options, machine=machine()))
+        finish(results, args)  # after every case: a time limit cuts no finished one
 
     # 3. A grid of thetas: one run against one run per theta.
     if 3 not in parts:
