@@ -145,28 +145,45 @@ Plan make_linkage_plan(const Network& net, const Evidence& ev, const PlanOptions
     // loci), and alleles first (no fill crosses loci: an allele meets only its own locus),
     // then the selector chains swept by window, like Lander-Green's walk along the map.
     const std::vector<char> none, alleles_first = selector;
+    struct Candidate {
+      int phases, window;
+      bool reverse;
+      std::vector<int> order;
+      OrderStats stats;
+    };
+    std::vector<Candidate> cand;
     for (int ph : {0, 1})
       for (int w : {0, 1, 2, 4, loci})
         for (bool rev : {false, true}) {
           if (ph == 0 && (w == 0 || w == loci)) continue;
           if (ph == 1 && (selector.empty() || (w == loci && rev))) continue;
-          std::vector<int> o = windowed_order(net.num_vars(), plan.model.card, scopes, locus_of, w,
-                                              rev, ph ? alleles_first : none);
-          const OrderStats st = evaluate_order(net.num_vars(), plan.model.card, scopes, o);
-          const std::string name = std::string(ph ? "alleles first, then selectors by " : "") +
-                                   "locus-window(" + (w == loci ? "all" : std::to_string(w)) +
-                                   (rev ? ", from the right)" : ")");
-          spdlog::debug("{}: {}: 2^{:.1f} states, largest table 2^{:.1f}", net.source, name,
-                        st.log2_total_state, st.log2_max_table);
-          const bool fits = st.log2_max_table <= max_log2;
-          const bool better = (fits && !plan.order.fits) ||
-                              (fits == plan.order.fits && st.log2_total_state < plan.order.stats.log2_total_state);
-          if (!better) continue;
-          plan.order.order = std::move(o);
-          plan.order.stats = st;
-          plan.order.fits = fits;
-          plan.order.heuristic = name;
+          cand.push_back({ph, w, rev, {}, {}});
         }
+    // Independent sweeps, one per thread; the choice below is made in list order, so the
+    // result does not depend on the number of threads.
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int i = 0; i < static_cast<int>(cand.size()); ++i) {
+      Candidate& c = cand[i];
+      c.order = windowed_order(net.num_vars(), plan.model.card, scopes, locus_of, c.window, c.reverse,
+                               c.phases ? alleles_first : none);
+      c.stats = evaluate_order(net.num_vars(), plan.model.card, scopes, c.order);
+    }
+    for (Candidate& c : cand) {
+      const OrderStats& st = c.stats;
+      const std::string name = std::string(c.phases ? "alleles first, then selectors by " : "") +
+                               "locus-window(" + (c.window == loci ? "all" : std::to_string(c.window)) +
+                               (c.reverse ? ", from the right)" : ")");
+      spdlog::debug("{}: {}: 2^{:.1f} states, largest table 2^{:.1f}", net.source, name,
+                    st.log2_total_state, st.log2_max_table);
+      const bool fits = st.log2_max_table <= max_log2;
+      const bool better = (fits && !plan.order.fits) ||
+                          (fits == plan.order.fits && st.log2_total_state < plan.order.stats.log2_total_state);
+      if (!better) continue;
+      plan.order.order = std::move(c.order);
+      plan.order.stats = st;
+      plan.order.fits = fits;
+      plan.order.heuristic = name;
+    }
   }
   // From here as make_plan: the tree, its honest statistics, the memory check, the inputs.
   plan.tree = build_task_tree(plan.model, plan.order.order);

@@ -1,8 +1,12 @@
 #include "gpu/executor.hpp"
 
+#include "gpu/policy.hpp"
+
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
+#include <deque>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -13,12 +17,107 @@ namespace {
 
 double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
 
-std::vector<std::vector<int>> bucket_scopes(const Plan& plan, int b) {
+// A bucket's input factor as the GPU path feeds it: the plan's table, or a product of several
+// (merged below, owned by the run).
+struct HostInput {
+  const double* data;
+  std::int64_t size;
+  std::vector<int> scope;  // a subsequence of the bucket's vars
+};
+
+// The product (sum of logs) of two inputs over the union of their scopes, in the bucket's
+// variable order (last varying fastest).
+std::vector<double> product_table(const BucketShape& shape, const HostInput& a, const HostInput& b,
+                                  std::vector<int>& scope) {
+  const int nv = static_cast<int>(shape.vars.size());
+  std::vector<int> pos_a(nv, -1), pos_b(nv, -1);
+  auto index = [&](const std::vector<int>& sc, std::vector<int>& pos) {
+    for (std::size_t j = 0; j < sc.size(); ++j)
+      for (int i = 0; i < nv; ++i)
+        if (shape.vars[i] == sc[j]) pos[i] = static_cast<int>(j);
+  };
+  index(a.scope, pos_a);
+  index(b.scope, pos_b);
+  scope.clear();
+  std::vector<int> card;
+  for (int i = 0; i < nv; ++i)
+    if (pos_a[i] >= 0 || pos_b[i] >= 0) scope.push_back(shape.vars[i]), card.push_back(shape.card[i]);
+  // Strides of each union variable in a and b (0 where absent).
+  auto strides = [&](const std::vector<int>& sc) {
+    std::vector<std::int64_t> st(scope.size(), 0);
+    std::int64_t s = 1;
+    for (int j = static_cast<int>(sc.size()) - 1; j >= 0; --j) {
+      const auto at = std::find(scope.begin(), scope.end(), sc[j]) - scope.begin();
+      st[at] = s;
+      s *= card[at];
+    }
+    return st;
+  };
+  const std::vector<std::int64_t> sa = strides(a.scope), sb = strides(b.scope);
+  std::int64_t n = 1;
+  for (int c : card) n *= c;
+  std::vector<double> out(n);
+  std::vector<int> digit(scope.size(), 0);
+  std::int64_t ia = 0, ib = 0;
+  for (std::int64_t o = 0; o < n; ++o) {
+    out[o] = a.data[ia] + b.data[ib];
+    for (int j = static_cast<int>(scope.size()) - 1; j >= 0; --j) {
+      ia += sa[j], ib += sb[j];
+      if (++digit[j] < card[j]) break;
+      ia -= sa[j] * card[j], ib -= sb[j] * card[j];
+      digit[j] = 0;
+    }
+  }
+  return out;
+}
+
+// The GPU kernels take at most kMaxVarying inputs that vary with the summed variables and
+// kMaxInputs in all. A bucket over those limits (many selector chains meeting in one bucket)
+// gets its smallest factor inputs multiplied together on the host, as long as the products
+// stay small (2^20 entries), instead of running on the CPU. Exact: only the grouping changes.
+std::vector<HostInput> fit_inputs(const Plan& plan, int b, const BucketShape& shape,
+                                  std::vector<std::vector<double>>& owned) {
   const Bucket& bk = plan.tree.buckets[b];
-  std::vector<std::vector<int>> sc;
-  for (int f : bk.factors) sc.push_back(plan.input_scope[f]);
-  for (int c : bk.children) sc.push_back(plan.tree.buckets[c].output_vars());
-  return sc;
+  std::vector<HostInput> in;
+  for (int f : bk.factors)
+    in.push_back({plan.input_data[f].data(), static_cast<std::int64_t>(plan.input_data[f].size()),
+                  plan.input_scope[f]});
+  const std::vector<int> summed(shape.vars.end() - shape.n_marg, shape.vars.end());
+  auto varies = [&](const std::vector<int>& sc) {
+    for (int v : sc)
+      if (std::find(summed.begin(), summed.end(), v) != summed.end()) return true;
+    return false;
+  };
+  int child_varying = 0;
+  for (int c : bk.children) child_varying += varies(plan.tree.buckets[c].output_vars());
+  const int n_children = static_cast<int>(bk.children.size());
+  while (true) {
+    int varying = child_varying;
+    for (const HostInput& h : in) varying += varies(h.scope);
+    const bool over_varying = varying > kMaxVarying;
+    if (!over_varying && static_cast<int>(in.size()) + n_children <= kMaxInputs) break;
+    // The pair (both varying when that is the excess) with the smallest product.
+    int bi = -1, bj = -1;
+    double best = 0;
+    for (std::size_t i = 0; i < in.size(); ++i)
+      for (std::size_t j = i + 1; j < in.size(); ++j) {
+        if (over_varying && (!varies(in[i].scope) || !varies(in[j].scope))) continue;
+        double entries = 1;
+        for (std::size_t v = 0; v < shape.vars.size(); ++v) {
+          const int x = shape.vars[v];
+          if (std::find(in[i].scope.begin(), in[i].scope.end(), x) != in[i].scope.end() ||
+              std::find(in[j].scope.begin(), in[j].scope.end(), x) != in[j].scope.end())
+            entries *= shape.card[v];
+        }
+        if (entries <= double(1 << 20) && (bi < 0 || entries < best)) bi = i, bj = j, best = entries;
+      }
+    if (bi < 0) break;  // nothing small enough to merge: the selector says why
+    std::vector<int> scope;
+    owned.push_back(product_table(shape, in[bi], in[bj], scope));
+    in[bi] = {owned.back().data(), static_cast<std::int64_t>(owned.back().size()), scope};
+    in.erase(in.begin() + bj);
+  }
+  return in;
 }
 
 }  // namespace
@@ -37,6 +136,8 @@ double run_plan_gpu(const Plan& plan, Context& ctx, const RunOptions& opt,
   // still alive there.
   std::vector<char> on_gpu(nb, 0);
   std::vector<std::int64_t> out_size(nb);
+  std::vector<std::vector<HostInput>> fin(nb);  // GPU buckets' factor inputs (fit_inputs)
+  std::vector<std::vector<double>> owned;       // the products fit_inputs made
   const double budget = 0.9 * ctx.free_bytes();
   double live = 0;  // bytes of GPU-resident child tables waiting for their parents
   for (int b = 0; b < nb; ++b) {
@@ -48,7 +149,13 @@ double run_plan_gpu(const Plan& plan, Context& ctx, const RunOptions& opt,
       ++rep.small_on_cpu;
       continue;  // small, and nothing of it on the device yet: the CPU is quicker
     }
-    const auto scopes = bucket_scopes(plan, b);
+    fin[b] = fit_inputs(plan, b, shape, owned);
+    std::vector<std::vector<int>> scopes;
+    for (const HostInput& h : fin[b]) scopes.push_back(h.scope);
+    for (int c : buckets[b].children) scopes.push_back(buckets[c].output_vars());
+    if (fin[b].size() != buckets[b].factors.size())
+      spdlog::debug("bucket {}: {} factor inputs multiplied into {} for the GPU kernel", b,
+                    buckets[b].factors.size(), fin[b].size());
     std::string why;
     try {
       const KernelChoice k = ctx.choose(shape, scopes);
@@ -58,7 +165,7 @@ double run_plan_gpu(const Plan& plan, Context& ctx, const RunOptions& opt,
       why = std::string("no GPU kernel takes it: ") + e.what();
     }
     double need = 8.0 * static_cast<double>(out_size[b]);
-    for (int f : buckets[b].factors) need += 8.0 * static_cast<double>(plan.input_data[f].size());
+    for (const HostInput& h : fin[b]) need += 8.0 * static_cast<double>(h.size);
     double children_on_gpu = 0;
     for (int c : buckets[b].children)
       (on_gpu[c] ? children_on_gpu : need) += 8.0 * static_cast<double>(out_size[c]);
@@ -77,13 +184,13 @@ double run_plan_gpu(const Plan& plan, Context& ctx, const RunOptions& opt,
   }
 
   // pass 2: stage the GPU buckets' factors in pinned memory, so uploads are asynchronous
-  std::vector<std::int64_t> staged_at(plan.input_data.size(), -1);
+  std::vector<std::vector<std::int64_t>> staged_at(nb);
   std::int64_t staged = 0;
   for (int b = 0; b < nb; ++b)
     if (on_gpu[b])
-      for (int f : buckets[b].factors) {
-        staged_at[f] = staged;
-        staged += static_cast<std::int64_t>(plan.input_data[f].size());
+      for (const HostInput& h : fin[b]) {
+        staged_at[b].push_back(staged);
+        staged += h.size;
       }
   double* pinned = staged ? ctx.alloc_host(staged) : nullptr;
   std::vector<double*> host_buffers;  // pinned buffers to free once everything is done
@@ -100,9 +207,9 @@ double run_plan_gpu(const Plan& plan, Context& ctx, const RunOptions& opt,
       }
     }
   } cleanup{ctx, pinned, host_buffers};
-  for (std::size_t f = 0; f < plan.input_data.size(); ++f)
-    if (staged_at[f] >= 0)
-      std::memcpy(pinned + staged_at[f], plan.input_data[f].data(), 8 * plan.input_data[f].size());
+  for (int b = 0; b < nb; ++b)
+    for (std::size_t k = 0; k < staged_at[b].size(); ++k)
+      std::memcpy(pinned + staged_at[b][k], fin[b][k].data, 8 * fin[b][k].size);
 
   // pass 3: run in tree order. A GPU bucket continues on its first GPU child's stream (no wait
   // for that chain) and waits for the other children's streams; leaves take streams in turn.
@@ -126,11 +233,11 @@ double run_plan_gpu(const Plan& plan, Context& ctx, const RunOptions& opt,
       stream_of[b] = s;
       std::vector<DeviceInput> in;
       std::vector<Handle> temp;
-      for (int f : bk.factors) {
-        const auto n = static_cast<std::int64_t>(plan.input_data[f].size());
+      for (std::size_t k = 0; k < fin[b].size(); ++k) {
+        const std::int64_t n = fin[b][k].size;
         const Handle h = ctx.alloc(n);
-        ctx.upload(h, pinned + staged_at[f], n, s);
-        in.push_back({h, plan.input_scope[f]});
+        ctx.upload(h, pinned + staged_at[b][k], n, s);
+        in.push_back({h, fin[b][k].scope});
         temp.push_back(h);
       }
       for (int c : bk.children) {
