@@ -2,29 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
-#include <sstream>
 
 #include <spdlog/spdlog.h>
 
-#include "engine/errors.hpp"
-#include "engine/task_tree.hpp"
 
 namespace kinfer::linkage {
 
 namespace {
 
 bool adjacent(const std::vector<int>& nb, int u) { return std::binary_search(nb.begin(), nb.end(), u); }
-
-std::string human_bytes(double b) {
-  const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  int u = 0;
-  while (b >= 1024 && u < 6) b /= 1024, ++u;
-  std::ostringstream s;
-  s.precision(3);
-  s << b << ' ' << unit[u];
-  return s.str();
-}
 
 }  // namespace
 
@@ -185,34 +171,10 @@ Plan make_linkage_plan(const Network& net, const Evidence& ev, const PlanOptions
       plan.order.heuristic = name;
     }
   }
-  // From here as make_plan: the tree, its honest statistics, the memory check, the inputs.
-  plan.tree = build_task_tree(plan.model, plan.order.order);
-  plan.memory = estimate_memory(plan.model, plan.tree);
-  OrderStats& st = plan.order.stats;
-  st = OrderStats{};
-  double total = 0;
-  for (const Bucket& b : plan.tree.buckets) {
-    st.width = std::max(st.width, static_cast<int>(b.vars.size()) - 1);
-    st.log2_max_table = std::max(st.log2_max_table, b.log2_output);
-    st.log2_max_clique = std::max(st.log2_max_clique, b.log2_states);
-    total += std::exp2(b.log2_states);
-  }
-  st.log2_total_state = total > 0 ? std::log2(total) : 0;
-  if (opt.max_memory_bytes > 0 && plan.memory.peak_bytes > opt.max_memory_bytes) {
-    std::ostringstream s;
-    s << net.source << ": estimated peak memory " << human_bytes(plan.memory.peak_bytes)
-      << " exceeds the limit " << human_bytes(opt.max_memory_bytes) << "; the largest table has 2^"
-      << plan.tree.buckets[plan.memory.largest_bucket].log2_output << " entries (elimination order "
-      << plan.order.heuristic << ", width " << st.width
-      << "). Try a longer --order-time, fewer markers at once, raise --max-memory if the machine "
-         "has more memory, or run on a machine with more memory";
-    throw ResourceError(s.str());
-  }
-  plan.input_data.resize(plan.model.factors.size());
-  plan.input_scope.resize(plan.model.factors.size());
-  for (std::size_t f = 0; f < plan.model.factors.size(); ++f)
-    plan.input_data[f] = restructure(plan.model.factors[f], plan.model.card, plan.tree.rank,
-                                     plan.input_scope[f]);
+  // Net's own name: a multi-pedigree analysis says which pedigree is too large.
+  finish_plan(plan, opt, net.source,
+              "Try a longer --order-time, fewer markers at once, raise --max-memory if the machine "
+              "has more memory, or run on a machine with more memory");
   return plan;
 }
 

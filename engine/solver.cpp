@@ -127,6 +127,13 @@ Plan make_plan(const Network& net, const Evidence& ev, const PlanOptions& opt) {
     plan.order = find_order(net.num_vars(), plan.model.card, scopes, oo);
     if (!cache_file.empty()) save_order(cache_file, plan.order);
   }
+  finish_plan(plan, opt, "",
+              "Try --order stochastic with a longer --order-time, raise --max-memory if the machine "
+              "has more memory, or run on a machine with more memory");
+  return plan;
+}
+
+void finish_plan(Plan& plan, const PlanOptions& opt, const std::string& who, const std::string& advice) {
   plan.tree = build_task_tree(plan.model, plan.order.order);
   plan.memory = estimate_memory(plan.model, plan.tree);
   // Report what the tree really computes: merged buckets never store the per-variable messages
@@ -143,13 +150,13 @@ Plan make_plan(const Network& net, const Evidence& ev, const PlanOptions& opt) {
   st.log2_total_state = std::log2(total);
   if (opt.max_memory_bytes > 0 && plan.memory.peak_bytes > opt.max_memory_bytes) {
     std::ostringstream s;
+    if (!who.empty()) s << who << ": ";
     s << "estimated peak memory " << human_bytes(plan.memory.peak_bytes) << " exceeds the limit "
       << human_bytes(opt.max_memory_bytes) << "; the largest table has 2^"
       << plan.tree.buckets[plan.memory.largest_bucket].log2_output << " entries ("
       << human_bytes(plan.memory.largest_table_bytes) << ", bucket " << plan.memory.largest_bucket
       << ", elimination order " << plan.order.heuristic << ", width " << plan.order.stats.width
-      << "). Try --order stochastic with a longer --order-time, raise --max-memory if the machine "
-         "has more memory, or run on a machine with more memory";
+      << "). " << advice;
     throw ResourceError(s.str());
   }
   plan.input_data.resize(plan.model.factors.size());
@@ -157,7 +164,6 @@ Plan make_plan(const Network& net, const Evidence& ev, const PlanOptions& opt) {
   for (std::size_t f = 0; f < plan.model.factors.size(); ++f)
     plan.input_data[f] = restructure(plan.model.factors[f], plan.model.card, plan.tree.rank,
                                      plan.input_scope[f]);
-  return plan;
 }
 
 BucketShape bucket_shape(const Plan& plan, int b) {

@@ -50,6 +50,12 @@ struct Plan {
 // no order fits max_memory_bytes.
 Plan make_plan(const Network& net, const Evidence& ev, const PlanOptions& opt);
 
+// The second half of make_plan, for planners that choose plan.order their own way
+// (engine/linkage_order.cpp): builds the task tree, reports the tree's own statistics in
+// plan.order.stats, checks the memory estimate (ResourceError starting with `who`, when not
+// empty, and ending with `advice`) and restructures the inputs.
+void finish_plan(Plan& plan, const PlanOptions& opt, const std::string& who, const std::string& advice);
+
 MemoryEstimate estimate_memory(const ReducedModel& model, const TaskTree& tree);
 
 // The shape and the input scopes of bucket b (inputs: its factors, then its children).

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <deque>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -25,49 +24,21 @@ struct HostInput {
   std::vector<int> scope;  // a subsequence of the bucket's vars
 };
 
-// The product (sum of logs) of two inputs over the union of their scopes, in the bucket's
-// variable order (last varying fastest).
+// The product of two inputs over the union of their scopes, in the bucket's variable order:
+// the CPU kernel on the bucket restricted to that union, with nothing summed.
 std::vector<double> product_table(const BucketShape& shape, const HostInput& a, const HostInput& b,
                                   std::vector<int>& scope) {
-  const int nv = static_cast<int>(shape.vars.size());
-  std::vector<int> pos_a(nv, -1), pos_b(nv, -1);
-  auto index = [&](const std::vector<int>& sc, std::vector<int>& pos) {
-    for (std::size_t j = 0; j < sc.size(); ++j)
-      for (int i = 0; i < nv; ++i)
-        if (shape.vars[i] == sc[j]) pos[i] = static_cast<int>(j);
-  };
-  index(a.scope, pos_a);
-  index(b.scope, pos_b);
-  scope.clear();
-  std::vector<int> card;
-  for (int i = 0; i < nv; ++i)
-    if (pos_a[i] >= 0 || pos_b[i] >= 0) scope.push_back(shape.vars[i]), card.push_back(shape.card[i]);
-  // Strides of each union variable in a and b (0 where absent).
-  auto strides = [&](const std::vector<int>& sc) {
-    std::vector<std::int64_t> st(scope.size(), 0);
-    std::int64_t s = 1;
-    for (int j = static_cast<int>(sc.size()) - 1; j >= 0; --j) {
-      const auto at = std::find(scope.begin(), scope.end(), sc[j]) - scope.begin();
-      st[at] = s;
-      s *= card[at];
-    }
-    return st;
-  };
-  const std::vector<std::int64_t> sa = strides(a.scope), sb = strides(b.scope);
-  std::int64_t n = 1;
-  for (int c : card) n *= c;
-  std::vector<double> out(n);
-  std::vector<int> digit(scope.size(), 0);
-  std::int64_t ia = 0, ib = 0;
-  for (std::int64_t o = 0; o < n; ++o) {
-    out[o] = a.data[ia] + b.data[ib];
-    for (int j = static_cast<int>(scope.size()) - 1; j >= 0; --j) {
-      ia += sa[j], ib += sb[j];
-      if (++digit[j] < card[j]) break;
-      ia -= sa[j] * card[j], ib -= sb[j] * card[j];
-      digit[j] = 0;
-    }
+  BucketShape sub;
+  for (std::size_t i = 0; i < shape.vars.size(); ++i) {
+    const int v = shape.vars[i];
+    if (std::find(a.scope.begin(), a.scope.end(), v) != a.scope.end() ||
+        std::find(b.scope.begin(), b.scope.end(), v) != b.scope.end())
+      sub.vars.push_back(v), sub.card.push_back(shape.card[i]);
   }
+  const InputTable in[] = {{a.data, a.scope}, {b.data, b.scope}};
+  std::vector<double> out(sub.output_size());
+  sum_product_log(sub, in, out.data(), 1);
+  scope = sub.vars;
   return out;
 }
 
