@@ -918,20 +918,8 @@ class Worker {
       const double log10_pr = ln_pr / std::log(10.0);
       if (!impossible.empty()) spdlog::warn("P(e) = 0: {}", impossible);
       // The object `kinfer pe --json` prints, plus "batch_plan".
-      nlohmann::json j = {
-          {"network", job.network},
-          {"evidence_observed", plan.model.num_observed},
-          {"log10_pr", std::isinf(log10_pr) ? nlohmann::json("-inf") : nlohmann::json(log10_pr)},
-          {"ln_pr", std::isinf(ln_pr) ? nlohmann::json("-inf") : nlohmann::json(ln_pr)},
-          {"seconds", secs(t0, t3)},
-          {"timings",
-           {{"read", secs(t0, t1)}, {"plan", secs(t1, t2)}, {"compute", secs(t2, t3)},
-            {"device_start", secs(t2, t_dev)}}},
-          {"order", order_json(plan)},
-          {"buckets", plan.tree.buckets.size()},
-          {"memory", memory_json(plan)},
-          {"device", device},
-          {"batch_plan", plan_source}};
+      nlohmann::json j = pe_json(job.network, plan, ln_pr, {t0, t1, t2, t_dev, t3}, device);
+      j["batch_plan"] = plan_source;
       if (on_gpu) {
         j["gpu"] = {{"name", ctx_->name()},
                     {"buckets_gpu", rep.gpu_buckets},

@@ -362,19 +362,7 @@ int run_pe(const PeOptions& o) {
   if (!impossible.empty()) spdlog::warn("P(e) = 0: {}", impossible);
   if (!o.uai_output.empty()) write_atomically(o.uai_output, "PR\n" + format_log10(log10_pr) + "\n");
   if (o.json) {
-    nlohmann::json j = {
-        {"network", o.net.network},
-        {"evidence_observed", plan.model.num_observed},
-        {"log10_pr", std::isinf(log10_pr) ? nlohmann::json("-inf") : nlohmann::json(log10_pr)},
-        {"ln_pr", std::isinf(ln_pr) ? nlohmann::json("-inf") : nlohmann::json(ln_pr)},
-        {"seconds", secs(t0, t3)},
-        {"timings",
-         {{"read", secs(t0, t1)}, {"plan", secs(t1, t2)}, {"compute", secs(t2, t3)},
-          {"device_start", secs(t2, t_dev)}}},
-        {"order", order_json(plan)},
-        {"buckets", plan.tree.buckets.size()},
-        {"memory", memory_json(plan)},
-        {"device", device}};
+    nlohmann::json j = pe_json(o.net.network, plan, ln_pr, {t0, t1, t2, t_dev, t3}, device);
     if (ctx) {
       // buckets_gpu/buckets_cpu also here, where bench/gpu/run.sh reads them
       j["gpu"] = {{"name", ctx->name()},

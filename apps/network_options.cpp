@@ -101,4 +101,22 @@ void write_atomically(const std::string& path, const std::string& content) {
   fs::rename(tmp, p);
 }
 
+nlohmann::json pe_json(const std::string& network, const Plan& plan, double ln_pr, const PeTimes& t,
+                       const std::string& device) {
+  auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
+  const double log10_pr = ln_pr / std::log(10.0);
+  return {{"network", network},
+          {"evidence_observed", plan.model.num_observed},
+          {"log10_pr", std::isinf(log10_pr) ? nlohmann::json("-inf") : nlohmann::json(log10_pr)},
+          {"ln_pr", std::isinf(ln_pr) ? nlohmann::json("-inf") : nlohmann::json(ln_pr)},
+          {"seconds", secs(t.t0, t.t3)},
+          {"timings",
+           {{"read", secs(t.t0, t.t1)}, {"plan", secs(t.t1, t.t2)}, {"compute", secs(t.t2, t.t3)},
+            {"device_start", secs(t.t2, t.t_dev)}}},
+          {"order", order_json(plan)},
+          {"buckets", plan.tree.buckets.size()},
+          {"memory", memory_json(plan)},
+          {"device", device}};
+}
+
 }  // namespace kinfer::app

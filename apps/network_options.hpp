@@ -1,6 +1,7 @@
 #pragma once
 // Options shared by the commands that load a network and plan its elimination.
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -23,6 +24,15 @@ struct NetworkOptions {
 
 nlohmann::json order_json(const Plan& plan);
 nlohmann::json memory_json(const Plan& plan);
+
+// The object `kinfer pe --json` prints (also each pe result of `kinfer batch`): the answer, the
+// order, the memory estimate, and the times between reading (t0), planning (t1), computing (t2),
+// the device being up (t_dev) and the end (t3).
+struct PeTimes {
+  std::chrono::steady_clock::time_point t0, t1, t2, t_dev, t3;
+};
+nlohmann::json pe_json(const std::string& network, const Plan& plan, double ln_pr, const PeTimes& t,
+                       const std::string& device);
 
 // Writes `content` to `path` atomically (temporary file in the same folder, then rename).
 void write_atomically(const std::string& path, const std::string& content);
