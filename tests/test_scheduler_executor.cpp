@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "engine/errors.hpp"
+#include "tests/scheduler_support.hpp"
 #include "fake_device.hpp"
 #include "gpu/policy.hpp"
 #include "io/uai.hpp"
@@ -19,24 +20,11 @@
 #include "scheduler/run.hpp"
 
 using namespace kinfer;
+using kinfer::test::data_path;
+using kinfer::test::uai_plan;
 using namespace kinfer::sched;
 
 namespace {
-
-std::string data_path(const std::string& rel) {
-  const char* d = std::getenv("KINFER_DATA");
-  return std::string(d ? d : "data") + "/" + rel;
-}
-
-Plan plan_of(const std::string& name) {
-  const std::string path = data_path("uai/" + name);
-  Network net = io::read_uai(path);
-  Evidence ev;
-  if (const std::string e = io::default_evidence_path(path); !e.empty()) ev = io::read_evidence(e, net);
-  PlanOptions po;
-  po.order.heuristic = OrderHeuristic::MinFill;
-  return make_plan(net, ev, po);
-}
 
 // The fixed profile makes the policies disagree on these small networks: its GPU is 100x
 // faster per state but pays 10-20 us per transfer.
@@ -59,7 +47,7 @@ std::vector<std::pair<std::string, std::vector<Device>>> assignments(const Plan&
 
 TEST_CASE("Scheduler.ExecutorMatchesRunPlanUnderEveryAssignment", "[scheduler]") {
   for (const char* name : {"Pedigree_11.uai", "grid10x10.f10.uai", "CSP_12.uai", "DBN_11.uai"}) {
-    const Plan plan = plan_of(name);
+    const Plan plan = uai_plan(name);
     const double expected = run_plan(plan);
     const Profile prof = load_profile(data_path("profiles/fixed-test.json"));
     const PlanCosts pc = plan_costs(plan, prof);
@@ -98,7 +86,7 @@ TEST_CASE("Scheduler.ExecutorMatchesRunPlanUnderEveryAssignment", "[scheduler]")
 }
 
 TEST_CASE("Scheduler.ExecutorWithOneStreamAndTimedBuckets", "[scheduler]") {
-  const Plan plan = plan_of("Pedigree_11.uai");
+  const Plan plan = uai_plan("Pedigree_11.uai");
   const double expected = run_plan(plan);
   for (const auto& [label, a] : assignments(plan, 5)) {
     INFO(label);
@@ -113,7 +101,7 @@ TEST_CASE("Scheduler.ExecutorWithOneStreamAndTimedBuckets", "[scheduler]") {
 }
 
 TEST_CASE("Scheduler.ExecutorWithoutGpuRunsEverythingOnCpu", "[scheduler]") {
-  const Plan plan = plan_of("grid10x10.f10.uai");
+  const Plan plan = uai_plan("grid10x10.f10.uai");
   std::vector<Device> all_gpu(plan.tree.buckets.size(), Device::gpu);
   ExecStats st;
   CHECK(run_scheduled(plan, all_gpu, nullptr, {}, &st) == Approx(run_plan(plan)).epsilon(1e-12));
@@ -123,7 +111,7 @@ TEST_CASE("Scheduler.ExecutorWithoutGpuRunsEverythingOnCpu", "[scheduler]") {
 }
 
 TEST_CASE("Scheduler.ExecutorGpuErrorsPropagate", "[scheduler]") {
-  const Plan plan = plan_of("Pedigree_11.uai");
+  const Plan plan = uai_plan("Pedigree_11.uai");
   std::vector<Device> alt(plan.tree.buckets.size());
   for (std::size_t b = 0; b < alt.size(); ++b) alt[b] = b % 2 ? Device::gpu : Device::cpu;
   for (int limit : {0, 3, 10}) {
@@ -135,7 +123,7 @@ TEST_CASE("Scheduler.ExecutorGpuErrorsPropagate", "[scheduler]") {
 }
 
 TEST_CASE("Scheduler.ExecutorRejectsAWrongAssignmentSize", "[scheduler]") {
-  const Plan plan = plan_of("Pedigree_11.uai");
+  const Plan plan = uai_plan("Pedigree_11.uai");
   std::vector<Device> a(plan.tree.buckets.size() + 1, Device::cpu);
   CHECK_THROWS_AS(run_scheduled(plan, a, nullptr), std::invalid_argument);
 }
@@ -171,7 +159,7 @@ TEST_CASE("Scheduler.RunWithPolicyEveryPolicyAgrees", "[scheduler]") {
   // policy that ran is the one asked for.
   int mixed = 0;
   for (const char* name : {"Pedigree_11.uai", "DBN_11.uai", "grid10x10.f10.uai", "CSP_12.uai"}) {
-    const Plan plan = plan_of(name);
+    const Plan plan = uai_plan(name);
     const double expected = run_plan(plan);
     for (Policy p : kAllPolicies) {
       INFO(name << ", " << to_string(p));
@@ -198,7 +186,7 @@ TEST_CASE("Scheduler.RunWithPolicyEveryPolicyAgrees", "[scheduler]") {
 }
 
 TEST_CASE("Scheduler.RunWithPolicyFallbacks", "[scheduler]") {
-  const Plan plan = plan_of("Pedigree_11.uai");
+  const Plan plan = uai_plan("Pedigree_11.uai");
   const double expected = run_plan(plan);
   // no device: everything on the CPU, whatever the policy
   ScheduledRunOptions opt;

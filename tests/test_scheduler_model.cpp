@@ -8,30 +8,18 @@
 #include <random>
 
 #include "engine/errors.hpp"
+#include "tests/scheduler_support.hpp"
 #include "io/uai.hpp"
 #include "scheduler/calibrate.hpp"
 #include "scheduler/plan_costs.hpp"
 #include "scheduler/policies.hpp"
 
 using namespace kinfer;
+using kinfer::test::data_path;
+using kinfer::test::uai_plan;
 using namespace kinfer::sched;
 
 namespace {
-
-std::string data_path(const std::string& rel) {
-  const char* d = std::getenv("KINFER_DATA");
-  return std::string(d ? d : "data") + "/" + rel;
-}
-
-Plan small_plan(const std::string& name) {
-  const std::string path = data_path("uai/" + name);
-  Network net = io::read_uai(path);
-  Evidence ev;
-  if (const std::string e = io::default_evidence_path(path); !e.empty()) ev = io::read_evidence(e, net);
-  PlanOptions po;
-  po.order.heuristic = OrderHeuristic::MinFill;
-  return make_plan(net, ev, po);
-}
 
 }  // namespace
 
@@ -55,7 +43,7 @@ TEST_CASE("Scheduler.FeaturesOfAHandMadeBucket", "[scheduler]") {
 TEST_CASE("Scheduler.FixedProfileCostTree", "[scheduler]") {
   const Profile p = load_profile(data_path("profiles/fixed-test.json"));
   REQUIRE(p.has_gpu);
-  const Plan plan = small_plan("Pedigree_11.uai");
+  const Plan plan = uai_plan("Pedigree_11.uai");
   const PlanCosts pc = plan_costs(plan, p);
   REQUIRE(pc.tree.nodes.size() == plan.tree.buckets.size());
   REQUIRE_NOTHROW(validate(pc.tree));
@@ -111,7 +99,7 @@ TEST_CASE("Scheduler.FixedProfileCostTree", "[scheduler]") {
 TEST_CASE("Scheduler.ProfileWithoutGpuKeepsEverythingOnCpu", "[scheduler]") {
   Profile p = load_profile(data_path("profiles/fixed-test.json"));
   p.has_gpu = false;
-  const Plan plan = small_plan("grid10x10.f10.uai");
+  const Plan plan = uai_plan("grid10x10.f10.uai");
   const PlanCosts pc = plan_costs(plan, p);
   const Schedule ca = make_schedule(pc.tree, Policy::comm_aware);
   CHECK(ca.cost.on_gpu == 0);
@@ -128,7 +116,7 @@ TEST_CASE("Scheduler.GpuMemoryAndInputLimits", "[scheduler]") {
   CHECK(std::isfinite(p.gpu_seconds(f)));
   // a GPU with almost no memory: every bucket with tables stays on the CPU
   p.gpu.memory_bytes = 64;
-  const Plan plan = small_plan("Pedigree_11.uai");
+  const Plan plan = uai_plan("Pedigree_11.uai");
   const PlanCosts pc = plan_costs(plan, p);
   int finite = 0;
   for (std::size_t b = 0; b + 1 < pc.tree.nodes.size(); ++b) finite += std::isfinite(pc.tree.nodes[b].gpu);
@@ -138,7 +126,7 @@ TEST_CASE("Scheduler.GpuMemoryAndInputLimits", "[scheduler]") {
 TEST_CASE("Scheduler.FirstUseOfAShapeCostsOnlyWhenCold", "[scheduler]") {
   Profile p = load_profile(data_path("profiles/fixed-test.json"));
   p.gpu_first_use = 1e-3;
-  const Plan plan = small_plan("Pedigree_11.uai");
+  const Plan plan = uai_plan("Pedigree_11.uai");
   const PlanCosts cold = plan_costs(plan, p), warm = plan_costs(plan, p, true);
   for (std::size_t b = 0; b < cold.tree.nodes.size(); ++b) {
     CHECK(cold.tree.nodes[b].gpu == Approx(warm.tree.nodes[b].gpu + 1e-3));
@@ -148,7 +136,7 @@ TEST_CASE("Scheduler.FirstUseOfAShapeCostsOnlyWhenCold", "[scheduler]") {
 
 TEST_CASE("Scheduler.ExecutorOverheadIsChargedPerBucket", "[scheduler]") {
   Profile p = load_profile(data_path("profiles/fixed-test.json"));
-  const Plan plan = small_plan("Pedigree_11.uai");
+  const Plan plan = uai_plan("Pedigree_11.uai");
   const PlanCosts base = plan_costs(plan, p, true);
   p.cpu.dispatch = 3e-6;
   p.gpu.dispatch = 2.5e-5;

@@ -9,16 +9,13 @@
 #include <string>
 
 #include "engine/errors.hpp"
+#include "tests/scheduler_support.hpp"
 #include "scheduler/tree_json.hpp"
 
+using kinfer::test::data_path;
 using namespace kinfer::sched;
 
 namespace {
-
-std::string data_path(const std::string& rel) {
-  const char* d = std::getenv("KINFER_DATA");
-  return std::string(d ? d : "data") + "/" + rel;
-}
 
 struct Output {
   int status = -1;

@@ -1,0 +1,24 @@
+#pragma once
+// Shared by the scheduler tests: paths under the repository's data/ and the plan of a bundled
+// UAI instance (min-fill order, its default evidence).
+#include <string>
+
+#include "engine/solver.hpp"
+#include "io/uai.hpp"
+#include "tests/support.hpp"
+
+namespace kinfer::test {
+
+inline std::string data_path(const std::string& rel) { return (data_dir() / rel).string(); }
+
+inline Plan uai_plan(const std::string& name) {
+  const std::string path = data_path("uai/" + name);
+  Network net = io::read_uai(path);
+  Evidence ev;
+  if (const std::string e = io::default_evidence_path(path); !e.empty()) ev = io::read_evidence(e, net);
+  PlanOptions po;
+  po.order.heuristic = OrderHeuristic::MinFill;
+  return make_plan(net, ev, po);
+}
+
+}  // namespace kinfer::test
