@@ -21,6 +21,21 @@ DEADLINE=${DEADLINE:-540}  # seconds this script may take in all (the device cal
 t() { local left=$((DEADLINE - SECONDS - 20)); ((left < 5)) && left=5; echo $(($1 < left ? $1 : left)); }
 over() { ((DEADLINE - SECONDS - 20 < 10)); }
 log() { echo "[$(date +%T)] $*" | tee -a "$W/summary.txt"; }
+# One TSV row from a `kinfer pe --json` result: NAME, device, seconds, compute, plan, device start,
+# log10 P(e), buckets on the GPU and on the CPU (or NAME, DEV, ERROR ...).
+e2e_row() {
+  python3 - "$1" "$2" "$3" <<'PY'
+import json, sys
+try:
+    j = json.load(open(sys.argv[1]))
+except Exception as e:
+    print(f"{sys.argv[2]}\t{sys.argv[3]}\tERROR {e}"); sys.exit()
+g = j.get("gpu", {})
+t = j["timings"]
+print(f"{sys.argv[2]}\t{j['device']}\t{j['seconds']:.4f}\t{t['compute']:.4f}\t{t['plan']:.4f}\t"
+      f"{t.get('device_start', 0):.4f}\t{j['log10_pr']}\t{g.get('buckets_gpu', 0)}\t{g.get('buckets_cpu', 0)}")
+PY
+}
 
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw,memory.used \
   --format=csv > "$W/gpu_state.txt" 2>&1
@@ -61,17 +76,7 @@ if [[ $MODE == quick || $MODE == full || $MODE == e2e ]]; then
       for r in 1 2 3; do
         timeout $(t 120) "$B/apps/kinfer" pe "$f" --threads $THREADS --order-cache "$W/orders" \
           --device $dev --json -q > "$W/e2e_${n}_${dev}_$r.json" 2>> "$W/e2e.err"
-        python3 - "$W/e2e_${n}_${dev}_$r.json" "$n" "$dev" >> "$W/e2e.tsv" <<'PY'
-import json, sys
-try:
-    j = json.load(open(sys.argv[1]))
-except Exception as e:
-    print(f"{sys.argv[2]}\t{sys.argv[3]}\tERROR {e}"); sys.exit()
-g = j.get("gpu", {})
-t = j["timings"]
-print(f"{sys.argv[2]}\t{j['device']}\t{j['seconds']:.4f}\t{t['compute']:.4f}\t{t['plan']:.4f}\t"
-      f"{t.get('device_start', 0):.4f}\t{j['log10_pr']}\t{g.get('buckets_gpu', 0)}\t{g.get('buckets_cpu', 0)}")
-PY
+        e2e_row "$W/e2e_${n}_${dev}_$r.json" "$n" "$dev" >> "$W/e2e.tsv"
       done
     done
     log "e2e $n: $(grep -P "^$n\t" "$W/e2e.tsv" | awk -F'\t' '{printf "%s %ss(%s) ", $2, $3, $4}')"
@@ -116,17 +121,7 @@ if [[ $MODE == heavy ]]; then
         over && break
         timeout $(t 150) "$B/apps/kinfer" pe "$f" --threads $THREADS --order-cache "$W/orders" \
           --device $dev --json -q > "$W/e2e_${n}_${dev}_$r.json" 2>> "$W/e2e.err"
-        python3 - "$W/e2e_${n}_${dev}_$r.json" "$n" "$dev" >> "$W/e2e_heavy.tsv" <<'PY'
-import json, sys
-try:
-    j = json.load(open(sys.argv[1]))
-except Exception as e:
-    print(f"{sys.argv[2]}\t{sys.argv[3]}\tERROR {e}"); sys.exit()
-g = j.get("gpu", {})
-t = j["timings"]
-print(f"{sys.argv[2]}\t{j['device']}\t{j['seconds']:.4f}\t{t['compute']:.4f}\t{t['plan']:.4f}\t"
-      f"{t.get('device_start', 0):.4f}\t{j['log10_pr']}\t{g.get('buckets_gpu', 0)}\t{g.get('buckets_cpu', 0)}")
-PY
+        e2e_row "$W/e2e_${n}_${dev}_$r.json" "$n" "$dev" >> "$W/e2e_heavy.tsv"
       done
     done
     log "e2e $n: $(grep -P "^$n\t" "$W/e2e_heavy.tsv" | awk -F'\t' '{printf "%s %ss(%s) %s; ", $2, $3, $4, $7}')"
