@@ -130,7 +130,7 @@ Plan make_linkage_plan(const Network& net, const Evidence& ev, const PlanOptions
     // Two families of candidates: every variable swept together (greedy inside a window of
     // loci), and alleles first (no fill crosses loci: an allele meets only its own locus),
     // then the selector chains swept by window, like Lander-Green's walk along the map.
-    const std::vector<char> none, alleles_first = selector;
+    const std::vector<char> none;  // one phase: every variable swept together
     struct Candidate {
       int phases, window;
       bool reverse;
@@ -151,7 +151,7 @@ Plan make_linkage_plan(const Network& net, const Evidence& ev, const PlanOptions
     for (int i = 0; i < static_cast<int>(cand.size()); ++i) {
       Candidate& c = cand[i];
       c.order = windowed_order(net.num_vars(), plan.model.card, scopes, locus_of, c.window, c.reverse,
-                               c.phases ? alleles_first : none);
+                               c.phases ? selector : none);
       c.stats = evaluate_order(net.num_vars(), plan.model.card, scopes, c.order);
     }
     for (Candidate& c : cand) {
