@@ -27,8 +27,8 @@
 
 #include "apps/network_options.hpp"
 #include "engine/errors.hpp"
-#include "engine/solver.hpp"
-#include "engine/system.hpp"
+#include "engine/plan.hpp"
+#include "engine/memory_limit.hpp"
 #include "engine/task_tree.hpp"
 #include "gpu/device_api.hpp"
 #include "gpu/executor.hpp"
@@ -312,7 +312,7 @@ class Batch {
       po.max_memory_bytes = 0;  // we want the estimate, whatever it is
       Plan plan = make_plan(net, ev, po);
       s.memory = plan.memory.peak_bytes;
-      s.flops = plan.memory.flops;
+      s.flops = plan.flops;
       probed_[key] = {s.memory, s.flops};
     } catch (const InputError& e) {
       finish(s, Status::Failed, e.what());
@@ -884,7 +884,7 @@ class Worker {
       } else {
         RunOptions ro;
         ro.threads = g.net.threads;
-        const bool wants = g.device == "gpu" || (g.device == "auto" && plan.memory.flops >= opt_.gpu_min_flops);
+        const bool wants = g.device == "gpu" || (g.device == "auto" && plan.flops >= opt_.gpu_min_flops);
         if (wants && opt_.worker_gpu) {
           if (!ctx_ && ctx_why_not_.empty()) {
             const gpu::DeviceInfo info = gpu::probe();

@@ -3,7 +3,7 @@
 
 #include "apps/batch_runner.hpp"
 #include "apps/commands.hpp"
-#include "engine/system.hpp"
+#include "engine/memory_limit.hpp"
 
 namespace kinfer::app {
 

@@ -10,7 +10,7 @@
 
 #include "apps/commands.hpp"
 #include "apps/network_options.hpp"
-#include "engine/solver.hpp"
+#include "engine/plan.hpp"
 #include "io/uai.hpp"
 #include "scheduler/calibrate.hpp"
 #include "scheduler/cost_tree.hpp"

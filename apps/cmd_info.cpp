@@ -8,7 +8,7 @@
 
 #include "apps/commands.hpp"
 #include "apps/network_options.hpp"
-#include "engine/solver.hpp"
+#include "engine/plan.hpp"
 
 namespace kinfer::app {
 
@@ -67,7 +67,7 @@ int run_info(const InfoOptions& o) {
   std::printf("buckets            %zu\n", plan.tree.buckets.size());
   std::printf("estimated memory   %.4g MB peak (limit %.4g MB)%s\n", plan.memory.peak_bytes / 1e6,
               limit / 1e6, plan.memory.peak_bytes <= limit ? "" : "  -- does NOT fit");
-  std::printf("estimated FLOPs    %.4g\n", plan.memory.flops);
+  std::printf("estimated FLOPs    %.4g\n", plan.flops);
   if (!plan.model.impossible.empty()) std::printf("impossible         %s\n", plan.model.impossible.c_str());
   return 0;
 }

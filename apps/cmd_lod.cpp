@@ -16,8 +16,8 @@
 #include "apps/commands.hpp"
 #include "apps/network_options.hpp"
 #include "engine/errors.hpp"
-#include "engine/linkage_analysis.hpp"
-#include "engine/system.hpp"
+#include "linkage/analysis.hpp"
+#include "engine/memory_limit.hpp"
 #include "gpu/device_api.hpp"
 #include "gpu/executor.hpp"
 #include "io/linkage.hpp"
@@ -329,7 +329,7 @@ int run_lod(const LodOptions& o) {
   auto dev = std::make_shared<DeviceUse>();
   if (o.device != "cpu")
     ao.runner = [dev, all = o.device == "gpu"](const Plan& plan) {
-      if (!all && plan.memory.flops < kLodGpuMinFlops) return ++dev->cpu_runs, run_plan(plan);
+      if (!all && plan.flops < kLodGpuMinFlops) return ++dev->cpu_runs, run_plan(plan);
       if (!dev->tried) {
         dev->tried = true;
         const gpu::DeviceInfo info = gpu::probe();

@@ -15,7 +15,7 @@
 
 #include "apps/commands.hpp"
 #include "apps/network_options.hpp"
-#include "engine/solver.hpp"
+#include "engine/plan.hpp"
 #include "gpu/device_api.hpp"
 #include "gpu/executor.hpp"
 #include "scheduler/profile.hpp"
@@ -91,9 +91,9 @@ std::unique_ptr<gpu::Context> open_device(const PeOptions& o, const Plan& plan,
     why_not = "--device cpu";
     return nullptr;
   }
-  if (o.device == "auto" && !o.check && plan.memory.flops < kAutoGpuMinFlops) {
+  if (o.device == "auto" && !o.check && plan.flops < kAutoGpuMinFlops) {
     why_not = fmt::format("--device auto: the plan needs {:.3g} FLOP, below the {:.0e} that pay for "
-                          "starting the GPU", plan.memory.flops, kAutoGpuMinFlops);
+                          "starting the GPU", plan.flops, kAutoGpuMinFlops);
     spdlog::info("running on the CPU: {}", why_not);
     return nullptr;
   }

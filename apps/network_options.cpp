@@ -9,7 +9,7 @@
 #include <fstream>
 
 #include "engine/errors.hpp"
-#include "engine/system.hpp"
+#include "engine/memory_limit.hpp"
 #include "io/uai.hpp"
 
 namespace kinfer::app {
@@ -83,7 +83,7 @@ nlohmann::json memory_json(const Plan& plan) {
   return {{"estimated_peak_bytes", m.peak_bytes},
           {"input_bytes", m.input_bytes},
           {"largest_table_bytes", m.largest_table_bytes},
-          {"estimated_flops", m.flops}};
+          {"estimated_flops", plan.flops}};
 }
 
 void write_atomically(const std::string& path, const std::string& content) {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "engine/model.hpp"
-#include "engine/solver.hpp"
+#include "engine/plan.hpp"
 
 namespace kinfer::app {
 

@@ -99,7 +99,7 @@ struct Lse {
 };
 
 // Everything the hot loops need, flattened.
-struct Plan {
+struct KernelPlan {
   int nf = 0;                      // inputs that vary with the summed variables
   std::vector<const double*> data; // [nf]
   std::vector<std::int64_t> off;   // [nf][inner]: offset of each inner configuration
@@ -112,8 +112,8 @@ struct Plan {
   std::vector<int> card;
 };
 
-Plan make_plan(const BucketShape& shape, std::span<const InputTable> inputs) {
-  Plan p;
+KernelPlan make_kernel_plan(const BucketShape& shape, std::span<const InputTable> inputs) {
+  KernelPlan p;
   const int nv = static_cast<int>(shape.vars.size());
   const int first_marg = nv - shape.n_marg;
   p.card = shape.card;
@@ -189,7 +189,7 @@ struct Odometer {
 };
 
 // Sum over the inner block for given bases: returns (block max, sum of exp(x - max)).
-inline void inner_block(const Plan& p, const std::int64_t* base, double add, double* buf,
+inline void inner_block(const KernelPlan& p, const std::int64_t* base, double add, double* buf,
                         double& bmx, double& bsum) {
   const std::int64_t n = p.inner;
   {
@@ -218,7 +218,7 @@ inline void inner_block(const Plan& p, const std::int64_t* base, double add, dou
   bsum = s;
 }
 
-double const_part(const Plan& p, const std::vector<std::int64_t>& cbase) {
+double const_part(const KernelPlan& p, const std::vector<std::int64_t>& cbase) {
   double c = 0;
   for (std::size_t f = 0; f < p.cdata.size(); ++f) c += p.cdata[f][cbase[f]];
   return c;
@@ -418,7 +418,7 @@ void sum_product_direct(const BucketShape& shape, std::span<const InputTable> in
     small_marg(shape, inputs, out, work < 2e5 ? 1 : threads);
     return;
   }
-  const Plan p = make_plan(shape, inputs);
+  const KernelPlan p = make_kernel_plan(shape, inputs);
   const std::int64_t n_out = shape.output_size();
   std::int64_t n_hi = 1;
   for (int i : p.hi_pos) n_hi *= p.card[i];

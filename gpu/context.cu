@@ -202,7 +202,7 @@ class CudaContext final : public Context {
   // ---- for run_host_bucket ----
   struct PolicyEntry {
     BucketLayout lay;
-    Policy p;
+    LaunchPlan p;
     Selection sel;
     void* dev = nullptr;
     void* host = nullptr;
@@ -220,7 +220,7 @@ class CudaContext final : public Context {
     if (it == policies_.end()) {
       auto pe = std::make_unique<PolicyEntry>();
       pe->lay = describe(shape, scopes);
-      pe->p = make_policy(pe->lay, v, lim_, eb, &pe->sel);
+      pe->p = make_launch_plan(pe->lay, v, lim_, eb, &pe->sel);
       it = policies_.emplace(key, std::move(pe)).first;
     }
     PolicyEntry& pe = *it->second;

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/solver.hpp"
+#include "engine/plan.hpp"
 #include "gpu/device_api.hpp"
 
 namespace kinfer::gpu {

@@ -50,7 +50,7 @@ void fill_offsets(const BucketLayout& lay, int first, int last, int slots, int w
 }
 
 // Output split shared by both variants: page = the lowest `page_vars` output variables.
-void fill_output_tables(const BucketLayout& lay, Policy& p) {
+void fill_output_tables(const BucketLayout& lay, LaunchPlan& p) {
   const int first = lay.k - p.page_vars;
   p.P = 1;
   for (int i = first; i < lay.k; ++i) p.P *= lay.card[i];
@@ -64,8 +64,8 @@ void fill_output_tables(const BucketLayout& lay, Policy& p) {
 int nv_of(const BucketLayout& lay) { return static_cast<int>(lay.card.size()); }
 
 // Plain variant: global loads through L1/L2, any shape the layout supports.
-Policy plain_policy(const BucketLayout& lay, const DeviceLimits& lim) {
-  Policy p;
+LaunchPlan plain_launch_plan(const BucketLayout& lay, const DeviceLimits& lim) {
+  LaunchPlan p;
   p.variant = Variant::plain;
   p.nf = lay.nf;
   p.nc = lay.n_in - lay.nf;
@@ -187,7 +187,7 @@ const char* to_string(Variant v) {
   return "?";
 }
 
-double Policy::table_bytes() const {
+double LaunchPlan::table_bytes() const {
   return 4.0 * (out_lo.size() + sum_lo.size() + cache_lo.size() + refetch.size()) +
          8.0 * (out_hi.size() + sum_hi.size());
 }
@@ -262,10 +262,10 @@ bool cached_possible(const BucketLayout& lay, const DeviceLimits& lim, int /*eb*
 
 namespace {
 
-Policy cached_policy(const BucketLayout& lay, const DeviceLimits& lim, int eb) {
+LaunchPlan cached_launch_plan(const BucketLayout& lay, const DeviceLimits& lim, int eb) {
   std::string why;
   if (!cached_possible(lay, lim, eb, why)) throw std::invalid_argument(why);
-  Policy p;
+  LaunchPlan p;
   p.variant = Variant::cached;
   p.nf = lay.nf;
   p.nc = lay.n_in - lay.nf;
@@ -380,29 +380,29 @@ Policy cached_policy(const BucketLayout& lay, const DeviceLimits& lim, int eb) {
 
 // The selector. Its thresholds come from bench/gpu measurements (docs/perf-notes.md): the
 // software cache pays when the staged data is reused enough to amortize staging and barriers.
-Policy make_policy(const BucketLayout& lay, Variant want, const DeviceLimits& lim, int eb,
+LaunchPlan make_launch_plan(const BucketLayout& lay, Variant want, const DeviceLimits& lim, int eb,
                    Selection* sel) {
   if (!lay.unsupported.empty()) throw std::invalid_argument(lay.unsupported);
   Selection s;
-  Policy p;
+  LaunchPlan p;
   if (want == Variant::plain) {
-    p = plain_policy(lay, lim);
+    p = plain_launch_plan(lay, lim);
     s = {Variant::plain, "plain requested"};
   } else if (want == Variant::cached) {
-    p = cached_policy(lay, lim, eb);
+    p = cached_launch_plan(lay, lim, eb);
     s = {Variant::cached, "cached requested"};
   } else {
     std::string why;
     std::ostringstream w;
     if (!cached_possible(lay, lim, eb, why)) {
-      p = plain_policy(lay, lim);
+      p = plain_launch_plan(lay, lim);
       s = {Variant::plain, why};
     } else {
-      Policy c;
+      LaunchPlan c;
       try {
-        c = cached_policy(lay, lim, eb);
+        c = cached_launch_plan(lay, lim, eb);
       } catch (const std::invalid_argument& e) {
-        p = plain_policy(lay, lim);
+        p = plain_launch_plan(lay, lim);
         if (sel) *sel = {Variant::plain, e.what()};
         return p;
       }
@@ -426,7 +426,7 @@ Policy make_policy(const BucketLayout& lay, Variant want, const DeviceLimits& li
           << " threads per SM: not enough to pay for staging";
       }
       if (!w.str().empty()) {
-        p = plain_policy(lay, lim);
+        p = plain_launch_plan(lay, lim);
         s = {Variant::plain, w.str()};
       } else {
         w << c.hit_fraction * 100 << "% of loads from shared memory, staged values used "
@@ -440,7 +440,7 @@ Policy make_policy(const BucketLayout& lay, Variant want, const DeviceLimits& li
   return p;
 }
 
-KernelChoice summarize(const Policy& p, const Selection& s) {
+KernelChoice summarize(const LaunchPlan& p, const Selection& s) {
   KernelChoice k;
   k.variant = p.variant;
   k.why = s.why;
@@ -486,7 +486,7 @@ struct HostLse {
 
 }  // namespace
 
-void emulate(const Policy& p, const BucketLayout& lay, std::span<const InputTable> inputs,
+void emulate(const LaunchPlan& p, const BucketLayout& lay, std::span<const InputTable> inputs,
              double* out) {
   std::vector<const double*> in(lay.n_in);
   for (int s = 0; s < lay.n_in; ++s) in[s] = inputs[lay.slot_input[s]].data;

@@ -62,7 +62,7 @@ BucketLayout describe(const BucketShape& shape, std::span<const std::vector<int>
 
 // One kernel launch, fully decided on the CPU. Tables are row-major, rows padded to `nip`
 // (all inputs) or `nfp` (varying inputs) entries so a row is one or two 16-byte loads.
-struct Policy {
+struct LaunchPlan {
   Variant variant = Variant::plain;
   int nf = 0, nc = 0, nip = 4, nfp = 4;
   std::int64_t n_out = 1, M = 1;
@@ -107,18 +107,18 @@ struct Selection {
 
 // Builds the launch for `want` (automatic: the selector picks). `elem_bytes`: 8 or 4.
 // Throws std::invalid_argument when the layout is unsupported or the variant cannot take it.
-Policy make_policy(const BucketLayout& lay, Variant want, const DeviceLimits& lim,
+LaunchPlan make_launch_plan(const BucketLayout& lay, Variant want, const DeviceLimits& lim,
                    int elem_bytes = 8, Selection* sel = nullptr);
 
 // Does the cached variant fit this bucket? Returns the policy, or an explanation in `why`.
 bool cached_possible(const BucketLayout& lay, const DeviceLimits& lim, int elem_bytes,
                      std::string& why);
 
-KernelChoice summarize(const Policy& p, const Selection& s);
+KernelChoice summarize(const LaunchPlan& p, const Selection& s);
 
 // Runs the kernel's table walk on the host (same staging, layouts, splits and combines), in
 // double. For tests without a GPU: the tables are right when this matches the reference.
-void emulate(const Policy& p, const BucketLayout& lay, std::span<const InputTable> inputs,
+void emulate(const LaunchPlan& p, const BucketLayout& lay, std::span<const InputTable> inputs,
              double* out);
 
 }  // namespace kinfer::gpu

@@ -359,7 +359,7 @@ void allow_shared(K kernel, int bytes, std::once_flag& flag) {
 }
 
 template <class T, int NF>
-void launch_nf(const Policy& p, const KernelArgs<T>& a, cudaStream_t stream) {
+void launch_nf(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(p.blocks)), block(p.threads);
   if (p.variant == Variant::plain) {
     static std::once_flag flag;
@@ -441,13 +441,13 @@ double ceiling_nf(cudaStream_t stream) {
 
 }  // namespace
 
-std::size_t table_image_bytes(const Policy& p) {
+std::size_t table_image_bytes(const LaunchPlan& p) {
   auto a16 = [](std::size_t b) { return (b + 15) / 16 * 16; };
   return a16(4 * p.out_lo.size()) + a16(8 * p.out_hi.size()) + a16(4 * p.sum_lo.size()) +
          a16(8 * p.sum_hi.size()) + a16(4 * p.cache_lo.size()) + a16(4 * p.refetch.size());
 }
 
-DeviceTables write_table_image(const Policy& p, void* host, void* dev) {
+DeviceTables write_table_image(const LaunchPlan& p, void* host, void* dev) {
   DeviceTables t;
   std::size_t off = 0;
   auto put = [&](const void* src, std::size_t bytes) {
@@ -466,7 +466,7 @@ DeviceTables write_table_image(const Policy& p, void* host, void* dev) {
 }
 
 template <class T>
-void launch_sum_product(const Policy& p, const DeviceTables& t, const T* const* in, T* out,
+void launch_sum_product(const LaunchPlan& p, const DeviceTables& t, const T* const* in, T* out,
                         T* partial, cudaStream_t stream) {
   KernelArgs<T> a{};
   const int n_in = p.nf + p.nc;
@@ -537,9 +537,9 @@ double measure_element_rate(int nf, cudaStream_t stream) {
   }
 }
 
-template void launch_sum_product<double>(const Policy&, const DeviceTables&, const double* const*,
+template void launch_sum_product<double>(const LaunchPlan&, const DeviceTables&, const double* const*,
                                          double*, double*, cudaStream_t);
-template void launch_sum_product<float>(const Policy&, const DeviceTables&, const float* const*,
+template void launch_sum_product<float>(const LaunchPlan&, const DeviceTables&, const float* const*,
                                         float*, float*, cudaStream_t);
 template double measure_element_rate<double>(int, cudaStream_t);
 template double measure_element_rate<float>(int, cudaStream_t);

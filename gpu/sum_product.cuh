@@ -19,13 +19,13 @@ struct DeviceTables {
 
 // Bytes of the device copy of p's tables, and its host image (written into `host`, which must
 // hold table_image_bytes(p) bytes); `dev` is where the image will live on the device.
-std::size_t table_image_bytes(const Policy& p);
-DeviceTables write_table_image(const Policy& p, void* host, void* dev);
+std::size_t table_image_bytes(const LaunchPlan& p);
+DeviceTables write_table_image(const LaunchPlan& p, void* host, void* dev);
 
 // in[s]: input of slot s (layout order: varying first). partial: 2 * splits * n_out elements,
 // needed when p.splits > 1. Checks the launch.
 template <class T>
-void launch_sum_product(const Policy& p, const DeviceTables& t, const T* const* in, T* out,
+void launch_sum_product(const LaunchPlan& p, const DeviceTables& t, const T* const* in, T* out,
                         T* partial, cudaStream_t stream);
 
 // The compute ceiling of the kernels' arithmetic: elements per second of the inner loop with

@@ -4,7 +4,7 @@
 // column and what was expected.
 #include <string>
 
-#include "engine/linkage_model.hpp"
+#include "linkage/model.hpp"
 
 namespace kinfer::io {
 

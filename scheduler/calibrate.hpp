@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "engine/cpu_kernel.hpp"
-#include "engine/solver.hpp"
+#include "engine/plan.hpp"
 #include "gpu/device_api.hpp"
 #include "scheduler/profile.hpp"
 

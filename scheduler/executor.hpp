@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/solver.hpp"
+#include "engine/plan.hpp"
 #include "gpu/device_api.hpp"
 #include "scheduler/cost_tree.hpp"
 

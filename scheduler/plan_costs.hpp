@@ -4,7 +4,7 @@
 #include <span>
 #include <vector>
 
-#include "engine/solver.hpp"
+#include "engine/plan.hpp"
 #include "scheduler/cost_tree.hpp"
 #include "scheduler/features.hpp"
 #include "scheduler/profile.hpp"

@@ -3,7 +3,7 @@
 // buckets from a calibration profile, then run it with the two-thread executor.
 #include <string>
 
-#include "engine/solver.hpp"
+#include "engine/plan.hpp"
 #include "gpu/device_api.hpp"
 #include "scheduler/executor.hpp"
 #include "scheduler/plan_costs.hpp"

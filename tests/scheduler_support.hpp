@@ -3,7 +3,7 @@
 // UAI instance (min-fill order, its default evidence).
 #include <string>
 
-#include "engine/solver.hpp"
+#include "engine/plan.hpp"
 #include "io/uai.hpp"
 #include "tests/support.hpp"
 

@@ -14,7 +14,7 @@
 
 #include "engine/cpu_kernel.hpp"
 #include "engine/ordering.hpp"
-#include "engine/solver.hpp"
+#include "engine/plan.hpp"
 #include "engine/task_tree.hpp"
 #include "io/uai.hpp"
 #include "tests/support.hpp"

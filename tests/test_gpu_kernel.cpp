@@ -21,7 +21,7 @@
 #include <random>
 #include <sstream>
 
-#include "engine/solver.hpp"
+#include "engine/plan.hpp"
 #include "gpu/device_api.hpp"
 #include "gpu/executor.hpp"
 #include "gpu/host_run.hpp"

@@ -36,9 +36,9 @@ std::vector<double> reference(const RandomBucket& b) {
 }
 
 std::vector<double> emulated(const RandomBucket& b, Variant v, const DeviceLimits& lim,
-                             Policy* keep = nullptr) {
+                             LaunchPlan* keep = nullptr) {
   const BucketLayout lay = describe(b.shape, b.scopes);
-  const Policy p = make_policy(lay, v, lim);
+  const LaunchPlan p = make_launch_plan(lay, v, lim);
   std::vector<double> out(b.shape.output_size(), NAN);
   const auto in = b.inputs();
   emulate(p, lay, in, out.data());
@@ -86,7 +86,7 @@ TEST_CASE("GpuPolicy.PlainSplitsLargeSums", "[gpu]") {
   int split_seen = 0;
   for (int i = 0; i < 40; ++i) {
     const RandomBucket b = random_bucket(rng, o);
-    Policy p;
+    LaunchPlan p;
     INFO("bucket " << i << ": " << b.shape.output_size() << " outputs x " << b.shape.marg_size());
     REQUIRE(max_error(emulated(b, Variant::plain, small, &p), reference(b)) < 1e-10);
     split_seen += p.splits > 1 && p.Mh > 1 && p.lanes_log2 > 0;
@@ -112,7 +112,7 @@ TEST_CASE("GpuPolicy.CachedTablesReproduceBucket", "[gpu]") {
     const BucketLayout lay = describe(b.shape, b.scopes);
     for (const DeviceLimits& lim : {DeviceLimits{}, tight}) {
       if (!cached_possible(lay, lim, 8, why)) continue;
-      Policy p;
+      LaunchPlan p;
       std::vector<double> out;
       try {
         out = emulated(b, Variant::cached, lim, &p);
@@ -147,7 +147,7 @@ TEST_CASE("GpuPolicy.KnapsackPrefersLongLivedSmallSegments", "[gpu]") {
   lim.shared_per_sm = 1900;
   lim.shared_per_block = 1900;
   lim.block_overhead = 1024;
-  const Policy p = make_policy(lay, Variant::cached, lim);
+  const LaunchPlan p = make_launch_plan(lay, Variant::cached, lim);
   CHECK(p.cached_mask == 2u);
   // f1's segment is refetched only when `a` changes
   int refetch_f1 = 0;
@@ -163,7 +163,7 @@ TEST_CASE("GpuPolicy.SelectorExplainsEveryChoice", "[gpu]") {
   for (int i = 0; i < 200; ++i) {
     const RandomBucket b = random_bucket(rng, o);
     Selection s;
-    const Policy p = make_policy(describe(b.shape, b.scopes), Variant::automatic, DeviceLimits{}, 8, &s);
+    const LaunchPlan p = make_launch_plan(describe(b.shape, b.scopes), Variant::automatic, DeviceLimits{}, 8, &s);
     CHECK(!s.why.empty());
     CHECK(p.variant == s.variant);
     (s.variant == Variant::cached ? cached : plain)++;
@@ -177,7 +177,7 @@ TEST_CASE("GpuPolicy.SelectorExplainsEveryChoice", "[gpu]") {
   sh.n_marg = 1;
   std::vector<std::vector<int>> scopes = {{0, 1}, {1}};
   Selection s;
-  make_policy(describe(sh, scopes), Variant::automatic, DeviceLimits{}, 8, &s);
+  make_launch_plan(describe(sh, scopes), Variant::automatic, DeviceLimits{}, 8, &s);
   CHECK(s.variant == Variant::plain);
   CHECK(s.why.find("used only 1 times") != std::string::npos);
 }
@@ -190,5 +190,5 @@ TEST_CASE("GpuPolicy.UnsupportedBucketsSayWhy", "[gpu]") {
   std::vector<std::vector<int>> scopes(17, std::vector<int>{0, 1});
   const BucketLayout lay = describe(sh, scopes);
   REQUIRE(lay.unsupported.find("17 inputs") != std::string::npos);
-  REQUIRE_THROWS_AS(make_policy(lay, Variant::automatic, DeviceLimits{}), std::invalid_argument);
+  REQUIRE_THROWS_AS(make_launch_plan(lay, Variant::automatic, DeviceLimits{}), std::invalid_argument);
 }

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/linkage_analysis.hpp"
-#include "engine/linkage_model.hpp"
+#include "linkage/analysis.hpp"
+#include "linkage/model.hpp"
 
 namespace kinfer::linkage_test {
 

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/solver.hpp"
+#include "engine/plan.hpp"
 #include "gpu/host_run.hpp"
 #include "gpu/random_bucket.hpp"
 #include "io/uai.hpp"

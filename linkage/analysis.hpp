@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/linkage_model.hpp"
-#include "engine/pedigree.hpp"
-#include "engine/solver.hpp"
+#include "linkage/model.hpp"
+#include "linkage/pedigree.hpp"
+#include "engine/plan.hpp"
 
 namespace kinfer::linkage {
 

@@ -1,4 +1,4 @@
-#include "engine/linkage_model.hpp"
+#include "linkage/model.hpp"
 
 #include <cmath>
 #include <limits>

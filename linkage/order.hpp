@@ -7,7 +7,7 @@
 // the cheaper order.
 #include <vector>
 
-#include "engine/solver.hpp"
+#include "engine/plan.hpp"
 
 namespace kinfer::linkage {
 
@@ -21,7 +21,7 @@ std::vector<int> windowed_order(int num_vars, const std::vector<int>& card,
                                 const std::vector<int>& locus_of, int window, bool reverse,
                                 const std::vector<char>& phase = {});
 
-// make_plan (engine/solver.hpp) with the windowed orders as extra candidates when the greedy
+// make_plan (engine/plan.hpp) with the windowed orders as extra candidates when the greedy
 // search's order is costly.
 // `selector` (may be empty): 1 for the meiosis selectors, which the alleles-first candidates
 // eliminate after every allele variable.

@@ -20,7 +20,6 @@ struct MemoryEstimate {
   double peak_bytes = 0;        // inputs + the most intermediate tables alive at once
   double largest_table_bytes = 0;
   int largest_bucket = -1;      // bucket producing the largest table
-  double flops = 0;             // ~ state space x (inputs + 2) per bucket, summed
 };
 
 struct PlanOptions {
@@ -40,6 +39,7 @@ struct Plan {
   OrderResult order;
   TaskTree tree;
   MemoryEstimate memory;
+  double flops = 0;  // estimated work: state space x (inputs + 2) per bucket, summed
   int components = 0;
   // Inputs in global order, grouped per bucket (restructured once).
   std::vector<std::vector<double>> input_data;   // per reduced factor
@@ -51,12 +51,13 @@ struct Plan {
 Plan make_plan(const Network& net, const Evidence& ev, const PlanOptions& opt);
 
 // The second half of make_plan, for planners that choose plan.order their own way
-// (engine/linkage_order.cpp): builds the task tree, reports the tree's own statistics in
+// (linkage/order.cpp): builds the task tree, reports the tree's own statistics in
 // plan.order.stats, checks the memory estimate (ResourceError starting with `who`, when not
 // empty, and ending with `advice`) and restructures the inputs.
 void finish_plan(Plan& plan, const PlanOptions& opt, const std::string& who, const std::string& advice);
 
 MemoryEstimate estimate_memory(const ReducedModel& model, const TaskTree& tree);
+double estimate_flops(const TaskTree& tree);
 
 // The shape and the input scopes of bucket b (inputs: its factors, then its children).
 BucketShape bucket_shape(const Plan& plan, int b);

@@ -1,4 +1,4 @@
-#include "engine/solver.hpp"
+#include "engine/plan.hpp"
 
 #include <cmath>
 #include <unistd.h>
@@ -102,10 +102,16 @@ MemoryEstimate estimate_memory(const ReducedModel& model, const TaskTree& tree) 
     peak = std::max(peak, live);
     for (int c : bk.children) live -= 8.0 * std::exp2(tree.buckets[c].log2_output);
     if (out > m.largest_table_bytes) m.largest_table_bytes = out, m.largest_bucket = static_cast<int>(b);
-    m.flops += std::exp2(bk.log2_states) * (bk.factors.size() + bk.children.size() + 2.0);
   }
   m.peak_bytes = m.input_bytes + peak;
   return m;
+}
+
+double estimate_flops(const TaskTree& tree) {
+  double flops = 0;
+  for (const Bucket& bk : tree.buckets)
+    flops += std::exp2(bk.log2_states) * (bk.factors.size() + bk.children.size() + 2.0);
+  return flops;
 }
 
 Plan make_plan(const Network& net, const Evidence& ev, const PlanOptions& opt) {
@@ -136,6 +142,7 @@ Plan make_plan(const Network& net, const Evidence& ev, const PlanOptions& opt) {
 void finish_plan(Plan& plan, const PlanOptions& opt, const std::string& who, const std::string& advice) {
   plan.tree = build_task_tree(plan.model, plan.order.order);
   plan.memory = estimate_memory(plan.model, plan.tree);
+  plan.flops = estimate_flops(plan.tree);
   // Report what the tree really computes: merged buckets never store the per-variable messages
   // the greedy search saw, so the tree's tables and state space are the honest figures.
   OrderStats& st = plan.order.stats;

@@ -8,14 +8,14 @@
 #include <string>
 #include <vector>
 
-#include "engine/linkage_model.hpp"
+#include "linkage/model.hpp"
 
 namespace kinfer::linkage {
 
 struct ReductionOptions {
   bool recode = true;
   bool eliminate = true;
-  bool joint_genotypes = true;  // see PedigreeNetwork (engine/linkage_network.hpp)
+  bool joint_genotypes = true;  // see PedigreeNetwork (linkage/network.hpp)
 };
 
 // A Mendelian inconsistency: no genotypes fit the phenotypes of these individuals.

@@ -5,7 +5,7 @@
 // selector tables (refill_factors) before run_plan.
 //
 // Variables per person and locus: the paternal and maternal alleles (domains already reduced
-// by recoding and genotype elimination, engine/pedigree.hpp) and, for non-founders, one
+// by recoding and genotype elimination, linkage/pedigree.hpp) and, for non-founders, one
 // selector per meiosis. A sex-linked male has only a maternal allele; a daughter's paternal
 // allele is her father's allele itself (the same variable).
 #include <array>
@@ -13,10 +13,10 @@
 #include <memory>
 #include <vector>
 
-#include "engine/linkage_model.hpp"
+#include "linkage/model.hpp"
 #include "engine/model.hpp"
-#include "engine/pedigree.hpp"
-#include "engine/solver.hpp"
+#include "linkage/pedigree.hpp"
+#include "engine/plan.hpp"
 
 namespace kinfer::linkage {
 

@@ -1,4 +1,4 @@
-#include "engine/linkage_order.hpp"
+#include "linkage/order.hpp"
 
 #include <algorithm>
 #include <cmath>

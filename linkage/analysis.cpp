@@ -1,4 +1,4 @@
-#include "engine/linkage_analysis.hpp"
+#include "linkage/analysis.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "engine/errors.hpp"
-#include "engine/linkage_network.hpp"
+#include "linkage/network.hpp"
 
 namespace kinfer::linkage {
 

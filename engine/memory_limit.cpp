@@ -1,4 +1,4 @@
-#include "engine/system.hpp"
+#include "engine/memory_limit.hpp"
 
 #include <unistd.h>
 

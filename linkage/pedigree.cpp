@@ -1,4 +1,4 @@
-#include "engine/pedigree.hpp"
+#include "linkage/pedigree.hpp"
 
 #include <algorithm>
 #include <map>

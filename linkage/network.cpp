@@ -1,11 +1,11 @@
-#include "engine/linkage_network.hpp"
+#include "linkage/network.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
 
-#include "engine/linkage_order.hpp"
+#include "linkage/order.hpp"
 #include "engine/task_tree.hpp"
 
 namespace kinfer::linkage {
