@@ -27,8 +27,8 @@
 
 #include "apps/network_options.hpp"
 #include "engine/errors.hpp"
-#include "engine/plan.hpp"
 #include "engine/memory_limit.hpp"
+#include "engine/plan.hpp"
 #include "engine/task_tree.hpp"
 #include "gpu/device_api.hpp"
 #include "gpu/executor.hpp"
@@ -47,11 +47,16 @@ void on_signal(int sig) { g_signal = sig; }
 enum class Status { Pending, Running, Ok, Failed, Interrupted };
 const char* status_name(Status s) {
   switch (s) {
-    case Status::Pending: return "not-run";
-    case Status::Running: return "running";
-    case Status::Ok: return "ok";
-    case Status::Failed: return "failed";
-    case Status::Interrupted: return "interrupted";
+    case Status::Pending:
+      return "not-run";
+    case Status::Running:
+      return "running";
+    case Status::Ok:
+      return "ok";
+    case Status::Failed:
+      return "failed";
+    case Status::Interrupted:
+      return "interrupted";
   }
   return "?";
 }
@@ -160,7 +165,8 @@ bool parse_group_options(const std::vector<std::string>& o, GroupJobOptions& g) 
         v = o[++i];
       }
       if (k == "--order") {
-        if (v != "minfill" && v != "minweight" && v != "wminfill" && v != "stochastic") return false;
+        if (v != "minfill" && v != "minweight" && v != "wminfill" && v != "stochastic")
+          return false;
         g.net.order = v;
       } else if (k == "--order-time") {
         g.net.order_time = std::stod(v);
@@ -222,10 +228,11 @@ class Batch {
       // Only the device count and properties: no context in this process (children exec).
       const gpu::DeviceInfo info = gpu::probe();
       gpu_slots_ = info.available ? opt_.gpu_jobs : 0;
-      spdlog::info("batch: {}", info.available ? fmt::format("GPU {}: {} job(s) at once may use it, "
-                                                             "those of at least {:.3g} FLOP", info.name,
-                                                             gpu_slots_, opt_.gpu_min_flops)
-                                               : "no GPU (" + info.why_not + "): every job runs on the CPU");
+      spdlog::info("batch: {}", info.available
+                                    ? fmt::format("GPU {}: {} job(s) at once may use it, "
+                                                  "those of at least {:.3g} FLOP",
+                                                  info.name, gpu_slots_, opt_.gpu_min_flops)
+                                    : "no GPU (" + info.why_not + "): every job runs on the CPU");
     }
     self_ = fs::read_symlink("/proc/self/exe").string();
     std::signal(SIGINT, on_signal);
@@ -241,13 +248,15 @@ class Batch {
       failed += s.status == Status::Failed;
       interrupted += s.status == Status::Interrupted || s.status == Status::Pending;
     }
-    spdlog::info("batch: {} ok, {} failed, {} not finished; results in {}", ok, failed,
-                 interrupted, out_.string());
+    spdlog::info("batch: {} ok, {} failed, {} not finished; results in {}", ok, failed, interrupted,
+                 out_.string());
     spdlog::info("batch: {:.2f} s spent estimating plans in this process before starting jobs",
                  probe_seconds_);
     if (groups_started_)
-      spdlog::info("batch: {} group workers; {} jobs evaluated on a plan compiled for an earlier "
-                   "job of the same structure", groups_started_, plans_shared_);
+      spdlog::info(
+          "batch: {} group workers; {} jobs evaluated on a plan compiled for an earlier "
+          "job of the same structure",
+          groups_started_, plans_shared_);
     if (opt_.json) print_json(ok, failed);
     if (g_signal) return 130;
     return failed ? 4 : 0;
@@ -306,7 +315,8 @@ class Batch {
       no.order_cache = (out_ / "order-cache").string();
       Network net = io::read_uai(no.network);
       Evidence ev;
-      std::string evpath = no.evidence.empty() ? io::default_evidence_path(no.network) : no.evidence;
+      std::string evpath =
+          no.evidence.empty() ? io::default_evidence_path(no.network) : no.evidence;
       if (!evpath.empty()) ev = io::read_evidence(evpath, net);
       PlanOptions po = no.plan_options();
       po.max_memory_bytes = 0;  // we want the estimate, whatever it is
@@ -356,7 +366,8 @@ class Batch {
     return pid;
   }
 
-  void write_log_header(const fs::path& log, const std::string& what, const std::vector<std::string>& args) {
+  void write_log_header(const fs::path& log, const std::string& what,
+                        const std::vector<std::string>& args) {
     std::ofstream l(log, std::ios::trunc);
     l << "# kinfer batch " << what << ":";
     for (const auto& a : args) l << ' ' << a;
@@ -379,7 +390,9 @@ class Batch {
       args.push_back(s.job.network);
       if (!s.job.evidence.empty()) args.insert(args.end(), {"-e", s.job.evidence});
       args.insert(args.end(), {"--order-cache", (out_ / "order-cache").string()});
-      args.insert(args.end(), {"--max-memory", std::to_string(static_cast<long long>(std::max(s.memory, budget_)))});
+      args.insert(
+          args.end(),
+          {"--max-memory", std::to_string(static_cast<long long>(std::max(s.memory, budget_)))});
       // The batch decides where a pe job runs, by --gpu-min-flops and the free GPU slots.
       if (option_value(s.job.options, "--device").empty())
         args.insert(args.end(), {"--device", gpu ? "gpu" : "cpu"});
@@ -387,7 +400,8 @@ class Batch {
       args.insert(args.end(), {"--ped", s.job.ped, "--dat", s.job.dat});
       // A lod job's plans are not sized before it runs: it stays on the CPU (no GPU context of
       // its own beside the jobs given the GPU) unless its options name a --device.
-      if (option_value(s.job.options, "--device").empty()) args.insert(args.end(), {"--device", "cpu"});
+      if (option_value(s.job.options, "--device").empty())
+        args.insert(args.end(), {"--device", "cpu"});
     }
     args.push_back("--json");
     args.insert(args.end(), s.job.options.begin(), s.job.options.end());
@@ -419,10 +433,18 @@ class Batch {
     JobState& first = states_[jobs.front()];
     std::string ids;
     for (std::size_t i : jobs) ids += (ids.empty() ? "" : ",") + states_[i].job.id;
-    std::vector<std::string> args = {self_, "batch", opt_.manifest, "--out", out_.string(),
-                                     "--worker", ids, "--max-memory",
-                                     std::to_string(static_cast<long long>(std::max(first.memory, budget_))),
-                                     "--gpu-min-flops", std::to_string(opt_.gpu_min_flops)};
+    std::vector<std::string> args = {
+        self_,
+        "batch",
+        opt_.manifest,
+        "--out",
+        out_.string(),
+        "--worker",
+        ids,
+        "--max-memory",
+        std::to_string(static_cast<long long>(std::max(first.memory, budget_))),
+        "--gpu-min-flops",
+        std::to_string(opt_.gpu_min_flops)};
     if (gpu) args.push_back("--worker-gpu");
     const fs::path log = out_ / "logs" / ("group-" + first.job.id + ".log");
     write_log_header(log, "group worker", args);
@@ -542,10 +564,12 @@ class Batch {
       }
     }
     if (left && !g_signal) {
-      std::string why = WIFSIGNALED(wstatus) ? "killed by signal " + std::to_string(WTERMSIG(wstatus))
-                                             : "exit code " + std::to_string(WEXITSTATUS(wstatus));
-      spdlog::warn("group worker of job {} ended ({}) with {} jobs unfinished; they run again one by one",
-                   states_[u.jobs.front()].job.id, why, left);
+      std::string why = WIFSIGNALED(wstatus)
+                            ? "killed by signal " + std::to_string(WTERMSIG(wstatus))
+                            : "exit code " + std::to_string(WEXITSTATUS(wstatus));
+      spdlog::warn(
+          "group worker of job {} ended ({}) with {} jobs unfinished; they run again one by one",
+          states_[u.jobs.front()].job.id, why, left);
     }
   }
 
@@ -565,7 +589,8 @@ class Batch {
         fs::remove(part);
         std::ofstream(out_ / "journal.log", std::ios::app) << "completed " << s.job.id << '\n';
         s.answer = answer_of(j);
-        if (j.contains("seconds") && j["seconds"].is_number()) s.seconds = j["seconds"].get<double>();
+        if (j.contains("seconds") && j["seconds"].is_number())
+          s.seconds = j["seconds"].get<double>();
         finish(s, Status::Ok, "");
       } catch (const std::exception& e) {
         finish(s, Status::Failed, std::string("the job printed no valid JSON: ") + e.what());
@@ -574,7 +599,8 @@ class Batch {
     }
     std::string why = last_error(log);
     if (WIFSIGNALED(wstatus))
-      why = "killed by signal " + std::to_string(WTERMSIG(wstatus)) + (why.empty() ? "" : ": " + why);
+      why =
+          "killed by signal " + std::to_string(WTERMSIG(wstatus)) + (why.empty() ? "" : ": " + why);
     else
       why = "exit code " + std::to_string(WEXITSTATUS(wstatus)) + (why.empty() ? "" : ": " + why);
     finish(s, Status::Failed, why);
@@ -601,11 +627,12 @@ class Batch {
     std::vector<std::size_t> g = {idx};
     const JobState& s = states_[idx];
     GroupJobOptions go;
-    if (opt_.no_share || s.job.kind != "pe" || s.solo || !parse_group_options(s.job.options, go)) return g;
+    if (opt_.no_share || s.job.kind != "pe" || s.solo || !parse_group_options(s.job.options, go))
+      return g;
     for (std::size_t i = idx + 1; i < states_.size() && g.size() < cap; ++i) {
       const JobState& t = states_[i];
-      if (t.status == Status::Pending && !t.solo && t.job.kind == "pe" && t.job.network == s.job.network &&
-          t.job.options == s.job.options)
+      if (t.status == Status::Pending && !t.solo && t.job.kind == "pe" &&
+          t.job.network == s.job.network && t.job.options == s.job.options)
         g.push_back(i);
     }
     return g;
@@ -651,13 +678,17 @@ class Batch {
         // second); jobs in one worker run one after another. So only jobs whose computation is
         // small are grouped: heavy jobs run alone, in parallel (grouping 7 jobs of 3.6e9 FLOP
         // made a 16-core batch 1.6x slower than one process per job, bench/batch/RESULTS.md).
-        cap = std::min(cap, static_cast<std::size_t>(std::max(1.0, kGroupWorkFlops / std::max(1.0, s.flops))));
+        cap = std::min(
+            cap, static_cast<std::size_t>(std::max(1.0, kGroupWorkFlops / std::max(1.0, s.flops))));
         std::vector<std::size_t> g = group_of(idx, cap);
-        const int concurrent = std::max(1, std::min(slots_, running + pending - static_cast<int>(g.size()) + 1));
+        const int concurrent =
+            std::max(1, std::min(slots_, running + pending - static_cast<int>(g.size()) + 1));
         const int threads = std::max(1, cores_ / concurrent);
         const bool gpu = wants_gpu(s) && gpu_running_ < gpu_slots_;
-        if (g.size() > 1) launch_group(g, threads, gpu);
-        else launch(idx, threads, gpu);
+        if (g.size() > 1)
+          launch_group(g, threads, gpu);
+        else
+          launch(idx, threads, gpu);
       }
       if (units_.empty()) break;
       for (auto& u : units_)
@@ -703,8 +734,9 @@ class Batch {
       std::snprintf(b, sizeof b, "%.0f s", per_job * left);
       eta = b;
     }
-    std::fprintf(stderr, "\r\033[K[batch] %d/%zu done, %d running, %d failed, elapsed %.0f s, remaining ~%s",
-                 ok + failed, states_.size(), running, failed, elapsed, eta.c_str());
+    std::fprintf(
+        stderr, "\r\033[K[batch] %d/%zu done, %d running, %d failed, elapsed %.0f s, remaining ~%s",
+        ok + failed, states_.size(), running, failed, elapsed, eta.c_str());
     std::fflush(stderr);
   }
 
@@ -725,8 +757,11 @@ class Batch {
   }
 
   void print_json(int ok, int failed) {
-    nlohmann::json j = {{"out", out_.string()}, {"ok", ok}, {"failed", failed},
-                        {"group_workers", groups_started_}, {"plans_shared", plans_shared_},
+    nlohmann::json j = {{"out", out_.string()},
+                        {"ok", ok},
+                        {"failed", failed},
+                        {"group_workers", groups_started_},
+                        {"plans_shared", plans_shared_},
                         {"probe_seconds", probe_seconds_},
                         {"jobs", nlohmann::json::array()}};
     for (const auto& s : states_)
@@ -774,7 +809,8 @@ class Worker {
         continue;
       }
       // Test hook: the worker dies as a crash would, before this job (tests/test_batch.py).
-      if (const char* c = std::getenv("KINFER_BATCH_TEST_WORKER_CRASH"); c && id == c) ::raise(SIGKILL);
+      if (const char* c = std::getenv("KINFER_BATCH_TEST_WORKER_CRASH"); c && id == c)
+        ::raise(SIGKILL);
       run_job(it->second);
     }
     return 0;
@@ -809,11 +845,13 @@ class Worker {
     try {
       GroupJobOptions g;
       if (!parse_group_options(job.options, g))
-        throw std::runtime_error("options a group worker does not handle (the batch runs such jobs alone)");
+        throw std::runtime_error(
+            "options a group worker does not handle (the batch runs such jobs alone)");
       g.net.network = job.network;
       g.net.evidence = job.evidence;
       g.net.order_cache = (out_ / "order-cache").string();
-      spdlog::info("kinfer batch job {}: pe {} (group worker, process {})", job.id, job.network, ::getpid());
+      spdlog::info("kinfer batch job {}: pe {} (group worker, process {})", job.id, job.network,
+                   ::getpid());
       // The network is read once per group (every job of a group names the same file).
       if (net_path_ != job.network) {
         net_ = io::read_uai(job.network);
@@ -822,7 +860,8 @@ class Worker {
         spdlog::info("network already read by this worker");
       }
       Evidence ev;
-      const std::string evpath = g.net.evidence.empty() ? io::default_evidence_path(job.network) : g.net.evidence;
+      const std::string evpath =
+          g.net.evidence.empty() ? io::default_evidence_path(job.network) : g.net.evidence;
       if (!evpath.empty()) ev = io::read_evidence(evpath, net_);
       if (g.net.threads > 0) omp_set_num_threads(g.net.threads);
       PlanOptions po = g.net.plan_options();
@@ -847,7 +886,8 @@ class Worker {
             continue;
           }
           std::vector<int> scope;
-          std::vector<double> data = restructure(model.factors[f], p.model.card, p.tree.rank, scope);
+          std::vector<double> data =
+              restructure(model.factors[f], p.model.card, p.tree.rank, scope);
           fresh.emplace_back(f, std::move(data), std::move(scope));
         }
         for (auto& [f, data, scope] : fresh) {  // nothing above changed the plan (exceptions)
@@ -857,8 +897,10 @@ class Worker {
         p.model = std::move(model);
         p.evidence = ev;
         plan_source = "shared with job " + shared->first_job;
-        spdlog::info("plan shared with job {} (same reduced structure): {} of {} input tables kept, "
-                     "the rest re-read", shared->first_job, tables_kept, p.model.factors.size());
+        spdlog::info(
+            "plan shared with job {} (same reduced structure): {} of {} input tables kept, "
+            "the rest re-read",
+            shared->first_job, tables_kept, p.model.factors.size());
       } else {
         Compiled c;
         c.plan = make_plan(net_, ev, po);
@@ -871,9 +913,10 @@ class Worker {
       }
       const Plan& plan = shared->plan;
       const auto t2 = clock::now();
-      spdlog::info("order {}: width {}, largest table 2^{:.1f}, {} buckets, estimated peak memory {:.3g} MB",
-                   plan.order.heuristic, plan.order.stats.width, plan.order.stats.log2_max_table,
-                   plan.tree.buckets.size(), plan.memory.peak_bytes / 1e6);
+      spdlog::info(
+          "order {}: width {}, largest table 2^{:.1f}, {} buckets, estimated peak memory {:.3g} MB",
+          plan.order.heuristic, plan.order.stats.width, plan.order.stats.log2_max_table,
+          plan.tree.buckets.size(), plan.memory.peak_bytes / 1e6);
       double ln_pr;
       std::string impossible = plan.model.impossible, device = "cpu", why_not_gpu;
       gpu::DeviceRunReport rep;
@@ -884,7 +927,8 @@ class Worker {
       } else {
         RunOptions ro;
         ro.threads = g.net.threads;
-        const bool wants = g.device == "gpu" || (g.device == "auto" && plan.flops >= opt_.gpu_min_flops);
+        const bool wants =
+            g.device == "gpu" || (g.device == "auto" && plan.flops >= opt_.gpu_min_flops);
         if (wants && opt_.worker_gpu) {
           if (!ctx_ && ctx_why_not_.empty()) {
             const gpu::DeviceInfo info = gpu::probe();
@@ -921,12 +965,9 @@ class Worker {
       nlohmann::json j = pe_json(job.network, plan, ln_pr, {t0, t1, t2, t_dev, t3}, device);
       j["batch_plan"] = plan_source;
       if (on_gpu) {
-        j["gpu"] = {{"name", ctx_->name()},
-                    {"buckets_gpu", rep.gpu_buckets},
-                    {"buckets_cpu", rep.cpu_buckets},
-                    {"buckets_cpu_small", rep.small_on_cpu},
-                    {"cached", rep.cached_buckets},
-                    {"plain", rep.plain_buckets}};
+        j["gpu"] = {{"name", ctx_->name()},           {"buckets_gpu", rep.gpu_buckets},
+                    {"buckets_cpu", rep.cpu_buckets}, {"buckets_cpu_small", rep.small_on_cpu},
+                    {"cached", rep.cached_buckets},   {"plain", rep.plain_buckets}};
       } else if (!why_not_gpu.empty()) {
         j["gpu"] = {{"why_not", why_not_gpu}};
       }

@@ -17,13 +17,13 @@ namespace kinfer::app {
 
 struct BatchOptions {
   std::string manifest, out;
-  int jobs = 0;            // 0: number of cores
+  int jobs = 0;  // 0: number of cores
   bool resume = false, json = false;
-  double max_memory = 0;   // bytes; 0: 85% of the machine
-  int gpu_jobs = 1;        // jobs or groups that may hold the GPU at once (0: none)
-  double gpu_min_flops = 1e9;  // plans below this run on the CPU (as pe --device auto)
+  double max_memory = 0;         // bytes; 0: 85% of the machine
+  int gpu_jobs = 1;              // jobs or groups that may hold the GPU at once (0: none)
+  double gpu_min_flops = 1e9;    // plans below this run on the CPU (as pe --device auto)
   double gpu_wait_flops = 1e10;  // plans from this size wait for a busy GPU instead of the CPU
-  bool no_share = false;   // one process per job, no shared plans (for comparison)
+  bool no_share = false;         // one process per job, no shared plans (for comparison)
   // Internal: run as a group worker for these job ids (comma-separated), see run_batch_worker.
   std::string worker;
   bool worker_gpu = false;

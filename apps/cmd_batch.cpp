@@ -10,30 +10,38 @@ namespace kinfer::app {
 Runner add_batch(CLI::App& root) {
   auto o = std::make_shared<BatchOptions>();
   auto mem = std::make_shared<std::string>();
-  CLI::App* cmd = root.add_subcommand("batch", "run the jobs of a manifest (TSV or JSON), several at once");
-  cmd->add_option("MANIFEST", o->manifest, "TSV with a header row, or a JSON list of jobs")->required();
-  cmd->add_option("--out", o->out, "output folder (default: MANIFEST without extension + -results)");
+  CLI::App* cmd =
+      root.add_subcommand("batch", "run the jobs of a manifest (TSV or JSON), several at once");
+  cmd->add_option("MANIFEST", o->manifest, "TSV with a header row, or a JSON list of jobs")
+      ->required();
+  cmd->add_option("--out", o->out,
+                  "output folder (default: MANIFEST without extension + -results)");
   cmd->add_option("--jobs", o->jobs, "jobs running at once (default: number of cores)")
       ->check(CLI::PositiveNumber);
-  cmd->add_flag("--resume", o->resume, "continue an interrupted batch: skip jobs whose result is complete");
+  cmd->add_flag("--resume", o->resume,
+                "continue an interrupted batch: skip jobs whose result is complete");
   cmd->add_flag("--json", o->json, "print a JSON summary at the end");
-  cmd->add_option("--max-memory", *mem, "memory all running jobs together may use (default: 85% of this machine's)");
-  cmd->add_option("--gpu-jobs", o->gpu_jobs,
-                  "jobs (or groups of jobs) that may use the GPU at once; the others run on the CPU")
+  cmd->add_option("--max-memory", *mem,
+                  "memory all running jobs together may use (default: 85% of this machine's)");
+  cmd->add_option(
+         "--gpu-jobs", o->gpu_jobs,
+         "jobs (or groups of jobs) that may use the GPU at once; the others run on the CPU")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--gpu-min-flops", o->gpu_min_flops,
                   "only plans of at least this many FLOPs ask for the GPU (as pe --device auto)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option("--gpu-wait-flops", o->gpu_wait_flops,
-                  "plans of at least this many FLOPs wait for a busy GPU instead of running on the CPU "
-                  "(the jobs after them go ahead meanwhile)")
+  cmd->add_option(
+         "--gpu-wait-flops", o->gpu_wait_flops,
+         "plans of at least this many FLOPs wait for a busy GPU instead of running on the CPU "
+         "(the jobs after them go ahead meanwhile)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_flag("--no-share", o->no_share,
                 "one process per job: jobs of the same network do not share a compiled plan");
-  cmd->add_option("--worker", o->worker, "internal: evaluate these job ids in one process")->group("");
+  cmd->add_option("--worker", o->worker, "internal: evaluate these job ids in one process")
+      ->group("");
   cmd->add_flag("--worker-gpu", o->worker_gpu, "internal: the worker may open the GPU")->group("");
   return [o, mem, cmd]() {
     if (!cmd->parsed()) return -1;

@@ -39,10 +39,11 @@ std::string percent(double x) {
 void print_model(const char* device, const sched::DeviceProfile& d) {
   const auto& m = d.model;
   std::printf("%-4s %s\n", device, d.name.c_str());
-  std::printf("     %zu buckets timed; model %s; cross-validated median error: loglinear %s, "
-              "loglinear+tree %s, tree %s\n",
-              d.samples.size(), sched::to_string(m.kind), percent(m.cv_loglinear).c_str(),
-              percent(m.cv_loglinear_tree).c_str(), percent(m.cv_tree).c_str());
+  std::printf(
+      "     %zu buckets timed; model %s; cross-validated median error: loglinear %s, "
+      "loglinear+tree %s, tree %s\n",
+      d.samples.size(), sched::to_string(m.kind), percent(m.cv_loglinear).c_str(),
+      percent(m.cv_loglinear_tree).c_str(), percent(m.cv_tree).c_str());
   std::printf("     executor overhead %s per bucket\n", sched::format_seconds(d.dispatch).c_str());
 }
 
@@ -58,7 +59,8 @@ int run_calibrate(const CalibrateCmdOptions& o) {
   for (const std::string& path : o.networks) {
     Network net = io::read_uai(path);
     Evidence ev;
-    if (const std::string e = io::default_evidence_path(path); !e.empty()) ev = io::read_evidence(e, net);
+    if (const std::string e = io::default_evidence_path(path); !e.empty())
+      ev = io::read_evidence(e, net);
     PlanOptions po;
     po.order.time_budget = 2;
     plans.push_back(make_plan(net, ev, po));
@@ -66,8 +68,10 @@ int run_calibrate(const CalibrateCmdOptions& o) {
   for (const Plan& p : plans) co.networks.push_back(&p);
 
   sched::OpenedDevice dev;
-  if (o.no_gpu) dev.name = "--no-gpu";
-  else dev = sched::open_gpu();
+  if (o.no_gpu)
+    dev.name = "--no-gpu";
+  else
+    dev = sched::open_gpu();
   if (!dev.ctx) spdlog::info("no GPU ({}): calibrating the CPU only", dev.name);
   const sched::Profile p = sched::calibrate(co, dev.ctx.get(), dev.name);
   sched::save_profile(p, out);
@@ -75,7 +79,8 @@ int run_calibrate(const CalibrateCmdOptions& o) {
     std::cout << nlohmann::json{{"profile", out},
                                 {"cpu_samples", p.cpu.samples.size()},
                                 {"cpu_model", sched::to_string(p.cpu.model.kind)},
-                                {"cpu_cv_median_relative_error", p.cpu.model.to_json()["cv_median_relative_error"]},
+                                {"cpu_cv_median_relative_error",
+                                 p.cpu.model.to_json()["cv_median_relative_error"]},
                                 {"gpu", p.has_gpu}}
                      .dump(2)
               << std::endl;

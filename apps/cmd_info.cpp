@@ -31,30 +31,29 @@ int run_info(const InfoOptions& o) {
   for (int c : net.card) max_card = std::max(max_card, c);
   int free_vars = 0;
   for (char f : plan.model.fixed) free_vars += !f;
-  nlohmann::json j = {
-      {"network", o.net.network},
-      {"type", net.kind},
-      {"variables", net.num_vars()},
-      {"max_cardinality", max_card},
-      {"factors", net.factors.size()},
-      {"evidence_observed", plan.model.num_observed},
-      {"free_variables", free_vars},
-      {"values_removed", plan.model.values_removed},
-      {"reduced_factors", plan.model.factors.size()},
-      {"components", plan.components},
-      {"order", order_json(plan)},
-      {"buckets", plan.tree.buckets.size()},
-      {"memory", memory_json(plan)},
-      {"memory_limit_bytes", limit},
-      {"fits_memory_limit", plan.memory.peak_bytes <= limit}};
+  nlohmann::json j = {{"network", o.net.network},
+                      {"type", net.kind},
+                      {"variables", net.num_vars()},
+                      {"max_cardinality", max_card},
+                      {"factors", net.factors.size()},
+                      {"evidence_observed", plan.model.num_observed},
+                      {"free_variables", free_vars},
+                      {"values_removed", plan.model.values_removed},
+                      {"reduced_factors", plan.model.factors.size()},
+                      {"components", plan.components},
+                      {"order", order_json(plan)},
+                      {"buckets", plan.tree.buckets.size()},
+                      {"memory", memory_json(plan)},
+                      {"memory_limit_bytes", limit},
+                      {"fits_memory_limit", plan.memory.peak_bytes <= limit}};
   if (!plan.model.impossible.empty()) j["impossible"] = plan.model.impossible;
   if (o.json) {
     std::cout << j.dump(2) << std::endl;
     return 0;
   }
   std::printf("network            %s (%s)\n", o.net.network.c_str(), net.kind.c_str());
-  std::printf("variables          %d (largest domain %d), %d free after evidence\n",
-              net.num_vars(), max_card, free_vars);
+  std::printf("variables          %d (largest domain %d), %d free after evidence\n", net.num_vars(),
+              max_card, free_vars);
   std::printf("factors            %zu (%zu after evidence reduction), %d connected component(s)\n",
               net.factors.size(), plan.model.factors.size(), plan.components);
   std::printf("evidence           %d observed variable(s); value elimination removed %d value(s)\n",
@@ -68,7 +67,8 @@ int run_info(const InfoOptions& o) {
   std::printf("estimated memory   %.4g MB peak (limit %.4g MB)%s\n", plan.memory.peak_bytes / 1e6,
               limit / 1e6, plan.memory.peak_bytes <= limit ? "" : "  -- does NOT fit");
   std::printf("estimated FLOPs    %.4g\n", plan.flops);
-  if (!plan.model.impossible.empty()) std::printf("impossible         %s\n", plan.model.impossible.c_str());
+  if (!plan.model.impossible.empty())
+    std::printf("impossible         %s\n", plan.model.impossible.c_str());
   return 0;
 }
 

@@ -16,11 +16,11 @@
 #include "apps/commands.hpp"
 #include "apps/network_options.hpp"
 #include "engine/errors.hpp"
-#include "linkage/analysis.hpp"
 #include "engine/memory_limit.hpp"
 #include "gpu/device_api.hpp"
 #include "gpu/executor.hpp"
 #include "io/linkage.hpp"
+#include "linkage/analysis.hpp"
 
 namespace kinfer::app {
 
@@ -52,7 +52,8 @@ std::vector<double> parse_list(const std::string& opt, const std::string& text) 
     char* end = nullptr;
     const double v = std::strtod(t.c_str(), &end);
     if (t.empty() || end != t.c_str() + t.size() || !std::isfinite(v))
-      throw CLI::ValidationError(opt, "expected numbers or START:STOP:STEP ranges, found '" + t + "'");
+      throw CLI::ValidationError(opt,
+                                 "expected numbers or START:STOP:STEP ranges, found '" + t + "'");
     return v;
   };
   while (in >> w) {
@@ -67,8 +68,10 @@ std::vector<double> parse_list(const std::string& opt, const std::string& text) 
     const double a = num(w.substr(0, c1)), b = num(w.substr(c1 + 1, c2 - c1 - 1)),
                  st = num(w.substr(c2 + 1));
     if (!(st > 0) || b < a || (b - a) / st > 1e6)
-      throw CLI::ValidationError(opt, "a range START:STOP:STEP needs STEP > 0 and STOP >= START, found '" + w + "'");
-    for (long i = 0; a + i * st <= b + 1e-9 * std::max(1.0, std::abs(b)); ++i) out.push_back(a + i * st);
+      throw CLI::ValidationError(
+          opt, "a range START:STOP:STEP needs STEP > 0 and STOP >= START, found '" + w + "'");
+    for (long i = 0; a + i * st <= b + 1e-9 * std::max(1.0, std::abs(b)); ++i)
+      out.push_back(a + i * st);
   }
   if (out.empty()) throw CLI::ValidationError(opt, "expected at least one value");
   return out;
@@ -88,7 +91,8 @@ nlohmann::json jnum(double x) {
 
 const double kLn10 = std::log(10.0);
 
-std::string text_report(const lk::AnalysisResult& r, const lk::LocusFile& lf, const lk::PedigreeFile& pf) {
+std::string text_report(const lk::AnalysisResult& r, const lk::LocusFile& lf,
+                        const lk::PedigreeFile& pf) {
   std::ostringstream s;
   const std::string rule = "-----------------------------------------------------------\n";
   s << "kinfer lod: " << (r.program == lk::Program::Mlink ? "MLINK" : "LINKMAP") << ", "
@@ -104,8 +108,8 @@ std::string text_report(const lk::AnalysisResult& r, const lk::LocusFile& lf, co
       << "); LOD baseline sets it to 0.5\n";
   else
     s << "MOVING LOCUS: " << lf.loci[r.moving_locus].name
-      << "; LOD baseline: the moving locus unlinked, log10 L = " << num(r.baseline.total_ln_l / kLn10)
-      << "\n";
+      << "; LOD baseline: the moving locus unlinked, log10 L = "
+      << num(r.baseline.total_ln_l / kLn10) << "\n";
   for (const auto& n : r.notes) s << "NOTE: " << n << '\n';
   auto thetas = [&](const std::vector<double>& v) {
     std::ostringstream t;
@@ -158,18 +162,20 @@ nlohmann::json eval_json(const lk::Evaluation& e, const lk::AnalysisResult& r, b
     j["position"] = e.position ? nlohmann::json(*e.position) : nlohmann::json(nullptr);
   nlohmann::json peds = nlohmann::json::array();
   for (std::size_t p = 0; p < e.ln_l.size(); ++p) {
-    nlohmann::json q = {{"id", r.pedigrees[p]}, {"ln_l", jnum(e.ln_l[p])}, {"log10_l", jnum(e.ln_l[p] / kLn10)}};
+    nlohmann::json q = {
+        {"id", r.pedigrees[p]}, {"ln_l", jnum(e.ln_l[p])}, {"log10_l", jnum(e.ln_l[p] / kLn10)}};
     if (with_lod) q["lod"] = jnum(lk::AnalysisResult::lod(e.ln_l[p], r.baseline.ln_l[p]));
     peds.push_back(q);
   }
   j["pedigrees"] = peds;
   j["total"] = {{"ln_l", jnum(e.total_ln_l)}, {"log10_l", jnum(e.total_ln_l / kLn10)}};
-  if (with_lod) j["total"]["lod"] = jnum(lk::AnalysisResult::lod(e.total_ln_l, r.baseline.total_ln_l));
+  if (with_lod)
+    j["total"]["lod"] = jnum(lk::AnalysisResult::lod(e.total_ln_l, r.baseline.total_ln_l));
   return j;
 }
 
-nlohmann::json json_report(const lk::AnalysisResult& r, const lk::LocusFile& lf, const LodOptions& o,
-                           const lk::PedigreeFile& pf, double seconds) {
+nlohmann::json json_report(const lk::AnalysisResult& r, const lk::LocusFile& lf,
+                           const LodOptions& o, const lk::PedigreeFile& pf, double seconds) {
   nlohmann::json j;
   j["program"] = lk::program_name(r.program);
   j["pedfile"] = o.ped;
@@ -213,10 +219,12 @@ void write_plot(const std::string& path, const lk::AnalysisResult& r, const lk::
   namespace fs = std::filesystem;
   const std::string ext = fs::path(path).extension().string();
   if (ext != ".svg" && ext != ".png")
-    throw CLI::ValidationError("--plot", "the picture's name must end in .svg or .png, found '" + path + "'");
+    throw CLI::ValidationError("--plot",
+                               "the picture's name must end in .svg or .png, found '" + path + "'");
   if (std::system("command -v gnuplot >/dev/null 2>&1") != 0)
-    throw InputError(path, 0, "drawing the LOD curve needs gnuplot (Debian package gnuplot-nox), "
-                              "which is not installed");
+    throw InputError(path, 0,
+                     "drawing the LOD curve needs gnuplot (Debian package gnuplot-nox), "
+                     "which is not installed");
   const fs::path dir = fs::temp_directory_path() / ("kinfer-plot-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const bool mlink = r.program == lk::Program::Mlink;
@@ -247,9 +255,8 @@ void write_plot(const std::string& path, const lk::AnalysisResult& r, const lk::
   g << "set ylabel 'LOD score'\n";
   std::string trait = mlink ? "" : lf.loci[r.moving_locus].name;
   if (mlink) {
-    g << "set xlabel 'recombination fraction θ" << (r.sex_specific ? " (male)" : "")
-      << " between " << r.map_order[r.varied_interval] << " and "
-      << r.map_order[r.varied_interval + 1] << "'\n";
+    g << "set xlabel 'recombination fraction θ" << (r.sex_specific ? " (male)" : "") << " between "
+      << r.map_order[r.varied_interval] << " and " << r.map_order[r.varied_interval + 1] << "'\n";
     g << "set xrange [0:0.5]\n";
   } else {
     g << "set xlabel 'map position of " << trait << " (cM, "
@@ -295,17 +302,22 @@ int run_lod(const LodOptions& o) {
   for (const auto& w : pf.warnings) spdlog::warn("{}", w);
   int people = 0;
   for (const auto& p : pf.pedigrees) people += static_cast<int>(p.people.size());
-  spdlog::info("{}: {} loci{}; {}: {} pedigree(s), {} individuals ({}-makeped{})", o.dat, lf.n_loci(),
-               lf.sex_linked ? " (sex-linked)" : "", o.ped, pf.pedigrees.size(), people,
-               pf.post_makeped ? "post" : "pre",
-               pf.merged_loop_breakers ? ", " + std::to_string(pf.merged_loop_breakers) + " loop breaker copies merged" : "");
+  spdlog::info("{}: {} loci{}; {}: {} pedigree(s), {} individuals ({}-makeped{})", o.dat,
+               lf.n_loci(), lf.sex_linked ? " (sex-linked)" : "", o.ped, pf.pedigrees.size(),
+               people, pf.post_makeped ? "post" : "pre",
+               pf.merged_loop_breakers
+                   ? ", " + std::to_string(pf.merged_loop_breakers) + " loop breaker copies merged"
+                   : "");
 
   lk::AnalysisOptions ao;
-  if (!o.program.empty()) ao.program = o.program == "mlink" ? lk::Program::Mlink : lk::Program::Linkmap;
+  if (!o.program.empty())
+    ao.program = o.program == "mlink" ? lk::Program::Mlink : lk::Program::Linkmap;
   if (!o.theta.empty()) {
     ao.thetas = parse_list("--theta", o.theta);
     for (double t : ao.thetas)
-      if (t < 0 || t > 0.5) throw CLI::ValidationError("--theta", "a recombination fraction is between 0 and 0.5, found " + num(t, 4));
+      if (t < 0 || t > 0.5)
+        throw CLI::ValidationError(
+            "--theta", "a recombination fraction is between 0 and 0.5, found " + num(t, 4));
   }
   if (!o.positions.empty()) ao.positions = parse_list("--positions", o.positions);
   ao.moving_locus = o.moving;
@@ -315,7 +327,8 @@ int run_lod(const LodOptions& o) {
   ao.plan.order.time_budget = o.order_time;
   ao.plan.order.seed = o.seed;
   try {
-    ao.plan.max_memory_bytes = o.max_memory.empty() ? default_max_memory_bytes() : parse_size(o.max_memory);
+    ao.plan.max_memory_bytes =
+        o.max_memory.empty() ? default_max_memory_bytes() : parse_size(o.max_memory);
   } catch (const std::invalid_argument& e) {
     throw CLI::ValidationError("--max-memory", e.what());
   }
@@ -337,10 +350,11 @@ int run_lod(const LodOptions& o) {
           if (!info.available) throw std::runtime_error(info.why_not);
           dev->ctx = gpu::Context::create();
           spdlog::info("GPU: {} ({:.0f} GiB) for plans of {} FLOP", info.name,
-                       info.memory_bytes / (1 << 30), all ? "any" : fmt::format("{:.0e}+", kLodGpuMinFlops));
+                       info.memory_bytes / (1 << 30),
+                       all ? "any" : fmt::format("{:.0e}+", kLodGpuMinFlops));
         } catch (const std::exception& e) {
-          spdlog::log(all ? spdlog::level::warn : spdlog::level::info, "running on the CPU: no GPU ({})",
-                      e.what());
+          spdlog::log(all ? spdlog::level::warn : spdlog::level::info,
+                      "running on the CPU: no GPU ({})", e.what());
         }
       }
       if (!dev->ctx) return ++dev->cpu_runs, run_plan(plan);
@@ -348,12 +362,14 @@ int run_lod(const LodOptions& o) {
       return gpu::run_plan_gpu(plan, *dev->ctx);
     };
   const lk::AnalysisResult r = lk::analyze(lf, pf, ao);
-  if (dev->gpu_runs) spdlog::info("{} plan run(s) on the GPU, {} on the CPU", dev->gpu_runs, dev->cpu_runs);
+  if (dev->gpu_runs)
+    spdlog::info("{} plan run(s) on the GPU, {} on the CPU", dev->gpu_runs, dev->cpu_runs);
   const double secs = std::chrono::duration<double>(clock::now() - t0).count();
-  spdlog::info("{} evaluation(s) in {:.3g} s: reduce {:.3g} s, {} plan(s) {:.3g} s, {} run(s) {:.3g} s; "
-               "largest width {}, largest table 2^{:.1f}",
-               r.evaluations.size(), secs, r.timing.reduce_s, r.timing.plans, r.timing.plan_s,
-               r.timing.runs, r.timing.evaluate_s, r.timing.max_width, r.timing.log2_max_table);
+  spdlog::info(
+      "{} evaluation(s) in {:.3g} s: reduce {:.3g} s, {} plan(s) {:.3g} s, {} run(s) {:.3g} s; "
+      "largest width {}, largest table 2^{:.1f}",
+      r.evaluations.size(), secs, r.timing.reduce_s, r.timing.plans, r.timing.plan_s, r.timing.runs,
+      r.timing.evaluate_s, r.timing.max_width, r.timing.log2_max_table);
 
   const std::string text = text_report(r, lf, pf);
   const nlohmann::json j = json_report(r, lf, o, pf, secs);
@@ -403,15 +419,20 @@ Runner add_lod(CLI::App& root) {
   cmd->add_option("--order", o->order, "elimination order heuristic")
       ->check(CLI::IsMember({"minfill", "minweight", "wminfill", "stochastic"}))
       ->capture_default_str();
-  cmd->add_option("--order-time", o->order_time, "seconds the stochastic order search may take per network")
+  cmd->add_option("--order-time", o->order_time,
+                  "seconds the stochastic order search may take per network")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option("--seed", o->seed, "random seed of the stochastic order search")->capture_default_str();
-  cmd->add_option("--threads", o->threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--max-memory", o->max_memory, "memory one pedigree's computation may use, e.g. 8G");
-  cmd->add_option("--device", o->device,
-                  "auto: the GPU for plans of 1e9 FLOP and more when there is one; gpu: every plan on "
-                  "the GPU; cpu: never the GPU")
+  cmd->add_option("--seed", o->seed, "random seed of the stochastic order search")
+      ->capture_default_str();
+  cmd->add_option("--threads", o->threads, "CPU threads (default: all cores)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-memory", o->max_memory,
+                  "memory one pedigree's computation may use, e.g. 8G");
+  cmd->add_option(
+         "--device", o->device,
+         "auto: the GPU for plans of 1e9 FLOP and more when there is one; gpu: every plan on "
+         "the GPU; cpu: never the GPU")
       ->check(CLI::IsMember({"auto", "cpu", "gpu"}))
       ->capture_default_str();
   cmd->add_flag("--no-recode", o->no_recode, "keep every allele (no allele recoding)");

@@ -1,17 +1,17 @@
 // kinfer pe: the probability of the evidence.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <map>
-#include <optional>
-#include <algorithm>
 #include <future>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "apps/commands.hpp"
 #include "apps/network_options.hpp"
@@ -92,8 +92,10 @@ std::unique_ptr<gpu::Context> open_device(const PeOptions& o, const Plan& plan,
     return nullptr;
   }
   if (o.device == "auto" && !o.check && plan.flops < kAutoGpuMinFlops) {
-    why_not = fmt::format("--device auto: the plan needs {:.3g} FLOP, below the {:.0e} that pay for "
-                          "starting the GPU", plan.flops, kAutoGpuMinFlops);
+    why_not = fmt::format(
+        "--device auto: the plan needs {:.3g} FLOP, below the {:.0e} that pay for "
+        "starting the GPU",
+        plan.flops, kAutoGpuMinFlops);
     spdlog::info("running on the CPU: {}", why_not);
     return nullptr;
   }
@@ -152,7 +154,8 @@ void check_bucket(gpu::Context& ctx, int b, const BucketShape& shape,
   ctx.download(out, gpu_out.data(), n_out, 0);
   ctx.synchronize(0);
   double worst = 0;
-  for (std::int64_t i = 0; i < n_out; ++i) worst = std::max(worst, difference(gpu_out[i], cpu_out[i]));
+  for (std::int64_t i = 0; i < n_out; ++i)
+    worst = std::max(worst, difference(gpu_out[i], cpu_out[i]));
   spdlog::debug("check: bucket {} ({}, {} outputs): largest difference {:.3g}", b,
                 gpu::to_string(k.variant), n_out, worst);
   if (worst > r.max_abs_diff || r.worst_bucket < 0) {
@@ -176,10 +179,11 @@ struct PeRun {
   double h2d_bytes = NAN, d2h_bytes = NAN;  // NaN: not counted (whole-plan)
   double predicted_seconds = NAN;
   double schedule_seconds = NAN;  // of the first run: reading the profile, predicting, assigning
-  double first_seconds = NAN;    // the first computation (after the device started), scheduling included
-  std::vector<double> repeats;   // --repeat: the computations after it
+  double first_seconds =
+      NAN;  // the first computation (after the device started), scheduling included
+  std::vector<double> repeats;                       // --repeat: the computations after it
   nlohmann::json buckets = nlohmann::json::array();  // --explain: device and reason per bucket
-  gpu::DeviceRunReport whole;    // whole-plan only
+  gpu::DeviceRunReport whole;                        // whole-plan only
 };
 
 double median_of(std::vector<double> v) {
@@ -194,8 +198,8 @@ bool policy_needs_profile(const std::string& s) { return s == "greedy" || s == "
 // Runs the plan with a GPU context under --schedule (or the default), repeated --repeat times
 // after the first run for timing. Falls back to the whole-plan executor, logged, when a
 // policy that needs predictions has no profile with a GPU part.
-PeRun run_scheduled_pe(const PeOptions& o, const Plan& plan, gpu::Context& ctx, const RunOptions& ro,
-                       std::optional<sched::Profile> prof) {
+PeRun run_scheduled_pe(const PeOptions& o, const Plan& plan, gpu::Context& ctx,
+                       const RunOptions& ro, std::optional<sched::Profile> prof) {
   using clock = std::chrono::steady_clock;
   PeRun r;
   r.requested = o.schedule.empty() ? kDefaultGpuSchedule : o.schedule;
@@ -224,13 +228,15 @@ PeRun run_scheduled_pe(const PeOptions& o, const Plan& plan, gpu::Context& ctx, 
       r.gpu_buckets = r.whole.gpu_buckets;
       r.cpu_buckets = r.whole.cpu_buckets;
       if (rep == 0)
-        spdlog::info("{}: {} buckets on the GPU ({} cached, {} plain), {} on the CPU ({} of them "
-                     "small with all inputs on the host)", kWholePlan, r.whole.gpu_buckets,
-                     r.whole.cached_buckets, r.whole.plain_buckets, r.whole.cpu_buckets,
-                     r.whole.small_on_cpu);
+        spdlog::info(
+            "{}: {} buckets on the GPU ({} cached, {} plain), {} on the CPU ({} of them "
+            "small with all inputs on the host)",
+            kWholePlan, r.whole.gpu_buckets, r.whole.cached_buckets, r.whole.plain_buckets,
+            r.whole.cpu_buckets, r.whole.small_on_cpu);
       if (rep == 0 && o.explain) {
         std::map<int, std::string> why(r.whole.on_cpu.begin(), r.whole.on_cpu.end());
-        for (const auto& [b, w] : why) r.buckets.push_back({{"bucket", b}, {"device", "cpu"}, {"reason", w}});
+        for (const auto& [b, w] : why)
+          r.buckets.push_back({{"bucket", b}, {"device", "cpu"}, {"reason", w}});
       }
     } else if (rep > 0) {
       // the same assignment again: the executor alone, as whole-plan's repeats are
@@ -254,19 +260,25 @@ PeRun run_scheduled_pe(const PeOptions& o, const Plan& plan, gpu::Context& ctx, 
       r.d2h_bytes = s.stats.d2h_bytes;
       if (!s.schedule.device.empty()) r.predicted_seconds = s.schedule.cost.total();
       if (!s.note.empty()) r.note += (r.note.empty() ? "" : "; ") + s.note;
-      spdlog::info("schedule {}: {} buckets on the GPU, {} on the CPU, {:.3g} kB to the GPU, "
-                   "{:.3g} kB back; scheduling took {}", r.ran, r.gpu_buckets, r.cpu_buckets,
-                   r.h2d_bytes / 1e3, r.d2h_bytes / 1e3, sched::format_seconds(s.schedule_seconds));
+      spdlog::info(
+          "schedule {}: {} buckets on the GPU, {} on the CPU, {:.3g} kB to the GPU, "
+          "{:.3g} kB back; scheduling took {}",
+          r.ran, r.gpu_buckets, r.cpu_buckets, r.h2d_bytes / 1e3, r.d2h_bytes / 1e3,
+          sched::format_seconds(s.schedule_seconds));
       if (o.explain)
         for (int b = 0; b < nb; ++b) {
           const sched::Device d = s.stats.ran_on.empty() ? sched::Device::cpu : s.stats.ran_on[b];
           std::string why;
-          if (!s.schedule.reason.empty()) why = s.schedule.reason[b];
-          else if (s.policy == sched::Policy::gpu_only) why = "gpu-only: every bucket on the GPU";
-          else why = "cpu-only: every bucket on the CPU";
+          if (!s.schedule.reason.empty())
+            why = s.schedule.reason[b];
+          else if (s.policy == sched::Policy::gpu_only)
+            why = "gpu-only: every bucket on the GPU";
+          else
+            why = "cpu-only: every bucket on the CPU";
           if (!s.schedule.device.empty() && s.schedule.device[b] != d)
             why += "; ran on the CPU: no GPU kernel takes it";
-          else if (s.schedule.device.empty() && s.policy == sched::Policy::gpu_only && d == sched::Device::cpu)
+          else if (s.schedule.device.empty() && s.policy == sched::Policy::gpu_only &&
+                   d == sched::Device::cpu)
             why = "gpu-only, but no GPU kernel takes it: on the CPU";
           r.buckets.push_back({{"bucket", b}, {"device", sched::to_string(d)}, {"reason", why}});
         }
@@ -298,11 +310,11 @@ int run_pe(const PeOptions& o) {
   const auto t1 = clock::now();
   Plan plan = make_plan(net, ev, o.net.plan_options());
   const auto t2 = clock::now();
-  spdlog::info("order {}: width {}, largest table 2^{:.1f}, total state 2^{:.1f}, {} buckets, "
-               "estimated peak memory {:.3g} MB",
-               plan.order.heuristic, plan.order.stats.width, plan.order.stats.log2_max_table,
-               plan.order.stats.log2_total_state, plan.tree.buckets.size(),
-               plan.memory.peak_bytes / 1e6);
+  spdlog::info(
+      "order {}: width {}, largest table 2^{:.1f}, total state 2^{:.1f}, {} buckets, "
+      "estimated peak memory {:.3g} MB",
+      plan.order.heuristic, plan.order.stats.width, plan.order.stats.log2_max_table,
+      plan.order.stats.log2_total_state, plan.tree.buckets.size(), plan.memory.peak_bytes / 1e6);
   double ln_pr;
   std::string impossible = plan.model.impossible;
   std::string device = "cpu", why_not_gpu;
@@ -326,9 +338,10 @@ int run_pe(const PeOptions& o) {
       ln_pr = run_plan(plan, ro);
       checked = true;
       device = "cpu+gpu";
-      spdlog::info("check: {} buckets on both CPU and GPU ({} without a GPU kernel), largest "
-                   "difference {:.3g} (bucket {})",
-                   check.buckets, check.cpu_only, check.max_abs_diff, check.worst_bucket);
+      spdlog::info(
+          "check: {} buckets on both CPU and GPU ({} without a GPU kernel), largest "
+          "difference {:.3g} (bucket {})",
+          check.buckets, check.cpu_only, check.max_abs_diff, check.worst_bucket);
     } else if (ctx) {
       sr = run_scheduled_pe(o, plan, *ctx, ro, std::move(profile));
       ln_pr = sr.ln_pr;
@@ -344,14 +357,16 @@ int run_pe(const PeOptions& o) {
       sr.ran = "cpu-only";
       if (o.explain)
         for (std::size_t b = 0; b < plan.tree.buckets.size(); ++b)
-          sr.buckets.push_back({{"bucket", b}, {"device", "cpu"},
+          sr.buckets.push_back({{"bucket", b},
+                                {"device", "cpu"},
                                 {"reason", "no GPU in use: every bucket on the CPU"}});
       sr.cpu_buckets = static_cast<int>(plan.tree.buckets.size());
       for (int rep = 0; rep < o.repeat; ++rep) {
         const auto a = clock::now();
         const double again = run_plan(plan, ro);
         sr.repeats.push_back(secs(a, clock::now()));
-        if (again != ln_pr) spdlog::error("repeat {}: ln P(e) {} differs from {}", rep, again, ln_pr);
+        if (again != ln_pr)
+          spdlog::error("repeat {}: ln P(e) {} differs from {}", rep, again, ln_pr);
       }
     }
     if (std::isinf(ln_pr) && ln_pr < 0)
@@ -365,14 +380,15 @@ int run_pe(const PeOptions& o) {
     nlohmann::json j = pe_json(o.net.network, plan, ln_pr, {t0, t1, t2, t_dev, t3}, device);
     if (ctx) {
       // buckets_gpu/buckets_cpu also here, where bench/gpu/run.sh reads them
-      j["gpu"] = {{"name", ctx->name()},
-                  {"buckets_gpu", sr.gpu_buckets},
-                  {"buckets_cpu", sr.cpu_buckets}};
+      j["gpu"] = {
+          {"name", ctx->name()}, {"buckets_gpu", sr.gpu_buckets}, {"buckets_cpu", sr.cpu_buckets}};
     } else if (!why_not_gpu.empty() && o.device != "cpu") {
       j["gpu"] = {{"why_not", why_not_gpu}};
     }
     if (!checked && impossible.empty()) {
-      auto num = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
+      auto num = [](double x) {
+        return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr);
+      };
       nlohmann::json sj = {{"requested", sr.requested},
                            {"policy", sr.ran},
                            {"buckets_gpu", sr.gpu_buckets},
@@ -419,9 +435,9 @@ int run_pe(const PeOptions& o) {
       if (!sr.note.empty()) std::cout << "note: " << sr.note << std::endl;
     }
     if (o.repeat > 0)
-      std::cout << "compute: first run " << sched::format_seconds(sr.first_seconds) << ", median of "
-                << sr.repeats.size() << " repeats " << sched::format_seconds(median_of(sr.repeats))
-                << std::endl;
+      std::cout << "compute: first run " << sched::format_seconds(sr.first_seconds)
+                << ", median of " << sr.repeats.size() << " repeats "
+                << sched::format_seconds(median_of(sr.repeats)) << std::endl;
     if (o.explain)
       for (const auto& b : sr.buckets)
         std::cout << "  bucket " << b["bucket"].get<int>() << " " << b["device"].get<std::string>()
@@ -448,12 +464,13 @@ Runner add_pe(CLI::App& root) {
       ->capture_default_str();
   cmd->add_flag("--check", o->check,
                 "run every bucket on both the CPU and the GPU and report the largest difference");
-  cmd->add_option("--schedule", o->schedule,
-                  std::string("how buckets are placed when a GPU is used: cpu-only, gpu-only, greedy, "
-                              "comm-aware (the DP of paper 001, from a calibration profile), or "
-                              "whole-plan (every bucket a kernel takes on the GPU but small ones "
-                              "whose inputs are on the host; needs no profile); default ") +
-                      kDefaultGpuSchedule + ". Without a GPU in use every bucket runs on the CPU")
+  cmd->add_option(
+         "--schedule", o->schedule,
+         std::string("how buckets are placed when a GPU is used: cpu-only, gpu-only, greedy, "
+                     "comm-aware (the DP of paper 001, from a calibration profile), or "
+                     "whole-plan (every bucket a kernel takes on the GPU but small ones "
+                     "whose inputs are on the host; needs no profile); default ") +
+             kDefaultGpuSchedule + ". Without a GPU in use every bucket runs on the CPU")
       ->check(CLI::IsMember({"cpu-only", "gpu-only", "greedy", "comm-aware", kWholePlan}));
   cmd->add_option("--profile", o->profile,
                   "calibration profile for greedy and comm-aware (default: the one `kinfer "

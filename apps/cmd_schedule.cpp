@@ -55,9 +55,9 @@ int run_schedule(const ScheduleOptions& o) {
     nlohmann::json pol = nlohmann::json::object();
     for (const auto& s : all)
       pol[sched::to_string(s.policy)] = sched::to_json(t, s, o.explain || s.policy == chosen);
-    std::cout << nlohmann::json{{"tree", o.tree}, {"nodes", t.nodes.size()}, {"policies", pol}}
-                     .dump(2)
-              << std::endl;
+    std::cout
+        << nlohmann::json{{"tree", o.tree}, {"nodes", t.nodes.size()}, {"policies", pol}}.dump(2)
+        << std::endl;
     return 0;
   }
   std::printf("tree %s: %zu nodes, root %lld\n\n", o.tree.c_str(), t.nodes.size(),
@@ -77,7 +77,6 @@ int run_schedule(const ScheduleOptions& o) {
   return 0;
 }
 
-
 struct CompareOptions {
   NetworkOptions net;
   std::string profile, save_tree, bucket_log;
@@ -92,7 +91,9 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
-nlohmann::json num(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); }
+nlohmann::json num(double x) {
+  return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr);
+}
 
 std::string bytes_text(double b) {
   const char* unit[] = {"B", "KB", "MB", "GB", "TB"};
@@ -113,7 +114,7 @@ std::string percent(double x) {
 // Per-bucket kernel predictions against one timed run on a device.
 struct BucketCheck {
   int buckets = 0;
-  double median_error = NAN;  // median over buckets of |predicted / measured - 1|
+  double median_error = NAN;           // median over buckets of |predicted / measured - 1|
   double predicted = 0, measured = 0;  // totals over the same buckets
   nlohmann::json to_json() const {
     return {{"buckets", buckets},
@@ -150,18 +151,22 @@ int run_compare(const CompareOptions& o) {
   const Plan plan = make_plan(net, ev, o.net.plan_options());
   const int nb = static_cast<int>(plan.tree.buckets.size());
   if (!plan.model.impossible.empty())
-    throw InputError(o.net.network, 0, "P(e) = 0 before any bucket runs (" +
-                                           plan.model.impossible + "): nothing to schedule");
+    throw InputError(
+        o.net.network, 0,
+        "P(e) = 0 before any bucket runs (" + plan.model.impossible + "): nothing to schedule");
   const std::string profile_path = o.profile.empty() ? sched::default_profile_path() : o.profile;
   const sched::Profile prof = sched::load_profile(profile_path);
   sched::OpenedDevice dev;
-  if (o.no_gpu) dev.name = "--no-gpu";
-  else dev = sched::open_gpu();
+  if (o.no_gpu)
+    dev.name = "--no-gpu";
+  else
+    dev = sched::open_gpu();
   const bool gpu_measured = dev.ctx != nullptr;
   if (gpu_measured && !prof.has_gpu)
-    spdlog::warn("the profile {} was made without a GPU: every prediction keeps the buckets on "
-                 "the CPU; run `kinfer calibrate` on this machine",
-                 profile_path);
+    spdlog::warn(
+        "the profile {} was made without a GPU: every prediction keeps the buckets on "
+        "the CPU; run `kinfer calibrate` on this machine",
+        profile_path);
   // every measured run follows a warm-up, so no bucket pays its shape's first GPU use
   const sched::PlanCosts pc = sched::plan_costs(plan, prof, true);
   if (!o.save_tree.empty()) write_atomically(o.save_tree, sched::to_json(pc.tree).dump(1) + "\n");
@@ -203,7 +208,8 @@ int run_compare(const CompareOptions& o) {
   sched::ExecOptions timed;
   timed.time_buckets = true;
   sched::ExecStats cpu_st, gpu_st;
-  sched::run_scheduled(plan, std::vector<sched::Device>(nb, sched::Device::cpu), nullptr, timed, &cpu_st);
+  sched::run_scheduled(plan, std::vector<sched::Device>(nb, sched::Device::cpu), nullptr, timed,
+                       &cpu_st);
   const BucketCheck cpu_check = check_buckets(pc, prof, cpu_st, sched::Device::cpu);
   BucketCheck gpu_check;
   double predicted_uploads = 0;
@@ -233,7 +239,8 @@ int run_compare(const CompareOptions& o) {
   }
   const double tolerance = 1e-9 * std::max(1.0, std::abs(reference));
   if (worst_diff > tolerance)
-    spdlog::error("the policies disagree on ln P(e) by {:.3g} (tolerance {:.3g})", worst_diff, tolerance);
+    spdlog::error("the policies disagree on ln P(e) by {:.3g} (tolerance {:.3g})", worst_diff,
+                  tolerance);
   if (o.json) {
     nlohmann::json pol = nlohmann::json::array();
     for (const Row& r : rows) {
@@ -269,44 +276,52 @@ int run_compare(const CompareOptions& o) {
     if (o.explain) j["comm_aware"] = sched::to_json(pc.tree, rows.back().s, true);
     if (gpu_measured) {
       j["bucket_predictions"]["gpu"] = gpu_check.to_json();
-      j["uploads"] = {{"predicted_seconds", predicted_uploads}, {"measured_seconds", gpu_st.h2d_seconds}};
+      j["uploads"] = {{"predicted_seconds", predicted_uploads},
+                      {"measured_seconds", gpu_st.h2d_seconds}};
     }
     std::cout << j.dump(2) << std::endl;
     return 0;
   }
   std::printf("network  %s: %d buckets, log10 P(e) = %.10g\n", o.net.network.c_str(), nb,
               reference / std::log(10.0));
-  std::printf("profile  %s (%s, %s)\n", profile_path.c_str(), prof.host.c_str(), prof.created.c_str());
+  std::printf("profile  %s (%s, %s)\n", profile_path.c_str(), prof.host.c_str(),
+              prof.created.c_str());
   if (gpu_measured)
     std::printf("GPU      %s: every policy measured (median of %d runs after a warm-up)\n",
                 dev.name.c_str(), o.repeat);
   else
-    std::printf("GPU      none here (%s): policies that use the GPU are PREDICTED ONLY, from the "
-                "profile%s; measured figures are this machine's\n",
-                dev.name.c_str(),
-                (prof.has_gpu ? " (" + prof.gpu.name + ")" : std::string(" (no GPU in it either)")).c_str());
-  std::printf("\n%-11s %11s %11s %8s %11s %10s %10s\n", "policy", "predicted", "measured",
-              "error", "GPU nodes", "to GPU", "to CPU");
+    std::printf(
+        "GPU      none here (%s): policies that use the GPU are PREDICTED ONLY, from the "
+        "profile%s; measured figures are this machine's\n",
+        dev.name.c_str(),
+        (prof.has_gpu ? " (" + prof.gpu.name + ")" : std::string(" (no GPU in it either)"))
+            .c_str());
+  std::printf("\n%-11s %11s %11s %8s %11s %10s %10s\n", "policy", "predicted", "measured", "error",
+              "GPU nodes", "to GPU", "to CPU");
   for (const Row& r : rows) {
     char nodes[32];
     std::snprintf(nodes, sizeof nodes, "%d/%d", r.s.cost.on_gpu, nb);
     std::printf("%-11s %11s %11s %8s %11s %10s %10s\n", sched::to_string(r.s.policy),
                 sched::format_seconds(r.s.cost.total()).c_str(),
                 r.measured ? sched::format_seconds(r.seconds).c_str() : "(predicted)",
-                r.measured ? percent(r.s.cost.total() / r.seconds - 1).c_str() : "",
-                nodes, bytes_text(r.measured ? r.st.h2d_bytes : r.predicted_bytes.h2d).c_str(),
+                r.measured ? percent(r.s.cost.total() / r.seconds - 1).c_str() : "", nodes,
+                bytes_text(r.measured ? r.st.h2d_bytes : r.predicted_bytes.h2d).c_str(),
                 bytes_text(r.measured ? r.st.d2h_bytes : r.predicted_bytes.d2h).c_str());
   }
   std::printf("\nkernel predictions, bucket by bucket (each timed alone):\n");
-  std::printf("  CPU  median |predicted/measured - 1| = %.1f%% over %d buckets; total %s predicted, %s measured\n",
-              100 * cpu_check.median_error, cpu_check.buckets,
-              sched::format_seconds(cpu_check.predicted).c_str(),
-              sched::format_seconds(cpu_check.measured).c_str());
+  std::printf(
+      "  CPU  median |predicted/measured - 1| = %.1f%% over %d buckets; total %s predicted, %s "
+      "measured\n",
+      100 * cpu_check.median_error, cpu_check.buckets,
+      sched::format_seconds(cpu_check.predicted).c_str(),
+      sched::format_seconds(cpu_check.measured).c_str());
   if (gpu_measured) {
-    std::printf("  GPU  median |predicted/measured - 1| = %.1f%% over %d buckets; total %s predicted, %s measured\n",
-                100 * gpu_check.median_error, gpu_check.buckets,
-                sched::format_seconds(gpu_check.predicted).c_str(),
-                sched::format_seconds(gpu_check.measured).c_str());
+    std::printf(
+        "  GPU  median |predicted/measured - 1| = %.1f%% over %d buckets; total %s predicted, %s "
+        "measured\n",
+        100 * gpu_check.median_error, gpu_check.buckets,
+        sched::format_seconds(gpu_check.predicted).c_str(),
+        sched::format_seconds(gpu_check.measured).c_str());
     std::printf("  uploads of the original inputs: %s predicted, %s measured\n",
                 sched::format_seconds(predicted_uploads).c_str(),
                 sched::format_seconds(gpu_st.h2d_seconds).c_str());
@@ -315,7 +330,8 @@ int run_compare(const CompareOptions& o) {
     const sched::Schedule& ca = rows.back().s;
     std::printf("\nwhy (comm-aware, bucket by bucket):\n");
     for (int b = 0; b < nb; ++b)
-      std::printf("  bucket %-5d %s  %s\n", b, sched::to_string(ca.device[b]), ca.reason[b].c_str());
+      std::printf("  bucket %-5d %s  %s\n", b, sched::to_string(ca.device[b]),
+                  ca.reason[b].c_str());
   }
   if (worst_diff > tolerance)
     std::printf("\nWARNING: the policies disagree on ln P(e) by %.3g\n", worst_diff);
@@ -327,7 +343,8 @@ int run_compare(const CompareOptions& o) {
 Runner add_schedule(CLI::App& root) {
   auto o = std::make_shared<ScheduleOptions>();
   CLI::App* cmd = root.add_subcommand(
-      "schedule", "assign the nodes of an explicit cost tree to the CPU or the GPU under each policy");
+      "schedule",
+      "assign the nodes of an explicit cost tree to the CPU or the GPU under each policy");
   cmd->add_option("--tree", o->tree,
                   "TREE.json: {\"root\": id, \"nodes\": [{\"id\", \"children\", \"cpu\", \"gpu\", "
                   "\"upload\", \"to_gpu\", \"to_cpu\"}]} (seconds)")
@@ -348,8 +365,9 @@ Runner add_schedule_compare(CLI::App& root) {
       "the four CPU/GPU policies on a network: predicted and measured runtime, GPU buckets, bytes "
       "moved (paper 001 Table 2)");
   o->net.add(*cmd);
-  cmd->add_option("--profile", o->profile,
-                  "calibration profile (default: the one `kinfer calibrate` wrote for this machine)");
+  cmd->add_option(
+      "--profile", o->profile,
+      "calibration profile (default: the one `kinfer calibrate` wrote for this machine)");
   cmd->add_option("--repeat", o->repeat, "timed runs per policy after a warm-up")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();

@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
   app.add_flag("-q,--quiet", quiet, "log warnings and errors only");
   app.add_flag("-v,--verbose", verbose, "log debugging detail");
   std::vector<kinfer::app::Runner> runners = {kinfer::app::add_pe(app), kinfer::app::add_info(app),
-                                               kinfer::app::add_lod(app)};
+                                              kinfer::app::add_lod(app)};
   runners.push_back(kinfer::app::add_batch(app));
   for (auto add : {kinfer::app::add_schedule, kinfer::app::add_schedule_compare,
                    kinfer::app::add_calibrate})  // the scheduler's commands
@@ -34,7 +34,9 @@ int main(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   }
-  spdlog::set_level(quiet ? spdlog::level::warn : verbose ? spdlog::level::debug : spdlog::level::info);
+  spdlog::set_level(quiet     ? spdlog::level::warn
+                    : verbose ? spdlog::level::debug
+                              : spdlog::level::info);
   try {
     for (auto& r : runners) {
       int rc = r();

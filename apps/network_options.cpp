@@ -26,8 +26,10 @@ void NetworkOptions::add(CLI::App& cmd) {
                  "the computation it would save is small)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd.add_option("--seed", seed, "random seed of the stochastic order search")->capture_default_str();
-  cmd.add_option("--threads", threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  cmd.add_option("--seed", seed, "random seed of the stochastic order search")
+      ->capture_default_str();
+  cmd.add_option("--threads", threads, "CPU threads (default: all cores)")
+      ->check(CLI::NonNegativeNumber);
   cmd.add_option("--order-cache", order_cache,
                  "folder that keeps elimination orders between runs, keyed by the network's "
                  "reduced structure (used by `kinfer batch`)");
@@ -43,7 +45,8 @@ void NetworkOptions::load(Network& net, Evidence& ev) const {
     if (!evpath.empty())
       spdlog::info("using the evidence file beside the network: {}", evpath);
     else
-      spdlog::info("no evidence file given and none beside the network: computing with no evidence");
+      spdlog::info(
+          "no evidence file given and none beside the network: computing with no evidence");
   }
   if (!evpath.empty()) ev = io::read_evidence(evpath, net);
   if (threads > 0) omp_set_num_threads(threads);
@@ -111,7 +114,9 @@ nlohmann::json pe_json(const std::string& network, const Plan& plan, double ln_p
           {"ln_pr", std::isinf(ln_pr) ? nlohmann::json("-inf") : nlohmann::json(ln_pr)},
           {"seconds", secs(t.t0, t.t3)},
           {"timings",
-           {{"read", secs(t.t0, t.t1)}, {"plan", secs(t.t1, t.t2)}, {"compute", secs(t.t2, t.t3)},
+           {{"read", secs(t.t0, t.t1)},
+            {"plan", secs(t.t1, t.t2)},
+            {"compute", secs(t.t2, t.t3)},
             {"device_start", secs(t.t2, t.t_dev)}}},
           {"order", order_json(plan)},
           {"buckets", plan.tree.buckets.size()},

@@ -30,7 +30,7 @@ std::int64_t BucketShape::marg_size() const {
 #pragma omp declare simd notinbranch
 inline double exp_np(double x) {
   // exp(x) = 2^n * exp(r), r = x - n ln2, |r| <= ln2/2; Taylor to degree 13 (error < 1e-17).
-  x = x < -708.0 ? -708.0 : x;  // also maps -inf to a harmless tiny value
+  x = x < -708.0 ? -708.0 : x;                // also maps -inf to a harmless tiny value
   const double shifter = 6755399441055744.0;  // 1.5 * 2^52: rounds to an integer
   double t = x * 1.4426950408889634 + shifter;
   double n = t - shifter;
@@ -100,15 +100,15 @@ struct Lse {
 
 // Everything the hot loops need, flattened.
 struct KernelPlan {
-  int nf = 0;                      // inputs that vary with the summed variables
-  std::vector<const double*> data; // [nf]
-  std::vector<std::int64_t> off;   // [nf][inner]: offset of each inner configuration
-  std::int64_t inner = 1;          // configurations of the inner summed variables
-  std::vector<int> hi_pos;         // outer summed variable positions (most significant first)
-  std::vector<int> out_pos;        // output variable positions
-  std::vector<std::vector<std::int64_t>> st;  // strides of the varying inputs [nf][nv]
-  std::vector<const double*> cdata;           // inputs constant over the summed variables
-  std::vector<std::vector<std::int64_t>> cst; // and their strides
+  int nf = 0;                       // inputs that vary with the summed variables
+  std::vector<const double*> data;  // [nf]
+  std::vector<std::int64_t> off;    // [nf][inner]: offset of each inner configuration
+  std::int64_t inner = 1;           // configurations of the inner summed variables
+  std::vector<int> hi_pos;          // outer summed variable positions (most significant first)
+  std::vector<int> out_pos;         // output variable positions
+  std::vector<std::vector<std::int64_t>> st;   // strides of the varying inputs [nf][nv]
+  std::vector<const double*> cdata;            // inputs constant over the summed variables
+  std::vector<std::vector<std::int64_t>> cst;  // and their strides
   std::vector<int> card;
 };
 
@@ -290,8 +290,10 @@ void small_marg(const BucketShape& shape, std::span<const InputTable> inputs, do
           buf[2 * g + 1] = mn == kNegInf ? 1.0 : 1.0 + exp_np(mn - mx);
         }
         for (std::int64_t g = 0; g < G; ++g)
-          if (buf[2 * g] != kNegInf) dst[g] = buf[2 * g] + std::log(buf[2 * g + 1]);
-          else dst[g] = kNegInf;
+          if (buf[2 * g] != kNegInf)
+            dst[g] = buf[2 * g] + std::log(buf[2 * g + 1]);
+          else
+            dst[g] = kNegInf;
       } else {
         for (std::int64_t g = 0; g < G; ++g) {
           const double* x = buf.data() + g * M;
@@ -414,7 +416,8 @@ void sum_product_direct(const BucketShape& shape, std::span<const InputTable> in
                         int threads) {
   if (threads <= 0) threads = omp_get_max_threads();
   if (shape.marg_size() <= kInnerMax && !inputs.empty()) {
-    const double work = static_cast<double>(shape.output_size()) * shape.marg_size() * (inputs.size() + 1);
+    const double work =
+        static_cast<double>(shape.output_size()) * shape.marg_size() * (inputs.size() + 1);
     small_marg(shape, inputs, out, work < 2e5 ? 1 : threads);
     return;
   }

@@ -10,8 +10,10 @@
 namespace kinfer {
 
 double machine_memory_bytes() {
-  double ram = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
-  for (const char* path : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+  double ram =
+      static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  for (const char* path :
+       {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
     std::ifstream f(path);
     std::string s;
     if (f >> s && !s.empty() && std::isdigit(static_cast<unsigned char>(s[0]))) {
@@ -37,12 +39,18 @@ double parse_size(const std::string& text) {
   if (unit.size() > 1 && unit.back() == 'B') unit.pop_back();
   if (unit.size() > 1 && unit.back() == 'I') unit.pop_back();
   double mult = 1;
-  if (unit.empty()) mult = 1;
-  else if (unit == "K") mult = 1024.0;
-  else if (unit == "M") mult = 1024.0 * 1024;
-  else if (unit == "G") mult = 1024.0 * 1024 * 1024;
-  else if (unit == "T") mult = 1024.0 * 1024 * 1024 * 1024;
-  else throw std::invalid_argument("'" + text + "' has an unknown unit (expected K, M, G or T)");
+  if (unit.empty())
+    mult = 1;
+  else if (unit == "K")
+    mult = 1024.0;
+  else if (unit == "M")
+    mult = 1024.0 * 1024;
+  else if (unit == "G")
+    mult = 1024.0 * 1024 * 1024;
+  else if (unit == "T")
+    mult = 1024.0 * 1024 * 1024 * 1024;
+  else
+    throw std::invalid_argument("'" + text + "' has an unknown unit (expected K, M, G or T)");
   if (!(v > 0)) throw std::invalid_argument("size '" + text + "' must be positive");
   return v * mult;
 }

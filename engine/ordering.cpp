@@ -1,8 +1,8 @@
 #include "engine/ordering.hpp"
 
+#include <omp.h>
 #include <algorithm>
 #include <bit>
-#include <omp.h>
 
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/connected_components.hpp>
@@ -24,10 +24,14 @@ OrderHeuristic parse_heuristic(const std::string& name) {
 
 std::string heuristic_name(OrderHeuristic h) {
   switch (h) {
-    case OrderHeuristic::MinFill: return "min-fill";
-    case OrderHeuristic::MinWeight: return "min-weight";
-    case OrderHeuristic::WeightedMinFill: return "weighted-min-fill";
-    case OrderHeuristic::Stochastic: return "stochastic";
+    case OrderHeuristic::MinFill:
+      return "min-fill";
+    case OrderHeuristic::MinWeight:
+      return "min-weight";
+    case OrderHeuristic::WeightedMinFill:
+      return "weighted-min-fill";
+    case OrderHeuristic::Stochastic:
+      return "stochastic";
   }
   return "?";
 }
@@ -39,9 +43,9 @@ namespace {
 struct EliminationGraph {
   int n = 0, words = 0;
   std::vector<int> var;
-  std::vector<double> lc;               // log2 cardinality
-  std::vector<double> c;                // cardinality
-  std::vector<std::uint64_t> adj;       // n rows of `words` words
+  std::vector<double> lc;          // log2 cardinality
+  std::vector<double> c;           // cardinality
+  std::vector<std::uint64_t> adj;  // n rows of `words` words
   std::vector<char> alive;
 
   std::uint64_t* row(int v) { return &adj[static_cast<std::size_t>(v) * words]; }
@@ -217,7 +221,8 @@ OrderStats evaluate_order(int num_vars, const std::vector<int>& card,
   st.log2_total_state = -std::numeric_limits<double>::infinity();
   for (int var : order) {
     const int v = idx[var];
-    if (v < 0 || !g.alive[v]) throw std::invalid_argument("order repeats or names an unscoped variable");
+    if (v < 0 || !g.alive[v])
+      throw std::invalid_argument("order repeats or names an unscoped variable");
     double clique = g.lc[v], msg = 0;
     std::vector<int> nb;
     g.for_each_neighbor(v, [&](int u) {
@@ -253,9 +258,10 @@ OrderResult find_order(int num_vars, const std::vector<int>& card,
   best.stats.log2_total_state = inf;
   auto consider = [&](std::vector<int>& order, const OrderStats& st, const std::string& name) {
     const bool fits = st.log2_max_table <= max_table_log2;
-    const bool better = (fits && !best.fits) || best.order.empty() ||
-                        (fits == best.fits && (fits ? st.log2_total_state < best.stats.log2_total_state
-                                                    : st.log2_max_table < best.stats.log2_max_table));
+    const bool better =
+        (fits && !best.fits) || best.order.empty() ||
+        (fits == best.fits && (fits ? st.log2_total_state < best.stats.log2_total_state
+                                    : st.log2_max_table < best.stats.log2_max_table));
     if (better) {
       best.order = order;
       best.stats = st;

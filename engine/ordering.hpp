@@ -28,19 +28,19 @@ struct OrderOptions {
 };
 
 struct OrderStats {
-  int width = 0;                 // largest clique minus one (induced width)
-  double log2_max_table = 0;     // largest intermediate (message) table, log2 entries
-  double log2_max_clique = 0;    // largest bucket state space, log2
-  double log2_total_state = 0;   // log2 of the sum of all bucket state spaces
+  int width = 0;                // largest clique minus one (induced width)
+  double log2_max_table = 0;    // largest intermediate (message) table, log2 entries
+  double log2_max_clique = 0;   // largest bucket state space, log2
+  double log2_total_state = 0;  // log2 of the sum of all bucket state spaces
 };
 
 struct OrderResult {
-  std::vector<int> order;        // variables in elimination order (only scoped variables)
+  std::vector<int> order;  // variables in elimination order (only scoped variables)
   OrderStats stats;
-  std::string heuristic;         // what produced it, e.g. "stochastic(min-fill)"
+  std::string heuristic;  // what produced it, e.g. "stochastic(min-fill)"
   int restarts = 0;
   double seconds = 0;
-  bool fits = true;              // largest table within max_table_entries
+  bool fits = true;  // largest table within max_table_entries
 };
 
 // Variables 0..num_vars-1 with cardinalities `card`; `scopes` are the factors' scopes.

@@ -1,7 +1,7 @@
 #include "engine/plan.hpp"
 
-#include <cmath>
 #include <unistd.h>
+#include <cmath>
 
 #include <algorithm>
 #include <cstdio>
@@ -54,7 +54,8 @@ bool load_order(const std::string& path, const ReducedModel& m,
   std::ifstream f(path);
   std::string magic, heuristic;
   int version = 0;
-  if (!(f >> magic >> version >> heuristic) || magic != "kinfer-order" || version != 1) return false;
+  if (!(f >> magic >> version >> heuristic) || magic != "kinfer-order" || version != 1)
+    return false;
   std::vector<int> order;
   for (int v; f >> v;) order.push_back(v);
   std::vector<char> scoped(m.card.size(), 0), seen(m.card.size(), 0);
@@ -83,7 +84,8 @@ void save_order(const std::string& path, const OrderResult& r) {
   {
     std::ofstream f(tmp);
     f << "kinfer-order 1 " << r.heuristic << "\n";
-    for (std::size_t i = 0; i < r.order.size(); ++i) f << r.order[i] << (i + 1 < r.order.size() ? ' ' : '\n');
+    for (std::size_t i = 0; i < r.order.size(); ++i)
+      f << r.order[i] << (i + 1 < r.order.size() ? ' ' : '\n');
     if (!f) return;  // a cache that cannot be written is only a missed saving
   }
   fs::rename(tmp, path, ec);
@@ -101,7 +103,8 @@ MemoryEstimate estimate_memory(const ReducedModel& model, const TaskTree& tree) 
     live += out;  // the output is allocated while the children's tables are still alive
     peak = std::max(peak, live);
     for (int c : bk.children) live -= 8.0 * std::exp2(tree.buckets[c].log2_output);
-    if (out > m.largest_table_bytes) m.largest_table_bytes = out, m.largest_bucket = static_cast<int>(b);
+    if (out > m.largest_table_bytes)
+      m.largest_table_bytes = out, m.largest_bucket = static_cast<int>(b);
   }
   m.peak_bytes = m.input_bytes + peak;
   return m;
@@ -125,7 +128,8 @@ Plan make_plan(const Network& net, const Evidence& ev, const PlanOptions& opt) {
   OrderOptions oo = opt.order;
   if (opt.max_memory_bytes > 0) oo.max_table_entries = opt.max_memory_bytes / 8.0;
   std::string cache_dir = opt.order_cache_dir;
-  if (cache_dir.empty() && std::getenv("KINFER_ORDER_CACHE")) cache_dir = std::getenv("KINFER_ORDER_CACHE");
+  if (cache_dir.empty() && std::getenv("KINFER_ORDER_CACHE"))
+    cache_dir = std::getenv("KINFER_ORDER_CACHE");
   std::string cache_file;
   if (!cache_dir.empty())
     cache_file = cache_dir + "/order-" + structure_key(plan.model, oo.heuristic) + ".txt";
@@ -133,13 +137,15 @@ Plan make_plan(const Network& net, const Evidence& ev, const PlanOptions& opt) {
     plan.order = find_order(net.num_vars(), plan.model.card, scopes, oo);
     if (!cache_file.empty()) save_order(cache_file, plan.order);
   }
-  finish_plan(plan, opt, "",
-              "Try --order stochastic with a longer --order-time, raise --max-memory if the machine "
-              "has more memory, or run on a machine with more memory");
+  finish_plan(
+      plan, opt, "",
+      "Try --order stochastic with a longer --order-time, raise --max-memory if the machine "
+      "has more memory, or run on a machine with more memory");
   return plan;
 }
 
-void finish_plan(Plan& plan, const PlanOptions& opt, const std::string& who, const std::string& advice) {
+void finish_plan(Plan& plan, const PlanOptions& opt, const std::string& who,
+                 const std::string& advice) {
   plan.tree = build_task_tree(plan.model, plan.order.order);
   plan.memory = estimate_memory(plan.model, plan.tree);
   plan.flops = estimate_flops(plan.tree);
@@ -169,8 +175,8 @@ void finish_plan(Plan& plan, const PlanOptions& opt, const std::string& who, con
   plan.input_data.resize(plan.model.factors.size());
   plan.input_scope.resize(plan.model.factors.size());
   for (std::size_t f = 0; f < plan.model.factors.size(); ++f)
-    plan.input_data[f] = restructure(plan.model.factors[f], plan.model.card, plan.tree.rank,
-                                     plan.input_scope[f]);
+    plan.input_data[f] =
+        restructure(plan.model.factors[f], plan.model.card, plan.tree.rank, plan.input_scope[f]);
 }
 
 BucketShape bucket_shape(const Plan& plan, int b) {

@@ -16,10 +16,10 @@
 namespace kinfer {
 
 struct MemoryEstimate {
-  double input_bytes = 0;       // restructured input tables
-  double peak_bytes = 0;        // inputs + the most intermediate tables alive at once
+  double input_bytes = 0;  // restructured input tables
+  double peak_bytes = 0;   // inputs + the most intermediate tables alive at once
   double largest_table_bytes = 0;
-  int largest_bucket = -1;      // bucket producing the largest table
+  int largest_bucket = -1;  // bucket producing the largest table
 };
 
 struct PlanOptions {
@@ -42,8 +42,8 @@ struct Plan {
   double flops = 0;  // estimated work: state space x (inputs + 2) per bucket, summed
   int components = 0;
   // Inputs in global order, grouped per bucket (restructured once).
-  std::vector<std::vector<double>> input_data;   // per reduced factor
-  std::vector<std::vector<int>> input_scope;     // per reduced factor
+  std::vector<std::vector<double>> input_data;  // per reduced factor
+  std::vector<std::vector<int>> input_scope;    // per reduced factor
 };
 
 // Orders and builds the tree; does not allocate intermediate tables. Throws ResourceError when
@@ -54,7 +54,8 @@ Plan make_plan(const Network& net, const Evidence& ev, const PlanOptions& opt);
 // (linkage/order.cpp): builds the task tree, reports the tree's own statistics in
 // plan.order.stats, checks the memory estimate (ResourceError starting with `who`, when not
 // empty, and ending with `advice`) and restructures the inputs.
-void finish_plan(Plan& plan, const PlanOptions& opt, const std::string& who, const std::string& advice);
+void finish_plan(Plan& plan, const PlanOptions& opt, const std::string& who,
+                 const std::string& advice);
 
 MemoryEstimate estimate_memory(const ReducedModel& model, const TaskTree& tree);
 double estimate_flops(const TaskTree& tree);
@@ -65,7 +66,8 @@ BucketShape bucket_shape(const Plan& plan, int b);
 struct RunOptions {
   int threads = 0;
   // Optional per-bucket hook, e.g. to run a bucket on another backend and compare.
-  std::function<void(int bucket, const BucketShape&, std::span<const InputTable>, const double* out)>
+  std::function<void(int bucket, const BucketShape&, std::span<const InputTable>,
+                     const double* out)>
       after_bucket;
 };
 

@@ -130,12 +130,14 @@ ReducedModel reduce(const Network& net, const Evidence& ev, const ReduceOptions&
   m.kept.resize(n);
   for (auto [v, x] : ev.observed) {
     if (v < 0 || v >= n)
-      throw InputError(ev.source, 0, "evidence names variable " + std::to_string(v) +
-                                         ", expected an index below " + std::to_string(n));
+      throw InputError(ev.source, 0,
+                       "evidence names variable " + std::to_string(v) +
+                           ", expected an index below " + std::to_string(n));
     if (x < 0 || x >= net.card[v])
-      throw InputError(ev.source, 0, "evidence value " + std::to_string(x) + " for variable " +
-                                         std::to_string(v) + " is outside its domain 0.." +
-                                         std::to_string(net.card[v] - 1));
+      throw InputError(ev.source, 0,
+                       "evidence value " + std::to_string(x) + " for variable " +
+                           std::to_string(v) + " is outside its domain 0.." +
+                           std::to_string(net.card[v] - 1));
     m.fixed[v] = 1;
     m.value[v] = x;
     ++m.num_observed;
@@ -231,7 +233,8 @@ ReducedModel reduce(const Network& net, const Evidence& ev, const ReduceOptions&
   for (std::size_t fi = 0; fi < nf; ++fi) {
     for (int v : all[fi].scope) used[v] = 1;
     if (all[fi].scope.empty())
-      m.constants.push_back({static_cast<int>(fi), all[fi].logv.empty() ? kNegInf : all[fi].logv[0]});
+      m.constants.push_back(
+          {static_cast<int>(fi), all[fi].logv.empty() ? kNegInf : all[fi].logv[0]});
     else
       m.factors.push_back(std::move(all[fi]));
   }

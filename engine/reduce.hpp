@@ -19,21 +19,21 @@ struct LogFactor {
 };
 
 struct ReducedModel {
-  std::vector<int> orig_card;     // cardinalities as declared in the network
-  std::vector<int> card;          // after value elimination (what the factors are indexed by)
+  std::vector<int> orig_card;          // cardinalities as declared in the network
+  std::vector<int> card;               // after value elimination (what the factors are indexed by)
   std::vector<std::vector<int>> kept;  // per free variable: the original values still possible
-  std::vector<char> fixed;        // 1 if observed, of cardinality 1, or reduced to one value
-  std::vector<int> value;         // original value of each fixed variable
-  std::vector<LogFactor> factors; // factors with a non-empty scope
+  std::vector<char> fixed;             // 1 if observed, of cardinality 1, or reduced to one value
+  std::vector<int> value;              // original value of each fixed variable
+  std::vector<LogFactor> factors;      // factors with a non-empty scope
   std::vector<std::pair<int, double>> constants;  // (network factor, ln value) of constant ones
-  double free_constant = 0.0;     // ln of the cardinalities of free variables in no factor
+  double free_constant = 0.0;  // ln of the cardinalities of free variables in no factor
   int num_observed = 0;
-  int values_removed = 0;         // domain values removed by value elimination
-  int dims_dropped = 0;           // factor dimensions removed by drop_independent
+  int values_removed = 0;  // domain values removed by value elimination
+  int dims_dropped = 0;    // factor dimensions removed by drop_independent
   // Set when P(e) = 0 is evident (a factor zero everywhere, or a variable with no possible
   // value): says which factor or variable.
   std::string impossible;
-  double log_constant() const;    // everything outside `factors`, ln
+  double log_constant() const;  // everything outside `factors`, ln
 };
 
 struct ReduceOptions {

@@ -54,8 +54,8 @@ TaskTree build_task_tree(const ReducedModel& model, const std::vector<int>& orde
   }
 
   // Pass 2: merge a child into its parent when the parent's clique is the child's output.
-  std::vector<int> marg_count(m, 1);       // summed variables: the lowest ranks of the clique
-  std::vector<char> absorbed(m, 0);        // bucket merged into its parent
+  std::vector<int> marg_count(m, 1);  // summed variables: the lowest ranks of the clique
+  std::vector<char> absorbed(m, 0);   // bucket merged into its parent
   std::vector<char> took_child(m, 0);
   for (int i = 0; i < m; ++i) {
     const int p = parent[i];
@@ -106,7 +106,8 @@ std::vector<double> restructure(const LogFactor& f, const std::vector<int>& card
   std::int64_t s = 1;
   for (int j = k - 1; j >= 0; --j) src_stride[j] = s, s *= card[f.scope[j]];
   for (int j = 0; j < k; ++j)
-    stride_of[j] = src_stride[std::find(f.scope.begin(), f.scope.end(), scope_out[j]) - f.scope.begin()];
+    stride_of[j] =
+        src_stride[std::find(f.scope.begin(), f.scope.end(), scope_out[j]) - f.scope.begin()];
   std::vector<double> out(f.logv.size());
   std::vector<int> digit(k, 0);
   std::int64_t src = 0;

@@ -14,7 +14,7 @@
 namespace kinfer {
 
 struct Bucket {
-  std::vector<int> vars;      // most significant first; the last n_marg are summed out
+  std::vector<int> vars;  // most significant first; the last n_marg are summed out
   int n_marg = 0;
   std::vector<int> factors;   // ReducedModel factor indices that enter here
   std::vector<int> children;  // buckets whose outputs enter here
@@ -22,9 +22,7 @@ struct Bucket {
   double log2_states = 0;     // log2 of the bucket's state space (product of cardinalities)
   double log2_output = 0;     // log2 of its output table size
 
-  std::vector<int> output_vars() const {
-    return {vars.begin(), vars.end() - n_marg};
-  }
+  std::vector<int> output_vars() const { return {vars.begin(), vars.end() - n_marg}; }
 };
 
 struct TaskTree {

@@ -148,7 +148,8 @@ class CudaContext final : public Context {
 
   double* alloc_host(std::int64_t entries) override {
     void* p = nullptr;
-    CUDA_CHECK(cudaMallocHost(&p, static_cast<std::size_t>(std::max<std::int64_t>(entries, 1)) * 8));
+    CUDA_CHECK(
+        cudaMallocHost(&p, static_cast<std::size_t>(std::max<std::int64_t>(entries, 1)) * 8));
     return static_cast<double*>(p);
   }
   void free_host(double* p) override { CUDA_CHECK(cudaFreeHost(p)); }
@@ -179,15 +180,18 @@ class CudaContext final : public Context {
     run_bucket(shape, inputs, out, s, Variant::automatic);
   }
 
-  KernelChoice run_bucket(const BucketShape& shape, std::span<const DeviceInput> inputs,
-                          Handle out, int s, Variant variant) override {
+  KernelChoice run_bucket(const BucketShape& shape, std::span<const DeviceInput> inputs, Handle out,
+                          int s, Variant variant) override {
     std::lock_guard lock(mu_);
     std::vector<std::vector<int>> scopes;
     for (const auto& in : inputs) scopes.push_back(in.scope);
     PolicyEntry& pe = policy(shape, scopes, variant, 8, s);
     std::vector<const double*> slots;
-    for (int f : pe.lay.slot_input) slots.push_back(static_cast<const double*>(ptr(inputs[f].table)));
-    double* partial = pe.p.splits > 1 ? static_cast<double*>(scratch(s, 2 * 8 * pe.p.splits * pe.p.n_out)) : nullptr;
+    for (int f : pe.lay.slot_input)
+      slots.push_back(static_cast<const double*>(ptr(inputs[f].table)));
+    double* partial = pe.p.splits > 1
+                          ? static_cast<double*>(scratch(s, 2 * 8 * pe.p.splits * pe.p.n_out))
+                          : nullptr;
     launch_sum_product<double>(pe.p, pe.t, slots.data(), static_cast<double*>(ptr(out)), partial,
                                stream(s));
     return summarize(pe.p, pe.sel);
@@ -213,8 +217,8 @@ class CudaContext final : public Context {
   // The policy of a shape: built on first use (the selector's work, done once per shape), its
   // tables uploaded on the first stream s >= 0 that needs them; users on other streams wait for
   // that upload.
-  PolicyEntry& policy(const BucketShape& shape, std::span<const std::vector<int>> scopes,
-                      Variant v, int eb, int s) {
+  PolicyEntry& policy(const BucketShape& shape, std::span<const std::vector<int>> scopes, Variant v,
+                      int eb, int s) {
     const std::string key = shape_key(shape, scopes, v, eb);
     auto it = policies_.find(key);
     if (it == policies_.end()) {
@@ -429,7 +433,9 @@ class CudaContext final : public Context {
 // Device buffer for run_host_bucket.
 struct DevBuf {
   void* p = nullptr;
-  explicit DevBuf(std::size_t bytes) { CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(bytes, 16))); }
+  explicit DevBuf(std::size_t bytes) {
+    CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(bytes, 16)));
+  }
   ~DevBuf() { cudaFree(p); }
   DevBuf(const DevBuf&) = delete;
   DevBuf& operator=(const DevBuf&) = delete;
@@ -502,7 +508,9 @@ HostRunResult run_host_typed(CudaContext& ctx, const BucketShape& shape,
 
 }  // namespace
 
-std::unique_ptr<Context> Context::create(int device) { return std::make_unique<CudaContext>(device); }
+std::unique_ptr<Context> Context::create(int device) {
+  return std::make_unique<CudaContext>(device);
+}
 
 HostRunResult run_host_bucket(Context& ctx, const BucketShape& shape,
                               std::span<const InputTable> inputs, const HostRunOptions& opt) {

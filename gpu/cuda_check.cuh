@@ -17,9 +17,9 @@ namespace kinfer::gpu {
 
 }  // namespace kinfer::gpu
 
-#define CUDA_CHECK(expr)                                                          \
-  do {                                                                            \
-    const cudaError_t kinfer_cuda_err_ = (expr);                                  \
-    if (kinfer_cuda_err_ != cudaSuccess)                                          \
+#define CUDA_CHECK(expr)                                                               \
+  do {                                                                                 \
+    const cudaError_t kinfer_cuda_err_ = (expr);                                       \
+    if (kinfer_cuda_err_ != cudaSuccess)                                               \
       ::kinfer::gpu::cuda_fail(kinfer_cuda_err_, #expr, __func__, __FILE__, __LINE__); \
   } while (0)

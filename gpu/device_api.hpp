@@ -15,8 +15,8 @@ namespace kinfer::gpu {
 
 struct DeviceInfo {
   bool available = false;
-  std::string name;        // e.g. "NVIDIA H100 80GB HBM3"
-  std::string why_not;     // when unavailable: "built without CUDA", "no CUDA device", ...
+  std::string name;     // e.g. "NVIDIA H100 80GB HBM3"
+  std::string why_not;  // when unavailable: "built without CUDA", "no CUDA device", ...
   double memory_bytes = 0;
 };
 
@@ -51,7 +51,7 @@ class Context {
   static std::unique_ptr<Context> create(int device = 0);
   virtual ~Context() = default;
 
-  virtual Handle alloc(std::int64_t entries) = 0;        // throws ResourceError when full
+  virtual Handle alloc(std::int64_t entries) = 0;  // throws ResourceError when full
   // Safe while work that reads `h` is still queued: the memory is reused only after every
   // stream has passed the point where release was called.
   virtual void release(Handle h) = 0;
@@ -62,8 +62,8 @@ class Context {
   // Asynchronous on `stream` (0..num_streams()-1); ordered within a stream.
   virtual void upload(Handle dst, const double* host, std::int64_t entries, int stream) = 0;
   virtual void download(Handle src, double* host, std::int64_t entries, int stream) = 0;
-  virtual void run_bucket(const BucketShape& shape, std::span<const DeviceInput> inputs,
-                          Handle out, int stream) = 0;
+  virtual void run_bucket(const BucketShape& shape, std::span<const DeviceInput> inputs, Handle out,
+                          int stream) = 0;
   virtual void synchronize(int stream) = 0;
   virtual int num_streams() const = 0;
 

@@ -80,7 +80,8 @@ std::vector<HostInput> fit_inputs(const Plan& plan, int b, const BucketShape& sh
               std::find(in[j].scope.begin(), in[j].scope.end(), x) != in[j].scope.end())
             entries *= shape.card[v];
         }
-        if (entries <= double(1 << 20) && (bi < 0 || entries < best)) bi = i, bj = j, best = entries;
+        if (entries <= double(1 << 20) && (bi < 0 || entries < best))
+          bi = i, bj = j, best = entries;
       }
     if (bi < 0) break;  // nothing small enough to merge: the selector says why
     std::vector<int> scope;
@@ -93,8 +94,8 @@ std::vector<HostInput> fit_inputs(const Plan& plan, int b, const BucketShape& sh
 
 }  // namespace
 
-double run_plan_gpu(const Plan& plan, Context& ctx, const RunOptions& opt,
-                    DeviceRunReport* report, const DeviceRunOptions& dev) {
+double run_plan_gpu(const Plan& plan, Context& ctx, const RunOptions& opt, DeviceRunReport* report,
+                    const DeviceRunOptions& dev) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto& buckets = plan.tree.buckets;
   const int nb = static_cast<int>(buckets.size());

@@ -14,12 +14,12 @@ enum class Precision { f64, f32 };
 struct HostRunOptions {
   Variant variant = Variant::automatic;
   Precision precision = Precision::f64;
-  int repeats = 0;        // timed runs after the checked one (0: no timing)
-  bool flush_l2 = true;   // write a buffer larger than L2 before each timed run
+  int repeats = 0;       // timed runs after the checked one (0: no timing)
+  bool flush_l2 = true;  // write a buffer larger than L2 before each timed run
 };
 
 struct HostRunResult {
-  std::vector<double> out;   // from the first (untimed) run; NaN where nothing was written
+  std::vector<double> out;  // from the first (untimed) run; NaN where nothing was written
   KernelChoice choice;
   double ms_median = 0, ms_min = 0;
 };

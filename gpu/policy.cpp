@@ -13,7 +13,7 @@ namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 constexpr std::int64_t kMaxIndex = (std::int64_t{1} << 31) - 1;  // 32-bit thread/item indices
-constexpr std::int64_t kPlainPageMax = 1024;   // outputs per out_lo table (plain)
+constexpr std::int64_t kPlainPageMax = 1024;                     // outputs per out_lo table (plain)
 constexpr std::int64_t kCachedPageMax = 4096;  // outputs one block may own (cached)
 constexpr int kPlainThreads = 256;
 
@@ -84,8 +84,7 @@ LaunchPlan plain_launch_plan(const BucketLayout& lay, const DeviceLimits& lim) {
   const std::int64_t mi_max = p.nfp == 4 ? 2048 : 1024;
   int inner_first = nv;
   p.Mi = 1;
-  while (inner_first > lay.k &&
-         (p.Mi * lay.card[inner_first - 1] <= mi_max || inner_first == nv)) {
+  while (inner_first > lay.k && (p.Mi * lay.card[inner_first - 1] <= mi_max || inner_first == nv)) {
     --inner_first;
     p.Mi *= lay.card[inner_first];
   }
@@ -101,7 +100,8 @@ LaunchPlan plain_launch_plan(const BucketLayout& lay, const DeviceLimits& lim) {
   const std::int64_t target = std::int64_t{lim.sm_count} * lim.max_threads_per_sm * 2;
   std::int64_t S = 1;
   if (lay.n_out * G < target && p.Mh > 1) {
-    S = std::min({p.Mh, ceil_div(target, lay.n_out * G), std::max<std::int64_t>(1, lay.M / (G * 256))});
+    S = std::min(
+        {p.Mh, ceil_div(target, lay.n_out * G), std::max<std::int64_t>(1, lay.M / (G * 256))});
     S = std::max<std::int64_t>(S, 1);
   }
   p.mh_per_split = ceil_div(p.Mh, S);
@@ -150,7 +150,8 @@ CacheCandidate plan_page(const BucketLayout& lay, int page_vars, int budget, int
     // lifetime: pages in a row that share f's segment (page-tag digits below f's lowest)
     double life = 1;
     for (int i = first - 1; i >= 0 && lay.stride[f][i] == 0; --i) life *= lay.card[i];
-    if (bytes <= budget) items.push_back({f, life / static_cast<double>(bytes), static_cast<int>(bytes)});
+    if (bytes <= budget)
+      items.push_back({f, life / static_cast<double>(bytes), static_cast<int>(bytes)});
   }
   std::stable_sort(items.begin(), items.end(),
                    [](const Item& a, const Item& b) { return a.value > b.value; });
@@ -174,15 +175,18 @@ FastDiv::FastDiv(std::uint32_t divisor) : d(divisor) {
   shift = 0;
   while ((std::uint64_t{1} << shift) < divisor) ++shift;
   // mul = floor(2^32 * (2^shift - d) / d) + 1
-  mul = static_cast<std::uint32_t>(((std::uint64_t{1} << 32) * ((std::uint64_t{1} << shift) - divisor)) /
-                                       divisor + 1);
+  mul = static_cast<std::uint32_t>(
+      ((std::uint64_t{1} << 32) * ((std::uint64_t{1} << shift) - divisor)) / divisor + 1);
 }
 
 const char* to_string(Variant v) {
   switch (v) {
-    case Variant::automatic: return "automatic";
-    case Variant::cached: return "cached";
-    case Variant::plain: return "plain";
+    case Variant::automatic:
+      return "automatic";
+    case Variant::cached:
+      return "cached";
+    case Variant::plain:
+      return "plain";
   }
   return "?";
 }
@@ -247,14 +251,16 @@ BucketLayout describe(const BucketShape& shape, std::span<const std::vector<int>
   return lay;
 }
 
-bool cached_possible(const BucketLayout& lay, const DeviceLimits& lim, int /*eb*/, std::string& why) {
+bool cached_possible(const BucketLayout& lay, const DeviceLimits& lim, int /*eb*/,
+                     std::string& why) {
   if (lay.nf == 0) {
     why = "no input varies with the summed variables: nothing to cache";
     return false;
   }
   const std::int64_t sum_table = lay.M * std::max(4, round_up(lay.nf, 4)) * 4;
   if (sum_table > lim.shared_per_block / 2) {
-    why = "the summed range (" + std::to_string(lay.M) + " configurations) needs a table too large for shared memory";
+    why = "the summed range (" + std::to_string(lay.M) +
+          " configurations) needs a table too large for shared memory";
     return false;
   }
   return true;
@@ -284,7 +290,8 @@ LaunchPlan cached_launch_plan(const BucketLayout& lay, const DeviceLimits& lim, 
   CacheCandidate best;
   double best_occ = 0;
   for (int share : {4, 2, 1}) {
-    const int budget = std::min(lim.shared_per_block, lim.shared_per_sm / share - lim.block_overhead) - sum_table;
+    const int budget =
+        std::min(lim.shared_per_block, lim.shared_per_sm / share - lim.block_overhead) - sum_table;
     if (budget <= 0) continue;
     std::int64_t P = 1;
     for (int pv = 0; pv <= lay.k; ++pv) {
@@ -295,7 +302,9 @@ LaunchPlan cached_launch_plan(const BucketLayout& lay, const DeviceLimits& lim, 
       if (pv > 0 && n_pages < 2 * lim.sm_count && P * G > 32) break;
       CacheCandidate c = plan_page(lay, pv, budget, eb);
       if (!c.ok) continue;
-      const int threads = static_cast<int>(std::min<std::int64_t>(256, std::max<std::int64_t>(32, round_up(static_cast<int>(std::min<std::int64_t>(P * G, 1 << 20)), 32))));
+      const int threads = static_cast<int>(std::min<std::int64_t>(
+          256, std::max<std::int64_t>(
+                   32, round_up(static_cast<int>(std::min<std::int64_t>(P * G, 1 << 20)), 32))));
       const int smem = c.seg_bytes + sum_table;
       const int by_smem = lim.shared_per_sm / (smem + lim.block_overhead);
       const int by_threads = lim.max_threads_per_sm / threads;
@@ -330,9 +339,12 @@ LaunchPlan cached_launch_plan(const BucketLayout& lay, const DeviceLimits& lim, 
   p.sum_table_offset = round_up(off * eb, 16);
   p.shared_bytes = p.sum_table_offset + sum_table;
   // pass 3: block shape; pages per block as long as the device still gets two waves of blocks
-  p.threads = static_cast<int>(std::min<std::int64_t>(256, std::max<std::int64_t>(32, round_up(static_cast<int>(std::min<std::int64_t>(p.P * G, 1 << 20)), 32))));
-  const int per_sm = std::max(1, std::min({lim.shared_per_sm / (p.shared_bytes + lim.block_overhead),
-                                           lim.max_threads_per_sm / p.threads, 32}));
+  p.threads = static_cast<int>(std::min<std::int64_t>(
+      256, std::max<std::int64_t>(
+               32, round_up(static_cast<int>(std::min<std::int64_t>(p.P * G, 1 << 20)), 32))));
+  const int per_sm =
+      std::max(1, std::min({lim.shared_per_sm / (p.shared_bytes + lim.block_overhead),
+                            lim.max_threads_per_sm / p.threads, 32}));
   const std::int64_t want_blocks = std::int64_t{2} * lim.sm_count * per_sm;
   p.pages_per_block = static_cast<int>(std::clamp<std::int64_t>(p.n_pages / want_blocks, 1, 64));
   p.blocks = ceil_div(p.n_pages, p.pages_per_block);
@@ -351,7 +363,8 @@ LaunchPlan cached_launch_plan(const BucketLayout& lay, const DeviceLimits& lim, 
   for (std::int64_t ol = 0; ol < p.P; ++ol)
     for (int f = 0; f < lay.nf; ++f) {
       const std::int32_t g = p.out_lo[ol * p.nip + f];
-      p.cache_lo[ol * p.nfp + f] = (p.cached_mask >> f & 1) ? g / static_cast<std::int32_t>(lay.m_f[f]) : g;
+      p.cache_lo[ol * p.nfp + f] =
+          (p.cached_mask >> f & 1) ? g / static_cast<std::int32_t>(lay.m_f[f]) : g;
     }
   p.refetch.assign(p.n_pages, 0);
   std::vector<double> fetches(lay.nf, 0);
@@ -381,7 +394,7 @@ LaunchPlan cached_launch_plan(const BucketLayout& lay, const DeviceLimits& lim, 
 // The selector. Its thresholds come from bench/gpu measurements (docs/perf-notes.md): the
 // software cache pays when the staged data is reused enough to amortize staging and barriers.
 LaunchPlan make_launch_plan(const BucketLayout& lay, Variant want, const DeviceLimits& lim, int eb,
-                   Selection* sel) {
+                            Selection* sel) {
   if (!lay.unsupported.empty()) throw std::invalid_argument(lay.unsupported);
   Selection s;
   LaunchPlan p;
@@ -494,7 +507,8 @@ void emulate(const LaunchPlan& p, const BucketLayout& lay, std::span<const Input
   const int nf = p.nf;
   auto const_part = [&](std::int64_t page, std::int64_t ol) {
     double c = 0;
-    for (int s = nf; s < lay.n_in; ++s) c += in[s][p.out_hi[page * p.nip + s] + p.out_lo[ol * p.nip + s]];
+    for (int s = nf; s < lay.n_in; ++s)
+      c += in[s][p.out_hi[page * p.nip + s] + p.out_lo[ol * p.nip + s]];
     return c;
   };
   if (p.variant == Variant::plain) {

@@ -20,8 +20,8 @@
 
 namespace kinfer::gpu {
 
-constexpr int kMaxInputs = 16;   // input tables one kernel launch takes
-constexpr int kMaxVarying = 8;   // inputs that vary with the summed variables (template cases)
+constexpr int kMaxInputs = 16;      // input tables one kernel launch takes
+constexpr int kMaxVarying = 8;      // inputs that vary with the summed variables (template cases)
 constexpr int kStaticShared = 512;  // static shared memory of every kernel (the exp table)
 
 // n / d for 0 <= n < 2^31 with a multiply and a shift (Granlund-Montgomery, round-up variant).
@@ -46,16 +46,16 @@ struct DeviceLimits {
 
 // The bucket's index space, independent of the kernel variant.
 struct BucketLayout {
-  int n_in = 0;                     // inputs
-  int nf = 0;                       // inputs varying with the summed variables: slots [0, nf)
-  std::vector<int> slot_input;      // slot -> index into the caller's inputs; constant ones last
+  int n_in = 0;                 // inputs
+  int nf = 0;                   // inputs varying with the summed variables: slots [0, nf)
+  std::vector<int> slot_input;  // slot -> index into the caller's inputs; constant ones last
   std::vector<std::vector<std::int64_t>> stride;  // [slot][bucket var] (0: not in the input)
   std::vector<int> card;
-  int k = 0;                        // output variables: bucket vars [0, k)
+  int k = 0;  // output variables: bucket vars [0, k)
   std::int64_t n_out = 1, M = 1;
-  std::vector<std::int64_t> m_f;    // [varying slot] entries of its contiguous summed run
+  std::vector<std::int64_t> m_f;      // [varying slot] entries of its contiguous summed run
   std::vector<std::int64_t> in_size;  // [slot] entries of the input table
-  std::string unsupported;          // non-empty: no kernel takes this bucket (why)
+  std::string unsupported;            // non-empty: no kernel takes this bucket (why)
 };
 
 BucketLayout describe(const BucketShape& shape, std::span<const std::vector<int>> scopes);
@@ -72,30 +72,30 @@ struct LaunchPlan {
   // summed split (plain: Mi inner; cached: Mi = M)
   std::int64_t Mi = 1, Mh = 1;
   // launch shape
-  int lanes_log2 = 0;               // 2^lanes_log2 threads share one output (interleaved m)
+  int lanes_log2 = 0;  // 2^lanes_log2 threads share one output (interleaved m)
   int threads = 256;
   std::int64_t blocks = 1;
-  int splits = 1;                   // plain: blocks of outputs split over mh (partials combined)
+  int splits = 1;  // plain: blocks of outputs split over mh (partials combined)
   std::int64_t mh_per_split = 1;
-  int pages_per_block = 1;          // cached: consecutive pages one block walks
-  int shared_bytes = 0;             // dynamic shared memory per block
-  int sum_table_offset = 0;         // byte offset of the sum table in shared memory
+  int pages_per_block = 1;   // cached: consecutive pages one block walks
+  int shared_bytes = 0;      // dynamic shared memory per block
+  int sum_table_offset = 0;  // byte offset of the sum table in shared memory
   // cached variant: per varying slot
   std::uint32_t cached_mask = 0;
   std::vector<int> seg_off, seg_size, pitch;  // in elements; pitch: odd row length of a segment
-  double hit_fraction = 0;          // element loads served from shared memory
-  double min_reuse = 0;             // least uses per staged element over the cached inputs
-  double resident_threads = 0;      // threads with an output that one SM holds at once
-  double launch_threads = 0;        // threads with an output in the whole launch
+  double hit_fraction = 0;                    // element loads served from shared memory
+  double min_reuse = 0;         // least uses per staged element over the cached inputs
+  double resident_threads = 0;  // threads with an output that one SM holds at once
+  double launch_threads = 0;    // threads with an output in the whole launch
   // tables (host copies; uploaded once per shape)
-  std::vector<std::int32_t> out_lo;   // [P][nip]   global offset of a page-local output
-  std::vector<std::int64_t> out_hi;   // [n_pages][nip]   ("PageOffsets")
-  std::vector<std::int32_t> sum_lo;   // [Mi][nfp]  plain: global offset; cached: cache offset
-  std::vector<std::int64_t> sum_hi;   // [Mh][nfp]
-  std::vector<std::int32_t> cache_lo; // [P][nfp]   cached: cache row or global offset per input
-  std::vector<std::uint32_t> refetch; // [n_pages]  bit f: segment f changes ("PageValid", negated)
+  std::vector<std::int32_t> out_lo;    // [P][nip]   global offset of a page-local output
+  std::vector<std::int64_t> out_hi;    // [n_pages][nip]   ("PageOffsets")
+  std::vector<std::int32_t> sum_lo;    // [Mi][nfp]  plain: global offset; cached: cache offset
+  std::vector<std::int64_t> sum_hi;    // [Mh][nfp]
+  std::vector<std::int32_t> cache_lo;  // [P][nfp]   cached: cache row or global offset per input
+  std::vector<std::uint32_t> refetch;  // [n_pages]  bit f: segment f changes ("PageValid", negated)
   FastDiv div_P, div_out;
-  std::vector<FastDiv> div_mf;      // [varying slot] for staging
+  std::vector<FastDiv> div_mf;  // [varying slot] for staging
   double table_bytes() const;
 };
 
@@ -108,7 +108,7 @@ struct Selection {
 // Builds the launch for `want` (automatic: the selector picks). `elem_bytes`: 8 or 4.
 // Throws std::invalid_argument when the layout is unsupported or the variant cannot take it.
 LaunchPlan make_launch_plan(const BucketLayout& lay, Variant want, const DeviceLimits& lim,
-                   int elem_bytes = 8, Selection* sel = nullptr);
+                            int elem_bytes = 8, Selection* sel = nullptr);
 
 // Does the cached variant fit this bucket? Returns the policy, or an explanation in `why`.
 bool cached_possible(const BucketLayout& lay, const DeviceLimits& lim, int elem_bytes,

@@ -18,7 +18,9 @@ double RandomBucket::states() const {
 
 RandomBucket random_bucket(std::mt19937_64& rng, const RandomBucketOptions& opt) {
   auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-  auto real = [&](double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng); };
+  auto real = [&](double lo, double hi) {
+    return std::uniform_real_distribution<double>(lo, hi)(rng);
+  };
   RandomBucket b;
   // pass 1: summed variables whose configurations multiply to a number in [min_marg, max_marg]
   const int target_marg = uni(opt.min_marg, opt.max_marg);
@@ -37,7 +39,8 @@ RandomBucket random_bucket(std::mt19937_64& rng, const RandomBucketOptions& opt)
   for (int c : marg_card) log2_states += std::log2(c);
   std::vector<int> out_card;
   const int max_vars = opt.max_vars_per_function;
-  while (log2_states < log2_target && static_cast<int>(out_card.size() + marg_card.size()) < max_vars) {
+  while (log2_states < log2_target &&
+         static_cast<int>(out_card.size() + marg_card.size()) < max_vars) {
     int c = uni(1, opt.max_card);
     if (log2_states + std::log2(c) > opt.max_log2_states) c = 2;
     if (log2_states + std::log2(c) > opt.max_log2_states) break;

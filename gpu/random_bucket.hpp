@@ -15,16 +15,16 @@ struct RandomBucket {
   std::vector<std::vector<int>> scopes;
   std::vector<std::vector<double>> data;  // log values; some -inf (zeros), wide ranges
   std::vector<InputTable> inputs() const;
-  double states() const;                  // output_size * marg_size
+  double states() const;  // output_size * marg_size
 };
 
 struct RandomBucketOptions {
   double min_log2_states = 4, max_log2_states = 20;  // drawn log-uniformly in between
   int min_functions = 2, max_functions = 4;
-  int min_marg = 2, max_marg = 32;                   // summed configurations
+  int min_marg = 2, max_marg = 32;  // summed configurations
   int max_card = 10;
   int max_vars_per_function = 25;
-  double zero_fraction = 0.03;                       // entries that are -inf
+  double zero_fraction = 0.03;  // entries that are -inf
 };
 
 RandomBucket random_bucket(std::mt19937_64& rng, const RandomBucketOptions& opt = {});

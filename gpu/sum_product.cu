@@ -83,7 +83,8 @@ __constant__ double c_exp2_64[64] = {
 
 // Each block copies the table to shared memory once; the exp reads it with a per-lane index.
 __device__ __forceinline__ void load_exp_table(double* s) {
-  static_assert(sizeof(c_exp2_64) == kStaticShared, "the planner reserves this much static shared memory");
+  static_assert(sizeof(c_exp2_64) == kStaticShared,
+                "the planner reserves this much static shared memory");
   for (int i = threadIdx.x; i < 64; i += blockDim.x) s[i] = c_exp2_64[i];
 }
 
@@ -112,7 +113,9 @@ __device__ __forceinline__ double expneg(double x, const double* tab) {
 }
 
 // Single precision: the special-function unit (ex2.approx), as paper 000 section 7.2.4 used.
-__device__ __forceinline__ float expneg(float x, const double*) { return __expf(fmaxf(x, -100.0f)); }
+__device__ __forceinline__ float expneg(float x, const double*) {
+  return __expf(fmaxf(x, -100.0f));
+}
 
 __device__ __forceinline__ double neg_inf(double) { return -INFINITY; }
 __device__ __forceinline__ float neg_inf(float) { return -INFINITY; }
@@ -180,7 +183,10 @@ __device__ __forceinline__ T const_part(const KernelArgs<T>& a, int nf, const in
 
 // ---- plain: global loads through L1/L2 ----
 template <class T, int NF>
-__global__ void __launch_bounds__(256, NF <= 3 ? 4 : NF <= 6 ? 3 : 2) plain_kernel(const __grid_constant__ KernelArgs<T> a) {
+__global__ void __launch_bounds__(256, NF <= 3   ? 4
+                                       : NF <= 6 ? 3
+                                                 : 2)
+    plain_kernel(const __grid_constant__ KernelArgs<T> a) {
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ double tab[64];
   load_exp_table(tab);
@@ -221,7 +227,7 @@ __global__ void __launch_bounds__(256, NF <= 3 ? 4 : NF <= 6 ? 3 : 2) plain_kern
         const T* r[NF];
 #pragma unroll
         for (int f = 0; f < NF; ++f) r[f] = q[f] + __ldg(a.sum_hi + mh * a.nfp + f);
-        // dynamic unrolling (paper 000 section 7.3.1): the compiler peels the remainder
+          // dynamic unrolling (paper 000 section 7.3.1): the compiler peels the remainder
 #pragma unroll 4
         for (int mi = g; mi < a.Mi; mi += G) {
           int idx[NF];
@@ -247,8 +253,8 @@ __global__ void __launch_bounds__(256, NF <= 3 ? 4 : NF <= 6 ? 3 : 2) plain_kern
 
 // One warp per output merges the splits' partial pairs.
 template <class T>
-__global__ void combine_kernel(const T* __restrict__ partial, T* __restrict__ out,
-                               unsigned n_out, int splits) {
+__global__ void combine_kernel(const T* __restrict__ partial, T* __restrict__ out, unsigned n_out,
+                               int splits) {
   __shared__ double tab[64];
   load_exp_table(tab);
   __syncthreads();
@@ -355,7 +361,8 @@ void allow_shared(K kernel, int bytes, std::once_flag& flag) {
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     max_optin - static_cast<int>(attr.sharedSizeBytes)));
   });
-  if (bytes > max_dynamic_shared()) throw std::invalid_argument("policy needs more shared memory than a block gets");
+  if (bytes > max_dynamic_shared())
+    throw std::invalid_argument("policy needs more shared memory than a block gets");
 }
 
 template <class T, int NF>
@@ -503,22 +510,42 @@ void launch_sum_product(const LaunchPlan& p, const DeviceTables& t, const T* con
   a.pages_per_block = p.pages_per_block;
   a.sum_table_offset = p.sum_table_offset;
   switch (p.nf) {
-    case 0: launch_nf<T, 0>(p, a, stream); break;
-    case 1: launch_nf<T, 1>(p, a, stream); break;
-    case 2: launch_nf<T, 2>(p, a, stream); break;
-    case 3: launch_nf<T, 3>(p, a, stream); break;
-    case 4: launch_nf<T, 4>(p, a, stream); break;
-    case 5: launch_nf<T, 5>(p, a, stream); break;
-    case 6: launch_nf<T, 6>(p, a, stream); break;
-    case 7: launch_nf<T, 7>(p, a, stream); break;
-    case 8: launch_nf<T, 8>(p, a, stream); break;
-    default: throw std::invalid_argument("more varying inputs than the kernels take");
+    case 0:
+      launch_nf<T, 0>(p, a, stream);
+      break;
+    case 1:
+      launch_nf<T, 1>(p, a, stream);
+      break;
+    case 2:
+      launch_nf<T, 2>(p, a, stream);
+      break;
+    case 3:
+      launch_nf<T, 3>(p, a, stream);
+      break;
+    case 4:
+      launch_nf<T, 4>(p, a, stream);
+      break;
+    case 5:
+      launch_nf<T, 5>(p, a, stream);
+      break;
+    case 6:
+      launch_nf<T, 6>(p, a, stream);
+      break;
+    case 7:
+      launch_nf<T, 7>(p, a, stream);
+      break;
+    case 8:
+      launch_nf<T, 8>(p, a, stream);
+      break;
+    default:
+      throw std::invalid_argument("more varying inputs than the kernels take");
   }
   if (p.variant == Variant::plain && p.splits > 1) {
     const unsigned warps_per_block = 8;
-    const unsigned blocks = static_cast<unsigned>((p.n_out + warps_per_block - 1) / warps_per_block);
-    combine_kernel<T><<<blocks, 32 * warps_per_block, 0, stream>>>(partial, out,
-                                                                  static_cast<unsigned>(p.n_out), p.splits);
+    const unsigned blocks =
+        static_cast<unsigned>((p.n_out + warps_per_block - 1) / warps_per_block);
+    combine_kernel<T><<<blocks, 32 * warps_per_block, 0, stream>>>(
+        partial, out, static_cast<unsigned>(p.n_out), p.splits);
     CUDA_CHECK(cudaGetLastError());
   }
 }
@@ -526,19 +553,27 @@ void launch_sum_product(const LaunchPlan& p, const DeviceTables& t, const T* con
 template <class T>
 double measure_element_rate(int nf, cudaStream_t stream) {
   switch (nf) {
-    case 1: return ceiling_nf<T, 1>(stream);
-    case 2: return ceiling_nf<T, 2>(stream);
-    case 3: return ceiling_nf<T, 3>(stream);
-    case 4: return ceiling_nf<T, 4>(stream);
-    case 5: return ceiling_nf<T, 5>(stream);
-    case 6: return ceiling_nf<T, 6>(stream);
-    case 7: return ceiling_nf<T, 7>(stream);
-    default: return ceiling_nf<T, 8>(stream);
+    case 1:
+      return ceiling_nf<T, 1>(stream);
+    case 2:
+      return ceiling_nf<T, 2>(stream);
+    case 3:
+      return ceiling_nf<T, 3>(stream);
+    case 4:
+      return ceiling_nf<T, 4>(stream);
+    case 5:
+      return ceiling_nf<T, 5>(stream);
+    case 6:
+      return ceiling_nf<T, 6>(stream);
+    case 7:
+      return ceiling_nf<T, 7>(stream);
+    default:
+      return ceiling_nf<T, 8>(stream);
   }
 }
 
-template void launch_sum_product<double>(const LaunchPlan&, const DeviceTables&, const double* const*,
-                                         double*, double*, cudaStream_t);
+template void launch_sum_product<double>(const LaunchPlan&, const DeviceTables&,
+                                         const double* const*, double*, double*, cudaStream_t);
 template void launch_sum_product<float>(const LaunchPlan&, const DeviceTables&, const float* const*,
                                         float*, float*, cudaStream_t);
 template double measure_element_rate<double>(int, cudaStream_t);

@@ -23,7 +23,8 @@ std::vector<Line> split_lines(const std::string& text) {
       std::size_t start = i;
       while (i < end && !std::isspace(static_cast<unsigned char>(text[i]))) ++i;
       if (i > start)
-        line.fields.push_back({text.substr(start, i - start), static_cast<int>(line.fields.size()) + 1});
+        line.fields.push_back(
+            {text.substr(start, i - start), static_cast<int>(line.fields.size()) + 1});
     }
     if (!line.fields.empty()) lines.push_back(std::move(line));
     pos = end + 1;

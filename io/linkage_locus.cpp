@@ -23,7 +23,6 @@ using linkage::PedigreeFile;
 using linkage::Person;
 using linkage::Phenotype;
 
-
 namespace {
 
 // Reads a locus file line by line as LINKAGE does: each item takes the leading numbers of a
@@ -34,18 +33,22 @@ class LocusReader {
       : path_(std::move(path)), lines_(split_lines(text)) {}
 
   bool at_end() const { return cur_ >= lines_.size(); }
-  long line() const { return at_end() ? (lines_.empty() ? 0 : lines_.back().number) : lines_[cur_].number; }
+  long line() const {
+    return at_end() ? (lines_.empty() ? 0 : lines_.back().number) : lines_[cur_].number;
+  }
   const Line& current() const { return lines_[cur_]; }
   const std::string& path() const { return path_; }
 
   [[noreturn]] void fail(long line, int column, const std::string& msg) const {
-    throw InputError(path_, line, column > 0 ? "column " + std::to_string(column) + ": " + msg : msg);
+    throw InputError(path_, line,
+                     column > 0 ? "column " + std::to_string(column) + ": " + msg : msg);
   }
 
   // The numbers of one item: at least `min` and at most `max` leading numbers of the next line.
   // An item with `min == max` may continue onto following lines while its lines hold nothing
   // but numbers (long frequency lists are sometimes wrapped).
-  std::vector<Field> numbers(int min, int max, const std::string& what, long* first_line = nullptr) {
+  std::vector<Field> numbers(int min, int max, const std::string& what,
+                             long* first_line = nullptr) {
     if (at_end()) fail(line(), 0, "unexpected end of file, expected " + what);
     std::vector<Field> out;
     if (first_line) *first_line = lines_[cur_].number;
@@ -66,7 +69,10 @@ class LocusReader {
           const Field* bad = nullptr;
           for (const Field& f : l.fields) {
             double v;
-            if (!parse_double(f.text, v)) { bad = &f; break; }
+            if (!parse_double(f.text, v)) {
+              bad = &f;
+              break;
+            }
           }
           std::string msg = "expected " + what + ": " + std::to_string(min) +
                             (min == max ? "" : " to " + std::to_string(max)) + " number" +
@@ -98,8 +104,9 @@ class LocusReader {
     if (!parse_int(f.text, v))
       fail(line, f.column, "expected " + what + " (an integer), found '" + f.text + "'");
     if (v < lo || v > hi)
-      fail(line, f.column, "expected " + what + " between " + std::to_string(lo) + " and " +
-                               std::to_string(hi) + ", found " + f.text);
+      fail(line, f.column,
+           "expected " + what + " between " + std::to_string(lo) + " and " + std::to_string(hi) +
+               ", found " + f.text);
     return v;
   }
 
@@ -120,7 +127,8 @@ class LocusReader {
 // A locus name from the header's comment: the word after "Locus", else the text after '#'.
 std::string locus_name(const Line& l, std::size_t first_comment, int index) {
   std::string rest;
-  for (std::size_t i = first_comment; i < l.fields.size(); ++i) rest += (rest.empty() ? "" : " ") + l.fields[i].text;
+  for (std::size_t i = first_comment; i < l.fields.size(); ++i)
+    rest += (rest.empty() ? "" : " ") + l.fields[i].text;
   auto pos = rest.find("Locus ");
   if (pos != std::string::npos) {
     std::istringstream s(rest.substr(pos + 6));
@@ -145,8 +153,9 @@ void check_frequencies(const LocusReader& r, const std::vector<Field>& f, long l
   }
   // Files carry 4 to 6 decimals; FASTLINK does not renormalise and neither do we.
   if (std::abs(sum - 1.0) > 1e-3)
-    r.fail(line, f.front().column, "the allele frequencies of " + locus + " sum to " + fmt(sum) +
-                                       ", expected 1 (within 0.001)");
+    r.fail(line, f.front().column,
+           "the allele frequencies of " + locus + " sum to " + fmt(sum) +
+               ", expected 1 (within 0.001)");
 }
 
 }  // namespace
@@ -158,19 +167,21 @@ LocusFile parse_locus_file(const std::string& path, const std::string& text) {
   long ln = 0;
 
   // 1. nloci risk_locus sexlinked program [Superlink's extra field]
-  auto h = r.numbers(4, 5, "the first line: number of loci, risk locus, sex-linked flag, program",
-                     &ln);
+  auto h =
+      r.numbers(4, 5, "the first line: number of loci, risk locus, sex-linked flag, program", &ln);
   const int nloci = static_cast<int>(r.to_int(h[0], ln, "the number of loci", 1, 100000));
   if (nloci < 2)
-    r.fail(ln, h[0].column, "a LOD score needs at least two loci, the locus file has " +
-                                std::to_string(nloci));
+    r.fail(ln, h[0].column,
+           "a LOD score needs at least two loci, the locus file has " + std::to_string(nloci));
   lf.risk_locus = static_cast<int>(r.to_int(h[1], ln, "the risk locus (0 for none)", 0, nloci));
   lf.sex_linked = r.to_int(h[2], ln, "the sex-linked flag (0 autosomal, 1 X-linked)", 0, 1) == 1;
   lf.program = static_cast<int>(r.to_int(h[3], ln, "the program code", -1000000, 1000000));
 
   // 2. mutation locus, male and female mutation rates, haplotype (linkage disequilibrium) flag
-  auto m = r.numbers(4, 4, "the second line: mutation locus, male and female mutation rates, "
-                           "haplotype flag", &ln);
+  auto m = r.numbers(4, 4,
+                     "the second line: mutation locus, male and female mutation rates, "
+                     "haplotype flag",
+                     &ln);
   r.to_int(m[0], ln, "the mutation locus", 0, nloci);
   double rate = 0;
   for (int i = 1; i <= 2; ++i) {
@@ -179,14 +190,17 @@ LocusFile parse_locus_file(const std::string& path, const std::string& text) {
       r.fail(ln, m[i].column, "mutation rates are not supported: expected 0, found " + m[i].text);
   }
   if (r.to_int(m[3], ln, "the haplotype frequency flag", 0, 1) != 0)
-    r.fail(ln, m[3].column, "haplotype frequencies (linkage disequilibrium) are not supported: "
-                            "expected 0, found 1");
+    r.fail(ln, m[3].column,
+           "haplotype frequencies (linkage disequilibrium) are not supported: "
+           "expected 0, found 1");
 
   // 3. map order: the input locus at each map position
-  auto o = r.numbers(nloci, nloci, "the map order (" + std::to_string(nloci) + " locus numbers)", &ln);
+  auto o =
+      r.numbers(nloci, nloci, "the map order (" + std::to_string(nloci) + " locus numbers)", &ln);
   std::vector<char> seen(nloci, 0);
   for (const Field& f : o) {
-    const int k = static_cast<int>(r.to_int(f, ln, "a locus number in the map order", 1, nloci)) - 1;
+    const int k =
+        static_cast<int>(r.to_int(f, ln, "a locus number in the map order", 1, nloci)) - 1;
     if (seen[k]) r.fail(ln, f.column, "locus " + f.text + " appears twice in the map order");
     seen[k] = 1;
     lf.map_order.push_back(k);
@@ -203,13 +217,17 @@ LocusFile parse_locus_file(const std::string& path, const std::string& text) {
     L.name = locus_name(hl, 2, k);
     const long type = r.to_int(hd[0], ln, "the type of " + who, -1000, 1000);
     if (type == 0 || type == 2)
-      r.fail(ln, hd[0].column, who + " has type " + hd[0].text + " (" +
-                                   (type == 0 ? "quantitative" : "binary factors") +
-                                   "), which kinfer does not support: expected 1 (affection) "
-                                   "or 3 (numbered alleles)");
+      r.fail(ln, hd[0].column,
+             who + " has type " + hd[0].text + " (" +
+                 (type == 0 ? "quantitative" : "binary factors") +
+                 "), which kinfer does not support: expected 1 (affection) "
+                 "or 3 (numbered alleles)");
     if (type != 1 && type != 3)
-      r.fail(ln, hd[0].column, "expected the type of " + who + ": 1 (affection) or 3 (numbered "
-                               "alleles), found " + hd[0].text);
+      r.fail(ln, hd[0].column,
+             "expected the type of " + who +
+                 ": 1 (affection) or 3 (numbered "
+                 "alleles), found " +
+                 hd[0].text);
     L.type = type == 1 ? LocusType::Affection : LocusType::Numbered;
     L.n_alleles = static_cast<int>(r.to_int(hd[1], ln, "the number of alleles of " + who, 1, 1000));
     const int n = L.n_alleles;
@@ -218,7 +236,8 @@ LocusFile parse_locus_file(const std::string& path, const std::string& text) {
     check_frequencies(r, fq, ln, L.freq, desc);
     if (L.type == LocusType::Affection) {
       auto c = r.numbers(1, 1, "the number of liability classes of " + desc, &ln);
-      const int nc = static_cast<int>(r.to_int(c[0], ln, "the number of liability classes", 1, 10000));
+      const int nc =
+          static_cast<int>(r.to_int(c[0], ln, "the number of liability classes", 1, 10000));
       const int ng = n * (n + 1) / 2;
       for (int cl = 0; cl < nc; ++cl) {
         const std::string what = std::to_string(ng) + " penetrances of liability class " +
@@ -231,15 +250,18 @@ LocusFile parse_locus_file(const std::string& path, const std::string& text) {
           // SwiftLink's files leave the male line out: a hemizygous male is then taken to be
           // like a homozygous female.
           std::vector<double> w;
-          for (int a = 1; a <= n; ++a) w.push_back(L.penetrance.back()[linkage::genotype_index(a, a, n)]);
+          for (int a = 1; a <= n; ++a)
+            w.push_back(L.penetrance.back()[linkage::genotype_index(a, a, n)]);
           L.male_penetrance.push_back(std::move(w));
           lf.warnings.push_back(r.path() + ":" + std::to_string(ln) + ": " + desc +
                                 " has no male penetrance line after liability class " +
                                 std::to_string(cl + 1) +
                                 "; males use the homozygous female penetrances");
         } else if (lf.sex_linked) {
-          auto q = r.numbers(n, n, std::to_string(n) + " male penetrances of liability class " +
-                                       std::to_string(cl + 1) + " of " + desc + " (sex-linked)", &ln);
+          auto q = r.numbers(n, n,
+                             std::to_string(n) + " male penetrances of liability class " +
+                                 std::to_string(cl + 1) + " of " + desc + " (sex-linked)",
+                             &ln);
           std::vector<double> w;
           for (const Field& f : q) w.push_back(r.to_prob(f, ln, "a male penetrance"));
           L.male_penetrance.push_back(std::move(w));
@@ -255,17 +277,22 @@ LocusFile parse_locus_file(const std::string& path, const std::string& text) {
   lf.sex_difference = static_cast<int>(r.to_int(si[0], ln, "the sex difference (0, 1 or 2)", 0, 2));
   const long interference = r.to_int(si[1], ln, "the interference (0 Haldane, 2 Kosambi)", 0, 2);
   if (interference == 1)
-    r.fail(ln, si[1].column, "interference 1 (a free interference parameter) is not supported: "
-                             "expected 0 (no interference, Haldane) or 2 (Kosambi)");
-  lf.map_function = interference == 2 ? linkage::MapFunction::Kosambi : linkage::MapFunction::Haldane;
+    r.fail(ln, si[1].column,
+           "interference 1 (a free interference parameter) is not supported: "
+           "expected 0 (no interference, Haldane) or 2 (Kosambi)");
+  lf.map_function =
+      interference == 2 ? linkage::MapFunction::Kosambi : linkage::MapFunction::Haldane;
   if (lf.sex_linked && lf.sex_difference != 0)
-    r.fail(ln, si[0].column, "a sex-linked locus file has recombination in females only: "
-                             "expected sex difference 0, found " + si[0].text);
+    r.fail(ln, si[0].column,
+           "a sex-linked locus file has recombination in females only: "
+           "expected sex difference 0, found " +
+               si[0].text);
 
   // 6-7. recombination fractions between adjacent map positions (male first)
-  auto th = r.numbers(nloci - 1, nloci - 1,
-                      std::to_string(nloci - 1) + " recombination fractions", &ln);
-  for (const Field& f : th) lf.male_theta.push_back(r.to_prob(f, ln, "a recombination fraction", 0.5));
+  auto th =
+      r.numbers(nloci - 1, nloci - 1, std::to_string(nloci - 1) + " recombination fractions", &ln);
+  for (const Field& f : th)
+    lf.male_theta.push_back(r.to_prob(f, ln, "a recombination fraction", 0.5));
   lf.female_theta = lf.male_theta;
   if (lf.sex_difference == 2) {
     auto ft = r.numbers(nloci - 1, nloci - 1,
@@ -284,8 +311,10 @@ LocusFile parse_locus_file(const std::string& path, const std::string& text) {
   // 8. program-specific tail (MLINK or LINKMAP); optional
   if (!r.at_end()) {
     lf.tail.present = true;
-    auto t = r.numbers(3, 3, "the program line (MLINK: varied theta, increment, finish; LINKMAP: "
-                             "moving locus, stop theta, grid size)", &lf.tail.line);
+    auto t = r.numbers(3, 3,
+                       "the program line (MLINK: varied theta, increment, finish; LINKMAP: "
+                       "moving locus, stop theta, grid size)",
+                       &lf.tail.line);
     for (const Field& f : t) {
       double v = 0;
       parse_double(f.text, v);
@@ -296,5 +325,7 @@ LocusFile parse_locus_file(const std::string& path, const std::string& text) {
   return lf;
 }
 
-LocusFile read_locus_file(const std::string& path) { return parse_locus_file(path, read_file(path)); }
+LocusFile read_locus_file(const std::string& path) {
+  return parse_locus_file(path, read_file(path));
+}
 }  // namespace kinfer::io

@@ -66,10 +66,12 @@ std::string parse_line(const Line& l, bool post, const LocusFile& lf, RawPerson&
         return fail(c, "expected a numeric id (0 for none) in a post-makeped file, found '" +
                            f[c - 1].text + "'");
     if (!parse_int(f[8].text, p.proband) || p.proband < 0)
-      return fail(9, "expected the proband/loop-breaker column (0, 1, 2, ...), found '" + f[8].text + "'");
+      return fail(
+          9, "expected the proband/loop-breaker column (0, 1, 2, ...), found '" + f[8].text + "'");
   }
   if (!parse_int(f[sex_col - 1].text, v) || (v != 1 && v != 2))
-    return fail(sex_col, "expected the sex, 1 (male) or 2 (female), found '" + f[sex_col - 1].text + "'");
+    return fail(sex_col,
+                "expected the sex, 1 (male) or 2 (female), found '" + f[sex_col - 1].text + "'");
   p.sex = static_cast<int>(v);
   int c = base;  // 0-based index of the next phenotype column
   for (int k = 0; k < lf.n_loci(); ++k) {
@@ -80,7 +82,8 @@ std::string parse_line(const Line& l, bool post, const LocusFile& lf, RawPerson&
     if (L.type == LocusType::Affection) {
       if (!parse_int(f[c].text, a) || a < 0 || a > 2)
         return fail(c + 1, "expected the affection status at " + who +
-                               ": 0 (unknown), 1 (unaffected) or 2 (affected), found '" + f[c].text + "'");
+                               ": 0 (unknown), 1 (unaffected) or 2 (affected), found '" +
+                               f[c].text + "'");
       ph.a1 = static_cast<int>(a);
       ph.a2 = 1;
       ++c;
@@ -153,11 +156,13 @@ PedigreeFile parse_pedigree_file(const std::string& path, const std::string& tex
       if (static_cast<int>(l.fields.size()) < pre_cols)
         throw InputError(path, l.number,
                          "column " + std::to_string(l.fields.size() + 1) + ": expected " +
-                             std::to_string(pre_cols) + " columns (pre-makeped: pedigree, id, "
-                             "father, mother, sex and " + std::to_string(P) +
-                             " phenotype columns for the " + std::to_string(lf.n_loci()) +
-                             " loci of " + lf.path + ") or " + std::to_string(post_cols) +
-                             " (post-makeped), found " + std::to_string(l.fields.size()));
+                             std::to_string(pre_cols) +
+                             " columns (pre-makeped: pedigree, id, "
+                             "father, mother, sex and " +
+                             std::to_string(P) + " phenotype columns for the " +
+                             std::to_string(lf.n_loci()) + " loci of " + lf.path + ") or " +
+                             std::to_string(post_cols) + " (post-makeped), found " +
+                             std::to_string(l.fields.size()));
       int col = 0;
       std::string why = parse_line(l, false, lf, raw[i], col);
       if (!why.empty()) {
@@ -167,7 +172,8 @@ PedigreeFile parse_pedigree_file(const std::string& path, const std::string& tex
           int col2 = 0;
           std::string why2 = parse_line(l, true, lf, tmp, col2);
           if (!why2.empty())
-            why += " (read as pre-makeped; as post-makeped, column " + std::to_string(col2) + ": " + why2 + ")";
+            why += " (read as pre-makeped; as post-makeped, column " + std::to_string(col2) + ": " +
+                   why2 + ")";
         }
         throw InputError(path, l.number, "column " + std::to_string(col) + ": " + why);
       }
@@ -190,8 +196,9 @@ PedigreeFile parse_pedigree_file(const std::string& path, const std::string& tex
     for (int i : members[pi]) rp.push_back(raw[i]);
     const std::string ped = rp[0].ped;
     auto err = [&](long line, int col, const std::string& m) {
-      throw InputError(path, line, (col > 0 ? "column " + std::to_string(col) + ": " : "") +
-                                       "pedigree " + ped + ": " + m);
+      throw InputError(
+          path, line,
+          (col > 0 ? "column " + std::to_string(col) + ": " : "") + "pedigree " + ped + ": " + m);
     };
 
     // Loop breakers (post-makeped column 9 = k+1): two records for one person; keep the one
@@ -204,19 +211,21 @@ PedigreeFile parse_pedigree_file(const std::string& path, const std::string& tex
       std::vector<char> drop(rp.size(), 0);
       for (auto& [k, idx] : breaker) {
         if (idx.size() != 2)
-          err(rp[idx[0]].line, 9, "loop breaker " + std::to_string(k - 1) + " (column 9 = " +
-                                      std::to_string(k) + ") must appear exactly twice, found " +
-                                      std::to_string(idx.size()) + " record(s)");
+          err(rp[idx[0]].line, 9,
+              "loop breaker " + std::to_string(k - 1) + " (column 9 = " + std::to_string(k) +
+                  ") must appear exactly twice, found " + std::to_string(idx.size()) +
+                  " record(s)");
         int keep = idx[0], copy = idx[1];
         const bool p0 = rp[idx[0]].father != "0", p1 = rp[idx[1]].father != "0";
         if (p0 && p1)
-          err(rp[idx[1]].line, 3, "both records of loop breaker " + std::to_string(k - 1) +
-                                      " have parents; the copy must be a founder");
+          err(rp[idx[1]].line, 3,
+              "both records of loop breaker " + std::to_string(k - 1) +
+                  " have parents; the copy must be a founder");
         if (p1) std::swap(keep, copy);
         if (rp[keep].sex != rp[copy].sex || !same_pheno(rp[keep].pheno, rp[copy].pheno))
-          err(rp[copy].line, 0, "the two records of loop breaker " + std::to_string(k - 1) +
-                                    " (ids " + rp[keep].id + " and " + rp[copy].id +
-                                    ") differ in sex or phenotypes");
+          err(rp[copy].line, 0,
+              "the two records of loop breaker " + std::to_string(k - 1) + " (ids " + rp[keep].id +
+                  " and " + rp[copy].id + ") differ in sex or phenotypes");
         alias[rp[copy].id] = rp[keep].id;
         drop[copy] = 1;
         ++out.merged_loop_breakers;
@@ -237,8 +246,9 @@ PedigreeFile parse_pedigree_file(const std::string& path, const std::string& tex
     for (const RawPerson& r : rp) {
       if (r.id == "0") err(r.line, 2, "an individual id must not be 0 (0 means 'no parent')");
       if (!index.emplace(r.id, static_cast<int>(P.people.size())).second)
-        err(r.line, 2, "individual " + r.id + " appears twice (first on line " +
-                           std::to_string(P.people[index[r.id]].line) + ")");
+        err(r.line, 2,
+            "individual " + r.id + " appears twice (first on line " +
+                std::to_string(P.people[index[r.id]].line) + ")");
       Person p;
       p.id = r.id;
       p.sex = r.sex;
@@ -250,24 +260,24 @@ PedigreeFile parse_pedigree_file(const std::string& path, const std::string& tex
       const RawPerson& r = rp[i];
       const bool hf = r.father != "0", hm = r.mother != "0";
       if (hf != hm)
-        err(r.line, hf ? 4 : 3, "individual " + r.id + " has " + (hf ? "a father" : "a mother") +
-                                    " but no " + (hf ? "mother" : "father") +
-                                    ": expected both parents or neither (0 0)");
+        err(r.line, hf ? 4 : 3,
+            "individual " + r.id + " has " + (hf ? "a father" : "a mother") + " but no " +
+                (hf ? "mother" : "father") + ": expected both parents or neither (0 0)");
       if (!hf) continue;
       for (int side = 0; side < 2; ++side) {
         const std::string& pid = side == 0 ? r.father : r.mother;
         auto it = index.find(pid);
         if (it == index.end())
-          err(r.line, 3 + side, "the " + std::string(side == 0 ? "father" : "mother") + " of " +
-                                    r.id + ", " + pid + ", is not an individual of this pedigree");
+          err(r.line, 3 + side,
+              "the " + std::string(side == 0 ? "father" : "mother") + " of " + r.id + ", " + pid +
+                  ", is not an individual of this pedigree");
         const Person& par = P.people[it->second];
         const int want = side == 0 ? 1 : 2;
         if (par.sex != want)
-          err(r.line, 3 + side, "individual " + pid + " is the " +
-                                    (side == 0 ? "father" : "mother") + " of " + r.id +
-                                    " but has sex " + std::to_string(par.sex) + " (" +
-                                    (par.sex == 1 ? "male" : "female") + ") on line " +
-                                    std::to_string(par.line));
+          err(r.line, 3 + side,
+              "individual " + pid + " is the " + (side == 0 ? "father" : "mother") + " of " + r.id +
+                  " but has sex " + std::to_string(par.sex) + " (" +
+                  (par.sex == 1 ? "male" : "female") + ") on line " + std::to_string(par.line));
         (side == 0 ? P.people[i].father : P.people[i].mother) = it->second;
       }
     }
@@ -288,8 +298,9 @@ PedigreeFile parse_pedigree_file(const std::string& path, const std::string& tex
             std::string chain = P.people[u].id;
             for (int w = v; w != u && w >= 0; w = via[w]) chain = P.people[w].id + " -> " + chain;
             chain = P.people[u].id + " -> " + chain;
-            err(P.people[u].line, 0, "individual " + P.people[u].id +
-                                         " is their own ancestor (child -> parent: " + chain + ")");
+            err(P.people[u].line, 0,
+                "individual " + P.people[u].id +
+                    " is their own ancestor (child -> parent: " + chain + ")");
           }
           if (state[u] == 0) {
             state[u] = 1;
@@ -325,7 +336,8 @@ PedigreeFile parse_pedigree_file(const std::string& path, const std::string& tex
         parent[find(fm.second)] = find(m);
       }
       for (int i = 0; i < n; ++i)
-        if (!P.people[i].founder()) parent[find(i)] = find(mating[{P.people[i].father, P.people[i].mother}]);
+        if (!P.people[i].founder())
+          parent[find(i)] = find(mating[{P.people[i].father, P.people[i].mother}]);
       int comps = 0;
       for (int i = 0; i < nodes; ++i) comps += find(i) == i;
       P.has_loop = edges > nodes - comps;
@@ -335,7 +347,8 @@ PedigreeFile parse_pedigree_file(const std::string& path, const std::string& tex
         for (int i = 0; i < n; ++i)
           if (find(i) != find(0)) others.push_back(P.people[i].id);
         std::string list;
-        for (std::size_t i = 0; i < others.size() && i < 12; ++i) list += (i ? ", " : "") + others[i];
+        for (std::size_t i = 0; i < others.size() && i < 12; ++i)
+          list += (i ? ", " : "") + others[i];
         if (others.size() > 12) list += ", ...";
         out.warnings.push_back(
             path + ": pedigree " + ped + " has " + std::to_string(comps) +
@@ -394,4 +407,3 @@ std::string format_post_makeped(const PedigreeFile& peds, const LocusFile& lf) {
 }
 
 }  // namespace kinfer::io
-

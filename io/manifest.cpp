@@ -13,15 +13,18 @@ namespace kinfer::io {
 
 namespace fs = std::filesystem;
 
-std::vector<std::string> split_options(const std::string& text, const std::string& file, long line) {
+std::vector<std::string> split_options(const std::string& text, const std::string& file,
+                                       long line) {
   std::vector<std::string> out;
   std::string cur;
   bool in_word = false;
   char quote = 0;
   for (char c : text) {
     if (quote) {
-      if (c == quote) quote = 0;
-      else cur += c;
+      if (c == quote)
+        quote = 0;
+      else
+        cur += c;
     } else if (c == '\'' || c == '"') {
       quote = c;
       in_word = true;
@@ -39,7 +42,8 @@ std::vector<std::string> split_options(const std::string& text, const std::strin
 
 namespace {
 
-const std::set<std::string> kColumns = {"id", "kind", "network", "evidence", "ped", "dat", "options"};
+const std::set<std::string> kColumns = {"id",  "kind", "network", "evidence",
+                                        "ped", "dat",  "options"};
 
 void validate(std::vector<Job>& jobs, const std::string& path) {
   const fs::path dir = fs::path(path).parent_path();
@@ -48,22 +52,26 @@ void validate(std::vector<Job>& jobs, const std::string& path) {
     if (j.id.empty()) throw InputError(path, j.line, "job has an empty id");
     for (char c : j.id)
       if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.')
-        throw InputError(path, j.line, "job id '" + j.id +
-                                           "' may contain only letters, digits, '_', '-' and '.' "
-                                           "(it names the job's result file)");
-    if (j.id == "." || j.id == "..") throw InputError(path, j.line, "job id '" + j.id + "' is not usable");
+        throw InputError(path, j.line,
+                         "job id '" + j.id +
+                             "' may contain only letters, digits, '_', '-' and '.' "
+                             "(it names the job's result file)");
+    if (j.id == "." || j.id == "..")
+      throw InputError(path, j.line, "job id '" + j.id + "' is not usable");
     auto [it, fresh] = ids.emplace(j.id, j.line);
     if (!fresh)
-      throw InputError(path, j.line, "duplicate job id '" + j.id + "' (first on line " +
-                                         std::to_string(it->second) + ")");
+      throw InputError(
+          path, j.line,
+          "duplicate job id '" + j.id + "' (first on line " + std::to_string(it->second) + ")");
     auto need = [&](std::string& file, const char* what) {
       if (file.empty())
-        throw InputError(path, j.line, "job '" + j.id + "' of kind " + j.kind + " needs a '" +
-                                           what + "' column");
+        throw InputError(path, j.line,
+                         "job '" + j.id + "' of kind " + j.kind + " needs a '" + what + "' column");
       fs::path p = fs::path(file).is_absolute() ? fs::path(file) : dir / file;
       if (!fs::exists(p))
-        throw InputError(path, j.line, "job '" + j.id + "': " + what + " file '" + file +
-                                           "' does not exist (looked for " + p.string() + ")");
+        throw InputError(path, j.line,
+                         "job '" + j.id + "': " + what + " file '" + file +
+                             "' does not exist (looked for " + p.string() + ")");
       file = fs::absolute(p).lexically_normal().string();
     };
     if (j.kind == "pe") {
@@ -73,8 +81,8 @@ void validate(std::vector<Job>& jobs, const std::string& path) {
       need(j.ped, "ped");
       need(j.dat, "dat");
     } else {
-      throw InputError(path, j.line, "job '" + j.id + "' has unknown kind '" + j.kind +
-                                         "', expected pe or lod");
+      throw InputError(path, j.line,
+                       "job '" + j.id + "' has unknown kind '" + j.kind + "', expected pe or lod");
     }
   }
   if (jobs.empty()) throw InputError(path, 0, "the manifest lists no jobs");
@@ -90,8 +98,10 @@ std::vector<Job> read_tsv(const std::string& path, const std::string& text) {
     std::vector<std::string> cells;
     std::string cur;
     for (char c : r) {
-      if (c == '\t') cells.push_back(cur), cur.clear();
-      else if (c != '\r') cur += c;
+      if (c == '\t')
+        cells.push_back(cur), cur.clear();
+      else if (c != '\r')
+        cur += c;
     }
     cells.push_back(cur);
     return cells;
@@ -105,33 +115,44 @@ std::vector<Job> read_tsv(const std::string& path, const std::string& text) {
       std::set<std::string> seen;
       for (const auto& h : header) {
         if (!kColumns.count(h))
-          throw InputError(path, line, "unknown column '" + h +
-                                           "' in the header, expected some of: id kind network "
-                                           "evidence ped dat options");
-        if (!seen.insert(h).second) throw InputError(path, line, "column '" + h + "' appears twice");
+          throw InputError(path, line,
+                           "unknown column '" + h +
+                               "' in the header, expected some of: id kind network "
+                               "evidence ped dat options");
+        if (!seen.insert(h).second)
+          throw InputError(path, line, "column '" + h + "' appears twice");
       }
       for (const char* req : {"id", "kind"})
         if (!seen.count(req))
-          throw InputError(path, line, std::string("the header lacks the required column '") + req +
-                                           "' (columns are separated by tabs)");
+          throw InputError(path, line,
+                           std::string("the header lacks the required column '") + req +
+                               "' (columns are separated by tabs)");
       continue;
     }
     if (cells.size() != header.size())
-      throw InputError(path, line, "expected " + std::to_string(header.size()) +
-                                       " tab-separated columns as in the header, found " +
-                                       std::to_string(cells.size()));
+      throw InputError(path, line,
+                       "expected " + std::to_string(header.size()) +
+                           " tab-separated columns as in the header, found " +
+                           std::to_string(cells.size()));
     Job j;
     j.line = line;
     for (std::size_t c = 0; c < header.size(); ++c) {
       const std::string& h = header[c];
       const std::string& v = cells[c];
-      if (h == "id") j.id = v;
-      else if (h == "kind") j.kind = v;
-      else if (h == "network") j.network = v;
-      else if (h == "evidence") j.evidence = v;
-      else if (h == "ped") j.ped = v;
-      else if (h == "dat") j.dat = v;
-      else if (h == "options") j.options = split_options(v, path, line);
+      if (h == "id")
+        j.id = v;
+      else if (h == "kind")
+        j.kind = v;
+      else if (h == "network")
+        j.network = v;
+      else if (h == "evidence")
+        j.evidence = v;
+      else if (h == "ped")
+        j.ped = v;
+      else if (h == "dat")
+        j.dat = v;
+      else if (h == "options")
+        j.options = split_options(v, path, line);
     }
     jobs.push_back(std::move(j));
   }
@@ -158,9 +179,12 @@ std::vector<Job> read_json(const std::string& path, const std::string& text) {
     bool in_str = false, esc = false;
     for (char c : text) {
       if (in_str) {
-        if (esc) esc = false;
-        else if (c == '\\') esc = true;
-        else if (c == '"') in_str = false;
+        if (esc)
+          esc = false;
+        else if (c == '\\')
+          esc = true;
+        else if (c == '"')
+          in_str = false;
       } else if (c == '"') {
         in_str = true;
       } else if (c == '{') {
@@ -181,27 +205,39 @@ std::vector<Job> read_json(const std::string& path, const std::string& text) {
     const auto& o = doc[i];
     Job j;
     j.line = i < lines.size() ? lines[i] : 0;
-    if (!o.is_object()) throw InputError(path, j.line, "job " + std::to_string(i + 1) + " is not an object");
+    if (!o.is_object())
+      throw InputError(path, j.line, "job " + std::to_string(i + 1) + " is not an object");
     for (auto it = o.begin(); it != o.end(); ++it) {
       const std::string& k = it.key();
       if (!kColumns.count(k))
-        throw InputError(path, j.line, "unknown key '" + k + "', expected some of: id kind network "
-                                                             "evidence ped dat options");
+        throw InputError(path, j.line,
+                         "unknown key '" + k +
+                             "', expected some of: id kind network "
+                             "evidence ped dat options");
       if (k == "options") {
-        if (it->is_string()) j.options = split_options(it->get<std::string>(), path, j.line);
-        else if (it->is_array() && std::all_of(it->begin(), it->end(), [](auto& x) { return x.is_string(); }))
+        if (it->is_string())
+          j.options = split_options(it->get<std::string>(), path, j.line);
+        else if (it->is_array() &&
+                 std::all_of(it->begin(), it->end(), [](auto& x) { return x.is_string(); }))
           j.options = it->get<std::vector<std::string>>();
-        else throw InputError(path, j.line, "'options' must be a string or a list of strings");
+        else
+          throw InputError(path, j.line, "'options' must be a string or a list of strings");
         continue;
       }
       if (!it->is_string()) throw InputError(path, j.line, "'" + k + "' must be a string");
       const std::string v = it->get<std::string>();
-      if (k == "id") j.id = v;
-      else if (k == "kind") j.kind = v;
-      else if (k == "network") j.network = v;
-      else if (k == "evidence") j.evidence = v;
-      else if (k == "ped") j.ped = v;
-      else if (k == "dat") j.dat = v;
+      if (k == "id")
+        j.id = v;
+      else if (k == "kind")
+        j.kind = v;
+      else if (k == "network")
+        j.network = v;
+      else if (k == "evidence")
+        j.evidence = v;
+      else if (k == "ped")
+        j.ped = v;
+      else if (k == "dat")
+        j.dat = v;
     }
     if (!o.contains("id") || !o.contains("kind"))
       throw InputError(path, j.line, "job " + std::to_string(i + 1) + " lacks 'id' or 'kind'");

@@ -56,7 +56,8 @@ std::string_view Tokenizer::word(const std::string& what) {
   if (at_end()) {
     // Name the last line with content, not the empty position after the final newline.
     long last = line_;
-    for (std::size_t i = text_.size(); i-- > 0 && std::isspace(static_cast<unsigned char>(text_[i]));)
+    for (std::size_t i = text_.size();
+         i-- > 0 && std::isspace(static_cast<unsigned char>(text_[i]));)
       last -= text_[i] == '\n';
     throw InputError(path_, std::max(last, 1L), "unexpected end of file, expected " + what);
   }

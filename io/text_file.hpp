@@ -15,7 +15,7 @@ class Tokenizer {
  public:
   Tokenizer(std::string path, std::string text);
   const std::string& path() const { return path_; }
-  bool at_end();                 // skips whitespace
+  bool at_end();  // skips whitespace
   long line() const { return line_; }
   // Each of these throws InputError naming the file and line, and `what` was expected.
   std::string_view word(const std::string& what);

@@ -32,10 +32,9 @@ Network read_uai(const std::string& path) {
   const auto nvars = tk.integer("the number of variables", 0, kMaxVars);
   net.card.resize(nvars);
   for (std::int64_t v = 0; v < nvars; ++v)
-    net.card[v] = static_cast<int>(
-        tk.integer("the cardinality of variable " + std::to_string(v) + " of " +
-                       std::to_string(nvars),
-                   1, kMaxCard));
+    net.card[v] = static_cast<int>(tk.integer(
+        "the cardinality of variable " + std::to_string(v) + " of " + std::to_string(nvars), 1,
+        kMaxCard));
   const auto nfac = tk.integer("the number of factors", 0, 100'000'000);
   net.factors.resize(nfac);
   for (std::int64_t f = 0; f < nfac; ++f) {
@@ -43,11 +42,12 @@ Network read_uai(const std::string& path) {
     const auto k = tk.integer("the scope size of " + which, 0, 1000);
     auto& sc = net.factors[f].scope;
     for (std::int64_t j = 0; j < k; ++j) {
-      int v = static_cast<int>(tk.integer(
-          "variable " + std::to_string(j + 1) + " of " + std::to_string(k) + " in the scope of " + which,
-          0, nvars - 1));
+      int v = static_cast<int>(tk.integer("variable " + std::to_string(j + 1) + " of " +
+                                              std::to_string(k) + " in the scope of " + which,
+                                          0, nvars - 1));
       for (int u : sc)
-        if (u == v) tk.fail("variable " + std::to_string(v) + " appears twice in the scope of " + which);
+        if (u == v)
+          tk.fail("variable " + std::to_string(v) + " appears twice in the scope of " + which);
       sc.push_back(v);
     }
     if (table_size(sc, net.card) > kMaxTable)
@@ -57,9 +57,9 @@ Network read_uai(const std::string& path) {
     auto& fac = net.factors[f];
     const std::string which = "factor " + std::to_string(f);
     const std::int64_t expect = table_size(fac.scope, net.card);
-    const auto n = tk.integer("the number of table entries of " + which + " (" +
-                                  std::to_string(expect) + ")",
-                              0, kMaxTable);
+    const auto n =
+        tk.integer("the number of table entries of " + which + " (" + std::to_string(expect) + ")",
+                   0, kMaxTable);
     fac.source_line = tk.line();
     if (n != expect)
       tk.fail(which + " declares " + std::to_string(n) + " table entries, expected " +
@@ -92,10 +92,11 @@ Evidence read_evidence(const std::string& path, const Network& net) {
   std::vector<std::pair<std::int64_t, long>> tok;
   while (!tk.at_end()) {
     long line = tk.line();
-    tok.push_back({tk.integer("a count, variable index or value (evidence files hold integers only)",
-                              std::numeric_limits<std::int64_t>::min(),
-                              std::numeric_limits<std::int64_t>::max()),
-                   line});
+    tok.push_back(
+        {tk.integer("a count, variable index or value (evidence files hold integers only)",
+                    std::numeric_limits<std::int64_t>::min(),
+                    std::numeric_limits<std::int64_t>::max()),
+         line});
   }
   if (tok.empty()) return ev;  // an empty file means no evidence
   // The two forms are told apart by their token counts; when neither fits, by the layout (the
@@ -113,9 +114,9 @@ Evidence read_evidence(const std::string& path, const Network& net) {
     // Older form: the sample count alone on line 1, then one line per sample.
     std::set<long> lines_after;
     for (std::size_t i = 1; i < tok.size(); ++i) lines_after.insert(tok[i].second);
-    const bool older = tok.size() >= 2 && tok[1].second > tok[0].second &&
-                       (tok[0].first == 1 ||
-                        static_cast<std::int64_t>(lines_after.size()) == tok[0].first);
+    const bool older =
+        tok.size() >= 2 && tok[1].second > tok[0].second &&
+        (tok[0].first == 1 || static_cast<std::int64_t>(lines_after.size()) == tok[0].first);
     if (older && tok[0].first != 1)
       throw InputError(path, tok[0].second,
                        "the file holds " + std::to_string(tok[0].first) +
@@ -123,9 +124,9 @@ Evidence read_evidence(const std::string& path, const Network& net) {
     const std::size_t at = older ? 1 : 0;
     const auto k = tok[at].first;
     if (k < 0)
-      throw InputError(path, tok[at].second,
-                       "expected the number of observed variables (at least 0), found " +
-                           std::to_string(k));
+      throw InputError(
+          path, tok[at].second,
+          "expected the number of observed variables (at least 0), found " + std::to_string(k));
     throw InputError(path, tok.back().second,
                      "expected " + std::to_string(k) + " (variable, value) pair" +
                          (k == 1 ? "" : "s") + " after the count " + std::to_string(k) +
@@ -139,21 +140,23 @@ Evidence read_evidence(const std::string& path, const Network& net) {
     auto [v, lv] = tok[start + 1 + 2 * i];
     auto [x, lx] = tok[start + 2 + 2 * i];
     if (v < 0 || v >= net.num_vars())
-      throw InputError(path, lv, "evidence variable " + std::to_string(v) +
-                                     " does not exist, expected an index from 0 to " +
-                                     std::to_string(net.num_vars() - 1));
+      throw InputError(path, lv,
+                       "evidence variable " + std::to_string(v) +
+                           " does not exist, expected an index from 0 to " +
+                           std::to_string(net.num_vars() - 1));
     const int c = net.card[v];
     if (x < 0 || x >= c)
-      throw InputError(path, lx, "evidence value " + std::to_string(x) + " for variable " +
-                                     std::to_string(v) + " is outside its domain 0.." +
-                                     std::to_string(c - 1));
+      throw InputError(path, lx,
+                       "evidence value " + std::to_string(x) + " for variable " +
+                           std::to_string(v) + " is outside its domain 0.." +
+                           std::to_string(c - 1));
     auto it = seen.find(static_cast<int>(v));
     if (it != seen.end()) {
       if (it->second.first != x)
-        throw InputError(path, lv, "conflicting evidence: variable " + std::to_string(v) +
-                                       " is set to " + std::to_string(it->second.first) +
-                                       " (line " + std::to_string(it->second.second) + ") and to " +
-                                       std::to_string(x));
+        throw InputError(path, lv,
+                         "conflicting evidence: variable " + std::to_string(v) + " is set to " +
+                             std::to_string(it->second.first) + " (line " +
+                             std::to_string(it->second.second) + ") and to " + std::to_string(x));
       continue;
     }
     seen[static_cast<int>(v)] = {static_cast<int>(x), lv};

@@ -31,13 +31,16 @@ constexpr double kMlinkSlack = 1e-4;    // MLINK: theta <= finish + 1e-4 (FASTLI
 constexpr double kLinkmapSlack = 1e-6;  // LINKMAP stops exactly at the stop theta (checked)
 
 bool integer_token(const std::string& s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isdigit(static_cast<unsigned char>(c));
+  });
 }
 
 bool tail_fits_linkmap(const LocusFile& lf) {
   const Tail& t = lf.tail;
-  return t.present && integer_token(t.fields[0]) && t.values[0] >= 1 && t.values[0] <= lf.n_loci() &&
-         t.values[1] >= 0 && t.values[1] <= 0.5 && integer_token(t.fields[2]) && t.values[2] >= 1;
+  return t.present && integer_token(t.fields[0]) && t.values[0] >= 1 &&
+         t.values[0] <= lf.n_loci() && t.values[1] >= 0 && t.values[1] <= 0.5 &&
+         integer_token(t.fields[2]) && t.values[2] >= 1;
 }
 
 bool tail_fits_mlink(const LocusFile& lf) {
@@ -48,7 +51,8 @@ bool tail_fits_mlink(const LocusFile& lf) {
 
 class Analysis {
  public:
-  Analysis(const LocusFile& lf, const PedigreeFile& pf, const AnalysisOptions& opt, AnalysisResult& res)
+  Analysis(const LocusFile& lf, const PedigreeFile& pf, const AnalysisOptions& opt,
+           AnalysisResult& res)
       : lf_(lf), pf_(pf), opt_(opt), res_(res) {}
 
   void reduce_all() {
@@ -116,7 +120,8 @@ class Analysis {
       const Plan& plan = v.back()->plan();
       ++res_.timing.plans;
       res_.timing.max_width = std::max(res_.timing.max_width, plan.order.stats.width);
-      res_.timing.log2_max_table = std::max(res_.timing.log2_max_table, plan.order.stats.log2_max_table);
+      res_.timing.log2_max_table =
+          std::max(res_.timing.log2_max_table, plan.order.stats.log2_max_table);
       res_.timing.peak_bytes = std::max(res_.timing.peak_bytes, plan.memory.peak_bytes);
       if (plan.order.stats.log2_total_state >= res_.timing.log2_total_state) {
         res_.timing.log2_total_state = plan.order.stats.log2_total_state;
@@ -130,8 +135,10 @@ class Analysis {
   // A zero likelihood with every theta above 0 means some locus is inconsistent on its own;
   // genotype elimination finds that in nuclear families but not always around a loop.
   void diagnose_zero(int p, const std::vector<int>& chain, const Evaluation& e) {
-    for (double t : e.male) if (t <= 0) return;    // an obligate recombinant at theta 0: -inf
-    for (double t : e.female) if (t <= 0) return;  // is the right answer there
+    for (double t : e.male)
+      if (t <= 0) return;  // an obligate recombinant at theta 0: -inf
+    for (double t : e.female)
+      if (t <= 0) return;  // is the right answer there
     const Pedigree& ped = pf_.pedigrees[p];
     for (int k : chain) {
       if (chain.size() > 1) {
@@ -147,7 +154,10 @@ class Analysis {
       for (const Person& q : ped.people) {
         const Phenotype& ph = q.pheno[k];
         if (ph.a1 == 0) continue;
-        if (shown++ == 30) { s << " ..."; break; }
+        if (shown++ == 30) {
+          s << " ...";
+          break;
+        }
         s << ' ' << q.id;
       }
       throw InputError(pf_.path, ped.people.front().line, s.str());
@@ -167,7 +177,8 @@ class Analysis {
 // Female thetas for changed male thetas, keeping each interval's female/male Haldane distance
 // ratio `ratio` (sex difference 2 in LINKMAP and in map positions).
 double scaled_female(double male, double ratio) {
-  return morgans_to_theta(ratio * theta_to_morgans(male, MapFunction::Haldane), MapFunction::Haldane);
+  return morgans_to_theta(ratio * theta_to_morgans(male, MapFunction::Haldane),
+                          MapFunction::Haldane);
 }
 
 double distance_ratio(double female, double male) {
@@ -184,15 +195,16 @@ void run_mlink(const LocusFile& lf, const AnalysisOptions& opt, Analysis& an, An
     if (!tail_fits_mlink(lf))
       throw InputError(lf.path, lf.tail.line,
                        "MLINK reads the last line as: varied theta (1 to " + std::to_string(ni) +
-                           "), increment (> 0), finishing value; found '" + lf.tail.fields[0] + " " +
-                           lf.tail.fields[1] + " " + lf.tail.fields[2] + "'");
+                           "), increment (> 0), finishing value; found '" + lf.tail.fields[0] +
+                           " " + lf.tail.fields[1] + " " + lf.tail.fields[2] + "'");
     w = static_cast<int>(lf.tail.values[0]) - 1;
   }
   res.varied_interval = w;
   std::vector<double> values = opt.thetas;
   if (values.empty()) {
     double v = lf.male_theta[w];
-    const double inc = lf.tail.present ? lf.tail.values[1] : 0, fin = lf.tail.present ? lf.tail.values[2] : 0;
+    const double inc = lf.tail.present ? lf.tail.values[1] : 0,
+                 fin = lf.tail.present ? lf.tail.values[2] : 0;
     do {
       values.push_back(v);
       v += inc;
@@ -216,22 +228,24 @@ void run_mlink(const LocusFile& lf, const AnalysisOptions& opt, Analysis& an, An
 }
 
 struct MarkerMap {
-  std::vector<int> markers;            // input loci, map order, without the moving one
-  std::vector<double> male, female;    // thetas between adjacent markers
-  std::vector<double> cm;              // sex-averaged position of each marker, cM
+  std::vector<int> markers;          // input loci, map order, without the moving one
+  std::vector<double> male, female;  // thetas between adjacent markers
+  std::vector<double> cm;            // sex-averaged position of each marker, cM
   std::vector<double> male_cm, female_cm;
 };
 
 MarkerMap marker_map(const LocusFile& lf, int moving) {
   MarkerMap m;
-  const int p = static_cast<int>(std::find(lf.map_order.begin(), lf.map_order.end(), moving) - lf.map_order.begin());
+  const int p = static_cast<int>(std::find(lf.map_order.begin(), lf.map_order.end(), moving) -
+                                 lf.map_order.begin());
   for (int k : lf.map_order)
     if (k != moving) m.markers.push_back(k);
   for (int i = 0; i + 1 < lf.n_loci(); ++i) {
     if (i == p - 1 && p + 1 < lf.n_loci()) {
       // The moving locus sits in this interval: the markers' theta spans both of its sides.
       m.male.push_back(combine_thetas(lf.male_theta[i], lf.male_theta[i + 1], lf.map_function));
-      m.female.push_back(combine_thetas(lf.female_theta[i], lf.female_theta[i + 1], lf.map_function));
+      m.female.push_back(
+          combine_thetas(lf.female_theta[i], lf.female_theta[i + 1], lf.map_function));
       ++i;
     } else if (i == p - 1 || i == p) {
       continue;  // an exterior moving locus: its interval is not part of the marker map
@@ -268,7 +282,8 @@ void unlinked_baseline(const LocusFile& lf, int moving, const MarkerMap& mm, Ana
   res.baseline.order.push_back(lf.loci[moving].name + " (unlinked)");
 }
 
-void run_linkmap(const LocusFile& lf, const AnalysisOptions& opt, Analysis& an, AnalysisResult& res) {
+void run_linkmap(const LocusFile& lf, const AnalysisOptions& opt, Analysis& an,
+                 AnalysisResult& res) {
   const int n = lf.n_loci();
   int moving = -1;
   if (opt.moving_locus > 0) {
@@ -282,12 +297,14 @@ void run_linkmap(const LocusFile& lf, const AnalysisOptions& opt, Analysis& an, 
     for (int k = 0; k < n && moving < 0; ++k)
       if (lf.loci[k].type == LocusType::Affection) moving = k;
     if (moving < 0)
-      throw InputError(lf.path, lf.tail.line, "LINKMAP needs a moving locus: the last line names "
-                                              "none and no locus is an affection locus; give --moving");
+      throw InputError(lf.path, lf.tail.line,
+                       "LINKMAP needs a moving locus: the last line names "
+                       "none and no locus is an affection locus; give --moving");
   }
   res.moving_locus = moving;
   const MarkerMap mm = marker_map(lf, moving);
-  for (std::size_t i = 0; i < mm.markers.size(); ++i) res.markers.push_back({lf.loci[mm.markers[i]].name, mm.cm[i]});
+  for (std::size_t i = 0; i < mm.markers.size(); ++i)
+    res.markers.push_back({lf.loci[mm.markers[i]].name, mm.cm[i]});
   unlinked_baseline(lf, moving, mm, an, res);
   const MapFunction mf = lf.map_function;
 
@@ -295,8 +312,9 @@ void run_linkmap(const LocusFile& lf, const AnalysisOptions& opt, Analysis& an, 
     // Location scores across the whole map: one locus order per interval, compiled once each.
     for (double x : mm.cm)
       if (std::isinf(x))
-        throw InputError(lf.path, 0, "the marker map has an interval with theta 0.5 (unlinked "
-                                     "markers): map positions beyond it are undefined");
+        throw InputError(lf.path, 0,
+                         "the marker map has an interval with theta 0.5 (unlinked "
+                         "markers): map positions beyond it are undefined");
     const std::size_t nm = mm.markers.size();
     const double total = mm.cm.back(), total_m = mm.male_cm.back(), total_f = mm.female_cm.back();
     std::vector<std::pair<Evaluation, std::vector<int>>> todo;
@@ -307,7 +325,8 @@ void run_linkmap(const LocusFile& lf, const AnalysisOptions& opt, Analysis& an, 
       if (x < mm.cm.front() || x > total || nm == 1) {
         const bool left = x < mm.cm.front() || (nm == 1 && x <= 0);
         const double d = std::abs(left ? mm.cm.front() - x : x - total) / 100;
-        const double dm = total > 0 ? d * total_m / total : d, df = total > 0 ? d * total_f / total : d;
+        const double dm = total > 0 ? d * total_m / total : d,
+                     df = total > 0 ? d * total_f / total : d;
         if (left) {
           chain.push_back(moving);
           chain.insert(chain.end(), mm.markers.begin(), mm.markers.end());
@@ -328,7 +347,8 @@ void run_linkmap(const LocusFile& lf, const AnalysisOptions& opt, Analysis& an, 
         while (k + 2 < nm && x > mm.cm[k + 1]) ++k;
         const double len = mm.cm[k + 1] - mm.cm[k];
         const double f = len > 0 ? (x - mm.cm[k]) / len : 0;
-        const double lm = (mm.male_cm[k + 1] - mm.male_cm[k]) / 100, lf_ = (mm.female_cm[k + 1] - mm.female_cm[k]) / 100;
+        const double lm = (mm.male_cm[k + 1] - mm.male_cm[k]) / 100,
+                     lf_ = (mm.female_cm[k + 1] - mm.female_cm[k]) / 100;
         chain.assign(mm.markers.begin(), mm.markers.begin() + k + 1);
         chain.push_back(moving);
         chain.insert(chain.end(), mm.markers.begin() + k + 1, mm.markers.end());
@@ -353,23 +373,26 @@ void run_linkmap(const LocusFile& lf, const AnalysisOptions& opt, Analysis& an, 
 
   // FASTLINK's LINKMAP: the moving locus stays in the interval the file puts it in.
   if (!tail_fits_linkmap(lf))
-    throw InputError(lf.path, lf.tail.line,
-                     lf.tail.present
-                         ? "LINKMAP reads the last line as: moving locus (1 to " + std::to_string(n) +
-                               "), stop theta (0 to 0.5), grid size (an integer >= 1); found '" +
-                               lf.tail.fields[0] + " " + lf.tail.fields[1] + " " + lf.tail.fields[2] +
-                               "' (or give --positions)"
-                         : "LINKMAP needs the last line (moving locus, stop theta, grid size) or --positions");
+    throw InputError(
+        lf.path, lf.tail.line,
+        lf.tail.present
+            ? "LINKMAP reads the last line as: moving locus (1 to " + std::to_string(n) +
+                  "), stop theta (0 to 0.5), grid size (an integer >= 1); found '" +
+                  lf.tail.fields[0] + " " + lf.tail.fields[1] + " " + lf.tail.fields[2] +
+                  "' (or give --positions)"
+            : "LINKMAP needs the last line (moving locus, stop theta, grid size) or --positions");
   const double stop = lf.tail.values[1];
   const int grid = static_cast<int>(lf.tail.values[2]);
-  const int p = static_cast<int>(std::find(lf.map_order.begin(), lf.map_order.end(), moving) - lf.map_order.begin());
+  const int p = static_cast<int>(std::find(lf.map_order.begin(), lf.map_order.end(), moving) -
+                                 lf.map_order.begin());
   const std::vector<int> chain = lf.map_order;
   an.expect_runs(chain, grid + 1);
   auto female_of = [&](const std::vector<double>& male, const std::vector<int>& changed,
                        const std::vector<double>& ratio) {
     if (lf.sex_difference != 2) return lf.female_for(male);
     std::vector<double> f = lf.female_theta;
-    for (std::size_t i = 0; i < changed.size(); ++i) f[changed[i]] = scaled_female(male[changed[i]], ratio[i]);
+    for (std::size_t i = 0; i < changed.size(); ++i)
+      f[changed[i]] = scaled_female(male[changed[i]], ratio[i]);
     return f;
   };
   auto position_of = [&](const Evaluation& e) -> std::optional<double> {
@@ -403,7 +426,8 @@ void run_linkmap(const LocusFile& lf, const AnalysisOptions& opt, Analysis& an, 
       e.position = position_of(e);
       res.evaluations.push_back(std::move(e));
       v += p == 0 ? -step : step;
-      if (p == 0 ? v < stop - kLinkmapSlack || v < -kLinkmapSlack : v > stop + kLinkmapSlack || v > 0.5 + kLinkmapSlack)
+      if (p == 0 ? v < stop - kLinkmapSlack || v < -kLinkmapSlack
+                 : v > stop + kLinkmapSlack || v > 0.5 + kLinkmapSlack)
         break;
     }
     return;
@@ -422,7 +446,8 @@ void run_linkmap(const LocusFile& lf, const AnalysisOptions& opt, Analysis& an, 
     e.male[p - 1] = std::min(v, total);
     e.male[p] = std::max(0.0, split_theta(total, e.male[p - 1], hal));
     e.female = female_of(e.male, {p - 1}, ratio);
-    if (lf.sex_difference == 2) e.female[p] = std::max(0.0, split_theta(total_f, e.female[p - 1], hal));
+    if (lf.sex_difference == 2)
+      e.female[p] = std::max(0.0, split_theta(total_f, e.female[p - 1], hal));
     an.evaluate(e, chain);
     e.position = position_of(e);
     res.evaluations.push_back(std::move(e));
@@ -438,9 +463,11 @@ Program program_from_tail(const LocusFile& lf) {
 
 AnalysisResult analyze(const LocusFile& lf, const PedigreeFile& pf, const AnalysisOptions& opt) {
   AnalysisResult res;
-  res.program = opt.program ? *opt.program : (opt.positions.empty() ? program_from_tail(lf) : Program::Linkmap);
+  res.program = opt.program ? *opt.program
+                            : (opt.positions.empty() ? program_from_tail(lf) : Program::Linkmap);
   if (res.program == Program::Mlink && !opt.positions.empty())
-    throw InputError("--positions", 0, "map positions are for LINKMAP (location scores), not MLINK");
+    throw InputError("--positions", 0,
+                     "map positions are for LINKMAP (location scores), not MLINK");
   if (res.program == Program::Linkmap && !opt.thetas.empty())
     throw InputError("--theta", 0, "--theta sets MLINK's varied theta; LINKMAP takes --positions");
   res.sex_linked = lf.sex_linked;
@@ -448,10 +475,11 @@ AnalysisResult analyze(const LocusFile& lf, const PedigreeFile& pf, const Analys
   for (const Pedigree& p : pf.pedigrees) res.pedigrees.push_back(p.id);
   for (int k : lf.map_order) res.map_order.push_back(lf.loci[k].name);
   if (lf.map_function == MapFunction::Kosambi) {
-    res.notes.push_back(lf.n_loci() == 3 || res.program == Program::Linkmap
-                            ? "Kosambi map function; three-locus orders model Kosambi interference as FASTLINK does"
-                            : "Kosambi map function; orders of more than three loci have no interference model "
-                              "(FASTLINK has none either)");
+    res.notes.push_back(
+        lf.n_loci() == 3 || res.program == Program::Linkmap
+            ? "Kosambi map function; three-locus orders model Kosambi interference as FASTLINK does"
+            : "Kosambi map function; orders of more than three loci have no interference model "
+              "(FASTLINK has none either)");
   }
   Analysis an(lf, pf, opt, res);
   an.reduce_all();

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/plan.hpp"
 #include "linkage/model.hpp"
 #include "linkage/pedigree.hpp"
-#include "engine/plan.hpp"
 
 namespace kinfer::linkage {
 
@@ -45,24 +45,24 @@ struct AnalysisTiming {
   double log2_max_table = 0;
   double log2_total_state = 0;  // summed over the plans of one evaluation's locus order, max
   int buckets = 0;              // of the largest plan
-  double peak_bytes = 0;  // the largest single plan's estimate
+  double peak_bytes = 0;        // the largest single plan's estimate
 };
 
 struct AnalysisResult {
   Program program = Program::Mlink;
-  bool sex_specific = false;     // thetas differ between the sexes
+  bool sex_specific = false;  // thetas differ between the sexes
   bool sex_linked = false;
   std::vector<std::string> pedigrees;
-  int varied_interval = -1;      // MLINK: 0-based interval of the map order
-  int moving_locus = -1;         // LINKMAP: input index
+  int varied_interval = -1;            // MLINK: 0-based interval of the map order
+  int moving_locus = -1;               // LINKMAP: input index
   std::vector<std::string> map_order;  // locus names in the file's map order
   // LINKMAP: the markers (every locus but the moving one) and their sex-averaged map
   // positions, cM from the first (map function of the locus file).
   std::vector<std::pair<std::string, double>> markers;
-  Evaluation baseline;           // MLINK: varied theta 0.5; LINKMAP: moving locus unlinked
+  Evaluation baseline;  // MLINK: varied theta 0.5; LINKMAP: moving locus unlinked
   std::vector<Evaluation> evaluations;
   AnalysisTiming timing;
-  std::vector<std::string> notes;  // e.g. Kosambi interference modelled or not
+  std::vector<std::string> notes;                  // e.g. Kosambi interference modelled or not
   static double lod(double ln_l, double ln_base);  // log10 ratio, -inf when ln_l is
 };
 

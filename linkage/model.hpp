@@ -44,7 +44,7 @@ struct LocusFile {
   std::string path;
   int risk_locus = 0;  // 1-based, 0 = none
   bool sex_linked = false;
-  int program = 0;     // the code on line 1, informational
+  int program = 0;             // the code on line 1, informational
   std::vector<int> map_order;  // input locus index (0-based) at each map position
   std::vector<Locus> loci;     // input order
   int sex_difference = 0;      // 0 none, 1 constant female/male distance ratio, 2 separate thetas
@@ -85,7 +85,7 @@ struct PedigreeFile {
   std::string path;
   bool post_makeped = false;
   int merged_loop_breakers = 0;
-  std::vector<Pedigree> pedigrees;  // in order of first appearance
+  std::vector<Pedigree> pedigrees;    // in order of first appearance
   std::vector<std::string> warnings;  // e.g. a pedigree in unconnected parts
 };
 

@@ -5,8 +5,8 @@
 #include <limits>
 #include <stdexcept>
 
-#include "linkage/order.hpp"
 #include "engine/task_tree.hpp"
+#include "linkage/order.hpp"
 
 namespace kinfer::linkage {
 
@@ -20,8 +20,9 @@ double split_theta(double total, double a, MapFunction f) {
   return (total - a) / (1 - 2 * a);
 }
 
-PedigreeNetwork::PedigreeNetwork(const Pedigree& ped, const std::vector<const PedigreeLocus*>& chain,
-                                 bool kosambi, bool joint) {
+PedigreeNetwork::PedigreeNetwork(const Pedigree& ped,
+                                 const std::vector<const PedigreeLocus*>& chain, bool kosambi,
+                                 bool joint) {
   const int np = static_cast<int>(ped.people.size());
   n_loci_ = static_cast<int>(chain.size());
   const bool interference = kosambi && n_loci_ == 3;
@@ -81,7 +82,8 @@ PedigreeNetwork::PedigreeNetwork(const Pedigree& ped, const std::vector<const Pe
     }
     // The domain of a split allele variable, as recoded alleles.
     auto dom = [&](int i, bool paternal) -> const std::vector<int>& {
-      if (paternal && L.sex_linked && !ped.people[i].founder()) return L.dom_m[ped.people[i].father];
+      if (paternal && L.sex_linked && !ped.people[i].founder())
+        return L.dom_m[ped.people[i].father];
       return paternal ? L.dom_p[i] : L.dom_m[i];
     };
     // A parent's variables and, in table order, the (paternal, maternal) alleles of each of
@@ -202,7 +204,7 @@ const std::vector<int>& PedigreeNetwork::set_thetas(const std::vector<double>& m
     // intervals and t13 their Kosambi combination, P(r1 r2) = (t1 + t2 - t13) / 2.
     const double t1 = th.at(0), t2 = t;
     const double both = (t1 + t2 - combine_thetas(t1, t2, MapFunction::Kosambi)) / 2;
-    const double r_after_r = t1 > 0 ? both / t1 : t2;             // P(r2 | r1)
+    const double r_after_r = t1 > 0 ? both / t1 : t2;               // P(r2 | r1)
     const double r_after_n = t1 < 1 ? (t2 - both) / (1 - t1) : t2;  // P(r2 | no r1)
     for (int s0 = 0; s0 < 2; ++s0)
       for (int s1 = 0; s1 < 2; ++s1) {
@@ -231,8 +233,8 @@ PedigreeLikelihood::PedigreeLikelihood(const Pedigree& ped,
   PlanOptions po = opt;
   po.reduce.drop_independent = true;
   po.reduce.fixed_shape = net_.theta_factors();
-  plan_ = make_linkage_plan(net_.network(), net_.evidence(), po, net_.var_locus(),
-                            net_.var_selector());
+  plan_ =
+      make_linkage_plan(net_.network(), net_.evidence(), po, net_.var_locus(), net_.var_selector());
   male_ = generic(chain.size() - 1);
   female_ = male_;
   std::vector<int> slot(net_.network().factors.size(), 0);

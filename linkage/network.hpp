@@ -13,10 +13,10 @@
 #include <memory>
 #include <vector>
 
-#include "linkage/model.hpp"
 #include "engine/model.hpp"
-#include "linkage/pedigree.hpp"
 #include "engine/plan.hpp"
+#include "linkage/model.hpp"
+#include "linkage/pedigree.hpp"
 
 namespace kinfer::linkage {
 
@@ -28,12 +28,14 @@ class PedigreeNetwork {
   // chain is Markov (no interference).
   // `joint`: a person whose possible ordered genotypes are no more than one allele variable's
   // values gets one genotype variable instead of two allele variables.
-  PedigreeNetwork(const Pedigree& ped, const std::vector<const PedigreeLocus*>& chain,
-                  bool kosambi, bool joint = true);
+  PedigreeNetwork(const Pedigree& ped, const std::vector<const PedigreeLocus*>& chain, bool kosambi,
+                  bool joint = true);
 
   const Network& network() const { return net_; }
   const Evidence& evidence() const { return ev_; }
-  const std::vector<int>& var_locus() const { return var_locus_; }  // chain position of each variable
+  const std::vector<int>& var_locus() const {
+    return var_locus_;
+  }  // chain position of each variable
   const std::vector<char>& var_selector() const { return var_selector_; }  // 1: a meiosis selector
   int n_intervals() const { return n_loci_ - 1; }
 

@@ -5,12 +5,13 @@
 
 #include <spdlog/spdlog.h>
 
-
 namespace kinfer::linkage {
 
 namespace {
 
-bool adjacent(const std::vector<int>& nb, int u) { return std::binary_search(nb.begin(), nb.end(), u); }
+bool adjacent(const std::vector<int>& nb, int u) {
+  return std::binary_search(nb.begin(), nb.end(), u);
+}
 
 }  // namespace
 
@@ -41,7 +42,8 @@ std::vector<int> windowed_order(int n, const std::vector<int>& card,
   // Per phase and locus: the variables and how many are left.
   std::vector<std::vector<int>> remaining(phases, std::vector<int>(max_locus + 1, 0));
   std::vector<int> phase_left(phases, 0);
-  std::vector<std::vector<std::vector<int>>> at_locus(phases, std::vector<std::vector<int>>(max_locus + 1));
+  std::vector<std::vector<std::vector<int>>> at_locus(phases,
+                                                      std::vector<std::vector<int>>(max_locus + 1));
   for (int v = 0; v < n; ++v)
     if (alive[v]) {
       ++remaining[phase_of(v)][locus_of[v]], ++phase_left[phase_of(v)];
@@ -76,7 +78,8 @@ std::vector<int> windowed_order(int n, const std::vector<int>& card,
     for (int l = std::max(lo, 0); l <= std::min(hi, max_locus); ++l)
       for (int v : at_locus[ph][l]) {
         if (!alive[v]) continue;
-        if (best < 0 || fill[v] < fill[best] || (fill[v] == fill[best] && weight[v] < weight[best])) best = v;
+        if (best < 0 || fill[v] < fill[best] || (fill[v] == fill[best] && weight[v] < weight[best]))
+          best = v;
       }
     // Eliminate `best`: its neighbours become a clique.
     const std::vector<int> a = nb[best];
@@ -117,11 +120,11 @@ Plan make_linkage_plan(const Network& net, const Evidence& ev, const PlanOptions
   OrderOptions oo = opt.order;
   if (opt.max_memory_bytes > 0) oo.max_table_entries = opt.max_memory_bytes / 8.0;
   plan.order = find_order(net.num_vars(), plan.model.card, scopes, oo);
-  spdlog::debug("{}: {} factors, {} values removed, {} independent dimensions dropped; {} order: "
-                "2^{:.1f} states, largest table 2^{:.1f}",
-                net.source, plan.model.factors.size(), plan.model.values_removed,
-                plan.model.dims_dropped, plan.order.heuristic, plan.order.stats.log2_total_state,
-                plan.order.stats.log2_max_table);
+  spdlog::debug(
+      "{}: {} factors, {} values removed, {} independent dimensions dropped; {} order: "
+      "2^{:.1f} states, largest table 2^{:.1f}",
+      net.source, plan.model.factors.size(), plan.model.values_removed, plan.model.dims_dropped,
+      plan.order.heuristic, plan.order.stats.log2_total_state, plan.order.stats.log2_max_table);
   // Worth a second look only when a run costs seconds (2^28 states and up: the sweeps take
   // a second or more on large networks) and the chain is long enough to sweep.
   const int loci = locus_of.empty() ? 0 : *std::max_element(locus_of.begin(), locus_of.end()) + 1;
@@ -145,25 +148,27 @@ Plan make_linkage_plan(const Network& net, const Evidence& ev, const PlanOptions
           if (ph == 1 && (selector.empty() || (w == loci && rev))) continue;
           cand.push_back({ph, w, rev, {}, {}});
         }
-    // Independent sweeps, one per thread; the choice below is made in list order, so the
-    // result does not depend on the number of threads.
+        // Independent sweeps, one per thread; the choice below is made in list order, so the
+        // result does not depend on the number of threads.
 #pragma omp parallel for schedule(dynamic, 1)
     for (int i = 0; i < static_cast<int>(cand.size()); ++i) {
       Candidate& c = cand[i];
-      c.order = windowed_order(net.num_vars(), plan.model.card, scopes, locus_of, c.window, c.reverse,
-                               c.phases ? selector : none);
+      c.order = windowed_order(net.num_vars(), plan.model.card, scopes, locus_of, c.window,
+                               c.reverse, c.phases ? selector : none);
       c.stats = evaluate_order(net.num_vars(), plan.model.card, scopes, c.order);
     }
     for (Candidate& c : cand) {
       const OrderStats& st = c.stats;
       const std::string name = std::string(c.phases ? "alleles first, then selectors by " : "") +
-                               "locus-window(" + (c.window == loci ? "all" : std::to_string(c.window)) +
+                               "locus-window(" +
+                               (c.window == loci ? "all" : std::to_string(c.window)) +
                                (c.reverse ? ", from the right)" : ")");
       spdlog::debug("{}: {}: 2^{:.1f} states, largest table 2^{:.1f}", net.source, name,
                     st.log2_total_state, st.log2_max_table);
       const bool fits = st.log2_max_table <= max_log2;
-      const bool better = (fits && !plan.order.fits) ||
-                          (fits == plan.order.fits && st.log2_total_state < plan.order.stats.log2_total_state);
+      const bool better =
+          (fits && !plan.order.fits) ||
+          (fits == plan.order.fits && st.log2_total_state < plan.order.stats.log2_total_state);
       if (!better) continue;
       plan.order.order = std::move(c.order);
       plan.order.stats = st;

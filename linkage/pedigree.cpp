@@ -29,8 +29,8 @@ std::string phenotype_text(const Person& p, const Locus& L, bool sex_linked, int
 std::string describe(const Inconsistency& e, const LocusFile& lf, const Pedigree& ped) {
   const Locus& L = lf.loci[e.locus];
   std::ostringstream s;
-  s << "pedigree " << e.pedigree << ", locus " << e.locus + 1 << " (" << L.name << "): "
-    << e.detail << ":";
+  s << "pedigree " << e.pedigree << ", locus " << e.locus + 1 << " (" << L.name << "): " << e.detail
+    << ":";
   for (std::size_t i = 0; i < e.individuals.size(); ++i) {
     const std::string& id = e.individuals[i];
     for (const Person& p : ped.people)
@@ -117,7 +117,8 @@ PedigreeLocus reduce_locus(const Pedigree& ped, const LocusFile& lf, int k,
   };
   for (int i = 0; i < np; ++i)
     if (std::none_of(out.weight[i].begin(), out.weight[i].end(), [](double x) { return x > 0; })) {
-      fail({i}, "the phenotype is impossible under the locus model (every genotype has penetrance 0)");
+      fail({i},
+           "the phenotype is impossible under the locus model (every genotype has penetrance 0)");
       return out;
     }
 
@@ -125,7 +126,8 @@ PedigreeLocus reduce_locus(const Pedigree& ped, const LocusFile& lf, int k,
     // Nuclear families: (father, mother) -> children.
     std::map<std::pair<int, int>, std::vector<int>> families;
     for (int i = 0; i < np; ++i)
-      if (!ped.people[i].founder()) families[{ped.people[i].father, ped.people[i].mother}].push_back(i);
+      if (!ped.people[i].founder())
+        families[{ped.people[i].father, ped.people[i].mother}].push_back(i);
     bool changed = true;
     while (changed) {
       changed = false;
@@ -136,7 +138,8 @@ PedigreeLocus reduce_locus(const Pedigree& ped, const LocusFile& lf, int k,
         const bool f_hemi = !out.carries_paternal(ped.people[f]);
         std::vector<char> save_f(wf.size(), 0), save_m(wm.size(), 0);
         std::vector<std::vector<char>> save_k(kids.size());
-        for (std::size_t c = 0; c < kids.size(); ++c) save_k[c].assign(out.weight[kids[c]].size(), 0);
+        for (std::size_t c = 0; c < kids.size(); ++c)
+          save_k[c].assign(out.weight[kids[c]].size(), 0);
         std::vector<int> hits;
         for (int gf = 0; gf < static_cast<int>(wf.size()); ++gf) {
           if (wf[gf] <= 0) continue;

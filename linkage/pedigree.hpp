@@ -27,9 +27,9 @@ struct Inconsistency {
 };
 
 struct PedigreeLocus {
-  int locus = -1;       // input index
+  int locus = -1;  // input index
   bool sex_linked = false;
-  int n_alleles = 0;    // after recoding
+  int n_alleles = 0;  // after recoding
   std::vector<double> freq;
   std::vector<int> original;  // recoded allele -> original allele (1-based), 0 = merged ones
   // Per person: weight of each ordered genotype, index p * n + m (0-based alleles; a

@@ -84,7 +84,8 @@ class Strata {
     if (pending_.empty()) {
       constexpr int k = 8;
       for (int i = 0; i < k; ++i)
-        pending_.push_back(lo_ + (hi_ - lo_) * (i + std::uniform_real_distribution<double>(0, 1)(rng_)) / k);
+        pending_.push_back(lo_ + (hi_ - lo_) *
+                                     (i + std::uniform_real_distribution<double>(0, 1)(rng_)) / k);
       std::shuffle(pending_.begin(), pending_.end(), rng_);
     }
     const double x = pending_.back();
@@ -135,8 +136,11 @@ SweepBucket sweep_bucket(std::mt19937_64& rng, double log2_states, double max_lo
   if (u(rng) < 0.35) pos.push_back(subset(rng, nv, 0.3 + 0.4 * u(rng)));
   // linkage buckets have few small tables: most often none to two
   const double k = u(rng);
-  const int small = k < 0.25 ? 0 : k < 0.55 ? 1 : k < 0.75 ? 2 : k < 0.85 ? 3
-                                : std::uniform_int_distribution<int>(4, 8)(rng);
+  const int small = k < 0.25   ? 0
+                    : k < 0.55 ? 1
+                    : k < 0.75 ? 2
+                    : k < 0.85 ? 3
+                               : std::uniform_int_distribution<int>(4, 8)(rng);
   for (int i = 0; i < small; ++i) {
     const int size = std::uniform_int_distribution<int>(1, std::min(4, nv))(rng);
     std::vector<int> s;
@@ -298,13 +302,15 @@ void measure_transfers(gpu::Context& ctx, TransferModel& h2d, TransferModel& h2d
     std::vector<double> host(n, -1.5);
     const gpu::Handle h = ctx.alloc(n);
     // one staged copy, waited for: an intermediate table crossing to the GPU
-    up.emplace_back(8.0 * n, time_median([&] {
-                      double* p = pool.take(n);
-                      std::memcpy(p, host.data(), 8 * n);
-                      ctx.upload(h, p, n, xfer);
-                      ctx.synchronize(xfer);
-                      pool.give(p);
-                    }, 0.02, 9));
+    up.emplace_back(8.0 * n, time_median(
+                                 [&] {
+                                   double* p = pool.take(n);
+                                   std::memcpy(p, host.data(), 8 * n);
+                                   ctx.upload(h, p, n, xfer);
+                                   ctx.synchronize(xfer);
+                                   pool.give(p);
+                                 },
+                                 0.02, 9));
     // many copies queued back to back, one wait: the original inputs at the start of a run
     if (k <= 22) {
       constexpr int kBatch = 32;
@@ -312,22 +318,27 @@ void measure_transfers(gpu::Context& ctx, TransferModel& h2d, TransferModel& h2d
       for (int i = 0; i < kBatch; ++i) hs.push_back(ctx.alloc(n));
       std::vector<double> block(static_cast<std::size_t>(n) * kBatch, -1.5);
       double* p = pool.take(n * kBatch);
-      batch.emplace_back(8.0 * n, time_median([&] {
-                           for (int i = 0; i < kBatch; ++i) {
-                             std::memcpy(p + i * n, block.data() + i * n, 8 * n);
-                             ctx.upload(hs[i], p + i * n, n, xfer);
-                           }
-                           ctx.synchronize(xfer);
-                         }, 0.02, 9) / kBatch);
+      batch.emplace_back(8.0 * n, time_median(
+                                      [&] {
+                                        for (int i = 0; i < kBatch; ++i) {
+                                          std::memcpy(p + i * n, block.data() + i * n, 8 * n);
+                                          ctx.upload(hs[i], p + i * n, n, xfer);
+                                        }
+                                        ctx.synchronize(xfer);
+                                      },
+                                      0.02, 9) /
+                                      kBatch);
       pool.give(p);
       for (gpu::Handle x : hs) ctx.release(x);
     }
-    down.emplace_back(8.0 * n, time_median([&] {
-                        double* p = pool.take(n);
-                        ctx.download(h, p, n, 0);
-                        ctx.synchronize(0);
-                        pool.give(p);
-                      }, 0.02, 9));
+    down.emplace_back(8.0 * n, time_median(
+                                   [&] {
+                                     double* p = pool.take(n);
+                                     ctx.download(h, p, n, 0);
+                                     ctx.synchronize(0);
+                                     pool.give(p);
+                                   },
+                                   0.02, 9));
     ctx.release(h);
   }
   h2d = TransferModel::fit(std::move(up));

@@ -30,12 +30,12 @@ SweepBucket sweep_bucket(std::mt19937_64& rng, double log2_states, double max_lo
 SweepBucket plan_bucket(const Plan& plan, int b, std::mt19937_64& rng);
 
 struct CalibrateOptions {
-  double seconds = 60;            // total budget, split between the devices and transfers
-  int threads = 0;                // CPU kernel threads (0: OpenMP's default)
+  double seconds = 60;  // total budget, split between the devices and transfers
+  int threads = 0;      // CPU kernel threads (0: OpenMP's default)
   std::uint64_t seed = 1;
   double cpu_max_log2_states = 28;
   double gpu_max_log2_states = 31;
-  std::vector<const Plan*> networks;  // whose buckets join the sweep
+  std::vector<const Plan*> networks;                 // whose buckets join the sweep
   std::function<void(const std::string&)> progress;  // one line per phase
 };
 

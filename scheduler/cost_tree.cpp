@@ -18,9 +18,11 @@ void validate(const CostTree& t) {
   if (t.root < 0 || t.root >= n) throw std::invalid_argument("the tree has no root");
   for (int i = 0; i < n; ++i) {
     const CostNode& v = t.nodes[i];
-    const std::pair<const char*, double> costs[] = {
-        {"cpu", v.cpu}, {"gpu", v.gpu}, {"upload", v.upload}, {"to_gpu", v.to_gpu},
-        {"to_cpu", v.to_cpu}};
+    const std::pair<const char*, double> costs[] = {{"cpu", v.cpu},
+                                                    {"gpu", v.gpu},
+                                                    {"upload", v.upload},
+                                                    {"to_gpu", v.to_gpu},
+                                                    {"to_cpu", v.to_cpu}};
     for (auto [name, x] : costs)
       if (std::isnan(x) || x < 0)
         throw std::invalid_argument(node_name(t, i) + ": '" + name + "' must be a non-negative " +
@@ -79,7 +81,8 @@ std::vector<int> postorder(const CostTree& t) {
 }
 
 CostBreakdown cost_breakdown(const CostTree& t, std::span<const Device> a) {
-  if (a.size() != t.nodes.size()) throw std::invalid_argument("assignment size differs from the tree");
+  if (a.size() != t.nodes.size())
+    throw std::invalid_argument("assignment size differs from the tree");
   CostBreakdown c;
   for (std::size_t v = 0; v < t.nodes.size(); ++v) {
     const CostNode& n = t.nodes[v];

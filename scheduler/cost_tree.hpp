@@ -42,12 +42,12 @@ std::vector<int> postorder(const CostTree& t);
 
 // The parts of a schedule's cost, seconds.
 struct CostBreakdown {
-  double compute = 0;    // kernels
-  double edges = 0;      // intermediate tables moved between devices
-  double uploads = 0;    // original inputs of GPU nodes
-  double download = 0;   // the root's result
+  double compute = 0;   // kernels
+  double edges = 0;     // intermediate tables moved between devices
+  double uploads = 0;   // original inputs of GPU nodes
+  double download = 0;  // the root's result
   int on_gpu = 0;
-  int crossings = 0;     // edges whose ends are on different devices
+  int crossings = 0;  // edges whose ends are on different devices
   double total() const { return compute + edges + uploads + download; }
 };
 

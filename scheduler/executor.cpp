@@ -30,8 +30,12 @@ double since(clock_type::time_point t0) {
 // with ready[b] = 1 is not written again, so it may be read without the lock afterwards.
 struct Shared {
   Shared(const TaskTree& tree, const std::vector<Device>& dev)
-      : host(tree.buckets.size(), nullptr), ready(tree.buckets.size(), 0),
-        owned(tree.buckets.size()), missing(tree.buckets.size(), 0), tree(tree), dev(dev) {
+      : host(tree.buckets.size(), nullptr),
+        ready(tree.buckets.size(), 0),
+        owned(tree.buckets.size()),
+        missing(tree.buckets.size(), 0),
+        tree(tree),
+        dev(dev) {
     for (std::size_t b = 0; b < tree.buckets.size(); ++b) {
       missing[b] = static_cast<int>(tree.buckets[b].children.size());
       if (missing[b] == 0 && dev[b] == Device::cpu) cpu_ready.insert(static_cast<int>(b));
@@ -39,12 +43,12 @@ struct Shared {
   }
   std::mutex m;
   std::condition_variable cv;
-  std::vector<const double*> host;                // [bucket] output on the host
-  std::vector<char> ready;                        // [bucket] host output complete
-  std::vector<std::unique_ptr<double[]>> owned;   // [bucket] outputs the CPU made
-  std::vector<double*> give_back;                 // pinned downloads the CPU finished reading
-  std::vector<int> missing;                       // [bucket] children whose host output is not ready
-  std::set<int> cpu_ready;                        // CPU buckets whose inputs are all on the host
+  std::vector<const double*> host;               // [bucket] output on the host
+  std::vector<char> ready;                       // [bucket] host output complete
+  std::vector<std::unique_ptr<double[]>> owned;  // [bucket] outputs the CPU made
+  std::vector<double*> give_back;                // pinned downloads the CPU finished reading
+  std::vector<int> missing;                      // [bucket] children whose host output is not ready
+  std::set<int> cpu_ready;                       // CPU buckets whose inputs are all on the host
   bool abort = false;
   std::exception_ptr error;
   const TaskTree& tree;
@@ -55,7 +59,8 @@ struct Shared {
     host[b] = p;
     ready[b] = 1;
     const int parent = tree.buckets[b].parent;
-    if (parent >= 0 && --missing[parent] == 0 && dev[parent] == Device::cpu) cpu_ready.insert(parent);
+    if (parent >= 0 && --missing[parent] == 0 && dev[parent] == Device::cpu)
+      cpu_ready.insert(parent);
   }
 
   void fail(std::exception_ptr e) {
@@ -95,7 +100,8 @@ void cpu_thread(Run& r) {
       if (r.sh.abort) return;
       b = *r.sh.cpu_ready.begin();
       r.sh.cpu_ready.erase(r.sh.cpu_ready.begin());
-      for (int f : buckets[b].factors) in.push_back({r.plan.input_data[f].data(), r.plan.input_scope[f]});
+      for (int f : buckets[b].factors)
+        in.push_back({r.plan.input_data[f].data(), r.plan.input_scope[f]});
       for (int c : buckets[b].children) in.push_back({r.sh.host[c], buckets[c].output_vars()});
     }
     const BucketShape shape = bucket_shape(r.plan, b);
@@ -107,8 +113,10 @@ void cpu_thread(Run& r) {
     {
       std::lock_guard lock(r.sh.m);
       for (int c : buckets[b].children) {  // each table has one consumer: this bucket
-        if (r.dev[c] == Device::cpu) r.sh.owned[c].reset();
-        else r.sh.give_back.push_back(const_cast<double*>(r.sh.host[c]));
+        if (r.dev[c] == Device::cpu)
+          r.sh.owned[c].reset();
+        else
+          r.sh.give_back.push_back(const_cast<double*>(r.sh.host[c]));
         r.sh.host[c] = nullptr;
       }
       r.sh.publish(b, out.get());
@@ -123,9 +131,9 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
   const auto& buckets = r.plan.tree.buckets;
   const int nb = static_cast<int>(buckets.size());
   const int compute = 0, xfer = ctx.num_streams() > 1 ? 1 : 0;
-  std::vector<gpu::Handle> out(nb, -1);                  // GPU outputs waiting for a GPU parent
-  std::vector<std::vector<gpu::Handle>> factors(nb);    // uploaded original inputs
-  std::vector<gpu::Handle> used;                        // the inputs of the bucket at hand
+  std::vector<gpu::Handle> out(nb, -1);               // GPU outputs waiting for a GPU parent
+  std::vector<std::vector<gpu::Handle>> factors(nb);  // uploaded original inputs
+  std::vector<gpu::Handle> used;                      // the inputs of the bucket at hand
   // Device tables still held when this thread leaves early (an error elsewhere): released.
   struct Guard {
     gpu::Context& ctx;
@@ -180,7 +188,8 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
   std::int64_t total = 0;
   for (int b = 0; b < nb; ++b)
     if (r.dev[b] == Device::gpu)
-      for (int f : buckets[b].factors) total += static_cast<std::int64_t>(r.plan.input_data[f].size());
+      for (int f : buckets[b].factors)
+        total += static_cast<std::int64_t>(r.plan.input_data[f].size());
   struct Block {
     gpu::Context& ctx;
     int stream;
@@ -299,20 +308,22 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
   for (Device d : dev) wanted_gpu += d == Device::gpu;
   if (!ctx && wanted_gpu > 0) {
     st.fallback = "no GPU: all " + std::to_string(nb) + " buckets run on the CPU";
-    spdlog::warn("the schedule puts {} bucket(s) on the GPU, but there is none: running every "
-                 "bucket on the CPU",
-                 wanted_gpu);
+    spdlog::warn(
+        "the schedule puts {} bucket(s) on the GPU, but there is none: running every "
+        "bucket on the CPU",
+        wanted_gpu);
     dev.assign(nb, Device::cpu);
   }
   for (int b = 0; b < nb && ctx; ++b) {
     if (dev[b] != Device::gpu) continue;
     // the layout check alone: choose() would also build the kernel's tables, which run_bucket
     // builds (once per shape) anyway
-    const std::string why = gpu::describe(bucket_shape(plan, b), bucket_scopes(plan, b)).unsupported;
+    const std::string why =
+        gpu::describe(bucket_shape(plan, b), bucket_scopes(plan, b)).unsupported;
     if (why.empty()) continue;
     spdlog::info("bucket {} runs on the CPU: no GPU kernel takes it ({})", b, why);
-    st.fallback += (st.fallback.empty() ? "" : "; ") + std::string("bucket ") + std::to_string(b) +
-                   ": " + why;
+    st.fallback +=
+        (st.fallback.empty() ? "" : "; ") + std::string("bucket ") + std::to_string(b) + ": " + why;
     dev[b] = Device::cpu;
   }
   for (Device d : dev) (d == Device::gpu ? st.gpu_buckets : st.cpu_buckets)++;

@@ -19,7 +19,7 @@
 namespace kinfer::sched {
 
 struct ExecOptions {
-  int threads = 0;           // CPU kernel threads (0: OpenMP's default)
+  int threads = 0;  // CPU kernel threads (0: OpenMP's default)
   // Time every kernel alone (the GPU thread waits for each one): for comparing predictions
   // with measurements, not for speed.
   bool time_buckets = false;
@@ -28,13 +28,13 @@ struct ExecOptions {
 struct ExecStats {
   double seconds = 0;
   int cpu_buckets = 0, gpu_buckets = 0;
-  double h2d_bytes = 0, d2h_bytes = 0;   // what actually crossed
-  std::vector<Device> ran_on;             // per bucket
-  std::vector<double> kernel_seconds;     // per bucket (time_buckets only; else empty)
+  double h2d_bytes = 0, d2h_bytes = 0;  // what actually crossed
+  std::vector<Device> ran_on;           // per bucket
+  std::vector<double> kernel_seconds;   // per bucket (time_buckets only; else empty)
   // time_buckets only: the upload of the original inputs (staging, queueing, waiting) plus the
   // waited-for uploads of CPU outputs; the downloads
   double h2d_seconds = 0, d2h_seconds = 0;
-  std::string fallback;                   // why GPU buckets ran on the CPU, if any did
+  std::string fallback;  // why GPU buckets ran on the CPU, if any did
 };
 
 // Returns ln P(e) like run_plan. `assignment` has one entry per bucket. With ctx == nullptr

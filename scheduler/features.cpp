@@ -7,9 +7,9 @@
 namespace kinfer::sched {
 
 const std::array<const char*, BucketFeatures::kCount>& BucketFeatures::names() {
-  static const std::array<const char*, kCount> n = {
-      "log2_states", "log2_out", "log2_marg", "inputs", "varying",
-      "log2_in",     "log2_reuse", "log2_run", "log2_inner"};
+  static const std::array<const char*, kCount> n = {"log2_states", "log2_out", "log2_marg",
+                                                    "inputs",      "varying",  "log2_in",
+                                                    "log2_reuse",  "log2_run", "log2_inner"};
   return n;
 }
 
@@ -57,7 +57,8 @@ BucketFeatures bucket_features(const BucketShape& shape, std::span<const std::ve
   f.log2_reuse = f.log2_states + std::log2(std::max(1.0, f.inputs)) - f.log2_in;
   // The CPU kernel's inner block: the lowest summed variables while their product <= 4096.
   double inner = 1;
-  for (int i = nv - 1; i >= first_marg && inner * shape.card[i] <= 4096; --i) inner *= shape.card[i];
+  for (int i = nv - 1; i >= first_marg && inner * shape.card[i] <= 4096; --i)
+    inner *= shape.card[i];
   f.log2_inner = std::log2(inner);
   return f;
 }

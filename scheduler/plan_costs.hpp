@@ -12,11 +12,11 @@
 namespace kinfer::sched {
 
 struct PlanCosts {
-  CostTree tree;                        // node b is bucket b; the root is the last bucket
+  CostTree tree;                         // node b is bucket b; the root is the last bucket
   std::vector<BucketFeatures> features;  // per bucket
-  std::vector<double> out_bytes;        // per bucket: its output table
-  std::vector<double> input_bytes;      // per bucket: its original (factor) input tables
-  std::vector<int> input_tables;        // per bucket: how many factor tables
+  std::vector<double> out_bytes;         // per bucket: its output table
+  std::vector<double> input_bytes;       // per bucket: its original (factor) input tables
+  std::vector<int> input_tables;         // per bucket: how many factor tables
 };
 
 // The input scopes of bucket b, in the order the kernels take them: factors, then children.

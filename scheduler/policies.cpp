@@ -9,10 +9,14 @@ namespace kinfer::sched {
 
 const char* to_string(Policy p) {
   switch (p) {
-    case Policy::cpu_only: return "cpu-only";
-    case Policy::gpu_only: return "gpu-only";
-    case Policy::greedy: return "greedy";
-    case Policy::comm_aware: return "comm-aware";
+    case Policy::cpu_only:
+      return "cpu-only";
+    case Policy::gpu_only:
+      return "gpu-only";
+    case Policy::greedy:
+      return "greedy";
+    case Policy::comm_aware:
+      return "comm-aware";
   }
   return "?";
 }
@@ -121,11 +125,12 @@ void comm_aware(const CostTree& t, Schedule& s) {
     const double mine = S[v][a[v]] + move(nv, a[v], p);
     const double alt = S[v][1 - a[v]] + move(nv, 1 - a[v], p);
     std::string r2 = "parent on " + std::string(to_string(kDev[p])) + ": subtree " +
-                     format_seconds(mine) + " on " + here + " vs " + format_seconds(alt) +
-                     " on " + other + " (kernel " + format_seconds(a[v] == kGpu ? nv.gpu : nv.cpu) +
-                     " vs " + format_seconds(a[v] == kGpu ? nv.cpu : nv.gpu);
-    if (a[v] != p) r2 += ", output moved to " + std::string(to_string(kDev[p])) + " " +
-                         format_seconds(move(nv, a[v], p));
+                     format_seconds(mine) + " on " + here + " vs " + format_seconds(alt) + " on " +
+                     other + " (kernel " + format_seconds(a[v] == kGpu ? nv.gpu : nv.cpu) + " vs " +
+                     format_seconds(a[v] == kGpu ? nv.cpu : nv.gpu);
+    if (a[v] != p)
+      r2 += ", output moved to " + std::string(to_string(kDev[p])) + " " +
+            format_seconds(move(nv, a[v], p));
     else if (move(nv, 1 - a[v], p) > 0)
       r2 += ", saves moving the output " + format_seconds(move(nv, 1 - a[v], p));
     s.reason[v] = r2 + ")";
@@ -138,10 +143,18 @@ Schedule make_schedule(const CostTree& t, Policy p) {
   Schedule s;
   s.policy = p;
   switch (p) {
-    case Policy::cpu_only: single_device(t, s, Device::cpu); break;
-    case Policy::gpu_only: single_device(t, s, Device::gpu); break;
-    case Policy::greedy: greedy(t, s); break;
-    case Policy::comm_aware: comm_aware(t, s); break;
+    case Policy::cpu_only:
+      single_device(t, s, Device::cpu);
+      break;
+    case Policy::gpu_only:
+      single_device(t, s, Device::gpu);
+      break;
+    case Policy::greedy:
+      greedy(t, s);
+      break;
+    case Policy::comm_aware:
+      comm_aware(t, s);
+      break;
   }
   s.cost = cost_breakdown(t, s.device);
   return s;

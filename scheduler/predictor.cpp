@@ -166,8 +166,9 @@ void fit_loglinear(RuntimeModel& m, std::span<const Sample> s) {
   }
 }
 
-void split_node(RegressionTree& t, int node, std::vector<int>& idx, std::span<const FeatureVector> x,
-                std::span<const double> y, int depth, int max_depth, int min_leaf) {
+void split_node(RegressionTree& t, int node, std::vector<int>& idx,
+                std::span<const FeatureVector> x, std::span<const double> y, int depth,
+                int max_depth, int min_leaf) {
   double sum = 0;
   for (int i : idx) sum += y[i];
   t.nodes[node].value = sum / idx.size();
@@ -215,7 +216,8 @@ constexpr int kTreeDepth = 5, kTreeLeaf = 6;
 double RegressionTree::predict(const FeatureVector& x) const {
   if (nodes.empty()) return 0;
   int n = 0;
-  while (nodes[n].feature >= 0) n = x[nodes[n].feature] <= nodes[n].threshold ? nodes[n].left : nodes[n].right;
+  while (nodes[n].feature >= 0)
+    n = x[nodes[n].feature] <= nodes[n].threshold ? nodes[n].left : nodes[n].right;
   return nodes[n].value;
 }
 
@@ -232,9 +234,12 @@ RegressionTree RegressionTree::fit(std::span<const FeatureVector> x, std::span<c
 
 const char* to_string(ModelKind k) {
   switch (k) {
-    case ModelKind::loglinear: return "loglinear";
-    case ModelKind::loglinear_tree: return "loglinear+tree";
-    case ModelKind::tree: return "tree";
+    case ModelKind::loglinear:
+      return "loglinear";
+    case ModelKind::loglinear_tree:
+      return "loglinear+tree";
+    case ModelKind::tree:
+      return "tree";
   }
   return "?";
 }
@@ -261,7 +266,8 @@ RuntimeModel RuntimeModel::fit_kind(std::span<const Sample> s, ModelKind kind) {
   if (kind != ModelKind::loglinear) {
     for (const Sample& v : s) {
       double target = std::log(v.seconds);
-      if (kind == ModelKind::loglinear_tree) target -= log_add(m.c, linear(m, standardize(m, v.f.values())));
+      if (kind == ModelKind::loglinear_tree)
+        target -= log_add(m.c, linear(m, standardize(m, v.f.values())));
       y.push_back(target);
     }
     m.tree = RegressionTree::fit(x, y, kTreeDepth, kTreeLeaf);
@@ -288,7 +294,8 @@ RuntimeModel RuntimeModel::fit(std::span<const Sample> s) {
     std::vector<double> errors;
     for (int fold = 0; fold < folds; ++fold) {
       std::vector<Sample> train, test;
-      for (std::size_t i = 0; i < s.size(); ++i) (static_cast<int>(i % folds) == fold ? test : train).push_back(s[i]);
+      for (std::size_t i = 0; i < s.size(); ++i)
+        (static_cast<int>(i % folds) == fold ? test : train).push_back(s[i]);
       const RuntimeModel m = fit_kind(train, kinds[k]);
       for (const Sample& x : test) errors.push_back(std::abs(m.predict(x.f) / x.seconds - 1));
     }
@@ -333,10 +340,14 @@ RuntimeModel RuntimeModel::from_json(const nlohmann::json& j) {
   try {
     RuntimeModel m;
     const std::string kind = j.at("kind").get<std::string>();
-    if (kind == "loglinear") m.kind = ModelKind::loglinear;
-    else if (kind == "loglinear+tree") m.kind = ModelKind::loglinear_tree;
-    else if (kind == "tree") m.kind = ModelKind::tree;
-    else throw std::invalid_argument("unknown model kind '" + kind + "'");
+    if (kind == "loglinear")
+      m.kind = ModelKind::loglinear;
+    else if (kind == "loglinear+tree")
+      m.kind = ModelKind::loglinear_tree;
+    else if (kind == "tree")
+      m.kind = ModelKind::tree;
+    else
+      throw std::invalid_argument("unknown model kind '" + kind + "'");
     const auto names = j.at("features").get<std::vector<std::string>>();
     if (names.size() != static_cast<std::size_t>(K) ||
         !std::equal(names.begin(), names.end(), BucketFeatures::names().begin()))
@@ -353,7 +364,8 @@ RuntimeModel RuntimeModel::from_json(const nlohmann::json& j) {
       node.right = n.at(3).get<int>();
       node.value = n.at(4).get<double>();
       // children after their parent: prediction always walks forward and ends
-      const int size = static_cast<int>(j.at("tree").size()), here = static_cast<int>(m.tree.nodes.size());
+      const int size = static_cast<int>(j.at("tree").size()),
+                here = static_cast<int>(m.tree.nodes.size());
       if (node.feature >= K || (node.feature >= 0 && (node.left <= here || node.left >= size ||
                                                       node.right <= here || node.right >= size)))
         throw std::invalid_argument("a regression tree node points outside the tree");

@@ -45,7 +45,7 @@ const char* to_string(ModelKind k);
 
 struct RuntimeModel {
   ModelKind kind = ModelKind::loglinear;
-  double c = -30;  // log seconds of the fixed overhead
+  double c = -30;                                      // log seconds of the fixed overhead
   std::array<double, BucketFeatures::kCount + 1> w{};  // intercept, then standardized features
   FeatureVector mean{}, scale{};
   RegressionTree tree;

@@ -27,7 +27,8 @@ std::vector<Sample> samples_from(const json& a) {
   std::vector<Sample> out;
   for (const json& x : a) {
     const auto v = x.at("f").get<std::vector<double>>();
-    if (v.size() != BucketFeatures::kCount) throw std::invalid_argument("a sample has other features");
+    if (v.size() != BucketFeatures::kCount)
+      throw std::invalid_argument("a sample has other features");
     Sample s;
     s.f = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]};
     s.seconds = x.at("s").get<double>();
@@ -69,7 +70,8 @@ TransferModel transfer_from(const json& j) {
   if (!(t.latency >= 0) || !(t.bandwidth > 0))
     throw std::invalid_argument("a transfer needs latency >= 0 and bandwidth > 0");
   if (j.contains("samples"))
-    for (const json& s : j["samples"]) t.samples.emplace_back(s.at(0).get<double>(), s.at(1).get<double>());
+    for (const json& s : j["samples"])
+      t.samples.emplace_back(s.at(0).get<double>(), s.at(1).get<double>());
   return t;
 }
 }  // namespace
@@ -115,12 +117,8 @@ std::string default_profile_path() {
 }
 
 json to_json(const Profile& p) {
-  json j = {{"kinfer_profile", kFormat},
-            {"created", p.created},
-            {"host", p.host},
-            {"cpu", device_json(p.cpu)},
-            {"gpu", nullptr},
-            {"transfer", nullptr}};
+  json j = {{"kinfer_profile", kFormat}, {"created", p.created}, {"host", p.host},
+            {"cpu", device_json(p.cpu)}, {"gpu", nullptr},       {"transfer", nullptr}};
   if (p.has_gpu) {
     j["gpu"] = device_json(p.gpu);
     j["gpu"]["max_inputs"] = p.gpu_max_inputs;
@@ -151,7 +149,8 @@ Profile profile_from_json(const json& j, const std::string& source) {
       p.gpu_first_use = j["gpu"].value("first_use_seconds", 0.0);
       p.h2d = transfer_from(j.at("transfer").at("h2d"));
       p.d2h = transfer_from(j.at("transfer").at("d2h"));
-      if (j["transfer"].contains("h2d_batch")) p.h2d_batch = transfer_from(j["transfer"]["h2d_batch"]);
+      if (j["transfer"].contains("h2d_batch"))
+        p.h2d_batch = transfer_from(j["transfer"]["h2d_batch"]);
     }
     return p;
   } catch (const std::invalid_argument& e) {

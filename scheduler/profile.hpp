@@ -15,8 +15,8 @@ namespace kinfer::sched {
 
 // seconds = latency + bytes / bandwidth, one direction.
 struct TransferModel {
-  double latency = 0;    // seconds
-  double bandwidth = 0;  // bytes per second
+  double latency = 0;                              // seconds
+  double bandwidth = 0;                            // bytes per second
   std::vector<std::pair<double, double>> samples;  // (bytes, seconds)
   double seconds(double bytes) const { return bytes <= 0 ? 0 : latency + bytes / bandwidth; }
   // Least squares on the relative error, so small and large transfers both count.
@@ -24,17 +24,17 @@ struct TransferModel {
 };
 
 struct DeviceProfile {
-  std::string name;      // "2 x Intel(R) ..." / "NVIDIA H100 80GB HBM3"
-  int threads = 0;       // CPU threads the kernel used
+  std::string name;  // "2 x Intel(R) ..." / "NVIDIA H100 80GB HBM3"
+  int threads = 0;   // CPU threads the kernel used
   double memory_bytes = 0;
-  double dispatch = 0;   // the executor's own seconds per bucket beyond the kernel
+  double dispatch = 0;  // the executor's own seconds per bucket beyond the kernel
   RuntimeModel model;
   std::vector<Sample> samples;
 };
 
 struct Profile {
-  std::string path;      // where it was read from (for messages)
-  std::string created;   // ISO date
+  std::string path;     // where it was read from (for messages)
+  std::string created;  // ISO date
   std::string host;
   DeviceProfile cpu;
   bool has_gpu = false;
@@ -43,7 +43,7 @@ struct Profile {
   // Extra time of a bucket shape's first GPU run (the kernel's policy tables are built and
   // uploaded once per shape and context; later evaluations of the same plan reuse them).
   double gpu_first_use = 0;
-  TransferModel h2d, d2h;  // one copy, waited for
+  TransferModel h2d, d2h;   // one copy, waited for
   TransferModel h2d_batch;  // per copy of many queued back to back (bandwidth 0: not measured)
 
   // A bucket's time in the executor: its kernel plus the executor's own cost per bucket.

@@ -22,8 +22,10 @@ ScheduledRun run_with_policy(const Plan& plan, gpu::Context* ctx, const Schedule
   } else {
     const std::string path = opt.profile_path.empty() ? default_profile_path() : opt.profile_path;
     std::optional<Profile> prof;
-    if (opt.profile) prof = *opt.profile;
-    else if (!opt.profile_path.empty() || std::filesystem::exists(path)) prof = load_profile(path, false);
+    if (opt.profile)
+      prof = *opt.profile;
+    else if (!opt.profile_path.empty() || std::filesystem::exists(path))
+      prof = load_profile(path, false);
     if (!prof || !prof->has_gpu) {
       r.note = !prof ? "no calibration profile at " + path
                      : "the profile " + path + " was made without a GPU";

@@ -14,11 +14,11 @@ namespace kinfer::sched {
 
 struct ScheduledRunOptions {
   Policy policy = Policy::comm_aware;
-  std::string profile_path;  // empty: default_profile_path()
+  std::string profile_path;          // empty: default_profile_path()
   const Profile* profile = nullptr;  // already read (profile_path then only names it in logs)
   ExecOptions exec;
-  bool explain = false;      // log each bucket's reason (info level)
-  bool warm_gpu = false;     // ctx already ran this plan (repeated evaluations): see plan_costs
+  bool explain = false;   // log each bucket's reason (info level)
+  bool warm_gpu = false;  // ctx already ran this plan (repeated evaluations): see plan_costs
 };
 
 struct ScheduledRun {
@@ -26,9 +26,9 @@ struct ScheduledRun {
   Policy policy = Policy::cpu_only;  // the policy that actually ran (see fallbacks below)
   Schedule schedule;                 // empty device list when no profile was needed
   ExecStats stats;
-  std::string note;                  // fallbacks taken, for logs and --json
-  double schedule_seconds = 0;       // reading the profile, predicting, assigning
-  std::vector<Device> assignment;    // what was asked of the executor (repeat with run_scheduled)
+  std::string note;                // fallbacks taken, for logs and --json
+  double schedule_seconds = 0;     // reading the profile, predicting, assigning
+  std::vector<Device> assignment;  // what was asked of the executor (repeat with run_scheduled)
 };
 
 // ctx == nullptr: every bucket on the CPU, no profile needed. With a device, the profile is

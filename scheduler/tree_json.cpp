@@ -25,10 +25,14 @@ std::vector<long> node_lines(const std::string& text) {
   for (char ch : text) {
     if (ch == '\n') ++line;
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (ch == '\\') escaped = true;
-      else if (ch == '"') in_string = false, last_string = str;
-      else str += ch;
+      if (escaped)
+        escaped = false;
+      else if (ch == '\\')
+        escaped = true;
+      else if (ch == '"')
+        in_string = false, last_string = str;
+      else
+        str += ch;
       continue;
     }
     if (depth == nodes_depth && expect_value && ch != ' ' && ch != '\t' && ch != '\n' &&
@@ -37,10 +41,18 @@ std::vector<long> node_lines(const std::string& text) {
       expect_value = false;
     }
     switch (ch) {
-      case '"': in_string = true, str.clear(); break;
-      case ':': if (depth == 1) key = last_string; break;
-      case ',': if (depth == nodes_depth) expect_value = true; break;
-      case '{': ++depth; break;
+      case '"':
+        in_string = true, str.clear();
+        break;
+      case ':':
+        if (depth == 1) key = last_string;
+        break;
+      case ',':
+        if (depth == nodes_depth) expect_value = true;
+        break;
+      case '{':
+        ++depth;
+        break;
       case '[':
         ++depth;
         if (depth == 2 && key == "nodes" && nodes_depth < 0) nodes_depth = 2, expect_value = true;
@@ -50,7 +62,8 @@ std::vector<long> node_lines(const std::string& text) {
         if (depth == nodes_depth && ch == ']') nodes_depth = -2;  // the array ended
         --depth;
         break;
-      default: break;
+      default:
+        break;
     }
   }
   return lines;
@@ -66,12 +79,13 @@ double seconds(const json& node, const char* field, bool required, bool allow_nu
   }
   if (it->is_null() && allow_null) return std::numeric_limits<double>::infinity();
   if (!it->is_number())
-    throw InputError(file, line, who + ": \"" + field + "\" must be a number of seconds" +
-                                     (allow_null ? " or null" : "") + ", not " + it->dump());
+    throw InputError(file, line,
+                     who + ": \"" + field + "\" must be a number of seconds" +
+                         (allow_null ? " or null" : "") + ", not " + it->dump());
   const double x = it->get<double>();
   if (x < 0 || !std::isfinite(x))
-    throw InputError(file, line, who + ": \"" + field + "\" is " + it->dump() +
-                                     "; costs must be non-negative");
+    throw InputError(file, line,
+                     who + ": \"" + field + "\" is " + it->dump() + "; costs must be non-negative");
   return x;
 }
 
@@ -99,7 +113,8 @@ CostTree parse_cost_tree(const std::string& text, const std::string& file) {
     throw InputError(file, 1, "expected a JSON object {\"root\": id, \"nodes\": [...]}");
   if (!doc.contains("nodes") || !doc["nodes"].is_array())
     throw InputError(file, 1, "expected \"nodes\": an array of node objects");
-  if (!doc.contains("root")) throw InputError(file, 1, "expected \"root\": the id of the root node");
+  if (!doc.contains("root"))
+    throw InputError(file, 1, "expected \"root\": the id of the root node");
   const long long root_id = integer_id(doc["root"], file, 1, "\"root\"");
   const json& nodes = doc["nodes"];
   if (nodes.empty()) throw InputError(file, 1, "\"nodes\" is empty");
@@ -120,16 +135,18 @@ CostTree parse_cost_tree(const std::string& text, const std::string& file) {
     v.id = integer_id(n["id"], file, line, pos + " \"id\"");
     const std::string who = "node " + std::to_string(v.id);
     if (!index.emplace(v.id, static_cast<int>(k)).second)
-      throw InputError(file, line, who + ": the id is used twice (also at line " +
-                                       std::to_string(line_of(index[v.id])) + ")");
+      throw InputError(file, line,
+                       who + ": the id is used twice (also at line " +
+                           std::to_string(line_of(index[v.id])) + ")");
     for (auto it = n.begin(); it != n.end(); ++it) {
       static const char* known[] = {"id", "children", "cpu", "gpu", "upload", "to_gpu", "to_cpu"};
       bool ok = false;
       for (const char* f : known) ok |= it.key() == f;
       if (!ok)
-        throw InputError(file, line, who + ": unknown field \"" + it.key() +
-                                         "\" (expected id, children, cpu, gpu, upload, to_gpu, "
-                                         "to_cpu)");
+        throw InputError(file, line,
+                         who + ": unknown field \"" + it.key() +
+                             "\" (expected id, children, cpu, gpu, upload, to_gpu, "
+                             "to_cpu)");
     }
     v.cpu = seconds(n, "cpu", true, false, file, line, who);
     v.gpu = seconds(n, "gpu", true, true, file, line, who);
@@ -151,8 +168,8 @@ CostTree parse_cost_tree(const std::string& text, const std::string& file) {
     for (long long cid : child_ids[k]) {
       auto it = index.find(cid);
       if (it == index.end())
-        throw InputError(file, line_of(k), who + ": child " + std::to_string(cid) +
-                                               " is not the id of any node");
+        throw InputError(file, line_of(k),
+                         who + ": child " + std::to_string(cid) + " is not the id of any node");
       const int c = it->second;
       if (c == static_cast<int>(k))
         throw InputError(file, line_of(k), who + " is its own child (a cycle)");
@@ -166,7 +183,8 @@ CostTree parse_cost_tree(const std::string& text, const std::string& file) {
   }
   auto rit = index.find(root_id);
   if (rit == index.end())
-    throw InputError(file, 1, "\"root\" is " + std::to_string(root_id) + ", not the id of any node");
+    throw InputError(file, 1,
+                     "\"root\" is " + std::to_string(root_id) + ", not the id of any node");
   t.root = rit->second;
   if (t.nodes[t.root].parent >= 0)
     throw InputError(file, line_of(t.root),

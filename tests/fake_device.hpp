@@ -126,10 +126,13 @@ class FakeDevice final : public gpu::Context {
       target = streams_.at(waitee)->queued;
     }
     Stream* w = streams_.at(waitee).get();
-    enqueue(waiter, {}, [this, w, target] {
-      std::unique_lock lock(m_);
-      cv_.wait(lock, [&] { return w->executed >= target; });
-    }, false);
+    enqueue(
+        waiter, {},
+        [this, w, target] {
+          std::unique_lock lock(m_);
+          cv_.wait(lock, [&] { return w->executed >= target; });
+        },
+        false);
   }
 
   std::string error() {
@@ -157,13 +160,16 @@ class FakeDevice final : public gpu::Context {
     if (error_.empty()) error_ = e;
   }
 
-  void enqueue(int s, std::vector<gpu::Handle> uses, std::function<void()> run, bool locked = true) {
+  void enqueue(int s, std::vector<gpu::Handle> uses, std::function<void()> run,
+               bool locked = true) {
     {
       std::lock_guard lock(m_);
       Stream& st = *streams_.at(s);
       for (gpu::Handle h : uses) {
-        if (!tables_.count(h)) fail("use of an unknown table");
-        else if (released_.count(h)) fail("work queued on a table after its release");
+        if (!tables_.count(h))
+          fail("use of an unknown table");
+        else if (released_.count(h))
+          fail("work queued on a table after its release");
       }
       st.q.push_back({st.queued++, std::move(uses), std::move(run), locked});
     }
@@ -182,7 +188,8 @@ class FakeDevice final : public gpu::Context {
       lock.unlock();
       std::this_thread::sleep_for(std::chrono::microseconds(delay));
       lock.lock();
-      if (op.locked) op.run();
+      if (op.locked)
+        op.run();
       else {
         lock.unlock();
         op.run();
@@ -198,7 +205,8 @@ class FakeDevice final : public gpu::Context {
   void reclaim() {
     for (auto it = released_.begin(); it != released_.end();) {
       bool done = true;
-      for (std::size_t s = 0; s < streams_.size(); ++s) done = done && streams_[s]->executed >= it->second[s];
+      for (std::size_t s = 0; s < streams_.size(); ++s)
+        done = done && streams_[s]->executed >= it->second[s];
       if (done) {
         tables_.erase(it->first);
         it = released_.erase(it);

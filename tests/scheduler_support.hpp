@@ -15,7 +15,8 @@ inline Plan uai_plan(const std::string& name) {
   const std::string path = data_path("uai/" + name);
   Network net = io::read_uai(path);
   Evidence ev;
-  if (const std::string e = io::default_evidence_path(path); !e.empty()) ev = io::read_evidence(e, net);
+  if (const std::string e = io::default_evidence_path(path); !e.empty())
+    ev = io::read_evidence(e, net);
   PlanOptions po;
   po.order.heuristic = OrderHeuristic::MinFill;
   return make_plan(net, ev, po);

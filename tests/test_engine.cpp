@@ -2,8 +2,8 @@
 // enumeration of the joint (long double, linear domain); the bucket kernel against its
 // one-configuration-at-a-time reference; exp_nonpositive against std::exp; and the invariants of
 // the task tree and of the elimination orders, on random networks and the Pedigree instances.
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -38,7 +38,9 @@ struct Case {
 // of up to 4 variables, tables drawn over a wide range with exact zeros, random evidence.
 Case random_case(std::mt19937_64& rng, int max_vars, double max_joint) {
   auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-  auto real = [&](double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng); };
+  auto real = [&](double lo, double hi) {
+    return std::uniform_real_distribution<double>(lo, hi)(rng);
+  };
   Case c;
   Network& net = c.net;
   net.source = "random";
@@ -248,8 +250,8 @@ TEST_CASE("Solver.RandomNetworksMatchBruteForce", "[engine]") {
     const double want = z > 0 ? static_cast<double>(std::log(z)) : kNegInf;
     for (bool ve : {true, false})
       for (OrderHeuristic h : kHeuristics) {
-        INFO("network " << it << ", heuristic " << heuristic_name(h) << ", value elimination "
-                        << ve << ", " << c.net.num_vars() << " variables, " << c.net.factors.size()
+        INFO("network " << it << ", heuristic " << heuristic_name(h) << ", value elimination " << ve
+                        << ", " << c.net.num_vars() << " variables, " << c.net.factors.size()
                         << " factors, " << c.ev.observed.size() << " observed");
         PlanOptions po;
         po.order.heuristic = h;
@@ -294,7 +296,8 @@ TEST_CASE("Reduce.DropIndependentDimensionsKeepsPe", "[engine]") {
       const std::size_t k = c.net.card[f.scope[j]];
       for (std::size_t hi = 0; hi < f.table.size(); hi += stride * k)
         for (std::size_t t = 1; t < k; ++t)
-          for (std::size_t lo = 0; lo < stride; ++lo) f.table[hi + t * stride + lo] = f.table[hi + lo];
+          for (std::size_t lo = 0; lo < stride; ++lo)
+            f.table[hi + t * stride + lo] = f.table[hi + lo];
     }
     const long double z = brute_force(c.net, c.ev);
     const double want = z > 0 ? static_cast<double>(std::log(z)) : kNegInf;
@@ -303,7 +306,8 @@ TEST_CASE("Reduce.DropIndependentDimensionsKeepsPe", "[engine]") {
       po.order.heuristic = OrderHeuristic::MinFill;
       po.reduce.drop_independent = true;
       if (keep_some)
-        for (std::size_t f = 0; f < c.net.factors.size(); f += 2) po.reduce.fixed_shape.push_back(static_cast<int>(f));
+        for (std::size_t f = 0; f < c.net.factors.size(); f += 2)
+          po.reduce.fixed_shape.push_back(static_cast<int>(f));
       const Plan plan = make_plan(c.net, c.ev, po);
       if (!keep_some) dropped += plan.model.dims_dropped;
       INFO("network " << it << ", fixed shapes " << keep_some);
@@ -386,7 +390,7 @@ TEST_CASE("Kernel.RandomBucketsMatchReference", "[engine]") {
   struct Spec {
     const char* name;
     int iterations;
-    std::vector<int> out_card;   // empty with marg_card empty: a random shape
+    std::vector<int> out_card;  // empty with marg_card empty: a random shape
     std::vector<int> marg_card;
     bool constant_only = false;  // no input depends on a summed variable
   };
@@ -452,7 +456,8 @@ TEST_CASE("Kernel.RandomBucketsMatchReference", "[engine]") {
         for (std::size_t o = 0; o < got.size(); ++o)
           if (!close_ln(got[o], want[o], 1e-12)) {
             if (bad++ < 3) {
-              INFO("threads " << threads << ", output " << o << ": " << got[o] << " vs " << want[o]);
+              INFO("threads " << threads << ", output " << o << ": " << got[o] << " vs "
+                              << want[o]);
               CHECK(close_ln(got[o], want[o], 1e-12));
             }
           }
@@ -482,8 +487,8 @@ TEST_CASE("Kernel.ExpNonpositiveMatchesStdExp", "[engine]") {
   };
   for (int i = 0; i <= 745000; ++i) check(-i * 1e-3);
   for (int i = 0; i < 1000000; ++i) check(u(rng));
-  for (double x : {-0.0, -1e-300, -5e-324, -1e-17, -0.34657359027997264, -0.6931471805599453,
-                   -1.0, -690.7755278982137, -708.0, -708.3964185322641, -744.44})
+  for (double x : {-0.0, -1e-300, -5e-324, -1e-17, -0.34657359027997264, -0.6931471805599453, -1.0,
+                   -690.7755278982137, -708.0, -708.3964185322641, -744.44})
     check(x);
   INFO("largest relative error " << worst << " at x = " << worst_x);
   CHECK(worst < 4e-16);
@@ -522,8 +527,8 @@ TEST_CASE("TaskTree.InvariantsOnPedigrees", "[engine]") {
         const Plan plan = make_plan(net, ev, po);
         check_tree(plan);
         // Merged buckets only save states: the tree's total is at most the order's (+ the root).
-        const OrderStats e =
-            evaluate_order(net.num_vars(), plan.model.card, reduced_scopes(plan.model), plan.order.order);
+        const OrderStats e = evaluate_order(net.num_vars(), plan.model.card,
+                                            reduced_scopes(plan.model), plan.order.order);
         CHECK(std::exp2(plan.order.stats.log2_total_state) <=
               (std::exp2(e.log2_total_state) + 1) * (1 + 1e-12));
       }

@@ -45,8 +45,8 @@ double scale() {
 }
 
 struct Compare {
-  double worst = 0;     // largest |gpu - cpu| / max(1, |cpu|)
-  long unwritten = 0;   // NaN left in the output (poison)
+  double worst = 0;    // largest |gpu - cpu| / max(1, |cpu|)
+  long unwritten = 0;  // NaN left in the output (poison)
   long inf_mismatch = 0;
 };
 
@@ -84,10 +84,11 @@ void check_bucket(const RandomBucket& b, Variant v, Precision prec, double tol, 
     return;
   }
   const Compare c = compare(r.out, cpu);
-  INFO(to_string(r.choice.variant) << " " << (prec == Precision::f64 ? "f64" : "f32") << ": "
-       << b.shape.output_size() << " outputs x " << b.shape.marg_size() << " summed, "
-       << b.scopes.size() << " inputs, lanes " << r.choice.lanes << ", splits "
-       << r.choice.splits << ", pages/block " << r.choice.pages_per_block);
+  INFO(to_string(r.choice.variant)
+       << " " << (prec == Precision::f64 ? "f64" : "f32") << ": " << b.shape.output_size()
+       << " outputs x " << b.shape.marg_size() << " summed, " << b.scopes.size()
+       << " inputs, lanes " << r.choice.lanes << ", splits " << r.choice.splits << ", pages/block "
+       << r.choice.pages_per_block);
   REQUIRE(c.unwritten == 0);
   REQUIRE(c.inf_mismatch == 0);
   REQUIRE(c.worst <= tol);
@@ -168,7 +169,8 @@ std::map<std::string, std::string> references() {
 
 fs::path network(const std::string& name) {
   for (const char* suffix : {".uai", ".uai.gz"})
-    if (fs::exists(data_dir() / "uai" / (name + suffix))) return data_dir() / "uai" / (name + suffix);
+    if (fs::exists(data_dir() / "uai" / (name + suffix)))
+      return data_dir() / "uai" / (name + suffix);
   return {};
 }
 
@@ -177,11 +179,11 @@ fs::path network(const std::string& name) {
 TEST_CASE("GpuKernel.UaiNetworksMatchCpuAndReferences", "[gpu]") {
   // Every bucket on both backends, then the whole plan on the GPU against REFERENCES.tsv
   // (half a unit of the printed last digit). KINFER_GPU_NETWORKS narrows the list.
-  std::vector<std::string> names = {"Alchemy_11", "CSP_12", "DBN_11", "Grids_11",
-                                    "ObjectDetection_74", "Pedigree_11", "Pedigree_12",
-                                    "Pedigree_13", "Promedus_24", "Segmentation_12",
-                                    "grid10x10.f10", "pedigree1", "linkage_14", "linkage_16",
-                                    "linkage_21", "linkage_24"};
+  std::vector<std::string> names = {
+      "Alchemy_11",         "CSP_12",          "DBN_11",        "Grids_11",
+      "ObjectDetection_74", "Pedigree_11",     "Pedigree_12",   "Pedigree_13",
+      "Promedus_24",        "Segmentation_12", "grid10x10.f10", "pedigree1",
+      "linkage_14",         "linkage_16",      "linkage_21",    "linkage_24"};
   if (const char* only = std::getenv("KINFER_GPU_NETWORKS")) {
     names.clear();
     std::istringstream s(only);
@@ -231,16 +233,20 @@ TEST_CASE("GpuKernel.UaiNetworksMatchCpuAndReferences", "[gpu]") {
       all_on_gpu.min_gpu_states = 0;
       const double ln_gpu = run_plan_gpu(plan, context(), {}, &rep, all_on_gpu);
       DeviceRunReport rep_mixed;
-      const double ln_mixed = run_plan_gpu(plan, context(), {}, &rep_mixed);  // small ones on the CPU
+      const double ln_mixed =
+          run_plan_gpu(plan, context(), {}, &rep_mixed);  // small ones on the CPU
       CHECK(std::abs(ln_mixed - ln_cpu) <= 1e-9 * std::max(1.0, std::abs(ln_cpu)));
       const double log10_gpu = ln_gpu / std::log(10.0);
       const std::string& ref = refs.at(name);
       const auto dot = ref.find('.');
-      const double tol = 0.5 * std::pow(10.0, -(dot == std::string::npos ? 0 : static_cast<int>(ref.size() - dot - 1)));
-      std::printf("%-20s %4d buckets, largest bucket difference %.3g; log10 P(e) gpu %.10g cpu %.10g "
-                  "reference %s; %d GPU buckets (%d cached), %d CPU\n",
-                  name.c_str(), buckets, all.worst, log10_gpu, ln_cpu / std::log(10.0), ref.c_str(),
-                  rep.gpu_buckets, rep.cached_buckets, rep.cpu_buckets);
+      const double tol =
+          0.5 *
+          std::pow(10.0, -(dot == std::string::npos ? 0 : static_cast<int>(ref.size() - dot - 1)));
+      std::printf(
+          "%-20s %4d buckets, largest bucket difference %.3g; log10 P(e) gpu %.10g cpu %.10g "
+          "reference %s; %d GPU buckets (%d cached), %d CPU\n",
+          name.c_str(), buckets, all.worst, log10_gpu, ln_cpu / std::log(10.0), ref.c_str(),
+          rep.gpu_buckets, rep.cached_buckets, rep.cpu_buckets);
       CHECK(std::abs(ln_gpu - ln_cpu) <= 1e-9 * std::max(1.0, std::abs(ln_cpu)));
       CHECK(std::abs(log10_gpu - std::stod(ref)) <= tol);
       ++networks;

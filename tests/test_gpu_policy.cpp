@@ -50,7 +50,8 @@ std::vector<double> emulated(const RandomBucket& b, Variant v, const DeviceLimit
 
 TEST_CASE("GpuPolicy.FastDivMatchesDivision", "[gpu]") {
   std::mt19937_64 rng(7);
-  for (std::uint32_t d : {1u, 2u, 3u, 5u, 7u, 10u, 96u, 1000u, 4095u, 65537u, 1u << 20, 2147483647u}) {
+  for (std::uint32_t d :
+       {1u, 2u, 3u, 5u, 7u, 10u, 96u, 1000u, 4095u, 65537u, 1u << 20, 2147483647u}) {
     const FastDiv fd(d);
     for (int i = 0; i < 20000; ++i) {
       const std::uint32_t n = static_cast<std::uint32_t>(rng() % 2147483648u);
@@ -163,7 +164,8 @@ TEST_CASE("GpuPolicy.SelectorExplainsEveryChoice", "[gpu]") {
   for (int i = 0; i < 200; ++i) {
     const RandomBucket b = random_bucket(rng, o);
     Selection s;
-    const LaunchPlan p = make_launch_plan(describe(b.shape, b.scopes), Variant::automatic, DeviceLimits{}, 8, &s);
+    const LaunchPlan p =
+        make_launch_plan(describe(b.shape, b.scopes), Variant::automatic, DeviceLimits{}, 8, &s);
     CHECK(!s.why.empty());
     CHECK(p.variant == s.variant);
     (s.variant == Variant::cached ? cached : plain)++;
@@ -190,5 +192,6 @@ TEST_CASE("GpuPolicy.UnsupportedBucketsSayWhy", "[gpu]") {
   std::vector<std::vector<int>> scopes(17, std::vector<int>{0, 1});
   const BucketLayout lay = describe(sh, scopes);
   REQUIRE(lay.unsupported.find("17 inputs") != std::string::npos);
-  REQUIRE_THROWS_AS(make_launch_plan(lay, Variant::automatic, DeviceLimits{}), std::invalid_argument);
+  REQUIRE_THROWS_AS(make_launch_plan(lay, Variant::automatic, DeviceLimits{}),
+                    std::invalid_argument);
 }

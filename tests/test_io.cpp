@@ -40,7 +40,8 @@ Approx Printed(double x) { return Approx(x).epsilon(1e-9).margin(1e-12); }
 void write_gzip(const fs::path& p, const std::string& text) {
   gzFile f = gzopen(p.c_str(), "wb");
   REQUIRE(f != nullptr);
-  REQUIRE(gzwrite(f, text.data(), static_cast<unsigned>(text.size())) == static_cast<int>(text.size()));
+  REQUIRE(gzwrite(f, text.data(), static_cast<unsigned>(text.size())) ==
+          static_cast<int>(text.size()));
   REQUIRE(gzclose(f) == Z_OK);
 }
 
@@ -78,7 +79,8 @@ TEST_CASE("Parser.BadNetworkIsAnInputError", "[io]") {
       {"extra_entry.uai", 8, "number of table entries of factor 1 (4) (an integer), found '0.5'"},
       {"truncated.uai", 10, "unexpected end of file, expected table entry 3 of 4 of factor 1"},
       {"not_a_number.uai", 10, "expected table entry 4 of 4 of factor 1 (a number), found '4x'"},
-      {"negative.uai", 10, "table entry 2 of factor 1 is -2, expected a finite non-negative number"},
+      {"negative.uai", 10,
+       "table entry 2 of factor 1 is -2, expected a finite non-negative number"},
       {"nan.uai", 8, "table entry 2 of factor 0 is nan, expected a finite non-negative number"},
       {"inf.uai", 10, "table entry 3 of factor 1 is inf, expected a finite non-negative number"},
       {"trailing.uai", 11, "unexpected content after the last table (2 factors were declared)"},
@@ -92,7 +94,8 @@ TEST_CASE("Parser.BadNetworkIsAnInputError", "[io]") {
       CHECK(r.rc == 2);
       CHECK(r.out.empty());
       const std::string e = single_error(r);
-      const std::string where = c.line > 0 ? path + ":" + std::to_string(c.line) + ": " : path + ": ";
+      const std::string where =
+          c.line > 0 ? path + ":" + std::to_string(c.line) + ": " : path + ": ";
       CHECK_THAT(e, Catch::Contains(where));
       CHECK_THAT(e, Catch::Contains(c.expect));
     }
@@ -101,7 +104,8 @@ TEST_CASE("Parser.BadNetworkIsAnInputError", "[io]") {
 
 TEST_CASE("Parser.BadEvidenceIsAnInputError", "[io]") {
   const std::vector<BadCase> cases = {
-      {"evid_var_range.evid", 1, "evidence variable 2 does not exist, expected an index from 0 to 1"},
+      {"evid_var_range.evid", 1,
+       "evidence variable 2 does not exist, expected an index from 0 to 1"},
       {"evid_value_range.evid", 1, "evidence value 2 for variable 1 is outside its domain 0..1"},
       {"evid_conflict.evid", 1, "conflicting evidence: variable 1 is set to 0 (line 1) and to 1"},
       {"evid_pair_count.evid", 1,
@@ -154,7 +158,8 @@ TEST_CASE("Parser.UnreadableFilesAreInputErrors", "[io]") {
     write_text(gz, bytes.substr(0, bytes.size() - 10));
     const ProcessResult r = run_kinfer({"pe", gz.string()});
     CHECK(r.rc == 2);
-    CHECK_THAT(single_error(r), Catch::Contains(gz.string() + ": cannot read (corrupt or truncated gzip"));
+    CHECK_THAT(single_error(r),
+               Catch::Contains(gz.string() + ": cannot read (corrupt or truncated gzip"));
   }
 }
 
@@ -167,9 +172,9 @@ TEST_CASE("Pe.TablesNeedNotSumToOne", "[io]") {
 TEST_CASE("Pe.CardinalityOneVariables", "[io]") {
   // Variables 0 and 2 have one value; the answer is brute-forced below from the same tables.
   const std::vector<int> card = {1, 3, 1, 2};
-  const std::vector<double> f0 = {2.0, 0.0, 1.5};                    // (0, 1)
-  const std::vector<double> f1 = {0.25, 4.0, 1.0, 0.0, 3.0, 0.5};   // (1, 2, 3)
-  const std::vector<double> f2 = {7.0};                               // (2)
+  const std::vector<double> f0 = {2.0, 0.0, 1.5};                  // (0, 1)
+  const std::vector<double> f1 = {0.25, 4.0, 1.0, 0.0, 3.0, 0.5};  // (1, 2, 3)
+  const std::vector<double> f2 = {7.0};                            // (2)
   TempDir tmp;
   write_text(tmp / "c1.uai",
              "MARKOV\n4\n1 3 1 2\n3\n2 0 1\n3 1 2 3\n1 2\n"

@@ -34,14 +34,16 @@ TEST_CASE("LinkageCli.JsonMlink", "[linkage]") {
   CHECK(e["pedigrees"][0]["id"] == "1");
   CHECK(e["pedigrees"][0]["ln_l"].get<double>() == Approx(-41.974522).margin(1e-6));
   CHECK(e["pedigrees"][1]["ln_l"].get<double>() == Approx(-33.265532).margin(1e-6));
-  CHECK(e["pedigrees"][0]["log10_l"].get<double>() == Approx(-41.974522 / std::log(10.0)).margin(1e-6));
+  CHECK(e["pedigrees"][0]["log10_l"].get<double>() ==
+        Approx(-41.974522 / std::log(10.0)).margin(1e-6));
   CHECK(e["pedigrees"][0]["lod"].get<double>() == Approx(0.214781).margin(5e-5));
   CHECK(e["total"]["ln_l"].get<double>() == Approx(-75.240053).margin(1e-6));
   CHECK(e["total"]["lod"].get<double>() == Approx(0.163739).margin(5e-5));
 }
 
 TEST_CASE("LinkageCli.TextLikeFastlink", "[linkage]") {
-  const Run r = lod({"--ped", example("pedfile.dat"), "--dat", example("datafile.dat"), "--theta", "0:0.5:0.1"});
+  const Run r = lod(
+      {"--ped", example("pedfile.dat"), "--dat", example("datafile.dat"), "--theta", "0:0.5:0.1"});
   REQUIRE(r.rc == 0);
   CHECK(lines_with_count(r.out, "THETAS") == 7);  // the baseline and six thetas
   CHECK(r.out.find("-75.617075") != std::string::npos);
@@ -100,7 +102,8 @@ TEST_CASE("LinkageCli.PlotAndOutFolder", "[linkage]") {
 }
 
 TEST_CASE("LinkageCli.MemoryLimitExits3", "[linkage]") {
-  const Run r = lod({"--ped", example("pedfile.dat"), "--dat", example("datafile.dat"), "--max-memory", "1K"});
+  const Run r = lod(
+      {"--ped", example("pedfile.dat"), "--dat", example("datafile.dat"), "--max-memory", "1K"});
   CHECK(r.rc == 3);
   CHECK_THAT(r.err, Catch::Contains("exceeds the limit"));
 }

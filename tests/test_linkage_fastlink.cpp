@@ -28,7 +28,8 @@ std::vector<double> numbers_after(const std::string& line, std::size_t from) {
 }
 
 // Runs FASTLINK on a locus file and a post-makeped pedigree text; returns its evaluations.
-std::vector<FlEval> run_fastlink(const fs::path& dat, const std::string& post_ped, Program program) {
+std::vector<FlEval> run_fastlink(const fs::path& dat, const std::string& post_ped,
+                                 Program program) {
   TempDir dir;
   fs::copy_file(dat, dir / "datafile.dat");
   write_text(dir / "pedfile.dat", post_ped);
@@ -92,7 +93,8 @@ void compare(const Case& c) {
     for (std::size_t p = 0; p < fl[i].ln_l.size(); ++p) {
       INFO("pedigree " << r.pedigrees[p]);
       if (c.loops)
-        CHECK(fl[i].ln_l[p] - fl[0].ln_l[p] == Approx(ours[i]->ln_l[p] - ours[0]->ln_l[p]).margin(2e-6));
+        CHECK(fl[i].ln_l[p] - fl[0].ln_l[p] ==
+              Approx(ours[i]->ln_l[p] - ours[0]->ln_l[p]).margin(2e-6));
       else
         CHECK(fl[i].ln_l[p] == Approx(ours[i]->ln_l[p]).margin(1e-6));
     }
@@ -103,11 +105,13 @@ void compare(const Case& c) {
 
 TEST_CASE("LinkageFastlink.Mlink", "[fastlink]") {
   const std::vector<Case> cases = {
-      {"Debian example, 3 loci", "fastlink_example/datafile.dat", "fastlink_example/pedfile.dat", Program::Mlink},
+      {"Debian example, 3 loci", "fastlink_example/datafile.dat", "fastlink_example/pedfile.dat",
+       Program::Mlink},
       {"two-point", "variants/twopoint.dat", "variants/twopoint.ped", Program::Mlink},
       {"sex difference 2", "variants/sexdiff2.dat", "variants/twopoint.ped", Program::Mlink},
       {"sex difference 1", "variants/sexdiff1.dat", "variants/twopoint.ped", Program::Mlink},
-      {"three loci, Kosambi", "variants/kosambi3.dat", "fastlink_example/pedfile.dat", Program::Mlink},
+      {"three loci, Kosambi", "variants/kosambi3.dat", "fastlink_example/pedfile.dat",
+       Program::Mlink},
       {"X-linked, 5 loci", "variants/xlinked5.dat", "variants/xlinked5.pre", Program::Mlink},
       {"loop, 4 loci", "variants/loop_grid.dat", "variants/loop_breaker.ped", Program::Mlink, true},
   };
@@ -116,27 +120,33 @@ TEST_CASE("LinkageFastlink.Mlink", "[fastlink]") {
 
 TEST_CASE("LinkageFastlink.Linkmap", "[fastlink]") {
   const std::vector<Case> cases = {
-      {"interior", "variants/linkmap_interior.dat", "fastlink_example/pedfile.dat", Program::Linkmap},
-      {"left exterior", "variants/linkmap_left.dat", "fastlink_example/pedfile.dat", Program::Linkmap},
-      {"right exterior", "variants/linkmap_right.dat", "fastlink_example/pedfile.dat", Program::Linkmap},
-      {"interior, Kosambi", "variants/linkmap_kosambi.dat", "fastlink_example/pedfile.dat", Program::Linkmap},
+      {"interior", "variants/linkmap_interior.dat", "fastlink_example/pedfile.dat",
+       Program::Linkmap},
+      {"left exterior", "variants/linkmap_left.dat", "fastlink_example/pedfile.dat",
+       Program::Linkmap},
+      {"right exterior", "variants/linkmap_right.dat", "fastlink_example/pedfile.dat",
+       Program::Linkmap},
+      {"interior, Kosambi", "variants/linkmap_kosambi.dat", "fastlink_example/pedfile.dat",
+       Program::Linkmap},
   };
   for (const Case& c : cases) compare(c);
 }
 
 TEST_CASE("LinkageFastlink.AnalyticPedigrees", "[fastlink]") {
   // The closed-form cases without loops (FASTLINK needs loop breakers for the others).
-  for (const char* name : {"C01_nuclear_founder_hom", "C02_nuclear_founder_het", "C03_nuclear_two_founders",
-                           "C04_nuclear_trio_forced_het_child", "C06_trio_all_het", "C07_trio_mother_untyped",
-                           "C08_sibs_both_hom", "C09_three_generations"})
-    compare({name, std::string("analytic/") + name + ".dat", std::string("analytic/") + name + ".pre",
-             Program::Mlink});
+  for (const char* name :
+       {"C01_nuclear_founder_hom", "C02_nuclear_founder_het", "C03_nuclear_two_founders",
+        "C04_nuclear_trio_forced_het_child", "C06_trio_all_het", "C07_trio_mother_untyped",
+        "C08_sibs_both_hom", "C09_three_generations"})
+    compare({name, std::string("analytic/") + name + ".dat",
+             std::string("analytic/") + name + ".pre", Program::Mlink});
 }
 
 TEST_CASE("LinkageFastlink.ReferenceNumbers", "[fastlink]") {
   // linkage-model.md 3.1, two-point Schizophrenia x p105-599Ha: per-pedigree ln L and LODs.
   const LocusFile lf = io::read_locus_file((data_dir() / "variants/twopoint.dat").string());
-  const PedigreeFile pf = io::read_pedigree_file((data_dir() / "variants/twopoint.ped").string(), lf);
+  const PedigreeFile pf =
+      io::read_pedigree_file((data_dir() / "variants/twopoint.ped").string(), lf);
   AnalysisOptions o = quick_options();
   o.thetas = {0.0, 0.05, 0.10, 0.20, 0.40};
   const AnalysisResult r = analyze(lf, pf, o);
@@ -146,7 +156,8 @@ TEST_CASE("LinkageFastlink.ReferenceNumbers", "[fastlink]") {
   CHECK(r.evaluations[0].ln_l[1] == Approx(-24.783332).margin(1e-6));
   const double lods[] = {2.279146, 1.942130, 1.588959, 0.837036, -0.165381};
   for (int i = 0; i < 5; ++i)  // FASTLINK divides by 2.30259, not ln 10: 5e-5
-    CHECK(AnalysisResult::lod(r.evaluations[i].total_ln_l, r.baseline.total_ln_l) == Approx(lods[i]).margin(5e-5));
+    CHECK(AnalysisResult::lod(r.evaluations[i].total_ln_l, r.baseline.total_ln_l) ==
+          Approx(lods[i]).margin(5e-5));
 }
 
 int main(int argc, char** argv) {

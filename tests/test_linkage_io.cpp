@@ -77,7 +77,8 @@ TEST_CASE("LinkageIo.PreAndPostMakeped", "[io]") {
   const PedigreeFile pre = io::parse_pedigree_file("pre.ped",
                                                    "fam dad 0 0 1 1 2 1 1\n"
                                                    "fam mum 0 0 2 3 3 2 2\n"
-                                                   "fam kid dad mum 2 1 3 1 2\n", lf);
+                                                   "fam kid dad mum 2 1 3 1 2\n",
+                                                   lf);
   CHECK_FALSE(pre.post_makeped);
   REQUIRE(pre.pedigrees.size() == 1);
   CHECK(pre.pedigrees[0].people[2].father == 0);
@@ -86,7 +87,8 @@ TEST_CASE("LinkageIo.PreAndPostMakeped", "[io]") {
   const PedigreeFile post = io::parse_pedigree_file("post.ped",
                                                     "1 1 0 0 3 0 0 1 1 1 2 1 1 x\n"
                                                     "1 2 0 0 3 0 0 2 0 3 3 2 2 y\n"
-                                                    "1 3 1 2 0 0 0 2 0 1 3 1 2 z\n", lf);
+                                                    "1 3 1 2 0 0 0 2 0 1 3 1 2 z\n",
+                                                    lf);
   CHECK(post.post_makeped);
   CHECK(post.pedigrees[0].people[2].mother == 1);
   CHECK(post.pedigrees[0].people[2].pheno[1].a2 == 2);
@@ -96,7 +98,8 @@ TEST_CASE("LinkageIo.LoopBreakerCopiesMerge", "[io]") {
   const auto dir = data_dir();
   const LocusFile lf = io::read_locus_file((dir / "swiftlink/loop.dat").string());
   const PedigreeFile pre = io::read_pedigree_file((dir / "swiftlink/loop.ped").string(), lf);
-  const PedigreeFile post = io::read_pedigree_file((dir / "variants/loop_breaker.ped").string(), lf);
+  const PedigreeFile post =
+      io::read_pedigree_file((dir / "variants/loop_breaker.ped").string(), lf);
   CHECK_FALSE(pre.post_makeped);
   CHECK(post.post_makeped);
   CHECK(post.merged_loop_breakers == 1);
@@ -138,7 +141,8 @@ TEST_CASE("LinkageIo.LocusFileErrors", "[io]") {
     return t;
   };
   std::string m = error_of([&] { io::parse_locus_file("f.dat", with("0.4 0.6", "0.4 0.5")); });
-  CHECK_THAT(m, Catch::Contains("f.dat:7:") && Catch::Contains("column 1") && Catch::Contains("sum to 0.9"));
+  CHECK_THAT(m, Catch::Contains("f.dat:7:") && Catch::Contains("column 1") &&
+                    Catch::Contains("sum to 0.9"));
   m = error_of([&] { io::parse_locus_file("f.dat", with("3 2 # m2", "0 2 # m2")); });
   CHECK_THAT(m, Catch::Contains("f.dat:6:") && Catch::Contains("quantitative") &&
                     Catch::Contains("expected 1 (affection) or 3"));
@@ -147,7 +151,8 @@ TEST_CASE("LinkageIo.LocusFileErrors", "[io]") {
   m = error_of([&] { io::parse_locus_file("f.dat", with("1 2\n3 3", "1 1\n3 3")); });
   CHECK_THAT(m, Catch::Contains("f.dat:3:") && Catch::Contains("appears twice in the map order"));
   m = error_of([&] { io::parse_locus_file("f.dat", with("0.2 0.3 0.5", "0.2 0.3 zero")); });
-  CHECK_THAT(m, Catch::Contains("f.dat:5:") && Catch::Contains("column 3") && Catch::Contains("'zero'"));
+  CHECK_THAT(
+      m, Catch::Contains("f.dat:5:") && Catch::Contains("column 3") && Catch::Contains("'zero'"));
   m = error_of([&] { io::parse_locus_file("f.dat", with("0.1 << RECOMB", "0.7 << RECOMB")); });
   CHECK_THAT(m, Catch::Contains("f.dat:9:") && Catch::Contains("between 0 and 0.5"));
   m = error_of([&] { io::parse_locus_file("f.dat", with("0 0 << SEX", "0 1 << SEX")); });
@@ -162,8 +167,8 @@ TEST_CASE("LinkageIo.PedigreeErrors", "[io]") {
   const std::string a = "1 1 0 0 1 1 2 1 1\n", b = "1 2 0 0 2 3 3 2 2\n";
   // An unknown parent.
   std::string m = err(a + b + "1 3 1 7 2 1 3 1 2\n");
-  CHECK_THAT(m, Catch::Contains("p.ped:3:") && Catch::Contains("column 4") && Catch::Contains("7") &&
-                    Catch::Contains("not an individual of this pedigree"));
+  CHECK_THAT(m, Catch::Contains("p.ped:3:") && Catch::Contains("column 4") &&
+                    Catch::Contains("7") && Catch::Contains("not an individual of this pedigree"));
   // Sex inconsistent with parenthood: the father is female.
   m = err(a + b + "1 3 2 1 2 1 3 1 2\n");
   CHECK_THAT(m, Catch::Contains("p.ped:3:") && Catch::Contains("column 3") &&
@@ -190,9 +195,11 @@ TEST_CASE("LinkageIo.SexLinkedMales", "[io]") {
   t.replace(0, 7, "2 0 1 5");
   const LocusFile lf = io::parse_locus_file("x.dat", t);
   CHECK(lf.sex_linked);
-  const PedigreeFile pf = io::parse_pedigree_file("x.ped", "1 1 0 0 1 2 0 1 1\n1 2 0 0 2 1 3 1 2\n", lf);
+  const PedigreeFile pf =
+      io::parse_pedigree_file("x.ped", "1 1 0 0 1 2 0 1 1\n1 2 0 0 2 1 3 1 2\n", lf);
   CHECK(pf.pedigrees[0].people[0].pheno[0].a1 == 2);
-  const std::string m = error_of([&] { io::parse_pedigree_file("x.ped", "1 1 0 0 1 2 3 1 1\n", lf); });
+  const std::string m =
+      error_of([&] { io::parse_pedigree_file("x.ped", "1 1 0 0 1 2 3 1 1\n", lf); });
   CHECK_THAT(m, Catch::Contains("x.ped:1:") && Catch::Contains("one X chromosome"));
 }
 
@@ -229,7 +236,9 @@ TEST_CASE("LinkageIo.UnrelatedPartsAreWarned", "[io]") {
                                                   "1 1 0 0 1 1 2 1 1\n"
                                                   "1 2 0 0 2 3 3 2 2\n"
                                                   "1 3 1 2 2 1 3 1 2\n"
-                                                  "1 4 0 0 2 1 1 1 1\n", lf);
+                                                  "1 4 0 0 2 1 1 1 1\n",
+                                                  lf);
   REQUIRE(pf.warnings.size() == 1);
-  CHECK_THAT(pf.warnings[0], Catch::Contains("pedigree 1 has 2 unrelated parts") && Catch::Contains("(4)"));
+  CHECK_THAT(pf.warnings[0],
+             Catch::Contains("pedigree 1 has 2 unrelated parts") && Catch::Contains("(4)"));
 }

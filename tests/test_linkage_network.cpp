@@ -61,7 +61,8 @@ TEST_CASE("LinkageNetwork.ClosedForms", "[engine]") {
     const std::string name = f[0];
     const double expected = std::stod(f[2]);
     const std::string files = f[5];
-    const std::string pre = files.substr(0, files.find(',')), dat = files.substr(files.find(',') + 1);
+    const std::string pre = files.substr(0, files.find(',')),
+                      dat = files.substr(files.find(',') + 1);
     INFO(name);
     const LocusFile lf = io::read_locus_file((dir / dat).string());
     const PedigreeFile pf = io::read_pedigree_file((dir / pre).string(), lf);
@@ -102,20 +103,20 @@ TEST_CASE("LinkageNetwork.ReductionsKeepTheLikelihood", "[engine]") {
     std::vector<double> ref;
     for (int recode = 0; recode < 2; ++recode)
       for (int elim = 0; elim < 2; ++elim)
-      for (int joint = 0; joint < 2; ++joint) {
-        AnalysisOptions o = quick_options();
-        o.reduction.recode = recode;
-        o.reduction.eliminate = elim;
-        o.reduction.joint_genotypes = joint;
-        const std::vector<double> v = all_ln(analyze(d.lf, d.pf, o));
-        if (ref.empty()) {
-          ref = v;
-          continue;
+        for (int joint = 0; joint < 2; ++joint) {
+          AnalysisOptions o = quick_options();
+          o.reduction.recode = recode;
+          o.reduction.eliminate = elim;
+          o.reduction.joint_genotypes = joint;
+          const std::vector<double> v = all_ln(analyze(d.lf, d.pf, o));
+          if (ref.empty()) {
+            ref = v;
+            continue;
+          }
+          REQUIRE(v.size() == ref.size());
+          INFO("recode " << recode << " eliminate " << elim << " joint " << joint);
+          for (std::size_t i = 0; i < v.size(); ++i) CHECK(v[i] == Approx(ref[i]).margin(1e-9));
         }
-        REQUIRE(v.size() == ref.size());
-        INFO("recode " << recode << " eliminate " << elim << " joint " << joint);
-        for (std::size_t i = 0; i < v.size(); ++i) CHECK(v[i] == Approx(ref[i]).margin(1e-9));
-      }
   }
 }
 
@@ -179,7 +180,8 @@ std::pair<LocusFile, PedigreeFile> random_case(std::mt19937& rng, bool x_linked)
   const int kids = 3 + static_cast<int>(rng() % 3);
   for (int c = 0; c < kids; ++c) {
     std::vector<int> men, women;
-    for (int i = 0; i < static_cast<int>(ps.size()); ++i) (ps[i].sex == 1 ? men : women).push_back(i);
+    for (int i = 0; i < static_cast<int>(ps.size()); ++i)
+      (ps[i].sex == 1 ? men : women).push_back(i);
     const int fa = men[rng() % men.size()], mo = women[rng() % women.size()];
     P p{fa, mo, static_cast<int>(rng() % 2) + 1, {}};
     for (int k = 0; k < 3; ++k) {
@@ -251,7 +253,8 @@ TEST_CASE("LinkageNetwork.CompileOnceEqualsFreshBuilds", "[engine]") {
     AnalysisOptions one = quick_options();
     one.thetas = {grid.thetas[i]};
     const AnalysisResult s = analyze(d.lf, d.pf, one);
-    for (int p = 0; p < 2; ++p) CHECK(g.evaluations[i].ln_l[p] == Approx(s.evaluations[0].ln_l[p]).margin(1e-10));
+    for (int p = 0; p < 2; ++p)
+      CHECK(g.evaluations[i].ln_l[p] == Approx(s.evaluations[0].ln_l[p]).margin(1e-10));
   }
 }
 

@@ -26,7 +26,8 @@ using namespace kinfer::linkage;
 
 inline fs::path data_dir() {
   const char* v = std::getenv("KINFER_DATA");
-  if (!v || !*v) throw std::runtime_error("KINFER_DATA is not set; run the tests with `meson test`");
+  if (!v || !*v)
+    throw std::runtime_error("KINFER_DATA is not set; run the tests with `meson test`");
   return fs::path(v) / "linkage";
 }
 
@@ -197,7 +198,8 @@ inline double lander_green(const Pedigree& ped, const LocusFile& lf, const std::
             if (hemi) {
               w *= (b + 1 == ph.a1) ? 1 : 0;
             } else {
-              const bool ok = (a + 1 == ph.a1 && b + 1 == ph.a2) || (a + 1 == ph.a2 && b + 1 == ph.a1);
+              const bool ok =
+                  (a + 1 == ph.a1 && b + 1 == ph.a2) || (a + 1 == ph.a2 && b + 1 == ph.a1);
               w *= ok ? 1 : 0;
             }
           }

@@ -21,10 +21,10 @@ namespace {
 // The instances that compute within seconds on a 2-core machine. Left out: pedigree50 (no order
 // found fits in memory), linkage_11/12/13/17/18 (2^30 to 2^37 states: minutes to hours here).
 const std::vector<std::string> kInstances = {
-    "Alchemy_11",  "CSP_12",      "DBN_11",         "Grids_11",      "ObjectDetection_74",
-    "Pedigree_11", "Pedigree_12", "Pedigree_13",    "Promedus_24",   "Segmentation_12",
-    "grid10x10.f10", "pedigree1", "linkage_14",     "linkage_16",    "linkage_21",
-    "linkage_24"};
+    "Alchemy_11",         "CSP_12",          "DBN_11",        "Grids_11",
+    "ObjectDetection_74", "Pedigree_11",     "Pedigree_12",   "Pedigree_13",
+    "Promedus_24",        "Segmentation_12", "grid10x10.f10", "pedigree1",
+    "linkage_14",         "linkage_16",      "linkage_21",    "linkage_24"};
 
 struct Reference {
   std::string text;  // as printed in the table, e.g. "-17.2155"
@@ -83,7 +83,8 @@ TEST_CASE("Reference.UaiInstances", "[reference]") {
       // Evidence: NETWORK.evid beside the network, picked up by kinfer itself.
       const auto t0 = std::chrono::steady_clock::now();
       const ProcessResult r = run_kinfer({"pe", net.string(), "--json", "--order-time", "2"});
-      const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double wall =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       INFO("stderr:\n" << r.err);
       REQUIRE(r.rc == 0);
       const auto j = nlohmann::json::parse(r.out);

@@ -1,15 +1,14 @@
 // The two-thread executor on a fake device (tests/fake_device.hpp): every policy, and random
 // assignments, give run_plan's answer; the bytes that cross match the schedule's traffic; no
 // GPU means everything on the CPU; errors of the GPU thread come back without a hang.
+#include <unistd.h>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
-#include <unistd.h>
 
 #include "engine/errors.hpp"
-#include "tests/scheduler_support.hpp"
 #include "fake_device.hpp"
 #include "gpu/policy.hpp"
 #include "io/uai.hpp"
@@ -18,6 +17,7 @@
 #include "scheduler/plan_costs.hpp"
 #include "scheduler/policies.hpp"
 #include "scheduler/run.hpp"
+#include "tests/scheduler_support.hpp"
 
 using namespace kinfer;
 using kinfer::test::data_path;
@@ -173,7 +173,8 @@ TEST_CASE("Scheduler.RunWithPolicyEveryPolicyAgrees", "[scheduler]") {
       CHECK(r.policy == p);
       CHECK(dev.error().empty());
       CHECK(dev.live_tables() == 0);
-      CHECK(r.stats.cpu_buckets + r.stats.gpu_buckets == static_cast<int>(plan.tree.buckets.size()));
+      CHECK(r.stats.cpu_buckets + r.stats.gpu_buckets ==
+            static_cast<int>(plan.tree.buckets.size()));
       if (p == Policy::cpu_only) CHECK(r.stats.gpu_buckets == 0);
       if (p == Policy::greedy || p == Policy::comm_aware) {
         REQUIRE(r.schedule.device.size() == plan.tree.buckets.size());

@@ -8,20 +8,18 @@
 #include <random>
 
 #include "engine/errors.hpp"
-#include "tests/scheduler_support.hpp"
 #include "io/uai.hpp"
 #include "scheduler/calibrate.hpp"
 #include "scheduler/plan_costs.hpp"
 #include "scheduler/policies.hpp"
+#include "tests/scheduler_support.hpp"
 
 using namespace kinfer;
 using kinfer::test::data_path;
 using kinfer::test::uai_plan;
 using namespace kinfer::sched;
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("Scheduler.FeaturesOfAHandMadeBucket", "[scheduler]") {
   // vars a(2) b(3) c(2) d(4), last two summed; inputs f(a, c, d), g(b), h(c)
@@ -119,7 +117,8 @@ TEST_CASE("Scheduler.GpuMemoryAndInputLimits", "[scheduler]") {
   const Plan plan = uai_plan("Pedigree_11.uai");
   const PlanCosts pc = plan_costs(plan, p);
   int finite = 0;
-  for (std::size_t b = 0; b + 1 < pc.tree.nodes.size(); ++b) finite += std::isfinite(pc.tree.nodes[b].gpu);
+  for (std::size_t b = 0; b + 1 < pc.tree.nodes.size(); ++b)
+    finite += std::isfinite(pc.tree.nodes[b].gpu);
   CHECK(finite == 0);
 }
 
@@ -149,7 +148,8 @@ TEST_CASE("Scheduler.ExecutorOverheadIsChargedPerBucket", "[scheduler]") {
 
 TEST_CASE("Scheduler.ProfileRoundTrip", "[scheduler]") {
   const Profile p = load_profile(data_path("profiles/fixed-test.json"));
-  const auto dir = std::filesystem::temp_directory_path() / ("kinfer-test-" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("kinfer-test-" + std::to_string(::getpid()));
   const std::string path = (dir / "sub" / "profile.json").string();
   save_profile(p, path);
   const Profile q = load_profile(path);

@@ -32,8 +32,10 @@ CostTree from_parents(const std::vector<int>& parent) {
   for (std::size_t v = 0; v < parent.size(); ++v) {
     t.nodes[v].id = static_cast<long long>(v);
     t.nodes[v].parent = parent[v];
-    if (parent[v] < 0) t.root = static_cast<int>(v);
-    else t.nodes[parent[v]].children.push_back(static_cast<int>(v));
+    if (parent[v] < 0)
+      t.root = static_cast<int>(v);
+    else
+      t.nodes[parent[v]].children.push_back(static_cast<int>(v));
   }
   return t;
 }
@@ -42,8 +44,7 @@ CostTree from_parents(const std::vector<int>& parent) {
 // with costs spread over decades so that both devices and transfers matter.
 CostTree random_tree(int n, std::mt19937_64& rng) {
   std::vector<int> parent(n, -1);
-  for (int v = 0; v + 1 < n; ++v)
-    parent[v] = std::uniform_int_distribution<int>(v + 1, n - 1)(rng);
+  for (int v = 0; v + 1 < n; ++v) parent[v] = std::uniform_int_distribution<int>(v + 1, n - 1)(rng);
   CostTree t = from_parents(parent);
   std::uniform_real_distribution<double> dec(-3, 1);
   auto draw = [&] { return std::pow(10.0, dec(rng)); };

@@ -9,8 +9,8 @@
 #include <string>
 
 #include "engine/errors.hpp"
-#include "tests/scheduler_support.hpp"
 #include "scheduler/tree_json.hpp"
+#include "tests/scheduler_support.hpp"
 
 using kinfer::test::data_path;
 using namespace kinfer::sched;
@@ -108,8 +108,8 @@ TEST_CASE("Scheduler.TreeJsonErrorsNameFileAndLine", "[scheduler]") {
 }
 
 TEST_CASE("Scheduler.ScheduleCommandJson", "[scheduler]") {
-  const Output o = run_kinfer("schedule --tree " + data_path("trees/paper-fig1.json") + " --json",
-                              false);
+  const Output o =
+      run_kinfer("schedule --tree " + data_path("trees/paper-fig1.json") + " --json", false);
   REQUIRE(o.status == 0);
   const auto j = nlohmann::json::parse(o.text);
   const auto& p = j.at("policies");
@@ -143,20 +143,22 @@ TEST_CASE("Scheduler.ScheduleCommandBadTreesExit2", "[scheduler]") {
   const Output missing = run_kinfer("schedule --tree /nonexistent/tree.json");
   CHECK(missing.status == 2);
   CHECK_THAT(missing.text, Catch::Contains("cannot open"));
-  const Output policy = run_kinfer("schedule --tree " + data_path("trees/islands.json") +
-                                   " --policy fastest");
+  const Output policy =
+      run_kinfer("schedule --tree " + data_path("trees/islands.json") + " --policy fastest");
   CHECK(policy.status == 2);
 }
 
 TEST_CASE("Scheduler.ScheduleCompareWithoutGpuIsLabelledPredicted", "[scheduler]") {
   const std::string net = data_path("uai/Pedigree_11.uai");
-  const Output o = run_kinfer("schedule-compare " + net + " --order minfill --no-gpu --repeat 1 --json --profile " +
+  const Output o = run_kinfer("schedule-compare " + net +
+                                  " --order minfill --no-gpu --repeat 1 --json --profile " +
                                   data_path("profiles/fixed-test.json"),
                               false);
   REQUIRE(o.status == 0);
   const auto j = nlohmann::json::parse(o.text);
   CHECK(j.at("gpu").is_null());
-  CHECK(j.at("ln_pr").get<double>() / std::log(10.0) == Approx(-17.2155).margin(5e-5));  // REFERENCES.tsv
+  CHECK(j.at("ln_pr").get<double>() / std::log(10.0) ==
+        Approx(-17.2155).margin(5e-5));  // REFERENCES.tsv
   const auto& pol = j.at("policies");
   REQUIRE(pol.size() == 4);
   for (const auto& p : pol) {
@@ -170,8 +172,10 @@ TEST_CASE("Scheduler.ScheduleCompareWithoutGpuIsLabelledPredicted", "[scheduler]
   CHECK(pol.at(0).at("policy") == "cpu-only");
   CHECK(pol.at(3).at("policy") == "comm-aware");
   CHECK(pol.at(3).at("gpu_buckets").get<int>() > 0);
-  CHECK(pol.at(3).at("predicted_seconds").get<double>() <= pol.at(0).at("predicted_seconds").get<double>());
-  CHECK(j.at("bucket_predictions").at("cpu").at("buckets").get<int>() == j.at("buckets").get<int>());
+  CHECK(pol.at(3).at("predicted_seconds").get<double>() <=
+        pol.at(0).at("predicted_seconds").get<double>());
+  CHECK(j.at("bucket_predictions").at("cpu").at("buckets").get<int>() ==
+        j.at("buckets").get<int>());
 }
 
 TEST_CASE("Scheduler.ScheduleCompareNeedsAProfile", "[scheduler]") {

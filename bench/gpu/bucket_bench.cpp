@@ -88,7 +88,8 @@ class Bench {
     for (int r = 0; r < 3; ++r) {
       const auto t0 = std::chrono::steady_clock::now();
       sum_product_log(shape, in, cpu.data(), o_.threads);
-      t_cpu.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      t_cpu.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
       if (t_cpu.back() > 1000) break;
     }
     if (cpu_given) cpu = *cpu_given;
@@ -129,11 +130,13 @@ class Bench {
          << '\t' << min_bytes / (t_auto * 1e6) << '\t' << roof_ms / t_auto << '\t' << tc / t_auto
          << '\t' << diff << '\t' << diff32 << '\t' << why << '\n';
     tsv_.flush();
-    std::printf("%-14s %5d %9lld %7lld %2zu %6.1f %8.3f %-6s %9.3f %9.4f %9.4f %9.4f %9.4f %6.1f%% %7.1f %8.1e\n",
-                source.c_str(), id, static_cast<long long>(shape.output_size()),
-                static_cast<long long>(shape.marg_size()), in.size(), std::log2(states), flop / 1e9,
-                to_string(k.variant), tc, plain.ms_median, has_cached ? cached.ms_median : NAN,
-                t_auto, f32.ms_median, 100 * roof_ms / t_auto, tc / t_auto, diff);
+    std::printf(
+        "%-14s %5d %9lld %7lld %2zu %6.1f %8.3f %-6s %9.3f %9.4f %9.4f %9.4f %9.4f %6.1f%% %7.1f "
+        "%8.1e\n",
+        source.c_str(), id, static_cast<long long>(shape.output_size()),
+        static_cast<long long>(shape.marg_size()), in.size(), std::log2(states), flop / 1e9,
+        to_string(k.variant), tc, plain.ms_median, has_cached ? cached.ms_median : NAN, t_auto,
+        f32.ms_median, 100 * roof_ms / t_auto, tc / t_auto, diff);
     std::fflush(stdout);
   }
 

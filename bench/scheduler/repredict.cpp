@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
     all_cpu.insert(all_cpu.end(), ecpu.begin(), ecpu.end());
     all_gpu.insert(all_gpu.end(), egpu.begin(), egpu.end());
   }
-  std::printf("all buckets: CPU median error %.1f%% (%zu), GPU %.1f%% (%zu)\n", 100 * median(all_cpu),
-              all_cpu.size(), 100 * median(all_gpu), all_gpu.size());
+  std::printf("all buckets: CPU median error %.1f%% (%zu), GPU %.1f%% (%zu)\n",
+              100 * median(all_cpu), all_cpu.size(), 100 * median(all_gpu), all_gpu.size());
   return 0;
 }
