@@ -27,9 +27,12 @@
 #include "gpu/host_run.hpp"
 #include "gpu/random_bucket.hpp"
 #include "io/uai.hpp"
+#include "tests/support.hpp"
 
 using namespace kinfer;
 using namespace kinfer::gpu;
+using kinfer::test::data_dir;
+using kinfer::test::uai_network_path;
 namespace fs = std::filesystem;
 
 namespace {
@@ -147,11 +150,6 @@ TEST_CASE("GpuKernel.LargeSummedRangesMatchCpu", "[gpu]") {
 
 namespace {
 
-fs::path data_dir() {
-  const char* d = std::getenv("KINFER_DATA");
-  return d ? fs::path(d) : fs::path("data");
-}
-
 std::map<std::string, std::string> references() {
   std::map<std::string, std::string> r;
   std::ifstream f(data_dir() / "uai" / "REFERENCES.tsv");
@@ -165,13 +163,6 @@ std::map<std::string, std::string> references() {
     if (!name.empty()) r[name] = value;
   }
   return r;
-}
-
-fs::path network(const std::string& name) {
-  for (const char* suffix : {".uai", ".uai.gz"})
-    if (fs::exists(data_dir() / "uai" / (name + suffix)))
-      return data_dir() / "uai" / (name + suffix);
-  return {};
 }
 
 }  // namespace
@@ -192,7 +183,7 @@ TEST_CASE("GpuKernel.UaiNetworksMatchCpuAndReferences", "[gpu]") {
   const auto refs = references();
   int networks = 0;
   for (const std::string& name : names) {
-    const fs::path path = network(name);
+    const fs::path path = uai_network_path(name);
     if (path.empty() || !refs.count(name)) {
       WARN(name << ": not in " << (data_dir() / "uai").string() << "; skipped");
       continue;
