@@ -189,13 +189,10 @@ TEST_CASE("GpuKernel.UaiNetworksMatchCpuAndReferences", "[gpu]") {
       continue;
     }
     DYNAMIC_SECTION(name) {
-      Network net = io::read_uai(path.string());
-      Evidence ev;
-      const std::string evp = io::default_evidence_path(path.string());
-      if (!evp.empty()) ev = io::read_evidence(evp, net);
+      const io::NetworkWithEvidence r = io::read_network_and_evidence(path.string());
       PlanOptions po;
       po.order.time_budget = 2;
-      const Plan plan = make_plan(net, ev, po);
+      const Plan plan = make_plan(r.net, r.ev, po);
       if (!plan.model.impossible.empty()) continue;
       Compare all;
       int buckets = 0;
