@@ -1,5 +1,4 @@
 // kinfer lod: exact two-point and multipoint LOD scores from LINKAGE pedigree and locus files.
-#include <omp.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -18,6 +17,7 @@
 #include "apps/network_options.hpp"
 #include "engine/errors.hpp"
 #include "engine/memory_limit.hpp"
+#include "engine/util.hpp"
 #include "gpu/device_api.hpp"
 #include "gpu/executor.hpp"
 #include "io/linkage.hpp"
@@ -81,7 +81,6 @@ std::vector<double> parse_list(const std::string& opt, const std::string& text) 
 int run_lod(const LodOptions& o) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
-  if (o.threads > 0) omp_set_num_threads(o.threads);
   const lk::LocusFile lf = io::read_locus_file(o.dat);
   for (const auto& w : lf.warnings) spdlog::warn("{}", w);
   const lk::PedigreeFile pf = io::read_pedigree_file(o.ped, lf);
@@ -166,8 +165,8 @@ int run_lod(const LodOptions& o) {
   std::string plot = o.plot;
   if (!o.out.empty()) {
     std::filesystem::create_directories(o.out);
-    write_atomically((std::filesystem::path(o.out) / "lod.txt").string(), text);
-    write_atomically((std::filesystem::path(o.out) / "lod.json").string(), j.dump(2) + "\n");
+    write_file_atomically((std::filesystem::path(o.out) / "lod.txt").string(), text);
+    write_file_atomically((std::filesystem::path(o.out) / "lod.json").string(), j.dump(2) + "\n");
     if (plot.empty() && std::system("command -v gnuplot >/dev/null 2>&1") == 0)
       plot = (std::filesystem::path(o.out) / "lod.svg").string();
     else if (!plot.empty() && std::filesystem::path(plot).is_relative())
