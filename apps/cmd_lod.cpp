@@ -1,4 +1,4 @@
-// kinfer lod: exact two-point and multipoint LOD scores from LINKAGE pedigree and locus files.
+// kinfer lod: exact two-point and multipoint LOD scores from LINKAGE or MERLIN-format files.
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "apps/commands.hpp"
+#include "apps/lod_merlin.hpp"
 #include "apps/lod_report.hpp"
 #include "apps/network_options.hpp"
 #include "engine/errors.hpp"
@@ -39,6 +40,7 @@ struct LodOptions {
   int threads = 0, moving = 0;
   std::uint64_t seed = 1;
   bool json = false, no_recode = false, no_elimination = false;
+  MerlinLodOptions merlin;  // -m: MERLIN-format input (dat, ped, json, plot, out are copied)
 };
 
 // "0.1,0.2 0.3" or "START:STOP:STEP" ranges, mixed.
@@ -78,22 +80,48 @@ std::vector<double> parse_list(const std::string& opt, const std::string& text) 
   return out;
 }
 
+// LINKAGE input is --ped and --dat; MERLIN input adds -m (and --model), and takes MERLIN's
+// position options instead of LINKAGE's program, positions and moving locus.
+void check_input_options(const LodOptions& o) {
+  const MerlinLodOptions& m = o.merlin;
+  if (o.ped.empty() || o.dat.empty())
+    throw CLI::ValidationError(
+        "--ped/--dat",
+        "give the pedigree and data files: --ped PED --dat DAT (LINKAGE), or "
+        "-p PED -d DAT -m MAP --model MODEL [-f FREQ] (MERLIN)");
+  if (m.map.empty()) {
+    const char* merlin_only = !m.model.empty()  ? "--model"
+                              : !m.freq.empty() ? "-f/--freq"
+                              : m.grid > 0      ? "--grid"
+                              : m.steps > 0     ? "--steps"
+                              : m.start         ? "--start"
+                              : m.stop          ? "--stop"
+                              : m.singlepoint   ? "--singlepoint"
+                                                : nullptr;
+    if (merlin_only)
+      throw CLI::ValidationError(merlin_only, "is for MERLIN-format input, which needs -m MAP");
+    return;
+  }
+  if (m.model.empty())
+    throw CLI::ValidationError("--model",
+                               "MERLIN-format input needs the parametric model file (--model "
+                               "FILE: AFFECTION ALLELE_FREQ P0,P1,P2 LABEL per line)");
+  const char* linkage_only = !o.program.empty()     ? "--program"
+                             : !o.positions.empty() ? "--positions"
+                             : o.moving > 0         ? "--moving"
+                                                    : nullptr;
+  if (linkage_only)
+    throw CLI::ValidationError(linkage_only,
+                               "is for LINKAGE input; with MERLIN input use --grid, --steps, "
+                               "--start, --stop or --singlepoint");
+  if (!o.theta.empty() && !m.singlepoint)
+    throw CLI::ValidationError("--theta", "with MERLIN input, --theta is for --singlepoint");
+}
+
 int run_lod(const LodOptions& o) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
-  const lk::LocusFile lf = io::read_locus_file(o.dat);
-  for (const auto& w : lf.warnings) spdlog::warn("{}", w);
-  const lk::PedigreeFile pf = io::read_pedigree_file(o.ped, lf);
-  for (const auto& w : pf.warnings) spdlog::warn("{}", w);
-  int people = 0;
-  for (const auto& p : pf.pedigrees) people += static_cast<int>(p.people.size());
-  spdlog::info("{}: {} loci{}; {}: {} pedigree(s), {} individuals ({}-makeped{})", o.dat,
-               lf.n_loci(), lf.sex_linked ? " (sex-linked)" : "", o.ped, pf.pedigrees.size(),
-               people, pf.post_makeped ? "post" : "pre",
-               pf.merged_loop_breakers
-                   ? ", " + std::to_string(pf.merged_loop_breakers) + " loop breaker copies merged"
-                   : "");
-
+  check_input_options(o);
   lk::AnalysisOptions ao;
   if (!o.program.empty())
     ao.program = o.program == "mlink" ? lk::Program::Mlink : lk::Program::Linkmap;
@@ -146,6 +174,29 @@ int run_lod(const LodOptions& o) {
       ++dev->gpu_runs;
       return gpu::run_plan_gpu(plan, *dev->ctx);
     };
+  if (!o.merlin.map.empty()) {
+    MerlinLodOptions m = o.merlin;
+    m.dat = o.dat;
+    m.ped = o.ped;
+    m.json = o.json;
+    m.plot = o.plot;
+    m.out = o.out;
+    m.thetas = ao.thetas;
+    return run_lod_merlin(m, ao);
+  }
+  const lk::LocusFile lf = io::read_locus_file(o.dat);
+  for (const auto& w : lf.warnings) spdlog::warn("{}", w);
+  const lk::PedigreeFile pf = io::read_pedigree_file(o.ped, lf);
+  for (const auto& w : pf.warnings) spdlog::warn("{}", w);
+  int people = 0;
+  for (const auto& p : pf.pedigrees) people += static_cast<int>(p.people.size());
+  spdlog::info("{}: {} loci{}; {}: {} pedigree(s), {} individuals ({}-makeped{})", o.dat,
+               lf.n_loci(), lf.sex_linked ? " (sex-linked)" : "", o.ped, pf.pedigrees.size(),
+               people, pf.post_makeped ? "post" : "pre",
+               pf.merged_loop_breakers
+                   ? ", " + std::to_string(pf.merged_loop_breakers) + " loop breaker copies merged"
+                   : "");
+
   const lk::AnalysisResult r = lk::analyze(lf, pf, ao);
   if (dev->gpu_runs)
     spdlog::info("{} plan run(s) on the GPU, {} on the CPU", dev->gpu_runs, dev->cpu_runs);
@@ -182,15 +233,37 @@ int run_lod(const LodOptions& o) {
 Runner add_lod(CLI::App& root) {
   auto o = std::make_shared<LodOptions>();
   CLI::App* cmd = root.add_subcommand(
-      "lod", "exact two-point and multipoint LOD scores from LINKAGE pedigree and locus files");
-  cmd->add_option("--ped", o->ped, "pedigree file (pre- or post-makeped)")->required();
-  cmd->add_option("--dat", o->dat, "locus (data) file")->required();
+      "lod",
+      "exact two-point and multipoint LOD and HLOD scores from LINKAGE or MERLIN-format files");
+  cmd->add_option("-p,--ped", o->ped,
+                  "pedigree file: LINKAGE (pre- or post-makeped), or MERLIN's with -m");
+  cmd->add_option("-d,--dat", o->dat, "LINKAGE locus (data) file, or MERLIN's data file with -m");
+  auto* m = &o->merlin;
+  cmd->add_option("-m,--map", m->map,
+                  "MERLIN map (CHROMOSOME MARKER POSITION in cM): read -d, -p, -f and --model as "
+                  "MERLIN files");
+  cmd->add_option("-f,--freq", m->freq,
+                  "MERLIN allele frequency file (default: counted over all genotyped people)");
+  cmd->add_option("--model", m->model,
+                  "MERLIN parametric model file: AFFECTION ALLELE_FREQ P0,P1,P2 LABEL per line, "
+                  "one analysis per line");
+  cmd->add_option("--grid", m->grid, "MERLIN input: a multipoint position every N cM")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--steps", m->steps,
+                  "MERLIN input: N multipoint positions between consecutive markers")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--start", m->start, "MERLIN input: first multipoint position (cM)");
+  cmd->add_option("--stop", m->stop, "MERLIN input: last multipoint position (cM)");
+  cmd->add_flag("--singlepoint", m->singlepoint,
+                "MERLIN input: two-point LOD scores of each marker (thetas: --theta, default "
+                "0,0.01,0.05,0.1,0.2,0.3,0.4) instead of multipoint");
   cmd->add_option("--program", o->program,
                   "mlink (LOD scores over a theta) or linkmap (location scores); default: what "
                   "the locus file's last line is written for")
       ->check(CLI::IsMember({"mlink", "linkmap"}));
   cmd->add_option("--theta", o->theta,
-                  "MLINK: values of the varied theta, e.g. '0,0.05,0.1' or '0:0.5:0.05'");
+                  "MLINK (or MERLIN input with --singlepoint): values of the varied theta, e.g. "
+                  "'0,0.05,0.1' or '0:0.5:0.05'");
   cmd->add_option("--positions", o->positions,
                   "LINKMAP: map positions (cM from the first marker) of the moving locus across "
                   "the whole marker map, e.g. '-10:120:2'");
