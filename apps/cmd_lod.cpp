@@ -1,5 +1,4 @@
 // kinfer lod: exact two-point and multipoint LOD scores from LINKAGE or MERLIN-format files.
-#include <omp.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -19,6 +18,7 @@
 #include "apps/network_options.hpp"
 #include "engine/errors.hpp"
 #include "engine/memory_limit.hpp"
+#include "engine/util.hpp"
 #include "gpu/device_api.hpp"
 #include "gpu/executor.hpp"
 #include "io/linkage.hpp"
@@ -121,7 +121,6 @@ void check_input_options(const LodOptions& o) {
 int run_lod(const LodOptions& o) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
-  if (o.threads > 0) omp_set_num_threads(o.threads);
   check_input_options(o);
   lk::AnalysisOptions ao;
   if (!o.program.empty())
@@ -217,8 +216,8 @@ int run_lod(const LodOptions& o) {
   std::string plot = o.plot;
   if (!o.out.empty()) {
     std::filesystem::create_directories(o.out);
-    write_atomically((std::filesystem::path(o.out) / "lod.txt").string(), text);
-    write_atomically((std::filesystem::path(o.out) / "lod.json").string(), j.dump(2) + "\n");
+    write_file_atomically((std::filesystem::path(o.out) / "lod.txt").string(), text);
+    write_file_atomically((std::filesystem::path(o.out) / "lod.json").string(), j.dump(2) + "\n");
     if (plot.empty() && std::system("command -v gnuplot >/dev/null 2>&1") == 0)
       plot = (std::filesystem::path(o.out) / "lod.svg").string();
     else if (!plot.empty() && std::filesystem::path(plot).is_relative())

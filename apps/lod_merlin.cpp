@@ -13,8 +13,8 @@
 #include <sstream>
 
 #include "apps/lod_report.hpp"
-#include "apps/network_options.hpp"
 #include "engine/errors.hpp"
+#include "engine/util.hpp"
 #include "io/fields.hpp"
 #include "io/merlin.hpp"
 
@@ -234,8 +234,8 @@ int run_lod_merlin(const MerlinLodOptions& o, const lk::AnalysisOptions& base) {
   std::string plot = o.plot;
   if (!o.out.empty()) {
     fs::create_directories(o.out);
-    write_atomically((fs::path(o.out) / "lod.txt").string(), text);
-    write_atomically((fs::path(o.out) / "lod.json").string(), j.dump(2) + "\n");
+    write_file_atomically((fs::path(o.out) / "lod.txt").string(), text);
+    write_file_atomically((fs::path(o.out) / "lod.json").string(), j.dump(2) + "\n");
     if (plot.empty() && std::system("command -v gnuplot >/dev/null 2>&1") == 0)
       plot = (fs::path(o.out) / "lod.svg").string();
     else if (!plot.empty() && fs::path(plot).is_relative())

@@ -1,6 +1,7 @@
-// [linkage][merlin] MERLIN-format input and HLOD: the same analyses from MERLIN and LINKAGE
-// files (data/merlin/, written by scripts/linkage_to_merlin.py from data/linkage/), a bad file
-// of every MERLIN type with its place, HLOD against closed forms, frequencies counted from data.
+// [linkage][merlin] (command-line ones also [apps]) MERLIN-format input and HLOD: the same analyses
+// from MERLIN and LINKAGE files (data/merlin/, written by scripts/linkage_to_merlin.py from
+// data/linkage/), a bad file of every MERLIN type with its place, HLOD against closed forms,
+// frequencies counted from data.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -15,22 +16,17 @@ using nlohmann::json;
 
 namespace {
 
-Run lod(const std::vector<std::string>& args) {
-  const char* exe = std::getenv("KINFER_EXE");
-  if (!exe) throw std::runtime_error("KINFER_EXE is not set; run the tests with `meson test`");
-  std::string cmd = quote(exe) + " lod --order minfill";
-  for (const auto& a : args) cmd += ' ' + quote(a);
-  return run_in(fs::current_path(), cmd);
+ProcessResult lod(std::vector<std::string> args) {
+  args.insert(args.begin(), {"lod", "--order", "minfill"});
+  return run_kinfer(args);
 }
 
-std::string merlin(const std::string& f) {
-  return (data_dir().parent_path() / "merlin" / f).string();
-}
+std::string merlin(const std::string& f) { return (data_dir() / "merlin" / f).string(); }
 
 json run_json(const std::vector<std::string>& args) {
   std::vector<std::string> a = args;
   a.push_back("--json");
-  const Run r = lod(a);
+  const ProcessResult r = lod(a);
   INFO(r.err);
   REQUIRE(r.rc == 0);
   return json::parse(r.out);
@@ -90,21 +86,21 @@ void same_multipoint(const std::string& dir, const std::string& name,
 
 }  // namespace
 
-TEST_CASE("Merlin.SameLodsAsLinkage.LoopMultipoint", "[linkage][merlin]") {
+TEST_CASE("Merlin.SameLodsAsLinkage.LoopMultipoint", "[linkage][merlin][apps]") {
   // SwiftLink's looped pedigree, markers at 10, 20, 30 cM; two positions between markers.
   same_multipoint("loop", "loop", {"--steps", "2"}, 7);
 }
 
-TEST_CASE("Merlin.SameLodsAsLinkage.FastlinkGridBeyondMarkers", "[linkage][merlin]") {
+TEST_CASE("Merlin.SameLodsAsLinkage.FastlinkGridBeyondMarkers", "[linkage][merlin][apps]") {
   // FASTLINK's example, markers at 5 and 18.68 cM; a grid from 0 to 25 cM reaches past both.
   same_multipoint("fastlink", "fastlink", {"--grid", "2.5", "--start", "0", "--stop", "25"}, 11);
 }
 
-TEST_CASE("Merlin.SameLodsAsLinkage.XLinked", "[linkage][merlin]") {
+TEST_CASE("Merlin.SameLodsAsLinkage.XLinked", "[linkage][merlin][apps]") {
   same_multipoint("xlinked", "xlinked5", {"--steps", "1"}, 7);
 }
 
-TEST_CASE("Merlin.SameLodsAsLinkage.TwoPoint", "[linkage][merlin]") {
+TEST_CASE("Merlin.SameLodsAsLinkage.TwoPoint", "[linkage][merlin][apps]") {
   const json m = run_json([] {
     auto a = merlin_args("fastlink", "fastlink");
     a.insert(a.end(), {"--singlepoint", "--theta", "0,0.05,0.1,0.3"});
@@ -132,9 +128,9 @@ TEST_CASE("Merlin.SameLodsAsLinkage.TwoPoint", "[linkage][merlin]") {
   }
 }
 
-TEST_CASE("Merlin.ReportHasPeakBitsAndEstimatedFrequencies", "[linkage][merlin]") {
+TEST_CASE("Merlin.ReportHasPeakBitsAndEstimatedFrequencies", "[linkage][merlin][apps]") {
   auto a = merlin_args("fastlink", "fastlink", false);
-  const Run r = lod(a);
+  const ProcessResult r = lod(a);
   INFO(r.err);
   REQUIRE(r.rc == 0);
   CHECK_THAT(r.out, Catch::Contains("PEAK LOD:") && Catch::Contains("PEAK HLOD:") &&
@@ -143,7 +139,7 @@ TEST_CASE("Merlin.ReportHasPeakBitsAndEstimatedFrequencies", "[linkage][merlin]"
                         Catch::Contains("estimated from the data"));
   CHECK_THAT(r.err, Catch::Contains("counted over all genotyped"));
   a.push_back("--json");
-  const Run j = lod(a);
+  const ProcessResult j = lod(a);
   REQUIRE(j.rc == 0);
   const json m = json::parse(j.out);
   const json& an = m["analyses"][0];
@@ -159,7 +155,7 @@ TEST_CASE("Merlin.ReportHasPeakBitsAndEstimatedFrequencies", "[linkage][merlin]"
   CHECK(an["peak"].contains("alpha"));
 }
 
-TEST_CASE("Merlin.LinkageReportHasHlodAndPeak", "[linkage][merlin]") {
+TEST_CASE("Merlin.LinkageReportHasHlodAndPeak", "[linkage][merlin][apps]") {
   const std::string p = merlin("fastlink/fastlink.linkage");
   const json l = run_json({"--dat", p + ".dat", "--ped", p + ".pre", "--positions", "0:10:5"});
   REQUIRE(l.contains("peak"));
@@ -174,12 +170,12 @@ TEST_CASE("Merlin.LinkageReportHasHlodAndPeak", "[linkage][merlin]") {
   }
 }
 
-TEST_CASE("Merlin.PlotHasLodAndHlod", "[linkage][merlin]") {
+TEST_CASE("Merlin.PlotHasLodAndHlod", "[linkage][merlin][apps]") {
   if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) return;  // .ci/run installs it
   TempDir t;
   auto a = merlin_args("loop", "loop");
   a.insert(a.end(), {"--steps", "1", "--out", (t / "res").string()});
-  const Run r = lod(a);
+  const ProcessResult r = lod(a);
   INFO(r.err);
   REQUIRE(r.rc == 0);
   const std::string svg = read_text(t / "res" / "lod.svg");
@@ -192,15 +188,12 @@ TEST_CASE("Merlin.PlotHasLodAndHlod", "[linkage][merlin]") {
 
 namespace {
 
-std::string bad(const std::string& f) {
-  return (data_dir().parent_path().parent_path() / "tests" / "data" / "bad" / "merlin" / f)
-      .string();
-}
+std::string bad(const std::string& f) { return (test_data_dir() / "bad" / "merlin" / f).string(); }
 
 void expect_error(const std::string& dat, const std::string& ped, const std::string& map,
                   const std::string& freq, const std::string& model, const std::string& place,
                   const std::string& column, const std::string& what) {
-  const Run r =
+  const ProcessResult r =
       lod({"-d", bad(dat), "-p", bad(ped), "-m", bad(map), "-f", bad(freq), "--model", bad(model)});
   INFO(r.err);
   CHECK(r.rc == 2);
@@ -209,10 +202,11 @@ void expect_error(const std::string& dat, const std::string& ped, const std::str
 
 }  // namespace
 
-TEST_CASE("Merlin.BadFilesNameFileLineColumn", "[linkage][merlin]") {
+TEST_CASE("Merlin.BadFilesNameFileLineColumn", "[linkage][merlin][apps]") {
   SECTION("the good files run") {
-    const Run r = lod({"-d", bad("good.dat"), "-p", bad("good.ped"), "-m", bad("good.map"), "-f",
-                       bad("good.freq"), "--model", bad("good.model")});
+    const ProcessResult r =
+        lod({"-d", bad("good.dat"), "-p", bad("good.ped"), "-m", bad("good.map"), "-f",
+             bad("good.freq"), "--model", bad("good.model")});
     INFO(r.err);
     CHECK(r.rc == 0);
   }
