@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "apps/lod_report.hpp"
@@ -99,11 +100,14 @@ int run_lod_merlin(const MerlinLodOptions& o, const lk::AnalysisOptions& base) {
       o.thetas.empty() ? std::vector<double>{0, 0.01, 0.05, 0.1, 0.2, 0.3, 0.4} : o.thetas;
 
   std::vector<Done> done;
+  std::set<std::string> logged;  // the same pedigree warning for every model once
   for (const io::MerlinModel& model : models)
     for (const std::string& chr : chromosomes) {
       const io::MerlinAnalysisInput in = io::merlin_analysis_input(files, model, o.model, chr);
-      for (const auto& w : in.peds.warnings) spdlog::warn("{}", w);
-      for (const auto& n : in.notes) spdlog::info("{}", n);
+      for (const auto& w : in.peds.warnings)
+        if (logged.insert(w).second) spdlog::warn("{}", w);
+      for (const auto& n : in.notes)
+        if (logged.insert(n).second) spdlog::info("{}", n);
       const int nm = static_cast<int>(in.cm.size());
       Done d;
       d.label = model.label;

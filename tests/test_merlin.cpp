@@ -379,3 +379,35 @@ TEST_CASE("Merlin.AnalysisInputIsTheLinkageModel", "[linkage][merlin]") {
   CHECK(people[1].pheno[0].a1 == 1);  // unaffected
   CHECK(people[1].line == 3);         // the .ped's own line numbers
 }
+
+TEST_CASE("Merlin.OneAnalysisPerModelAndChromosome", "[linkage][merlin][apps]") {
+  TempDir t;
+  write_text(t / "two.map",
+             "CHR MARKER CM\n1 rs1 10\n2 rs2 20.000045990597\n2 rs3 30.000091981195\n");
+  write_text(t / "two.model", "TRAIT 0.0001 0,0,1 REC\nTRAIT 0.01 0.001,0.9,0.9 DOM\n");
+  std::vector<std::string> a = {
+      "-d",      merlin("loop/loop.dat"),    "-p",    merlin("loop/loop.ped"),
+      "-m",      (t / "two.map").string(),   "-f",    merlin("loop/loop.freq"),
+      "--model", (t / "two.model").string(), "--out", (t / "res").string()};
+  const ProcessResult r = lod(a);
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  CHECK(lines_with(r.out, "kinfer lod: MERLIN input").size() == 4);
+  CHECK_THAT(r.out, Catch::Contains("PEAKS") && Catch::Contains("model DOM, chromosome 2"));
+  const json m = json::parse(read_text(t / "res" / "lod.json"));
+  REQUIRE(m["analyses"].size() == 4);
+  const std::vector<std::pair<std::string, std::string>> want = {
+      {"REC", "1"}, {"REC", "2"}, {"DOM", "1"}, {"DOM", "2"}};
+  for (std::size_t i = 0; i < 4; ++i) {
+    const json& an = m["analyses"][i];
+    CHECK(an["model"]["label"] == want[i].first);
+    CHECK(an["chromosome"] == want[i].second);
+    CHECK(an["markers"].size() == (want[i].second == "1" ? 1u : 2u));
+    CHECK(an["points"].size() == an["markers"].size());  // default: at the markers
+  }
+  CHECK(m["analyses"][2]["model"]["penetrances"][1] == 0.9);
+  if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
+    CHECK(fs::exists(t / "res" / "lod-REC-chr1.svg"));
+    CHECK(fs::exists(t / "res" / "lod-DOM-chr2.svg"));
+  }
+}
