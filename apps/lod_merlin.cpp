@@ -15,7 +15,6 @@
 
 #include "apps/lod_report.hpp"
 #include "engine/errors.hpp"
-#include "engine/util.hpp"
 #include "io/fields.hpp"
 #include "io/merlin.hpp"
 
@@ -235,17 +234,7 @@ int run_lod_merlin(const MerlinLodOptions& o, const lk::AnalysisOptions& base) {
     std::cout << text << std::flush;
 
   namespace fs = std::filesystem;
-  std::string plot = o.plot;
-  if (!o.out.empty()) {
-    fs::create_directories(o.out);
-    write_file_atomically((fs::path(o.out) / "lod.txt").string(), text);
-    write_file_atomically((fs::path(o.out) / "lod.json").string(), j.dump(2) + "\n");
-    if (plot.empty() && std::system("command -v gnuplot >/dev/null 2>&1") == 0)
-      plot = (fs::path(o.out) / "lod.svg").string();
-    else if (!plot.empty() && fs::path(plot).is_relative())
-      plot = (fs::path(o.out) / plot).string();
-    spdlog::info("results written to {}", o.out);
-  }
+  const std::string plot = write_lod_outputs(o.out, o.plot, text, j);
   if (!plot.empty())
     for (const Done& d : done) {
       // One picture per analysis: FILE.svg alone, else FILE-MODEL-chrC.svg.

@@ -190,57 +190,73 @@ namespace {
 
 std::string bad(const std::string& f) { return (test_data_dir() / "bad" / "merlin" / f).string(); }
 
-void expect_error(const std::string& dat, const std::string& ped, const std::string& map,
-                  const std::string& freq, const std::string& model, const std::string& place,
-                  const std::string& column, const std::string& what) {
-  const ProcessResult r =
-      lod({"-d", bad(dat), "-p", bad(ped), "-m", bad(map), "-f", bad(freq), "--model", bad(model)});
-  INFO(r.err);
-  CHECK(r.rc == 2);
-  CHECK_THAT(r.err, Catch::Contains(place) && Catch::Contains(column) && Catch::Contains(what));
-}
+struct BadCase {
+  const char* what;
+  std::vector<const char*> files;  // dat, ped, map, freq, model
+  const char *place, *column, *message;
+};
 
 }  // namespace
 
 TEST_CASE("Merlin.BadFilesNameFileLineColumn", "[linkage][merlin][apps]") {
-  SECTION("the good files run") {
-    const ProcessResult r =
-        lod({"-d", bad("good.dat"), "-p", bad("good.ped"), "-m", bad("good.map"), "-f",
-             bad("good.freq"), "--model", bad("good.model")});
-    INFO(r.err);
-    CHECK(r.rc == 0);
-  }
-  SECTION("dat") {
-    expect_error("unknown_item.dat", "good.ped", "good.map", "good.freq", "good.model",
-                 "unknown_item.dat:3:", "column 1:", "item type");
-  }
-  SECTION("ped: affection status") {
-    expect_error("good.dat", "bad_status.ped", "good.map", "good.freq", "good.model",
-                 "bad_status.ped:3:", "column 6:", "affection status DISEASE");
-  }
-  SECTION("ped: a genotype") {
-    expect_error("good.dat", "half_genotype.ped", "good.map", "good.freq", "good.model",
-                 "half_genotype.ped:3:", "column 8:", "marker m2");
-  }
-  SECTION("ped: an allele the frequency file does not know") {
-    expect_error("good.dat", "allele_not_in_freq.ped", "good.map", "good.freq", "good.model",
-                 "allele_not_in_freq.ped:3:", "column 8:", "allele '3' of marker m2");
-  }
-  SECTION("map") {
-    expect_error("good.dat", "good.ped", "bad_position.map", "good.freq", "good.model",
-                 "bad_position.map:3:", "column 3:", "position of m2");
-  }
-  SECTION("freq") {
-    expect_error("good.dat", "good.ped", "good.map", "bad_frequency.freq", "good.model",
-                 "bad_frequency.freq:4:", "column 3:", "allele frequency of m2");
-  }
-  SECTION("model: penetrances") {
-    expect_error("good.dat", "good.ped", "good.map", "good.freq", "two_penetrances.model",
-                 "two_penetrances.model:2:", "column 3:", "three penetrances");
-  }
-  SECTION("model: an affection status the data file lacks") {
-    expect_error("good.dat", "good.ped", "good.map", "good.freq", "unknown_trait.model",
-                 "unknown_trait.model:2:", "column 1:", "'OTHER' is not an A item");
+  const std::vector<const char*> good = {"good.dat", "good.ped", "good.map", "good.freq",
+                                         "good.model"};
+  const char* flags[] = {"-d", "-p", "-m", "-f", "--model"};
+  auto run = [&](const std::vector<const char*>& files) {
+    std::vector<std::string> a;
+    for (int i = 0; i < 5; ++i) a.insert(a.end(), {flags[i], bad(files[i])});
+    return lod(a);
+  };
+  const ProcessResult ok = run(good);
+  INFO(ok.err);
+  CHECK(ok.rc == 0);
+  const BadCase cases[] = {
+      {"dat", {"unknown_item.dat"}, "unknown_item.dat:3:", "column 1:", "item type"},
+      {"ped: status",
+       {nullptr, "bad_status.ped"},
+       "bad_status.ped:3:",
+       "column 6:",
+       "affection status DISEASE"},
+      {"ped: genotype",
+       {nullptr, "half_genotype.ped"},
+       "half_genotype.ped:3:",
+       "column 8:",
+       "marker m2"},
+      {"ped: allele not in the frequencies",
+       {nullptr, "allele_not_in_freq.ped"},
+       "allele_not_in_freq.ped:3:",
+       "column 8:",
+       "allele '3' of marker m2"},
+      {"map",
+       {nullptr, nullptr, "bad_position.map"},
+       "bad_position.map:3:",
+       "column 3:",
+       "position of m2"},
+      {"freq",
+       {nullptr, nullptr, nullptr, "bad_frequency.freq"},
+       "bad_frequency.freq:4:",
+       "column 3:",
+       "allele frequency of m2"},
+      {"model: penetrances",
+       {nullptr, nullptr, nullptr, nullptr, "two_penetrances.model"},
+       "two_penetrances.model:2:",
+       "column 3:",
+       "three penetrances"},
+      {"model: unknown affection",
+       {nullptr, nullptr, nullptr, nullptr, "unknown_trait.model"},
+       "unknown_trait.model:2:",
+       "column 1:",
+       "'OTHER' is not an A item"},
+  };
+  for (const BadCase& c : cases) {
+    std::vector<const char*> files = good;
+    for (std::size_t i = 0; i < c.files.size(); ++i)
+      if (c.files[i]) files[i] = c.files[i];
+    const ProcessResult r = run(files);
+    INFO(c.what << ": " << r.err);
+    CHECK(r.rc == 2);
+    CHECK_THAT(r.err,
+               Catch::Contains(c.place) && Catch::Contains(c.column) && Catch::Contains(c.message));
   }
 }
 
