@@ -18,7 +18,6 @@
 #include "apps/network_options.hpp"
 #include "engine/errors.hpp"
 #include "engine/memory_limit.hpp"
-#include "engine/util.hpp"
 #include "gpu/device_api.hpp"
 #include "gpu/executor.hpp"
 #include "io/linkage.hpp"
@@ -213,17 +212,7 @@ int run_lod(const LodOptions& o) {
     std::cout << j.dump(2) << std::endl;
   else
     std::cout << text << std::flush;
-  std::string plot = o.plot;
-  if (!o.out.empty()) {
-    std::filesystem::create_directories(o.out);
-    write_file_atomically((std::filesystem::path(o.out) / "lod.txt").string(), text);
-    write_file_atomically((std::filesystem::path(o.out) / "lod.json").string(), j.dump(2) + "\n");
-    if (plot.empty() && std::system("command -v gnuplot >/dev/null 2>&1") == 0)
-      plot = (std::filesystem::path(o.out) / "lod.svg").string();
-    else if (!plot.empty() && std::filesystem::path(plot).is_relative())
-      plot = (std::filesystem::path(o.out) / plot).string();
-    spdlog::info("results written to {}", o.out);
-  }
+  const std::string plot = write_lod_outputs(o.out, o.plot, text, j);
   if (!plot.empty()) write_lod_plot(plot, r, lf);
   return 0;
 }

@@ -10,12 +10,11 @@
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "apps/lod_report.hpp"
-#include "apps/network_options.hpp"
 #include "engine/errors.hpp"
-#include "engine/util.hpp"
 #include "io/fields.hpp"
 #include "io/merlin.hpp"
 
@@ -100,11 +99,14 @@ int run_lod_merlin(const MerlinLodOptions& o, const lk::AnalysisOptions& base) {
       o.thetas.empty() ? std::vector<double>{0, 0.01, 0.05, 0.1, 0.2, 0.3, 0.4} : o.thetas;
 
   std::vector<Done> done;
+  std::set<std::string> logged;  // the same pedigree warning for every model once
   for (const io::MerlinModel& model : models)
     for (const std::string& chr : chromosomes) {
       const io::MerlinAnalysisInput in = io::merlin_analysis_input(files, model, o.model, chr);
-      for (const auto& w : in.peds.warnings) spdlog::warn("{}", w);
-      for (const auto& n : in.notes) spdlog::info("{}", n);
+      for (const auto& w : in.peds.warnings)
+        if (logged.insert(w).second) spdlog::warn("{}", w);
+      for (const auto& n : in.notes)
+        if (logged.insert(n).second) spdlog::info("{}", n);
       const int nm = static_cast<int>(in.cm.size());
       Done d;
       d.label = model.label;
@@ -232,17 +234,7 @@ int run_lod_merlin(const MerlinLodOptions& o, const lk::AnalysisOptions& base) {
     std::cout << text << std::flush;
 
   namespace fs = std::filesystem;
-  std::string plot = o.plot;
-  if (!o.out.empty()) {
-    fs::create_directories(o.out);
-    write_file_atomically((fs::path(o.out) / "lod.txt").string(), text);
-    write_file_atomically((fs::path(o.out) / "lod.json").string(), j.dump(2) + "\n");
-    if (plot.empty() && std::system("command -v gnuplot >/dev/null 2>&1") == 0)
-      plot = (fs::path(o.out) / "lod.svg").string();
-    else if (!plot.empty() && fs::path(plot).is_relative())
-      plot = (fs::path(o.out) / plot).string();
-    spdlog::info("results written to {}", o.out);
-  }
+  const std::string plot = write_lod_outputs(o.out, o.plot, text, j);
   if (!plot.empty())
     for (const Done& d : done) {
       // One picture per analysis: FILE.svg alone, else FILE-MODEL-chrC.svg.

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "engine/errors.hpp"
+#include "engine/util.hpp"
 #include "linkage/hlod.hpp"
 
 namespace kinfer::app {
@@ -35,6 +36,13 @@ nlohmann::json jnum(double x) {
 
 const double kLn10 = std::log(10.0);
 
+std::vector<double> family_lods(const lk::Evaluation& e, const lk::AnalysisResult& r) {
+  std::vector<double> lods;
+  for (std::size_t f = 0; f < e.ln_l.size(); ++f)
+    lods.push_back(lk::AnalysisResult::lod(e.ln_l[f], r.baseline.ln_l[f]));
+  return lods;
+}
+
 }  // namespace
 
 std::vector<ScanPoint> scan_points(const lk::AnalysisResult& r, double offset_cm,
@@ -51,8 +59,7 @@ std::vector<ScanPoint> scan_points(const lk::AnalysisResult& r, double offset_cm
       p.x = e.position ? *e.position + offset_cm : 0;
     }
     p.lod = lk::AnalysisResult::lod(e.total_ln_l, r.baseline.total_ln_l);
-    for (std::size_t f = 0; f < e.ln_l.size(); ++f)
-      p.family_lods.push_back(lk::AnalysisResult::lod(e.ln_l[f], r.baseline.ln_l[f]));
+    p.family_lods = family_lods(e, r);
     p.hlod = lk::max_hlod(p.family_lods);
     out.push_back(std::move(p));
   }
@@ -157,15 +164,21 @@ nlohmann::json scan_json(const std::vector<ScanPoint>& points,
   return j;
 }
 
+namespace {
+int founders(const lk::Pedigree& p) {
+  int f = 0;
+  for (const lk::Person& q : p.people) f += q.founder();
+  return f;
+}
+}  // namespace
+
 std::string bits_report(const lk::PedigreeFile& pf) {
   std::ostringstream s;
   s << "PEDIGREE   PEOPLE  FOUNDERS  BITS (2n-f)\n";
   char line[160];
   int beyond = 0, most = 0;
   for (const lk::Pedigree& p : pf.pedigrees) {
-    int f = 0;
-    for (const lk::Person& q : p.people) f += q.founder();
-    const int b = lk::lander_green_bits(p);
+    const int f = founders(p), b = lk::lander_green_bits(p);
     most = std::max(most, b);
     beyond += b > lk::kMerlinMaxBits;
     std::snprintf(line, sizeof line, "%-9s %7zu %9d %12d%s\n", p.id.c_str(), p.people.size(), f, b,
@@ -182,9 +195,7 @@ std::string bits_report(const lk::PedigreeFile& pf) {
 nlohmann::json bits_json(const lk::PedigreeFile& pf) {
   nlohmann::json a = nlohmann::json::array();
   for (const lk::Pedigree& p : pf.pedigrees) {
-    int f = 0;
-    for (const lk::Person& q : p.people) f += q.founder();
-    const int b = lk::lander_green_bits(p);
+    const int f = founders(p), b = lk::lander_green_bits(p);
     a.push_back({{"id", p.id},
                  {"people", p.people.size()},
                  {"founders", f},
@@ -255,10 +266,7 @@ std::string lod_text_report(const lk::AnalysisResult& r, const lk::LocusFile& lf
                   num(lk::AnalysisResult::lod(e->total_ln_l, r.baseline.total_ln_l)).c_str());
     s << line;
     if (e != &r.baseline) {
-      std::vector<double> lods;
-      for (std::size_t p = 0; p < e->ln_l.size(); ++p)
-        lods.push_back(lk::AnalysisResult::lod(e->ln_l[p], r.baseline.ln_l[p]));
-      const lk::Hlod h = lk::max_hlod(lods);
+      const lk::Hlod h = lk::max_hlod(family_lods(*e, r));
       s << "HLOD " << num(h.hlod) << " at ALPHA " << num(h.alpha, 4) << '\n';
     }
   }
@@ -287,10 +295,7 @@ nlohmann::json eval_json(const lk::Evaluation& e, const lk::AnalysisResult& r, b
   j["total"] = {{"ln_l", jnum(e.total_ln_l)}, {"log10_l", jnum(e.total_ln_l / kLn10)}};
   if (with_lod) {
     j["total"]["lod"] = jnum(lk::AnalysisResult::lod(e.total_ln_l, r.baseline.total_ln_l));
-    std::vector<double> lods;
-    for (std::size_t p = 0; p < e.ln_l.size(); ++p)
-      lods.push_back(lk::AnalysisResult::lod(e.ln_l[p], r.baseline.ln_l[p]));
-    const lk::Hlod h = lk::max_hlod(lods);
+    const lk::Hlod h = lk::max_hlod(family_lods(e, r));
     j["total"]["hlod"] = h.hlod;
     j["total"]["alpha"] = h.alpha;
   }
@@ -347,6 +352,21 @@ std::string gnuplot_quote(const std::string& s) {
 }
 
 }  // namespace
+
+std::string write_lod_outputs(const std::string& out_dir, const std::string& plot,
+                              const std::string& text, const nlohmann::json& j) {
+  namespace fs = std::filesystem;
+  if (out_dir.empty()) return plot;
+  fs::create_directories(out_dir);
+  write_file_atomically((fs::path(out_dir) / "lod.txt").string(), text);
+  write_file_atomically((fs::path(out_dir) / "lod.json").string(), j.dump(2) + "\n");
+  spdlog::info("results written to {}", out_dir);
+  if (plot.empty())
+    return std::system("command -v gnuplot >/dev/null 2>&1") == 0
+               ? (fs::path(out_dir) / "lod.svg").string()
+               : std::string();
+  return fs::path(plot).is_relative() ? (fs::path(out_dir) / plot).string() : plot;
+}
 
 void draw_lod_curves(const std::string& path, const std::vector<ScanPoint>& points,
                      const PlotAxes& axes) {

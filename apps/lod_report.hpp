@@ -51,6 +51,11 @@ nlohmann::json lod_json_report(const linkage::AnalysisResult& r, const linkage::
                                const linkage::PedigreeFile& pf, const std::string& ped_path,
                                const std::string& dat_path, double seconds);
 
+// --out DIR: writes lod.txt (the text) and lod.json there, and returns the picture to draw:
+// --plot (relative to DIR), else DIR/lod.svg when gnuplot is installed. Without DIR: --plot.
+std::string write_lod_outputs(const std::string& out_dir, const std::string& plot,
+                              const std::string& text, const nlohmann::json& j);
+
 struct PlotAxes {
   std::string xlabel;
   std::optional<std::pair<double, double>> xrange;

@@ -1,6 +1,7 @@
-// [linkage][merlin] MERLIN-format input and HLOD: the same analyses from MERLIN and LINKAGE
-// files (data/merlin/, written by scripts/linkage_to_merlin.py from data/linkage/), a bad file
-// of every MERLIN type with its place, HLOD against closed forms, frequencies counted from data.
+// [linkage][merlin] (command-line ones also [apps]) MERLIN-format input and HLOD: the same analyses
+// from MERLIN and LINKAGE files (data/merlin/, written by scripts/linkage_to_merlin.py from
+// data/linkage/), a bad file of every MERLIN type with its place, HLOD against closed forms,
+// frequencies counted from data.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -15,17 +16,12 @@ using nlohmann::json;
 
 namespace {
 
-ProcessResult lod(const std::vector<std::string>& args) {
-  const char* exe = std::getenv("KINFER_EXE");
-  if (!exe) throw std::runtime_error("KINFER_EXE is not set; run the tests with `meson test`");
-  std::string cmd = shell_quote(exe) + " lod --order minfill";
-  for (const auto& a : args) cmd += ' ' + shell_quote(a);
-  return run_shell(fs::current_path(), cmd);
+ProcessResult lod(std::vector<std::string> args) {
+  args.insert(args.begin(), {"lod", "--order", "minfill"});
+  return run_kinfer(args);
 }
 
-std::string merlin(const std::string& f) {
-  return (data_dir() / "merlin" / f).string();
-}
+std::string merlin(const std::string& f) { return (data_dir() / "merlin" / f).string(); }
 
 json run_json(const std::vector<std::string>& args) {
   std::vector<std::string> a = args;
@@ -90,21 +86,21 @@ void same_multipoint(const std::string& dir, const std::string& name,
 
 }  // namespace
 
-TEST_CASE("Merlin.SameLodsAsLinkage.LoopMultipoint", "[linkage][merlin]") {
+TEST_CASE("Merlin.SameLodsAsLinkage.LoopMultipoint", "[linkage][merlin][apps]") {
   // SwiftLink's looped pedigree, markers at 10, 20, 30 cM; two positions between markers.
   same_multipoint("loop", "loop", {"--steps", "2"}, 7);
 }
 
-TEST_CASE("Merlin.SameLodsAsLinkage.FastlinkGridBeyondMarkers", "[linkage][merlin]") {
+TEST_CASE("Merlin.SameLodsAsLinkage.FastlinkGridBeyondMarkers", "[linkage][merlin][apps]") {
   // FASTLINK's example, markers at 5 and 18.68 cM; a grid from 0 to 25 cM reaches past both.
   same_multipoint("fastlink", "fastlink", {"--grid", "2.5", "--start", "0", "--stop", "25"}, 11);
 }
 
-TEST_CASE("Merlin.SameLodsAsLinkage.XLinked", "[linkage][merlin]") {
+TEST_CASE("Merlin.SameLodsAsLinkage.XLinked", "[linkage][merlin][apps]") {
   same_multipoint("xlinked", "xlinked5", {"--steps", "1"}, 7);
 }
 
-TEST_CASE("Merlin.SameLodsAsLinkage.TwoPoint", "[linkage][merlin]") {
+TEST_CASE("Merlin.SameLodsAsLinkage.TwoPoint", "[linkage][merlin][apps]") {
   const json m = run_json([] {
     auto a = merlin_args("fastlink", "fastlink");
     a.insert(a.end(), {"--singlepoint", "--theta", "0,0.05,0.1,0.3"});
@@ -132,7 +128,7 @@ TEST_CASE("Merlin.SameLodsAsLinkage.TwoPoint", "[linkage][merlin]") {
   }
 }
 
-TEST_CASE("Merlin.ReportHasPeakBitsAndEstimatedFrequencies", "[linkage][merlin]") {
+TEST_CASE("Merlin.ReportHasPeakBitsAndEstimatedFrequencies", "[linkage][merlin][apps]") {
   auto a = merlin_args("fastlink", "fastlink", false);
   const ProcessResult r = lod(a);
   INFO(r.err);
@@ -159,7 +155,7 @@ TEST_CASE("Merlin.ReportHasPeakBitsAndEstimatedFrequencies", "[linkage][merlin]"
   CHECK(an["peak"].contains("alpha"));
 }
 
-TEST_CASE("Merlin.LinkageReportHasHlodAndPeak", "[linkage][merlin]") {
+TEST_CASE("Merlin.LinkageReportHasHlodAndPeak", "[linkage][merlin][apps]") {
   const std::string p = merlin("fastlink/fastlink.linkage");
   const json l = run_json({"--dat", p + ".dat", "--ped", p + ".pre", "--positions", "0:10:5"});
   REQUIRE(l.contains("peak"));
@@ -174,7 +170,7 @@ TEST_CASE("Merlin.LinkageReportHasHlodAndPeak", "[linkage][merlin]") {
   }
 }
 
-TEST_CASE("Merlin.PlotHasLodAndHlod", "[linkage][merlin]") {
+TEST_CASE("Merlin.PlotHasLodAndHlod", "[linkage][merlin][apps]") {
   if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) return;  // .ci/run installs it
   TempDir t;
   auto a = merlin_args("loop", "loop");
@@ -192,61 +188,75 @@ TEST_CASE("Merlin.PlotHasLodAndHlod", "[linkage][merlin]") {
 
 namespace {
 
-std::string bad(const std::string& f) {
-  return (test_data_dir() / "bad" / "merlin" / f)
-      .string();
-}
+std::string bad(const std::string& f) { return (test_data_dir() / "bad" / "merlin" / f).string(); }
 
-void expect_error(const std::string& dat, const std::string& ped, const std::string& map,
-                  const std::string& freq, const std::string& model, const std::string& place,
-                  const std::string& column, const std::string& what) {
-  const ProcessResult r =
-      lod({"-d", bad(dat), "-p", bad(ped), "-m", bad(map), "-f", bad(freq), "--model", bad(model)});
-  INFO(r.err);
-  CHECK(r.rc == 2);
-  CHECK_THAT(r.err, Catch::Contains(place) && Catch::Contains(column) && Catch::Contains(what));
-}
+struct BadCase {
+  const char* what;
+  std::vector<const char*> files;  // dat, ped, map, freq, model
+  const char *place, *column, *message;
+};
 
 }  // namespace
 
-TEST_CASE("Merlin.BadFilesNameFileLineColumn", "[linkage][merlin]") {
-  SECTION("the good files run") {
-    const ProcessResult r = lod({"-d", bad("good.dat"), "-p", bad("good.ped"), "-m", bad("good.map"), "-f",
-                       bad("good.freq"), "--model", bad("good.model")});
-    INFO(r.err);
-    CHECK(r.rc == 0);
-  }
-  SECTION("dat") {
-    expect_error("unknown_item.dat", "good.ped", "good.map", "good.freq", "good.model",
-                 "unknown_item.dat:3:", "column 1:", "item type");
-  }
-  SECTION("ped: affection status") {
-    expect_error("good.dat", "bad_status.ped", "good.map", "good.freq", "good.model",
-                 "bad_status.ped:3:", "column 6:", "affection status DISEASE");
-  }
-  SECTION("ped: a genotype") {
-    expect_error("good.dat", "half_genotype.ped", "good.map", "good.freq", "good.model",
-                 "half_genotype.ped:3:", "column 8:", "marker m2");
-  }
-  SECTION("ped: an allele the frequency file does not know") {
-    expect_error("good.dat", "allele_not_in_freq.ped", "good.map", "good.freq", "good.model",
-                 "allele_not_in_freq.ped:3:", "column 8:", "allele '3' of marker m2");
-  }
-  SECTION("map") {
-    expect_error("good.dat", "good.ped", "bad_position.map", "good.freq", "good.model",
-                 "bad_position.map:3:", "column 3:", "position of m2");
-  }
-  SECTION("freq") {
-    expect_error("good.dat", "good.ped", "good.map", "bad_frequency.freq", "good.model",
-                 "bad_frequency.freq:4:", "column 3:", "allele frequency of m2");
-  }
-  SECTION("model: penetrances") {
-    expect_error("good.dat", "good.ped", "good.map", "good.freq", "two_penetrances.model",
-                 "two_penetrances.model:2:", "column 3:", "three penetrances");
-  }
-  SECTION("model: an affection status the data file lacks") {
-    expect_error("good.dat", "good.ped", "good.map", "good.freq", "unknown_trait.model",
-                 "unknown_trait.model:2:", "column 1:", "'OTHER' is not an A item");
+TEST_CASE("Merlin.BadFilesNameFileLineColumn", "[linkage][merlin][apps]") {
+  const std::vector<const char*> good = {"good.dat", "good.ped", "good.map", "good.freq",
+                                         "good.model"};
+  const char* flags[] = {"-d", "-p", "-m", "-f", "--model"};
+  auto run = [&](const std::vector<const char*>& files) {
+    std::vector<std::string> a;
+    for (int i = 0; i < 5; ++i) a.insert(a.end(), {flags[i], bad(files[i])});
+    return lod(a);
+  };
+  const ProcessResult ok = run(good);
+  INFO(ok.err);
+  CHECK(ok.rc == 0);
+  const BadCase cases[] = {
+      {"dat", {"unknown_item.dat"}, "unknown_item.dat:3:", "column 1:", "item type"},
+      {"ped: status",
+       {nullptr, "bad_status.ped"},
+       "bad_status.ped:3:",
+       "column 6:",
+       "affection status DISEASE"},
+      {"ped: genotype",
+       {nullptr, "half_genotype.ped"},
+       "half_genotype.ped:3:",
+       "column 8:",
+       "marker m2"},
+      {"ped: allele not in the frequencies",
+       {nullptr, "allele_not_in_freq.ped"},
+       "allele_not_in_freq.ped:3:",
+       "column 8:",
+       "allele '3' of marker m2"},
+      {"map",
+       {nullptr, nullptr, "bad_position.map"},
+       "bad_position.map:3:",
+       "column 3:",
+       "position of m2"},
+      {"freq",
+       {nullptr, nullptr, nullptr, "bad_frequency.freq"},
+       "bad_frequency.freq:4:",
+       "column 3:",
+       "allele frequency of m2"},
+      {"model: penetrances",
+       {nullptr, nullptr, nullptr, nullptr, "two_penetrances.model"},
+       "two_penetrances.model:2:",
+       "column 3:",
+       "three penetrances"},
+      {"model: unknown affection",
+       {nullptr, nullptr, nullptr, nullptr, "unknown_trait.model"},
+       "unknown_trait.model:2:",
+       "column 1:",
+       "'OTHER' is not an A item"},
+  };
+  for (const BadCase& c : cases) {
+    std::vector<const char*> files = good;
+    for (std::size_t i = 0; i < c.files.size(); ++i)
+      if (c.files[i]) files[i] = c.files[i];
+    const ProcessResult r = run(files);
+    INFO(c.what << ": " << r.err);
+    CHECK(r.rc == 2);
+    CHECK_THAT(r.err,
+               Catch::Contains(c.place) && Catch::Contains(c.column) && Catch::Contains(c.message));
   }
 }
 
@@ -384,4 +394,36 @@ TEST_CASE("Merlin.AnalysisInputIsTheLinkageModel", "[linkage][merlin]") {
   CHECK(people[1].pheno[2].a2 == 1);
   CHECK(people[1].pheno[0].a1 == 1);  // unaffected
   CHECK(people[1].line == 3);         // the .ped's own line numbers
+}
+
+TEST_CASE("Merlin.OneAnalysisPerModelAndChromosome", "[linkage][merlin][apps]") {
+  TempDir t;
+  write_text(t / "two.map",
+             "CHR MARKER CM\n1 rs1 10\n2 rs2 20.000045990597\n2 rs3 30.000091981195\n");
+  write_text(t / "two.model", "TRAIT 0.0001 0,0,1 REC\nTRAIT 0.01 0.001,0.9,0.9 DOM\n");
+  std::vector<std::string> a = {
+      "-d",      merlin("loop/loop.dat"),    "-p",    merlin("loop/loop.ped"),
+      "-m",      (t / "two.map").string(),   "-f",    merlin("loop/loop.freq"),
+      "--model", (t / "two.model").string(), "--out", (t / "res").string()};
+  const ProcessResult r = lod(a);
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  CHECK(lines_with(r.out, "kinfer lod: MERLIN input").size() == 4);
+  CHECK_THAT(r.out, Catch::Contains("PEAKS") && Catch::Contains("model DOM, chromosome 2"));
+  const json m = json::parse(read_text(t / "res" / "lod.json"));
+  REQUIRE(m["analyses"].size() == 4);
+  const std::vector<std::pair<std::string, std::string>> want = {
+      {"REC", "1"}, {"REC", "2"}, {"DOM", "1"}, {"DOM", "2"}};
+  for (std::size_t i = 0; i < 4; ++i) {
+    const json& an = m["analyses"][i];
+    CHECK(an["model"]["label"] == want[i].first);
+    CHECK(an["chromosome"] == want[i].second);
+    CHECK(an["markers"].size() == (want[i].second == "1" ? 1u : 2u));
+    CHECK(an["points"].size() == an["markers"].size());  // default: at the markers
+  }
+  CHECK(m["analyses"][2]["model"]["penetrances"][1] == 0.9);
+  if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
+    CHECK(fs::exists(t / "res" / "lod-REC-chr1.svg"));
+    CHECK(fs::exists(t / "res" / "lod-DOM-chr2.svg"));
+  }
 }
