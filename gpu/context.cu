@@ -462,7 +462,8 @@ HostRunResult run_host_typed(CudaContext& ctx, const BucketShape& shape,
     CUDA_CHECK(cudaMemcpy(bufs[f]->p, host.data(), n * sizeof(T), cudaMemcpyHostToDevice));
   }
   std::vector<const T*> slots;
-  for (int f : pe.p.slot_input) slots.push_back(f < 0 ? nullptr : static_cast<const T*>(bufs[f]->p));
+  for (int f : pe.p.slot_input)
+    slots.push_back(f < 0 ? nullptr : static_cast<const T*>(bufs[f]->p));
   const std::int64_t n_out = lay.n_out;
   DevBuf out(n_out * sizeof(T));
   DevBuf partial(pe.p.splits > 1 ? 2 * sizeof(T) * pe.p.splits * n_out : 16);

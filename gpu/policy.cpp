@@ -178,9 +178,8 @@ LaunchPlan plain_launch_plan(const BucketLayout& lay, const DeviceLimits& lim) {
   // pass 1: the page (outputs decomposed through two tables), with at most 2^20 pages
   p.page_vars = 0;
   std::int64_t P = 1;
-  while (p.page_vars < lay.k &&
-         (P * L.card[lay.k - p.page_vars - 1] <= kPlainPageMax ||
-          p.n_items / P > (std::int64_t{1} << 20)))
+  while (p.page_vars < lay.k && (P * L.card[lay.k - p.page_vars - 1] <= kPlainPageMax ||
+                                 p.n_items / P > (std::int64_t{1} << 20)))
     P *= L.card[lay.k - ++p.page_vars];
   fill_output_tables(L, p, slots + 1);
   // pass 2: inner summed block, its table in shared memory (one row per configuration)
@@ -286,8 +285,8 @@ FastDiv64::FastDiv64(std::uint32_t divisor) : d(divisor) {
   while ((std::uint64_t{1} << shift) < divisor) ++shift;
   // mul = floor(2^64 * (2^shift - d) / d) + 1 (< 2^64)
   using u128 = unsigned __int128;
-  mul = static_cast<std::uint64_t>(((u128{1} << 64) * ((u128{1} << shift) - divisor)) / divisor +
-                                   1);
+  mul =
+      static_cast<std::uint64_t>(((u128{1} << 64) * ((u128{1} << shift) - divisor)) / divisor + 1);
 }
 
 FastDiv::FastDiv(std::uint32_t divisor) : d(divisor) {
@@ -381,7 +380,8 @@ bool cached_possible(const BucketLayout& lay, const DeviceLimits& lim, int /*eb*
     return false;
   }
   if (lay.nf > kMaxCachedVarying) {
-    why = std::to_string(lay.nf) + " inputs vary with the summed variables (the cached kernel takes " +
+    why = std::to_string(lay.nf) +
+          " inputs vary with the summed variables (the cached kernel takes " +
           std::to_string(kMaxCachedVarying) + ")";
     return false;
   }
@@ -655,7 +655,8 @@ void emulate(const LaunchPlan& p, const BucketLayout& lay, std::span<const Input
       const std::int64_t o = item - sp * p.n_items;
       const std::int64_t page = p.div_P.div(o), ol = o - page * p.P;
       std::vector<std::int64_t> base(slots + 1);
-      for (int s = 0; s <= slots; ++s) base[s] = p.out_hi[page * p.nip + s] + p.out_lo[ol * p.nip + s];
+      for (int s = 0; s <= slots; ++s)
+        base[s] = p.out_hi[page * p.nip + s] + p.out_lo[ol * p.nip + s];
       std::vector<HostLse> acc(R);
       for (int r = 0; r < R; ++r) {
         double c = 0;
@@ -678,7 +679,8 @@ void emulate(const LaunchPlan& p, const BucketLayout& lay, std::span<const Input
         for (int r = 1; r < R; ++r) acc[0].merge(acc[r]);
         part[sp * p.n_out + base[slots]] = acc[0];
       } else {
-        for (int r = 0; r < R; ++r) part[sp * p.n_out + base[slots] + p.tile_all[r * p.nip + slots]] = acc[r];
+        for (int r = 0; r < R; ++r)
+          part[sp * p.n_out + base[slots] + p.tile_all[r * p.nip + slots]] = acc[r];
       }
     }
     for (std::int64_t o = 0; o < p.n_out; ++o) {

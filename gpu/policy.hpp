@@ -20,12 +20,12 @@
 
 namespace kinfer::gpu {
 
-constexpr int kMaxInputs = 60;       // input tables one kernel launch takes
-constexpr int kMaxVarying = 16;      // inputs that vary with the summed variables (plain kernel)
+constexpr int kMaxInputs = 60;        // input tables one kernel launch takes
+constexpr int kMaxVarying = 16;       // inputs that vary with the summed variables (plain kernel)
 constexpr int kMaxCachedVarying = 8;  // the cached kernel's template cases
 constexpr int kMaxSlots = 64;         // kernel slots: inputs plus the zero tables that pad NF
-constexpr int kMaxTile = 4;           // outputs or summed configurations one thread shares loads over
-constexpr int kStaticShared = 512;    // static shared memory of every kernel (the exp table)
+constexpr int kMaxTile = 4;         // outputs or summed configurations one thread shares loads over
+constexpr int kStaticShared = 512;  // static shared memory of every kernel (the exp table)
 
 // n / d for 0 <= n < 2^31 with a multiply and a shift (Granlund-Montgomery, round-up variant).
 struct FastDiv {
@@ -69,10 +69,10 @@ struct BucketLayout {
   std::vector<int> card;
   int k = 0;  // output variables: bucket vars [0, k)
   std::int64_t n_out = 1, M = 1;
-  std::vector<std::int64_t> m_f;      // [varying slot] entries of its contiguous summed run
-  std::vector<std::int64_t> in_size;  // [slot] entries of the input table
+  std::vector<std::int64_t> m_f;         // [varying slot] entries of its contiguous summed run
+  std::vector<std::int64_t> in_size;     // [slot] entries of the input table
   std::vector<std::int64_t> out_stride;  // [bucket var] stride in the output (0: summed var)
-  std::string unsupported;            // non-empty: no kernel takes this bucket (why)
+  std::string unsupported;               // non-empty: no kernel takes this bucket (why)
 };
 
 BucketLayout describe(const BucketShape& shape, std::span<const std::vector<int>> scopes);
@@ -89,8 +89,8 @@ BucketLayout describe(const BucketShape& shape, std::span<const std::vector<int>
 struct LaunchPlan {
   Variant variant = Variant::plain;
   int nf = 0, nc = 0, nip = 4, nfp = 4;
-  int nf_inputs = 0;             // varying inputs of the bucket (nf less the padding)
-  std::vector<int> slot_input;   // slot -> caller's input index; -1: the zero table
+  int nf_inputs = 0;            // varying inputs of the bucket (nf less the padding)
+  std::vector<int> slot_input;  // slot -> caller's input index; -1: the zero table
   std::int64_t n_out = 1, M = 1;
   // output split: P outputs per page
   int page_vars = 0;
@@ -100,8 +100,8 @@ struct LaunchPlan {
   std::int64_t n_items = 1;  // plain: outputs / tile (reduced output space)
   // tile (plain)
   int tile = 1;
-  bool tile_summed = false;   // tile over summed variables (merged) instead of outputs
-  std::vector<int> tile_vars;  // bucket var positions
+  bool tile_summed = false;            // tile over summed variables (merged) instead of outputs
+  std::vector<int> tile_vars;          // bucket var positions
   std::vector<std::int32_t> tile_off;  // [tile][nfp] varying slots
   std::vector<std::int64_t> tile_all;  // [tile][nip] every slot and the output column
   // launch shape

@@ -198,8 +198,10 @@ __device__ __forceinline__ T const_part(const KernelArgs<T>& a, int nf, const in
 template <int NF, int R>
 constexpr int plain_min_blocks() {
   return NF > 8 || (R == 4 && NF >= 7) ? 1
-         : R == 1                       ? (NF <= 3 ? 4 : NF <= 6 ? 3 : 2)
-                                        : (NF <= 2 && R == 2 ? 3 : 2);
+         : R == 1                      ? (NF <= 3   ? 4
+                                          : NF <= 6 ? 3
+                                                    : 2)
+                                       : (NF <= 2 && R == 2 ? 3 : 2);
 }
 
 template <class T, int NF, int R>
@@ -315,13 +317,13 @@ __global__ void __launch_bounds__(256, plain_min_blocks<NF, R>())
 
 // One warp per output merges the splits' partial pairs.
 template <class T>
-__global__ void combine_kernel(const T* __restrict__ partial, T* __restrict__ out,
-                               long long n_out, int splits) {
+__global__ void combine_kernel(const T* __restrict__ partial, T* __restrict__ out, long long n_out,
+                               int splits) {
   __shared__ double tab[64];
   load_exp_table(tab);
   __syncthreads();
-  const long long warp =
-      static_cast<long long>((static_cast<unsigned long long>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5);
+  const long long warp = static_cast<long long>(
+      (static_cast<unsigned long long>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5);
   const int lane = threadIdx.x & 31;
   if (warp >= n_out) return;  // whole warps leave together
   T mx = neg_inf(T(0)), acc = 0;
@@ -666,8 +668,7 @@ void launch_sum_product(const LaunchPlan& p, const DeviceTables& t, const T* con
     const unsigned warps_per_block = 8;
     const unsigned blocks =
         static_cast<unsigned>((p.n_out + warps_per_block - 1) / warps_per_block);
-    combine_kernel<T><<<blocks, 32 * warps_per_block, 0, stream>>>(partial, out, p.n_out,
-                                                                    p.splits);
+    combine_kernel<T><<<blocks, 32 * warps_per_block, 0, stream>>>(partial, out, p.n_out, p.splits);
     CUDA_CHECK(cudaGetLastError());
   }
 }

@@ -173,8 +173,9 @@ TEST_CASE("GpuKernel.ManyInputsMatchCpu", "[gpu]") {
     over8 += lay.nf > 8;
     ++tested;
   }
-  std::printf("many-input buckets: %d (%d with more than 8 varying), largest relative difference %.3g\n",
-              tested, over8, f64.worst);
+  std::printf(
+      "many-input buckets: %d (%d with more than 8 varying), largest relative difference %.3g\n",
+      tested, over8, f64.worst);
   CHECK(over8 > 0);
 }
 
@@ -236,7 +237,8 @@ TEST_CASE("GpuKernel.OutputsBeyond2to31MatchCpu", "[gpu][large]") {
     data[f].resize(std::size_t{1} << scopes[f].size());
     for (auto& x : data[f]) x = u(rng);
   }
-  const std::vector<InputTable> in = {{data[0].data(), a}, {data[1].data(), b}, {data[2].data(), c}};
+  const std::vector<InputTable> in = {
+      {data[0].data(), a}, {data[1].data(), b}, {data[2].data(), c}};
   std::vector<double> cpu = cpu_result(sh, in);
   HostRunOptions opt;
   const HostRunResult r = run_host_bucket(context(), sh, in, opt);

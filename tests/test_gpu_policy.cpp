@@ -76,8 +76,8 @@ TEST_CASE("GpuPolicy.PlainTablesReproduceBucket", "[gpu]") {
 
 TEST_CASE("GpuPolicy.FastDiv64MatchesDivision", "[gpu]") {
   std::mt19937_64 rng(8);
-  for (std::uint32_t d : {1u, 2u, 3u, 7u, 96u, 1000u, 4095u, 65537u, 1u << 20, 2147483647u,
-                          4294967295u}) {
+  for (std::uint32_t d :
+       {1u, 2u, 3u, 7u, 96u, 1000u, 4095u, 65537u, 1u << 20, 2147483647u, 4294967295u}) {
     const FastDiv64 fd(d);
     for (int i = 0; i < 20000; ++i) {
       const std::uint64_t n = rng() >> (1 + rng() % 40);  // below 2^63, many magnitudes
