@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -78,6 +79,8 @@ class CudaContext final : public Context {
     lim_.max_threads_per_sm = prop_.maxThreadsPerMultiProcessor;
     lim_.shared_per_block = optin - kStaticShared;
     lim_.shared_per_sm = static_cast<int>(prop_.sharedMemPerMultiprocessor);
+    const char* tiles = std::getenv("KINFER_GPU_TILES");
+    lim_.tiles = tiles && std::string(tiles) == "1";
     streams_.resize(kStreams);
     // non-blocking: no implicit ordering with the legacy default stream
     for (auto& s : streams_) CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));

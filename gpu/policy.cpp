@@ -100,7 +100,7 @@ TileChoice choose_tile(const BucketLayout& L, int nf, int nfp, const DeviceLimit
   TileChoice best;
   std::vector<char> none(nf, 0);
   best.loads = loads_per_term(nfp, nf, 1, none);
-  if (nf == 0 || nf > kMaxCachedVarying) return best;
+  if (!lim.tiles || nf == 0 || nf > kMaxCachedVarying) return best;
   const double base = best.loads;
   const std::int64_t G = std::int64_t{1} << lanes_log2_for(L.M, 16);
   const std::int64_t fill = std::int64_t{2} * lim.sm_count * lim.max_threads_per_sm;

@@ -58,6 +58,10 @@ struct DeviceLimits {
   int shared_per_block = 227 * 1024 - kStaticShared;  // dynamic shared memory a block may opt into
   int shared_per_sm = 228 * 1024;
   int block_overhead = 1024 + kStaticShared;  // per resident block: reserved + static shared
+  // Planner option, not a device property: let the plain kernel share loads over tiles. Off
+  // by default: on the H100 the tiles were net-neutral (docs/perf-notes.md, issue 12 run);
+  // the Context turns them on when KINFER_GPU_TILES=1 (for measurement).
+  bool tiles = false;
 };
 
 // The bucket's index space, independent of the kernel variant.

@@ -100,6 +100,7 @@ TEST_CASE("GpuPolicy.PlainSplitsLargeSums", "[gpu]") {
   o.min_marg = 3000;
   DeviceLimits small;
   small.sm_count = 4;
+  small.tiles = true;
   int split_seen = 0, split_tiles = 0;
   for (int i = 0; i < 40; ++i) {
     const RandomBucket b = random_bucket(rng, o);
@@ -223,6 +224,7 @@ TEST_CASE("GpuPolicy.PlainTilesReproduceBucket", "[gpu]") {
   DeviceLimits small;
   small.sm_count = 1;
   small.max_threads_per_sm = 64;
+  small.tiles = true;
   std::mt19937_64 rng(19);
   int out_tiles = 0, sum_tiles = 0;
   for (int i = 0; i < 400; ++i) {

@@ -6,10 +6,14 @@
 #
 # usage (on the GPU machine): bench/gpu/kernel_compare.sh DIR OUT
 #   DIR holds main/ and new/ (bundle-for-device of each build), data/uai/, compare.py
+# The device tool brings back only a few files: everything is packed into OUT/results.tar.gz,
+# and summary.txt and compare.txt are kept beside it.
 set -uo pipefail
 D=$(cd "$1" && pwd)
-OUT=$2
-mkdir -p "$OUT"
+FINAL=$2
+OUT=$(mktemp -d)
+mkdir -p "$FINAL"
+trap 'tar -C "$OUT" -czf "$FINAL/results.tar.gz" . ; cp "$OUT/summary.txt" "$OUT/compare.txt" "$FINAL/" 2>/dev/null' EXIT
 export KINFER_DATA="$D/data"
 export KINFER_ORDER_CACHE="$OUT/orders"
 DEADLINE=${DEADLINE:-570}
@@ -41,7 +45,7 @@ bench linkage_13 --network "$D/data/uai/linkage_13.uai" --min-log2 26
 bench random --random 24 --min-log2 25 --max-log2 29 --seed 5
 bench linkage_17 --network "$D/data/uai/linkage_17.uai" --min-log2 26
 bench linkage_18 --network "$D/data/uai/linkage_18.uai" --min-log2 25
-bench linkage_14 --network "$D/data/uai/linkage_14.uai" --min-log2 24
+bench linkage_14 --network "$D/data/uai/linkage_14.uai.gz" --min-log2 24
 grep -h "^#" "$OUT/new_linkage_13.log" | head -12 | tee -a "$OUT/summary.txt"
 python3 "$D/compare.py" "$OUT" | tee "$OUT/compare.txt"
 if ! over; then
