@@ -429,7 +429,7 @@ LaunchPlan cached_launch_plan(const BucketLayout& lay, const DeviceLimits& lim, 
       if (pv > 0) P *= lay.card[lay.k - pv];
       if (P > kCachedPageMax) break;
       const std::int64_t n_pages = lay.n_out / P;
-      if (n_pages > (std::int64_t{1} << 24)) continue;  // page tables of at most 2^24 rows
+      if (n_pages > (std::int64_t{1} << 20)) continue;  // page tables of at most 2^20 rows
       // keep enough blocks for the device unless the bucket is small anyway
       if (pv > 0 && n_pages < 2 * lim.sm_count && P * G > 32) break;
       CacheCandidate c = plan_page(lay, pv, budget, eb);
