@@ -30,9 +30,12 @@
 #include "gpu/policy.hpp"
 #include "gpu/random_bucket.hpp"
 #include "io/uai.hpp"
+#include "tests/support.hpp"
 
 using namespace kinfer;
 using namespace kinfer::gpu;
+using kinfer::test::data_dir;
+using kinfer::test::uai_network_path;
 namespace fs = std::filesystem;
 
 namespace {
@@ -259,11 +262,6 @@ TEST_CASE("GpuKernel.OutputsBeyond2to31MatchCpu", "[gpu][large]") {
 
 namespace {
 
-fs::path data_dir() {
-  const char* d = std::getenv("KINFER_DATA");
-  return d ? fs::path(d) : fs::path("data");
-}
-
 std::map<std::string, std::string> references() {
   std::map<std::string, std::string> r;
   std::ifstream f(data_dir() / "uai" / "REFERENCES.tsv");
@@ -277,13 +275,6 @@ std::map<std::string, std::string> references() {
     if (!name.empty()) r[name] = value;
   }
   return r;
-}
-
-fs::path network(const std::string& name) {
-  for (const char* suffix : {".uai", ".uai.gz"})
-    if (fs::exists(data_dir() / "uai" / (name + suffix)))
-      return data_dir() / "uai" / (name + suffix);
-  return {};
 }
 
 }  // namespace
@@ -304,19 +295,16 @@ TEST_CASE("GpuKernel.UaiNetworksMatchCpuAndReferences", "[gpu]") {
   const auto refs = references();
   int networks = 0;
   for (const std::string& name : names) {
-    const fs::path path = network(name);
+    const fs::path path = uai_network_path(name);
     if (path.empty() || !refs.count(name)) {
       WARN(name << ": not in " << (data_dir() / "uai").string() << "; skipped");
       continue;
     }
     DYNAMIC_SECTION(name) {
-      Network net = io::read_uai(path.string());
-      Evidence ev;
-      const std::string evp = io::default_evidence_path(path.string());
-      if (!evp.empty()) ev = io::read_evidence(evp, net);
+      const io::NetworkWithEvidence r = io::read_network_and_evidence(path.string());
       PlanOptions po;
       po.order.time_budget = 2;
-      const Plan plan = make_plan(net, ev, po);
+      const Plan plan = make_plan(r.net, r.ev, po);
       if (!plan.model.impossible.empty()) continue;
       Compare all;
       int buckets = 0;
