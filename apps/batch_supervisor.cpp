@@ -585,8 +585,8 @@ class Batch {
         std::size_t cap = std::max<std::size_t>(1, (pending + 2 * slots_ - 1) / (2 * slots_));
         // A shared plan saves a job's setup (process, reading, planning: milliseconds to a
         // second); jobs in one worker run one after another. So only jobs whose computation is
-        // small are grouped: heavy jobs run alone, in parallel (grouping 7 jobs of 3.6e9 FLOP
-        // made a 16-core batch 1.6x slower than one process per job, bench/batch/RESULTS.md).
+        // small are grouped: heavy jobs run alone, in parallel (grouping heavy jobs made a batch
+        // slower than one process per job: bench/batch/RESULTS.md, docs/perf-notes.md).
         cap = std::min(
             cap, static_cast<std::size_t>(std::max(1.0, kGroupWorkFlops / std::max(1.0, s.flops))));
         std::vector<std::size_t> g = group_of(idx, cap);

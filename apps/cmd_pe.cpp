@@ -29,16 +29,15 @@ namespace kinfer::app {
 namespace {
 
 // `--device auto` uses the GPU for plans of at least this many FLOPs: below it, starting the
-// device (~0.2-0.5 s) costs more than the whole CPU computation.
+// device costs more than the whole CPU computation (docs/perf-notes.md, "Figures behind the
+// code's choices").
 constexpr double kAutoGpuMinFlops = 1e9;
 
 // With a GPU context and no --schedule: which way the buckets are placed. The four scheduler
 // policies run through sched::run_with_policy (the two-thread executor); "whole-plan" is
 // gpu::run_plan_gpu (every bucket the kernels take on the GPU, small buckets with all inputs on
 // the host on the CPU, no profile needed). Chosen by measurement on the GPU machine
-// (bench/scheduler/results/2026-11-22-h200-pe: comm-aware was faster than whole-plan on all 9
-// linkage networks after a warm-up, 1.03-1.83x, and in single runs on 7 of 9, with 25% less
-// time summed).
+// (bench/scheduler/results/2026-11-22-h200-pe; figures in docs/perf-notes.md).
 constexpr const char* kDefaultGpuSchedule = "comm-aware";
 constexpr const char* kWholePlan = "whole-plan";
 
@@ -49,7 +48,7 @@ std::string format_log10(double x) {
   return buf;
 }
 
-// Starting the device (driver and context, ~0.2 s) in the background while the network is
+// Starting the device (driver and context) in the background while the network is
 // read and planned: for --device gpu and --check, which will use it whatever the plan.
 struct DeviceStart {
   std::unique_ptr<gpu::Context> ctx;
