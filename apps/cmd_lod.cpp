@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "apps/command_options.hpp"
 #include "apps/commands.hpp"
 #include "apps/lod_merlin.hpp"
 #include "apps/lod_report.hpp"
@@ -31,16 +32,6 @@ namespace lk = kinfer::linkage;
 
 // Below this many FLOP a plan finishes on the CPU before the GPU would have started.
 constexpr double kLodGpuMinFlops = 1e9;
-
-struct LodOptions {
-  std::string ped, dat, program, theta, positions, plot, out;
-  std::string order = "stochastic", max_memory, device = "auto";
-  double order_time = 2.0;
-  int threads = 0, moving = 0;
-  std::uint64_t seed = 1;
-  bool json = false, no_recode = false, no_elimination = false;
-  MerlinLodOptions merlin;  // -m: MERLIN-format input (dat, ped, json, plot, out are copied)
-};
 
 // "0.1,0.2 0.3" or "START:STOP:STEP" ranges, mixed.
 std::vector<double> parse_list(const std::string& opt, const std::string& text) {
@@ -219,71 +210,75 @@ int run_lod(const LodOptions& o) {
 
 }  // namespace
 
+void add_lod_options(CLI::App& cmd, LodOptions& o) {
+  cmd.add_option("-p,--ped", o.ped,
+                 "pedigree file: LINKAGE (pre- or post-makeped), or MERLIN's with -m");
+  cmd.add_option("-d,--dat", o.dat, "LINKAGE locus (data) file, or MERLIN's data file with -m");
+  auto* m = &o.merlin;
+  cmd.add_option("-m,--map", m->map,
+                 "MERLIN map (CHROMOSOME MARKER POSITION in cM): read -d, -p, -f and --model as "
+                 "MERLIN files");
+  cmd.add_option("-f,--freq", m->freq,
+                 "MERLIN allele frequency file (default: counted over all genotyped people)");
+  cmd.add_option("--model", m->model,
+                 "MERLIN parametric model file: AFFECTION ALLELE_FREQ P0,P1,P2 LABEL per line, "
+                 "one analysis per line");
+  cmd.add_option("--grid", m->grid, "MERLIN input: a multipoint position every N cM")
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--steps", m->steps,
+                 "MERLIN input: N multipoint positions between consecutive markers")
+      ->check(CLI::NonNegativeNumber);
+  cmd.add_option("--start", m->start, "MERLIN input: first multipoint position (cM)");
+  cmd.add_option("--stop", m->stop, "MERLIN input: last multipoint position (cM)");
+  cmd.add_flag("--singlepoint", m->singlepoint,
+               "MERLIN input: two-point LOD scores of each marker (thetas: --theta, default "
+               "0,0.01,0.05,0.1,0.2,0.3,0.4) instead of multipoint");
+  cmd.add_option("--program", o.program,
+                 "mlink (LOD scores over a theta) or linkmap (location scores); default: what "
+                 "the locus file's last line is written for")
+      ->check(CLI::IsMember({"mlink", "linkmap"}));
+  cmd.add_option("--theta", o.theta,
+                 "MLINK (or MERLIN input with --singlepoint): values of the varied theta, e.g. "
+                 "'0,0.05,0.1' or '0:0.5:0.05'");
+  cmd.add_option("--positions", o.positions,
+                 "LINKMAP: map positions (cM from the first marker) of the moving locus across "
+                 "the whole marker map, e.g. '-10:120:2'");
+  cmd.add_option("--moving", o.moving,
+                 "LINKMAP: the moving locus (input number; default: the last line's, else the "
+                 "first affection locus)")
+      ->check(CLI::PositiveNumber);
+  cmd.add_flag("--json", o.json, "print one JSON object instead of text");
+  cmd.add_option("--plot", o.plot, "draw the LOD curve to FILE.svg or FILE.png (gnuplot)");
+  cmd.add_option("--out", o.out, "also write lod.txt, lod.json and lod.svg into this folder");
+  cmd.add_option("--order", o.order, "elimination order heuristic")
+      ->check(CLI::IsMember({"minfill", "minweight", "wminfill", "stochastic"}))
+      ->capture_default_str();
+  cmd.add_option("--order-time", o.order_time,
+                 "seconds the stochastic order search may take per network")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd.add_option("--seed", o.seed, "random seed of the stochastic order search")
+      ->capture_default_str();
+  cmd.add_option("--threads", o.threads, "CPU threads (default: all cores)")
+      ->check(CLI::NonNegativeNumber);
+  cmd.add_option("--max-memory", o.max_memory,
+                 "memory one pedigree's computation may use, e.g. 8G");
+  cmd.add_option(
+         "--device", o.device,
+         "auto: the GPU for plans of 1e9 FLOP and more when there is one; gpu: every plan on "
+         "the GPU; cpu: never the GPU")
+      ->check(CLI::IsMember({"auto", "cpu", "gpu"}))
+      ->capture_default_str();
+  cmd.add_flag("--no-recode", o.no_recode, "keep every allele (no allele recoding)");
+  cmd.add_flag("--no-genotype-elimination", o.no_elimination, "skip genotype elimination");
+}
+
 Runner add_lod(CLI::App& root) {
   auto o = std::make_shared<LodOptions>();
   CLI::App* cmd = root.add_subcommand(
       "lod",
       "exact two-point and multipoint LOD and HLOD scores from LINKAGE or MERLIN-format files");
-  cmd->add_option("-p,--ped", o->ped,
-                  "pedigree file: LINKAGE (pre- or post-makeped), or MERLIN's with -m");
-  cmd->add_option("-d,--dat", o->dat, "LINKAGE locus (data) file, or MERLIN's data file with -m");
-  auto* m = &o->merlin;
-  cmd->add_option("-m,--map", m->map,
-                  "MERLIN map (CHROMOSOME MARKER POSITION in cM): read -d, -p, -f and --model as "
-                  "MERLIN files");
-  cmd->add_option("-f,--freq", m->freq,
-                  "MERLIN allele frequency file (default: counted over all genotyped people)");
-  cmd->add_option("--model", m->model,
-                  "MERLIN parametric model file: AFFECTION ALLELE_FREQ P0,P1,P2 LABEL per line, "
-                  "one analysis per line");
-  cmd->add_option("--grid", m->grid, "MERLIN input: a multipoint position every N cM")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--steps", m->steps,
-                  "MERLIN input: N multipoint positions between consecutive markers")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--start", m->start, "MERLIN input: first multipoint position (cM)");
-  cmd->add_option("--stop", m->stop, "MERLIN input: last multipoint position (cM)");
-  cmd->add_flag("--singlepoint", m->singlepoint,
-                "MERLIN input: two-point LOD scores of each marker (thetas: --theta, default "
-                "0,0.01,0.05,0.1,0.2,0.3,0.4) instead of multipoint");
-  cmd->add_option("--program", o->program,
-                  "mlink (LOD scores over a theta) or linkmap (location scores); default: what "
-                  "the locus file's last line is written for")
-      ->check(CLI::IsMember({"mlink", "linkmap"}));
-  cmd->add_option("--theta", o->theta,
-                  "MLINK (or MERLIN input with --singlepoint): values of the varied theta, e.g. "
-                  "'0,0.05,0.1' or '0:0.5:0.05'");
-  cmd->add_option("--positions", o->positions,
-                  "LINKMAP: map positions (cM from the first marker) of the moving locus across "
-                  "the whole marker map, e.g. '-10:120:2'");
-  cmd->add_option("--moving", o->moving,
-                  "LINKMAP: the moving locus (input number; default: the last line's, else the "
-                  "first affection locus)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_flag("--json", o->json, "print one JSON object instead of text");
-  cmd->add_option("--plot", o->plot, "draw the LOD curve to FILE.svg or FILE.png (gnuplot)");
-  cmd->add_option("--out", o->out, "also write lod.txt, lod.json and lod.svg into this folder");
-  cmd->add_option("--order", o->order, "elimination order heuristic")
-      ->check(CLI::IsMember({"minfill", "minweight", "wminfill", "stochastic"}))
-      ->capture_default_str();
-  cmd->add_option("--order-time", o->order_time,
-                  "seconds the stochastic order search may take per network")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd->add_option("--seed", o->seed, "random seed of the stochastic order search")
-      ->capture_default_str();
-  cmd->add_option("--threads", o->threads, "CPU threads (default: all cores)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--max-memory", o->max_memory,
-                  "memory one pedigree's computation may use, e.g. 8G");
-  cmd->add_option(
-         "--device", o->device,
-         "auto: the GPU for plans of 1e9 FLOP and more when there is one; gpu: every plan on "
-         "the GPU; cpu: never the GPU")
-      ->check(CLI::IsMember({"auto", "cpu", "gpu"}))
-      ->capture_default_str();
-  cmd->add_flag("--no-recode", o->no_recode, "keep every allele (no allele recoding)");
-  cmd->add_flag("--no-genotype-elimination", o->no_elimination, "skip genotype elimination");
+  add_lod_options(*cmd, *o);
   return [o, cmd]() { return cmd->parsed() ? run_lod(*o) : -1; };
 }
 

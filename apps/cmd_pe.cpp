@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "apps/command_options.hpp"
 #include "apps/commands.hpp"
 #include "apps/network_options.hpp"
 #include "engine/json.hpp"
@@ -28,30 +29,17 @@ namespace kinfer::app {
 namespace {
 
 // `--device auto` uses the GPU for plans of at least this many FLOPs: below it, starting the
-// device (~0.2-0.5 s) costs more than the whole CPU computation.
+// device costs more than the whole CPU computation (docs/perf-notes.md, "Figures behind the
+// code's choices").
 constexpr double kAutoGpuMinFlops = 1e9;
 
 // With a GPU context and no --schedule: which way the buckets are placed. The four scheduler
 // policies run through sched::run_with_policy (the two-thread executor); "whole-plan" is
 // gpu::run_plan_gpu (every bucket the kernels take on the GPU, small buckets with all inputs on
 // the host on the CPU, no profile needed). Chosen by measurement on the GPU machine
-// (bench/scheduler/results/2026-11-22-h200-pe: comm-aware was faster than whole-plan on all 9
-// linkage networks after a warm-up, 1.03-1.83x, and in single runs on 7 of 9, with 25% less
-// time summed).
+// (bench/scheduler/results/2026-11-22-h200-pe; figures in docs/perf-notes.md).
 constexpr const char* kDefaultGpuSchedule = "comm-aware";
 constexpr const char* kWholePlan = "whole-plan";
-
-struct PeOptions {
-  NetworkOptions net;
-  bool json = false;
-  std::string uai_output;
-  std::string device = "auto";
-  bool check = false;
-  std::string schedule;  // empty: kDefaultGpuSchedule when a GPU is used
-  std::string profile;
-  bool explain = false;
-  int repeat = 0;
-};
 
 std::string format_log10(double x) {
   if (std::isinf(x)) return x < 0 ? "-inf" : "inf";
@@ -60,7 +48,7 @@ std::string format_log10(double x) {
   return buf;
 }
 
-// Starting the device (driver and context, ~0.2 s) in the background while the network is
+// Starting the device (driver and context) in the background while the network is
 // read and planned: for --device gpu and --check, which will use it whatever the plan.
 struct DeviceStart {
   std::unique_ptr<gpu::Context> ctx;
@@ -445,36 +433,40 @@ int run_pe(const PeOptions& o) {
 
 }  // namespace
 
-Runner add_pe(CLI::App& root) {
-  auto o = std::make_shared<PeOptions>();
-  CLI::App* cmd = root.add_subcommand("pe", "compute the probability of the evidence, log10 P(e)");
-  o->net.add(*cmd);
-  cmd->add_flag("--json", o->json, "print one JSON object instead of text");
-  cmd->add_option("--uai-output", o->uai_output, "also write the answer in the UAI PR format");
-  cmd->add_option("--device", o->device,
-                  "where buckets run: auto (the GPU when present and the plan is large enough), "
-                  "cpu, or gpu (falls back to the CPU, logged, when no GPU is usable)")
+void add_pe_options(CLI::App& cmd, PeOptions& o) {
+  o.net.add(cmd);
+  cmd.add_flag("--json", o.json, "print one JSON object instead of text");
+  cmd.add_option("--uai-output", o.uai_output, "also write the answer in the UAI PR format");
+  cmd.add_option("--device", o.device,
+                 "where buckets run: auto (the GPU when present and the plan is large enough), "
+                 "cpu, or gpu (falls back to the CPU, logged, when no GPU is usable)")
       ->check(CLI::IsMember({"auto", "cpu", "gpu"}))
       ->capture_default_str();
-  cmd->add_flag("--check", o->check,
-                "run every bucket on both the CPU and the GPU and report the largest difference");
-  cmd->add_option(
-         "--schedule", o->schedule,
+  cmd.add_flag("--check", o.check,
+               "run every bucket on both the CPU and the GPU and report the largest difference");
+  cmd.add_option(
+         "--schedule", o.schedule,
          std::string("how buckets are placed when a GPU is used: cpu-only, gpu-only, greedy, "
                      "comm-aware (the DP of paper 001, from a calibration profile), or "
                      "whole-plan (every bucket a kernel takes on the GPU but small ones "
                      "whose inputs are on the host; needs no profile); default ") +
              kDefaultGpuSchedule + ". Without a GPU in use every bucket runs on the CPU")
       ->check(CLI::IsMember({"cpu-only", "gpu-only", "greedy", "comm-aware", kWholePlan}));
-  cmd->add_option("--profile", o->profile,
-                  "calibration profile for greedy and comm-aware (default: the one `kinfer "
-                  "calibrate` stored in the cache directory); without one with a GPU part they "
-                  "fall back to whole-plan, logged");
-  cmd->add_flag("--explain", o->explain, "print each bucket's device and the reason");
-  cmd->add_option("--repeat", o->repeat,
-                  "time the computation this many more times after the first (for benchmarks: "
-                  "first run and median of the repeats in the output)")
+  cmd.add_option("--profile", o.profile,
+                 "calibration profile for greedy and comm-aware (default: the one `kinfer "
+                 "calibrate` stored in the cache directory); without one with a GPU part they "
+                 "fall back to whole-plan, logged");
+  cmd.add_flag("--explain", o.explain, "print each bucket's device and the reason");
+  cmd.add_option("--repeat", o.repeat,
+                 "time the computation this many more times after the first (for benchmarks: "
+                 "first run and median of the repeats in the output)")
       ->check(CLI::NonNegativeNumber);
+}
+
+Runner add_pe(CLI::App& root) {
+  auto o = std::make_shared<PeOptions>();
+  CLI::App* cmd = root.add_subcommand("pe", "compute the probability of the evidence, log10 P(e)");
+  add_pe_options(*cmd, *o);
   return [o, cmd]() { return cmd->parsed() ? run_pe(*o) : -1; };
 }
 

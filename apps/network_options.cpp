@@ -1,5 +1,7 @@
 #include "apps/network_options.hpp"
 
+#include "apps/command_options.hpp"
+
 #include <spdlog/spdlog.h>
 
 #include <cmath>
@@ -44,6 +46,11 @@ void NetworkOptions::load(Network& net, Evidence& ev) const {
     spdlog::info("no evidence file given and none beside the network: computing with no evidence");
   net = std::move(r.net);
   ev = std::move(r.ev);
+}
+
+void add_log_flags(CLI::App& root, LogFlags& f) {
+  root.add_flag("-q,--quiet", f.quiet, "log warnings and errors only");
+  root.add_flag("-v,--verbose", f.verbose, "log debugging detail");
 }
 
 PlanOptions NetworkOptions::plan_options() const {
