@@ -13,7 +13,7 @@
 #include "apps/commands.hpp"
 #include "apps/network_options.hpp"
 #include "engine/errors.hpp"
-#include "scheduler/device.hpp"
+#include "scheduler/runner.hpp"
 #include "scheduler/executor.hpp"
 #include "scheduler/plan_costs.hpp"
 #include "scheduler/policies.hpp"
