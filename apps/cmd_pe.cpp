@@ -11,6 +11,7 @@
 #include "apps/commands.hpp"
 #include "apps/network_options.hpp"
 #include "engine/plan.hpp"
+#include "engine/util.hpp"
 #include "scheduler/runner.hpp"
 
 namespace kinfer::app {
@@ -38,13 +39,6 @@ std::string format_log10(double x) {
   return buf;
 }
 
-double median_of(std::vector<double> v) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  const std::size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
-
 int run_pe(const PeOptions& o) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
@@ -66,9 +60,10 @@ int run_pe(const PeOptions& o) {
   const auto t2 = clock::now();
   spdlog::info(
       "order {}: width {}, largest table 2^{:.1f}, total state 2^{:.1f}, {} buckets, "
-      "estimated peak memory {:.3g} MB",
+      "estimated peak memory {}",
       plan.order.heuristic, plan.order.stats.width, plan.order.stats.log2_max_table,
-      plan.order.stats.log2_total_state, plan.tree.buckets.size(), plan.memory.peak_bytes / 1e6);
+      plan.order.stats.log2_total_state, plan.tree.buckets.size(),
+      human_bytes(plan.memory.peak_bytes));
   std::string impossible = plan.model.impossible;
   sched::RunResult r;
   auto t_dev = t2;
@@ -85,7 +80,8 @@ int run_pe(const PeOptions& o) {
   const auto t3 = clock::now();
   const double log10_pr = r.ln_pr / std::log(10.0);
   if (!impossible.empty()) spdlog::warn("P(e) = 0: {}", impossible);
-  if (!o.uai_output.empty()) write_atomically(o.uai_output, "PR\n" + format_log10(log10_pr) + "\n");
+  if (!o.uai_output.empty())
+    write_file_atomically(o.uai_output, "PR\n" + format_log10(log10_pr) + "\n");
   const std::string verdict = sched::check_verdict(r);
   if (o.json) {
     nlohmann::json j = pe_json(o.net.network, plan, r.ln_pr, {t0, t1, t2, t_dev, t3}, r.device);
@@ -106,7 +102,7 @@ int run_pe(const PeOptions& o) {
     }
     if (o.repeat > 0 && impossible.empty())
       std::cout << "compute: first run " << sched::format_seconds(r.first_seconds) << ", median of "
-                << r.repeats.size() << " repeats " << sched::format_seconds(median_of(r.repeats))
+                << r.repeats.size() << " repeats " << sched::format_seconds(median(r.repeats))
                 << std::endl;
     if (o.explain)
       for (std::size_t b = 0; b < r.buckets.size(); ++b)

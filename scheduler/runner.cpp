@@ -10,6 +10,8 @@
 #include <stdexcept>
 
 #include "engine/errors.hpp"
+#include "engine/json.hpp"
+#include "engine/util.hpp"
 #include "scheduler/plan_costs.hpp"
 
 namespace kinfer::sched {
@@ -319,9 +321,7 @@ RunResult Runner::run(const Plan& plan) {
 }
 
 nlohmann::json run_json(const RunResult& r, bool explain) {
-  auto num = [](double x) {
-    return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr);
-  };
+  auto num = number_or_null;
   nlohmann::json j = nlohmann::json::object();
   if (!r.gpu_name.empty())
     j["gpu"] = {
@@ -341,11 +341,8 @@ nlohmann::json run_json(const RunResult& r, bool explain) {
   if (!r.profile.empty()) s["profile"] = r.profile;
   if (!r.note.empty()) s["note"] = r.note;
   if (!r.repeats.empty()) {
-    std::vector<double> v = r.repeats;
-    std::sort(v.begin(), v.end());
-    const std::size_t m = v.size() / 2;
     s["repeat_seconds"] = r.repeats;
-    s["repeat_median_seconds"] = v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+    s["repeat_median_seconds"] = num(median(r.repeats));
   }
   if (explain) {
     nlohmann::json e = nlohmann::json::array();
