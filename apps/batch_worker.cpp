@@ -23,8 +23,8 @@
 #include "engine/plan.hpp"
 #include "engine/util.hpp"
 #include "gpu/device_api.hpp"
-#include "gpu/executor.hpp"
 #include "io/uai.hpp"
+#include "scheduler/runner.hpp"
 
 namespace kinfer::app {
 
@@ -154,61 +154,44 @@ class Worker {
           "order {}: width {}, largest table 2^{:.1f}, {} buckets, estimated peak memory {}",
           plan.order.heuristic, plan.order.stats.width, plan.order.stats.log2_max_table,
           plan.tree.buckets.size(), human_bytes(plan.memory.peak_bytes));
-      double ln_pr;
-      std::string impossible = plan.model.impossible, device = "cpu", why_not_gpu;
-      gpu::DeviceRunReport rep;
-      bool on_gpu = false;
+      // The job runs through the worker's runner, as `kinfer pe` runs through its own: the same
+      // placement policy and the same JSON whichever process runs the job.
+      std::string impossible = plan.model.impossible;
+      sched::RunResult run;
       auto t_dev = t2;
       if (!impossible.empty()) {
-        ln_pr = -INFINITY;
+        run.ln_pr = -INFINITY;
+        run.device = "cpu";
       } else {
-        RunOptions ro;
-        ro.threads = net.threads;
         const std::string& device_option = jo.pe.device;
         const bool wants =
             device_option == "gpu" || (device_option == "auto" && plan.flops >= opt_.gpu_min_flops);
-        if (wants && opt_.worker_gpu) {
-          if (!ctx_ && ctx_why_not_.empty()) {
-            const gpu::DeviceInfo info = gpu::probe();
-            if (!info.available) {
-              ctx_why_not_ = info.why_not;
-            } else {
-              try {
-                ctx_ = gpu::Context::create();
-                spdlog::info("GPU: {} (opened once for this group)", info.name);
-              } catch (const std::exception& e) {
-                ctx_why_not_ = e.what();
-              }
-            }
-          }
-          if (!ctx_) why_not_gpu = ctx_why_not_;
-        } else if (wants) {
-          why_not_gpu = "kinfer batch: no free GPU slot (--gpu-jobs) when this group started";
+        const bool gpu = wants && opt_.worker_gpu;
+        std::unique_ptr<sched::Runner>& runner = gpu ? gpu_runner_ : cpu_runner_;
+        if (!runner) {
+          sched::RunRequest req;
+          req.device = gpu ? sched::DeviceChoice::gpu : sched::DeviceChoice::cpu;
+          runner = std::make_unique<sched::Runner>(req);  // the GPU opens once, on first use
         }
-        t_dev = clock::now();
-        if (wants && ctx_) {
-          ln_pr = gpu::run_plan_gpu(plan, *ctx_, ro, &rep);
-          on_gpu = true;
-          device = rep.cpu_buckets == 0 ? "gpu" : rep.gpu_buckets == 0 ? "cpu" : "gpu+cpu";
-        } else {
-          ln_pr = run_plan(plan, ro);
+        runner->set_threads(net.threads);
+        run = runner->run(plan);
+        t_dev = t2 + std::chrono::duration_cast<clock::duration>(
+                         std::chrono::duration<double>(run.device_seconds));
+        if (wants && !gpu) {
+          run.why_not_gpu = "kinfer batch: no free GPU slot (--gpu-jobs) when this group started";
+          run.note.clear();
         }
-        if (std::isinf(ln_pr) && ln_pr < 0)
+        if (std::isinf(run.ln_pr) && run.ln_pr < 0)
           impossible = "the evidence is jointly impossible (no single factor is zero on its own)";
       }
+      const double ln_pr = run.ln_pr;
       const auto t3 = clock::now();
       const double log10_pr = ln_pr / std::log(10.0);
       if (!impossible.empty()) spdlog::warn("P(e) = 0: {}", impossible);
       // The object `kinfer pe --json` prints, plus "batch_plan".
-      nlohmann::json j = pe_json(job.network, plan, ln_pr, {t0, t1, t2, t_dev, t3}, device);
+      nlohmann::json j = pe_json(job.network, plan, ln_pr, {t0, t1, t2, t_dev, t3}, run.device);
       j["batch_plan"] = plan_source;
-      if (on_gpu) {
-        j["gpu"] = {{"name", ctx_->name()},           {"buckets_gpu", rep.gpu_buckets},
-                    {"buckets_cpu", rep.cpu_buckets}, {"buckets_cpu_small", rep.small_on_cpu},
-                    {"cached", rep.cached_buckets},   {"plain", rep.plain_buckets}};
-      } else if (!why_not_gpu.empty()) {
-        j["gpu"] = {{"why_not", why_not_gpu}};
-      }
+      if (impossible.empty()) j.update(sched::run_json(run, false));
       if (!impossible.empty()) j["impossible"] = impossible;
       write_file_atomically(out_ / "results" / (job.id + ".json"), j.dump(2) + "\n");
       std::ofstream(out_ / "journal.log", std::ios::app) << "completed " << job.id << '\n';
@@ -241,8 +224,7 @@ class Worker {
   Network net_;
   std::string net_path_;
   std::vector<Compiled> plans_;
-  std::unique_ptr<gpu::Context> ctx_;
-  std::string ctx_why_not_;
+  std::unique_ptr<sched::Runner> gpu_runner_, cpu_runner_;
 };
 
 }  // namespace

@@ -14,7 +14,7 @@
 #include "io/uai.hpp"
 #include "scheduler/calibrate.hpp"
 #include "scheduler/cost_tree.hpp"
-#include "scheduler/device.hpp"
+#include "scheduler/runner.hpp"
 
 namespace kinfer::app {
 

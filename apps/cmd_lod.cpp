@@ -19,19 +19,15 @@
 #include "apps/network_options.hpp"
 #include "engine/errors.hpp"
 #include "engine/memory_limit.hpp"
-#include "gpu/device_api.hpp"
-#include "gpu/executor.hpp"
 #include "io/linkage.hpp"
 #include "linkage/analysis.hpp"
+#include "scheduler/runner.hpp"
 
 namespace kinfer::app {
 
 namespace {
 
 namespace lk = kinfer::linkage;
-
-// Below this many FLOP a plan finishes on the CPU before the GPU would have started.
-constexpr double kLodGpuMinFlops = 1e9;
 
 // "0.1,0.2 0.3" or "START:STOP:STEP" ranges, mixed.
 std::vector<double> parse_list(const std::string& opt, const std::string& text) {
@@ -135,35 +131,37 @@ int run_lod(const LodOptions& o) {
   } catch (const std::invalid_argument& e) {
     throw CLI::ValidationError("--max-memory", e.what());
   }
-  // The GPU runs the plans large enough to pay for it (`--device auto`: at least
-  // kLodGpuMinFlops; `gpu`: every plan), opened on first need; the rest run on the CPU.
-  struct DeviceUse {
-    bool tried = false;
-    std::unique_ptr<gpu::Context> ctx;
-    int gpu_runs = 0, cpu_runs = 0;
+  // Every plan through one runner (scheduler/runner.hpp): the GPU opened once, for the plans
+  // large enough to pay for it (`--device auto`) or all of them (`gpu`); the profile read once.
+  // The plans are refills of a few structures (per theta or position).
+  sched::RunRequest req;
+  req.device = sched::parse_device(o.device);
+  if (!o.schedule.empty()) req.policy = sched::parse_policy(o.schedule);
+  req.profile_path = o.profile;
+  req.check = o.check;
+  req.explain = o.explain;
+  req.repeated_plans = true;
+  auto runner = std::make_shared<sched::Runner>(req);
+  if (o.device != "cpu" || o.check)  // else the engine's own run_plan, as the runner would call
+    ao.runner = [runner](const Plan& plan) { return runner->run(plan).ln_pr; };
+  // --check: the verdict over every plan run (logged), and the exit status
+  auto check_status = [&o, runner]() {
+    const sched::Runner::Totals& runs = runner->totals();
+    if (runs.gpu_runs)
+      spdlog::info("{} plan run(s) on the GPU, {} on the CPU", runs.gpu_runs, runs.cpu_runs);
+    if (!o.check) return 0;
+    if (runs.checked == 0) {
+      spdlog::warn("check: not run (no GPU to compare with): every plan ran on the CPU alone");
+      return kExitCheckNotRun;
+    }
+    const std::string v = sched::check_report_verdict(runs.check);
+    if (runs.check.passed) {
+      spdlog::info("{} over {} plan run(s)", v, runs.checked);
+      return 0;
+    }
+    spdlog::error("{} (plan run {})", v, runs.check_run + 1);
+    return kExitCheckFailed;
   };
-  auto dev = std::make_shared<DeviceUse>();
-  if (o.device != "cpu")
-    ao.runner = [dev, all = o.device == "gpu"](const Plan& plan) {
-      if (!all && plan.flops < kLodGpuMinFlops) return ++dev->cpu_runs, run_plan(plan);
-      if (!dev->tried) {
-        dev->tried = true;
-        const gpu::DeviceInfo info = gpu::probe();
-        try {
-          if (!info.available) throw std::runtime_error(info.why_not);
-          dev->ctx = gpu::Context::create();
-          spdlog::info("GPU: {} ({:.0f} GiB) for plans of {} FLOP", info.name,
-                       info.memory_bytes / (1 << 30),
-                       all ? "any" : fmt::format("{:.0e}+", kLodGpuMinFlops));
-        } catch (const std::exception& e) {
-          spdlog::log(all ? spdlog::level::warn : spdlog::level::info,
-                      "running on the CPU: no GPU ({})", e.what());
-        }
-      }
-      if (!dev->ctx) return ++dev->cpu_runs, run_plan(plan);
-      ++dev->gpu_runs;
-      return gpu::run_plan_gpu(plan, *dev->ctx);
-    };
   if (!o.merlin.map.empty()) {
     MerlinLodOptions m = o.merlin;
     m.dat = o.dat;
@@ -172,7 +170,8 @@ int run_lod(const LodOptions& o) {
     m.plot = o.plot;
     m.out = o.out;
     m.thetas = ao.thetas;
-    return run_lod_merlin(m, ao);
+    const int rc = run_lod_merlin(m, ao);
+    return rc ? rc : check_status();
   }
   const lk::LocusFile lf = io::read_locus_file(o.dat);
   for (const auto& w : lf.warnings) spdlog::warn("{}", w);
@@ -188,8 +187,7 @@ int run_lod(const LodOptions& o) {
                    : "");
 
   const lk::AnalysisResult r = lk::analyze(lf, pf, ao);
-  if (dev->gpu_runs)
-    spdlog::info("{} plan run(s) on the GPU, {} on the CPU", dev->gpu_runs, dev->cpu_runs);
+  const int status = check_status();
   const double secs = std::chrono::duration<double>(clock::now() - t0).count();
   spdlog::info(
       "{} evaluation(s) in {:.3g} s: reduce {:.3g} s, {} plan(s) {:.3g} s, {} run(s) {:.3g} s; "
@@ -205,7 +203,7 @@ int run_lod(const LodOptions& o) {
     std::cout << text << std::flush;
   const std::string plot = write_lod_outputs(o.out, o.plot, text, j);
   if (!plot.empty()) write_lod_plot(plot, r, lf);
-  return 0;
+  return status;
 }
 
 }  // namespace
@@ -269,6 +267,17 @@ void add_lod_options(CLI::App& cmd, LodOptions& o) {
          "the GPU; cpu: never the GPU")
       ->check(CLI::IsMember({"auto", "cpu", "gpu"}))
       ->capture_default_str();
+  cmd.add_option("--schedule", o.schedule,
+                 "how a GPU plan's buckets are placed, as in `kinfer pe`: cpu-only, gpu-only, "
+                 "greedy, comm-aware (default) or whole-plan")
+      ->check(CLI::IsMember({"cpu-only", "gpu-only", "greedy", "comm-aware", "whole-plan"}));
+  cmd.add_option("--profile", o.profile,
+                 "calibration profile for greedy and comm-aware (default: the cached one; "
+                 "without one, whole-plan, logged once)");
+  cmd.add_flag("--check", o.check,
+               "run every bucket of every plan on both the CPU and the GPU and compare them; "
+               "exit 5 when they differ, 6 when there is no GPU");
+  cmd.add_flag("--explain", o.explain, "log each plan's buckets: device and reason");
   cmd.add_flag("--no-recode", o.no_recode, "keep every allele (no allele recoding)");
   cmd.add_flag("--no-genotype-elimination", o.no_elimination, "skip genotype elimination");
 }

@@ -15,7 +15,7 @@
 #include "engine/errors.hpp"
 #include "engine/json.hpp"
 #include "engine/util.hpp"
-#include "scheduler/device.hpp"
+#include "scheduler/runner.hpp"
 #include "scheduler/executor.hpp"
 #include "scheduler/plan_costs.hpp"
 #include "scheduler/policies.hpp"

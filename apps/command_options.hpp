@@ -34,6 +34,8 @@ void add_pe_options(CLI::App& cmd, PeOptions& o);
 struct LodOptions {
   std::string ped, dat, program, theta, positions, plot, out;
   std::string order = "stochastic", max_memory, device = "auto";
+  std::string schedule, profile;  // through the runner, as in `kinfer pe`
+  bool check = false, explain = false;
   double order_time = 2.0;
   int threads = 0, moving = 0;
   std::uint64_t seed = 1;

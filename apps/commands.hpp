@@ -7,6 +7,11 @@ namespace kinfer::app {
 
 using Runner = std::function<int()>;
 
+// Exit statuses of --check (README "Exit codes"): the GPU and the CPU disagree beyond the
+// tolerance; or there was no GPU to compare with (the answer printed is the CPU's).
+inline constexpr int kExitCheckFailed = 5;
+inline constexpr int kExitCheckNotRun = 6;
+
 Runner add_pe(CLI::App& root);
 Runner add_info(CLI::App& root);
 Runner add_batch(CLI::App& root);

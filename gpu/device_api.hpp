@@ -23,6 +23,11 @@ struct DeviceInfo {
 // Never throws.
 DeviceInfo probe();
 
+// Does a kernel take this bucket (inputs with these scopes, in launch order), and if not, why:
+// empty when one does, else the reason ("more than 16 inputs", ...). Cheap: the layout check
+// alone, no device, no launch, no kernel tables; the same answer with or without CUDA.
+std::string why_no_kernel(const BucketShape& shape, std::span<const std::vector<int>> scopes);
+
 using Handle = std::int64_t;  // a table in device memory
 
 struct DeviceInput {

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <exception>
@@ -13,7 +14,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "gpu/policy.hpp"
+#include "gpu/merge_inputs.hpp"
 #include "scheduler/plan_costs.hpp"
 #include "scheduler/staging.hpp"
 
@@ -79,12 +80,35 @@ struct Run {
   const ExecOptions& opt;
   Shared& sh;
   ExecStats& st;
+  const std::vector<std::vector<gpu::HostInput>>& fin;  // [GPU bucket] factor inputs to upload
   int root() const { return static_cast<int>(plan.tree.buckets.size()) - 1; }
   bool to_host(int b) const {  // does b's output have to reach the host?
     const int p = plan.tree.buckets[b].parent;
     return b == root() || dev[p] == Device::cpu;
   }
 };
+
+// Bucket b's factor inputs merged to fit the GPU kernels, and the scopes of all its inputs in
+// launch order (factors, then children).
+struct MergedInputs {
+  std::vector<gpu::HostInput> inputs;
+  std::vector<std::vector<int>> scopes;
+};
+MergedInputs merged_inputs(const Plan& plan, int b, const BucketShape& shape,
+                           std::vector<std::vector<double>>& owned) {
+  const Bucket& bk = plan.tree.buckets[b];
+  std::vector<gpu::HostInput> factors;
+  for (int f : bk.factors)
+    factors.push_back({plan.input_data[f].data(),
+                       static_cast<std::int64_t>(plan.input_data[f].size()), plan.input_scope[f]});
+  std::vector<std::vector<int>> children;
+  for (int c : bk.children) children.push_back(plan.tree.buckets[c].output_vars());
+  MergedInputs m;
+  m.inputs = gpu::merge_inputs(shape, std::move(factors), children, owned);
+  for (const gpu::HostInput& h : m.inputs) m.scopes.push_back(h.scope);
+  m.scopes.insert(m.scopes.end(), children.begin(), children.end());
+  return m;
+}
 
 // The CPU execution thread: the ready CPU bucket that comes first in tree order, repeatedly.
 void cpu_thread(Run& r) {
@@ -130,7 +154,13 @@ void cpu_thread(Run& r) {
 void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
   const auto& buckets = r.plan.tree.buckets;
   const int nb = static_cast<int>(buckets.size());
-  const int compute = 0, xfer = ctx.num_streams() > 1 ? 1 : 0;
+  // one transfer stream; the others compute (one stream: it does both)
+  const int xfer = ctx.num_streams() > 1 ? 1 : 0;
+  std::vector<int> compute_streams;
+  for (int s = 0; s < ctx.num_streams(); ++s)
+    if (s != xfer || ctx.num_streams() == 1) compute_streams.push_back(s);
+  std::vector<int> stream_of(nb, 0);
+  std::size_t next_stream = 0;
   std::vector<gpu::Handle> out(nb, -1);               // GPU outputs waiting for a GPU parent
   std::vector<std::vector<gpu::Handle>> factors(nb);  // uploaded original inputs
   std::vector<gpu::Handle> used;                      // the inputs of the bucket at hand
@@ -188,8 +218,7 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
   std::int64_t total = 0;
   for (int b = 0; b < nb; ++b)
     if (r.dev[b] == Device::gpu)
-      for (int f : buckets[b].factors)
-        total += static_cast<std::int64_t>(r.plan.input_data[f].size());
+      for (const gpu::HostInput& h : r.fin[b]) total += h.size;
   struct Block {
     gpu::Context& ctx;
     int stream;
@@ -207,9 +236,9 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
   std::int64_t at = 0;
   for (int b = 0; b < nb; ++b)
     if (r.dev[b] == Device::gpu)
-      for (int f : buckets[b].factors) {
-        const auto n = static_cast<std::int64_t>(r.plan.input_data[f].size());
-        std::memcpy(block.p + at, r.plan.input_data[f].data(), sizeof(double) * n);
+      for (const gpu::HostInput& hi : r.fin[b]) {
+        const std::int64_t n = hi.size;
+        std::memcpy(block.p + at, hi.data, sizeof(double) * n);
         const gpu::Handle h = ctx.alloc(n);
         ctx.upload(h, block.p + at, n, xfer);
         xfer_busy = true;
@@ -228,14 +257,19 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
     const Bucket& bk = buckets[b];
     std::vector<gpu::DeviceInput> in;
     used = factors[b];
-    for (std::size_t k = 0; k < bk.factors.size(); ++k)
-      in.push_back({factors[b][k], r.plan.input_scope[bk.factors[k]]});
+    for (std::size_t k = 0; k < r.fin[b].size(); ++k)
+      in.push_back({factors[b][k], r.fin[b][k].scope});
     factors[b].clear();
+    int s = -1;  // the first GPU child's stream; the others' are waited for
     for (int c : bk.children) {
       if (r.dev[c] == Device::gpu) {
         in.push_back({out[c], buckets[c].output_vars()});
         used.push_back(out[c]);
         out[c] = -1;
+        if (s < 0)
+          s = stream_of[c];
+        else if (stream_of[c] != s)
+          ctx.stream_wait(s, stream_of[c]);
         continue;
       }
       // a CPU child: wait for it, then upload its table and free the host copy
@@ -258,12 +292,14 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
     finish_uploads();  // the kernel reads what was just uploaded
     const BucketShape shape = bucket_shape(r.plan, b);
     const std::int64_t n_out = shape.output_size();
+    if (s < 0) s = compute_streams[next_stream++ % compute_streams.size()];
+    stream_of[b] = s;
     const gpu::Handle o = ctx.alloc(n_out);
-    if (r.opt.time_buckets) ctx.synchronize(compute);
+    if (r.opt.time_buckets) ctx.synchronize(s);
     const auto t0 = clock_type::now();
-    ctx.run_bucket(shape, in, o, compute);
+    ctx.run_bucket(shape, in, o, s);
     if (r.opt.time_buckets) {
-      ctx.synchronize(compute);
+      ctx.synchronize(s);
       r.st.kernel_seconds[b] = since(t0);
     }
     for (gpu::Handle h : used) ctx.release(h);  // safe: reused only after the kernel read them
@@ -275,8 +311,8 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
     }
     double* p = pool.take(n_out);
     const auto t1 = clock_type::now();
-    ctx.download(o, p, n_out, compute);
-    ctx.synchronize(compute);
+    ctx.download(o, p, n_out, s);
+    ctx.synchronize(s);
     if (r.opt.time_buckets) r.st.d2h_seconds += since(t1);
     ctx.release(o);
     r.st.d2h_bytes += 8.0 * n_out;
@@ -314,24 +350,74 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
         wanted_gpu);
     dev.assign(nb, Device::cpu);
   }
-  for (int b = 0; b < nb && ctx; ++b) {
-    if (dev[b] != Device::gpu) continue;
-    // the layout check alone: choose() would also build the kernel's tables, which run_bucket
-    // builds (once per shape) anyway
-    const std::string why =
-        gpu::describe(bucket_shape(plan, b), bucket_scopes(plan, b)).unsupported;
-    if (why.empty()) continue;
-    spdlog::info("bucket {} runs on the CPU: no GPU kernel takes it ({})", b, why);
+  st.fallback_reason.assign(nb, {});
+  auto to_cpu = [&](int b, const std::string& why) {
+    spdlog::info("bucket {} runs on the CPU: {}", b, why);
+    st.fallback_reason[b] = why;
     st.fallback +=
         (st.fallback.empty() ? "" : "; ") + std::string("bucket ") + std::to_string(b) + ": " + why;
     dev[b] = Device::cpu;
+  };
+  // GPU buckets: their factor inputs as the kernels take them, and whether a kernel takes them
+  // (the layout check alone: choose() would also build the kernel's tables, which run_bucket
+  // builds once per shape anyway)
+  std::vector<std::vector<gpu::HostInput>> fin(nb);
+  std::vector<std::vector<double>> owned;  // products merge_inputs made
+  for (int b = 0; b < nb && ctx; ++b) {
+    if (dev[b] != Device::gpu) continue;
+    const BucketShape shape = bucket_shape(plan, b);
+    const MergedInputs m = merged_inputs(plan, b, shape, owned);
+    if (m.inputs.size() != buckets[b].factors.size()) {
+      ++st.merged_buckets;
+      spdlog::debug("bucket {}: {} factor inputs multiplied into {} for the GPU kernel", b,
+                    buckets[b].factors.size(), m.inputs.size());
+    }
+    const std::string why = gpu::why_no_kernel(shape, m.scopes);
+    if (!why.empty()) {
+      to_cpu(b, "no GPU kernel takes it: " + why);
+      continue;
+    }
+    fin[b] = m.inputs;
+  }
+  // The live device-memory budget, in tree order: every GPU bucket's factor inputs are uploaded
+  // at the start; a bucket then needs its output and its CPU children's tables next to the GPU
+  // outputs still waiting for their parents. A bucket that would not fit runs on the CPU.
+  if (ctx) {
+    const double budget = 0.9 * ctx->free_bytes();
+    auto bytes = [](const std::vector<gpu::HostInput>& v) {
+      double s = 0;
+      for (const gpu::HostInput& h : v) s += 8.0 * static_cast<double>(h.size);
+      return s;
+    };
+    double live = 0;
+    for (int b = 0; b < nb; ++b)
+      if (dev[b] == Device::gpu) live += bytes(fin[b]);
+    std::vector<double> out_bytes(nb);
+    for (int b = 0; b < nb; ++b)
+      out_bytes[b] = 8.0 * static_cast<double>(bucket_shape(plan, b).output_size());
+    for (int b = 0; b < nb; ++b) {
+      if (dev[b] != Device::gpu) continue;
+      double need = out_bytes[b], gpu_children = 0;
+      for (int c : buckets[b].children)
+        (dev[c] == Device::gpu ? gpu_children : need) += out_bytes[c];
+      if (live + need > budget) {
+        const double mib = 1024.0 * 1024.0;
+        to_cpu(b, "needs " + std::to_string(std::lround(need / mib)) + " MiB of GPU memory with " +
+                      std::to_string(std::lround(live / mib)) + " MiB in use and " +
+                      std::to_string(std::lround(budget / mib)) + " MiB usable");
+        live -= bytes(fin[b]);
+        fin[b].clear();
+        continue;
+      }
+      live += out_bytes[b] - gpu_children - bytes(fin[b]);
+    }
   }
   for (Device d : dev) (d == Device::gpu ? st.gpu_buckets : st.cpu_buckets)++;
 
   Shared sh(plan.tree, dev);
   std::optional<StagingPool> pool;
   if (ctx && st.gpu_buckets > 0) pool.emplace(*ctx);
-  Run r{plan, dev, opt, sh, st};
+  Run r{plan, dev, opt, sh, st, fin};
   {
     std::thread gpu;
     if (pool)
@@ -367,6 +453,101 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
   st.seconds = since(t0);
   if (stats) *stats = std::move(st);
   return root_value + plan.model.log_constant();
+}
+
+}  // namespace kinfer::sched
+
+namespace kinfer::sched {
+
+namespace {
+
+// |gpu - cpu| for ln values: equal infinities agree, NaN never does.
+double difference(double gpu, double cpu) {
+  if (std::isnan(gpu) || std::isnan(cpu)) return INFINITY;
+  if (std::isinf(gpu) || std::isinf(cpu)) return gpu == cpu ? 0.0 : INFINITY;
+  return std::abs(gpu - cpu);
+}
+
+// Runs the bucket the CPU just computed on the GPU too, from the same input tables.
+void check_bucket(const Plan& plan, gpu::Context& ctx, int b, const BucketShape& shape,
+                  std::span<const InputTable> in, const double* cpu_out, CheckReport& r) {
+  std::vector<std::vector<double>> owned;
+  const MergedInputs m = merged_inputs(plan, b, shape, owned);
+  const std::string why = gpu::why_no_kernel(shape, m.scopes);
+  if (!why.empty()) {
+    spdlog::debug("check: bucket {} has no GPU kernel: {}", b, why);
+    ++r.buckets_without_kernel;
+    return;
+  }
+  // `in`: the factors, then the children's outputs (as the CPU read them)
+  const std::size_t n_factors = plan.tree.buckets[b].factors.size();
+  std::vector<gpu::DeviceInput> din;
+  auto upload = [&](const double* data, std::int64_t n, const std::vector<int>& scope) {
+    const gpu::Handle h = ctx.alloc(n);
+    ctx.upload(h, data, n, 0);
+    din.push_back({h, scope});
+  };
+  struct Release {
+    gpu::Context& ctx;
+    std::vector<gpu::DeviceInput>& din;
+    gpu::Handle out = -1;
+    ~Release() {
+      try {
+        ctx.synchronize(0);
+        for (const auto& d : din) ctx.release(d.table);
+        if (out >= 0) ctx.release(out);
+      } catch (...) {  // a destructor must not throw; the first error is what matters
+      }
+    }
+  } release{ctx, din};
+  for (const gpu::HostInput& h : m.inputs) upload(h.data, h.size, h.scope);
+  for (std::size_t k = n_factors; k < in.size(); ++k) {
+    std::int64_t n = 1;
+    for (int v : in[k].scope)
+      for (std::size_t i = 0; i < shape.vars.size(); ++i)
+        if (shape.vars[i] == v) n *= shape.card[i];
+    upload(in[k].data, n, in[k].scope);
+  }
+  const std::int64_t n_out = shape.output_size();
+  release.out = ctx.alloc(n_out);
+  ctx.run_bucket(shape, din, release.out, 0);
+  std::vector<double> gpu_out(n_out);
+  ctx.download(release.out, gpu_out.data(), n_out, 0);
+  ctx.synchronize(0);
+  double worst_abs = 0, worst_rel = 0;
+  for (std::int64_t i = 0; i < n_out; ++i) {
+    const double d = difference(gpu_out[i], cpu_out[i]);
+    worst_abs = std::max(worst_abs, d);
+    const double scale = std::isfinite(cpu_out[i]) ? std::max(1.0, std::abs(cpu_out[i])) : 1.0;
+    worst_rel = std::max(worst_rel, d / scale);
+  }
+  spdlog::debug("check: bucket {} ({} outputs): largest difference {:.3g} ({:.3g} relative)", b,
+                n_out, worst_abs, worst_rel);
+  ++r.buckets;
+  r.bucket_rel_diff[b] = worst_rel;
+  r.max_abs_diff = std::max(r.max_abs_diff, worst_abs);
+  if (r.worst_bucket < 0 || worst_rel > r.max_rel_diff) {
+    r.max_rel_diff = worst_rel;
+    r.worst_bucket = b;
+  }
+  if (!(worst_rel <= r.tolerance)) {
+    if (r.first_failed_bucket < 0) r.first_failed_bucket = b;
+    r.passed = false;
+  }
+}
+
+}  // namespace
+
+double run_checked(const Plan& plan, gpu::Context& ctx, int threads, CheckReport& report,
+                   double tolerance) {
+  report = CheckReport{};
+  report.tolerance = tolerance;
+  report.bucket_rel_diff.assign(plan.tree.buckets.size(), NAN);
+  RunOptions ro;
+  ro.threads = threads;
+  ro.after_bucket = [&](int b, const BucketShape& shape, std::span<const InputTable> in,
+                        const double* out) { check_bucket(plan, ctx, b, shape, in, out, report); };
+  return run_plan(plan, ro);
 }
 
 }  // namespace kinfer::sched

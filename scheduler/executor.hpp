@@ -1,5 +1,6 @@
 #pragma once
-// Runs a Plan under a CPU/GPU assignment with two threads, as in paper 001 section 3.4:
+// The one executor: runs a Plan under any CPU/GPU assignment (every policy of policies.hpp) with
+// two threads, as in paper 001 section 3.4:
 //   the CPU thread (the caller) runs the CPU buckets with the OpenMP kernel, taking whichever
 //     is ready next, so it keeps going on other branches while the GPU works;
 //   the GPU manager thread uploads tables, launches the GPU buckets and downloads the outputs
@@ -7,7 +8,14 @@
 // Intermediate tables stay on the device of their consumer: a GPU child of a GPU parent never
 // leaves the GPU. Original inputs of GPU buckets are uploaded on a transfer stream at the start
 // and the outputs of CPU children are uploaded as soon as they are ready, overlapping the
-// kernels already queued on the compute stream.
+// kernels already queued. GPU buckets run on several compute streams: a bucket continues on its
+// first GPU child's stream and waits for the others', so independent subtrees overlap.
+// Before running, the executor moves to the CPU, with a reason per bucket, a GPU bucket that no
+// kernel takes (after merging its smallest factor inputs, gpu/merge_inputs.hpp) or whose tables
+// would not fit the device's free memory next to those still alive there.
+//
+// The check mode (run_checked) runs every bucket on the CPU, as the reference, and again on the
+// GPU from the same inputs, and compares them under a stated tolerance.
 #include <span>
 #include <string>
 #include <vector>
@@ -34,13 +42,39 @@ struct ExecStats {
   // time_buckets only: the upload of the original inputs (staging, queueing, waiting) plus the
   // waited-for uploads of CPU outputs; the downloads
   double h2d_seconds = 0, d2h_seconds = 0;
-  std::string fallback;  // why GPU buckets ran on the CPU, if any did
+  std::vector<std::string> fallback_reason;  // per bucket: why a GPU bucket ran on the CPU
+  std::string fallback;                      // the same, summed up (empty when none did)
+  int merged_buckets = 0;  // GPU buckets whose factor inputs were merged to fit the kernels
 };
 
 // Returns ln P(e) like run_plan. `assignment` has one entry per bucket. With ctx == nullptr
 // every bucket runs on the CPU (logged when the assignment wanted the GPU). Buckets no GPU
-// kernel takes run on the CPU (logged). Errors of either thread are rethrown here.
+// kernel takes, or that do not fit device memory, run on the CPU (logged, and in
+// stats->fallback_reason). Errors of either thread are rethrown here. An all-CPU assignment
+// gives run_plan's answer bit for bit (the same kernel on the same inputs in the same order).
 double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::Context* ctx,
                      const ExecOptions& opt = {}, ExecStats* stats = nullptr);
+
+// Check mode. A bucket's outputs agree when |gpu - cpu| <= tolerance * max(1, |cpu|) for every
+// entry (ln values; equal infinities agree, NaN never does).
+inline constexpr double kCheckTolerance = 1e-9;
+
+struct CheckReport {
+  double tolerance = kCheckTolerance;
+  int buckets = 0;                 // compared on both backends
+  int buckets_without_kernel = 0;  // no GPU kernel takes them: CPU only, not compared
+  double max_abs_diff = 0;         // largest |gpu - cpu| over every compared entry
+  double max_rel_diff = 0;         // largest |gpu - cpu| / max(1, |cpu|)
+  int worst_bucket = -1;           // the bucket with max_rel_diff (-1: none compared)
+  int first_failed_bucket = -1;    // first bucket (tree order) over the tolerance
+  bool passed = true;
+  std::vector<double> bucket_rel_diff;  // per bucket (NaN: not compared)
+};
+
+// Runs the plan on the CPU (run_plan: the answer is the CPU's, bit for bit) and every bucket a
+// GPU kernel takes again on `ctx` from the same input tables (factor inputs merged as the
+// executor merges them), comparing outputs under `tolerance`.
+double run_checked(const Plan& plan, gpu::Context& ctx, int threads, CheckReport& report,
+                   double tolerance = kCheckTolerance);
 
 }  // namespace kinfer::sched

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <stdexcept>
 
@@ -17,15 +18,20 @@ const char* to_string(Policy p) {
       return "greedy";
     case Policy::comm_aware:
       return "comm-aware";
+    case Policy::whole_plan:
+      return "whole-plan";
   }
   return "?";
 }
 
+bool needs_profile(Policy p) { return p == Policy::greedy || p == Policy::comm_aware; }
+
 Policy parse_policy(const std::string& name) {
   for (Policy p : kAllPolicies)
     if (name == to_string(p)) return p;
+  if (name == to_string(Policy::whole_plan)) return Policy::whole_plan;
   throw std::invalid_argument("unknown schedule policy '" + name +
-                              "' (expected cpu-only, gpu-only, greedy or comm-aware)");
+                              "' (expected cpu-only, gpu-only, greedy, comm-aware or whole-plan)");
 }
 
 namespace {
@@ -155,8 +161,35 @@ Schedule make_schedule(const CostTree& t, Policy p) {
     case Policy::comm_aware:
       comm_aware(t, s);
       break;
+    case Policy::whole_plan:
+      throw std::invalid_argument(
+          "whole-plan places buckets by their size, not by predicted cost: whole_plan_schedule");
   }
   s.cost = cost_breakdown(t, s.device);
+  return s;
+}
+
+Schedule whole_plan_schedule(const TaskTree& tree, double min_gpu_states) {
+  Schedule s;
+  s.policy = Policy::whole_plan;
+  const std::size_t n = tree.buckets.size();
+  s.device.assign(n, Device::gpu);
+  s.reason.resize(n);
+  char states[32];
+  for (std::size_t b = 0; b < n; ++b) {  // children come before their parent
+    const Bucket& bk = tree.buckets[b];
+    bool child_on_gpu = false;
+    for (int c : bk.children) child_on_gpu = child_on_gpu || s.device[c] == Device::gpu;
+    std::snprintf(states, sizeof states, "2^%.1f", bk.log2_states);
+    if (!child_on_gpu && std::exp2(bk.log2_states) < min_gpu_states) {
+      s.device[b] = Device::cpu;
+      s.reason[b] = std::string("whole-plan: ") + states +
+                    " states and every input on the host: the CPU finishes before a launch would";
+    } else {
+      s.reason[b] = std::string("whole-plan: ") + states + " states" +
+                    (child_on_gpu ? ", a child's table already on the GPU" : "") + ": on the GPU";
+    }
+  }
   return s;
 }
 

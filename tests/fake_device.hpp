@@ -4,7 +4,8 @@
 // (sum_product_log) in order, asynchronously, after a random delay. It checks the contract as
 // it goes: device memory is poisoned (NaN) when allocated, an asynchronous copy reads its host
 // buffer when it runs (not when queued), and any use of a table queued after its release, or
-// of a released host buffer, is an error reported by the next synchronize().
+// of a released host buffer, is an error reported by the next synchronize(). For the check mode's
+// tests it can be made wrong on purpose (`corrupt`).
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -45,6 +46,10 @@ class FakeDevice final : public gpu::Context {
   std::atomic<int> kernels{0};
   std::atomic<double> h2d_bytes{0}, d2h_bytes{0};
   int alloc_limit = std::numeric_limits<int>::max();  // allocations before "memory full"
+  double memory_bytes = 1e12;                         // what free_bytes() reports
+  // When set and true for a bucket's shape, its output entries get `corrupt_by` added.
+  std::function<bool(const BucketShape&)> corrupt;
+  double corrupt_by = 1e-3;
 
   gpu::Handle alloc(std::int64_t entries) override {
     std::lock_guard lock(m_);
@@ -61,7 +66,7 @@ class FakeDevice final : public gpu::Context {
     for (auto& s : streams_) at.push_back(s->queued);
     released_[h] = at;
   }
-  double free_bytes() override { return 1e12; }
+  double free_bytes() override { return memory_bytes; }
   double* alloc_host(std::int64_t entries) override {
     std::lock_guard lock(m_);
     double* p = new double[std::max<std::int64_t>(entries, 1)];
@@ -97,7 +102,10 @@ class FakeDevice final : public gpu::Context {
     enqueue(s, used, [this, shape, copy, out] {
       std::vector<InputTable> in;
       for (const auto& d : copy) in.push_back({tables_.at(d.table).data(), d.scope});
-      sum_product_log(shape, in, tables_.at(out).data(), 1);
+      auto& t = tables_.at(out);
+      sum_product_log(shape, in, t.data(), 1);
+      if (corrupt && corrupt(shape))
+        for (double& x : t) x += corrupt_by;
       ++kernels;
     });
   }

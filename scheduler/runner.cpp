@@ -1,0 +1,388 @@
+#include "scheduler/runner.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <future>
+#include <stdexcept>
+
+#include "engine/errors.hpp"
+#include "engine/json.hpp"
+#include "engine/util.hpp"
+#include "scheduler/plan_costs.hpp"
+
+namespace kinfer::sched {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+double since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+std::string device_word(int gpu_buckets, int cpu_buckets) {
+  return gpu_buckets == 0 ? "cpu" : cpu_buckets == 0 ? "gpu" : "gpu+cpu";
+}
+
+// Schedule with the same device and reason for every bucket.
+Schedule uniform(std::size_t n, Policy p, Device d, const std::string& why) {
+  Schedule s;
+  s.policy = p;
+  s.device.assign(n, d);
+  s.reason.assign(n, why);
+  return s;
+}
+
+}  // namespace
+
+OpenedDevice open_gpu() {
+  OpenedDevice d;
+  const gpu::DeviceInfo info = gpu::probe();
+  if (!info.available) {
+    d.name = info.why_not.empty() ? "no GPU" : info.why_not;
+    return d;
+  }
+  try {
+    d.ctx = gpu::Context::create(0);
+    d.name = info.name;
+    d.memory_bytes = info.memory_bytes;
+  } catch (const std::exception& e) {
+    d.ctx.reset();
+    d.name = std::string("the GPU could not be opened: ") + e.what();
+  }
+  return d;
+}
+
+const char* to_string(DeviceChoice d) {
+  switch (d) {
+    case DeviceChoice::automatic:
+      return "auto";
+    case DeviceChoice::cpu:
+      return "cpu";
+    case DeviceChoice::gpu:
+      return "gpu";
+  }
+  return "?";
+}
+
+DeviceChoice parse_device(const std::string& name) {
+  for (DeviceChoice d : {DeviceChoice::automatic, DeviceChoice::cpu, DeviceChoice::gpu})
+    if (name == to_string(d)) return d;
+  throw std::invalid_argument("unknown device '" + name + "' (expected auto, cpu or gpu)");
+}
+
+// The GPU: the machine's (opened once, maybe in the background) or one given by a test.
+struct Runner::Gpu {
+  gpu::Context* given = nullptr;
+  bool use_given = false;
+  std::future<OpenedDevice> early;
+  std::optional<OpenedDevice> opened;
+};
+
+Runner::Runner(RunRequest req) : req_(std::move(req)), gpu_(std::make_unique<Gpu>()) {
+  if (!req_.profile_path.empty()) {
+    profile_ = load_profile(req_.profile_path, false);
+    profile_read_ = true;
+  }
+}
+
+Runner::Runner(RunRequest req, gpu::Context* device, std::optional<Profile> profile)
+    : req_(std::move(req)), gpu_(std::make_unique<Gpu>()) {
+  gpu_->given = device;
+  gpu_->use_given = true;
+  if (profile) {
+    profile_ = std::move(profile);
+    profile_read_ = true;
+  } else if (!req_.profile_path.empty()) {
+    profile_ = load_profile(req_.profile_path, false);
+    profile_read_ = true;
+  }
+}
+
+Runner::~Runner() {
+  if (gpu_ && gpu_->early.valid()) gpu_->early.wait();
+}
+
+void Runner::start_early() {
+  if (gpu_->use_given || gpu_->opened || gpu_->early.valid()) return;
+  if (req_.device == DeviceChoice::gpu || req_.check)
+    gpu_->early = std::async(std::launch::async, open_gpu);
+}
+
+bool Runner::wants_gpu(const Plan& plan) const {
+  if (req_.check) return true;
+  switch (req_.device) {
+    case DeviceChoice::cpu:
+      return false;
+    case DeviceChoice::gpu:
+      return true;
+    case DeviceChoice::automatic:
+      return auto_wants_gpu(plan.flops);
+  }
+  return false;
+}
+
+gpu::Context* Runner::open() {
+  if (gpu_->use_given) return gpu_->given;
+  if (!gpu_->opened) {
+    gpu_->opened = gpu_->early.valid() ? gpu_->early.get() : open_gpu();
+    if (gpu_->opened->ctx)
+      spdlog::info("GPU: {} ({:.0f} GiB)", gpu_->opened->name,
+                   gpu_->opened->memory_bytes / (1 << 30));
+  }
+  return gpu_->opened->ctx.get();
+}
+
+const Profile* Runner::profile(std::string& path) {
+  path = req_.profile_path.empty() ? default_profile_path() : req_.profile_path;
+  if (!profile_read_) {
+    profile_read_ = true;
+    if (std::filesystem::exists(path)) profile_ = load_profile(path, false);
+  }
+  return profile_ ? &*profile_ : nullptr;
+}
+
+RunResult Runner::run(const Plan& plan) {
+  RunResult r;
+  const std::size_t nb = plan.tree.buckets.size();
+  const Policy asked = req_.policy.value_or(kDefaultGpuPolicy);
+  r.requested = to_string(asked);
+  ++totals_.runs;
+
+  // Where: the GPU only when the request and the plan call for it and one opens.
+  gpu::Context* ctx = nullptr;
+  std::string why_not;
+  if (!wants_gpu(plan)) {
+    why_not = req_.device == DeviceChoice::cpu
+                  ? "--device cpu"
+                  : fmt::format(
+                        "--device auto: the plan needs {:.3g} FLOP, below the {:.0e} "
+                        "that pay for starting the GPU",
+                        plan.flops, kAutoGpuMinFlops);
+  } else {
+    const auto t0 = clock_type::now();
+    const bool first = gpu_->use_given || !gpu_->opened;
+    ctx = open();
+    if (first) r.device_seconds = since(t0);
+    if (ctx)
+      r.gpu_name = ctx->name();
+    else
+      why_not = gpu_->use_given ? "no GPU" : gpu_->opened->name;
+  }
+  if (!ctx) r.why_not_gpu = why_not;
+
+  auto all_cpu = [&](const std::string& why) {
+    r.policy = to_string(Policy::cpu_only);
+    r.device = "cpu";
+    r.cpu_buckets = static_cast<int>(nb);
+    r.buckets.assign(nb, {Device::cpu, why});
+    RunOptions ro;
+    ro.threads = req_.threads;
+    const auto t0 = clock_type::now();
+    r.ln_pr = run_plan(plan, ro);  // the engine's reference executor: today's CPU answers
+    r.first_seconds = since(t0);
+    for (int k = 0; k < req_.repeat; ++k) {
+      const auto t1 = clock_type::now();
+      const double again = run_plan(plan, ro);
+      r.repeats.push_back(since(t1));
+      if (again != r.ln_pr)
+        spdlog::error("repeat {}: ln P(e) {} differs from {}", k + 1, again, r.ln_pr);
+    }
+    ++totals_.cpu_runs;
+  };
+
+  if (req_.check) {
+    if (!ctx) {
+      r.check_not_run = "no GPU to compare with (" + why_not + ")";
+      spdlog::warn("--check: {}; running on the CPU alone", r.check_not_run);
+      all_cpu("check without a GPU: every bucket on the CPU");
+      return r;
+    }
+    CheckReport rep;
+    const auto t0 = clock_type::now();
+    r.ln_pr = run_checked(plan, *ctx, req_.threads, rep);
+    r.first_seconds = since(t0);
+    r.policy = "check";
+    r.device = "cpu+gpu";
+    r.cpu_buckets = static_cast<int>(nb);
+    r.gpu_buckets = rep.buckets;
+    for (std::size_t b = 0; b < nb; ++b) {
+      const double d = rep.bucket_rel_diff[b];
+      r.buckets.push_back({Device::cpu, std::isnan(d)
+                                            ? std::string("check: CPU only, no GPU kernel takes it")
+                                            : fmt::format("check: CPU and GPU, relative difference "
+                                                          "{:.3g}",
+                                                          d)});
+    }
+    // totals over every checked run
+    Totals& t = totals_;
+    const int run_index = t.checked++;
+    t.check.tolerance = rep.tolerance;
+    t.check.buckets += rep.buckets;
+    t.check.buckets_without_kernel += rep.buckets_without_kernel;
+    t.check.max_abs_diff = std::max(t.check.max_abs_diff, rep.max_abs_diff);
+    if (!rep.passed && t.check.passed) {
+      t.check.passed = false;
+      t.check.first_failed_bucket = rep.first_failed_bucket;
+      t.check_run = run_index;
+    }
+    if (rep.worst_bucket >= 0 &&
+        (t.check.worst_bucket < 0 || rep.max_rel_diff > t.check.max_rel_diff)) {
+      t.check.max_rel_diff = rep.max_rel_diff;
+      t.check.worst_bucket = rep.worst_bucket;
+      if (t.check.passed) t.check_run = run_index;
+    }
+    spdlog::info(
+        "check: {} buckets on both CPU and GPU ({} without a GPU kernel), largest "
+        "relative difference {:.3g} (bucket {}), tolerance {:.0e}: {}",
+        rep.buckets, rep.buckets_without_kernel, rep.max_rel_diff, rep.worst_bucket, rep.tolerance,
+        rep.passed ? "passed" : "FAILED");
+    r.check = std::move(rep);
+    ++totals_.gpu_runs;
+    return r;
+  }
+
+  if (!ctx) {
+    if (req_.policy && *req_.policy != Policy::cpu_only)
+      r.note = "no GPU in use (" + why_not + "): every bucket on the CPU";
+    all_cpu("no GPU in use (" + why_not + "): every bucket on the CPU");
+    return r;
+  }
+
+  // Which buckets go where.
+  const auto t_sched = clock_type::now();
+  Policy p = asked;
+  std::optional<PlanCosts> pc;
+  Schedule s;
+  if (needs_profile(p)) {
+    std::string path;
+    const Profile* prof = profile(path);
+    if (!prof || !prof->has_gpu) {
+      r.note = (!prof ? "no calibration profile at " + path
+                      : "the profile " + path + " was made without a GPU") +
+               "; running whole-plan instead of " + to_string(p) +
+               " (run `kinfer calibrate` on this machine once)";
+      if (profile_note_ != r.note) spdlog::warn("{}", r.note);  // once per runner
+      profile_note_ = r.note;
+      p = Policy::whole_plan;
+    } else {
+      r.profile = path;
+      pc = plan_costs(plan, *prof, req_.repeated_plans && gpu_warm_);
+      s = make_schedule(pc->tree, p);
+      r.predicted_seconds = s.cost.total();
+    }
+  }
+  if (p == Policy::whole_plan)
+    s = whole_plan_schedule(plan.tree);
+  else if (p == Policy::cpu_only || p == Policy::gpu_only)
+    s = uniform(nb, p, p == Policy::gpu_only ? Device::gpu : Device::cpu,
+                std::string("policy ") + to_string(p));
+  r.policy = to_string(p);
+  r.schedule_seconds = since(t_sched);
+
+  ExecOptions eo;
+  eo.threads = req_.threads;
+  ExecStats st;
+  r.ln_pr = run_scheduled(plan, s.device, ctx, eo, &st);
+  r.first_seconds = since(t_sched);
+  for (int k = 0; k < req_.repeat; ++k) {
+    const auto t1 = clock_type::now();
+    const double again = run_scheduled(plan, s.device, ctx, eo);
+    r.repeats.push_back(since(t1));
+    if (std::abs(again - r.ln_pr) > 1e-9 * std::max(1.0, std::abs(r.ln_pr)))
+      spdlog::error("repeat {}: ln P(e) {} differs from the first run's {}", k + 1, again, r.ln_pr);
+  }
+  r.gpu_buckets = st.gpu_buckets;
+  r.cpu_buckets = st.cpu_buckets;
+  r.merged_buckets = st.merged_buckets;
+  r.h2d_bytes = st.h2d_bytes;
+  r.d2h_bytes = st.d2h_bytes;
+  r.device = device_word(st.gpu_buckets, st.cpu_buckets);
+  if (!st.fallback.empty()) r.note += (r.note.empty() ? "" : "; ") + st.fallback;
+  for (std::size_t b = 0; b < nb; ++b) {
+    std::string why = s.reason[b];
+    if (!st.fallback_reason[b].empty()) why += "; ran on the CPU: " + st.fallback_reason[b];
+    r.buckets.push_back({st.ran_on[b], std::move(why)});
+  }
+  if (st.gpu_buckets > 0) gpu_warm_ = true;
+  (st.gpu_buckets > 0 ? totals_.gpu_runs : totals_.cpu_runs)++;
+  spdlog::info(
+      "schedule {}: {} buckets on the GPU, {} on the CPU, {:.3g} kB to the GPU, {:.3g} "
+      "kB back; scheduling took {}",
+      r.policy, r.gpu_buckets, r.cpu_buckets, r.h2d_bytes / 1e3, r.d2h_bytes / 1e3,
+      format_seconds(r.schedule_seconds));
+  if (req_.explain)
+    for (std::size_t b = 0; b < nb; ++b)
+      spdlog::info("bucket {} on {}: {}", b, to_string(r.buckets[b].device), r.buckets[b].reason);
+  return r;
+}
+
+nlohmann::json run_json(const RunResult& r, bool explain) {
+  auto num = number_or_null;
+  nlohmann::json j = nlohmann::json::object();
+  if (!r.gpu_name.empty())
+    j["gpu"] = {
+        {"name", r.gpu_name}, {"buckets_gpu", r.gpu_buckets}, {"buckets_cpu", r.cpu_buckets}};
+  else if (!r.why_not_gpu.empty())
+    j["gpu"] = {{"why_not", r.why_not_gpu}};
+  nlohmann::json s = {{"requested", r.requested},
+                      {"policy", r.policy},
+                      {"buckets_gpu", r.gpu_buckets},
+                      {"buckets_cpu", r.cpu_buckets},
+                      {"buckets_merged", r.merged_buckets},
+                      {"h2d_bytes", num(r.h2d_bytes)},
+                      {"d2h_bytes", num(r.d2h_bytes)},
+                      {"predicted_seconds", num(r.predicted_seconds)},
+                      {"first_run_seconds", num(r.first_seconds)},
+                      {"schedule_seconds", num(r.schedule_seconds)}};
+  if (!r.profile.empty()) s["profile"] = r.profile;
+  if (!r.note.empty()) s["note"] = r.note;
+  if (!r.repeats.empty()) {
+    s["repeat_seconds"] = r.repeats;
+    s["repeat_median_seconds"] = num(median(r.repeats));
+  }
+  if (explain) {
+    nlohmann::json e = nlohmann::json::array();
+    for (std::size_t b = 0; b < r.buckets.size(); ++b)
+      e.push_back({{"bucket", b},
+                   {"device", to_string(r.buckets[b].device)},
+                   {"reason", r.buckets[b].reason}});
+    s["explain"] = e;
+  }
+  j["schedule"] = s;
+  if (r.check)
+    j["check"] = {{"tolerance", r.check->tolerance},
+                  {"buckets", r.check->buckets},
+                  {"buckets_without_gpu_kernel", r.check->buckets_without_kernel},
+                  {"max_abs_diff", num(r.check->max_abs_diff)},
+                  {"max_rel_diff", num(r.check->max_rel_diff)},
+                  {"worst_bucket", r.check->worst_bucket},
+                  {"failed_bucket", r.check->first_failed_bucket >= 0
+                                        ? nlohmann::json(r.check->first_failed_bucket)
+                                        : nlohmann::json(nullptr)},
+                  {"passed", r.check->passed}};
+  else if (!r.check_not_run.empty())
+    j["check"] = {{"passed", nullptr}, {"not_run", r.check_not_run}};
+  return j;
+}
+
+std::string check_report_verdict(const CheckReport& c) {
+  const std::string nums = fmt::format(
+      "{} buckets compared, {} without a GPU kernel; largest difference {:.3g} ({:.3g} "
+      "relative, bucket {}); tolerance {:.0e} relative in ln",
+      c.buckets, c.buckets_without_kernel, c.max_abs_diff, c.max_rel_diff, c.worst_bucket,
+      c.tolerance);
+  if (c.passed) return "check: passed (" + nums + ")";
+  return fmt::format("check: FAILED at bucket {} ({})", c.first_failed_bucket, nums);
+}
+
+std::string check_verdict(const RunResult& r) {
+  if (r.check) return check_report_verdict(*r.check);
+  if (!r.check_not_run.empty()) return "check: not run (" + r.check_not_run + ")";
+  return {};
+}
+
+}  // namespace kinfer::sched

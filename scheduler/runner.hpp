@@ -1,0 +1,132 @@
+#pragma once
+// The one path from a Plan to its answer, for every command (`kinfer pe`, the plans of
+// `kinfer lod`, the batch worker's jobs): where the plan runs (the --device decision and its one
+// auto threshold), which buckets go where (a policy of policies.hpp, from the profile read once,
+// with the one fallback when there is none), and the executor (executor.hpp) that runs it, or
+// its check mode. The GPU is opened once, lazily, by the first plan that uses it; a Runner is
+// meant to live as long as the command and to run many plans.
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/plan.hpp"
+#include "gpu/device_api.hpp"
+#include "scheduler/executor.hpp"
+#include "scheduler/policies.hpp"
+#include "scheduler/profile.hpp"
+
+namespace kinfer::sched {
+
+// Opening the machine's GPU (for the runner, and for `kinfer calibrate` and `kinfer schedule`,
+// which measure it directly). Never throws.
+struct OpenedDevice {
+  std::unique_ptr<gpu::Context> ctx;  // null when there is no usable GPU
+  std::string name;                   // the GPU's name, or why there is none
+  double memory_bytes = 0;
+};
+OpenedDevice open_gpu();
+
+enum class DeviceChoice { automatic, cpu, gpu };
+const char* to_string(DeviceChoice d);
+DeviceChoice parse_device(const std::string& name);  // "auto", "cpu", "gpu"; invalid_argument
+
+// `--device auto` uses the GPU for plans of at least this many FLOP: below it, starting the
+// device costs more than the whole CPU computation.
+inline constexpr double kAutoGpuMinFlops = 1e9;
+// Whether `--device auto` would use the GPU for a plan of this size (for the batch's GPU slots).
+inline bool auto_wants_gpu(double plan_flops) { return plan_flops >= kAutoGpuMinFlops; }
+
+// With a GPU in use and no policy asked for. Chosen by measurement on the GPU machine
+// (bench/scheduler/results/2026-11-22-h200-pe).
+inline constexpr Policy kDefaultGpuPolicy = Policy::comm_aware;
+
+struct RunRequest {
+  DeviceChoice device = DeviceChoice::automatic;
+  std::optional<Policy> policy;  // none: kDefaultGpuPolicy when the GPU is used
+  std::string profile_path;      // empty: default_profile_path(), a fallback when missing there
+  bool check = false;            // every bucket on the CPU and the GPU, compared (executor.hpp)
+  bool explain = false;          // log each bucket's device and reason
+  int threads = 0;               // CPU kernel threads (0: OpenMP's default)
+  int repeat = 0;                // compute this many more times with the same placement (timing)
+  // The plans run are refills of one plan (lod: per theta): after the first GPU run the
+  // schedule does not charge the first use of a kernel shape again.
+  bool repeated_plans = false;
+};
+
+struct BucketRun {
+  Device device = Device::cpu;  // where it ran
+  std::string reason;           // why: the policy's reason, then any fallback of the executor
+};
+
+struct RunResult {
+  double ln_pr = 0;
+  std::string device;       // "cpu", "gpu", "gpu+cpu", or "cpu+gpu" for a check
+  std::string requested;    // the policy asked for (or its default)
+  std::string policy;       // the policy that ran, after fallbacks
+  std::string profile;      // the profile it predicted from, if any
+  std::string note;         // fallbacks taken
+  std::string gpu_name;     // the GPU used, if any
+  std::string why_not_gpu;  // why not, when the request could have used one
+  int gpu_buckets = 0, cpu_buckets = 0, merged_buckets = 0;
+  double h2d_bytes = 0, d2h_bytes = 0;  // what crossed
+  double predicted_seconds = NAN;       // the schedule's predicted cost (profile policies)
+  double device_seconds = 0;            // waiting for the GPU to open (first GPU run only)
+  double schedule_seconds = 0;          // reading the profile, predicting, assigning
+  double first_seconds = 0;             // the computation (scheduling included)
+  std::vector<double> repeats;          // RunRequest::repeat: the computations after it
+  std::vector<BucketRun> buckets;       // per bucket
+  std::optional<CheckReport> check;     // --check with a GPU
+  std::string check_not_run;            // --check without a GPU: why
+};
+
+// The "schedule", "gpu" and "check" members of `kinfer pe --json` (and of a batch pe job's
+// result), from a run.
+nlohmann::json run_json(const RunResult& r, bool explain);
+// "check: passed (...)" / "check: FAILED at bucket N (...)" / "check: not run (...)".
+std::string check_verdict(const RunResult& r);
+std::string check_report_verdict(const CheckReport& c);
+
+class Runner {
+ public:
+  // A named profile is read here: a bad file is an InputError whether or not a GPU is used.
+  explicit Runner(RunRequest req);
+  // For tests: `device` instead of the machine's GPU (not owned; nullptr: none) and optionally
+  // a profile instead of the file.
+  Runner(RunRequest req, gpu::Context* device, std::optional<Profile> profile = {});
+  ~Runner();
+  Runner(const Runner&) = delete;
+  Runner& operator=(const Runner&) = delete;
+
+  // Starts opening the GPU in the background when the request will use it whatever the plan
+  // (--device gpu, --check), to overlap reading and planning. Optional.
+  void start_early();
+  // Whether run(plan) would use the GPU (if there is one).
+  bool wants_gpu(const Plan& plan) const;
+  RunResult run(const Plan& plan);
+
+  const RunRequest& request() const { return req_; }
+  void set_threads(int threads) { req_.threads = threads; }  // for the next runs (batch jobs)
+  struct Totals {
+    int runs = 0, gpu_runs = 0, cpu_runs = 0, checked = 0;
+    CheckReport check;   // over every checked run: the worst bucket, the first failure
+    int check_run = -1;  // the run (0-based) of check.worst_bucket / first_failed_bucket
+  };
+  const Totals& totals() const { return totals_; }
+
+ private:
+  struct Gpu;
+  gpu::Context* open();  // the GPU, opened on first call; nullptr when there is none
+  const Profile* profile(std::string& note);
+
+  RunRequest req_;
+  std::unique_ptr<Gpu> gpu_;
+  std::optional<Profile> profile_;
+  bool profile_read_ = false;
+  std::string profile_note_;
+  bool gpu_warm_ = false;
+  Totals totals_;
+};
+
+}  // namespace kinfer::sched

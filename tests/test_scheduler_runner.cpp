@@ -1,0 +1,317 @@
+// The one runner and executor (scheduler/runner.hpp, executor.hpp) on real plans with the fake
+// device: every placement policy gives run_plan's ln P(e) (relative 1e-12: the fake device runs
+// the same kernel single-threaded); an all-CPU run is run_plan bit for bit; every bucket has a
+// reason; the profile fallback; the auto threshold; the live memory budget; merging inputs;
+// and the check mode, passing on real networks and failing, with the bucket named, on a device
+// that is wrong on purpose.
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "engine/errors.hpp"
+#include "fake_device.hpp"
+#include "gpu/merge_inputs.hpp"
+#include "gpu/policy.hpp"
+#include "scheduler/plan_costs.hpp"
+#include "scheduler/runner.hpp"
+#include "tests/scheduler_support.hpp"
+
+using namespace kinfer;
+using namespace kinfer::sched;
+using kinfer::test::data_path;
+using kinfer::test::uai_plan;
+
+namespace {
+
+constexpr Policy kEvery[] = {Policy::cpu_only, Policy::gpu_only, Policy::greedy, Policy::comm_aware,
+                             Policy::whole_plan};
+const char* const kNetworks[] = {"Pedigree_11.uai", "DBN_11.uai", "grid10x10.f10.uai",
+                                 "CSP_12.uai"};
+
+bool close(double a, double b) { return std::abs(a - b) <= 1e-12 * std::max(1.0, std::abs(b)); }
+
+// A temporary XDG_CACHE_HOME, so that the default profile path is known to be empty.
+struct EmptyCache {
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("kinfer-runner-" + std::to_string(::getpid()));
+  std::string old;
+  bool had = false;
+  EmptyCache() {
+    std::filesystem::create_directories(dir);
+    if (const char* o = std::getenv("XDG_CACHE_HOME")) had = true, old = o;
+    ::setenv("XDG_CACHE_HOME", dir.c_str(), 1);
+  }
+  ~EmptyCache() {
+    if (had)
+      ::setenv("XDG_CACHE_HOME", old.c_str(), 1);
+    else
+      ::unsetenv("XDG_CACHE_HOME");
+    std::filesystem::remove_all(dir);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("Scheduler.RunnerEveryPolicyOnTheFakeDevice", "[scheduler]") {
+  const Profile prof = load_profile(data_path("profiles/fixed-test.json"));
+  int mixed = 0;
+  for (const char* name : kNetworks) {
+    const Plan plan = uai_plan(name);
+    const double expected = run_plan(plan);
+    const std::size_t nb = plan.tree.buckets.size();
+    for (Policy p : kEvery) {
+      INFO(name << ", " << to_string(p));
+      test::FakeDevice dev(3, 100, static_cast<std::uint64_t>(p) + 3);
+      RunRequest req;
+      req.device = DeviceChoice::gpu;
+      req.policy = p;
+      Runner runner(req, &dev, prof);
+      const RunResult r = runner.run(plan);
+      CHECK(close(r.ln_pr, expected));
+      if (p == Policy::cpu_only) CHECK(r.ln_pr == expected);  // bit for bit
+      CHECK(r.policy == to_string(p));
+      CHECK(dev.error().empty());
+      CHECK(dev.live_tables() == 0);
+      CHECK(r.gpu_buckets + r.cpu_buckets == static_cast<int>(nb));
+      CHECK(dev.kernels == r.gpu_buckets);
+      REQUIRE(r.buckets.size() == nb);
+      for (const BucketRun& b : r.buckets) CHECK_FALSE(b.reason.empty());
+      if (p == Policy::cpu_only) CHECK(r.gpu_buckets == 0);
+      if (p == Policy::greedy || p == Policy::comm_aware) {
+        CHECK(std::isfinite(r.predicted_seconds));
+        mixed += r.gpu_buckets > 0 && r.cpu_buckets > 0;
+      }
+      if (p == Policy::whole_plan) {
+        // small buckets with every input on the host stay on the CPU, the rest go to the GPU
+        // (gpu[b]: where the policy puts b; the executor may move it to the CPU, with a reason)
+        std::vector<char> gpu(nb, 0);
+        for (std::size_t b = 0; b < nb; ++b) {
+          bool child_on_gpu = false;
+          for (int c : plan.tree.buckets[b].children) child_on_gpu = child_on_gpu || gpu[c];
+          const bool small = !child_on_gpu && plan.tree.buckets[b].log2_states < 15;
+          gpu[b] = !small;
+          if (small) CHECK(r.buckets[b].device == Device::cpu);
+          CHECK_THAT(r.buckets[b].reason, Catch::StartsWith("whole-plan"));
+          if (!small && r.buckets[b].device == Device::cpu)
+            CHECK_THAT(r.buckets[b].reason, Catch::Contains("ran on the CPU"));
+        }
+      }
+      const nlohmann::json j = run_json(r, true);
+      CHECK(j.at("schedule").at("policy") == to_string(p));
+      CHECK(j.at("schedule").at("explain").size() == nb);
+      CHECK(j.at("gpu").at("name") == dev.name());
+    }
+  }
+  CHECK(mixed >= 1);
+}
+
+TEST_CASE("Scheduler.RunnerWithoutGpuRunsTheEngineExecutor", "[scheduler]") {
+  for (const char* name : kNetworks) {
+    const Plan plan = uai_plan(name);
+    const double expected = run_plan(plan);
+    for (DeviceChoice d : {DeviceChoice::automatic, DeviceChoice::cpu, DeviceChoice::gpu}) {
+      INFO(name << ", --device " << to_string(d));
+      RunRequest req;
+      req.device = d;
+      req.policy = Policy::comm_aware;
+      req.repeat = 2;
+      Runner runner(req, nullptr);
+      const RunResult r = runner.run(plan);
+      CHECK(r.ln_pr == expected);  // bit for bit: the engine's run_plan
+      CHECK(r.device == "cpu");
+      CHECK(r.gpu_buckets == 0);
+      CHECK(r.repeats.size() == 2);
+      CHECK_FALSE(r.why_not_gpu.empty());
+      CHECK_THAT(r.note, Catch::Contains("no GPU in use"));
+    }
+  }
+}
+
+TEST_CASE("Scheduler.RunnerAutoThreshold", "[scheduler]") {
+  const Plan plan = uai_plan("Pedigree_11.uai");
+  REQUIRE(plan.flops < kAutoGpuMinFlops);
+  test::FakeDevice dev(2, 20);
+  RunRequest req;  // --device auto
+  Runner runner(req, &dev);
+  CHECK_FALSE(runner.wants_gpu(plan));
+  const RunResult r = runner.run(plan);
+  CHECK(r.ln_pr == run_plan(plan));
+  CHECK(dev.kernels == 0);
+  CHECK_THAT(r.why_not_gpu, Catch::Contains("--device auto"));
+  CHECK(auto_wants_gpu(kAutoGpuMinFlops));
+  CHECK_FALSE(auto_wants_gpu(kAutoGpuMinFlops / 2));
+}
+
+TEST_CASE("Scheduler.RunnerProfileFallback", "[scheduler]") {
+  const Plan plan = uai_plan("Pedigree_11.uai");
+  const double expected = run_plan(plan);
+  EmptyCache cache;
+  {  // no profile at the default path: whole-plan, with the advice to calibrate, noted once
+    test::FakeDevice dev(2, 20);
+    RunRequest req;
+    req.device = DeviceChoice::gpu;
+    Runner runner(req, &dev);
+    for (int k = 0; k < 2; ++k) {
+      const RunResult r = runner.run(plan);
+      CHECK(close(r.ln_pr, expected));
+      CHECK(r.requested == "comm-aware");
+      CHECK(r.policy == "whole-plan");
+      CHECK_THAT(r.note, Catch::Contains("kinfer calibrate"));
+    }
+  }
+  {  // a profile without a GPU part: the same fallback
+    Profile cpu_only = load_profile(data_path("profiles/fixed-test.json"));
+    cpu_only.has_gpu = false;
+    const std::string path = (cache.dir / "cpu.json").string();
+    save_profile(cpu_only, path);
+    test::FakeDevice dev(2, 20);
+    RunRequest req;
+    req.device = DeviceChoice::gpu;
+    req.policy = Policy::greedy;
+    req.profile_path = path;
+    Runner runner(req, &dev);
+    const RunResult r = runner.run(plan);
+    CHECK(close(r.ln_pr, expected));
+    CHECK(r.policy == "whole-plan");
+    CHECK_THAT(r.note, Catch::Contains("without a GPU"));
+  }
+  // a named profile that does not exist is an input error, not a silent fallback
+  RunRequest bad;
+  bad.profile_path = (cache.dir / "missing.json").string();
+  CHECK_THROWS_AS(Runner(bad, nullptr), InputError);
+}
+
+TEST_CASE("Scheduler.ExecutorLiveMemoryBudget", "[scheduler]") {
+  // A device whose memory holds the inputs but not the largest tables: those buckets run on
+  // the CPU with the numbers in their reason; the answer does not change.
+  const Plan plan = uai_plan("grid10x10.f10.uai");
+  const int nb = static_cast<int>(plan.tree.buckets.size());
+  double inputs = 0, largest = 0;
+  for (const auto& t : plan.input_data) inputs += 8.0 * static_cast<double>(t.size());
+  for (int b = 0; b < nb; ++b)
+    largest = std::max(largest, 8.0 * static_cast<double>(bucket_shape(plan, b).output_size()));
+  test::FakeDevice dev(2, 20);
+  dev.memory_bytes = (inputs + 0.5 * largest) / 0.9;
+  std::vector<Device> all_gpu(nb, Device::gpu);
+  ExecStats st;
+  CHECK(close(run_scheduled(plan, all_gpu, &dev, {}, &st), run_plan(plan)));
+  int moved = 0;
+  for (int b = 0; b < nb; ++b)
+    if (st.fallback_reason[b].find("MiB of GPU memory") != std::string::npos) ++moved;
+  CHECK(moved >= 1);
+  CHECK(st.gpu_buckets >= 1);
+  CHECK(dev.error().empty());
+  CHECK(dev.live_tables() == 0);
+}
+
+TEST_CASE("Scheduler.MergeInputsFitsTheKernelsExactly", "[scheduler]") {
+  // A bucket of 24 pairwise factors over 10 binary variables (3 summed): more inputs than a
+  // launch takes. Merged, it fits, and the bucket's result is the same.
+  std::mt19937_64 rng(7);
+  BucketShape shape;
+  for (int v = 0; v < 10; ++v) shape.vars.push_back(v), shape.card.push_back(2);
+  shape.n_marg = 3;
+  std::vector<std::vector<double>> tables;
+  std::vector<std::vector<int>> scopes;
+  for (int k = 0; k < 24; ++k) {
+    int a = std::uniform_int_distribution<int>(0, 9)(rng), b = a;
+    while (b == a) b = std::uniform_int_distribution<int>(0, 9)(rng);
+    scopes.push_back({std::min(a, b), std::max(a, b)});
+    std::vector<double> t(4);
+    for (double& x : t) x = std::log(std::uniform_real_distribution<double>(0.1, 1)(rng));
+    tables.push_back(t);
+  }
+  std::vector<gpu::HostInput> in;
+  std::vector<InputTable> cpu_in;
+  for (int k = 0; k < 24; ++k) {
+    in.push_back({tables[k].data(), 4, scopes[k]});
+    cpu_in.push_back({tables[k].data(), scopes[k]});
+  }
+  const std::vector<std::vector<int>> children = {{0, 1, 7}};  // one child, varying
+  std::vector<double> child(8);
+  for (double& x : child) x = std::log(std::uniform_real_distribution<double>(0.1, 1)(rng));
+  cpu_in.push_back({child.data(), children[0]});
+  std::vector<std::vector<double>> owned;
+  const std::vector<gpu::HostInput> merged = gpu::merge_inputs(shape, in, children, owned);
+  CHECK(merged.size() + children.size() <= static_cast<std::size_t>(gpu::kMaxInputs));
+  std::vector<std::vector<int>> all_scopes;
+  std::vector<InputTable> merged_in;
+  for (const auto& h : merged)
+    all_scopes.push_back(h.scope), merged_in.push_back({h.data, h.scope});
+  all_scopes.push_back(children[0]);
+  merged_in.push_back({child.data(), children[0]});
+  CHECK(gpu::why_no_kernel(shape, all_scopes).empty());
+  std::vector<double> want(shape.output_size()), got(shape.output_size());
+  sum_product_log(shape, cpu_in, want.data(), 1);
+  sum_product_log(shape, merged_in, got.data(), 1);
+  for (std::size_t i = 0; i < want.size(); ++i) CHECK(got[i] == Approx(want[i]).epsilon(1e-12));
+}
+
+TEST_CASE("Scheduler.CheckModePassesOnRealNetworks", "[scheduler]") {
+  for (const char* name : kNetworks) {
+    INFO(name);
+    const Plan plan = uai_plan(name);
+    test::FakeDevice dev(2, 20);
+    RunRequest req;
+    req.check = true;
+    Runner runner(req, &dev);
+    const RunResult r = runner.run(plan);
+    CHECK(r.ln_pr == run_plan(plan));  // the CPU's answer
+    REQUIRE(r.check);
+    CHECK(r.check->passed);
+    CHECK(r.check->buckets > 0);
+    CHECK(r.check->buckets + r.check->buckets_without_kernel ==
+          static_cast<int>(plan.tree.buckets.size()));
+    CHECK(r.check->max_rel_diff <= r.check->tolerance);
+    CHECK(r.device == "cpu+gpu");
+    CHECK_THAT(check_verdict(r), Catch::StartsWith("check: passed"));
+    CHECK(run_json(r, false).at("check").at("passed") == true);
+    CHECK(dev.live_tables() == 0);
+    CHECK(runner.totals().check.passed);
+  }
+}
+
+TEST_CASE("Scheduler.CheckModeNamesTheWrongBucket", "[scheduler]") {
+  const Plan plan = uai_plan("Pedigree_11.uai");
+  const int nb = static_cast<int>(plan.tree.buckets.size());
+  // a bucket in the middle that a kernel takes, made wrong by 1e-3 on the fake GPU
+  int target = -1;
+  for (int b = nb / 2; b < nb && target < 0; ++b)
+    if (gpu::why_no_kernel(bucket_shape(plan, b), bucket_scopes(plan, b)).empty()) target = b;
+  REQUIRE(target >= 0);
+  const std::vector<int> target_vars = plan.tree.buckets[target].vars;
+  test::FakeDevice dev(2, 20);
+  dev.corrupt = [&](const BucketShape& s) { return s.vars == target_vars; };
+  RunRequest req;
+  req.check = true;
+  Runner runner(req, &dev);
+  const RunResult r = runner.run(plan);
+  REQUIRE(r.check);
+  CHECK_FALSE(r.check->passed);
+  CHECK(r.check->first_failed_bucket == target);
+  CHECK(r.check->worst_bucket == target);
+  CHECK(r.check->max_abs_diff == Approx(1e-3).epsilon(1e-6));
+  CHECK_THAT(check_verdict(r), Catch::Contains("FAILED at bucket " + std::to_string(target)));
+  const nlohmann::json j = run_json(r, false).at("check");
+  CHECK(j.at("passed") == false);
+  CHECK(j.at("failed_bucket") == target);
+  CHECK(j.at("tolerance") == kCheckTolerance);
+  CHECK_FALSE(runner.totals().check.passed);
+  CHECK(runner.totals().check.first_failed_bucket == target);
+}
+
+TEST_CASE("Scheduler.CheckModeWithoutGpuSaysSo", "[scheduler]") {
+  const Plan plan = uai_plan("Pedigree_11.uai");
+  RunRequest req;
+  req.check = true;
+  Runner runner(req, nullptr);
+  const RunResult r = runner.run(plan);
+  CHECK(r.ln_pr == run_plan(plan));
+  CHECK_FALSE(r.check);
+  CHECK_THAT(check_verdict(r), Catch::StartsWith("check: not run"));
+  CHECK(run_json(r, false).at("check").at("passed").is_null());
+}
