@@ -372,3 +372,32 @@ TEST_CASE("Cli.UsageErrors", "[io][apps]") {
     CHECK(r.rc == 0);
   }
 }
+
+TEST_CASE("Check.PeAndLodGiveAVerdict", "[io][apps]") {
+  // `--check` compares every bucket on the CPU and the GPU. Without a GPU (CI) nothing can be
+  // compared: the CPU answer, "check: not run" and exit 6; with one, "check: passed" and exit 0.
+  const ProcessResult pe =
+      run_kinfer({"pe", (data_dir() / "uai" / "Pedigree_11.uai").string(), "--check", "--json"});
+  INFO(pe.err);
+  const nlohmann::json j = nlohmann::json::parse(pe.out);
+  CHECK(j.at("log10_pr").is_number());
+  REQUIRE(j.contains("check"));
+  if (pe.rc == 6) {
+    CHECK(j.at("check").at("passed").is_null());
+    CHECK_THAT(j.at("check").at("not_run").get<std::string>(), Catch::Contains("no GPU"));
+  } else {
+    CHECK(pe.rc == 0);
+    CHECK(j.at("check").at("passed") == true);
+  }
+  const ProcessResult text =
+      run_kinfer({"pe", (data_dir() / "uai" / "Pedigree_11.uai").string(), "--check"});
+  CHECK(text.rc == pe.rc);
+  CHECK_THAT(text.out, Catch::Contains(pe.rc == 6 ? "check: not run" : "check: passed"));
+  const std::string c03 =
+      (data_dir() / "linkage" / "analytic" / "C03_nuclear_two_founders").string();
+  const ProcessResult lod = run_kinfer(
+      {"lod", "--ped", c03 + ".pre", "--dat", c03 + ".dat", "--order", "minfill", "--check"});
+  INFO(lod.err);
+  CHECK(lod.rc == pe.rc);
+  CHECK_THAT(lod.err, Catch::Contains(pe.rc == 6 ? "check: not run" : "check: passed"));
+}

@@ -1,6 +1,6 @@
 #!/bin/bash
 # `kinfer pe` on the GPU machine, side by side (nothing is built there):
-#   1. every network under each GPU placement: whole-plan (gpu::run_plan_gpu) and the scheduler
+#   1. every network under each GPU placement: whole-plan and the other scheduler
 #      policies gpu-only, greedy, comm-aware (profile PROFILE); each its own process with the
 #      same order (--order-cache), first run and median of --repeat runs after it
 #   2. where transfers matter: schedule-compare on networks with large intermediate tables
