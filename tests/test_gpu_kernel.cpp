@@ -148,25 +148,6 @@ TEST_CASE("GpuKernel.LargeSummedRangesMatchCpu", "[gpu]") {
   std::printf("large-sum buckets: %d, largest relative difference %.3g\n", n, f64.worst);
 }
 
-namespace {
-
-std::map<std::string, std::string> references() {
-  std::map<std::string, std::string> r;
-  std::ifstream f(data_dir() / "uai" / "REFERENCES.tsv");
-  std::string line;
-  std::getline(f, line);
-  while (std::getline(f, line)) {
-    std::istringstream row(line);
-    std::string name, value;
-    std::getline(row, name, '\t');
-    std::getline(row, value, '\t');
-    if (!name.empty()) r[name] = value;
-  }
-  return r;
-}
-
-}  // namespace
-
 TEST_CASE("GpuKernel.UaiNetworksMatchCpuAndReferences", "[gpu]") {
   // Every bucket on both backends, then the whole plan on the GPU against REFERENCES.tsv
   // (half a unit of the printed last digit). KINFER_GPU_NETWORKS narrows the list.
@@ -180,7 +161,7 @@ TEST_CASE("GpuKernel.UaiNetworksMatchCpuAndReferences", "[gpu]") {
     std::istringstream s(only);
     for (std::string n; std::getline(s, n, ',');) names.push_back(n);
   }
-  const auto refs = references();
+  const auto refs = kinfer::test::read_references();
   int networks = 0;
   for (const std::string& name : names) {
     const fs::path path = uai_network_path(name);
