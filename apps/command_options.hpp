@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "apps/lod_merlin.hpp"
 #include "apps/network_options.hpp"
 
 namespace kinfer::app {
@@ -37,6 +38,7 @@ struct LodOptions {
   int threads = 0, moving = 0;
   std::uint64_t seed = 1;
   bool json = false, no_recode = false, no_elimination = false;
+  MerlinLodOptions merlin;  // -m: MERLIN-format input (dat, ped, json, plot, out are copied)
 };
 // Registers the options of `kinfer lod` (defined in cmd_lod.cpp).
 void add_lod_options(CLI::App& cmd, LodOptions& o);
