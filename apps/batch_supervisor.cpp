@@ -45,19 +45,8 @@ void on_signal(int sig) { g_signal = sig; }
 
 enum class Status { Pending, Running, Ok, Failed, Interrupted };
 const char* status_name(Status s) {
-  switch (s) {
-    case Status::Pending:
-      return "not-run";
-    case Status::Running:
-      return "running";
-    case Status::Ok:
-      return "ok";
-    case Status::Failed:
-      return "failed";
-    case Status::Interrupted:
-      return "interrupted";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {"not-run", "running", "ok", "failed", "interrupted"};
+  return kNames[static_cast<int>(s)];
 }
 
 struct JobState {

@@ -292,19 +292,16 @@ int run_compare(const CompareOptions& o) {
                 human_bytes(r.measured ? r.st.d2h_bytes : r.predicted_bytes.d2h).c_str());
   }
   std::printf("\nkernel predictions, bucket by bucket (each timed alone):\n");
-  std::printf(
-      "  CPU  median |predicted/measured - 1| = %.1f%% over %d buckets; total %s predicted, %s "
-      "measured\n",
-      100 * cpu_check.median_error, cpu_check.buckets,
-      sched::format_seconds(cpu_check.predicted).c_str(),
-      sched::format_seconds(cpu_check.measured).c_str());
-  if (gpu_measured) {
+  auto print_check = [](const char* device, const BucketCheck& c) {
     std::printf(
-        "  GPU  median |predicted/measured - 1| = %.1f%% over %d buckets; total %s predicted, %s "
+        "  %s  median |predicted/measured - 1| = %.1f%% over %d buckets; total %s predicted, %s "
         "measured\n",
-        100 * gpu_check.median_error, gpu_check.buckets,
-        sched::format_seconds(gpu_check.predicted).c_str(),
-        sched::format_seconds(gpu_check.measured).c_str());
+        device, 100 * c.median_error, c.buckets, sched::format_seconds(c.predicted).c_str(),
+        sched::format_seconds(c.measured).c_str());
+  };
+  print_check("CPU", cpu_check);
+  if (gpu_measured) {
+    print_check("GPU", gpu_check);
     std::printf("  uploads of the original inputs: %s predicted, %s measured\n",
                 sched::format_seconds(predicted_uploads).c_str(),
                 sched::format_seconds(gpu_st.h2d_seconds).c_str());

@@ -103,16 +103,23 @@ double estimate_flops(const TaskTree& tree) {
   return flops;
 }
 
+PlanStart start_plan(const Network& net, const Evidence& ev, const PlanOptions& opt) {
+  PlanStart s;
+  s.plan.evidence = ev;
+  s.plan.reduce_options = opt.reduce;
+  s.plan.model = reduce(net, ev, opt.reduce);
+  for (const auto& f : s.plan.model.factors) s.scopes.push_back(f.scope);
+  s.plan.components = count_components(net.num_vars(), s.scopes);
+  s.order = opt.order;
+  if (opt.max_memory_bytes > 0) s.order.max_table_entries = opt.max_memory_bytes / 8.0;
+  return s;
+}
+
 Plan make_plan(const Network& net, const Evidence& ev, const PlanOptions& opt) {
-  Plan plan;
-  plan.evidence = ev;
-  plan.reduce_options = opt.reduce;
-  plan.model = reduce(net, ev, opt.reduce);
-  std::vector<std::vector<int>> scopes;
-  for (const auto& f : plan.model.factors) scopes.push_back(f.scope);
-  plan.components = count_components(net.num_vars(), scopes);
-  OrderOptions oo = opt.order;
-  if (opt.max_memory_bytes > 0) oo.max_table_entries = opt.max_memory_bytes / 8.0;
+  PlanStart start = start_plan(net, ev, opt);
+  Plan& plan = start.plan;
+  const std::vector<std::vector<int>>& scopes = start.scopes;
+  const OrderOptions& oo = start.order;
   std::string cache_dir = opt.order_cache_dir;
   if (cache_dir.empty() && std::getenv("KINFER_ORDER_CACHE"))
     cache_dir = std::getenv("KINFER_ORDER_CACHE");
@@ -127,7 +134,7 @@ Plan make_plan(const Network& net, const Evidence& ev, const PlanOptions& opt) {
       plan, opt, "",
       "Try --order stochastic with a longer --order-time, raise --max-memory if the machine "
       "has more memory, or run on a machine with more memory");
-  return plan;
+  return std::move(plan);
 }
 
 void finish_plan(Plan& plan, const PlanOptions& opt, const std::string& who,

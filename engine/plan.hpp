@@ -50,6 +50,16 @@ struct Plan {
 // no order fits max_memory_bytes.
 Plan make_plan(const Network& net, const Evidence& ev, const PlanOptions& opt);
 
+// The first half of make_plan, for planners that choose plan.order their own way
+// (linkage/order.cpp): the reduced model and its component count in `plan`, the reduced
+// factors' scopes, and the order options with the memory limit as a bound on table entries.
+struct PlanStart {
+  Plan plan;
+  std::vector<std::vector<int>> scopes;
+  OrderOptions order;
+};
+PlanStart start_plan(const Network& net, const Evidence& ev, const PlanOptions& opt);
+
 // The second half of make_plan, for planners that choose plan.order their own way
 // (linkage/order.cpp): builds the task tree, reports the tree's own statistics in
 // plan.order.stats, checks the memory estimate (ResourceError starting with `who`, when not

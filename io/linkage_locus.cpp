@@ -18,10 +18,6 @@ namespace kinfer::io {
 using linkage::Locus;
 using linkage::LocusFile;
 using linkage::LocusType;
-using linkage::Pedigree;
-using linkage::PedigreeFile;
-using linkage::Person;
-using linkage::Phenotype;
 
 namespace {
 

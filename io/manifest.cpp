@@ -45,6 +45,17 @@ namespace {
 const std::set<std::string> kColumns = {"id",  "kind", "network", "evidence",
                                         "ped", "dat",  "options"};
 
+// The text field of `j` that column or key `name` fills; nullptr for "options" (a list).
+std::string* text_field(Job& j, const std::string& name) {
+  if (name == "id") return &j.id;
+  if (name == "kind") return &j.kind;
+  if (name == "network") return &j.network;
+  if (name == "evidence") return &j.evidence;
+  if (name == "ped") return &j.ped;
+  if (name == "dat") return &j.dat;
+  return nullptr;
+}
+
 void validate(std::vector<Job>& jobs, const std::string& path) {
   const fs::path dir = fs::path(path).parent_path();
   std::map<std::string, long> ids;
@@ -139,20 +150,10 @@ std::vector<Job> read_tsv(const std::string& path, const std::string& text) {
     for (std::size_t c = 0; c < header.size(); ++c) {
       const std::string& h = header[c];
       const std::string& v = cells[c];
-      if (h == "id")
-        j.id = v;
-      else if (h == "kind")
-        j.kind = v;
-      else if (h == "network")
-        j.network = v;
-      else if (h == "evidence")
-        j.evidence = v;
-      else if (h == "ped")
-        j.ped = v;
-      else if (h == "dat")
-        j.dat = v;
-      else if (h == "options")
+      if (h == "options")
         j.options = split_options(v, path, line);
+      else if (std::string* f = text_field(j, h))
+        *f = v;
     }
     jobs.push_back(std::move(j));
   }
@@ -225,19 +226,7 @@ std::vector<Job> read_json(const std::string& path, const std::string& text) {
         continue;
       }
       if (!it->is_string()) throw InputError(path, j.line, "'" + k + "' must be a string");
-      const std::string v = it->get<std::string>();
-      if (k == "id")
-        j.id = v;
-      else if (k == "kind")
-        j.kind = v;
-      else if (k == "network")
-        j.network = v;
-      else if (k == "evidence")
-        j.evidence = v;
-      else if (k == "ped")
-        j.ped = v;
-      else if (k == "dat")
-        j.dat = v;
+      if (std::string* f = text_field(j, k)) *f = it->get<std::string>();
     }
     if (!o.contains("id") || !o.contains("kind"))
       throw InputError(path, j.line, "job " + std::to_string(i + 1) + " lacks 'id' or 'kind'");

@@ -110,15 +110,10 @@ std::vector<int> windowed_order(int n, const std::vector<int>& card,
 
 Plan make_linkage_plan(const Network& net, const Evidence& ev, const PlanOptions& opt,
                        const std::vector<int>& locus_of, const std::vector<char>& selector) {
-  Plan plan;
-  plan.evidence = ev;
-  plan.reduce_options = opt.reduce;
-  plan.model = reduce(net, ev, opt.reduce);
-  std::vector<std::vector<int>> scopes;
-  for (const auto& f : plan.model.factors) scopes.push_back(f.scope);
-  plan.components = count_components(net.num_vars(), scopes);
-  OrderOptions oo = opt.order;
-  if (opt.max_memory_bytes > 0) oo.max_table_entries = opt.max_memory_bytes / 8.0;
+  PlanStart start = start_plan(net, ev, opt);
+  Plan& plan = start.plan;
+  const std::vector<std::vector<int>>& scopes = start.scopes;
+  const OrderOptions& oo = start.order;
   plan.order = find_order(net.num_vars(), plan.model.card, scopes, oo);
   spdlog::debug(
       "{}: {} factors, {} values removed, {} independent dimensions dropped; {} order: "
@@ -180,7 +175,7 @@ Plan make_linkage_plan(const Network& net, const Evidence& ev, const PlanOptions
   finish_plan(plan, opt, net.source,
               "Try a longer --order-time, fewer markers at once, raise --max-memory if the machine "
               "has more memory, or run on a machine with more memory");
-  return plan;
+  return std::move(plan);
 }
 
 }  // namespace kinfer::linkage

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -53,6 +54,25 @@ inline void write_text(const fs::path& p, const std::string& text) {
   std::ofstream f(p, std::ios::binary | std::ios::trunc);
   f << text;
   if (!f) throw std::runtime_error("cannot write " + p.string());
+}
+
+// data/uai/REFERENCES.tsv: instance name -> the reference log10 P(e) as printed ("-17.2155").
+inline std::map<std::string, std::string> read_references() {
+  const fs::path tsv = data_dir() / "uai" / "REFERENCES.tsv";
+  std::istringstream in(read_text(tsv));
+  std::string line;
+  std::getline(in, line);  // header: instance, ref_log10_pr, precision, source, note
+  if (line.rfind("instance\tref_log10_pr\t", 0) != 0)
+    throw std::runtime_error(tsv.string() + ":1: expected the header instance, ref_log10_pr, ...");
+  std::map<std::string, std::string> refs;
+  while (std::getline(in, line)) {
+    std::istringstream row(line);
+    std::string name, value;
+    std::getline(row, name, '\t');
+    std::getline(row, value, '\t');
+    if (!name.empty()) refs[name] = value;
+  }
+  return refs;
 }
 
 // A fresh folder under the system's temporary directory, removed with its content.

@@ -261,25 +261,6 @@ TEST_CASE("GpuKernel.OutputsBeyond2to31MatchCpu", "[gpu][large]") {
   REQUIRE(cmp.worst <= 1e-11);
 }
 
-namespace {
-
-std::map<std::string, std::string> references() {
-  std::map<std::string, std::string> r;
-  std::ifstream f(data_dir() / "uai" / "REFERENCES.tsv");
-  std::string line;
-  std::getline(f, line);
-  while (std::getline(f, line)) {
-    std::istringstream row(line);
-    std::string name, value;
-    std::getline(row, name, '\t');
-    std::getline(row, value, '\t');
-    if (!name.empty()) r[name] = value;
-  }
-  return r;
-}
-
-}  // namespace
-
 TEST_CASE("GpuKernel.UaiNetworksMatchCpuAndReferences", "[gpu]") {
   // Every bucket on both backends, then the whole plan on the GPU against REFERENCES.tsv
   // (half a unit of the printed last digit). KINFER_GPU_NETWORKS narrows the list.
@@ -293,7 +274,7 @@ TEST_CASE("GpuKernel.UaiNetworksMatchCpuAndReferences", "[gpu]") {
     std::istringstream s(only);
     for (std::string n; std::getline(s, n, ',');) names.push_back(n);
   }
-  const auto refs = references();
+  const auto refs = kinfer::test::read_references();
   int networks = 0;
   for (const std::string& name : names) {
     const fs::path path = uai_network_path(name);

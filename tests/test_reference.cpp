@@ -31,20 +31,9 @@ struct Reference {
   double value = 0;
 };
 
-std::map<std::string, Reference> read_references(const fs::path& tsv) {
+std::map<std::string, Reference> references() {
   std::map<std::string, Reference> refs;
-  std::istringstream in(read_text(tsv));
-  std::string line;
-  std::getline(in, line);  // header: instance, ref_log10_pr, precision, source, note
-  REQUIRE(line.rfind("instance\tref_log10_pr\t", 0) == 0);
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    std::istringstream row(line);
-    std::string name, value;
-    std::getline(row, name, '\t');
-    std::getline(row, value, '\t');
-    refs[name] = {value, std::stod(value)};
-  }
+  for (const auto& [name, text] : read_references()) refs[name] = {text, std::stod(text)};
   return refs;
 }
 
@@ -65,7 +54,7 @@ TEST_CASE("Reference.HalfLastDigit", "[reference]") {
 }
 
 TEST_CASE("Reference.UaiInstances", "[reference][apps]") {
-  const auto refs = read_references(data_dir() / "uai" / "REFERENCES.tsv");
+  const auto refs = references();
   for (const std::string& name : kInstances) {
     DYNAMIC_SECTION(name) {
       REQUIRE(refs.count(name) == 1);
