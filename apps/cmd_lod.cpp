@@ -420,7 +420,8 @@ Runner add_lod(CLI::App& root) {
       ->check(CLI::IsMember({"minfill", "minweight", "wminfill", "stochastic"}))
       ->capture_default_str();
   cmd->add_option("--order-time", o->order_time,
-                  "seconds the stochastic order search may take per network")
+                  "most work of the stochastic order search per network, in nominal core-seconds "
+                  "(counted, not timed; see `kinfer pe --help`)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "random seed of the stochastic order search")

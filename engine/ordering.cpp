@@ -329,16 +329,28 @@ struct Candidate {
   }
 };
 
-// The better of two complete candidates: fitting the table limit first, then the smaller total
-// (the smaller largest table when neither fits). Ties keep `a` (the earlier in the fixed order).
-bool better_than(const Candidate& b, const Candidate& a, double max_msg) {
-  if (!a.complete) return b.complete;
-  if (!b.complete) return false;
-  const bool fa = a.max_msg <= max_msg, fb = b.max_msg <= max_msg;
-  if (fa != fb) return fb;
-  if (!fa) return b.max_msg < a.max_msg || (b.max_msg == a.max_msg && b.total < a.total);
-  return b.total < a.total;
-}
+// The best orders seen. The search itself follows the smallest total alone, so that a table
+// limit never changes its course: with a limit, the answer is the best order when it fits, else
+// the best fitting one, else the one with the smallest largest table. So a limit never makes the
+// search return a worse order than it finds without one when that order fits. Ties keep the
+// earlier candidate in the fixed merge order.
+struct Best {
+  double max_msg = kInf;  // the limit, log2 entries
+  Candidate overall, fitting, smallest;
+
+  void consider(const Candidate& c) {
+    if (!c.complete) return;
+    if (!overall.complete || c.total < overall.total) overall = c;
+    if (c.max_msg <= max_msg && (!fitting.complete || c.total < fitting.total)) fitting = c;
+    if (!smallest.complete || c.max_msg < smallest.max_msg ||
+        (c.max_msg == smallest.max_msg && c.total < smallest.total))
+      smallest = c;
+  }
+  const Candidate& answer() const {
+    if (overall.max_msg <= max_msg) return overall;
+    return fitting.complete ? fitting : smallest;
+  }
+};
 
 // Runs the greedy criterion on `e` to the end, appending to `out`. With rng, ties and near-ties
 // are drawn at random. Stops early (out.complete stays false) once the total exceeds `abort_total`
@@ -499,7 +511,8 @@ OrderStats evaluate_order(int num_vars, const std::vector<int>& card,
 
 OrderResult find_order(int num_vars, const std::vector<int>& card,
                        const std::vector<std::vector<int>>& scopes, const OrderOptions& opt) {
-  constexpr int kRestarts = 16, kChains = 8, kMoves = 24, kElite = 4;
+  constexpr int kRestarts = 16, kChains = 4, kMoves = 12;
+  constexpr std::size_t kElite = 4;
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   const EliminationGraph g = build_graph(num_vars, card, scopes);
@@ -513,7 +526,8 @@ OrderResult find_order(int num_vars, const std::vector<int>& card,
   const auto work = [&] { return static_cast<double>(ops) / kOpsPerSecond; };
 
   // Deterministic runs first, one per criterion, never aborted (so an order always exists).
-  Candidate best;
+  Best best;
+  best.max_msg = max_msg;
   std::vector<Scores> initial;
   std::uint64_t greedy_ops = 0;
   const bool search = opt.heuristic == OrderHeuristic::Stochastic;
@@ -528,11 +542,11 @@ OrderResult find_order(int num_vars, const std::vector<int>& card,
     greedy_complete(e, nullptr, 0, kInf, kInf, c);
     c.name = heuristic_name(crit);
     ops += e.ops();
-    if (better_than(c, best, max_msg)) best = std::move(c);
+    best.consider(c);
     ++res.restarts;
     greedy_ops = std::max(greedy_ops, e.ops());
   }
-  res.log2_total_greedy = best.total;
+  res.log2_total_greedy = best.answer().total;
   // Threads only pay when a round is long enough to amortise waking them (a few milliseconds).
   const bool parallel = greedy_ops * kRestarts > 4'000'000;
 
@@ -544,12 +558,12 @@ OrderResult find_order(int num_vars, const std::vector<int>& card,
   // Rounds of fixed work: kRestarts greedy restarts and kChains annealing chains of kMoves moves
   // on the best orders so far (the elite), all from the state at the start of the round; their
   // results merge in index order. The stopping rule is checked between rounds on counted work.
-  std::vector<Candidate> elite;  // fitting orders only
-  if (best.max_msg <= max_msg) elite.push_back(best);
+  std::vector<Candidate> elite{best.overall};
   while (search && opt.time_budget > 0) {
+    const Candidate& answer = best.answer();
     const double target =
         std::max(opt.min_search_seconds,
-                 best.max_msg <= max_msg ? opt.search_fraction * predicted(best) : kInf);
+                 answer.max_msg <= max_msg ? opt.search_fraction * predicted(answer) : kInf);
     if (work() >= opt.time_budget) {
       res.stopped_by = "budget";
       break;
@@ -559,19 +573,18 @@ OrderResult find_order(int num_vars, const std::vector<int>& card,
       break;
     }
     const std::uint64_t r = res.rounds++;
-    const bool fits = best.max_msg <= max_msg;
-    const int chains = opt.refine && !elite.empty() ? kChains : 0;
-    const double abort_total = fits ? best.total : kInf;
+    const int chains = opt.refine ? kChains : 0;
+    const double abort_total = best.overall.total;
     std::vector<Candidate> out(kRestarts + chains);
     std::vector<std::uint64_t> out_ops(out.size(), 0);
 #pragma omp parallel for schedule(dynamic, 1) if (parallel)
     for (int t = 0; t < static_cast<int>(out.size()); ++t) {
       if (t < kRestarts)
-        out[t] = restart(g, initial, opt.seed, r * kRestarts + t, abort_total, max_msg, out_ops[t]);
+        out[t] = restart(g, initial, opt.seed, r * kRestarts + t, abort_total, kInf, out_ops[t]);
       else {
         const int c = t - kRestarts;
-        out[t] = anneal(g, elite[c % elite.size()], opt.seed, r * kChains + c, kMoves, max_msg,
-                        out_ops[t]);
+        out[t] =
+            anneal(g, elite[c % elite.size()], opt.seed, r * kChains + c, kMoves, kInf, out_ops[t]);
       }
     }
     for (std::size_t t = 0; t < out.size(); ++t) {
@@ -581,26 +594,26 @@ OrderResult find_order(int num_vars, const std::vector<int>& card,
       else
         res.moves += kMoves;
       if (!out[t].complete) continue;
-      if (better_than(out[t], best, max_msg)) best = out[t];
-      // the elite: the best distinct fitting orders, best first (stable: earlier ones win ties)
-      if (out[t].max_msg > max_msg) continue;
+      best.consider(out[t]);
+      // the elite: the best distinct orders, best first (stable: earlier ones win ties)
       if (std::any_of(elite.begin(), elite.end(),
                       [&](const Candidate& e) { return e.order == out[t].order; }))
         continue;
       auto at = std::find_if(elite.begin(), elite.end(),
                              [&](const Candidate& e) { return out[t].total < e.total; });
-      if (at - elite.begin() < kElite) {
+      if (static_cast<std::size_t>(at - elite.begin()) < kElite) {
         elite.insert(at, out[t]);
         if (elite.size() > kElite) elite.pop_back();
       }
     }
   }
 
+  const Candidate& answer = best.answer();
   res.order.reserve(g.n);
-  for (int v : best.order) res.order.push_back(g.var[v]);
-  res.stats = best.stats();
-  res.heuristic = best.name;
-  res.fits = best.max_msg <= max_msg;
+  for (int v : answer.order) res.order.push_back(g.var[v]);
+  res.stats = answer.stats();
+  res.heuristic = answer.name;
+  res.fits = answer.max_msg <= max_msg;
   res.work = work();
   res.seconds = std::chrono::duration<double>(clock::now() - t0).count();
   return res;
