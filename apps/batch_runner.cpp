@@ -1,7 +1,6 @@
 #include "apps/batch_runner.hpp"
 
 #include <fcntl.h>
-#include <omp.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -30,8 +29,10 @@
 #include "engine/memory_limit.hpp"
 #include "engine/plan.hpp"
 #include "engine/task_tree.hpp"
+#include "engine/util.hpp"
 #include "gpu/device_api.hpp"
 #include "gpu/executor.hpp"
+#include "io/text_file.hpp"
 #include "io/uai.hpp"
 
 namespace kinfer::app {
@@ -75,13 +76,6 @@ struct JobState {
   bool from_previous_run = false;
 };
 
-std::string read_text(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 // The answer column of the summary: log10 P(e) for pe, the highest total LOD for lod.
 std::string answer_of(const nlohmann::json& j) {
   char buf[64];
@@ -116,24 +110,6 @@ std::string last_error(const fs::path& log) {
   if (auto p = e.find("] ", e.find("] ") + 1); e.rfind('[', 0) == 0 && p != std::string::npos)
     e = e.substr(p + 2);
   return e;
-}
-
-void write_file_atomically(const fs::path& path, const std::string& content) {
-  const fs::path tmp = path.string() + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) throw std::runtime_error("cannot write " + tmp.string());
-  std::size_t done = 0;
-  while (done < content.size()) {
-    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n <= 0) {
-      ::close(fd);
-      throw std::runtime_error("cannot write " + tmp.string());
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  ::fsync(fd);  // the rename must never expose a file whose data is not on disk
-  ::close(fd);
-  fs::rename(tmp, path);
 }
 
 // The value of option `name` in a job's options ("--name V" or "--name=V"); empty if absent.
@@ -274,7 +250,7 @@ class Batch {
                          "this folder already holds results of an earlier batch; pass --resume to "
                          "continue it, or choose another --out");
       try {
-        auto j = nlohmann::json::parse(read_text(r));
+        auto j = nlohmann::json::parse(io::read_file(r));
         s.status = Status::Ok;
         s.answer = answer_of(j);
         s.seconds = j.value("seconds", 0.0);
@@ -313,14 +289,10 @@ class Batch {
       for (std::size_t i = 0; i + 1 < s.job.options.size(); ++i)
         if (s.job.options[i] == "--order") no.order = s.job.options[i + 1];
       no.order_cache = (out_ / "order-cache").string();
-      Network net = io::read_uai(no.network);
-      Evidence ev;
-      std::string evpath =
-          no.evidence.empty() ? io::default_evidence_path(no.network) : no.evidence;
-      if (!evpath.empty()) ev = io::read_evidence(evpath, net);
+      const io::NetworkWithEvidence r = io::read_network_and_evidence(no.network, no.evidence);
       PlanOptions po = no.plan_options();
       po.max_memory_bytes = 0;  // we want the estimate, whatever it is
-      Plan plan = make_plan(net, ev, po);
+      Plan plan = make_plan(r.net, r.ev, po);
       s.memory = plan.memory.peak_bytes;
       s.flops = plan.flops;
       probed_[key] = {s.memory, s.flops};
@@ -511,7 +483,7 @@ class Batch {
       s.seconds = std::atof(f[2].c_str());
       if (f[0] == "ok") {
         try {
-          auto j = nlohmann::json::parse(read_text(out_ / "results" / (s.job.id + ".json")));
+          auto j = nlohmann::json::parse(io::read_file(out_ / "results" / (s.job.id + ".json")));
           s.answer = answer_of(j);
           if (j.value("batch_plan", "").rfind("shared", 0) == 0) ++plans_shared_;
           finish(s, Status::Ok, "");
@@ -543,7 +515,7 @@ class Batch {
       if (fs::exists(result)) {
         // The worker renamed the result into place and died before saying so: it is complete.
         try {
-          auto j = nlohmann::json::parse(read_text(result));
+          auto j = nlohmann::json::parse(io::read_file(result));
           s.answer = answer_of(j);
           s.seconds = j.value("seconds", 0.0);
           finish(s, Status::Ok, "");
@@ -583,7 +555,7 @@ class Batch {
     }
     if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) {
       try {
-        const std::string text = read_text(part);
+        const std::string text = io::read_file(part);
         auto j = nlohmann::json::parse(text);
         write_file_atomically(out_ / "results" / (s.job.id + ".json"), j.dump(2) + "\n");
         fs::remove(part);
@@ -683,7 +655,10 @@ class Batch {
         std::vector<std::size_t> g = group_of(idx, cap);
         const int concurrent =
             std::max(1, std::min(slots_, running + pending - static_cast<int>(g.size()) + 1));
-        const int threads = std::max(1, cores_ / concurrent);
+        // A job's own --threads sets its process's OpenMP threads (OMP_NUM_THREADS at start).
+        int threads = std::max(1, cores_ / concurrent);
+        if (const int n = std::atoi(option_value(s.job.options, "--threads").c_str()); n > 0)
+          threads = n;
         const bool gpu = wants_gpu(s) && gpu_running_ < gpu_slots_;
         if (g.size() > 1)
           launch_group(g, threads, gpu);
@@ -859,11 +834,7 @@ class Worker {
       } else {
         spdlog::info("network already read by this worker");
       }
-      Evidence ev;
-      const std::string evpath =
-          g.net.evidence.empty() ? io::default_evidence_path(job.network) : g.net.evidence;
-      if (!evpath.empty()) ev = io::read_evidence(evpath, net_);
-      if (g.net.threads > 0) omp_set_num_threads(g.net.threads);
+      const Evidence ev = io::read_evidence_of(net_, job.network, g.net.evidence);
       PlanOptions po = g.net.plan_options();
       if (g.net.max_memory.empty() && opt_.max_memory > 0) po.max_memory_bytes = opt_.max_memory;
       const auto t1 = clock::now();
@@ -914,9 +885,9 @@ class Worker {
       const Plan& plan = shared->plan;
       const auto t2 = clock::now();
       spdlog::info(
-          "order {}: width {}, largest table 2^{:.1f}, {} buckets, estimated peak memory {:.3g} MB",
+          "order {}: width {}, largest table 2^{:.1f}, {} buckets, estimated peak memory {}",
           plan.order.heuristic, plan.order.stats.width, plan.order.stats.log2_max_table,
-          plan.tree.buckets.size(), plan.memory.peak_bytes / 1e6);
+          plan.tree.buckets.size(), human_bytes(plan.memory.peak_bytes));
       double ln_pr;
       std::string impossible = plan.model.impossible, device = "cpu", why_not_gpu;
       gpu::DeviceRunReport rep;

@@ -15,7 +15,9 @@
 
 #include "apps/commands.hpp"
 #include "apps/network_options.hpp"
+#include "engine/json.hpp"
 #include "engine/plan.hpp"
+#include "engine/util.hpp"
 #include "gpu/device_api.hpp"
 #include "gpu/executor.hpp"
 #include "scheduler/profile.hpp"
@@ -186,13 +188,6 @@ struct PeRun {
   gpu::DeviceRunReport whole;                        // whole-plan only
 };
 
-double median_of(std::vector<double> v) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  const std::size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
-
 bool policy_needs_profile(const std::string& s) { return s == "greedy" || s == "comm-aware"; }
 
 // Runs the plan with a GPU context under --schedule (or the default), repeated --repeat times
@@ -312,9 +307,10 @@ int run_pe(const PeOptions& o) {
   const auto t2 = clock::now();
   spdlog::info(
       "order {}: width {}, largest table 2^{:.1f}, total state 2^{:.1f}, {} buckets, "
-      "estimated peak memory {:.3g} MB",
+      "estimated peak memory {}",
       plan.order.heuristic, plan.order.stats.width, plan.order.stats.log2_max_table,
-      plan.order.stats.log2_total_state, plan.tree.buckets.size(), plan.memory.peak_bytes / 1e6);
+      plan.order.stats.log2_total_state, plan.tree.buckets.size(),
+      human_bytes(plan.memory.peak_bytes));
   double ln_pr;
   std::string impossible = plan.model.impossible;
   std::string device = "cpu", why_not_gpu;
@@ -375,7 +371,8 @@ int run_pe(const PeOptions& o) {
   const auto t3 = clock::now();
   const double log10_pr = ln_pr / std::log(10.0);
   if (!impossible.empty()) spdlog::warn("P(e) = 0: {}", impossible);
-  if (!o.uai_output.empty()) write_atomically(o.uai_output, "PR\n" + format_log10(log10_pr) + "\n");
+  if (!o.uai_output.empty())
+    write_file_atomically(o.uai_output, "PR\n" + format_log10(log10_pr) + "\n");
   if (o.json) {
     nlohmann::json j = pe_json(o.net.network, plan, ln_pr, {t0, t1, t2, t_dev, t3}, device);
     if (ctx) {
@@ -386,18 +383,15 @@ int run_pe(const PeOptions& o) {
       j["gpu"] = {{"why_not", why_not_gpu}};
     }
     if (!checked && impossible.empty()) {
-      auto num = [](double x) {
-        return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr);
-      };
       nlohmann::json sj = {{"requested", sr.requested},
                            {"policy", sr.ran},
                            {"buckets_gpu", sr.gpu_buckets},
                            {"buckets_cpu", sr.cpu_buckets},
-                           {"h2d_bytes", num(sr.h2d_bytes)},
-                           {"d2h_bytes", num(sr.d2h_bytes)},
-                           {"predicted_seconds", num(sr.predicted_seconds)},
-                           {"first_run_seconds", num(sr.first_seconds)},
-                           {"schedule_seconds", num(sr.schedule_seconds)}};
+                           {"h2d_bytes", number_or_null(sr.h2d_bytes)},
+                           {"d2h_bytes", number_or_null(sr.d2h_bytes)},
+                           {"predicted_seconds", number_or_null(sr.predicted_seconds)},
+                           {"first_run_seconds", number_or_null(sr.first_seconds)},
+                           {"schedule_seconds", number_or_null(sr.schedule_seconds)}};
       if (!ctx) sj["h2d_bytes"] = sj["d2h_bytes"] = 0;
       if (!sr.profile.empty()) sj["profile"] = sr.profile;
       if (!sr.note.empty()) sj["note"] = sr.note;
@@ -411,7 +405,7 @@ int run_pe(const PeOptions& o) {
       }
       if (o.repeat > 0) {
         sj["repeat_seconds"] = sr.repeats;
-        sj["repeat_median_seconds"] = num(median_of(sr.repeats));
+        sj["repeat_median_seconds"] = number_or_null(median(sr.repeats));
       }
       if (o.explain) sj["explain"] = sr.buckets;
       j["schedule"] = sj;
@@ -437,7 +431,7 @@ int run_pe(const PeOptions& o) {
     if (o.repeat > 0)
       std::cout << "compute: first run " << sched::format_seconds(sr.first_seconds)
                 << ", median of " << sr.repeats.size() << " repeats "
-                << sched::format_seconds(median_of(sr.repeats)) << std::endl;
+                << sched::format_seconds(median(sr.repeats)) << std::endl;
     if (o.explain)
       for (const auto& b : sr.buckets)
         std::cout << "  bucket " << b["bucket"].get<int>() << " " << b["device"].get<std::string>()

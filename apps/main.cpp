@@ -1,5 +1,6 @@
 // kinfer: exact inference for Bayesian networks and genetic linkage analysis.
 // Exit codes: 0 success, 2 bad input or usage, 3 resource limit, 1 internal error.
+#include <omp.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -37,6 +38,11 @@ int main(int argc, char** argv) {
   spdlog::set_level(quiet     ? spdlog::level::warn
                     : verbose ? spdlog::level::debug
                               : spdlog::level::info);
+  // The one place that sets the OpenMP thread count: the subcommand's --threads, at start.
+  // Code that needs the count itself gets it through its options, never from here.
+  for (CLI::App* sub : app.get_subcommands())
+    if (CLI::Option* t = sub->get_option_no_throw("--threads"); t && t->count() > 0)
+      if (const int n = t->as<int>(); n > 0) omp_set_num_threads(n);
   try {
     for (auto& r : runners) {
       int rc = r();

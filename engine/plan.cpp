@@ -1,31 +1,20 @@
 #include "engine/plan.hpp"
 
-#include <unistd.h>
 #include <cmath>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
 
 #include "engine/errors.hpp"
+#include "engine/util.hpp"
 
 namespace kinfer {
 
 namespace {
-std::string human_bytes(double b) {
-  const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  int u = 0;
-  while (b >= 1024 && u < 6) b /= 1024, ++u;
-  std::ostringstream s;
-  s.precision(3);
-  s << b << ' ' << unit[u];
-  return s.str();
-}
-
 // A key for everything the elimination order depends on: the reduced structure (domain sizes
 // and factor scopes after evidence and value elimination) and the heuristic.
 std::string structure_key(const ReducedModel& m, OrderHeuristic h) {
@@ -77,18 +66,15 @@ bool load_order(const std::string& path, const ReducedModel& m,
 }
 
 void save_order(const std::string& path, const OrderResult& r) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::create_directories(fs::path(path).parent_path(), ec);
-  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp);
-    f << "kinfer-order 1 " << r.heuristic << "\n";
-    for (std::size_t i = 0; i < r.order.size(); ++i)
-      f << r.order[i] << (i + 1 < r.order.size() ? ' ' : '\n');
-    if (!f) return;  // a cache that cannot be written is only a missed saving
+  std::ostringstream f;
+  f << "kinfer-order 1 " << r.heuristic << "\n";
+  for (std::size_t i = 0; i < r.order.size(); ++i)
+    f << r.order[i] << (i + 1 < r.order.size() ? ' ' : '\n');
+  try {
+    write_file_atomically(path, f.str());
+  } catch (const InputError&) {
+    // a cache that cannot be written is only a missed saving
   }
-  fs::rename(tmp, path, ec);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <ctime>
 #include <fstream>
 
+#include "engine/util.hpp"
 #include "gpu/policy.hpp"
 #include "scheduler/executor.hpp"
 #include "scheduler/plan_costs.hpp"
@@ -198,8 +199,7 @@ double time_median(const std::function<void()>& run, double min_seconds, int max
     t.push_back(since(t0));
     total += t.back();
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return median(std::move(t));
 }
 
 std::vector<double> time_interleaved(const std::vector<std::function<void()>>& runs,

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Runs `kinfer pe NETWORK --json` under each --device, one process each, and writes one TSV row
+per run: network, device, wall seconds (whole process), the JSON's plan/compute split, log10 P(e),
+the reference, the estimated peak and the peak RSS (wait4's ru_maxrss of that process).
+
+usage: measure.py --kinfer CMD --data DIR --out FILE.tsv [--devices cpu,auto] [--timeout S]
+                  [--deadline S] [--extra "--max-memory 100G"] NETWORK...
+"""
+import argparse, json, os, shlex, subprocess, tempfile, threading, time
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--kinfer", required=True, help="command that runs kinfer (may hold a wrapper)")
+ap.add_argument("--data", required=True)
+ap.add_argument("--out", required=True)
+ap.add_argument("--devices", default="cpu,auto")
+ap.add_argument("--timeout", type=float, default=120)
+ap.add_argument("--deadline", type=float, default=500)
+ap.add_argument("--extra", default="--max-memory 100G")
+ap.add_argument("networks", nargs="+")
+a = ap.parse_args()
+
+refs = {}
+try:
+    for line in open(os.path.join(a.data, "REFERENCES.tsv")):
+        f = line.rstrip("\n").split("\t")
+        if len(f) > 1 and f[0] != "instance":
+            refs[f[0]] = f[1]
+except OSError:
+    pass
+
+
+def run(cmd, timeout):
+    """(returncode or None on timeout, stdout, stderr, wall seconds, peak RSS MiB)"""
+    with tempfile.TemporaryFile() as so, tempfile.TemporaryFile() as se:
+        t0 = time.time()
+        p = subprocess.Popen(cmd, stdout=so, stderr=se)
+        timer = threading.Timer(timeout, p.kill)
+        timer.start()
+        _, status, ru = os.wait4(p.pid, 0)
+        timer.cancel()
+        wall = time.time() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)
+        so.seek(0); se.seek(0)
+        killed = wall >= timeout and p.returncode < 0
+        return (None if killed else p.returncode), so.read(), se.read(), wall, ru.ru_maxrss / 1024.0
+
+
+start = time.time()
+new = not os.path.exists(a.out)
+out = open(a.out, "a")
+if new:
+    out.write("network\tdevice\twall_s\tplan_s\tcompute_s\tlog10_pr\treference\test_peak_MiB\t"
+              "rss_MiB\trss_over_est\tused\tnote\n")
+for net in a.networks:
+    path = os.path.join(a.data, net + ".uai")
+    if not os.path.exists(path):
+        path += ".gz"
+    for dev in a.devices.split(","):
+        left = a.deadline - (time.time() - start)
+        if left < 15:
+            out.write(f"{net}\t{dev}\tSKIPPED (deadline)\n"); out.flush(); continue
+        cmd = shlex.split(a.kinfer) + ["pe", path, "--json", "--device", dev] + shlex.split(a.extra)
+        lim = min(a.timeout, left - 10)
+        rc, so, se, wall, rss = run(cmd, lim)
+        if rc is None:
+            out.write(f"{net}\t{dev}\tTIMEOUT {lim:.0f}s\t\t\t\t{refs.get(net, '')}\t\t{rss:.0f}\n")
+            out.flush(); continue
+        try:
+            j = json.loads(so)
+        except Exception:
+            msg = se.decode(errors="replace").strip().splitlines()[-1:] or ["?"]
+            out.write(f"{net}\t{dev}\tERROR rc={rc} {msg[0][:200]}\t\t\t\t{refs.get(net, '')}\t\t{rss:.0f}\n")
+            out.flush(); continue
+        t = j.get("timings", {})
+        est = j.get("memory", {}).get("estimated_peak_bytes", 0) / 2**20
+        sch = j.get("schedule") if isinstance(j.get("schedule"), dict) else {}
+        note = (sch.get("policy") or "") + (" " + sch.get("note", "") if sch.get("note") else "")
+        out.write(f"{net}\t{dev}\t{wall:.3f}\t{t.get('plan', 0):.3f}\t{t.get('compute', 0):.3f}\t"
+                  f"{j.get('log10_pr')}\t{refs.get(net, '')}\t{est:.0f}\t{rss:.0f}\t"
+                  f"{rss / est if est else 0:.2f}\t{j.get('device')}\t{note[:150]}\n")
+        out.flush()
