@@ -44,6 +44,9 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // many make one nominal core-second. Fixed, so that the search's length does not depend on the
 // machine; chosen near the rate of one core of the development machine.
 constexpr double kOpsPerSecond = 7e8;
+// Fixed costs of a restart or chain (allocations, copies, dispatch) that the word count misses;
+// they dominate on small graphs, where they would otherwise let a round's nominal time run low.
+constexpr std::uint64_t kTaskOps = 20000;
 constexpr std::uint64_t kPushOps = 16;  // a step's bookkeeping (log2 and exp2) in word operations
 
 // Portable random numbers: mt19937_64's output is fixed by the standard, the distributions of
@@ -588,7 +591,7 @@ OrderResult find_order(int num_vars, const std::vector<int>& card,
       }
     }
     for (std::size_t t = 0; t < out.size(); ++t) {
-      ops += out_ops[t];
+      ops += out_ops[t] + kTaskOps;
       if (t < kRestarts)
         ++res.restarts;
       else
