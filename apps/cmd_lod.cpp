@@ -252,7 +252,8 @@ void add_lod_options(CLI::App& cmd, LodOptions& o) {
       ->check(CLI::IsMember({"minfill", "minweight", "wminfill", "stochastic"}))
       ->capture_default_str();
   cmd.add_option("--order-time", o.order_time,
-                 "seconds the stochastic order search may take per network")
+                 "most work of the stochastic order search per network, in nominal core-seconds "
+                 "(counted, not timed; see `kinfer pe --help`)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd.add_option("--seed", o.seed, "random seed of the stochastic order search")

@@ -23,11 +23,14 @@ void NetworkOptions::add(CLI::App& cmd) {
       ->check(CLI::IsMember({"minfill", "minweight", "wminfill", "stochastic"}))
       ->capture_default_str();
   cmd.add_option("--order-time", order_time,
-                 "seconds the stochastic order search may take at most (it stops earlier when "
-                 "the computation it would save is small)")
+                 "most work of the stochastic order search, in nominal core-seconds (counted, not "
+                 "timed: N threads take about 1/N of it); it stops at a quarter of the predicted "
+                 "compute time of the best order found")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd.add_option("--seed", seed, "random seed of the stochastic order search")
+  cmd.add_option("--seed", seed,
+                 "seed of the stochastic order search: the same seed gives the same order on any "
+                 "machine and thread count")
       ->capture_default_str();
   cmd.add_option("--threads", threads, "CPU threads (default: all cores)")
       ->check(CLI::NonNegativeNumber);
@@ -79,6 +82,9 @@ nlohmann::json order_json(const Plan& plan) {
           {"log2_max_clique", o.stats.log2_max_clique},
           {"log2_total_state", o.stats.log2_total_state},
           {"restarts", o.restarts},
+          {"moves", o.moves},
+          {"work", o.work},
+          {"stopped_by", o.stopped_by},
           {"seconds", o.seconds}};
 }
 

@@ -1,9 +1,9 @@
 #include "engine/ordering.hpp"
 
 #include <omp.h>
+
 #include <algorithm>
 #include <bit>
-
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/connected_components.hpp>
 #include <chrono>
@@ -38,6 +38,35 @@ std::string heuristic_name(OrderHeuristic h) {
 
 namespace {
 
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Work is counted in 64-bit word operations on the adjacency bitsets (and vertex visits); this
+// many make one nominal core-second. Fixed, so that the search's length does not depend on the
+// machine; chosen near the rate of one core of the development machine.
+constexpr double kOpsPerSecond = 7e8;
+// Fixed costs of a restart or chain (allocations, copies, dispatch) that the word count misses;
+// they dominate on small graphs, where they would otherwise let a round's nominal time run low.
+constexpr std::uint64_t kTaskOps = 20000;
+constexpr std::uint64_t kPushOps = 16;  // a step's bookkeeping (log2 and exp2) in word operations
+
+// Portable random numbers: mt19937_64's output is fixed by the standard, the distributions of
+// <random> are not, so the draws below are written out.
+std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+struct Rng {
+  std::mt19937_64 gen;
+  // Stream `index` of kind `kind` (restarts, annealing chains) under `seed`.
+  Rng(std::uint64_t seed, std::uint64_t kind, std::uint64_t index)
+      : gen(splitmix64(splitmix64(splitmix64(seed) ^ kind) ^ index)) {}
+  std::size_t below(std::size_t n) { return static_cast<std::size_t>(gen() % n); }
+  double uniform() { return static_cast<double>(gen() >> 11) * 0x1.0p-53; }  // [0, 1)
+};
+
 // The interaction graph over the scoped variables, as adjacency bitsets, for fast
 // elimination. Vertices are compacted: vertex i is variable var[i].
 struct EliminationGraph {
@@ -46,7 +75,6 @@ struct EliminationGraph {
   std::vector<double> lc;          // log2 cardinality
   std::vector<double> c;           // cardinality
   std::vector<std::uint64_t> adj;  // n rows of `words` words
-  std::vector<char> alive;
 
   std::uint64_t* row(int v) { return &adj[static_cast<std::size_t>(v) * words]; }
   const std::uint64_t* row(int v) const { return &adj[static_cast<std::size_t>(v) * words]; }
@@ -55,13 +83,13 @@ struct EliminationGraph {
     row(u)[v >> 6] |= 1ull << (v & 63);
     row(v)[u >> 6] |= 1ull << (u & 63);
   }
-  template <class F>
-  void for_each_neighbor(int v, F&& f) const {
-    const std::uint64_t* r = row(v);
-    for (int w = 0; w < words; ++w)
-      for (std::uint64_t b = r[w]; b; b &= b - 1) f(w * 64 + std::countr_zero(b));
-  }
 };
+
+template <class F>
+void for_each_bit(const std::uint64_t* r, int words, F&& f) {
+  for (int w = 0; w < words; ++w)
+    for (std::uint64_t b = r[w]; b; b &= b - 1) f(w * 64 + std::countr_zero(b));
+}
 
 // The interaction graph of the scoped variables (an edge between variables sharing a factor),
 // compacted: vertex i is variable var[i].
@@ -91,7 +119,6 @@ EliminationGraph build_graph(int num_vars, const std::vector<int>& card,
   g.n = static_cast<int>(g.var.size());
   g.words = (g.n + 63) / 64;
   g.adj.assign(static_cast<std::size_t>(g.n) * g.words, 0);
-  g.alive.assign(g.n, 1);
   for (int v : g.var) {
     g.c.push_back(card[v]);
     g.lc.push_back(std::log2(static_cast<double>(card[v])));
@@ -101,112 +128,361 @@ EliminationGraph build_graph(int num_vars, const std::vector<int>& card,
   return g;
 }
 
-// Greedy criterion scores: lower is better. Primary then secondary (log2 clique size).
-struct Score {
-  double primary = 0, weight = 0;
-};
-
-Score score(const EliminationGraph& g, int v, OrderHeuristic crit) {
-  double w = g.lc[v];
-  g.for_each_neighbor(v, [&](int u) { w += g.lc[u]; });
-  if (crit == OrderHeuristic::MinWeight) return {w, w};
-  const std::uint64_t* rv = g.row(v);
-  double fill = 0;
-  g.for_each_neighbor(v, [&](int u) {
-    const std::uint64_t* ru = g.row(u);
-    if (crit == OrderHeuristic::MinFill) {
-      int missing = 0;
-      for (int k = 0; k < g.words; ++k) missing += std::popcount(rv[k] & ~ru[k]);
-      fill += missing - 1;  // u itself is in N(v) \ N(u)
-    } else {
-      for (int k = 0; k < g.words; ++k)
-        for (std::uint64_t b = rv[k] & ~ru[k]; b; b &= b - 1) {
-          int x = k * 64 + std::countr_zero(b);
-          if (x > u) fill += g.c[u] * g.c[x];
-        }
-    }
-  });
-  if (crit == OrderHeuristic::MinFill) fill /= 2;
-  return {fill, w};
-}
-
 double log2_add(double a, double b) {  // log2(2^a + 2^b)
   if (a < b) std::swap(a, b);
-  if (b == -std::numeric_limits<double>::infinity()) return a;
+  if (b == -kInf) return a;
   return a + std::log2(1.0 + std::exp2(b - a));
 }
 
-// One greedy elimination. With rng, ties (and near-ties within `slack`) are broken at random.
-// Stops early (returns false) if the running total exceeds `abort_total_log2` or a message
-// exceeds the table limit.
-bool greedy_run(EliminationGraph g, OrderHeuristic crit, std::mt19937_64* rng, double slack,
-                double abort_total_log2, double max_table_log2, std::vector<int>& order,
-                OrderStats& st) {
-  const int n = g.n;
-  order.clear();
-  st = OrderStats{};
-  st.log2_total_state = -std::numeric_limits<double>::infinity();
-  std::vector<Score> sc(n);
-  for (int v = 0; v < n; ++v) sc[v] = score(g, v, crit);
-  std::vector<int> cand;
-  std::vector<int> touched;
-  std::vector<char> mark(n, 0);
-  for (int step = 0; step < n; ++step) {
-    // pick the best (primary, then weight)
-    int best = -1;
-    for (int v = 0; v < n; ++v)
-      if (g.alive[v] && (best < 0 || sc[v].primary < sc[best].primary ||
-                         (sc[v].primary == sc[best].primary && sc[v].weight < sc[best].weight)))
-        best = v;
-    if (rng) {
-      cand.clear();
-      // fill counts and log2 weights take an additive slack, weighted fill a relative one
-      const double p = sc[best].primary;
-      const double lim = crit == OrderHeuristic::WeightedMinFill ? p * (1 + slack) : p + slack;
-      for (int v = 0; v < n; ++v)
-        if (g.alive[v] && sc[v].primary <= lim) cand.push_back(v);
-      best = cand[std::uniform_int_distribution<std::size_t>(0, cand.size() - 1)(*rng)];
-    }
-    const int v = best;
-    // statistics
-    double clique = g.lc[v], msg = 0;
+// Greedy criterion scores of every vertex (lower is better): `fill` is the primary score (fill-in
+// edges, their weight, or the log2 clique size for min-weight), `weight` the log2 clique size
+// that breaks ties. Fill counts and weights are integers held exactly in doubles, so updating
+// them incrementally gives the values a recomputation would.
+struct Scores {
+  OrderHeuristic crit = OrderHeuristic::MinFill;
+  std::vector<double> fill, weight;
+};
+
+// An elimination in progress: the graph with the eliminated vertices removed, the live vertices,
+// optionally the greedy scores (kept up to date incrementally), and the work done.
+class Eliminator {
+ public:
+  explicit Eliminator(const EliminationGraph& g)
+      : g_(g), alive_(g.n, 1), pos_(g.n), scratch_(g.words) {
+    live_.resize(g.n);
+    for (int v = 0; v < g.n; ++v) live_[v] = v, pos_[v] = v;
+    ops_ = static_cast<std::uint64_t>(g.n) * (g.words + 4);  // the copy
+  }
+
+  const EliminationGraph& graph() const { return g_; }
+  int live() const { return static_cast<int>(live_.size()); }
+  std::uint64_t ops() const { return ops_; }
+  void add_ops(std::uint64_t n) { ops_ += n; }
+
+  // Scores of every live vertex, from scratch.
+  void score_all(OrderHeuristic crit) {
+    sc_.crit = crit;
+    sc_.fill.assign(g_.n, 0);
+    sc_.weight.assign(g_.n, 0);
+    for (int v : live_) rescore(v);
+    scored_ = true;
+  }
+  // Scores computed once for the whole graph (every restart starts from them).
+  void set_scores(const Scores& s) {
+    sc_ = s;
+    scored_ = true;
+  }
+  const Scores& scores() const { return sc_; }
+
+  // log2 of the clique of v (v and its live neighbours) and of its message (the neighbours).
+  void clique(int v, double& clique_log2, double& msg_log2, int& degree) {
+    double msg = 0;
     int deg = 0;
-    g.for_each_neighbor(v, [&](int u) {
-      clique += g.lc[u];
-      msg += g.lc[u];
-      ++deg;
-    });
-    st.width = std::max(st.width, deg);
-    st.log2_max_clique = std::max(st.log2_max_clique, clique);
-    st.log2_max_table = std::max(st.log2_max_table, msg);
-    st.log2_total_state = log2_add(st.log2_total_state, clique);
-    order.push_back(g.var[v]);
-    if (st.log2_total_state > abort_total_log2 || msg > max_table_log2) return false;
-    // eliminate: connect the neighbours, remove v
-    std::vector<int> nb;
-    g.for_each_neighbor(v, [&](int u) { nb.push_back(u); });
-    for (std::size_t a = 0; a < nb.size(); ++a)
-      for (std::size_t b = a + 1; b < nb.size(); ++b) g.add(nb[a], nb[b]);
-    for (int u : nb) {
-      g.row(u)[v >> 6] &= ~(1ull << (v & 63));
+    for_each_bit(g_.row(v), g_.words, [&](int u) { msg += g_.lc[u], ++deg; });
+    ops_ += g_.words + deg;
+    clique_log2 = msg + g_.lc[v];
+    msg_log2 = msg;
+    degree = deg;
+  }
+
+  // The best live vertex by (fill, weight, index); with rng, one drawn at random among those
+  // within `slack` of the best fill (additive, relative for weighted min-fill).
+  int pick(Rng* rng, double slack) {
+    int best = -1;
+    for (int v : live_)
+      if (best < 0 || better(v, best)) best = v;
+    ops_ += live_.size();
+    if (!rng) return best;
+    const double p = sc_.fill[best];
+    const double lim = sc_.crit == OrderHeuristic::WeightedMinFill ? p * (1 + slack) : p + slack;
+    // live_'s order depends only on the eliminations so far, so the draw is reproducible
+    cand_.clear();
+    for (int v : live_)
+      if (sc_.fill[v] <= lim) cand_.push_back(v);
+    ops_ += live_.size();
+    return cand_[rng->below(cand_.size())];
+  }
+
+  // Removes v, connecting its neighbours; updates the scores when they are kept.
+  void eliminate(int v) {
+    const int words = g_.words;
+    std::uint64_t* nbmask = scratch_.data();
+    std::copy(g_.row(v), g_.row(v) + words, nbmask);
+    nb_.clear();
+    for_each_bit(nbmask, words, [&](int u) { nb_.push_back(u); });
+    if (scored_ && sc_.crit != OrderHeuristic::MinWeight) {
+      // A fill-in edge (a, b) removes one missing pair from the neighbourhood of every common
+      // neighbour x of a and b. Vertices outside N(v) keep their neighbourhoods, so their fill
+      // drops by exactly that; the neighbours of v are rescored below.
+      const bool weighted = sc_.crit == OrderHeuristic::WeightedMinFill;
+      for (std::size_t i = 0; i < nb_.size(); ++i) {
+        const int a = nb_[i];
+        const std::uint64_t* ra = g_.row(a);
+        for (std::size_t j = i + 1; j < nb_.size(); ++j) {
+          const int b = nb_[j];
+          if (g_.has(a, b)) continue;
+          const std::uint64_t* rb = g_.row(b);
+          const double w = weighted ? g_.c[a] * g_.c[b] : 1.0;
+          for (int k = 0; k < words; ++k)
+            for (std::uint64_t m = ra[k] & rb[k] & ~nbmask[k]; m; m &= m - 1) {
+              const int x = k * 64 + std::countr_zero(m);
+              if (x != v) sc_.fill[x] -= w;
+              ++ops_;
+            }
+          ops_ += words;
+        }
+        ops_ += nb_.size();
+      }
     }
-    std::fill(g.row(v), g.row(v) + g.words, 0);
-    g.alive[v] = 0;
-    // rescore: neighbours always; for fill criteria also their neighbours
-    touched.clear();
-    for (int u : nb)
-      if (!mark[u]) mark[u] = 1, touched.push_back(u);
-    if (crit != OrderHeuristic::MinWeight)
-      for (int u : nb)
-        g.for_each_neighbor(u, [&](int x) {
-          if (!mark[x]) mark[x] = 1, touched.push_back(x);
-        });
-    for (int u : touched) {
-      sc[u] = score(g, u, crit);
-      mark[u] = 0;
+    for (int u : nb_) {
+      std::uint64_t* ru = g_.row(u);
+      for (int k = 0; k < words; ++k) ru[k] |= nbmask[k];
+      ru[u >> 6] &= ~(1ull << (u & 63));
+      ru[v >> 6] &= ~(1ull << (v & 63));
+    }
+    ops_ += nb_.size() * words;
+    std::fill(g_.row(v), g_.row(v) + words, 0);
+    alive_[v] = 0;
+    const int last = live_.back();
+    live_[pos_[v]] = last;
+    pos_[last] = pos_[v];
+    live_.pop_back();
+    if (scored_)
+      for (int u : nb_) rescore(u);
+  }
+
+ private:
+  bool better(int a, int b) const {
+    if (sc_.fill[a] != sc_.fill[b]) return sc_.fill[a] < sc_.fill[b];
+    if (sc_.weight[a] != sc_.weight[b]) return sc_.weight[a] < sc_.weight[b];
+    return a < b;
+  }
+
+  void rescore(int v) {
+    const int words = g_.words;
+    const std::uint64_t* rv = g_.row(v);
+    double w = g_.lc[v];
+    int deg = 0;
+    for_each_bit(rv, words, [&](int u) { w += g_.lc[u], ++deg; });
+    sc_.weight[v] = w;
+    ops_ += words + deg;
+    if (sc_.crit == OrderHeuristic::MinWeight) {
+      sc_.fill[v] = w;
+      return;
+    }
+    double fill = 0;
+    for_each_bit(rv, words, [&](int u) {
+      const std::uint64_t* ru = g_.row(u);
+      if (sc_.crit == OrderHeuristic::MinFill) {
+        int missing = 0;
+        for (int k = 0; k < words; ++k) missing += std::popcount(rv[k] & ~ru[k]);
+        fill += missing - 1;  // u itself is in N(v) \ N(u)
+      } else {
+        for (int k = 0; k < words; ++k)
+          for (std::uint64_t b = rv[k] & ~ru[k]; b; b &= b - 1) {
+            const int x = k * 64 + std::countr_zero(b);
+            if (x > u) fill += g_.c[u] * g_.c[x];
+            ++ops_;
+          }
+      }
+    });
+    ops_ += static_cast<std::uint64_t>(deg) * words;
+    sc_.fill[v] = sc_.crit == OrderHeuristic::MinFill ? fill / 2 : fill;
+  }
+
+  EliminationGraph g_;
+  std::vector<char> alive_;
+  std::vector<int> live_, pos_, nb_, cand_;
+  std::vector<std::uint64_t> scratch_;
+  Scores sc_;
+  bool scored_ = false;
+  std::uint64_t ops_ = 0;
+};
+
+// An elimination order of the compacted vertices with its per-step clique sizes, so that a
+// change from position k on is scored from the prefix totals.
+struct Candidate {
+  std::vector<int> order;      // vertices
+  std::vector<double> clique;  // log2 clique size at each step
+  std::vector<double> msg;     // log2 message size at each step
+  std::vector<int> degree;     // neighbours at each step
+  double total = kInf;         // log2 total state
+  double max_msg = 0;
+  std::string name;
+  bool complete = false;
+
+  void clear() {
+    order.clear(), clique.clear(), msg.clear(), degree.clear();
+    total = -kInf, max_msg = 0, complete = false;
+  }
+  void push(int v, double c, double m, int d) {
+    order.push_back(v), clique.push_back(c), msg.push_back(m), degree.push_back(d);
+    total = log2_add(total, c);
+    max_msg = std::max(max_msg, m);
+  }
+  OrderStats stats() const {
+    OrderStats st;
+    st.log2_total_state = order.empty() ? 0 : total;
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      st.width = std::max(st.width, degree[i]);
+      st.log2_max_clique = std::max(st.log2_max_clique, clique[i]);
+      st.log2_max_table = std::max(st.log2_max_table, msg[i]);
+    }
+    return st;
+  }
+};
+
+// The best orders seen. The search itself follows the smallest total alone, so that a table
+// limit never changes its course: with a limit, the answer is the best order when it fits, else
+// the best fitting one, else the one with the smallest largest table. So a limit never makes the
+// search return a worse order than it finds without one when that order fits. Ties keep the
+// earlier candidate in the fixed merge order.
+struct Best {
+  double max_msg = kInf;  // the limit, log2 entries
+  Candidate overall, fitting, smallest;
+
+  void consider(const Candidate& c) {
+    if (!c.complete) return;
+    if (!overall.complete || c.total < overall.total) overall = c;
+    if (c.max_msg <= max_msg && (!fitting.complete || c.total < fitting.total)) fitting = c;
+    if (!smallest.complete || c.max_msg < smallest.max_msg ||
+        (c.max_msg == smallest.max_msg && c.total < smallest.total))
+      smallest = c;
+  }
+  const Candidate& answer() const {
+    if (overall.max_msg <= max_msg) return overall;
+    return fitting.complete ? fitting : smallest;
+  }
+};
+
+// Runs the greedy criterion on `e` to the end, appending to `out`. With rng, ties and near-ties
+// are drawn at random. Stops early (out.complete stays false) once the total exceeds `abort_total`
+// or a message exceeds `max_msg`.
+void greedy_complete(Eliminator& e, Rng* rng, double slack, double abort_total, double max_msg,
+                     Candidate& out) {
+  while (e.live() > 0) {
+    const int v = e.pick(rng, slack);
+    double c, m;
+    int d;
+    e.clique(v, c, m, d);
+    out.push(v, c, m, d);
+    e.add_ops(kPushOps);
+    if (out.total > abort_total || m > max_msg) return;
+    e.eliminate(v);
+  }
+  out.complete = true;
+}
+
+// Eliminates the first k vertices of `order` on `e` (without scores).
+void replay(Eliminator& e, const std::vector<int>& order, std::size_t k) {
+  for (std::size_t i = 0; i < k; ++i) e.eliminate(order[i]);
+}
+
+const OrderHeuristic kCriteria[] = {OrderHeuristic::MinFill, OrderHeuristic::WeightedMinFill,
+                                    OrderHeuristic::MinWeight};
+const double kSlacks[] = {0.0, 0.0, 1.0, 0.1};
+
+// Restart i: a randomized greedy run (criterion and slack cycle with i) from the whole graph.
+Candidate restart(const EliminationGraph& g, const std::vector<Scores>& initial, std::uint64_t seed,
+                  std::uint64_t i, double abort_total, double max_msg, std::uint64_t& ops) {
+  Rng rng(seed, 1, i);
+  const int ci = static_cast<int>(i % 3);
+  const double slack = kSlacks[(i / 3) % 4];
+  Eliminator e(g);
+  e.set_scores(initial[ci]);
+  Candidate c;
+  c.clear();
+  greedy_complete(e, &rng, slack, abort_total, max_msg, c);
+  c.name = "stochastic(" + heuristic_name(kCriteria[ci]) + ")";
+  ops = e.ops();
+  return c;
+}
+
+// One annealing chain from `start`: `moves` local moves, each accepted when its total is below
+// the current one plus T ln(1/u) (log2 units; T falls geometrically from t_hot to t_cold). A
+// move picks a costly step p (with probability proportional to its clique size) and changes the
+// order at or before p: either re-runs a randomized greedy criterion from a point k <= p, or
+// moves one vertex to another position near p. Returns the best order visited.
+Candidate anneal(const EliminationGraph& g, const Candidate& start, std::uint64_t seed,
+                 std::uint64_t index, int moves, double max_msg, std::uint64_t& ops) {
+  Rng rng(seed, 2, index);
+  ops = 0;
+  const int n = g.n;
+  Candidate cur = start, best = start;
+  const double t_hot = 1.0, t_cold = 0.02;
+  std::vector<double> pre(n + 1), cum(n + 1);
+  auto prepare = [&] {  // prefix totals and sampling weights of the current order
+    pre[0] = -kInf;
+    for (int i = 0; i < n; ++i) pre[i + 1] = log2_add(pre[i], cur.clique[i]);
+    const double top = *std::max_element(cur.clique.begin(), cur.clique.end());
+    cum[0] = 0;
+    for (int i = 0; i < n; ++i) cum[i + 1] = cum[i] + std::exp2(cur.clique[i] - top);
+    ops += static_cast<std::uint64_t>(n) * 2 * kPushOps;
+  };
+  prepare();
+  const int window =
+      std::max(4, std::min(n, 2 * *std::max_element(cur.degree.begin(), cur.degree.end())));
+  Candidate next;
+  for (int m = 0; m < moves; ++m) {
+    const double t = t_hot * std::pow(t_cold / t_hot, moves > 1 ? double(m) / (moves - 1) : 1.0);
+    const double u = std::max(rng.uniform(), 1e-300);
+    const double limit = cur.total + t * -std::log(u);
+    // the costly step p
+    const double r = rng.uniform() * cum[n];
+    const int p =
+        std::min<int>(n - 1, std::upper_bound(cum.begin(), cum.end(), r) - cum.begin() - 1);
+    const int lo = std::max(0, p - window);
+    Eliminator e(g);
+    next.clear();
+    if (rng.below(2) == 0) {
+      // re-run a greedy criterion from k
+      const int k = lo + static_cast<int>(rng.below(p - lo + 1));
+      replay(e, cur.order, k);
+      for (int i = 0; i < k; ++i) next.push(cur.order[i], cur.clique[i], cur.msg[i], cur.degree[i]);
+      const int ci = static_cast<int>(rng.below(3));
+      e.score_all(kCriteria[ci]);
+      const double slack = kSlacks[2 + rng.below(2)];
+      greedy_complete(e, &rng, slack, limit, max_msg, next);
+    } else {
+      // move one vertex from position i to position j (both near p), then replay the rest
+      const int i = lo + static_cast<int>(rng.below(p - lo + 1));
+      const int j = std::clamp(i + static_cast<int>(rng.below(2 * window + 1)) - window, 0, n - 1);
+      if (i == j) continue;
+      std::vector<int> order = cur.order;
+      const int v = order[i];
+      if (i < j)
+        std::move(order.begin() + i + 1, order.begin() + j + 1, order.begin() + i);
+      else
+        std::move_backward(order.begin() + j, order.begin() + i, order.begin() + i + 1);
+      order[j] = v;
+      const int k = std::min(i, j);
+      replay(e, order, k);
+      for (int q = 0; q < k; ++q) next.push(order[q], cur.clique[q], cur.msg[q], cur.degree[q]);
+      bool ok = true;
+      for (int q = k; q < n && ok; ++q) {
+        double c, mm;
+        int d;
+        e.clique(order[q], c, mm, d);
+        next.push(order[q], c, mm, d);
+        e.add_ops(kPushOps);
+        ok = next.total <= limit && mm <= max_msg;
+        if (ok) e.eliminate(order[q]);
+      }
+      next.complete = ok;
+    }
+    ops += e.ops() + static_cast<std::uint64_t>(n) * 4;  // + copying and comparing orders
+    if (!next.complete || next.total > limit) continue;
+    // keep the annealed order's name only when it improves: equal orders keep their history
+    if (next.total < cur.total || next.order != cur.order) {
+      std::swap(cur, next);
+      prepare();
+      if (cur.total < best.total) best = cur;
     }
   }
-  return true;
+  if (!(best.total < start.total)) return start;
+  const std::string prefix = "annealed ";
+  best.name = start.name.rfind(prefix, 0) == 0 ? start.name : prefix + start.name;
+  return best;
 }
 
 }  // namespace
@@ -214,113 +490,136 @@ bool greedy_run(EliminationGraph g, OrderHeuristic crit, std::mt19937_64* rng, d
 OrderStats evaluate_order(int num_vars, const std::vector<int>& card,
                           const std::vector<std::vector<int>>& scopes,
                           const std::vector<int>& order) {
-  EliminationGraph g = build_graph(num_vars, card, scopes);
+  const EliminationGraph g = build_graph(num_vars, card, scopes);
   std::vector<int> idx(num_vars, -1);
   for (int i = 0; i < g.n; ++i) idx[g.var[i]] = i;
-  OrderStats st;
-  st.log2_total_state = -std::numeric_limits<double>::infinity();
+  std::vector<char> done(g.n, 0);
+  Eliminator e(g);
+  Candidate c;
+  c.clear();
   for (int var : order) {
-    const int v = idx[var];
-    if (v < 0 || !g.alive[v])
+    const int v = var >= 0 && var < num_vars ? idx[var] : -1;
+    if (v < 0 || done[v])
       throw std::invalid_argument("order repeats or names an unscoped variable");
-    double clique = g.lc[v], msg = 0;
-    std::vector<int> nb;
-    g.for_each_neighbor(v, [&](int u) {
-      nb.push_back(u);
-      clique += g.lc[u];
-      msg += g.lc[u];
-    });
-    st.width = std::max<int>(st.width, static_cast<int>(nb.size()));
-    st.log2_max_clique = std::max(st.log2_max_clique, clique);
-    st.log2_max_table = std::max(st.log2_max_table, msg);
-    st.log2_total_state = log2_add(st.log2_total_state, clique);
-    for (std::size_t a = 0; a < nb.size(); ++a)
-      for (std::size_t b = a + 1; b < nb.size(); ++b) g.add(nb[a], nb[b]);
-    for (int u : nb) g.row(u)[v >> 6] &= ~(1ull << (v & 63));
-    std::fill(g.row(v), g.row(v) + g.words, 0);
-    g.alive[v] = 0;
+    done[v] = 1;
+    double cl, m;
+    int d;
+    e.clique(v, cl, m, d);
+    c.push(v, cl, m, d);
+    e.eliminate(v);
   }
   if (static_cast<int>(order.size()) != g.n) throw std::invalid_argument("order is incomplete");
-  if (g.n == 0) st.log2_total_state = 0;
-  return st;
+  return c.stats();
 }
 
 OrderResult find_order(int num_vars, const std::vector<int>& card,
                        const std::vector<std::vector<int>>& scopes, const OrderOptions& opt) {
+  constexpr int kRestarts = 16, kChains = 4, kMoves = 12;
+  constexpr std::size_t kElite = 4;
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
-  auto elapsed = [&] { return std::chrono::duration<double>(clock::now() - t0).count(); };
   const EliminationGraph g = build_graph(num_vars, card, scopes);
-  const double max_table_log2 = std::log2(opt.max_table_entries);
-  const double inf = std::numeric_limits<double>::infinity();
-
-  OrderResult best;
-  best.stats.log2_total_state = inf;
-  auto consider = [&](std::vector<int>& order, const OrderStats& st, const std::string& name) {
-    const bool fits = st.log2_max_table <= max_table_log2;
-    const bool better =
-        (fits && !best.fits) || best.order.empty() ||
-        (fits == best.fits && (fits ? st.log2_total_state < best.stats.log2_total_state
-                                    : st.log2_max_table < best.stats.log2_max_table));
-    if (better) {
-      best.order = order;
-      best.stats = st;
-      best.heuristic = name;
-      best.fits = fits;
-    }
-  };
-
-  std::vector<int> order;
-  OrderStats st;
-  std::vector<OrderHeuristic> crits;
-  if (opt.heuristic == OrderHeuristic::Stochastic)
-    crits = {OrderHeuristic::MinFill, OrderHeuristic::WeightedMinFill, OrderHeuristic::MinWeight};
-  else
-    crits = {opt.heuristic};
-  // Deterministic runs first: each criterion once, never aborted (so one order always exists).
-  for (OrderHeuristic c : crits) {
-    greedy_run(g, c, nullptr, 0, inf, inf, order, st);
-    consider(order, st, heuristic_name(c));
-    ++best.restarts;
+  const double max_msg = std::log2(opt.max_table_entries);
+  OrderResult res;
+  if (g.n == 0) {
+    res.heuristic = heuristic_name(opt.heuristic);
+    return res;
   }
-  if (opt.heuristic == OrderHeuristic::Stochastic && g.n > 0) {
-    // Restarts run on every core; each thread has its own random stream and the best order is
-    // shared under a lock (a restart aborts as soon as it is worse than the best so far).
-    const double slacks[] = {0.0, 0.0, 1.0, 0.1};
-    int restarts = 0;
-#pragma omp parallel reduction(+ : restarts)
-    {
-      std::mt19937_64 rng(opt.seed * 7919 + omp_get_thread_num());
-      std::vector<int> my_order;
-      OrderStats my_st;
-      for (std::uint64_t it = omp_get_thread_num();; it += omp_get_num_threads()) {
-        double abort, est_compute;
-        bool fits;
-#pragma omp critical(kinfer_order_best)
-        {
-          abort = best.fits ? best.stats.log2_total_state : inf;
-          est_compute = std::exp2(best.stats.log2_total_state) / opt.states_per_second;
-          fits = best.fits;
-        }
-        const double spent = elapsed();
-        if (spent >= opt.time_budget || (fits && spent >= opt.search_fraction * est_compute)) break;
-        const OrderHeuristic c = crits[it % crits.size()];
-        const double slack = slacks[(it / crits.size()) % 4];
-        if (greedy_run(g, c, &rng, slack, abort, max_table_log2, my_order, my_st)) {
-#pragma omp critical(kinfer_order_best)
-          consider(my_order, my_st, "stochastic(" + heuristic_name(c) + ")");
-        }
-        ++restarts;
+  std::uint64_t ops = 0;
+  const auto work = [&] { return static_cast<double>(ops) / kOpsPerSecond; };
+
+  // Deterministic runs first, one per criterion, never aborted (so an order always exists).
+  Best best;
+  best.max_msg = max_msg;
+  std::vector<Scores> initial;
+  std::uint64_t greedy_ops = 0;
+  const bool search = opt.heuristic == OrderHeuristic::Stochastic;
+  for (OrderHeuristic crit :
+       search ? std::vector<OrderHeuristic>(std::begin(kCriteria), std::end(kCriteria))
+              : std::vector<OrderHeuristic>{opt.heuristic}) {
+    Eliminator e(g);
+    e.score_all(crit);
+    if (search) initial.push_back(e.scores());
+    Candidate c;
+    c.clear();
+    greedy_complete(e, nullptr, 0, kInf, kInf, c);
+    c.name = heuristic_name(crit);
+    ops += e.ops();
+    best.consider(c);
+    ++res.restarts;
+    greedy_ops = std::max(greedy_ops, e.ops());
+  }
+  res.log2_total_greedy = best.answer().total;
+  // Threads only pay when a round is long enough to amortise waking them (a few milliseconds).
+  const bool parallel = greedy_ops * kRestarts > 4'000'000;
+
+  auto predicted = [&](const Candidate& c) {
+    const OrderStats st = c.stats();
+    return opt.predict_seconds ? opt.predict_seconds(st)
+                               : std::exp2(st.log2_total_state) / opt.states_per_second;
+  };
+  // Rounds of fixed work: kRestarts greedy restarts and kChains annealing chains of kMoves moves
+  // on the best orders so far (the elite), all from the state at the start of the round; their
+  // results merge in index order. The stopping rule is checked between rounds on counted work.
+  std::vector<Candidate> elite{best.overall};
+  while (search && opt.time_budget > 0) {
+    const Candidate& answer = best.answer();
+    const double target =
+        std::max(opt.min_search_seconds,
+                 answer.max_msg <= max_msg ? opt.search_fraction * predicted(answer) : kInf);
+    if (work() >= opt.time_budget) {
+      res.stopped_by = "budget";
+      break;
+    }
+    if (work() >= target) {
+      res.stopped_by = "target";
+      break;
+    }
+    const std::uint64_t r = res.rounds++;
+    const int chains = opt.refine ? kChains : 0;
+    const double abort_total = best.overall.total;
+    std::vector<Candidate> out(kRestarts + chains);
+    std::vector<std::uint64_t> out_ops(out.size(), 0);
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
+    for (int t = 0; t < static_cast<int>(out.size()); ++t) {
+      if (t < kRestarts)
+        out[t] = restart(g, initial, opt.seed, r * kRestarts + t, abort_total, kInf, out_ops[t]);
+      else {
+        const int c = t - kRestarts;
+        out[t] =
+            anneal(g, elite[c % elite.size()], opt.seed, r * kChains + c, kMoves, kInf, out_ops[t]);
       }
     }
-    best.restarts += restarts;
+    for (std::size_t t = 0; t < out.size(); ++t) {
+      ops += out_ops[t] + kTaskOps;
+      if (t < kRestarts)
+        ++res.restarts;
+      else
+        res.moves += kMoves;
+      if (!out[t].complete) continue;
+      best.consider(out[t]);
+      // the elite: the best distinct orders, best first (stable: earlier ones win ties)
+      if (std::any_of(elite.begin(), elite.end(),
+                      [&](const Candidate& e) { return e.order == out[t].order; }))
+        continue;
+      auto at = std::find_if(elite.begin(), elite.end(),
+                             [&](const Candidate& e) { return out[t].total < e.total; });
+      if (static_cast<std::size_t>(at - elite.begin()) < kElite) {
+        elite.insert(at, out[t]);
+        if (elite.size() > kElite) elite.pop_back();
+      }
+    }
   }
-  if (g.n == 0) {
-    best.stats = OrderStats{};
-    best.heuristic = heuristic_name(opt.heuristic);
-  }
-  best.seconds = elapsed();
-  return best;
+
+  const Candidate& answer = best.answer();
+  res.order.reserve(g.n);
+  for (int v : answer.order) res.order.push_back(g.var[v]);
+  res.stats = answer.stats();
+  res.heuristic = answer.name;
+  res.fits = answer.max_msg <= max_msg;
+  res.work = work();
+  res.seconds = std::chrono::duration<double>(clock::now() - t0).count();
+  return res;
 }
 
 int count_components(int num_vars, const std::vector<std::vector<int>>& scopes) {

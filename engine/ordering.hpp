@@ -1,9 +1,17 @@
 #pragma once
 // Elimination orders on the interaction graph: greedy heuristics (min-fill, min-weight,
-// weighted min-fill) and a stochastic greedy search with random tie-breaking and restarts.
-// Orders are scored by total table size (sum of bucket state spaces) and rejected when their
-// largest intermediate table exceeds the memory budget.
+// weighted min-fill) and a reproducible search: randomized greedy restarts and simulated
+// annealing on the best orders found, in rounds of fixed work. Orders are scored by total table
+// size (sum of bucket state spaces) and rejected when their largest intermediate table exceeds
+// the memory budget.
+//
+// Reproducible: the search's result depends only on the graph, the options and the seed, never
+// on the thread count, the machine or its load. Every restart and annealing chain draws from its
+// own random stream seeded from (seed, its index), results are combined in index order, and the
+// search stops on a count of its work (word operations of the elimination, converted to nominal
+// seconds by a fixed rate), not on a clock.
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -15,18 +23,6 @@ enum class OrderHeuristic { MinFill, MinWeight, WeightedMinFill, Stochastic };
 OrderHeuristic parse_heuristic(const std::string& name);  // throws std::invalid_argument
 std::string heuristic_name(OrderHeuristic h);
 
-struct OrderOptions {
-  OrderHeuristic heuristic = OrderHeuristic::Stochastic;
-  double time_budget = 2.0;  // seconds, stochastic search only
-  // Largest intermediate table allowed, in entries; orders above it are rejected.
-  double max_table_entries = std::numeric_limits<double>::infinity();
-  std::uint64_t seed = 1;
-  // Stop the stochastic search early once it has used this fraction of the estimated compute
-  // time of the best order so far (no point ordering for 2 s what computes in 1 ms).
-  double states_per_second = 2e8;
-  double search_fraction = 0.25;
-};
-
 struct OrderStats {
   int width = 0;                // largest clique minus one (induced width)
   double log2_max_table = 0;    // largest intermediate (message) table, log2 entries
@@ -34,13 +30,41 @@ struct OrderStats {
   double log2_total_state = 0;  // log2 of the sum of all bucket state spaces
 };
 
+struct OrderOptions {
+  OrderHeuristic heuristic = OrderHeuristic::Stochastic;
+  // Most work the stochastic search may do, in nominal core-seconds (work counted, not timed:
+  // the same on every machine and thread count; one core of a current x86 server does about
+  // one nominal second of search per second, so T threads finish it in about 1/T of it).
+  double time_budget = 2.0;
+  // Largest intermediate table allowed, in entries; orders above it are rejected.
+  double max_table_entries = std::numeric_limits<double>::infinity();
+  std::uint64_t seed = 1;
+  // The search stops once its work reaches `search_fraction` of the predicted compute time of
+  // the best order found so far (at least `min_search_seconds`; at most `time_budget`): no point
+  // ordering for 2 s what computes in 0.1 s. The prediction is `predict_seconds(stats)` when set
+  // (e.g. from the device profile of the backend that will run the plan), else the total state
+  // space over `states_per_second` (one core of the CPU kernel). Both are in core-seconds, so
+  // the ratio of search to compute time holds on machines with more cores.
+  std::function<double(const OrderStats&)> predict_seconds;
+  double states_per_second = 5e7;
+  double search_fraction = 0.25;
+  double min_search_seconds = 0.05;
+  // Local refinement of the best orders (simulated annealing) besides fresh greedy restarts.
+  bool refine = true;
+};
+
 struct OrderResult {
   std::vector<int> order;  // variables in elimination order (only scoped variables)
   OrderStats stats;
-  std::string heuristic;  // what produced it, e.g. "stochastic(min-fill)"
-  int restarts = 0;
-  double seconds = 0;
-  bool fits = true;  // largest table within max_table_entries
+  std::string heuristic;         // what produced it, e.g. "stochastic(min-fill)"
+  int restarts = 0;              // greedy runs, deterministic and randomized
+  int moves = 0;                 // annealing moves tried on the best orders
+  int rounds = 0;                // rounds of restarts and annealing chains
+  double work = 0;               // nominal core-seconds of search (deterministic)
+  double seconds = 0;            // wall time of the search
+  double log2_total_greedy = 0;  // the best deterministic greedy order's total state space
+  std::string stopped_by;        // "target" (fraction of the predicted compute), "budget", ""
+  bool fits = true;              // largest table within max_table_entries
 };
 
 // Variables 0..num_vars-1 with cardinalities `card`; `scopes` are the factors' scopes.
