@@ -8,6 +8,8 @@
 #include <memory>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
 #include "engine/errors.hpp"
 #include "linkage/inheritance.hpp"
 #include "linkage/network.hpp"
@@ -334,6 +336,9 @@ std::vector<double> dense_positions(const LocusFile& lf, const PedigreeFile& pf,
     for (int k : mm.markers) loci.push_back(&an.reduced(static_cast<int>(p), k));
     loci.push_back(&an.reduced(static_cast<int>(p), moving));
     InheritanceModel im(pf.pedigrees[p], loci, lf.sex_linked);
+    spdlog::debug(
+        "pedigree {}: inheritance vector of {} bits ({} meioses of {} people, {} founder phases)",
+        pf.pedigrees[p].id, im.bits(), im.meioses(), im.people_kept(), im.founder_phases());
     if (im.bits() > opt.lander_green_bits) continue;
     // Vectors alive at once: about 2 sqrt(markers) for the backward blocks, and a few more.
     const double bytes = 8.0 * std::exp2(im.bits()) * (2 * std::ceil(std::sqrt(nm)) + 8);

@@ -262,12 +262,9 @@ double InheritanceModel::emission(int l, std::vector<double>& table) const {
     }
     rest.push_back(std::move(pool[f]));
   }
-  {
-    Tab all;
-    for (int b = 0; b < bits_; ++b) all.vars.push_back(b);
-    all.t.assign(std::size_t(1) << bits_, 1.0);
-    rest.push_back(std::move(all));
-  }
+  // Merge the small tables among themselves while that stays well below the state vector;
+  // the rest are multiplied into it one pass each.
+  const std::size_t N = std::size_t(1) << bits_;
   while (rest.size() > 1) {
     std::size_t bi = 0, bj = 1;
     double best = std::numeric_limits<double>::infinity();
@@ -279,11 +276,31 @@ double InheritanceModel::emission(int l, std::vector<double>& table) const {
         const double size = std::exp2(std::unique(u.begin(), u.end()) - u.begin());
         if (size < best) best = size, bi = i, bj = j;
       }
+    if (best > static_cast<double>(N) / 16 && best < static_cast<double>(N)) break;
     Tab t = multiply_sum({&rest[bi], &rest[bj]}, -1, card);
     rest.erase(rest.begin() + bj);
     rest[bi] = std::move(t);
   }
-  table = std::move(rest.front().t);
+  if (rest.size() == 1 && rest.front().vars.size() == static_cast<std::size_t>(bits_)) {
+    table = std::move(rest.front().t);
+  } else {
+    table.assign(N, 1.0);
+    for (const Tab& f : rest) {
+      // The table index of a state: its bits at the table's variables, the lowest variable
+      // (highest state position) most significant.
+      std::vector<long> pos;
+      for (int b : f.vars) pos.push_back(bits_ - 1 - b);
+      const int k = static_cast<int>(pos.size());
+      const double* ft = f.t.data();
+      double* out = table.data();
+#pragma omp parallel for schedule(static) if (N > 65536)
+      for (long st = 0; st < static_cast<long>(N); ++st) {
+        long idx = 0;
+        for (int i = 0; i < k; ++i) idx = (idx << 1) | ((st >> pos[i]) & 1);
+        out[st] *= ft[idx];
+      }
+    }
+  }
   const double mx = *std::max_element(table.begin(), table.end());
   if (mx <= 0) return kNegInf;
   for (double& x : table) x /= mx;
@@ -292,16 +309,53 @@ double InheritanceModel::emission(int l, std::vector<double>& table) const {
 
 void InheritanceModel::transition(std::vector<double>& v, double male, double female) const {
   const long N = static_cast<long>(v.size());
-  for (const Meiosis& m : meiosis_) {
-    if (m.bit < 0) continue;
-    const double t = m.side == 0 ? male : female, c = 1 - t;
-    const long mask = 1L << (bits_ - 1 - m.bit), low = mask - 1;
+  // Per state bit position (mask 1 << pos): the recombination fraction of its meiosis.
+  std::vector<double> theta(bits_, 0);
+  for (const Meiosis& m : meiosis_)
+    if (m.bit >= 0) theta[bits_ - 1 - m.bit] = m.side == 0 ? male : female;
+  // The low positions inside blocks that stay in the cache (one pass over memory for all of
+  // them), then the high positions two at a time (radix 4: half the passes).
+  const int low_bits = std::min(bits_, 12);
+  const long chunk = 1L << low_bits;
 #pragma omp parallel for schedule(static) if (N > 65536)
-    for (long k = 0; k < N / 2; ++k) {
-      const long j = ((k & ~low) << 1) | (k & low);
-      const double a = v[j], b = v[j | mask];
-      v[j] = c * a + t * b;
-      v[j | mask] = t * a + c * b;
+  for (long base = 0; base < N; base += chunk) {
+    double* x = v.data() + base;
+    for (int pos = 0; pos < low_bits; ++pos) {
+      const double t = theta[pos], c = 1 - t;
+      const long mask = 1L << pos;
+      for (long i = 0; i < chunk; i += 2 * mask)
+        for (long j = i; j < i + mask; ++j) {
+          const double a = x[j], b = x[j + mask];
+          x[j] = c * a + t * b;
+          x[j + mask] = t * a + c * b;
+        }
+    }
+  }
+  for (int pos = low_bits; pos < bits_; pos += 2) {
+    if (pos + 1 == bits_) {
+      const double t = theta[pos], c = 1 - t;
+      const long mask = 1L << pos;
+#pragma omp parallel for schedule(static) if (N > 65536)
+      for (long k = 0; k < N / 2; ++k) {
+        const long j = ((k & ~(mask - 1)) << 1) | (k & (mask - 1));
+        const double a = v[j], b = v[j | mask];
+        v[j] = c * a + t * b;
+        v[j | mask] = t * a + c * b;
+      }
+      break;
+    }
+    const double tp = theta[pos], cp = 1 - tp, tq = theta[pos + 1], cq = 1 - tq;
+    const long mp = 1L << pos, mq = mp << 1, low = mp - 1;
+#pragma omp parallel for schedule(static) if (N > 65536)
+    for (long k = 0; k < N / 4; ++k) {
+      const long j = ((k & ~low) << 2) | (k & low);
+      const double a = v[j], b = v[j | mp], c = v[j | mq], d = v[j | mp | mq];
+      const double a1 = cp * a + tp * b, b1 = tp * a + cp * b;
+      const double c1 = cp * c + tp * d, d1 = tp * c + cp * d;
+      v[j] = cq * a1 + tq * c1;
+      v[j | mq] = tq * a1 + cq * c1;
+      v[j | mp] = cq * b1 + tq * d1;
+      v[j | mp | mq] = tq * b1 + cq * d1;
     }
   }
   // Founder groups: the next locus may have either phase of the founder.
@@ -359,10 +413,21 @@ std::vector<double> InheritanceModel::location_scores(const std::vector<int>& ma
   const int block = std::max(1, static_cast<int>(std::ceil(std::sqrt(static_cast<double>(M)))));
   std::vector<std::vector<double>> check((M + block - 1) / block);
   std::vector<double> check_scale(check.size(), 0);
+  // Each marker's emission is needed three times (backward, block rebuild, forward): kept
+  // when they all fit in 1 GiB, else recomputed.
+  const bool keep = static_cast<double>(M) * N * 8 <= 1024.0 * 1024 * 1024;
+  std::vector<std::vector<double>> kept(keep ? M : 0);
+  std::vector<double> kept_scale(keep ? M : 0, 0);
   std::vector<double> e;
+  auto emit = [&](int k, std::vector<double>& out) -> double {
+    if (!keep) return emission(markers[k], out);
+    if (kept[k].empty()) kept_scale[k] = emission(markers[k], kept[k]);
+    out = kept[k];
+    return kept_scale[k];
+  };
   auto step_back = [&](int k, std::vector<double>& beta, double& s) {
     // beta holds beta_{k+1} (or nothing for k = M - 1); turns it into beta_k.
-    const double es = emission(markers[k], e);
+    const double es = emit(k, e);
     if (k == M - 1) {
       beta = e;
       s = es;
@@ -434,7 +499,7 @@ std::vector<double> InheritanceModel::location_scores(const std::vector<int>& ma
   double as = ln_prior;
   for (int k = -1; k < M; ++k) {
     if (k >= 0) {
-      const double es = emission(markers[k], e);
+      const double es = emit(k, e);
       if (k == 0) {
         alpha = e;
       } else {
