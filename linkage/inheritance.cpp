@@ -358,17 +358,54 @@ void InheritanceModel::transition(std::vector<double>& v, double male, double fe
       v[j | mp | mq] = tq * b1 + cq * d1;
     }
   }
-  // Founder groups: the next locus may have either phase of the founder.
-  for (const Group& g : groups_) {
-    const double t = g.male ? male : female, c = 1 - t;
-    const long low_bit = g.mask & -g.mask;
+  // Founder groups: the next locus may have either phase of the founder. All groups in one
+  // pass: the states one set of group flips apart (2^groups of them) are read once, mixed in
+  // registers and written back (one pass per group when there are too many groups).
+  const int G = static_cast<int>(groups_.size());
+  if (G == 0) return;
+  std::vector<double> tg(G);
+  for (int i = 0; i < G; ++i) tg[i] = groups_[i].male ? male : female;
+  if (G > 10) {
+    for (int i = 0; i < G; ++i) {
+      const double t = tg[i], c = 1 - t;
+      const long mask = groups_[i].mask, low_bit = mask & -mask;
 #pragma omp parallel for schedule(static) if (N > 65536)
+      for (long w = 0; w < N; ++w) {
+        if (w & low_bit) continue;
+        const long x = w ^ mask;
+        const double a = v[w], b = v[x];
+        v[w] = c * a + t * b;
+        v[x] = t * a + c * b;
+      }
+    }
+    return;
+  }
+  const int O = 1 << G;
+  std::vector<long> off(O, 0);
+  long lows = 0;
+  for (int i = 0; i < G; ++i) lows |= groups_[i].mask & -groups_[i].mask;
+  for (int o = 1; o < O; ++o) {
+    const int i = __builtin_ctz(o);
+    off[o] = off[o & (o - 1)] ^ groups_[i].mask;
+  }
+#pragma omp parallel if (N > 65536)
+  {
+    std::vector<double> buf(O);
+#pragma omp for schedule(static)
     for (long w = 0; w < N; ++w) {
-      if (w & low_bit) continue;
-      const long x = w ^ g.mask;
-      const double a = v[w], b = v[x];
-      v[w] = c * a + t * b;
-      v[x] = t * a + c * b;
+      if (w & lows) continue;
+      for (int o = 0; o < O; ++o) buf[o] = v[w ^ off[o]];
+      for (int i = 0; i < G; ++i) {
+        const double t = tg[i], c = 1 - t;
+        const int bit = 1 << i;
+        for (int o = 0; o < O; ++o)
+          if (!(o & bit)) {
+            const double a = buf[o], b = buf[o | bit];
+            buf[o] = c * a + t * b;
+            buf[o | bit] = t * a + c * b;
+          }
+      }
+      for (int o = 0; o < O; ++o) v[w ^ off[o]] = buf[o];
     }
   }
 }
