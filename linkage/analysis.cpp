@@ -341,7 +341,10 @@ std::vector<double> dense_positions(const LocusFile& lf, const PedigreeFile& pf,
         pf.pedigrees[p].id, im.bits(), im.meioses(), im.people_kept(), im.founder_phases());
     if (im.bits() > opt.lander_green_bits) continue;
     // Vectors alive at once: about 2 sqrt(markers) for the backward blocks, and a few more.
-    const double bytes = 8.0 * std::exp2(im.bits()) * (2 * std::ceil(std::sqrt(nm)) + 8);
+    // The emissions are kept when they fit in 1 GiB (inheritance.cpp).
+    const double vec = 8.0 * std::exp2(im.bits());
+    const double bytes = vec * (2 * std::ceil(std::sqrt(nm)) + 8) +
+                         (vec * nm <= 1024.0 * 1024 * 1024 ? vec * nm : 0);
     if (opt.plan.max_memory_bytes > 0 && bytes > opt.plan.max_memory_bytes) continue;
     double mk = 0;
     const std::vector<double> v = im.location_scores(idx, mm.male, mm.female, nm, points, &mk);

@@ -297,7 +297,7 @@ def run_kinfer_once(args, dat, ped, extra):
         if rc not in (0, 124, 137) and os.path.exists(os.path.join(d, "err")):
             res['error'] = open(os.path.join(d, "err")).read().strip().splitlines()[-1][:400]
         if not quiet and os.path.exists(os.path.join(d, "err")):
-            res['bits'] = "; ".join(l.split("] ", 2)[-1] for l in open(os.path.join(d, "err"))
+            res["bits"] = "; ".join(l.split("] ", 2)[-1].strip() for l in open(os.path.join(d, "err"))
                                     if "inheritance vector of" in l)
         if rc == 0:
             j = json.loads(out)
