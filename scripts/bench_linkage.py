@@ -504,7 +504,10 @@ def write_markdown(r, path):
               "default), `--max-memory 4G`. Each pedigree whose inheritance vector has at most 24 bits "
               "(meioses of the people that matter, less one per founder) goes through the Lander-Green "
               "chain of linkage/inheritance.hpp. CPU s is user + system of the whole run; wall s depends "
-              "on the machine's load (shared with other work while measured).", "",
+              "on the machine's load (shared with other work while measured). Before this chain (main at "
+              "7b04357) the 40-marker case failed at `--max-memory 4G` (2^28-entry tables, the table above) "
+              "and took 236 s on an H200 (issue 14); a 19-person family with 248 SNPs took 606 s at ONE "
+              "position on this machine (issue 14).", "",
               "| case | machine | kinfer cpu s | wall s | peak RSS MB | positions | bits per pedigree | peak LOD |",
               "|---|---|---|---|---|---|---|---|"]
         for c in r['dense']:
