@@ -192,6 +192,7 @@ TEST_CASE("LinkageDense.LargerPedigreesMatchTheNetwork", "[engine]") {
   // 13 to 18 bits (the kernel's cache blocks and its radix-4 passes): the chain against the
   // network (lander_green_bits 0) on a short map the network handles quickly.
   std::mt19937 rng(99);
+  int max_bits = 0;
   for (int t = 0; t < 3; ++t) {
     auto [lf, pf] = dense_case(rng, false, 5, 8 + t, 3);
     AnalysisOptions o = quick_options();
@@ -203,8 +204,13 @@ TEST_CASE("LinkageDense.LargerPedigreesMatchTheNetwork", "[engine]") {
     const AnalysisResult a = analyze(lf, pf, o), b = analyze(lf, pf, n);
     REQUIRE(!a.notes.empty());
     INFO(a.notes.back());
+    const std::string& note = a.notes.back();
+    const auto at = note.find("up to ");
+    REQUIRE(at != std::string::npos);
+    max_bits = std::max(max_bits, std::stoi(note.substr(at + 6)));
     CHECK(a.baseline.total_ln_l == Approx(b.baseline.total_ln_l).margin(1e-8));
     for (std::size_t i = 0; i < a.evaluations.size(); ++i)
       CHECK(a.evaluations[i].total_ln_l == Approx(b.evaluations[i].total_ln_l).margin(1e-8));
   }
+  CHECK(max_bits > 12);  // past the kernel's in-cache block
 }
