@@ -8,7 +8,10 @@
 #include <memory>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
 #include "engine/errors.hpp"
+#include "linkage/inheritance.hpp"
 #include "linkage/network.hpp"
 
 namespace kinfer::linkage {
@@ -85,15 +88,17 @@ class Analysis {
   // of them (a plan run 50 times deserves a longer search than one run once).
   void expect_runs(const std::vector<int>& chain, int runs) { expected_[chain] += runs; }
 
-  // ln L of every pedigree for one evaluation over `chain` (input loci in map order).
-  void evaluate(Evaluation& e, const std::vector<int>& chain) {
-    auto& likes = compiled(chain);
+  // ln L of every pedigree for one evaluation over `chain` (input loci in map order); with
+  // `skip`, the pedigrees marked 1 are left at 0 (another method computes them).
+  void evaluate(Evaluation& e, const std::vector<int>& chain, const std::vector<char>* skip = {}) {
+    auto& likes = compiled(chain, skip);
     e.order.clear();
     for (int k : chain) e.order.push_back(lf_.loci[k].name);
     e.ln_l.assign(likes.size(), 0);
     e.total_ln_l = 0;
     const auto t0 = Clock::now();
     for (std::size_t p = 0; p < likes.size(); ++p) {
+      if (skip && (*skip)[p]) continue;
       e.ln_l[p] = likes[p]->ln_likelihood(e.male, e.female);
       ++res_.timing.runs;
       if (std::isinf(e.ln_l[p]) && e.ln_l[p] < 0) diagnose_zero(static_cast<int>(p), chain, e);
@@ -103,21 +108,23 @@ class Analysis {
   }
 
  private:
-  std::vector<std::unique_ptr<PedigreeLikelihood>>& compiled(const std::vector<int>& chain) {
+  std::vector<std::unique_ptr<PedigreeLikelihood>>& compiled(const std::vector<int>& chain,
+                                                             const std::vector<char>* skip = {}) {
     auto it = cache_.find(chain);
-    if (it != cache_.end()) return it->second;
+    if (it == cache_.end()) it = cache_.emplace(chain, pf_.pedigrees.size()).first;
+    auto& v = it->second;
     const auto t0 = Clock::now();
-    std::vector<std::unique_ptr<PedigreeLikelihood>> v;
     PlanOptions po = opt_.plan;
     const auto ex = expected_.find(chain);
     po.order.search_fraction *= std::max(1, ex == expected_.end() ? 1 : ex->second);
     for (std::size_t p = 0; p < pf_.pedigrees.size(); ++p) {
+      if (v[p] || (skip && (*skip)[p])) continue;
       std::vector<const PedigreeLocus*> loci;
       for (int k : chain) loci.push_back(&reduced_[p][k]);
-      v.push_back(std::make_unique<PedigreeLikelihood>(
-          pf_.pedigrees[p], loci, lf_.map_function == MapFunction::Kosambi, po,
-          opt_.reduction.joint_genotypes, opt_.runner));
-      const Plan& plan = v.back()->plan();
+      v[p] = (std::make_unique<PedigreeLikelihood>(pf_.pedigrees[p], loci,
+                                                   lf_.map_function == MapFunction::Kosambi, po,
+                                                   opt_.reduction.joint_genotypes, opt_.runner));
+      const Plan& plan = v[p]->plan();
       ++res_.timing.plans;
       res_.timing.max_width = std::max(res_.timing.max_width, plan.order.stats.width);
       res_.timing.log2_max_table =
@@ -129,7 +136,7 @@ class Analysis {
       }
     }
     res_.timing.plan_s += seconds_since(t0);
-    return cache_.emplace(chain, std::move(v)).first->second;
+    return v;
   }
 
   // A zero likelihood with every theta above 0 means some locus is inconsistent on its own;
@@ -165,6 +172,11 @@ class Analysis {
     throw std::logic_error("pedigree " + ped.id + ": likelihood 0 with every locus consistent");
   }
 
+ public:
+  const PedigreeLocus& reduced(int p, int k) const { return reduced_[p][k]; }
+  AnalysisResult& result() { return res_; }
+
+ private:
   const LocusFile& lf_;
   const PedigreeFile& pf_;
   const AnalysisOptions& opt_;
@@ -268,22 +280,93 @@ MarkerMap marker_map(const LocusFile& lf, int moving) {
   return m;
 }
 
+// `dense`: per pedigree, ln L of the marker map computed by the inheritance chain (NaN:
+// none; the network computes it).
 void unlinked_baseline(const LocusFile& lf, int moving, const MarkerMap& mm, Analysis& an,
-                       AnalysisResult& res) {
+                       AnalysisResult& res, const std::vector<double>& dense = {}) {
   // Unlinked, the likelihood factorises: the moving locus alone times the marker map alone.
   Evaluation alone, markers;
   an.evaluate(alone, {moving});
   markers.male = mm.male;
   markers.female = mm.female;
-  an.evaluate(markers, mm.markers);
+  std::vector<char> skip(dense.size(), 0);
+  for (std::size_t p = 0; p < dense.size(); ++p) skip[p] = !std::isnan(dense[p]);
+  an.evaluate(markers, mm.markers, dense.empty() ? nullptr : &skip);
+  for (std::size_t p = 0; p < dense.size(); ++p)
+    if (skip[p]) markers.ln_l[p] = dense[p], markers.total_ln_l += dense[p];
   res.baseline = markers;
   for (std::size_t p = 0; p < alone.ln_l.size(); ++p) res.baseline.ln_l[p] += alone.ln_l[p];
   res.baseline.total_ln_l += alone.total_ln_l;
   res.baseline.order.push_back(lf.loci[moving].name + " (unlinked)");
 }
 
-void run_linkmap(const LocusFile& lf, const AnalysisOptions& opt, Analysis& an,
-                 AnalysisResult& res) {
+using Todo = std::vector<std::pair<Evaluation, std::vector<int>>>;
+
+// Map positions by the inheritance chain (linkage/inheritance.hpp) for the pedigrees it
+// fits: returns per pedigree ln L of the markers alone (NaN: not this way) and, per position,
+// ln L of each pedigree in `lnl`.
+std::vector<double> dense_positions(const LocusFile& lf, const PedigreeFile& pf,
+                                    const AnalysisOptions& opt, int moving, const MarkerMap& mm,
+                                    const Todo& todo, Analysis& an,
+                                    std::vector<std::vector<double>>& lnl) {
+  const std::size_t np = pf.pedigrees.size();
+  std::vector<double> markers(np, std::nan(""));
+  lnl.assign(todo.size(), std::vector<double>(np, 0));
+  // Three Kosambi loci carry the interference model (network.hpp); the chain has none.
+  if (opt.lander_green_bits <= 0 ||
+      (lf.map_function == MapFunction::Kosambi && mm.markers.size() + 1 == 3))
+    return markers;
+  const auto t0 = Clock::now();
+  const int nm = static_cast<int>(mm.markers.size());
+  std::vector<InheritanceModel::Point> points;
+  for (const auto& [e, chain] : todo) {
+    const int j = static_cast<int>(std::find(chain.begin(), chain.end(), moving) - chain.begin());
+    InheritanceModel::Point pt;
+    pt.left = j - 1;
+    if (j > 0) pt.male_left = e.male[j - 1], pt.female_left = e.female[j - 1];
+    if (j + 1 < static_cast<int>(chain.size()))
+      pt.male_right = e.male[j], pt.female_right = e.female[j];
+    points.push_back(pt);
+  }
+  std::vector<int> idx(nm);
+  for (int i = 0; i < nm; ++i) idx[i] = i;
+  int used = 0, max_bits = 0;
+  for (std::size_t p = 0; p < np; ++p) {
+    std::vector<const PedigreeLocus*> loci;
+    for (int k : mm.markers) loci.push_back(&an.reduced(static_cast<int>(p), k));
+    loci.push_back(&an.reduced(static_cast<int>(p), moving));
+    InheritanceModel im(pf.pedigrees[p], loci, lf.sex_linked);
+    spdlog::debug(
+        "pedigree {}: inheritance vector of {} bits ({} meioses of {} people, {} founder phases)",
+        pf.pedigrees[p].id, im.bits(), im.meioses(), im.people_kept(), im.founder_phases());
+    if (im.bits() > opt.lander_green_bits) continue;
+    // Vectors alive at once: about 2 sqrt(markers) for the backward blocks, and a few more.
+    // The emissions are kept when they fit in 1 GiB (inheritance.cpp).
+    const double vec = 8.0 * std::exp2(im.bits());
+    const double bytes = vec * (2 * std::ceil(std::sqrt(nm)) + 8) +
+                         (vec * nm <= 1024.0 * 1024 * 1024 ? vec * nm : 0);
+    if (opt.plan.max_memory_bytes > 0 && bytes > opt.plan.max_memory_bytes) continue;
+    double mk = 0;
+    const std::vector<double> v = im.location_scores(idx, mm.male, mm.female, nm, points, &mk);
+    // Likelihood 0: the network path says which locus and people (diagnose_zero).
+    if (std::isinf(mk)) continue;
+    markers[p] = mk;
+    for (std::size_t i = 0; i < todo.size(); ++i) lnl[i][p] = v[i];
+    ++used;
+    max_bits = std::max(max_bits, im.bits());
+  }
+  if (used > 0) {
+    an.result().notes.push_back("multipoint by inheritance vectors (Lander-Green chain) for " +
+                                std::to_string(used) + " of " + std::to_string(np) +
+                                " pedigrees, up to " + std::to_string(max_bits) +
+                                " bits (meioses of the people that matter, less one per founder)");
+    an.result().timing.evaluate_s += seconds_since(t0);
+  }
+  return markers;
+}
+
+void run_linkmap(const LocusFile& lf, const PedigreeFile& pf, const AnalysisOptions& opt,
+                 Analysis& an, AnalysisResult& res) {
   const int n = lf.n_loci();
   int moving = -1;
   if (opt.moving_locus > 0) {
@@ -305,7 +388,6 @@ void run_linkmap(const LocusFile& lf, const AnalysisOptions& opt, Analysis& an,
   const MarkerMap mm = marker_map(lf, moving);
   for (std::size_t i = 0; i < mm.markers.size(); ++i)
     res.markers.push_back({lf.loci[mm.markers[i]].name, mm.cm[i]});
-  unlinked_baseline(lf, moving, mm, an, res);
   const MapFunction mf = lf.map_function;
 
   if (!opt.positions.empty()) {
@@ -363,13 +445,22 @@ void run_linkmap(const LocusFile& lf, const AnalysisOptions& opt, Analysis& an,
       }
       todo.push_back({std::move(e), chain});
     }
+    std::vector<std::vector<double>> lnl;
+    const std::vector<double> dense = dense_positions(lf, pf, opt, moving, mm, todo, an, lnl);
+    std::vector<char> skip(dense.size());
+    for (std::size_t p = 0; p < dense.size(); ++p) skip[p] = !std::isnan(dense[p]);
+    unlinked_baseline(lf, moving, mm, an, res, dense);
     for (const auto& [e, chain] : todo) an.expect_runs(chain, 1);
-    for (auto& [e, chain] : todo) {
-      an.evaluate(e, chain);
+    for (std::size_t i = 0; i < todo.size(); ++i) {
+      auto& [e, chain] = todo[i];
+      an.evaluate(e, chain, &skip);
+      for (std::size_t p = 0; p < skip.size(); ++p)
+        if (skip[p]) e.ln_l[p] = lnl[i][p], e.total_ln_l += lnl[i][p];
       res.evaluations.push_back(std::move(e));
     }
     return;
   }
+  unlinked_baseline(lf, moving, mm, an, res);
 
   // FASTLINK's LINKMAP: the moving locus stays in the interval the file puts it in.
   if (!tail_fits_linkmap(lf))
@@ -486,7 +577,7 @@ AnalysisResult analyze(const LocusFile& lf, const PedigreeFile& pf, const Analys
   if (res.program == Program::Mlink)
     run_mlink(lf, opt, an, res);
   else
-    run_linkmap(lf, opt, an, res);
+    run_linkmap(lf, pf, opt, an, res);
   return res;
 }
 

@@ -25,6 +25,10 @@ struct AnalysisOptions {
   int moving_locus = 0;            // LINKMAP with positions: input locus (1-based); 0: default
   ReductionOptions reduction;
   PlanOptions plan;
+  // LINKMAP with positions: a pedigree whose inheritance vector has at most this many bits
+  // (after founder phase) goes through the Lander-Green chain (linkage/inheritance.hpp), one
+  // forward and one backward pass for all positions; larger ones (or 0 here) use the network.
+  int lander_green_bits = 24;
   // Runs one compiled plan and returns its ln L (empty: run_plan on the CPU). `kinfer lod
   // --device` puts the GPU here for plans large enough to pay for it.
   std::function<double(const Plan&)> runner;

@@ -289,13 +289,19 @@ def run_kinfer_once(args, dat, ped, extra):
         open(os.path.join(d, "k.ped"), "w").write(ped)
         prefix = (shq(os.path.abspath(args.kinfer_prefix)) + " ") if args.kinfer_prefix else ""
         kin = args.kinfer if args.kinfer_prefix else os.path.abspath(args.kinfer)
-        cmd = f"{prefix}{shq(kin)} lod -q --ped k.ped --dat k.dat --json {extra} 2>err"
+        quiet = "" if " -v" in extra else "-q "
+        extra = extra.replace(" -v", "")
+        cmd = f"{prefix}{shq(kin)} {'-v ' if not quiet else ''}lod {quiet}--ped k.ped --dat k.dat --json {extra} 2>err"
         rc, wall, cpu, rss, out = timed(cmd, d, args.timeout, args.max_rss_gb)
         res = dict(rc=rc, wall=wall, cpu=cpu, rss_mb=rss)
         if rc not in (0, 124, 137) and os.path.exists(os.path.join(d, "err")):
             res['error'] = open(os.path.join(d, "err")).read().strip().splitlines()[-1][:400]
+        if not quiet and os.path.exists(os.path.join(d, "err")):
+            res["bits"] = "; ".join(l.split("] ", 2)[-1].strip() for l in open(os.path.join(d, "err"))
+                                    if "inheritance vector of" in l)
         if rc == 0:
             j = json.loads(out)
+            res['notes'] = j.get('notes', [])
             res['totals'] = [j['baseline']['total']['ln_l']] + [e['total']['ln_l'] for e in j['evaluations']]
             res['lods'] = [e['total'].get('lod') for e in j['evaluations']]
             res['timings'] = j['timings']
@@ -323,7 +329,7 @@ def main():
     ap.add_argument("--timeout", type=int, default=600)
     ap.add_argument("--max-rss-gb", type=float, default=5.0)
     ap.add_argument("--seed", type=int, default=2024)
-    ap.add_argument("--parts", default="1,2,3",
+    ap.add_argument("--parts", default="1,2,3,4",
                     help="which parts to run (the others are kept from an earlier results.json)")
     ap.add_argument("--big-timeout", type=int, default=1800, help="time limit of part 2's runs")
     ap.add_argument("--kinfer-prefix", default="",
@@ -343,7 +349,7 @@ def main():
     old = os.path.join(args.out, "results.json")
     if os.path.exists(old):
         prev = json.load(open(old))
-        for k, part in (("side_by_side", 1), ("kinfer_only", 2), ("grid", 3)):
+        for k, part in (("side_by_side", 1), ("kinfer_only", 2), ("grid", 3), ("dense", 4)):
             if part not in parts:
                 results[k] = prev.get(k, [])
 
@@ -401,6 +407,30 @@ def main():
         results['kinfer_only'].append(dict(case=name, people=size, markers=m, loops=loops, kinfer=ki, peak_lod=peak,
                                            options=args.big_options, machine=machine()))
         finish(results, args)  # after every case: a time limit cuts no finished one
+
+    # 4. Dense maps (issue 14): multipoint by the inheritance-vector chain. The 40-marker case
+    # is part 2's pedigrees (same seed) at positions every 2 cM; the SNP case is one pedigree
+    # of 20 people with 250 biallelic markers 0.5 cM apart, positions every 1 cM.
+    dense = [(3, 20, 40, 4, 5.0, 2.0, f"{args.seed}-big-20-40-0"),
+             (1, 20, 250, 2, 0.5, 1.0, f"{args.seed}-snp-20-250")]
+    for npeds, size, m, na, step, grid, seed in (dense if 4 in parts else []):
+        rng = random.Random(seed)
+        dat, peds = simulate(rng, npeds, size, m, na, 0, step)
+        ped = post_makeped(peds, breakers=False)
+        span = step * (m - 1)
+        extra = f"--max-memory 4G --program linkmap --moving 1 --positions -5:{span + 5:g}:{grid:g}"
+        name = f"{npeds} ped{'s' if npeds > 1 else ''} x {size} people, {m} markers ({na} alleles, {step:g} cM apart), every {grid:g} cM"
+        big_args = argparse.Namespace(**vars(args))
+        big_args.timeout = args.big_timeout
+        ki = run_kinfer_once(big_args, dat, ped, extra + " -v")
+        lods = [x for x in ki.get('lods', []) if isinstance(x, (int, float))]
+        print(f"{name:60} kinfer {status(ki)} cpu s, wall {ki['wall']:.2f} s, RSS {ki['rss_mb']:.0f} MB, "
+              f"{len(ki.get('lods', []))} positions, {ki.get('bits', '')}", flush=True)
+        results.setdefault('dense', [])
+        results['dense'] = [d for d in results['dense'] if d['case'] != name]
+        results['dense'].append(dict(case=name, kinfer=ki, peak_lod=max(lods, default=float('nan')),
+                                     machine=machine(), options=extra))
+        finish(results, args)
 
     # 3. A grid of thetas: one run against one run per theta.
     if 3 not in parts:
@@ -468,6 +498,26 @@ def write_markdown(r, path):
             continue
         L.append(f"| {c['case']} | {how} | {k['cpu']:.2f} | {k['wall']:.2f} | {k['rss_mb']:.0f} | {len(k['lods'])} | "
                  f"{k['timings']['plans']} | 2^{k['largest_plan']['log2_max_table']:.1f} | {c['peak_lod']:.2f} |")
+    if r.get('dense'):
+        L += ["", "## Dense maps: multipoint by inheritance vectors (issue 14)", "",
+              "`--program linkmap --moving 1 --positions` over the whole map, both cores (`--threads` "
+              "default), `--max-memory 4G`. Each pedigree whose inheritance vector has at most 24 bits "
+              "(meioses of the people that matter, less one per founder) goes through the Lander-Green "
+              "chain of linkage/inheritance.hpp. CPU s is user + system of the whole run; wall s depends "
+              "on the machine's load (shared with other work while measured). Before this chain (main at "
+              "7b04357) the 40-marker case failed at `--max-memory 4G` (2^28-entry tables, the table above) "
+              "and took 236 s on an H200 (issue 14); a 19-person family with 248 SNPs took 606 s at ONE "
+              "position on this machine (issue 14).", "",
+              "| case | machine | kinfer cpu s | wall s | peak RSS MB | positions | bits per pedigree | peak LOD |",
+              "|---|---|---|---|---|---|---|---|"]
+        for c in r['dense']:
+            k = c['kinfer']
+            bits = k.get('bits', '').replace('pedigree ', 'ped ')
+            if k['rc'] != 0:
+                L.append(f"| {c['case']} | {c['machine']} | {status(k)} {k.get('error', '')} | {k['wall']:.0f} | | | {bits} | |")
+                continue
+            L.append(f"| {c['case']} | {c['machine']} | {k['cpu']:.2f} | {k['wall']:.2f} | {k['rss_mb']:.0f} | "
+                     f"{len(k['lods'])} | {bits} | {c['peak_lod']:.2f} |")
     L += ["", "## Compile once, evaluate many", ""]
     for g in r['grid']:
         t = g['one_run_timings'] or {}

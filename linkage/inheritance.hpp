@@ -1,0 +1,90 @@
+#pragma once
+// Multipoint likelihoods over dense marker maps by the inheritance-vector hidden Markov model
+// (Lander and Green 1987), as MERLIN computes them: the same network as PedigreeNetwork, but
+// eliminated in one fixed order that the general search does not find on long chains:
+//   1. per locus, every allele variable is summed out given that locus's selectors (a small
+//      variable elimination over the alleles of one locus), leaving the emission: a table over
+//      the inheritance vector (one bit per meiosis);
+//   2. the selectors are then carried along the map as a Markov chain: each step multiplies in
+//      one locus's emission and applies the recombination kernel bit by bit (Haldane: every
+//      meiosis recombines independently), bits x 2^bits work per step, linear in the loci.
+// The state space per step is the inheritance vector of the people that matter, lumped by
+// founder phase:
+//   - people with no phenotype at any analysed locus and no such descendant are dropped (their
+//     alleles and selectors sum to 1);
+//   - founder phase (MERLIN's 2n - f): swapping the two alleles of founder F at one locus, and
+//     flipping the selectors of F's children from F at that locus, changes no term (F's allele
+//     pair has the symmetric prior p(a) p(b), its phenotype reads the unordered genotype, the
+//     children receive the same alleles). So the emission of each locus is invariant under
+//     that flip, and so is the chain (the transitions read S_k xor S_k+1, which a flip at every
+//     locus keeps). The classes of vectors under these flips form an exact lumped chain: one
+//     representative per class has F's first child's selector from F at 0, the transition
+//     between classes sums over the two phases of the next locus,
+//       K_F(u, w) = (1 - t) prod_j t_j(u_j ^ w_j) + t prod_j t_j(u_j ^ w_j ^ 1),
+//     j over F's other children, t the recombination fraction in F's sex. Every founder with a
+//     child fixes one bit: bits = meioses kept - founders with children kept.
+// Positions of a trait locus between markers share one forward and one backward pass over the
+// markers: each position then costs two kernel steps and one product with the trait emission.
+#include <vector>
+
+#include "linkage/model.hpp"
+#include "linkage/pedigree.hpp"
+
+namespace kinfer::linkage {
+
+class InheritanceModel {
+ public:
+  // `loci`: every reduced locus of this pedigree the analyses use (markers and the trait); the
+  // people kept are those with a phenotype at one of them or a kept descendant.
+  // `founder_phase` off keeps every meiosis as a bit (for tests of the lumping).
+  InheritanceModel(const Pedigree& ped, const std::vector<const PedigreeLocus*>& loci,
+                   bool sex_linked, bool founder_phase = true);
+
+  int bits() const { return bits_; }
+  int meioses() const { return static_cast<int>(meiosis_.size()); }
+  int founder_phases() const { return fixed_; }
+  int people_kept() const { return kept_; }
+
+  // A trait position: between markers[left] and markers[left + 1] (left = -1: before the first
+  // marker, left = markers.size() - 1: after the last), with the recombination fractions from
+  // the left marker to the trait and from the trait to the right marker.
+  struct Point {
+    int left = -1;
+    double male_left = 0.5, female_left = 0.5, male_right = 0.5, female_right = 0.5;
+  };
+  // ln L of the markers (indices into `loci`, map order; thetas between adjacent markers) with
+  // the trait locus `trait` (an index into `loci`) at each point; `markers_only` (may be null)
+  // receives ln L of the markers alone. -inf where the likelihood is 0.
+  std::vector<double> location_scores(const std::vector<int>& markers,
+                                      const std::vector<double>& male,
+                                      const std::vector<double>& female, int trait,
+                                      const std::vector<Point>& points, double* markers_only);
+
+  // ln of the emission of locus `l` (index into `loci`) scaled to a maximum of 1, and its
+  // scale: emission = exp(scale) * table. The table is over the states (2^bits).
+  double emission(int l, std::vector<double>& table) const;
+
+ private:
+  struct Meiosis {
+    int child, side, parent;  // side 0 paternal, 1 maternal
+    int bit;                  // state bit, or -1 when fixed at 0 (founder phase)
+  };
+  // Applies the recombination kernel for these thetas to v in place.
+  void transition(std::vector<double>& v, double male, double female) const;
+
+  const Pedigree& ped_;
+  std::vector<const PedigreeLocus*> loci_;
+  bool sex_linked_;
+  std::vector<char> keep_;
+  std::vector<Meiosis> meiosis_;
+  std::vector<std::vector<int>> child_meioses_;  // per person: meioses it is the parent of
+  int bits_ = 0, fixed_ = 0, kept_ = 0;
+  // Founder groups: the state mask of a founder's other children's bits, and its sex.
+  struct Group {
+    long mask;
+    bool male;
+  };
+  std::vector<Group> groups_;
+};
+
+}  // namespace kinfer::linkage

@@ -1,0 +1,216 @@
+// [engine] Multipoint over dense maps by the inheritance-vector chain (linkage/inheritance.hpp)
+// against an independent Lander-Green computation (tests/lander_green.hpp), against the
+// network, and its founder-phase lumping against the unlumped chain.
+#include <catch2/catch.hpp>
+#include <random>
+
+#include "engine/errors.hpp"
+#include "io/linkage.hpp"
+#include "lander_green.hpp"
+#include "linkage/inheritance.hpp"
+#include "linkage/pedigree.hpp"
+#include "test_linkage_support.hpp"
+
+using namespace kinfer;
+using namespace kinfer::linkage_test;
+
+namespace {
+
+// A random pedigree (inbreeding and loops likely) with phenotypes simulated along a map of
+// `markers` markers (2 and 3 alleles alternating) after an affection locus, partly untyped.
+std::pair<LocusFile, PedigreeFile> dense_case(std::mt19937& rng, bool x_linked, int founders,
+                                              int kids, int markers) {
+  std::uniform_real_distribution<double> U(0, 1);
+  const int nl = markers + 1;
+  std::ostringstream dat;
+  dat << nl << " 0 " << (x_linked ? 1 : 0) << " 5\n0 0.0 0.0 0\n";
+  for (int k = 1; k <= nl; ++k) dat << k << (k == nl ? '\n' : ' ');
+  dat << "1 2\n0.8 0.2\n1\n0.05 0.7 0.9\n";
+  if (x_linked) dat << "0.05 0.9\n";
+  std::vector<std::vector<double>> freq{{0.8, 0.2}};
+  for (int k = 1; k < nl; ++k) {
+    const int n = k % 2 ? 2 : 3;
+    std::vector<double> f(n);
+    double s = 0;
+    for (double& x : f) s += x = 0.3 + U(rng);
+    dat << "3 " << n << '\n';
+    for (double& x : f) dat << (x /= s) << ' ';
+    dat << '\n';
+    freq.push_back(f);
+  }
+  std::vector<double> theta;
+  dat << "0 0\n";
+  for (int k = 1; k < nl; ++k) {
+    theta.push_back(0.005 + 0.08 * U(rng));
+    dat << theta.back() << ' ';
+  }
+  dat << "\n1 0.1 0.5\n";
+  LocusFile lf = io::parse_locus_file("dense.dat", dat.str());
+  freq.clear();
+  for (const Locus& L : lf.loci) freq.push_back(L.freq);  // as parsed
+
+  struct P {
+    int fa, mo, sex;
+    std::vector<std::array<int, 2>> g;  // per locus: paternal, maternal (1-based)
+  };
+  std::vector<P> ps;
+  auto draw = [&](int k) {
+    double u = U(rng), c = 0;
+    for (std::size_t a = 0; a < freq[k].size(); ++a)
+      if ((c += freq[k][a]) >= u) return static_cast<int>(a) + 1;
+    return static_cast<int>(freq[k].size());
+  };
+  for (int i = 0; i < founders; ++i) {
+    P p{-1, -1, i % 2 == 0 ? 1 : 2, std::vector<std::array<int, 2>>(nl)};
+    for (int k = 0; k < nl; ++k) p.g[k] = {draw(k), draw(k)};
+    ps.push_back(p);
+  }
+  for (int c = 0; c < kids; ++c) {
+    std::vector<int> men, women;
+    for (int i = 0; i < static_cast<int>(ps.size()); ++i)
+      (ps[i].sex == 1 ? men : women).push_back(i);
+    const int fa = men[rng() % men.size()], mo = women[rng() % women.size()];
+    P p{fa, mo, static_cast<int>(rng() % 2) + 1, std::vector<std::array<int, 2>>(nl)};
+    int sp = rng() % 2, sm = rng() % 2;
+    for (int k = 0; k < nl; ++k) {
+      if (k > 0 && U(rng) < theta[k - 1]) sp ^= 1;
+      if (k > 0 && U(rng) < theta[k - 1]) sm ^= 1;
+      p.g[k][0] = x_linked ? (p.sex == 1 ? 0 : ps[fa].g[k][1]) : ps[fa].g[k][sp];
+      p.g[k][1] = ps[mo].g[k][sm];
+    }
+    ps.push_back(p);
+  }
+  std::ostringstream ped;
+  for (std::size_t i = 0; i < ps.size(); ++i) {
+    const P& p = ps[i];
+    ped << "3 " << i + 1 << ' ' << p.fa + 1 << ' ' << p.mo + 1 << ' ' << p.sex;
+    const int carriers = (p.g[0][0] == 2) + (p.g[0][1] == 2);
+    ped << ' ' << (U(rng) < 0.2 ? 0 : (U(rng) < (carriers ? 0.8 : 0.1) ? 2 : 1)) << ' ';
+    const bool typed = U(rng) < 0.75;
+    for (int k = 1; k < nl; ++k) {
+      if (!typed || U(rng) < 0.05)
+        ped << " 0 0";
+      else if (x_linked && p.sex == 1)
+        ped << ' ' << p.g[k][1] << ' ' << p.g[k][1];
+      else
+        ped << ' ' << p.g[k][0] << ' ' << p.g[k][1];
+    }
+    ped << '\n';
+  }
+  PedigreeFile pf = io::parse_pedigree_file("dense.ped", ped.str(), lf);
+  return {lf, pf};
+}
+
+std::vector<int> chain_of(const LocusFile& lf, const Evaluation& e) {
+  std::vector<int> chain;
+  for (const auto& name : e.order)
+    for (int k = 0; k < lf.n_loci(); ++k)
+      if (lf.loci[k].name == name) chain.push_back(k);
+  return chain;
+}
+
+}  // namespace
+
+TEST_CASE("LinkageDense.MapPositionsMatchLanderGreen", "[engine]") {
+  // 31 to 41 loci, at most 10 meioses; positions before, across and after the map.
+  std::mt19937 rng(20261123);
+  int loops = 0, lumped = 0;
+  for (int t = 0; t < 8; ++t) {
+    const bool x = t % 4 == 3;
+    auto [lf, pf] = dense_case(rng, x, 3, x ? 5 : 4 + t % 2, 30 + 3 * t % 11);
+    loops += pf.pedigrees[0].has_loop;
+    INFO("case " << t << (x ? " (X-linked)" : ""));
+    AnalysisOptions o = quick_options();
+    o.program = Program::Linkmap;
+    o.moving_locus = 1;
+    o.positions = {-3.0, 0.0, 1.7, 25.0, 60.0, 90.0, 300.0};
+    AnalysisResult r;
+    try {
+      r = analyze(lf, pf, o);
+    } catch (const InputError& e) {
+      FAIL(e.what());
+    }
+    REQUIRE(r.evaluations.size() == o.positions.size());
+    const bool dense = !r.notes.empty() && r.notes.back().find("inheritance") != std::string::npos;
+    CHECK(dense);
+    lumped += dense;
+    LanderGreenReference lg(pf.pedigrees[0], lf);
+    REQUIRE(lg.meioses() <= 10);
+    for (const auto& e : r.evaluations) {
+      const std::vector<int> chain = chain_of(lf, e);
+      REQUIRE(static_cast<int>(chain.size()) == lf.n_loci());
+      const double ref = lg.ln_l(chain, e.male, e.female);
+      if (std::isinf(ref))
+        CHECK(std::isinf(e.ln_l[0]));
+      else
+        CHECK(e.ln_l[0] == Approx(ref).margin(1e-8));
+    }
+    // The baseline: trait alone plus the markers alone.
+    std::vector<int> markers(lf.map_order.begin() + 1, lf.map_order.end());
+    const double base = lg.ln_l({0}, {}, {}) + lg.ln_l(markers, r.baseline.male, r.baseline.female);
+    CHECK(r.baseline.ln_l[0] == Approx(base).margin(1e-8));
+  }
+  CHECK(loops > 0);
+  CHECK(lumped == 8);
+}
+
+TEST_CASE("LinkageDense.FounderPhaseLumpingIsExact", "[engine]") {
+  // The lumped chain (one bit less per founder with children) against every meiosis kept.
+  std::mt19937 rng(7);
+  for (int t = 0; t < 6; ++t) {
+    const bool x = t % 3 == 2;
+    auto [lf, pf] = dense_case(rng, x, 4, 6, 12);
+    const Pedigree& ped = pf.pedigrees[0];
+    ReductionOptions ro;
+    std::vector<PedigreeLocus> red;
+    for (int k = 0; k < lf.n_loci(); ++k) {
+      Inconsistency err;
+      red.push_back(reduce_locus(ped, lf, k, ro, &err));
+    }
+    std::vector<const PedigreeLocus*> loci;
+    for (int k = 1; k < lf.n_loci(); ++k) loci.push_back(&red[k]);
+    loci.push_back(&red[0]);
+    InheritanceModel lumped(ped, loci, lf.sex_linked, true), full(ped, loci, lf.sex_linked, false);
+    INFO("case " << t << ": " << lumped.bits() << " bits, " << full.bits() << " unlumped");
+    CHECK(lumped.founder_phases() > 0);
+    CHECK(lumped.bits() == full.bits() - lumped.founder_phases());
+    std::vector<int> idx;
+    for (int k = 0; k + 1 < lf.n_loci(); ++k) idx.push_back(k);
+    std::vector<double> male(lf.male_theta.begin() + 1, lf.male_theta.end());
+    std::vector<InheritanceModel::Point> pts;
+    for (int left = -1; left < static_cast<int>(idx.size()); left += 3)
+      pts.push_back({left, 0.02, 0.03, 0.01, 0.04});
+    double m1 = 0, m2 = 0;
+    const auto a = lumped.location_scores(idx, male, male, static_cast<int>(idx.size()), pts, &m1);
+    const auto b = full.location_scores(idx, male, male, static_cast<int>(idx.size()), pts, &m2);
+    CHECK(m1 == Approx(m2).margin(1e-9));
+    for (std::size_t i = 0; i < pts.size(); ++i) CHECK(a[i] == Approx(b[i]).margin(1e-9));
+  }
+}
+
+TEST_CASE("LinkageDense.LargerPedigreesMatchTheNetwork", "[engine]") {
+  // 13 to 18 bits (the kernel's cache blocks and its radix-4 passes): the chain against the
+  // network (lander_green_bits 0) on a short map the network handles quickly.
+  std::mt19937 rng(99);
+  int max_bits = 0;
+  for (int t = 0; t < 3; ++t) {
+    auto [lf, pf] = dense_case(rng, false, 5, 8 + t, 3);
+    AnalysisOptions o = quick_options();
+    o.program = Program::Linkmap;
+    o.moving_locus = 1;
+    o.positions = {-2.0, 3.0, 9.0, 40.0};
+    AnalysisOptions n = o;
+    n.lander_green_bits = 0;
+    const AnalysisResult a = analyze(lf, pf, o), b = analyze(lf, pf, n);
+    REQUIRE(!a.notes.empty());
+    INFO(a.notes.back());
+    const std::string& note = a.notes.back();
+    const auto at = note.find("up to ");
+    REQUIRE(at != std::string::npos);
+    max_bits = std::max(max_bits, std::stoi(note.substr(at + 6)));
+    CHECK(a.baseline.total_ln_l == Approx(b.baseline.total_ln_l).margin(1e-8));
+    for (std::size_t i = 0; i < a.evaluations.size(); ++i)
+      CHECK(a.evaluations[i].total_ln_l == Approx(b.evaluations[i].total_ln_l).margin(1e-8));
+  }
+  CHECK(max_bits > 12);  // past the kernel's in-cache block
+}
