@@ -15,6 +15,8 @@
 
 #include "apps/commands.hpp"
 #include "apps/network_options.hpp"
+#include "engine/condition.hpp"
+#include "engine/memory_limit.hpp"
 #include "engine/plan.hpp"
 #include "gpu/device_api.hpp"
 #include "gpu/executor.hpp"
@@ -308,8 +310,18 @@ int run_pe(const PeOptions& o) {
   Evidence ev;
   o.net.load(net, ev);
   const auto t1 = clock::now();
-  Plan plan = make_plan(net, ev, o.net.plan_options());
+  PlanOptions po = o.net.plan_options();
+  po.keep_tables = false;  // the plan runs once: its network and model tables are dropped
+  ConditionedPlan cplan = make_conditioned_plan(net, ev, po);
+  net = Network{};
+  Plan& plan = cplan.plan;
   const auto t2 = clock::now();
+  if (cplan.conditioned())
+    spdlog::info(
+        "conditioning on {} variable(s), {} slices of estimated peak {}: {:.3g} FLOP, "
+        "{:.1f}% over the unconditioned plan; {}",
+        cplan.cond.vars.size(), cplan.cond.slices, human_bytes(cplan.cond.slice_peak_bytes),
+        cplan.cond.flops, 100 * cplan.cond.overhead(), cplan.cond.choice);
   spdlog::info(
       "order {}: width {}, largest table 2^{:.1f}, total state 2^{:.1f}, {} buckets, "
       "estimated peak memory {:.3g} MB",
@@ -335,7 +347,7 @@ int run_pe(const PeOptions& o) {
       // every bucket on both backends: the CPU result drives the computation
       ro.after_bucket = [&](int b, const BucketShape& shape, std::span<const InputTable> in,
                             const double* out) { check_bucket(*ctx, b, shape, in, out, check); };
-      ln_pr = run_plan(plan, ro);
+      ln_pr = run_conditioned(cplan, [&](const Plan& p) { return run_plan(p, ro); });
       checked = true;
       device = "cpu+gpu";
       spdlog::info(
@@ -343,15 +355,20 @@ int run_pe(const PeOptions& o) {
           "difference {:.3g} (bucket {})",
           check.buckets, check.cpu_only, check.max_abs_diff, check.worst_bucket);
     } else if (ctx) {
-      sr = run_scheduled_pe(o, plan, *ctx, ro, std::move(profile));
-      ln_pr = sr.ln_pr;
+      ln_pr = run_conditioned(cplan, [&](const Plan& p) {
+        sr = run_scheduled_pe(o, p, *ctx, ro, profile);
+        return sr.ln_pr;
+      });
       device = sr.gpu_buckets == 0 ? "cpu" : sr.cpu_buckets == 0 ? "gpu" : "gpu+cpu";
     } else {
       if (!o.schedule.empty() && o.schedule != "cpu-only")
         spdlog::info("--schedule {}: no GPU in use ({}), every bucket on the CPU", o.schedule,
                      why_not_gpu);
       const auto a0 = clock::now();
-      ln_pr = run_plan(plan, ro);
+      auto run_cpu = [&] {
+        return run_conditioned(cplan, [&](const Plan& p) { return run_plan(p, ro); });
+      };
+      ln_pr = run_cpu();
       sr.first_seconds = secs(a0, clock::now());
       sr.requested = o.schedule.empty() ? "cpu-only" : o.schedule;
       sr.ran = "cpu-only";
@@ -363,7 +380,7 @@ int run_pe(const PeOptions& o) {
       sr.cpu_buckets = static_cast<int>(plan.tree.buckets.size());
       for (int rep = 0; rep < o.repeat; ++rep) {
         const auto a = clock::now();
-        const double again = run_plan(plan, ro);
+        const double again = run_cpu();
         sr.repeats.push_back(secs(a, clock::now()));
         if (again != ln_pr)
           spdlog::error("repeat {}: ln P(e) {} differs from {}", rep, again, ln_pr);
@@ -378,6 +395,7 @@ int run_pe(const PeOptions& o) {
   if (!o.uai_output.empty()) write_atomically(o.uai_output, "PR\n" + format_log10(log10_pr) + "\n");
   if (o.json) {
     nlohmann::json j = pe_json(o.net.network, plan, ln_pr, {t0, t1, t2, t_dev, t3}, device);
+    if (cplan.conditioned()) j["conditioning"] = conditioning_json(cplan);
     if (ctx) {
       // buckets_gpu/buckets_cpu also here, where bench/gpu/run.sh reads them
       j["gpu"] = {
