@@ -45,7 +45,7 @@ SliceCost slice_cost(const Plan& plan, const std::vector<char>& in_c) {
     slice_inputs += 8.0 * n;
   }
   std::vector<double> out(buckets.size());
-  double live = 0, peak = 0;
+  double live = 0, peak = 0, scratch = 0;
   for (std::size_t b = 0; b < buckets.size(); ++b) {
     const Bucket& bk = buckets[b];
     double l2o = bk.log2_output, l2s = bk.log2_states, l2c = c.log2_slices;
@@ -57,6 +57,9 @@ SliceCost slice_cost(const Plan& plan, const std::vector<char>& in_c) {
         if (k + bk.n_marg < bk.vars.size()) l2o -= l;
       }
     out[b] = l2o;
+    scratch = std::max(
+        scratch, kernel_scratch_bytes(static_cast<int>(bk.factors.size() + bk.children.size()), l2s,
+                                      m.threads));
     c.flops += std::exp2(l2s + c.log2_slices) * (bk.factors.size() + bk.children.size() + 2.0);
     live += 8.0 * std::exp2(l2o);
     c.intermediate_total += 8.0 * std::exp2(l2o);
@@ -65,8 +68,8 @@ SliceCost slice_cost(const Plan& plan, const std::vector<char>& in_c) {
   }
   // source: the unconditioned tables (m.input_bytes) stay alive while the slices run
   const double kept = m.tables_kept ? m.network_bytes : 0;
-  c.running = m.process_bytes + m.input_bytes + slice_inputs + peak + m.scratch_bytes +
-              m.device_host_bytes + kept;
+  c.running =
+      m.process_bytes + m.input_bytes + slice_inputs + peak + scratch + m.device_host_bytes + kept;
   c.planning = m.process_bytes + m.network_bytes + m.input_bytes + slice_inputs;
   return c;
 }
@@ -285,6 +288,23 @@ double run_conditioned(ConditionedPlan& cp, const std::function<double(const Pla
   return mx + std::log(acc);
 }
 
+ConditionedPlan condition_to_fit(const Plan& plan, double budget, const PlanOptions& opt,
+                                 bool& feasible) {
+  // The choice is made on the unconditioned tree; the tree rebuilt without the conditioned
+  // variables can merge buckets differently (more inputs in one bucket, more kernel scratch),
+  // so the compiled plan's own estimate decides, and the target tightens by what it missed.
+  double target = budget;
+  for (int round = 0; round < 6; ++round) {
+    const std::vector<int> vars = choose_conditioning(plan, target, feasible);
+    if (!feasible) break;
+    ConditionedPlan cp = condition_plan(plan, vars, opt);
+    if (cp.plan.memory.peak_bytes <= budget) return cp;
+    target -= 1.1 * (cp.plan.memory.peak_bytes - budget) + 4096;
+  }
+  feasible = false;
+  return {};
+}
+
 ConditionedPlan make_conditioned_plan(const Network& net, const Evidence& ev,
                                       const PlanOptions& opt) {
   OrderedModel om = order_model(net, ev, opt);
@@ -299,25 +319,20 @@ ConditionedPlan make_conditioned_plan(const Network& net, const Evidence& ev,
     return condition_plan(std::move(best), {}, opt);
 
   // The best order does not fit. Candidate 1: it, conditioned to fit.
+  const double unlimited_flops = best.flops, unlimited_peak = best.memory.peak_bytes;
+  const MemoryEstimate unlimited_memory = best.memory;
   struct Candidate {
-    Plan plan;
-    std::vector<int> vars;
+    ConditionedPlan cp;
     bool feasible = false;
     double flops = std::numeric_limits<double>::infinity();
   };
-  auto conditioned = [&](Plan p) {
+  auto fit = [&](const Plan& p) {
     Candidate c;
-    c.vars = choose_conditioning(p, limit, c.feasible);
-    if (c.feasible) {
-      std::vector<char> in_c(p.model.card.size(), 0);
-      for (int v : c.vars) in_c[v] = 1;
-      c.flops = slice_cost(p, in_c).flops;
-    }
-    c.plan = std::move(p);
+    c.cp = condition_to_fit(p, limit, opt, c.feasible);
+    if (c.feasible) c.flops = c.cp.cond.flops;
     return c;
   };
-  const double unlimited_flops = best.flops, unlimited_peak = best.memory.peak_bytes;
-  Candidate a = conditioned(std::move(best));
+  Candidate a = fit(best);
   // Candidate 2: the order a search under the limit finds (largest table bounded by it),
   // conditioned too when its other tables still do not fit.
   Candidate b;
@@ -325,55 +340,32 @@ ConditionedPlan make_conditioned_plan(const Network& net, const Evidence& ev,
     OrderOptions oo = opt.order;
     oo.max_table_entries = limit / 8.0;
     OrderResult r = find_order(net.num_vars(), om.model.card, scopes, oo);
-    if (r.fits) {
-      Plan p = plan_structure(net, ev, opt, om.model, std::move(r));
-      if (p.memory.peak_bytes <= limit) {
-        b.flops = p.flops;
-        b.feasible = true;
-        b.plan = std::move(p);
-      } else {
-        b = conditioned(std::move(p));
-      }
-    }
+    if (r.fits) b = fit(plan_structure(net, ev, opt, om.model, std::move(r)));
   }
   if (!a.feasible && !b.feasible) {
-    const MemoryEstimate& m = a.plan.memory;
+    const MemoryEstimate& m = unlimited_memory;
     std::ostringstream s;
     s << "estimated peak memory " << human_bytes(unlimited_peak) << " exceeds the limit "
       << human_bytes(limit) << ", and conditioning cannot fit it: the program ("
       << human_bytes(m.process_bytes) << "), the network's tables (" << human_bytes(m.network_bytes)
       << ") and the reduced tables every slice is cut from (" << human_bytes(m.input_bytes)
-      << ") alone need " << human_bytes(m.process_bytes + m.network_bytes + 2 * m.input_bytes)
-      << " with the inputs of a slice at most that large; raise --max-memory or run on a "
-         "machine with more memory";
+      << ") alone need " << human_bytes(m.process_bytes + m.network_bytes + m.input_bytes)
+      << " before any slice's inputs and tables; raise --max-memory or run on a machine with "
+         "more memory";
     throw ResourceError(s.str());
   }
   const bool take_a = a.flops <= b.flops;
   Candidate& c = take_a ? a : b;
+  const Candidate& o = take_a ? b : a;
   std::ostringstream why;
   why << (take_a ? "best order without a limit" : "order searched under the limit")
-      << (c.vars.empty() ? "" : ", conditioned") << " (estimated " << c.flops
+      << (c.cp.conditioned() ? ", conditioned" : "") << " (estimated " << c.flops
       << " FLOP; the other: ";
-  const Candidate& o = take_a ? b : a;
   if (o.feasible)
-    why << o.flops << " FLOP" << (o.vars.empty() ? "" : " conditioned") << ")";
+    why << o.flops << " FLOP" << (o.cp.conditioned() ? " conditioned" : "") << ")";
   else
     why << "does not fit)";
-  std::vector<int> vars = c.vars;
-  Plan chosen = std::move(c.plan);
-  ConditionedPlan cp = condition_plan(chosen, vars, opt);
-  // The rebuilt tree can only be smaller than its symbolic estimate; should it not fit (it
-  // should), condition on more variables of the rebuilt plan.
-  for (int round = 0; round < 4 && cp.plan.memory.peak_bytes > limit; ++round) {
-    Plan again = plan_structure(net, ev, opt, om.model, chosen.order);
-    bool ok = false;
-    std::vector<int> more = choose_conditioning(again, limit * (0.9 - 0.1 * round), ok);
-    cp = condition_plan(std::move(again), more, opt);
-  }
-  if (cp.plan.memory.peak_bytes > limit)
-    throw ResourceError("conditioning could not bring the estimated peak " +
-                        human_bytes(cp.plan.memory.peak_bytes) + " under the limit " +
-                        human_bytes(limit));
+  ConditionedPlan cp = std::move(c.cp);
   cp.cond.unconditioned_flops = unlimited_flops;
   cp.cond.unconditioned_peak_bytes = unlimited_peak;
   cp.cond.choice = why.str();

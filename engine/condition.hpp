@@ -50,6 +50,12 @@ std::vector<int> choose_conditioning(const Plan& plan, double budget_bytes, bool
 // the plan compiled once over the model with `vars` removed, inputs of slice 0 filled.
 ConditionedPlan condition_plan(Plan plan, const std::vector<int>& vars, const PlanOptions& opt);
 
+// choose_conditioning and condition_plan until the compiled plan's own estimate fits `budget`
+// (the tree rebuilt without the conditioned variables can differ from the estimate the choice
+// was made on). feasible = false (and an empty result) when nothing fits.
+ConditionedPlan condition_to_fit(const Plan& plan, double budget, const PlanOptions& opt,
+                                 bool& feasible);
+
 // make_plan's counterpart that conditions instead of refusing: the best order found without a
 // memory filter, conditioned to fit opt.max_memory_bytes when it does not, compared with the
 // order a search under the limit finds (conditioned too if need be); keeps the one with less

@@ -98,6 +98,17 @@ double process_bytes(int threads) {
   return (10.0 + 0.4 * threads) * 1024 * 1024;
 }
 
+double kernel_scratch_bytes(int inputs, double log2_states, int threads) {
+  // engine/cpu_kernel.cpp: a block of at most 4096 configurations per thread and one offset
+  // array per input over the block; more than four inputs are first multiplied in groups of at
+  // most min(16384, states / 16) entries (at most one group per two inputs)
+  const double states = std::exp2(log2_states);
+  const double block = std::min(4096.0, states);
+  double b = 8.0 * block * (inputs + threads) + 1024.0 * threads;
+  if (inputs > 4) b += 8.0 * std::min(16384.0, states / 16) * std::ceil(inputs / 2.0);
+  return b;
+}
+
 double intermediate_peak_bytes(const TaskTree& tree, const std::vector<double>& log2_output) {
   double live = 0, peak = 0;
   for (std::size_t b = 0; b < tree.buckets.size(); ++b) {
@@ -112,6 +123,7 @@ MemoryEstimate estimate_memory(const ReducedModel& model, const TaskTree& tree,
                                double network_bytes, bool keep_tables, int threads) {
   if (threads <= 0) threads = omp_get_max_threads();
   MemoryEstimate m;
+  m.threads = threads;
   m.process_bytes = process_bytes(threads);
   m.network_bytes = network_bytes;
   m.tables_kept = keep_tables;
@@ -128,13 +140,10 @@ MemoryEstimate estimate_memory(const ReducedModel& model, const TaskTree& tree,
     const double bytes = 8.0 * std::exp2(bk.log2_output);
     if (bytes > m.largest_table_bytes)
       m.largest_table_bytes = bytes, m.largest_bucket = static_cast<int>(b);
-    // the kernel's scratch (engine/cpu_kernel.cpp): a block of at most 4096 configurations per
-    // thread, one offset array per input over the block, and inputs of more than four tables
-    // multiplied in groups of at most 16384 entries
-    const double k = static_cast<double>(bk.factors.size() + bk.children.size());
-    double scratch = 8.0 * 4096 * (k + threads) + 1024.0 * threads;
-    if (k > 4) scratch += 8.0 * 16384 * std::ceil(k / 2);
-    m.scratch_bytes = std::max(m.scratch_bytes, scratch);
+    m.scratch_bytes =
+        std::max(m.scratch_bytes,
+                 kernel_scratch_bytes(static_cast<int>(bk.factors.size() + bk.children.size()),
+                                      bk.log2_states, threads));
   }
   m.intermediate_bytes = intermediate_peak_bytes(tree, out);
   update_peak(m);

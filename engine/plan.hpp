@@ -37,6 +37,7 @@ struct MemoryEstimate {
   double peak_bytes = 0;          // max(planning, running): what --max-memory is checked against
   double largest_table_bytes = 0;
   int largest_bucket = -1;  // bucket producing the largest table
+  int threads = 0;          // the kernel threads the scratch was counted for
 };
 
 struct PlanOptions {
@@ -119,6 +120,8 @@ double network_table_bytes(const Network& net);
 // The program's own resident memory (code, libraries, logging, thread stacks), a measured
 // constant plus a little per thread.
 double process_bytes(int threads);
+// The CPU kernel's scratch for a bucket with `inputs` tables and 2^log2_states states.
+double kernel_scratch_bytes(int inputs, double log2_states, int threads);
 // Intermediate tables alive at once at the executor's worst step, for per-bucket output sizes
 // (log2 entries) on `tree`'s structure.
 double intermediate_peak_bytes(const TaskTree& tree, const std::vector<double>& log2_output);
