@@ -134,6 +134,28 @@ std::vector<int> choose_conditioning(const Plan& plan, double budget, bool& feas
     cur = best_cost;
   }
   feasible = cur.running <= budget && cur.planning <= budget;
+  // A variable chosen early can become unnecessary once later ones cut the same tables: drop
+  // every one whose removal still fits, most expensive in extra work first.
+  if (feasible && chosen.size() > 1) {
+    bool dropped = true;
+    while (dropped) {
+      dropped = false;
+      int drop = -1;
+      double least = 0;
+      for (int v : chosen) {
+        in_c[v] = 0;
+        const SliceCost c = slice_cost(plan, in_c);
+        in_c[v] = 1;
+        if (c.running <= budget && c.planning <= budget && (drop < 0 || c.flops < least))
+          drop = v, least = c.flops;
+      }
+      if (drop >= 0) {
+        in_c[drop] = 0;
+        chosen.erase(std::find(chosen.begin(), chosen.end(), drop));
+        dropped = true;
+      }
+    }
+  }
   // slices enumerate variables in increasing id (a fixed order: answers independent of how
   // they were found)
   std::sort(chosen.begin(), chosen.end());

@@ -20,7 +20,7 @@ def main():
     ap.add_argument("nets", nargs="+")
     a = ap.parse_args()
     extra = a.extra.split()
-    print("network\test_peak_MiB\tpeak_rss_MiB\trss/est\tmax_ok\tlog10_pr\tseconds\tconditioning")
+    print("network\test_peak_MiB\tpeak_rss_MiB\trss/est\tmax_ok\tlog10_pr\tseconds\tcompute_s\tconditioning")
     for net in a.nets:
         cmd = [a.kinfer, "pe", net, "--json", "--device", "cpu", "--threads", "2"] + extra
         t0 = time.time()
@@ -39,15 +39,16 @@ def main():
             with open(f"/tmp/measure-{os.getpid()}.json") as f:
                 j = json.load(f)
         except Exception:
-            print(f"{name}\t-\t{rss:.1f}\t-\t-\texit {os.waitstatus_to_exitcode(status)}\t{secs:.2f}\t-")
+            print(f"{name}\t-\t{rss:.1f}\t-\t-\texit {os.waitstatus_to_exitcode(status)}\t{secs:.2f}\t-\t-")
             sys.stdout.flush()
             continue
         est = j["memory"]["estimated_peak_bytes"] / 2**20
         ok = rss <= 1.25 * est + 64
         cond = j.get("conditioning", {})
-        cs = f"{cond.get('slices', 1)} slices" if cond else "-"
+        cs = (f"{cond['slices']} slices, est. overhead {100 * cond['overhead']:.1f}%, "
+              f"unconditioned est. {cond['unconditioned_peak_bytes'] / 2**20:.1f} MiB") if cond else "-"
         print(f"{name}\t{est:.1f}\t{rss:.1f}\t{rss / est:.2f}\t{'yes' if ok else 'NO'}\t"
-              f"{j['log10_pr']}\t{secs:.2f}\t{cs}")
+              f"{j['log10_pr']}\t{secs:.2f}\t{j['timings']['compute']:.2f}\t{cs}")
         sys.stdout.flush()
 
 
