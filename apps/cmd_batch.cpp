@@ -1,7 +1,7 @@
 // kinfer batch: many analyses on one workstation, nothing lost.
 #include <memory>
 
-#include "apps/batch_runner.hpp"
+#include "apps/batch.hpp"
 #include "apps/commands.hpp"
 #include "engine/memory_limit.hpp"
 

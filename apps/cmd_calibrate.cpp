@@ -57,13 +57,10 @@ int run_calibrate(const CalibrateCmdOptions& o) {
   std::vector<Plan> plans;
   plans.reserve(o.networks.size());
   for (const std::string& path : o.networks) {
-    Network net = io::read_uai(path);
-    Evidence ev;
-    if (const std::string e = io::default_evidence_path(path); !e.empty())
-      ev = io::read_evidence(e, net);
+    const io::NetworkWithEvidence r = io::read_network_and_evidence(path);
     PlanOptions po;
     po.order.time_budget = 2;
-    plans.push_back(make_plan(net, ev, po));
+    plans.push_back(make_plan(r.net, r.ev, po));
   }
   for (const Plan& p : plans) co.networks.push_back(&p);
 

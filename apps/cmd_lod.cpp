@@ -1,5 +1,4 @@
-// kinfer lod: exact two-point and multipoint LOD scores from LINKAGE pedigree and locus files.
-#include <omp.h>
+// kinfer lod: exact two-point and multipoint LOD scores from LINKAGE or MERLIN-format files.
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -13,7 +12,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "apps/command_options.hpp"
 #include "apps/commands.hpp"
+#include "apps/lod_merlin.hpp"
 #include "apps/lod_report.hpp"
 #include "apps/network_options.hpp"
 #include "engine/errors.hpp"
@@ -31,15 +32,6 @@ namespace lk = kinfer::linkage;
 
 // Below this many FLOP a plan finishes on the CPU before the GPU would have started.
 constexpr double kLodGpuMinFlops = 1e9;
-
-struct LodOptions {
-  std::string ped, dat, program, theta, positions, plot, out;
-  std::string order = "stochastic", max_memory, device = "auto";
-  double order_time = 2.0;
-  int threads = 0, moving = 0;
-  std::uint64_t seed = 1;
-  bool json = false, no_recode = false, no_elimination = false;
-};
 
 // "0.1,0.2 0.3" or "START:STOP:STEP" ranges, mixed.
 std::vector<double> parse_list(const std::string& opt, const std::string& text) {
@@ -78,23 +70,48 @@ std::vector<double> parse_list(const std::string& opt, const std::string& text) 
   return out;
 }
 
+// LINKAGE input is --ped and --dat; MERLIN input adds -m (and --model), and takes MERLIN's
+// position options instead of LINKAGE's program, positions and moving locus.
+void check_input_options(const LodOptions& o) {
+  const MerlinLodOptions& m = o.merlin;
+  if (o.ped.empty() || o.dat.empty())
+    throw CLI::ValidationError(
+        "--ped/--dat",
+        "give the pedigree and data files: --ped PED --dat DAT (LINKAGE), or "
+        "-p PED -d DAT -m MAP --model MODEL [-f FREQ] (MERLIN)");
+  if (m.map.empty()) {
+    const char* merlin_only = !m.model.empty()  ? "--model"
+                              : !m.freq.empty() ? "-f/--freq"
+                              : m.grid > 0      ? "--grid"
+                              : m.steps > 0     ? "--steps"
+                              : m.start         ? "--start"
+                              : m.stop          ? "--stop"
+                              : m.singlepoint   ? "--singlepoint"
+                                                : nullptr;
+    if (merlin_only)
+      throw CLI::ValidationError(merlin_only, "is for MERLIN-format input, which needs -m MAP");
+    return;
+  }
+  if (m.model.empty())
+    throw CLI::ValidationError("--model",
+                               "MERLIN-format input needs the parametric model file (--model "
+                               "FILE: AFFECTION ALLELE_FREQ P0,P1,P2 LABEL per line)");
+  const char* linkage_only = !o.program.empty()     ? "--program"
+                             : !o.positions.empty() ? "--positions"
+                             : o.moving > 0         ? "--moving"
+                                                    : nullptr;
+  if (linkage_only)
+    throw CLI::ValidationError(linkage_only,
+                               "is for LINKAGE input; with MERLIN input use --grid, --steps, "
+                               "--start, --stop or --singlepoint");
+  if (!o.theta.empty() && !m.singlepoint)
+    throw CLI::ValidationError("--theta", "with MERLIN input, --theta is for --singlepoint");
+}
+
 int run_lod(const LodOptions& o) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
-  if (o.threads > 0) omp_set_num_threads(o.threads);
-  const lk::LocusFile lf = io::read_locus_file(o.dat);
-  for (const auto& w : lf.warnings) spdlog::warn("{}", w);
-  const lk::PedigreeFile pf = io::read_pedigree_file(o.ped, lf);
-  for (const auto& w : pf.warnings) spdlog::warn("{}", w);
-  int people = 0;
-  for (const auto& p : pf.pedigrees) people += static_cast<int>(p.people.size());
-  spdlog::info("{}: {} loci{}; {}: {} pedigree(s), {} individuals ({}-makeped{})", o.dat,
-               lf.n_loci(), lf.sex_linked ? " (sex-linked)" : "", o.ped, pf.pedigrees.size(),
-               people, pf.post_makeped ? "post" : "pre",
-               pf.merged_loop_breakers
-                   ? ", " + std::to_string(pf.merged_loop_breakers) + " loop breaker copies merged"
-                   : "");
-
+  check_input_options(o);
   lk::AnalysisOptions ao;
   if (!o.program.empty())
     ao.program = o.program == "mlink" ? lk::Program::Mlink : lk::Program::Linkmap;
@@ -147,6 +164,29 @@ int run_lod(const LodOptions& o) {
       ++dev->gpu_runs;
       return gpu::run_plan_gpu(plan, *dev->ctx);
     };
+  if (!o.merlin.map.empty()) {
+    MerlinLodOptions m = o.merlin;
+    m.dat = o.dat;
+    m.ped = o.ped;
+    m.json = o.json;
+    m.plot = o.plot;
+    m.out = o.out;
+    m.thetas = ao.thetas;
+    return run_lod_merlin(m, ao);
+  }
+  const lk::LocusFile lf = io::read_locus_file(o.dat);
+  for (const auto& w : lf.warnings) spdlog::warn("{}", w);
+  const lk::PedigreeFile pf = io::read_pedigree_file(o.ped, lf);
+  for (const auto& w : pf.warnings) spdlog::warn("{}", w);
+  int people = 0;
+  for (const auto& p : pf.pedigrees) people += static_cast<int>(p.people.size());
+  spdlog::info("{}: {} loci{}; {}: {} pedigree(s), {} individuals ({}-makeped{})", o.dat,
+               lf.n_loci(), lf.sex_linked ? " (sex-linked)" : "", o.ped, pf.pedigrees.size(),
+               people, pf.post_makeped ? "post" : "pre",
+               pf.merged_loop_breakers
+                   ? ", " + std::to_string(pf.merged_loop_breakers) + " loop breaker copies merged"
+                   : "");
+
   const lk::AnalysisResult r = lk::analyze(lf, pf, ao);
   if (dev->gpu_runs)
     spdlog::info("{} plan run(s) on the GPU, {} on the CPU", dev->gpu_runs, dev->cpu_runs);
@@ -163,66 +203,82 @@ int run_lod(const LodOptions& o) {
     std::cout << j.dump(2) << std::endl;
   else
     std::cout << text << std::flush;
-  std::string plot = o.plot;
-  if (!o.out.empty()) {
-    std::filesystem::create_directories(o.out);
-    write_atomically((std::filesystem::path(o.out) / "lod.txt").string(), text);
-    write_atomically((std::filesystem::path(o.out) / "lod.json").string(), j.dump(2) + "\n");
-    if (plot.empty() && std::system("command -v gnuplot >/dev/null 2>&1") == 0)
-      plot = (std::filesystem::path(o.out) / "lod.svg").string();
-    else if (!plot.empty() && std::filesystem::path(plot).is_relative())
-      plot = (std::filesystem::path(o.out) / plot).string();
-    spdlog::info("results written to {}", o.out);
-  }
+  const std::string plot = write_lod_outputs(o.out, o.plot, text, j);
   if (!plot.empty()) write_lod_plot(plot, r, lf);
   return 0;
 }
 
 }  // namespace
 
-Runner add_lod(CLI::App& root) {
-  auto o = std::make_shared<LodOptions>();
-  CLI::App* cmd = root.add_subcommand(
-      "lod", "exact two-point and multipoint LOD scores from LINKAGE pedigree and locus files");
-  cmd->add_option("--ped", o->ped, "pedigree file (pre- or post-makeped)")->required();
-  cmd->add_option("--dat", o->dat, "locus (data) file")->required();
-  cmd->add_option("--program", o->program,
-                  "mlink (LOD scores over a theta) or linkmap (location scores); default: what "
-                  "the locus file's last line is written for")
-      ->check(CLI::IsMember({"mlink", "linkmap"}));
-  cmd->add_option("--theta", o->theta,
-                  "MLINK: values of the varied theta, e.g. '0,0.05,0.1' or '0:0.5:0.05'");
-  cmd->add_option("--positions", o->positions,
-                  "LINKMAP: map positions (cM from the first marker) of the moving locus across "
-                  "the whole marker map, e.g. '-10:120:2'");
-  cmd->add_option("--moving", o->moving,
-                  "LINKMAP: the moving locus (input number; default: the last line's, else the "
-                  "first affection locus)")
+void add_lod_options(CLI::App& cmd, LodOptions& o) {
+  cmd.add_option("-p,--ped", o.ped,
+                 "pedigree file: LINKAGE (pre- or post-makeped), or MERLIN's with -m");
+  cmd.add_option("-d,--dat", o.dat, "LINKAGE locus (data) file, or MERLIN's data file with -m");
+  auto* m = &o.merlin;
+  cmd.add_option("-m,--map", m->map,
+                 "MERLIN map (CHROMOSOME MARKER POSITION in cM): read -d, -p, -f and --model as "
+                 "MERLIN files");
+  cmd.add_option("-f,--freq", m->freq,
+                 "MERLIN allele frequency file (default: counted over all genotyped people)");
+  cmd.add_option("--model", m->model,
+                 "MERLIN parametric model file: AFFECTION ALLELE_FREQ P0,P1,P2 LABEL per line, "
+                 "one analysis per line");
+  cmd.add_option("--grid", m->grid, "MERLIN input: a multipoint position every N cM")
       ->check(CLI::PositiveNumber);
-  cmd->add_flag("--json", o->json, "print one JSON object instead of text");
-  cmd->add_option("--plot", o->plot, "draw the LOD curve to FILE.svg or FILE.png (gnuplot)");
-  cmd->add_option("--out", o->out, "also write lod.txt, lod.json and lod.svg into this folder");
-  cmd->add_option("--order", o->order, "elimination order heuristic")
+  cmd.add_option("--steps", m->steps,
+                 "MERLIN input: N multipoint positions between consecutive markers")
+      ->check(CLI::NonNegativeNumber);
+  cmd.add_option("--start", m->start, "MERLIN input: first multipoint position (cM)");
+  cmd.add_option("--stop", m->stop, "MERLIN input: last multipoint position (cM)");
+  cmd.add_flag("--singlepoint", m->singlepoint,
+               "MERLIN input: two-point LOD scores of each marker (thetas: --theta, default "
+               "0,0.01,0.05,0.1,0.2,0.3,0.4) instead of multipoint");
+  cmd.add_option("--program", o.program,
+                 "mlink (LOD scores over a theta) or linkmap (location scores); default: what "
+                 "the locus file's last line is written for")
+      ->check(CLI::IsMember({"mlink", "linkmap"}));
+  cmd.add_option("--theta", o.theta,
+                 "MLINK (or MERLIN input with --singlepoint): values of the varied theta, e.g. "
+                 "'0,0.05,0.1' or '0:0.5:0.05'");
+  cmd.add_option("--positions", o.positions,
+                 "LINKMAP: map positions (cM from the first marker) of the moving locus across "
+                 "the whole marker map, e.g. '-10:120:2'");
+  cmd.add_option("--moving", o.moving,
+                 "LINKMAP: the moving locus (input number; default: the last line's, else the "
+                 "first affection locus)")
+      ->check(CLI::PositiveNumber);
+  cmd.add_flag("--json", o.json, "print one JSON object instead of text");
+  cmd.add_option("--plot", o.plot, "draw the LOD curve to FILE.svg or FILE.png (gnuplot)");
+  cmd.add_option("--out", o.out, "also write lod.txt, lod.json and lod.svg into this folder");
+  cmd.add_option("--order", o.order, "elimination order heuristic")
       ->check(CLI::IsMember({"minfill", "minweight", "wminfill", "stochastic"}))
       ->capture_default_str();
-  cmd->add_option("--order-time", o->order_time,
-                  "seconds the stochastic order search may take per network")
+  cmd.add_option("--order-time", o.order_time,
+                 "seconds the stochastic order search may take per network")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option("--seed", o->seed, "random seed of the stochastic order search")
+  cmd.add_option("--seed", o.seed, "random seed of the stochastic order search")
       ->capture_default_str();
-  cmd->add_option("--threads", o->threads, "CPU threads (default: all cores)")
+  cmd.add_option("--threads", o.threads, "CPU threads (default: all cores)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--max-memory", o->max_memory,
-                  "memory one pedigree's computation may use, e.g. 8G");
-  cmd->add_option(
-         "--device", o->device,
+  cmd.add_option("--max-memory", o.max_memory,
+                 "memory one pedigree's computation may use, e.g. 8G");
+  cmd.add_option(
+         "--device", o.device,
          "auto: the GPU for plans of 1e9 FLOP and more when there is one; gpu: every plan on "
          "the GPU; cpu: never the GPU")
       ->check(CLI::IsMember({"auto", "cpu", "gpu"}))
       ->capture_default_str();
-  cmd->add_flag("--no-recode", o->no_recode, "keep every allele (no allele recoding)");
-  cmd->add_flag("--no-genotype-elimination", o->no_elimination, "skip genotype elimination");
+  cmd.add_flag("--no-recode", o.no_recode, "keep every allele (no allele recoding)");
+  cmd.add_flag("--no-genotype-elimination", o.no_elimination, "skip genotype elimination");
+}
+
+Runner add_lod(CLI::App& root) {
+  auto o = std::make_shared<LodOptions>();
+  CLI::App* cmd = root.add_subcommand(
+      "lod",
+      "exact two-point and multipoint LOD and HLOD scores from LINKAGE or MERLIN-format files");
+  add_lod_options(*cmd, *o);
   return [o, cmd]() { return cmd->parsed() ? run_lod(*o) : -1; };
 }
 

@@ -13,11 +13,13 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "apps/command_options.hpp"
 #include "apps/commands.hpp"
 #include "apps/network_options.hpp"
 #include "engine/condition.hpp"
-#include "engine/memory_limit.hpp"
+#include "engine/json.hpp"
 #include "engine/plan.hpp"
+#include "engine/util.hpp"
 #include "gpu/device_api.hpp"
 #include "gpu/executor.hpp"
 #include "scheduler/profile.hpp"
@@ -28,30 +30,17 @@ namespace kinfer::app {
 namespace {
 
 // `--device auto` uses the GPU for plans of at least this many FLOPs: below it, starting the
-// device (~0.2-0.5 s) costs more than the whole CPU computation.
+// device costs more than the whole CPU computation (docs/perf-notes.md, "Figures behind the
+// code's choices").
 constexpr double kAutoGpuMinFlops = 1e9;
 
 // With a GPU context and no --schedule: which way the buckets are placed. The four scheduler
 // policies run through sched::run_with_policy (the two-thread executor); "whole-plan" is
 // gpu::run_plan_gpu (every bucket the kernels take on the GPU, small buckets with all inputs on
 // the host on the CPU, no profile needed). Chosen by measurement on the GPU machine
-// (bench/scheduler/results/2026-11-22-h200-pe: comm-aware was faster than whole-plan on all 9
-// linkage networks after a warm-up, 1.03-1.83x, and in single runs on 7 of 9, with 25% less
-// time summed).
+// (bench/scheduler/results/2026-11-22-h200-pe; figures in docs/perf-notes.md).
 constexpr const char* kDefaultGpuSchedule = "comm-aware";
 constexpr const char* kWholePlan = "whole-plan";
-
-struct PeOptions {
-  NetworkOptions net;
-  bool json = false;
-  std::string uai_output;
-  std::string device = "auto";
-  bool check = false;
-  std::string schedule;  // empty: kDefaultGpuSchedule when a GPU is used
-  std::string profile;
-  bool explain = false;
-  int repeat = 0;
-};
 
 std::string format_log10(double x) {
   if (std::isinf(x)) return x < 0 ? "-inf" : "inf";
@@ -60,7 +49,7 @@ std::string format_log10(double x) {
   return buf;
 }
 
-// Starting the device (driver and context, ~0.2 s) in the background while the network is
+// Starting the device (driver and context) in the background while the network is
 // read and planned: for --device gpu and --check, which will use it whatever the plan.
 struct DeviceStart {
   std::unique_ptr<gpu::Context> ctx;
@@ -187,13 +176,6 @@ struct PeRun {
   nlohmann::json buckets = nlohmann::json::array();  // --explain: device and reason per bucket
   gpu::DeviceRunReport whole;                        // whole-plan only
 };
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  const std::size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
 
 bool policy_needs_profile(const std::string& s) { return s == "greedy" || s == "comm-aware"; }
 
@@ -324,9 +306,10 @@ int run_pe(const PeOptions& o) {
         cplan.cond.flops, 100 * cplan.cond.overhead(), cplan.cond.choice);
   spdlog::info(
       "order {}: width {}, largest table 2^{:.1f}, total state 2^{:.1f}, {} buckets, "
-      "estimated peak memory {:.3g} MB",
+      "estimated peak memory {}",
       plan.order.heuristic, plan.order.stats.width, plan.order.stats.log2_max_table,
-      plan.order.stats.log2_total_state, plan.tree.buckets.size(), plan.memory.peak_bytes / 1e6);
+      plan.order.stats.log2_total_state, plan.tree.buckets.size(),
+      human_bytes(plan.memory.peak_bytes));
   double ln_pr;
   std::string impossible = plan.model.impossible;
   std::string device = "cpu", why_not_gpu;
@@ -392,7 +375,8 @@ int run_pe(const PeOptions& o) {
   const auto t3 = clock::now();
   const double log10_pr = ln_pr / std::log(10.0);
   if (!impossible.empty()) spdlog::warn("P(e) = 0: {}", impossible);
-  if (!o.uai_output.empty()) write_atomically(o.uai_output, "PR\n" + format_log10(log10_pr) + "\n");
+  if (!o.uai_output.empty())
+    write_file_atomically(o.uai_output, "PR\n" + format_log10(log10_pr) + "\n");
   if (o.json) {
     nlohmann::json j = pe_json(o.net.network, plan, ln_pr, {t0, t1, t2, t_dev, t3}, device);
     if (cplan.conditioned()) j["conditioning"] = conditioning_json(cplan);
@@ -404,18 +388,15 @@ int run_pe(const PeOptions& o) {
       j["gpu"] = {{"why_not", why_not_gpu}};
     }
     if (!checked && impossible.empty()) {
-      auto num = [](double x) {
-        return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr);
-      };
       nlohmann::json sj = {{"requested", sr.requested},
                            {"policy", sr.ran},
                            {"buckets_gpu", sr.gpu_buckets},
                            {"buckets_cpu", sr.cpu_buckets},
-                           {"h2d_bytes", num(sr.h2d_bytes)},
-                           {"d2h_bytes", num(sr.d2h_bytes)},
-                           {"predicted_seconds", num(sr.predicted_seconds)},
-                           {"first_run_seconds", num(sr.first_seconds)},
-                           {"schedule_seconds", num(sr.schedule_seconds)}};
+                           {"h2d_bytes", number_or_null(sr.h2d_bytes)},
+                           {"d2h_bytes", number_or_null(sr.d2h_bytes)},
+                           {"predicted_seconds", number_or_null(sr.predicted_seconds)},
+                           {"first_run_seconds", number_or_null(sr.first_seconds)},
+                           {"schedule_seconds", number_or_null(sr.schedule_seconds)}};
       if (!ctx) sj["h2d_bytes"] = sj["d2h_bytes"] = 0;
       if (!sr.profile.empty()) sj["profile"] = sr.profile;
       if (!sr.note.empty()) sj["note"] = sr.note;
@@ -429,7 +410,7 @@ int run_pe(const PeOptions& o) {
       }
       if (o.repeat > 0) {
         sj["repeat_seconds"] = sr.repeats;
-        sj["repeat_median_seconds"] = num(median_of(sr.repeats));
+        sj["repeat_median_seconds"] = number_or_null(median(sr.repeats));
       }
       if (o.explain) sj["explain"] = sr.buckets;
       j["schedule"] = sj;
@@ -455,7 +436,7 @@ int run_pe(const PeOptions& o) {
     if (o.repeat > 0)
       std::cout << "compute: first run " << sched::format_seconds(sr.first_seconds)
                 << ", median of " << sr.repeats.size() << " repeats "
-                << sched::format_seconds(median_of(sr.repeats)) << std::endl;
+                << sched::format_seconds(median(sr.repeats)) << std::endl;
     if (o.explain)
       for (const auto& b : sr.buckets)
         std::cout << "  bucket " << b["bucket"].get<int>() << " " << b["device"].get<std::string>()
@@ -469,36 +450,40 @@ int run_pe(const PeOptions& o) {
 
 }  // namespace
 
-Runner add_pe(CLI::App& root) {
-  auto o = std::make_shared<PeOptions>();
-  CLI::App* cmd = root.add_subcommand("pe", "compute the probability of the evidence, log10 P(e)");
-  o->net.add(*cmd);
-  cmd->add_flag("--json", o->json, "print one JSON object instead of text");
-  cmd->add_option("--uai-output", o->uai_output, "also write the answer in the UAI PR format");
-  cmd->add_option("--device", o->device,
-                  "where buckets run: auto (the GPU when present and the plan is large enough), "
-                  "cpu, or gpu (falls back to the CPU, logged, when no GPU is usable)")
+void add_pe_options(CLI::App& cmd, PeOptions& o) {
+  o.net.add(cmd);
+  cmd.add_flag("--json", o.json, "print one JSON object instead of text");
+  cmd.add_option("--uai-output", o.uai_output, "also write the answer in the UAI PR format");
+  cmd.add_option("--device", o.device,
+                 "where buckets run: auto (the GPU when present and the plan is large enough), "
+                 "cpu, or gpu (falls back to the CPU, logged, when no GPU is usable)")
       ->check(CLI::IsMember({"auto", "cpu", "gpu"}))
       ->capture_default_str();
-  cmd->add_flag("--check", o->check,
-                "run every bucket on both the CPU and the GPU and report the largest difference");
-  cmd->add_option(
-         "--schedule", o->schedule,
+  cmd.add_flag("--check", o.check,
+               "run every bucket on both the CPU and the GPU and report the largest difference");
+  cmd.add_option(
+         "--schedule", o.schedule,
          std::string("how buckets are placed when a GPU is used: cpu-only, gpu-only, greedy, "
                      "comm-aware (the DP of paper 001, from a calibration profile), or "
                      "whole-plan (every bucket a kernel takes on the GPU but small ones "
                      "whose inputs are on the host; needs no profile); default ") +
              kDefaultGpuSchedule + ". Without a GPU in use every bucket runs on the CPU")
       ->check(CLI::IsMember({"cpu-only", "gpu-only", "greedy", "comm-aware", kWholePlan}));
-  cmd->add_option("--profile", o->profile,
-                  "calibration profile for greedy and comm-aware (default: the one `kinfer "
-                  "calibrate` stored in the cache directory); without one with a GPU part they "
-                  "fall back to whole-plan, logged");
-  cmd->add_flag("--explain", o->explain, "print each bucket's device and the reason");
-  cmd->add_option("--repeat", o->repeat,
-                  "time the computation this many more times after the first (for benchmarks: "
-                  "first run and median of the repeats in the output)")
+  cmd.add_option("--profile", o.profile,
+                 "calibration profile for greedy and comm-aware (default: the one `kinfer "
+                 "calibrate` stored in the cache directory); without one with a GPU part they "
+                 "fall back to whole-plan, logged");
+  cmd.add_flag("--explain", o.explain, "print each bucket's device and the reason");
+  cmd.add_option("--repeat", o.repeat,
+                 "time the computation this many more times after the first (for benchmarks: "
+                 "first run and median of the repeats in the output)")
       ->check(CLI::NonNegativeNumber);
+}
+
+Runner add_pe(CLI::App& root) {
+  auto o = std::make_shared<PeOptions>();
+  CLI::App* cmd = root.add_subcommand("pe", "compute the probability of the evidence, log10 P(e)");
+  add_pe_options(*cmd, *o);
   return [o, cmd]() { return cmd->parsed() ? run_pe(*o) : -1; };
 }
 

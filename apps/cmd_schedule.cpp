@@ -13,6 +13,8 @@
 #include "apps/commands.hpp"
 #include "apps/network_options.hpp"
 #include "engine/errors.hpp"
+#include "engine/json.hpp"
+#include "engine/util.hpp"
 #include "scheduler/device.hpp"
 #include "scheduler/executor.hpp"
 #include "scheduler/plan_costs.hpp"
@@ -84,26 +86,6 @@ struct CompareOptions {
   int repeat = 3;
 };
 
-double median(std::vector<double> v) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  const std::size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
-
-nlohmann::json num(double x) {
-  return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr);
-}
-
-std::string bytes_text(double b) {
-  const char* unit[] = {"B", "KB", "MB", "GB", "TB"};
-  int u = 0;
-  while (b >= 1000 && u < 4) b /= 1000, ++u;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u ? "%.3g %s" : "%.0f %s", b, unit[u]);
-  return buf;
-}
-
 std::string percent(double x) {
   if (!std::isfinite(x)) return "-";
   char buf[32];
@@ -118,7 +100,7 @@ struct BucketCheck {
   double predicted = 0, measured = 0;  // totals over the same buckets
   nlohmann::json to_json() const {
     return {{"buckets", buckets},
-            {"median_relative_error", num(median_error)},
+            {"median_relative_error", number_or_null(median_error)},
             {"predicted_seconds", predicted},
             {"measured_seconds", measured}};
   }
@@ -169,7 +151,8 @@ int run_compare(const CompareOptions& o) {
         profile_path);
   // every measured run follows a warm-up, so no bucket pays its shape's first GPU use
   const sched::PlanCosts pc = sched::plan_costs(plan, prof, true);
-  if (!o.save_tree.empty()) write_atomically(o.save_tree, sched::to_json(pc.tree).dump(1) + "\n");
+  if (!o.save_tree.empty())
+    write_file_atomically(o.save_tree, sched::to_json(pc.tree).dump(1) + "\n");
 
   struct Row {
     sched::Schedule s;
@@ -235,7 +218,7 @@ int run_compare(const CompareOptions& o) {
                        g ? fmt::format("{:.4g}", gpu_st.kernel_seconds[b]) : "-",
                        sched::to_string(ca.device[b]));
     }
-    write_atomically(o.bucket_log, t);
+    write_file_atomically(o.bucket_log, t);
   }
   const double tolerance = 1e-9 * std::max(1.0, std::abs(reference));
   if (worst_diff > tolerance)
@@ -245,9 +228,9 @@ int run_compare(const CompareOptions& o) {
     nlohmann::json pol = nlohmann::json::array();
     for (const Row& r : rows) {
       nlohmann::json j = {{"policy", sched::to_string(r.s.policy)},
-                          {"predicted_seconds", num(r.s.cost.total())},
+                          {"predicted_seconds", number_or_null(r.s.cost.total())},
                           {"measured", r.measured},
-                          {"measured_seconds", num(r.seconds)},
+                          {"measured_seconds", number_or_null(r.seconds)},
                           {"gpu_buckets", r.s.cost.on_gpu},
                           {"predicted_h2d_bytes", r.predicted_bytes.h2d},
                           {"predicted_d2h_bytes", r.predicted_bytes.d2h},
@@ -257,7 +240,7 @@ int run_compare(const CompareOptions& o) {
         j["d2h_bytes"] = r.st.d2h_bytes;
         j["gpu_buckets_ran"] = r.st.gpu_buckets;
         j["ln_pr"] = r.ln_pr;
-        j["relative_error"] = num(r.s.cost.total() / r.seconds - 1);
+        j["relative_error"] = number_or_null(r.s.cost.total() / r.seconds - 1);
       }
       pol.push_back(j);
     }
@@ -268,8 +251,8 @@ int run_compare(const CompareOptions& o) {
                         {"gpu", gpu_measured ? nlohmann::json(dev.name) : nlohmann::json(nullptr)},
                         {"gpu_missing_reason", gpu_measured ? "" : dev.name},
                         {"repeat", o.repeat},
-                        {"ln_pr", num(reference)},
-                        {"log10_pr", num(reference / std::log(10.0))},
+                        {"ln_pr", number_or_null(reference)},
+                        {"log10_pr", number_or_null(reference / std::log(10.0))},
                         {"max_ln_pr_difference", worst_diff},
                         {"policies", pol},
                         {"bucket_predictions", {{"cpu", cpu_check.to_json()}}}};
@@ -305,8 +288,8 @@ int run_compare(const CompareOptions& o) {
                 sched::format_seconds(r.s.cost.total()).c_str(),
                 r.measured ? sched::format_seconds(r.seconds).c_str() : "(predicted)",
                 r.measured ? percent(r.s.cost.total() / r.seconds - 1).c_str() : "", nodes,
-                bytes_text(r.measured ? r.st.h2d_bytes : r.predicted_bytes.h2d).c_str(),
-                bytes_text(r.measured ? r.st.d2h_bytes : r.predicted_bytes.d2h).c_str());
+                human_bytes(r.measured ? r.st.h2d_bytes : r.predicted_bytes.h2d).c_str(),
+                human_bytes(r.measured ? r.st.d2h_bytes : r.predicted_bytes.d2h).c_str());
   }
   std::printf("\nkernel predictions, bucket by bucket (each timed alone):\n");
   std::printf(

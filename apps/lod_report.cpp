@@ -13,6 +13,8 @@
 #include <sstream>
 
 #include "engine/errors.hpp"
+#include "engine/util.hpp"
+#include "linkage/hlod.hpp"
 
 namespace kinfer::app {
 
@@ -34,7 +36,175 @@ nlohmann::json jnum(double x) {
 
 const double kLn10 = std::log(10.0);
 
+std::vector<double> family_lods(const lk::Evaluation& e, const lk::AnalysisResult& r) {
+  std::vector<double> lods;
+  for (std::size_t f = 0; f < e.ln_l.size(); ++f)
+    lods.push_back(lk::AnalysisResult::lod(e.ln_l[f], r.baseline.ln_l[f]));
+  return lods;
+}
+
 }  // namespace
+
+std::vector<ScanPoint> scan_points(const lk::AnalysisResult& r, double offset_cm,
+                                   const std::string& marker) {
+  std::vector<ScanPoint> out;
+  for (const lk::Evaluation& e : r.evaluations) {
+    ScanPoint p;
+    p.marker = marker;
+    if (r.program == lk::Program::Mlink) {
+      p.theta = e.male[r.varied_interval];
+      p.x = p.theta;
+    } else {
+      p.has_x = e.position.has_value();
+      p.x = e.position ? *e.position + offset_cm : 0;
+    }
+    p.lod = lk::AnalysisResult::lod(e.total_ln_l, r.baseline.total_ln_l);
+    p.family_lods = family_lods(e, r);
+    p.hlod = lk::max_hlod(p.family_lods);
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+const ScanPoint* scan_peak(const std::vector<ScanPoint>& points, bool by_hlod) {
+  const ScanPoint* best = nullptr;
+  for (const ScanPoint& p : points) {
+    const double v = by_hlod ? p.hlod.hlod : p.lod;
+    if (!best || v > (by_hlod ? best->hlod.hlod : best->lod)) best = &p;
+  }
+  return best;
+}
+
+namespace {
+
+std::string where(const ScanPoint& p, bool position_in_cm) {
+  std::string w;
+  if (!p.marker.empty()) w += "marker " + p.marker + ", ";
+  if (p.theta >= 0) {
+    if (!p.marker.empty() && p.has_x && position_in_cm) w += num(p.x, 2) + " cM, ";
+    w += "theta " + num(p.theta, 4);
+  } else {
+    w += p.has_x ? "position " + num(p.x, 2) + " cM" : std::string("unlinked");
+  }
+  return w;
+}
+
+nlohmann::json point_json(const ScanPoint& p, const std::vector<std::string>& peds) {
+  nlohmann::json j;
+  if (!p.marker.empty()) j["marker"] = p.marker;
+  if (p.theta >= 0) j["theta"] = p.theta;
+  if (p.theta < 0 || !p.marker.empty())
+    j["position"] = p.has_x ? nlohmann::json(p.x) : nlohmann::json(nullptr);
+  j["lod"] = jnum(p.lod);
+  j["hlod"] = p.hlod.hlod;
+  j["alpha"] = p.hlod.alpha;
+  nlohmann::json f = nlohmann::json::object();
+  for (std::size_t i = 0; i < p.family_lods.size() && i < peds.size(); ++i)
+    f[peds[i]] = jnum(p.family_lods[i]);
+  j["family_lods"] = f;
+  return j;
+}
+
+}  // namespace
+
+std::string scan_report(const std::vector<ScanPoint>& points, const std::vector<std::string>& peds,
+                        bool position_in_cm) {
+  std::ostringstream s;
+  const bool two_point = !points.empty() && points.front().theta >= 0;
+  const bool per_family_columns = peds.size() <= 8;
+  char line[256];
+  std::snprintf(line, sizeof line, "%-14s %10s %10s %8s %10s", two_point ? "MARKER" : "",
+                two_point ? "THETA" : "POSITION", "LOD", "ALPHA", "HLOD");
+  s << line;
+  if (per_family_columns)
+    for (const auto& id : peds) {
+      std::snprintf(line, sizeof line, " %10s", ("LOD:" + id).substr(0, 10).c_str());
+      s << line;
+    }
+  s << '\n';
+  for (const ScanPoint& p : points) {
+    const std::string x =
+        p.theta >= 0 ? num(p.theta, 4) : (p.has_x ? num(p.x, 3) : std::string("unlinked"));
+    std::snprintf(line, sizeof line, "%-14s %10s %10s %8s %10s", p.marker.substr(0, 14).c_str(),
+                  x.c_str(), num(p.lod, 4).c_str(), num(p.hlod.alpha, 3).c_str(),
+                  num(p.hlod.hlod, 4).c_str());
+    s << line;
+    if (per_family_columns)
+      for (double f : p.family_lods) {
+        std::snprintf(line, sizeof line, " %10s", num(f, 4).c_str());
+        s << line;
+      }
+    s << '\n';
+  }
+  const ScanPoint* pk = scan_peak(points, false);
+  const ScanPoint* ph = scan_peak(points, true);
+  if (pk) {
+    s << "PEAK LOD:  " << where(*pk, position_in_cm) << ": LOD " << num(pk->lod, 4) << ", HLOD "
+      << num(pk->hlod.hlod, 4) << " (alpha " << num(pk->hlod.alpha, 3) << ")\n";
+    s << "PEAK HLOD: " << where(*ph, position_in_cm) << ": HLOD " << num(ph->hlod.hlod, 4)
+      << " (alpha " << num(ph->hlod.alpha, 3) << "), LOD " << num(ph->lod, 4) << "\n";
+    s << "LOD per family at the LOD peak:";
+    for (std::size_t i = 0; i < pk->family_lods.size() && i < peds.size(); ++i)
+      s << "  " << peds[i] << ' ' << num(pk->family_lods[i], 4);
+    s << '\n';
+  }
+  return s.str();
+}
+
+nlohmann::json scan_json(const std::vector<ScanPoint>& points,
+                         const std::vector<std::string>& peds) {
+  nlohmann::json j;
+  nlohmann::json a = nlohmann::json::array();
+  for (const ScanPoint& p : points) a.push_back(point_json(p, peds));
+  j["points"] = a;
+  const ScanPoint* pk = scan_peak(points, false);
+  const ScanPoint* ph = scan_peak(points, true);
+  j["peak"] = pk ? point_json(*pk, peds) : nlohmann::json(nullptr);
+  j["peak_hlod"] = ph ? point_json(*ph, peds) : nlohmann::json(nullptr);
+  return j;
+}
+
+namespace {
+int founders(const lk::Pedigree& p) {
+  int f = 0;
+  for (const lk::Person& q : p.people) f += q.founder();
+  return f;
+}
+}  // namespace
+
+std::string bits_report(const lk::PedigreeFile& pf) {
+  std::ostringstream s;
+  s << "PEDIGREE   PEOPLE  FOUNDERS  BITS (2n-f)\n";
+  char line[160];
+  int beyond = 0, most = 0;
+  for (const lk::Pedigree& p : pf.pedigrees) {
+    const int f = founders(p), b = lk::lander_green_bits(p);
+    most = std::max(most, b);
+    beyond += b > lk::kMerlinMaxBits;
+    std::snprintf(line, sizeof line, "%-9s %7zu %9d %12d%s\n", p.id.c_str(), p.people.size(), f, b,
+                  b > lk::kMerlinMaxBits ? "  beyond MERLIN's 24 bits" : "");
+    s << line;
+  }
+  if (beyond)
+    s << "NOTE: " << beyond << " pedigree(s) have more than " << lk::kMerlinMaxBits
+      << " bits (up to " << most
+      << "): MERLIN's default refuses them; kinfer computes them exactly by elimination\n";
+  return s.str();
+}
+
+nlohmann::json bits_json(const lk::PedigreeFile& pf) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const lk::Pedigree& p : pf.pedigrees) {
+    const int f = founders(p), b = lk::lander_green_bits(p);
+    a.push_back({{"id", p.id},
+                 {"people", p.people.size()},
+                 {"founders", f},
+                 {"non_founders", static_cast<int>(p.people.size()) - f},
+                 {"bits", b},
+                 {"beyond_merlin", b > lk::kMerlinMaxBits}});
+  }
+  return a;
+}
 
 std::string lod_text_report(const lk::AnalysisResult& r, const lk::LocusFile& lf,
                             const lk::PedigreeFile& pf) {
@@ -56,6 +226,7 @@ std::string lod_text_report(const lk::AnalysisResult& r, const lk::LocusFile& lf
       << "; LOD baseline: the moving locus unlinked, log10 L = "
       << num(r.baseline.total_ln_l / kLn10) << "\n";
   for (const auto& n : r.notes) s << "NOTE: " << n << '\n';
+  s << bits_report(pf);
   auto thetas = [&](const std::vector<double>& v) {
     std::ostringstream t;
     for (double x : v) t << ' ' << num(x, 4);
@@ -94,7 +265,13 @@ std::string lod_text_report(const lk::AnalysisResult& r, const lk::LocusFile& lf
                   num(e->total_ln_l / kLn10).c_str(),
                   num(lk::AnalysisResult::lod(e->total_ln_l, r.baseline.total_ln_l)).c_str());
     s << line;
+    if (e != &r.baseline) {
+      const lk::Hlod h = lk::max_hlod(family_lods(*e, r));
+      s << "HLOD " << num(h.hlod) << " at ALPHA " << num(h.alpha, 4) << '\n';
+    }
   }
+  s << rule << rule << "SUMMARY: LOD, HLOD and the alpha maximising it\n";
+  s << scan_report(scan_points(r), r.pedigrees, r.program == lk::Program::Linkmap);
   return s.str();
 }
 
@@ -116,8 +293,12 @@ nlohmann::json eval_json(const lk::Evaluation& e, const lk::AnalysisResult& r, b
   }
   j["pedigrees"] = peds;
   j["total"] = {{"ln_l", jnum(e.total_ln_l)}, {"log10_l", jnum(e.total_ln_l / kLn10)}};
-  if (with_lod)
+  if (with_lod) {
     j["total"]["lod"] = jnum(lk::AnalysisResult::lod(e.total_ln_l, r.baseline.total_ln_l));
+    const lk::Hlod h = lk::max_hlod(family_lods(e, r));
+    j["total"]["hlod"] = h.hlod;
+    j["total"]["alpha"] = h.alpha;
+  }
   return j;
 }
 
@@ -147,6 +328,10 @@ nlohmann::json lod_json_report(const lk::AnalysisResult& r, const lk::LocusFile&
   for (const auto& e : r.evaluations) ev.push_back(eval_json(e, r, true));
   j["evaluations"] = ev;
   j["notes"] = r.notes;
+  j["pedigree_bits"] = bits_json(pf);
+  const nlohmann::json scan = scan_json(scan_points(r), r.pedigrees);
+  j["peak"] = scan["peak"];
+  j["peak_hlod"] = scan["peak_hlod"];
   const auto& t = r.timing;
   j["timings"] = {{"seconds", seconds},       {"reduce", t.reduce_s}, {"plan", t.plan_s},
                   {"evaluate", t.evaluate_s}, {"plans", t.plans},     {"runs", t.runs}};
@@ -168,8 +353,23 @@ std::string gnuplot_quote(const std::string& s) {
 
 }  // namespace
 
-// Draws LOD against theta (MLINK) or map position (LINKMAP) with gnuplot.
-void write_lod_plot(const std::string& path, const lk::AnalysisResult& r, const lk::LocusFile& lf) {
+std::string write_lod_outputs(const std::string& out_dir, const std::string& plot,
+                              const std::string& text, const nlohmann::json& j) {
+  namespace fs = std::filesystem;
+  if (out_dir.empty()) return plot;
+  fs::create_directories(out_dir);
+  write_file_atomically((fs::path(out_dir) / "lod.txt").string(), text);
+  write_file_atomically((fs::path(out_dir) / "lod.json").string(), j.dump(2) + "\n");
+  spdlog::info("results written to {}", out_dir);
+  if (plot.empty())
+    return std::system("command -v gnuplot >/dev/null 2>&1") == 0
+               ? (fs::path(out_dir) / "lod.svg").string()
+               : std::string();
+  return fs::path(plot).is_relative() ? (fs::path(out_dir) / plot).string() : plot;
+}
+
+void draw_lod_curves(const std::string& path, const std::vector<ScanPoint>& points,
+                     const PlotAxes& axes) {
   namespace fs = std::filesystem;
   const std::string ext = fs::path(path).extension().string();
   if (ext != ".svg" && ext != ".png")
@@ -181,55 +381,44 @@ void write_lod_plot(const std::string& path, const lk::AnalysisResult& r, const 
                      "which is not installed");
   const fs::path dir = fs::temp_directory_path() / ("kinfer-plot-" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  const bool mlink = r.program == lk::Program::Mlink;
   std::ofstream data(dir / "lod.dat");
-  int points = 0;
-  for (const auto& e : r.evaluations) {
-    const double lod = lk::AnalysisResult::lod(e.total_ln_l, r.baseline.total_ln_l);
-    if (std::isinf(lod)) continue;
-    double x;
-    if (mlink) {
-      x = e.male[r.varied_interval];
-    } else {
-      if (!e.position) continue;
-      x = *e.position;
-    }
-    data << num(x, 8) << ' ' << num(lod, 8) << '\n';
-    ++points;
+  int points_drawn = 0;
+  for (const ScanPoint& p : points) {
+    if (std::isinf(p.lod) || !p.has_x) continue;
+    data << num(p.x, 8) << ' ' << num(p.lod, 8) << ' ' << num(p.hlod.hlod, 8) << '\n';
+    ++points_drawn;
   }
   data.close();
-  if (points == 0) throw InputError(path, 0, "no finite LOD score to draw");
+  if (points_drawn == 0) throw InputError(path, 0, "no finite LOD score to draw");
   std::ofstream g(dir / "plot.gp");
   if (ext == ".svg")
     g << "set terminal svg size 800,500 dynamic noenhanced font 'Helvetica,14' linewidth 1.5\n";
   else
     g << "set terminal pngcairo size 1600,1000 noenhanced font 'Helvetica,26' linewidth 3\n";
   g << "set output " << gnuplot_quote(fs::absolute(path).string()) << "\n";
-  g << "set border 3\nset tics nomirror\nset grid ytics lc rgb '#dddddd'\nset key off\n";
+  g << "set border 3\nset tics nomirror\nset grid ytics lc rgb '#dddddd'\n";
+  g << "set key top right\n";
   g << "set ylabel 'LOD score'\n";
-  std::string trait = mlink ? "" : lf.loci[r.moving_locus].name;
-  if (mlink) {
-    g << "set xlabel 'recombination fraction θ" << (r.sex_specific ? " (male)" : "") << " between "
-      << r.map_order[r.varied_interval] << " and " << r.map_order[r.varied_interval + 1] << "'\n";
-    g << "set xrange [0:0.5]\n";
-  } else {
-    g << "set xlabel 'map position of " << trait << " (cM, "
-      << (lf.map_function == lk::MapFunction::Kosambi ? "Kosambi" : "Haldane") << ")'\n";
+  g << "set xlabel " << gnuplot_quote(axes.xlabel) << "\n";
+  if (axes.xrange)
+    g << "set xrange [" << num(axes.xrange->first, 4) << ":" << num(axes.xrange->second, 4)
+      << "]\n";
+  if (!axes.ticks.empty()) {
     // Markers as labelled ticks along the top.
-    std::vector<std::pair<std::string, double>> mk;
-    for (const auto& m : r.markers)
-      if (std::isfinite(m.second)) mk.push_back(m);
     g << "set x2tics rotate by 45 left font '," << (ext == ".svg" ? 10 : 18) << "' (";
-    for (std::size_t i = 0; i < mk.size(); ++i)
-      g << (i ? ", " : "") << gnuplot_quote(mk[i].first) << ' ' << num(mk[i].second, 4);
+    for (std::size_t i = 0; i < axes.ticks.size(); ++i)
+      g << (i ? ", " : "") << gnuplot_quote(axes.ticks[i].first) << ' '
+        << num(axes.ticks[i].second, 4);
     g << ")\nset link x2\n";
-    for (const auto& [name, cm] : mk)
+    for (const auto& [name, cm] : axes.ticks)
       g << "set arrow from " << num(cm, 4) << ", graph 0 to " << num(cm, 4)
         << ", graph 1 nohead dt 3 lc rgb '#999999'\n";
   }
   g << "set arrow from graph 0, first 3 to graph 1, first 3 nohead dt 2 lc rgb '#cc0000'\n";
-  g << "plot " << gnuplot_quote((dir / "lod.dat").string())
-    << " using 1:2 with linespoints pt 7 ps 0.6 lc rgb '#1f4e9c'\n";
+  const std::string file = gnuplot_quote((dir / "lod.dat").string());
+  g << "plot " << file << " using 1:2 with linespoints pt 7 ps 0.6 lc rgb '#1f4e9c' title 'LOD"
+    << axes.suffix << "', \\\n     " << file
+    << " using 1:3 with lines dt 4 lc rgb '#d9822b' title 'HLOD" << axes.suffix << "'\n";
   g.close();
   const std::string cmd = "gnuplot " + gnuplot_quote((dir / "plot.gp").string()) + " 2>&1";
   std::string out;
@@ -243,7 +432,25 @@ void write_lod_plot(const std::string& path, const lk::AnalysisResult& r, const 
     fs::remove_all(dir);
     throw InputError(path, 0, "could not run gnuplot");
   }
-  spdlog::info("LOD curve drawn to {}", path);
+  spdlog::info("LOD and HLOD curves drawn to {}", path);
+}
+
+// Draws LOD and HLOD against theta (MLINK) or map position (LINKMAP).
+void write_lod_plot(const std::string& path, const lk::AnalysisResult& r, const lk::LocusFile& lf) {
+  const bool mlink = r.program == lk::Program::Mlink;
+  PlotAxes ax;
+  if (mlink) {
+    ax.xlabel = "recombination fraction θ" + std::string(r.sex_specific ? " (male)" : "") +
+                " between " + r.map_order[r.varied_interval] + " and " +
+                r.map_order[r.varied_interval + 1];
+    ax.xrange = std::make_pair(0.0, 0.5);
+  } else {
+    ax.xlabel = "map position of " + lf.loci[r.moving_locus].name + " (cM, " +
+                (lf.map_function == lk::MapFunction::Kosambi ? "Kosambi" : "Haldane") + ")";
+    for (const auto& m : r.markers)
+      if (std::isfinite(m.second)) ax.ticks.push_back(m);
+  }
+  draw_lod_curves(path, scan_points(r), ax);
 }
 
 }  // namespace kinfer::app

@@ -1,5 +1,6 @@
 // kinfer: exact inference for Bayesian networks and genetic linkage analysis.
 // Exit codes: 0 success, 2 bad input or usage, 3 resource limit, 1 internal error.
+#include <omp.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -8,6 +9,7 @@
 #include <new>
 #include <vector>
 
+#include "apps/command_options.hpp"
 #include "apps/commands.hpp"
 #include "engine/errors.hpp"
 #include "engine/memory_limit.hpp"
@@ -21,9 +23,8 @@ int main(int argc, char** argv) {
   CLI::App app{"kinfer: exact probability of evidence and LOD scores"};
   app.require_subcommand(1);
   app.fallthrough();  // -q and -v may follow the subcommand
-  bool quiet = false, verbose = false;
-  app.add_flag("-q,--quiet", quiet, "log warnings and errors only");
-  app.add_flag("-v,--verbose", verbose, "log debugging detail");
+  kinfer::app::LogFlags log;
+  kinfer::app::add_log_flags(app, log);
   std::vector<kinfer::app::Runner> runners = {kinfer::app::add_pe(app), kinfer::app::add_info(app),
                                               kinfer::app::add_lod(app)};
   runners.push_back(kinfer::app::add_batch(app));
@@ -36,9 +37,14 @@ int main(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   }
-  spdlog::set_level(quiet     ? spdlog::level::warn
-                    : verbose ? spdlog::level::debug
-                              : spdlog::level::info);
+  spdlog::set_level(log.quiet     ? spdlog::level::warn
+                    : log.verbose ? spdlog::level::debug
+                                  : spdlog::level::info);
+  // The one place that sets the OpenMP thread count: the subcommand's --threads, at start.
+  // Code that needs the count itself gets it through its options, never from here.
+  for (CLI::App* sub : app.get_subcommands())
+    if (CLI::Option* t = sub->get_option_no_throw("--threads"); t && t->count() > 0)
+      if (const int n = t->as<int>(); n > 0) omp_set_num_threads(n);
   try {
     for (auto& r : runners) {
       int rc = r();

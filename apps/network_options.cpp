@@ -1,6 +1,7 @@
 #include "apps/network_options.hpp"
 
-#include <omp.h>
+#include "apps/command_options.hpp"
+
 #include <spdlog/spdlog.h>
 
 #include <cmath>
@@ -38,18 +39,18 @@ void NetworkOptions::add(CLI::App& cmd) {
 }
 
 void NetworkOptions::load(Network& net, Evidence& ev) const {
-  net = io::read_uai(network);
-  std::string evpath = evidence;
-  if (evpath.empty()) {
-    evpath = io::default_evidence_path(network);
-    if (!evpath.empty())
-      spdlog::info("using the evidence file beside the network: {}", evpath);
-    else
-      spdlog::info(
-          "no evidence file given and none beside the network: computing with no evidence");
-  }
-  if (!evpath.empty()) ev = io::read_evidence(evpath, net);
-  if (threads > 0) omp_set_num_threads(threads);
+  io::NetworkWithEvidence r = io::read_network_and_evidence(network, evidence);
+  if (evidence.empty() && !r.evidence_path.empty())
+    spdlog::info("using the evidence file beside the network: {}", r.evidence_path);
+  else if (evidence.empty())
+    spdlog::info("no evidence file given and none beside the network: computing with no evidence");
+  net = std::move(r.net);
+  ev = std::move(r.ev);
+}
+
+void add_log_flags(CLI::App& root, LogFlags& f) {
+  root.add_flag("-q,--quiet", f.quiet, "log warnings and errors only");
+  root.add_flag("-v,--verbose", f.verbose, "log debugging detail");
 }
 
 PlanOptions NetworkOptions::plan_options() const {
@@ -111,21 +112,6 @@ nlohmann::json conditioning_json(const ConditionedPlan& cp) {
           {"unconditioned_peak_bytes", c.unconditioned_peak_bytes},
           {"overhead", c.overhead()},
           {"choice", c.choice}};
-}
-
-void write_atomically(const std::string& path, const std::string& content) {
-  namespace fs = std::filesystem;
-  fs::path p(path);
-  fs::path tmp = p;
-  tmp += ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw InputError(path, 0, "cannot write");
-    f << content;
-    f.flush();
-    if (!f) throw InputError(path, 0, "cannot write");
-  }
-  fs::rename(tmp, p);
 }
 
 nlohmann::json pe_json(const std::string& network, const Plan& plan, double ln_pr, const PeTimes& t,

@@ -38,7 +38,4 @@ struct PeTimes {
 nlohmann::json pe_json(const std::string& network, const Plan& plan, double ln_pr, const PeTimes& t,
                        const std::string& device);
 
-// Writes `content` to `path` atomically (temporary file in the same folder, then rename).
-void write_atomically(const std::string& path, const std::string& content);
-
 }  // namespace kinfer::app

@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "engine/errors.hpp"
-#include "engine/memory_limit.hpp"
+#include "engine/util.hpp"
 
 namespace kinfer {
 

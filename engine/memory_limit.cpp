@@ -57,16 +57,6 @@ double parse_size(const std::string& text) {
   return v * mult;
 }
 
-std::string human_bytes(double b) {
-  const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  int u = 0;
-  while (b >= 1024 && u < 6) b /= 1024, ++u;
-  std::ostringstream s;
-  s.precision(3);
-  s << b << ' ' << unit[u];
-  return s.str();
-}
-
 void bound_allocator() {
   // Fixed thresholds switch off glibc's dynamic adjustment.
   mallopt(M_MMAP_THRESHOLD, 256 * 1024);

@@ -1,12 +1,10 @@
 #include "engine/plan.hpp"
 
-#include <unistd.h>
 #include <cmath>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -15,6 +13,7 @@
 
 #include "engine/errors.hpp"
 #include "engine/memory_limit.hpp"
+#include "engine/util.hpp"
 
 namespace kinfer {
 
@@ -70,18 +69,15 @@ bool load_order(const std::string& path, const ReducedModel& m,
 }
 
 void save_order(const std::string& path, const OrderResult& r) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::create_directories(fs::path(path).parent_path(), ec);
-  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp);
-    f << "kinfer-order 1 " << r.heuristic << "\n";
-    for (std::size_t i = 0; i < r.order.size(); ++i)
-      f << r.order[i] << (i + 1 < r.order.size() ? ' ' : '\n');
-    if (!f) return;  // a cache that cannot be written is only a missed saving
+  std::ostringstream f;
+  f << "kinfer-order 1 " << r.heuristic << "\n";
+  for (std::size_t i = 0; i < r.order.size(); ++i)
+    f << r.order[i] << (i + 1 < r.order.size() ? ' ' : '\n');
+  try {
+    write_file_atomically(path, f.str());
+  } catch (const InputError&) {
+    // a cache that cannot be written is only a missed saving
   }
-  fs::rename(tmp, path, ec);
 }
 
 }  // namespace
@@ -310,6 +306,28 @@ double run_plan(const Plan& plan, const RunOptions& opt) {
 
 namespace kinfer {
 
+void refill_inputs(Plan& plan, std::vector<InputTableRefill> tables) {
+  std::vector<std::vector<double>> data(tables.size());
+  std::vector<std::vector<int>> scope(tables.size());
+  for (std::size_t k = 0; k < tables.size(); ++k) {
+    const LogFactor& old = plan.model.factors.at(tables[k].factor);
+    if (tables[k].logv.size() != old.logv.size())
+      throw std::logic_error("refill_inputs: a new table of factor " +
+                             std::to_string(tables[k].factor) + " has " +
+                             std::to_string(tables[k].logv.size()) + " entries, the plan's " +
+                             std::to_string(old.logv.size()) + "; build a new plan");
+    LogFactor fresh{old.scope, std::move(tables[k].logv), old.origin};
+    data[k] = restructure(fresh, plan.model.card, plan.tree.rank, scope[k]);
+    tables[k].logv = std::move(fresh.logv);
+  }
+  for (std::size_t k = 0; k < tables.size(); ++k) {
+    const std::size_t f = tables[k].factor;
+    plan.model.factors[f].logv = std::move(tables[k].logv);
+    plan.input_data[f] = std::move(data[k]);
+    plan.input_scope[f] = std::move(scope[k]);
+  }
+}
+
 void refill_factors(Plan& plan, const Network& net, std::span<const int> changed) {
   // Value elimination depends on where the tables are zero, so reduce afresh and insist that the
   // possible values did not change (a plan's structure is only valid for the same supports).
@@ -320,16 +338,17 @@ void refill_factors(Plan& plan, const Network& net, std::span<const int> changed
         "refill_factors: the new tables change which values are possible; build a new plan");
   std::vector<char> is_changed(net.factors.size(), 0);
   for (int f : changed) is_changed.at(f) = 1;
+  std::vector<InputTableRefill> tables;
   for (std::size_t i = 0; i < plan.model.factors.size(); ++i) {
-    LogFactor& lf = plan.model.factors[i];
+    const LogFactor& lf = plan.model.factors[i];
     if (!is_changed[lf.origin]) continue;
     if (fresh.factors[i].origin != lf.origin || fresh.factors[i].scope != lf.scope)
       throw std::logic_error(
           "refill_factors: a new table changes its factor's scope (ReduceOptions::fixed_shape); "
           "build a new plan");
-    lf.logv = std::move(fresh.factors[i].logv);
-    plan.input_data[i] = restructure(lf, plan.model.card, plan.tree.rank, plan.input_scope[i]);
+    tables.push_back({i, std::move(fresh.factors[i].logv)});
   }
+  refill_inputs(plan, std::move(tables));
   plan.model.constants = fresh.constants;
   plan.model.impossible = fresh.impossible;
 }

@@ -138,8 +138,19 @@ struct RunOptions {
       after_bucket;
 };
 
-// Compile once, evaluate many: re-reads the tables of the network factors `changed` (whose
-// scopes and the evidence are unchanged, e.g. a new theta) into the plan's inputs. Throws
+// Compile once, evaluate many: the one way to change a compiled plan's input tables. Each entry
+// gives factor `factor` of plan.model a new log table (same scope, same kept values, so the
+// order and the task tree hold) and restructures it into the plan's input. All tables are
+// checked and restructured before any is stored: on std::logic_error (a table whose size is not
+// its factor's) the plan is unchanged.
+struct InputTableRefill {
+  std::size_t factor;
+  std::vector<double> logv;
+};
+void refill_inputs(Plan& plan, std::vector<InputTableRefill> tables);
+
+// refill_inputs from a network: re-reads the tables of the network factors `changed` (whose
+// scopes and the evidence are unchanged) by reducing the network afresh. Throws
 // std::logic_error if the new tables change which values value elimination keeps.
 void refill_factors(Plan& plan, const Network& net, std::span<const int> changed);
 

@@ -41,7 +41,7 @@ struct ReduceOptions {
   // After value elimination, a factor whose table does not vary with one of its variables
   // (e.g. a child's allele given a selector whose parent is homozygous) loses that variable:
   // exact, and it cuts edges out of the interaction graph. Off by default because a plan whose
-  // tables are refilled later (refill_factors) must keep every refilled factor's shape: list
+  // tables are refilled later (refill_inputs) must keep every refilled factor's shape: list
   // those in `fixed_shape` (network factor indices) when turning it on.
   bool drop_independent = false;
   std::vector<int> fixed_shape;

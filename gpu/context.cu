@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -78,6 +79,8 @@ class CudaContext final : public Context {
     lim_.max_threads_per_sm = prop_.maxThreadsPerMultiProcessor;
     lim_.shared_per_block = optin - kStaticShared;
     lim_.shared_per_sm = static_cast<int>(prop_.sharedMemPerMultiprocessor);
+    const char* tiles = std::getenv("KINFER_GPU_TILES");
+    lim_.tiles = tiles && std::string(tiles) == "1";
     streams_.resize(kStreams);
     // non-blocking: no implicit ordering with the legacy default stream
     for (auto& s : streams_) CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -187,8 +190,8 @@ class CudaContext final : public Context {
     for (const auto& in : inputs) scopes.push_back(in.scope);
     PolicyEntry& pe = policy(shape, scopes, variant, 8, s);
     std::vector<const double*> slots;
-    for (int f : pe.lay.slot_input)
-      slots.push_back(static_cast<const double*>(ptr(inputs[f].table)));
+    for (int f : pe.p.slot_input)
+      slots.push_back(f < 0 ? nullptr : static_cast<const double*>(ptr(inputs[f].table)));
     double* partial = pe.p.splits > 1
                           ? static_cast<double*>(scratch(s, 2 * 8 * pe.p.splits * pe.p.n_out))
                           : nullptr;
@@ -452,16 +455,18 @@ HostRunResult run_host_typed(CudaContext& ctx, const BucketShape& shape,
   auto& pe = ctx.policy(shape, scopes, opt.variant, sizeof(T), s);
   const BucketLayout& lay = pe.lay;
   // inputs in the kernel's element type
-  std::vector<std::unique_ptr<DevBuf>> bufs;
-  std::vector<const T*> slots;
+  std::vector<std::unique_ptr<DevBuf>> bufs(inputs.size());
   for (int slot = 0; slot < lay.n_in; ++slot) {
-    const InputTable& in = inputs[lay.slot_input[slot]];
+    const int f = lay.slot_input[slot];
+    const InputTable& in = inputs[f];
     const std::int64_t n = lay.in_size[slot];
     std::vector<T> host(in.data, in.data + n);
-    bufs.push_back(std::make_unique<DevBuf>(n * sizeof(T)));
-    CUDA_CHECK(cudaMemcpy(bufs.back()->p, host.data(), n * sizeof(T), cudaMemcpyHostToDevice));
-    slots.push_back(static_cast<const T*>(bufs.back()->p));
+    bufs[f] = std::make_unique<DevBuf>(n * sizeof(T));
+    CUDA_CHECK(cudaMemcpy(bufs[f]->p, host.data(), n * sizeof(T), cudaMemcpyHostToDevice));
   }
+  std::vector<const T*> slots;
+  for (int f : pe.p.slot_input)
+    slots.push_back(f < 0 ? nullptr : static_cast<const T*>(bufs[f]->p));
   const std::int64_t n_out = lay.n_out;
   DevBuf out(n_out * sizeof(T));
   DevBuf partial(pe.p.splits > 1 ? 2 * sizeof(T) * pe.p.splits * n_out : 16);

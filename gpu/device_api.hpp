@@ -43,6 +43,7 @@ struct KernelChoice {
   std::int64_t blocks = 0, page_outputs = 1;
   int varying_inputs = 0, cached_inputs = 0, shared_bytes = 0;
   double hit_fraction = 0;  // element loads served from shared memory (cached variant)
+  int tile = 1;  // plain: outputs or summed configurations one thread shares its loads over
 };
 
 class Context {

@@ -29,7 +29,7 @@ int lanes_log2_for(std::int64_t m, std::int64_t per_lane) {
 }
 
 // Odometer fill: table[row][slot] = sum over vars[first, last) of digit * stride[slot][var],
-// rows in mixed-radix order (last var fastest).
+// rows in mixed-radix order (last var fastest). Throws when a value does not fit Int.
 template <class Int>
 void fill_offsets(const BucketLayout& lay, int first, int last, int slots, int width,
                   std::vector<Int>& table) {
@@ -38,6 +38,15 @@ void fill_offsets(const BucketLayout& lay, int first, int last, int slots, int w
   table.assign(static_cast<std::size_t>(rows * width), 0);
   std::vector<int> digit(lay.card.size(), 0);
   std::vector<std::int64_t> cur(slots, 0);
+  std::int64_t top = 0;
+  for (int s = 0; s < slots; ++s) {
+    std::int64_t m = 0;
+    for (int i = first; i < last; ++i) m += (lay.card[i] - 1) * lay.stride[s][i];
+    top = std::max(top, m);
+  }
+  if (top > static_cast<std::int64_t>(std::numeric_limits<Int>::max()))
+    throw std::invalid_argument("offsets of the bucket's tables exceed " +
+                                std::to_string(8 * sizeof(Int)) + " bits");
   for (std::int64_t r = 0; r < rows; ++r) {
     for (int s = 0; s < slots; ++s) table[r * width + s] = static_cast<Int>(cur[s]);
     for (int i = last - 1; i >= first; --i) {
@@ -50,66 +59,167 @@ void fill_offsets(const BucketLayout& lay, int first, int last, int slots, int w
 }
 
 // Output split shared by both variants: page = the lowest `page_vars` output variables.
-void fill_output_tables(const BucketLayout& lay, LaunchPlan& p) {
+// `cols`: table columns (the plain kernel adds the output offset as a last column).
+void fill_output_tables(const BucketLayout& lay, LaunchPlan& p, int cols) {
   const int first = lay.k - p.page_vars;
   p.P = 1;
   for (int i = first; i < lay.k; ++i) p.P *= lay.card[i];
-  p.n_pages = lay.n_out / p.P;
-  fill_offsets(lay, first, lay.k, lay.n_in, p.nip, p.out_lo);
-  fill_offsets(lay, 0, first, lay.n_in, p.nip, p.out_hi);
-  p.div_P = FastDiv(static_cast<std::uint32_t>(p.P));
-  p.div_out = FastDiv(static_cast<std::uint32_t>(lay.n_out));
+  std::int64_t n = 1;
+  for (int i = 0; i < lay.k; ++i) n *= lay.card[i];
+  p.n_pages = n / p.P;
+  fill_offsets(lay, first, lay.k, cols, p.nip, p.out_lo);
+  fill_offsets(lay, 0, first, cols, p.nip, p.out_hi);
+  p.div_P = FastDiv64(static_cast<std::uint32_t>(p.P));
 }
 
 int nv_of(const BucketLayout& lay) { return static_cast<int>(lay.card.size()); }
+
+// Kernel template cases for the number of varying inputs: 0-8, then 12 and 16 (padded).
+int kernel_nf(int nf) { return nf <= 8 ? nf : nf <= 12 ? 12 : 16; }
+
+// Loads per term per output of the plain kernel's inner loop: the offset row (16-byte loads)
+// and one load per varying input, shared over the tile by the inputs without its variables.
+double loads_per_term(int nfp, int nf, int tile, const std::vector<char>& dep) {
+  double l = nfp / 4.0;
+  for (int f = 0; f < nf; ++f) l += dep[f] ? tile : 1;
+  return l / tile;
+}
+
+struct TileChoice {
+  std::vector<int> vars;
+  int R = 1;
+  bool summed = false;
+  double loads = 0;
+};
+
+// The tile that saves the most loads: one output or summed variable of 2 or 4 values, or two
+// binary ones. Summed tiles leave out the lowest summed variable (the lanes' contiguous run);
+// output tiles must leave enough threads to fill the device.
+TileChoice choose_tile(const BucketLayout& L, int nf, int nfp, const DeviceLimits& lim) {
+  const int nv = static_cast<int>(L.card.size());
+  TileChoice best;
+  std::vector<char> none(nf, 0);
+  best.loads = loads_per_term(nfp, nf, 1, none);
+  if (!lim.tiles || nf == 0 || nf > kMaxCachedVarying) return best;
+  const double base = best.loads;
+  const std::int64_t G = std::int64_t{1} << lanes_log2_for(L.M, 16);
+  const std::int64_t fill = std::int64_t{2} * lim.sm_count * lim.max_threads_per_sm;
+  std::vector<std::vector<int>> cands;
+  for (int i = 0; i < nv; ++i) {
+    if (i == nv - 1 && i >= L.k) continue;
+    if (L.card[i] == 2 || L.card[i] == 4) cands.push_back({i});
+    if (L.card[i] == 2)
+      for (int j = i + 1; j < nv; ++j)
+        if (L.card[j] == 2 && (j < nv - 1 || j < L.k) && (i < L.k) == (j < L.k))
+          cands.push_back({i, j});
+  }
+  for (const auto& c : cands) {
+    const bool summed = c[0] >= L.k;
+    int R = 1;
+    for (int i : c) R *= L.card[i];
+    if (summed && L.M / R < 64) continue;
+    if (!summed && (L.n_out / R) * G < fill) continue;  // the tile would idle the device
+    std::vector<char> dep(nf, 0);
+    bool fits = true;
+    for (int f = 0; f < nf; ++f)
+      for (int i : c) {
+        dep[f] = dep[f] || L.stride[f][i] != 0;
+        fits = fits && (L.card[i] - 1) * L.stride[f][i] <= INT32_MAX / 2;
+      }
+    if (!fits) continue;
+    const double l = loads_per_term(nfp, nf, R, dep);
+    if (l < best.loads - 1e-9) best = {c, R, summed, l};
+  }
+  if (best.loads > 0.8 * base) return {{}, 1, false, base};
+  return best;
+}
 
 // Plain variant: global loads through L1/L2, any shape the layout supports.
 LaunchPlan plain_launch_plan(const BucketLayout& lay, const DeviceLimits& lim) {
   LaunchPlan p;
   p.variant = Variant::plain;
-  p.nf = lay.nf;
+  p.nf_inputs = lay.nf;
+  p.nf = kernel_nf(lay.nf);
   p.nc = lay.n_in - lay.nf;
-  p.nip = std::max(4, round_up(lay.n_in, 4));
-  p.nfp = std::max(4, round_up(lay.nf, 4));
+  // the kernel's layout: padding slots (zero table) after the varying inputs, then the
+  // constant ones, then the output column
+  BucketLayout L = lay;
+  const int nv = nv_of(lay);
+  const int pad = p.nf - lay.nf;
+  p.slot_input = lay.slot_input;
+  p.slot_input.insert(p.slot_input.begin() + lay.nf, pad, -1);
+  L.stride.insert(L.stride.begin() + lay.nf, pad, std::vector<std::int64_t>(nv, 0));
+  L.stride.push_back(lay.out_stride);
+  const int slots = p.nf + p.nc;
+  p.nip = std::max(4, round_up(slots + 1, 4));
+  p.nfp = std::max(4, round_up(p.nf, 4));
   p.n_out = lay.n_out;
   p.M = lay.M;
-  const int nv = nv_of(lay);
-  // pass 1: the page (outputs decomposed through two small tables)
+  // pass 0: the tile; its variables drop out of the index space (cardinality 1)
+  const TileChoice tc = choose_tile(L, p.nf, p.nfp, lim);
+  p.tile = tc.R;
+  p.tile_summed = tc.summed;
+  p.tile_vars = tc.vars;
+  for (int i : tc.vars) L.card[i] = 1;
+  p.n_items = tc.summed ? lay.n_out : lay.n_out / tc.R;
+  const std::int64_t M = tc.summed ? lay.M / tc.R : lay.M;
+  p.tile_off.assign(static_cast<std::size_t>(p.tile * p.nfp), 0);
+  p.tile_all.assign(static_cast<std::size_t>(p.tile * p.nip), 0);
+  for (int r = 0; r < p.tile; ++r) {
+    int rest = r;
+    for (std::size_t j = tc.vars.size(); j-- > 0;) {
+      const int i = tc.vars[j], d = rest % lay.card[i];
+      rest /= lay.card[i];
+      for (int s = 0; s <= slots; ++s) p.tile_all[r * p.nip + s] += d * L.stride[s][i];
+    }
+    for (int f = 0; f < p.nf; ++f)
+      p.tile_off[r * p.nfp + f] = static_cast<std::int32_t>(p.tile_all[r * p.nip + f]);
+  }
+  // pass 1: the page (outputs decomposed through two tables), with at most 2^20 pages
   p.page_vars = 0;
   std::int64_t P = 1;
-  while (p.page_vars < lay.k && P * lay.card[lay.k - p.page_vars - 1] <= kPlainPageMax)
-    P *= lay.card[lay.k - ++p.page_vars];
-  fill_output_tables(lay, p);
+  while (p.page_vars < lay.k && (P * L.card[lay.k - p.page_vars - 1] <= kPlainPageMax ||
+                                 p.n_items / P > (std::int64_t{1} << 20)))
+    P *= L.card[lay.k - ++p.page_vars];
+  fill_output_tables(L, p, slots + 1);
   // pass 2: inner summed block, its table in shared memory (one row per configuration)
-  const std::int64_t mi_max = p.nfp == 4 ? 2048 : 1024;
+  const std::int64_t mi_max = p.nfp == 4 ? 2048 : p.nfp == 8 ? 1024 : 512;
   int inner_first = nv;
   p.Mi = 1;
-  while (inner_first > lay.k && (p.Mi * lay.card[inner_first - 1] <= mi_max || inner_first == nv)) {
+  while (inner_first > lay.k && (p.Mi * L.card[inner_first - 1] <= mi_max || inner_first == nv)) {
     --inner_first;
-    p.Mi *= lay.card[inner_first];
+    p.Mi *= L.card[inner_first];
   }
-  p.Mh = lay.M / p.Mi;
-  fill_offsets(lay, inner_first, nv, lay.nf, p.nfp, p.sum_lo);
-  fill_offsets(lay, lay.k, inner_first, lay.nf, p.nfp, p.sum_hi);
+  p.Mh = M / p.Mi;
+  fill_offsets(L, inner_first, nv, p.nf, p.nfp, p.sum_lo);
+  fill_offsets(L, lay.k, inner_first, p.nf, p.nfp, p.sum_hi);
   p.shared_bytes = static_cast<int>(p.Mi * p.nfp * 4);
   if (p.shared_bytes > lim.shared_per_block)
     throw std::invalid_argument("the lowest summed variable has too many values for the kernel");
   // pass 3: lanes per output and splits of the summed range so the device fills up
-  p.lanes_log2 = lanes_log2_for(std::min(p.Mi, lay.M), 16);
-  const std::int64_t G = std::int64_t{1} << p.lanes_log2;
+  p.lanes_log2 = lanes_log2_for(std::min(p.Mi, M), 16);
+  std::int64_t G = std::int64_t{1} << p.lanes_log2;
   const std::int64_t target = std::int64_t{lim.sm_count} * lim.max_threads_per_sm * 2;
   std::int64_t S = 1;
-  if (lay.n_out * G < target && p.Mh > 1) {
-    S = std::min(
-        {p.Mh, ceil_div(target, lay.n_out * G), std::max<std::int64_t>(1, lay.M / (G * 256))});
+  if (p.n_items * G < target && p.Mh > 1) {
+    S = std::min({p.Mh, ceil_div(target, p.n_items * G), std::max<std::int64_t>(1, M / (G * 256))});
     S = std::max<std::int64_t>(S, 1);
   }
   p.mh_per_split = ceil_div(p.Mh, S);
   p.splits = static_cast<int>(ceil_div(p.Mh, p.mh_per_split));
-  if (lay.n_out * p.splits * G > kMaxIndex)
-    throw std::invalid_argument("bucket has too many outputs for 32-bit thread indices");
   p.threads = kPlainThreads;
-  p.blocks = ceil_div(lay.n_out * p.splits * G, p.threads);
+  while (p.lanes_log2 > 0 && ceil_div(p.n_items * p.splits * G, p.threads) > kMaxIndex) {
+    --p.lanes_log2;
+    G >>= 1;
+  }
+  p.blocks = ceil_div(p.n_items * p.splits * G, p.threads);
+  if (p.blocks > kMaxIndex)
+    throw std::invalid_argument("bucket has too many outputs for one launch");
+  p.div_items = FastDiv64(static_cast<std::uint32_t>(std::min<std::int64_t>(p.n_items, 1)));
+  if (p.n_items < (std::int64_t{1} << 32))
+    p.div_items = FastDiv64(static_cast<std::uint32_t>(p.n_items));
+  else if (p.splits > 1)
+    throw std::logic_error("split plain launch with 2^32 or more outputs");
   return p;
 }
 
@@ -169,6 +279,15 @@ CacheCandidate plan_page(const BucketLayout& lay, int page_vars, int budget, int
 }
 
 }  // namespace
+
+FastDiv64::FastDiv64(std::uint32_t divisor) : d(divisor) {
+  if (divisor == 0) throw std::invalid_argument("FastDiv64 by zero");
+  while ((std::uint64_t{1} << shift) < divisor) ++shift;
+  // mul = floor(2^64 * (2^shift - d) / d) + 1 (< 2^64)
+  using u128 = unsigned __int128;
+  mul =
+      static_cast<std::uint64_t>(((u128{1} << 64) * ((u128{1} << shift) - divisor)) / divisor + 1);
+}
 
 FastDiv::FastDiv(std::uint32_t divisor) : d(divisor) {
   if (divisor == 0) throw std::invalid_argument("FastDiv by zero");
@@ -239,14 +358,17 @@ BucketLayout describe(const BucketShape& shape, std::span<const std::vector<int>
       if (lay.stride[s][i] != 0) m *= lay.card[i];
     lay.m_f.push_back(m);
   }
+  lay.out_stride.assign(nv, 0);
+  for (std::int64_t i = lay.k - 1, so = 1; i >= 0; --i) {
+    lay.out_stride[i] = so;
+    so *= lay.card[i];
+  }
   std::ostringstream why;
   if (lay.n_in > kMaxInputs)
     why << lay.n_in << " inputs (the GPU kernels take at most " << kMaxInputs << ")";
   else if (lay.nf > kMaxVarying)
     why << lay.nf << " inputs vary with the summed variables (the GPU kernels take at most "
         << kMaxVarying << ")";
-  else if (lay.n_out > kMaxIndex)
-    why << "2^" << std::log2(static_cast<double>(lay.n_out)) << " outputs (32-bit indices)";
   lay.unsupported = why.str();
   return lay;
 }
@@ -255,6 +377,12 @@ bool cached_possible(const BucketLayout& lay, const DeviceLimits& lim, int /*eb*
                      std::string& why) {
   if (lay.nf == 0) {
     why = "no input varies with the summed variables: nothing to cache";
+    return false;
+  }
+  if (lay.nf > kMaxCachedVarying) {
+    why = std::to_string(lay.nf) +
+          " inputs vary with the summed variables (the cached kernel takes " +
+          std::to_string(kMaxCachedVarying) + ")";
     return false;
   }
   const std::int64_t sum_table = lay.M * std::max(4, round_up(lay.nf, 4)) * 4;
@@ -274,6 +402,9 @@ LaunchPlan cached_launch_plan(const BucketLayout& lay, const DeviceLimits& lim, 
   LaunchPlan p;
   p.variant = Variant::cached;
   p.nf = lay.nf;
+  p.nf_inputs = lay.nf;
+  p.slot_input = lay.slot_input;
+  p.n_items = lay.n_out;
   p.nc = lay.n_in - lay.nf;
   p.nip = std::max(4, round_up(lay.n_in, 4));
   p.nfp = std::max(4, round_up(lay.nf, 4));
@@ -298,6 +429,7 @@ LaunchPlan cached_launch_plan(const BucketLayout& lay, const DeviceLimits& lim, 
       if (pv > 0) P *= lay.card[lay.k - pv];
       if (P > kCachedPageMax) break;
       const std::int64_t n_pages = lay.n_out / P;
+      if (n_pages > (std::int64_t{1} << 20)) continue;  // page tables of at most 2^20 rows
       // keep enough blocks for the device unless the bucket is small anyway
       if (pv > 0 && n_pages < 2 * lim.sm_count && P * G > 32) break;
       CacheCandidate c = plan_page(lay, pv, budget, eb);
@@ -323,7 +455,7 @@ LaunchPlan cached_launch_plan(const BucketLayout& lay, const DeviceLimits& lim, 
   }
   if (!best.ok) throw std::invalid_argument("no input segment fits in shared memory");
   p.page_vars = best.page_vars;
-  fill_output_tables(lay, p);
+  fill_output_tables(lay, p, lay.n_in);
   p.cached_mask = best.mask;
   p.seg_size = best.seg_size;
   p.pitch = best.pitch;
@@ -463,7 +595,8 @@ KernelChoice summarize(const LaunchPlan& p, const Selection& s) {
   k.pages_per_block = p.pages_per_block;
   k.blocks = p.blocks;
   k.page_outputs = p.P;
-  k.varying_inputs = p.nf;
+  k.varying_inputs = p.nf_inputs;
+  k.tile = p.tile;
   k.cached_inputs = __builtin_popcount(p.cached_mask);
   k.shared_bytes = p.shared_bytes;
   k.hit_fraction = p.hit_fraction;
@@ -501,39 +634,54 @@ struct HostLse {
 
 void emulate(const LaunchPlan& p, const BucketLayout& lay, std::span<const InputTable> inputs,
              double* out) {
-  std::vector<const double*> in(lay.n_in);
-  for (int s = 0; s < lay.n_in; ++s) in[s] = inputs[lay.slot_input[s]].data;
+  static const double zero = 0;
+  const int slots = p.nf + p.nc;
+  std::vector<const double*> in(slots);
+  for (int s = 0; s < slots; ++s)
+    in[s] = p.slot_input[s] < 0 ? &zero : inputs[p.slot_input[s]].data;
   const int G = 1 << p.lanes_log2;
   const int nf = p.nf;
   auto const_part = [&](std::int64_t page, std::int64_t ol) {
     double c = 0;
-    for (int s = nf; s < lay.n_in; ++s)
+    for (int s = nf; s < slots; ++s)
       c += in[s][p.out_hi[page * p.nip + s] + p.out_lo[ol * p.nip + s]];
     return c;
   };
   if (p.variant == Variant::plain) {
     std::vector<HostLse> part(static_cast<std::size_t>(p.n_out) * p.splits);
-    for (std::int64_t item = 0; item < p.n_out * p.splits; ++item) {
-      const std::int64_t sp = p.div_out.div(static_cast<std::uint32_t>(item));
-      const std::int64_t o = item - sp * p.n_out;
-      const std::int64_t page = p.div_P.div(static_cast<std::uint32_t>(o)), ol = o - page * p.P;
-      const double c = const_part(page, ol);
-      HostLse lanes_total;
-      for (int g = 0; g < G; ++g) {
-        HostLse l;
-        const std::int64_t mh_end = std::min(p.Mh, (sp + 1) * p.mh_per_split);
-        for (std::int64_t mh = sp * p.mh_per_split; mh < mh_end; ++mh)
-          for (std::int64_t mi = g; mi < p.Mi; mi += G) {
-            double x = c;
-            for (int f = 0; f < nf; ++f)
-              x += in[f][p.out_hi[page * p.nip + f] + p.out_lo[ol * p.nip + f] +
-                         p.sum_hi[mh * p.nfp + f] + p.sum_lo[mi * p.nfp + f]];
-            if (nf == 0) x = c;
-            l.add(x);
-          }
-        lanes_total.merge(l);
+    const int R = p.tile;
+    for (std::int64_t item = 0; item < p.n_items * p.splits; ++item) {
+      const std::int64_t sp = p.splits == 1 ? 0 : static_cast<std::int64_t>(p.div_items.div(item));
+      const std::int64_t o = item - sp * p.n_items;
+      const std::int64_t page = p.div_P.div(o), ol = o - page * p.P;
+      std::vector<std::int64_t> base(slots + 1);
+      for (int s = 0; s <= slots; ++s)
+        base[s] = p.out_hi[page * p.nip + s] + p.out_lo[ol * p.nip + s];
+      std::vector<HostLse> acc(R);
+      for (int r = 0; r < R; ++r) {
+        double c = 0;
+        for (int s = nf; s < slots; ++s) c += in[s][base[s] + p.tile_all[r * p.nip + s]];
+        for (int g = 0; g < G; ++g) {
+          HostLse l;
+          const std::int64_t mh_end = std::min(p.Mh, (sp + 1) * p.mh_per_split);
+          for (std::int64_t mh = sp * p.mh_per_split; mh < mh_end; ++mh)
+            for (std::int64_t mi = g; mi < p.Mi; mi += G) {
+              double x = c;
+              for (int f = 0; f < nf; ++f)
+                x += in[f][base[f] + p.sum_hi[mh * p.nfp + f] + p.sum_lo[mi * p.nfp + f] +
+                           p.tile_off[r * p.nfp + f]];
+              l.add(x);
+            }
+          acc[r].merge(l);
+        }
       }
-      part[sp * p.n_out + o] = lanes_total;
+      if (p.tile_summed) {
+        for (int r = 1; r < R; ++r) acc[0].merge(acc[r]);
+        part[sp * p.n_out + base[slots]] = acc[0];
+      } else {
+        for (int r = 0; r < R; ++r)
+          part[sp * p.n_out + base[slots] + p.tile_all[r * p.nip + slots]] = acc[r];
+      }
     }
     for (std::int64_t o = 0; o < p.n_out; ++o) {
       HostLse t;

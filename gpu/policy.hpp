@@ -20,8 +20,11 @@
 
 namespace kinfer::gpu {
 
-constexpr int kMaxInputs = 16;      // input tables one kernel launch takes
-constexpr int kMaxVarying = 8;      // inputs that vary with the summed variables (template cases)
+constexpr int kMaxInputs = 60;        // input tables one kernel launch takes
+constexpr int kMaxVarying = 16;       // inputs that vary with the summed variables (plain kernel)
+constexpr int kMaxCachedVarying = 8;  // the cached kernel's template cases
+constexpr int kMaxSlots = 64;         // kernel slots: inputs plus the zero tables that pad NF
+constexpr int kMaxTile = 4;         // outputs or summed configurations one thread shares loads over
 constexpr int kStaticShared = 512;  // static shared memory of every kernel (the exp table)
 
 // n / d for 0 <= n < 2^31 with a multiply and a shift (Granlund-Montgomery, round-up variant).
@@ -35,6 +38,19 @@ struct FastDiv {
   }
 };
 
+// n / d for 0 <= n < 2^63 and d < 2^32 (the same method on 64-bit words).
+struct FastDiv64 {
+  std::uint64_t d = 1, mul = 0;
+  std::uint32_t shift = 0;
+  FastDiv64() = default;
+  explicit FastDiv64(std::uint32_t divisor);
+  std::uint64_t div(std::uint64_t n) const {
+    const std::uint64_t t =
+        static_cast<std::uint64_t>((static_cast<unsigned __int128>(n) * mul) >> 64);
+    return (t + n) >> shift;
+  }
+};
+
 // What the planner needs to know about the device (read off it by the Context).
 struct DeviceLimits {
   int sm_count = 132;
@@ -42,6 +58,10 @@ struct DeviceLimits {
   int shared_per_block = 227 * 1024 - kStaticShared;  // dynamic shared memory a block may opt into
   int shared_per_sm = 228 * 1024;
   int block_overhead = 1024 + kStaticShared;  // per resident block: reserved + static shared
+  // Planner option, not a device property: let the plain kernel share loads over tiles. Off
+  // by default: on the H100 the tiles were net-neutral (docs/perf-notes.md, issue 12 run);
+  // the Context turns them on when KINFER_GPU_TILES=1 (for measurement).
+  bool tiles = false;
 };
 
 // The bucket's index space, independent of the kernel variant.
@@ -53,24 +73,41 @@ struct BucketLayout {
   std::vector<int> card;
   int k = 0;  // output variables: bucket vars [0, k)
   std::int64_t n_out = 1, M = 1;
-  std::vector<std::int64_t> m_f;      // [varying slot] entries of its contiguous summed run
-  std::vector<std::int64_t> in_size;  // [slot] entries of the input table
-  std::string unsupported;            // non-empty: no kernel takes this bucket (why)
+  std::vector<std::int64_t> m_f;         // [varying slot] entries of its contiguous summed run
+  std::vector<std::int64_t> in_size;     // [slot] entries of the input table
+  std::vector<std::int64_t> out_stride;  // [bucket var] stride in the output (0: summed var)
+  std::string unsupported;               // non-empty: no kernel takes this bucket (why)
 };
 
 BucketLayout describe(const BucketShape& shape, std::span<const std::vector<int>> scopes);
 
 // One kernel launch, fully decided on the CPU. Tables are row-major, rows padded to `nip`
 // (all inputs) or `nfp` (varying inputs) entries so a row is one or two 16-byte loads.
+//
+// Slots: [0, nf) vary with the summed variables (the kernel's template NF; slots past the
+// layout's varying inputs read a one-entry zero table: x + 0 is exact), [nf, nf + nc) do not.
+// The plain kernel's tables have one more column, `nf + nc`: the output offset itself.
+// Tile (plain): each thread shares its loads over `tile` configurations of the tile variables
+// (outputs o + tile_out[r], or summed configurations): inputs without those variables are
+// loaded once for all of them, the others at offset tile_off[r][f].
 struct LaunchPlan {
   Variant variant = Variant::plain;
   int nf = 0, nc = 0, nip = 4, nfp = 4;
+  int nf_inputs = 0;            // varying inputs of the bucket (nf less the padding)
+  std::vector<int> slot_input;  // slot -> caller's input index; -1: the zero table
   std::int64_t n_out = 1, M = 1;
   // output split: P outputs per page
   int page_vars = 0;
   std::int64_t P = 1, n_pages = 1;
   // summed split (plain: Mi inner; cached: Mi = M)
   std::int64_t Mi = 1, Mh = 1;
+  std::int64_t n_items = 1;  // plain: outputs / tile (reduced output space)
+  // tile (plain)
+  int tile = 1;
+  bool tile_summed = false;            // tile over summed variables (merged) instead of outputs
+  std::vector<int> tile_vars;          // bucket var positions
+  std::vector<std::int32_t> tile_off;  // [tile][nfp] varying slots
+  std::vector<std::int64_t> tile_all;  // [tile][nip] every slot and the output column
   // launch shape
   int lanes_log2 = 0;  // 2^lanes_log2 threads share one output (interleaved m)
   int threads = 256;
@@ -94,7 +131,7 @@ struct LaunchPlan {
   std::vector<std::int64_t> sum_hi;    // [Mh][nfp]
   std::vector<std::int32_t> cache_lo;  // [P][nfp]   cached: cache row or global offset per input
   std::vector<std::uint32_t> refetch;  // [n_pages]  bit f: segment f changes ("PageValid", negated)
-  FastDiv div_P, div_out;
+  FastDiv64 div_P, div_items;
   std::vector<FastDiv> div_mf;  // [varying slot] for staging
   double table_bytes() const;
 };

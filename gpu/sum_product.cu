@@ -36,11 +36,22 @@ __device__ __forceinline__ unsigned fdiv(unsigned n, DevDiv d) {
 
 DevDiv dev_div(const FastDiv& f) { return {f.mul, f.shift}; }
 
+struct DevDiv64 {
+  unsigned long long mul;
+  unsigned shift;
+};
+
+__device__ __forceinline__ unsigned long long fdiv64(unsigned long long n, DevDiv64 d) {
+  return (__umul64hi(n, d.mul) + n) >> d.shift;
+}
+
+DevDiv64 dev_div(const FastDiv64& f) { return {f.mul, f.shift}; }
+
 // Everything a launch needs, passed by value: it lives in the constant bank (the papers'
 // policy tables in constant memory); the larger tables are behind read-only pointers.
 template <class T>
 struct KernelArgs {
-  const T* in[kMaxInputs];
+  const T* in[kMaxSlots];
   T* out;
   T* partial;
   const int* out_lo;
@@ -49,12 +60,17 @@ struct KernelArgs {
   const long long* sum_hi;
   const int* cache_lo;
   const unsigned* refetch;
-  int n_in, nip, nfp;
-  unsigned n_out, P;
-  long long n_pages;
+  const long long* tile_all;  // [tile][nip]: constant slots (output tiles)
+  int n_in, nip, nfp;         // n_in: slots; column n_in of the plain tables is the output
+  unsigned P;
+  long long n_out, n_items, n_pages;
   int Mi, splits, lanes_log2;
   long long Mh, mh_per_split;
-  DevDiv div_P, div_out;
+  DevDiv64 div_P, div_items;
+  int tile_summed;
+  unsigned tile_dep;  // varying slots that hold a tile variable
+  int tile_off[kMaxTile][kMaxCachedVarying];
+  long long tile_out[kMaxTile];
   unsigned cached_mask;
   int seg_off[kMaxVarying], seg_size[kMaxVarying], pitch[kMaxVarying], m_f[kMaxVarying];
   DevDiv div_mf[kMaxVarying];
@@ -157,19 +173,13 @@ __device__ __forceinline__ void lanes_merge(T& mx, T& acc, int G, const double* 
 // One row of an int table with NF entries, as 16-byte loads (rows are padded to 4 or 8).
 template <int NF>
 __device__ __forceinline__ void load_row(const int* row, int (&v)[NF > 0 ? NF : 1]) {
-  if constexpr (NF > 0) {
-    const int4 a = *reinterpret_cast<const int4*>(row);
-    v[0] = a.x;
-    if constexpr (NF > 1) v[1] = a.y;
-    if constexpr (NF > 2) v[2] = a.z;
-    if constexpr (NF > 3) v[3] = a.w;
-    if constexpr (NF > 4) {
-      const int4 b = *reinterpret_cast<const int4*>(row + 4);
-      v[4] = b.x;
-      if constexpr (NF > 5) v[5] = b.y;
-      if constexpr (NF > 6) v[6] = b.z;
-      if constexpr (NF > 7) v[7] = b.w;
-    }
+#pragma unroll
+  for (int j = 0; j < NF; j += 4) {
+    const int4 a = *reinterpret_cast<const int4*>(row + j);
+    v[j] = a.x;
+    if (j + 1 < NF) v[j + 1] = a.y;
+    if (j + 2 < NF) v[j + 2] = a.z;
+    if (j + 3 < NF) v[j + 3] = a.w;
   }
 }
 
@@ -182,10 +192,20 @@ __device__ __forceinline__ T const_part(const KernelArgs<T>& a, int nf, const in
 }
 
 // ---- plain: global loads through L1/L2 ----
-template <class T, int NF>
-__global__ void __launch_bounds__(256, NF <= 3   ? 4
-                                       : NF <= 6 ? 3
-                                                 : 2)
+// R: the tile. Each thread computes R outputs (or R summed configurations, merged) that
+// differ only in the tile variables: an input without them is loaded once for all R, and the
+// offset row once per term for all R; the R running pairs are independent chains.
+template <int NF, int R>
+constexpr int plain_min_blocks() {
+  return NF > 8 || (R == 4 && NF >= 7) ? 1
+         : R == 1                      ? (NF <= 3   ? 4
+                                          : NF <= 6 ? 3
+                                                    : 2)
+                                       : (NF <= 2 && R == 2 ? 3 : 2);
+}
+
+template <class T, int NF, int R>
+__global__ void __launch_bounds__(256, plain_min_blocks<NF, R>())
     plain_kernel(const __grid_constant__ KernelArgs<T> a) {
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ double tab[64];
@@ -195,70 +215,115 @@ __global__ void __launch_bounds__(256, NF <= 3   ? 4
   for (int i = threadIdx.x; i < rows; i += blockDim.x) sumtab[i] = __ldg(a.sum_lo + i);
   __syncthreads();
   const int G = 1 << a.lanes_log2;
-  const unsigned gid = blockIdx.x * blockDim.x + threadIdx.x;
-  const unsigned item = gid >> a.lanes_log2;
-  const int g = gid & (G - 1);
-  const bool active = item < a.n_out * static_cast<unsigned>(a.splits);
-  T mx = neg_inf(T(0)), acc = 0;
-  unsigned o = 0;
+  const unsigned long long gid =
+      static_cast<unsigned long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const long long item = static_cast<long long>(gid >> a.lanes_log2);
+  const int g = static_cast<int>(gid & (G - 1));
+  const bool active = item < a.n_items * a.splits;
+  T mx[R], acc[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    mx[r] = neg_inf(T(0));
+    acc[r] = 0;
+  }
+  long long obase = 0, sp = 0;
   if (active) {
-    const unsigned sp = fdiv(item, a.div_out);
-    o = item - sp * a.n_out;
-    const unsigned page = fdiv(o, a.div_P);
-    const unsigned ol = o - page * a.P;
-    const int* lo = a.out_lo + static_cast<long long>(ol) * a.nip;
-    const long long* hi = a.out_hi + static_cast<long long>(page) * a.nip;
-    const T c = const_part(a, NF, lo, hi);
+    sp = a.splits == 1 ? 0 : static_cast<long long>(fdiv64(item, a.div_items));
+    const long long o = item - sp * a.n_items;
+    const long long page = static_cast<long long>(fdiv64(o, a.div_P));
+    const long long ol = o - page * a.P;
+    const int* lo = a.out_lo + ol * a.nip;
+    const long long* hi = a.out_hi + page * a.nip;
+    obase = hi[a.n_in] + lo[a.n_in];
+    T c[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      c[r] = 0;
+      for (int s = NF; s < a.n_in; ++s)
+        c[r] += __ldg(a.in[s] + hi[s] + lo[s] + (R > 1 ? __ldg(a.tile_all + r * a.nip + s) : 0));
+    }
     const long long mh0 = sp * a.mh_per_split;
     const long long mh1 = min(a.Mh, mh0 + a.mh_per_split);
     if constexpr (NF == 0) {
       // nothing varies with m: the lane's terms are all c
       const long long per = (a.Mi - g + G - 1) / G;
       const T cnt = static_cast<T>(per * (mh1 - mh0));
-      if (cnt > 0 && c != neg_inf(c)) {
-        mx = c;
-        acc = cnt;
+      if (cnt > 0 && c[0] != neg_inf(c[0])) {
+        mx[0] = c[0];
+        acc[0] = cnt;
       }
     } else {
       const T* q[NF];
 #pragma unroll
       for (int f = 0; f < NF; ++f) q[f] = a.in[f] + hi[f] + lo[f];
       for (long long mh = mh0; mh < mh1; ++mh) {
-        const T* r[NF];
+        const T* rp[NF];
 #pragma unroll
-        for (int f = 0; f < NF; ++f) r[f] = q[f] + __ldg(a.sum_hi + mh * a.nfp + f);
+        for (int f = 0; f < NF; ++f) rp[f] = q[f] + __ldg(a.sum_hi + mh * a.nfp + f);
           // dynamic unrolling (paper 000 section 7.3.1): the compiler peels the remainder
-#pragma unroll 4
+#pragma unroll(R == 1 ? 4 : 2)
         for (int mi = g; mi < a.Mi; mi += G) {
           int idx[NF];
           load_row<NF>(sumtab + mi * a.nfp, idx);
-          T x = c;
+          T x[R];
 #pragma unroll
-          for (int f = 0; f < NF; ++f) x += __ldg(r[f] + idx[f]);
-          lse_add(mx, acc, x, tab);
+          for (int r = 0; r < R; ++r) x[r] = c[r];
+#pragma unroll
+          for (int f = 0; f < NF; ++f) {
+            if (R > 1 && (a.tile_dep >> f & 1)) {
+              x[0] += __ldg(rp[f] + idx[f]);  // tile_off[0][f] is 0
+#pragma unroll
+              for (int r = 1; r < R; ++r) x[r] += __ldg(rp[f] + (idx[f] + a.tile_off[r][f]));
+            } else {
+              const T v = __ldg(rp[f] + idx[f]);
+#pragma unroll
+              for (int r = 0; r < R; ++r) x[r] += v;
+            }
+          }
+#pragma unroll
+          for (int r = 0; r < R; ++r) lse_add(mx[r], acc[r], x[r], tab);
         }
       }
     }
   }
-  lanes_merge(mx, acc, G, tab);
-  if (active && g == 0) {
-    if (a.splits == 1) {
-      a.out[o] = lse_value(mx, acc);
-    } else {
-      a.partial[2 * static_cast<long long>(item)] = mx;
-      a.partial[2 * static_cast<long long>(item) + 1] = acc;
+  if (R > 1 && a.tile_summed) {
+#pragma unroll
+    for (int r = 1; r < R; ++r) lse_merge(mx[0], acc[0], mx[r], acc[r], tab);
+    lanes_merge(mx[0], acc[0], G, tab);
+    if (active && g == 0) {
+      if (a.splits == 1) {
+        a.out[obase] = lse_value(mx[0], acc[0]);
+      } else {
+        a.partial[2 * (sp * a.n_out + obase)] = mx[0];
+        a.partial[2 * (sp * a.n_out + obase) + 1] = acc[0];
+      }
+    }
+    return;
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    lanes_merge(mx[r], acc[r], G, tab);
+    if (active && g == 0) {
+      const long long o = obase + (R > 1 ? a.tile_out[r] : 0);
+      if (a.splits == 1) {
+        a.out[o] = lse_value(mx[r], acc[r]);
+      } else {
+        a.partial[2 * (sp * a.n_out + o)] = mx[r];
+        a.partial[2 * (sp * a.n_out + o) + 1] = acc[r];
+      }
     }
   }
 }
 
 // One warp per output merges the splits' partial pairs.
 template <class T>
-__global__ void combine_kernel(const T* __restrict__ partial, T* __restrict__ out, unsigned n_out,
+__global__ void combine_kernel(const T* __restrict__ partial, T* __restrict__ out, long long n_out,
                                int splits) {
   __shared__ double tab[64];
   load_exp_table(tab);
   __syncthreads();
-  const unsigned warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  const long long warp = static_cast<long long>(
+      (static_cast<unsigned long long>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5);
   const int lane = threadIdx.x & 31;
   if (warp >= n_out) return;  // whole warps leave together
   T mx = neg_inf(T(0)), acc = 0;
@@ -365,14 +430,36 @@ void allow_shared(K kernel, int bytes, std::once_flag& flag) {
     throw std::invalid_argument("policy needs more shared memory than a block gets");
 }
 
+template <class T, int NF, int R>
+void launch_plain(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
+  static std::once_flag flag;
+  allow_shared(plain_kernel<T, NF, R>, p.shared_bytes, flag);
+  plain_kernel<T, NF, R><<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, stream>>>(a);
+}
+
 template <class T, int NF>
 void launch_nf(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(p.blocks)), block(p.threads);
   if (p.variant == Variant::plain) {
-    static std::once_flag flag;
-    allow_shared(plain_kernel<T, NF>, p.shared_bytes, flag);
-    plain_kernel<T, NF><<<grid, block, p.shared_bytes, stream>>>(a);
-  } else if constexpr (NF > 0) {
+    if constexpr (NF == 0 || NF > kMaxCachedVarying) {
+      if (p.tile != 1) throw std::invalid_argument("no tiled kernel for this many inputs");
+      launch_plain<T, NF, 1>(p, a, stream);
+    } else {
+      switch (p.tile) {
+        case 1:
+          launch_plain<T, NF, 1>(p, a, stream);
+          break;
+        case 2:
+          launch_plain<T, NF, 2>(p, a, stream);
+          break;
+        case 4:
+          launch_plain<T, NF, 4>(p, a, stream);
+          break;
+        default:
+          throw std::invalid_argument("no plain kernel for a tile of " + std::to_string(p.tile));
+      }
+    }
+  } else if constexpr (NF > 0 && NF <= kMaxCachedVarying) {
     const bool all = p.cached_mask == (1u << NF) - 1;
     if (all) {
       static std::once_flag flag;
@@ -451,7 +538,8 @@ double ceiling_nf(cudaStream_t stream) {
 std::size_t table_image_bytes(const LaunchPlan& p) {
   auto a16 = [](std::size_t b) { return (b + 15) / 16 * 16; };
   return a16(4 * p.out_lo.size()) + a16(8 * p.out_hi.size()) + a16(4 * p.sum_lo.size()) +
-         a16(8 * p.sum_hi.size()) + a16(4 * p.cache_lo.size()) + a16(4 * p.refetch.size());
+         a16(8 * p.sum_hi.size()) + a16(4 * p.cache_lo.size()) + a16(4 * p.refetch.size()) +
+         a16(8 * p.tile_all.size());
 }
 
 DeviceTables write_table_image(const LaunchPlan& p, void* host, void* dev) {
@@ -469,7 +557,25 @@ DeviceTables write_table_image(const LaunchPlan& p, void* host, void* dev) {
   t.sum_hi = static_cast<const long long*>(put(p.sum_hi.data(), 8 * p.sum_hi.size()));
   t.cache_lo = static_cast<const int*>(put(p.cache_lo.data(), 4 * p.cache_lo.size()));
   t.refetch = static_cast<const unsigned*>(put(p.refetch.data(), 4 * p.refetch.size()));
+  t.tile_all = static_cast<const long long*>(put(p.tile_all.data(), 8 * p.tile_all.size()));
   return t;
+}
+
+__device__ double g_zero_f64 = 0;
+__device__ float g_zero_f32 = 0;
+
+// The one-entry zero table that padding slots read.
+template <class T>
+const T* zero_table() {
+  static const T* ptr = [] {
+    void* p = nullptr;
+    if constexpr (sizeof(T) == 8)
+      CUDA_CHECK(cudaGetSymbolAddress(&p, g_zero_f64));
+    else
+      CUDA_CHECK(cudaGetSymbolAddress(&p, g_zero_f32));
+    return static_cast<const T*>(p);
+  }();
+  return ptr;
 }
 
 template <class T>
@@ -477,7 +583,8 @@ void launch_sum_product(const LaunchPlan& p, const DeviceTables& t, const T* con
                         T* partial, cudaStream_t stream) {
   KernelArgs<T> a{};
   const int n_in = p.nf + p.nc;
-  for (int s = 0; s < n_in; ++s) a.in[s] = in[s];
+  if (n_in > kMaxSlots) throw std::invalid_argument("more input slots than a launch takes");
+  for (int s = 0; s < n_in; ++s) a.in[s] = in[s] ? in[s] : zero_table<T>();
   a.out = out;
   a.partial = partial;
   a.out_lo = t.out_lo;
@@ -486,10 +593,12 @@ void launch_sum_product(const LaunchPlan& p, const DeviceTables& t, const T* con
   a.sum_hi = t.sum_hi;
   a.cache_lo = t.cache_lo;
   a.refetch = t.refetch;
+  a.tile_all = t.tile_all;
   a.n_in = n_in;
   a.nip = p.nip;
   a.nfp = p.nfp;
-  a.n_out = static_cast<unsigned>(p.n_out);
+  a.n_out = p.n_out;
+  a.n_items = p.n_items;
   a.P = static_cast<unsigned>(p.P);
   a.n_pages = p.n_pages;
   a.Mi = static_cast<int>(p.Mi);
@@ -498,7 +607,16 @@ void launch_sum_product(const LaunchPlan& p, const DeviceTables& t, const T* con
   a.Mh = p.Mh;
   a.mh_per_split = p.mh_per_split;
   a.div_P = dev_div(p.div_P);
-  a.div_out = dev_div(p.div_out);
+  a.div_items = dev_div(p.div_items);
+  a.tile_summed = p.tile_summed;
+  if (p.tile > kMaxTile) throw std::invalid_argument("tile larger than the kernels take");
+  for (int r = 0; r < p.tile && p.tile > 1; ++r) {
+    for (int f = 0; f < p.nf; ++f) {
+      a.tile_off[r][f] = p.tile_off[r * p.nfp + f];
+      if (p.tile_off[r * p.nfp + f] != 0) a.tile_dep |= 1u << f;
+    }
+    a.tile_out[r] = p.tile_all[r * p.nip + n_in];
+  }
   a.cached_mask = p.cached_mask;
   for (int f = 0; f < p.nf && p.variant == Variant::cached; ++f) {
     a.seg_off[f] = p.seg_off[f];
@@ -537,6 +655,12 @@ void launch_sum_product(const LaunchPlan& p, const DeviceTables& t, const T* con
     case 8:
       launch_nf<T, 8>(p, a, stream);
       break;
+    case 12:
+      launch_nf<T, 12>(p, a, stream);
+      break;
+    case 16:
+      launch_nf<T, 16>(p, a, stream);
+      break;
     default:
       throw std::invalid_argument("more varying inputs than the kernels take");
   }
@@ -544,8 +668,7 @@ void launch_sum_product(const LaunchPlan& p, const DeviceTables& t, const T* con
     const unsigned warps_per_block = 8;
     const unsigned blocks =
         static_cast<unsigned>((p.n_out + warps_per_block - 1) / warps_per_block);
-    combine_kernel<T><<<blocks, 32 * warps_per_block, 0, stream>>>(
-        partial, out, static_cast<unsigned>(p.n_out), p.splits);
+    combine_kernel<T><<<blocks, 32 * warps_per_block, 0, stream>>>(partial, out, p.n_out, p.splits);
     CUDA_CHECK(cudaGetLastError());
   }
 }

@@ -15,6 +15,7 @@ struct DeviceTables {
   const long long* sum_hi = nullptr;
   const int* cache_lo = nullptr;
   const unsigned* refetch = nullptr;
+  const long long* tile_all = nullptr;
 };
 
 // Bytes of the device copy of p's tables, and its host image (written into `host`, which must
@@ -22,8 +23,8 @@ struct DeviceTables {
 std::size_t table_image_bytes(const LaunchPlan& p);
 DeviceTables write_table_image(const LaunchPlan& p, void* host, void* dev);
 
-// in[s]: input of slot s (layout order: varying first). partial: 2 * splits * n_out elements,
-// needed when p.splits > 1. Checks the launch.
+// in[s]: input of slot s (p.slot_input order; nullptr for padding slots: the zero table). partial:
+// 2 * splits * n_out elements, needed when p.splits > 1. Checks the launch.
 template <class T>
 void launch_sum_product(const LaunchPlan& p, const DeviceTables& t, const T* const* in, T* out,
                         T* partial, cudaStream_t stream);

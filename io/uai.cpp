@@ -178,4 +178,20 @@ std::string default_evidence_path(const std::string& network_path) {
   return "";
 }
 
+Evidence read_evidence_of(const Network& net, const std::string& network_path,
+                          const std::string& evidence_path, std::string* used) {
+  const std::string path =
+      evidence_path.empty() ? default_evidence_path(network_path) : evidence_path;
+  if (used) *used = path;
+  return path.empty() ? Evidence{} : read_evidence(path, net);
+}
+
+NetworkWithEvidence read_network_and_evidence(const std::string& network_path,
+                                              const std::string& evidence_path) {
+  NetworkWithEvidence r;
+  r.net = read_uai(network_path);
+  r.ev = read_evidence_of(r.net, network_path, evidence_path, &r.evidence_path);
+  return r;
+}
+
 }  // namespace kinfer::io

@@ -17,4 +17,20 @@ Evidence read_evidence(const std::string& path, const Network& net);
 // a .gz suffix stripped), or "" when there is none.
 std::string default_evidence_path(const std::string& network_path);
 
+// The evidence of the network read from `network_path`: the file `evidence_path` when given,
+// else NETWORK.evid beside the network when present, else none. `used` (optional) gets the
+// file read, "" when none.
+Evidence read_evidence_of(const Network& net, const std::string& network_path,
+                          const std::string& evidence_path = "", std::string* used = nullptr);
+
+// A network and its evidence (see read_evidence_of), as every command that takes a UAI file reads
+// them; `evidence_path` is the evidence file read, "" when none.
+struct NetworkWithEvidence {
+  Network net;
+  Evidence ev;
+  std::string evidence_path;
+};
+NetworkWithEvidence read_network_and_evidence(const std::string& network_path,
+                                              const std::string& evidence_path = "");
+
 }  // namespace kinfer::io

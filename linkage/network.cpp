@@ -254,6 +254,7 @@ PedigreeLikelihood::PedigreeLikelihood(const Pedigree& ped,
 void PedigreeLikelihood::refill() {
   const Network& net = net_.network();
   const ReducedModel& m = plan_.model;
+  std::vector<InputTableRefill> tables;
   for (auto [f, slot] : slots_) {
     const Factor& src = net.factors[f];
     const int k = static_cast<int>(src.scope.size());
@@ -290,11 +291,9 @@ void PedigreeLikelihood::refill() {
       plan_.model.constants[-1 - slot].second = out.at(0);
       continue;
     }
-    LogFactor& lf = plan_.model.factors[slot];
-    if (lf.logv.size() != out.size()) throw std::logic_error("selector table changed its shape");
-    lf.logv = std::move(out);
-    plan_.input_data[slot] = restructure(lf, m.card, plan_.tree.rank, plan_.input_scope[slot]);
+    tables.push_back({static_cast<std::size_t>(slot), std::move(out)});
   }
+  refill_inputs(plan_, std::move(tables));
 }
 
 double PedigreeLikelihood::ln_likelihood(const std::vector<double>& male,

@@ -2,7 +2,7 @@
 // The Superlink network of one pedigree over a chain of loci (linkage-model.md section 1),
 // built as a kinfer::Network, and its likelihood evaluated many times: the structure, the
 // reductions and the elimination order are computed once; a new theta only refills the
-// selector tables (refill_factors) before run_plan.
+// selector tables (engine refill_inputs) before the plan runs.
 //
 // Variables per person and locus: the paternal and maternal alleles (domains already reduced
 // by recoding and genotype elimination, linkage/pedigree.hpp) and, for non-founders, one

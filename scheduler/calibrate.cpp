@@ -10,6 +10,7 @@
 #include <ctime>
 #include <fstream>
 
+#include "engine/util.hpp"
 #include "gpu/policy.hpp"
 #include "scheduler/executor.hpp"
 #include "scheduler/plan_costs.hpp"
@@ -198,8 +199,7 @@ double time_median(const std::function<void()>& run, double min_seconds, int max
     t.push_back(since(t0));
     total += t.back();
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return median(std::move(t));
 }
 
 std::vector<double> time_interleaved(const std::vector<std::function<void()>>& runs,
@@ -232,9 +232,9 @@ std::vector<double> time_interleaved(const std::vector<std::function<void()>>& r
 
 std::vector<Sample> measure_cpu(const std::vector<SweepBucket>& buckets, int threads,
                                 double budget_seconds) {
-  // Each bucket in a loop of its own. Interleaving buckets of random sizes was tried on the GPU
-  // machine and predicted the small buckets of real runs 2x too slow (OpenMP workers of the
-  // previous large bucket still spinning); the loop predicted them within 25% (median).
+  // Each bucket in a loop of its own: interleaving buckets of random sizes predicted the small
+  // buckets of real runs too slow (OpenMP workers of the previous large bucket still spinning;
+  // figures in docs/perf-notes.md).
   std::vector<Sample> out;
   const auto t0 = clock_type::now();
   for (const SweepBucket& b : buckets) {

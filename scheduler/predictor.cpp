@@ -5,6 +5,8 @@
 #include <limits>
 #include <numeric>
 #include <stdexcept>
+#include "engine/json.hpp"
+#include "engine/util.hpp"
 
 namespace kinfer::sched {
 
@@ -14,15 +16,6 @@ constexpr int K = BucketFeatures::kCount;
 constexpr int P = K + 1;  // linear parameters: intercept + features
 using Vec = std::array<double, P>;
 using Mat = std::array<std::array<double, P + 1>, P + 1>;  // room for c as well
-
-double median(std::vector<double> v) {
-  if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
-  const std::size_t m = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + m, v.end());
-  double x = v[m];
-  if (v.size() % 2 == 0) x = (x + *std::max_element(v.begin(), v.begin() + m)) / 2;
-  return x;
-}
 
 // Solves A x = b (n x n, symmetric positive definite after damping) by Gaussian elimination
 // with partial pivoting; returns false when singular.
@@ -312,7 +305,6 @@ RuntimeModel RuntimeModel::fit(std::span<const Sample> s) {
 }
 
 namespace {
-nlohmann::json num(double x) { return std::isnan(x) ? nlohmann::json(nullptr) : nlohmann::json(x); }
 double num(const nlohmann::json& j) {
   return j.is_null() ? std::numeric_limits<double>::quiet_NaN() : j.get<double>();
 }
@@ -331,9 +323,9 @@ nlohmann::json RuntimeModel::to_json() const {
           {"tree", tree_nodes},
           {"samples", samples},
           {"cv_median_relative_error",
-           {{"loglinear", num(cv_loglinear)},
-            {"loglinear+tree", num(cv_loglinear_tree)},
-            {"tree", num(cv_tree)}}}};
+           {{"loglinear", number_or_null(cv_loglinear)},
+            {"loglinear+tree", number_or_null(cv_loglinear_tree)},
+            {"tree", number_or_null(cv_tree)}}}};
 }
 
 RuntimeModel RuntimeModel::from_json(const nlohmann::json& j) {

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "engine/errors.hpp"
+#include "engine/util.hpp"
 
 namespace kinfer::sched {
 
@@ -178,19 +179,7 @@ Profile load_profile(const std::string& path, bool with_samples) {
 }
 
 void save_profile(const Profile& p, const std::string& path) {
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  std::error_code ec;
-  if (target.has_parent_path()) fs::create_directories(target.parent_path(), ec);
-  fs::path tmp = target;
-  tmp += ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw InputError(path, 0, "cannot write the profile");
-    f << to_json(p).dump(1) << "\n";
-    if (!f.flush()) throw InputError(path, 0, "cannot write the profile");
-  }
-  fs::rename(tmp, target);
+  write_file_atomically(path, to_json(p).dump(1) + "\n");
 }
 
 }  // namespace kinfer::sched

@@ -33,7 +33,8 @@ struct ScheduledRun {
 
 // ctx == nullptr: every bucket on the CPU, no profile needed. With a device, the profile is
 // read (InputError if --profile names a bad file); when there is none, or it has no GPU part,
-// the run falls back to gpu-only (logged, with the advice to run `kinfer calibrate`).
+// this function falls back to gpu-only (logged, with the advice to run `kinfer calibrate`);
+// `kinfer pe` checks for the profile first and runs whole-plan instead (cmd_pe.cpp).
 ScheduledRun run_with_policy(const Plan& plan, gpu::Context* ctx, const ScheduledRunOptions& opt);
 
 }  // namespace kinfer::sched

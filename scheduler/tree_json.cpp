@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "engine/errors.hpp"
+#include "engine/json.hpp"
 
 namespace kinfer::sched {
 
@@ -224,7 +225,7 @@ json to_json(const CostTree& t) {
     nodes.push_back({{"id", v.id},
                      {"children", children},
                      {"cpu", v.cpu},
-                     {"gpu", std::isinf(v.gpu) ? json(nullptr) : json(v.gpu)},
+                     {"gpu", number_or_null(v.gpu)},
                      {"upload", v.upload},
                      {"to_gpu", v.to_gpu},
                      {"to_cpu", v.to_cpu}});
@@ -242,7 +243,7 @@ json to_json(const CostTree& t, const Schedule& s, bool explain) {
   const double cost = s.cost.total();
   const bool feasible = std::isfinite(cost);
   json j = {{"assignment", assignment},
-            {"cost", feasible ? json(cost) : json(nullptr)},
+            {"cost", number_or_null(cost)},
             {"feasible", feasible},
             {"on_gpu", s.cost.on_gpu},
             {"crossings", s.cost.crossings},

@@ -13,13 +13,10 @@ inline std::string data_path(const std::string& rel) { return (data_dir() / rel)
 
 inline Plan uai_plan(const std::string& name) {
   const std::string path = data_path("uai/" + name);
-  Network net = io::read_uai(path);
-  Evidence ev;
-  if (const std::string e = io::default_evidence_path(path); !e.empty())
-    ev = io::read_evidence(e, net);
+  const io::NetworkWithEvidence r = io::read_network_and_evidence(path);
   PlanOptions po;
   po.order.heuristic = OrderHeuristic::MinFill;
-  return make_plan(net, ev, po);
+  return make_plan(r.net, r.ev, po);
 }
 
 }  // namespace kinfer::test

@@ -1,6 +1,7 @@
 #pragma once
-// Helpers shared by the tests: where the data is, temporary folders, and running the real
-// `kinfer` executable (KINFER_EXE) with its exit code, stdout and stderr.
+// The one support header of the tests: where the data is, temporary folders, reading and
+// writing files, and running the real `kinfer` executable (KINFER_EXE) or a shell command with
+// its exit code, stdout and stderr. Tests that run the real executable are tagged [apps].
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,6 +29,17 @@ inline fs::path data_dir() { return env_or_throw("KINFER_DATA"); }
 
 // <repo>/tests/data (small files made for the tests, e.g. malformed input).
 inline fs::path test_data_dir() { return data_dir().parent_path() / "tests" / "data"; }
+
+// <repo>/data/linkage (LINKAGE locus and pedigree files, analytic cases, FASTLINK's example).
+inline fs::path linkage_data_dir() { return data_dir() / "linkage"; }
+
+// A bundled UAI instance by name ("Pedigree_11"): its .uai or .uai.gz; empty when absent.
+inline fs::path uai_network_path(const std::string& name) {
+  const fs::path dir = data_dir() / "uai";
+  for (const std::string suffix : {".uai", ".uai.gz"})
+    if (fs::exists(dir / (name + suffix))) return dir / (name + suffix);
+  return {};
+}
 
 inline std::string read_text(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
@@ -75,21 +87,27 @@ inline std::string shell_quote(const std::string& s) {
   return q + "'";
 }
 
-// Runs KINFER_EXE with `args` (no shell interpretation of the arguments).
-inline ProcessResult run_kinfer(const std::vector<std::string>& args) {
+// Runs the shell command line `cmd` in folder `dir`, capturing stdout and stderr.
+inline ProcessResult run_shell(const fs::path& dir, const std::string& cmd) {
   TempDir tmp;
-  std::string cmd = shell_quote(env_or_throw("KINFER_EXE"));
-  for (const auto& a : args) cmd += ' ' + shell_quote(a);
-  cmd += " >" + shell_quote((tmp / "out").string()) + " 2>" + shell_quote((tmp / "err").string()) +
-         " </dev/null";
-  const int status = std::system(cmd.c_str());
+  const std::string full = "cd " + shell_quote(dir.string()) + " && " + cmd + " >" +
+                           shell_quote((tmp / "out").string()) + " 2>" +
+                           shell_quote((tmp / "err").string()) + " </dev/null";
+  const int status = std::system(full.c_str());
+  if (status == -1) throw std::runtime_error("cannot run: " + full);
   ProcessResult r;
-  if (status == -1) throw std::runtime_error("cannot run: " + cmd);
   // The shell reports a signal-killed child as 128 + signal.
   r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   r.out = read_text(tmp / "out");
   r.err = read_text(tmp / "err");
   return r;
+}
+
+// Runs KINFER_EXE with `args` (no shell interpretation of the arguments) in the current folder.
+inline ProcessResult run_kinfer(const std::vector<std::string>& args) {
+  std::string cmd = shell_quote(env_or_throw("KINFER_EXE"));
+  for (const auto& a : args) cmd += ' ' + shell_quote(a);
+  return run_shell(fs::current_path(), cmd);
 }
 
 // The lines of `text` that contain `needle`.

@@ -58,6 +58,7 @@ def test_failures_isolated(tmp):
         f.write(f"good1\tpe\t{a}\t\n")
         f.write("bad\tpe\tbroken.uai\t\n")
         f.write(f"good2\tpe\t{b}\t--order minfill\n")
+        f.write(f"badopt\tpe\t{a}\t--order nosuch\n")
     r = subprocess.run([EXE, "batch", os.path.join(tmp, "jobs.tsv"), "--out", os.path.join(tmp, "out")],
                        capture_output=True, text=True)
     check(r.returncode == 4, f"a failing job gives exit 4 (got {r.returncode})")
@@ -70,6 +71,9 @@ def test_failures_isolated(tmp):
             got = json.load(f)["log10_pr"]
         check(abs(got - single_pe(os.path.join(tmp, net))) < 1e-9, f"{job} equals the single command's answer")
     check(not os.path.exists(os.path.join(tmp, "out", "results", "bad.json")), "no result file for the failed job")
+    # job options are parsed by the single command's own definitions: refused as `kinfer pe` would
+    check(s["badopt"]["status"] == "failed" and "--order" in s["badopt"]["error"] and "nosuch" in s["badopt"]["error"],
+          "a job with an option value its command refuses fails alone, naming it: " + s["badopt"]["error"])
 
 
 def test_bad_manifests(tmp):

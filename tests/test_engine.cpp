@@ -233,10 +233,9 @@ std::vector<double> random_log_table(std::mt19937_64& rng, std::int64_t size, do
 
 Network read_instance(const std::string& name, Evidence& ev) {
   const auto dir = kinfer::test::data_dir() / "uai";
-  Network net = io::read_uai((dir / (name + ".uai")).string());
-  const std::string evid = io::default_evidence_path((dir / (name + ".uai")).string());
-  ev = evid.empty() ? Evidence{} : io::read_evidence(evid, net);
-  return net;
+  io::NetworkWithEvidence r = io::read_network_and_evidence((dir / (name + ".uai")).string());
+  ev = std::move(r.ev);
+  return std::move(r.net);
 }
 
 }  // namespace

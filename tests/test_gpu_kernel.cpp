@@ -21,15 +21,21 @@
 #include <random>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "engine/plan.hpp"
 #include "gpu/device_api.hpp"
 #include "gpu/executor.hpp"
 #include "gpu/host_run.hpp"
+#include "gpu/policy.hpp"
 #include "gpu/random_bucket.hpp"
 #include "io/uai.hpp"
+#include "tests/support.hpp"
 
 using namespace kinfer;
 using namespace kinfer::gpu;
+using kinfer::test::data_dir;
+using kinfer::test::uai_network_path;
 namespace fs = std::filesystem;
 
 namespace {
@@ -70,7 +76,8 @@ std::vector<double> cpu_result(const BucketShape& shape, std::span<const InputTa
   return out;
 }
 
-void check_bucket(const RandomBucket& b, Variant v, Precision prec, double tol, Compare* total) {
+void check_bucket(const RandomBucket& b, Variant v, Precision prec, double tol, Compare* total,
+                  gpu::Context& ctx = context()) {
   const auto in = b.inputs();
   const std::vector<double> cpu = cpu_result(b.shape, in);
   HostRunOptions opt;
@@ -78,7 +85,7 @@ void check_bucket(const RandomBucket& b, Variant v, Precision prec, double tol, 
   opt.precision = prec;
   HostRunResult r;
   try {
-    r = run_host_bucket(context(), b.shape, in, opt);
+    r = run_host_bucket(ctx, b.shape, in, opt);
   } catch (const std::invalid_argument&) {
     REQUIRE(v == Variant::cached);  // only the cached variant may decline a bucket
     return;
@@ -145,12 +152,115 @@ TEST_CASE("GpuKernel.LargeSummedRangesMatchCpu", "[gpu]") {
   std::printf("large-sum buckets: %d, largest relative difference %.3g\n", n, f64.worst);
 }
 
-namespace {
-
-fs::path data_dir() {
-  const char* d = std::getenv("KINFER_DATA");
-  return d ? fs::path(d) : fs::path("data");
+TEST_CASE("GpuKernel.ManyInputsMatchCpu", "[gpu]") {
+  // 9-16 inputs varying with the summed variables (kernels padded to 12/16 with a zero table)
+  // and up to 60 inputs in all
+  std::mt19937_64 rng(91);
+  RandomBucketOptions o;
+  o.min_log2_states = 8;
+  o.max_log2_states = 18;
+  o.min_functions = 10;
+  o.max_card = 3;
+  const int n = std::max(10, static_cast<int>(200 * scale()));
+  Compare f64;
+  int over8 = 0, tested = 0;
+  for (int i = 0; i < n; ++i) {
+    o.max_functions = i % 3 == 0 ? 50 : 18;
+    const RandomBucket b = random_bucket(rng, o);
+    std::vector<std::vector<int>> scopes(b.scopes.begin(), b.scopes.end());
+    const BucketLayout lay = describe(b.shape, scopes);
+    if (!lay.unsupported.empty()) continue;
+    INFO("many-input bucket " << i << ": " << lay.n_in << " inputs, " << lay.nf << " varying");
+    check_bucket(b, Variant::automatic, Precision::f64, 1e-11, &f64);
+    check_bucket(b, Variant::plain, Precision::f64, 1e-11, &f64);
+    if (i % 4 == 0) check_bucket(b, Variant::automatic, Precision::f32, 2e-5, &f64);
+    over8 += lay.nf > 8;
+    ++tested;
+  }
+  std::printf(
+      "many-input buckets: %d (%d with more than 8 varying), largest relative difference %.3g\n",
+      tested, over8, f64.worst);
+  CHECK(over8 > 0);
 }
+
+TEST_CASE("GpuKernel.TiledBucketsMatchCpu", "[gpu]") {
+  // buckets large enough for the plain kernel's tiles on a real device (output tiles need
+  // enough outputs to fill it; summed tiles 64+ summed configurations per tile)
+  // tiles are off by default (net-neutral on the H100): a second context with them on
+  setenv("KINFER_GPU_TILES", "1", 1);
+  std::unique_ptr<gpu::Context> tiled = gpu::Context::create();
+  unsetenv("KINFER_GPU_TILES");
+  std::mt19937_64 rng(93);
+  const int n = std::max(6, static_cast<int>(60 * scale()));
+  Compare f64;
+  int tiles = 0;
+  for (int i = 0; i < n; ++i) {
+    RandomBucketOptions o;
+    o.min_log2_states = 20;
+    o.max_log2_states = 24;
+    o.max_card = 4;
+    o.max_functions = 6;
+    if (i % 2) {
+      o.min_marg = 64;
+      o.max_marg = 8192;
+    }
+    const RandomBucket b = random_bucket(rng, o);
+    INFO("tiled bucket " << i);
+    check_bucket(b, Variant::plain, Precision::f64, 1e-11, &f64, *tiled);
+    check_bucket(b, Variant::automatic, Precision::f64, 1e-11, &f64, *tiled);
+    if (i % 3 == 0) check_bucket(b, Variant::plain, Precision::f32, 2e-5, &f64, *tiled);
+    HostRunOptions plain;
+    plain.variant = Variant::plain;
+    tiles += run_host_bucket(*tiled, b.shape, b.inputs(), plain).choice.tile > 1;
+  }
+  std::printf("tiled buckets: %d (%d tiled), largest relative difference %.3g\n", n, tiles,
+              f64.worst);
+  CHECK(tiles > 0);
+}
+
+TEST_CASE("GpuKernel.OutputsBeyond2to31MatchCpu", "[gpu][large]") {
+  // 2^31 outputs (16 GiB of doubles): every output index past 32 bits written and right.
+  // Needs ~20 GiB of device memory and ~56 GiB of host memory; skipped otherwise.
+  const double host_bytes =
+      static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  if (context().free_bytes() < 20e9 || host_bytes < 64e9 || std::getenv("KINFER_GPU_SKIP_LARGE")) {
+    WARN("skipped: needs 20 GB of device memory and 64 GB of host memory");
+    return;
+  }
+  BucketShape sh;
+  for (int i = 0; i < 32; ++i) {
+    sh.vars.push_back(i);
+    sh.card.push_back(2);
+  }
+  sh.n_marg = 1;  // var 31 (2 values) summed; 2^31 outputs
+  std::vector<int> a, b, c = {0, 30};
+  for (int i = 0; i < 16; ++i) a.push_back(i);
+  for (int i = 15; i < 31; ++i) b.push_back(i);
+  a.push_back(31);
+  b.push_back(31);
+  std::mt19937_64 rng(95);
+  std::uniform_real_distribution<double> u(-6, 0);
+  std::vector<std::vector<double>> data(3);
+  const std::vector<std::vector<int>> scopes = {a, b, c};
+  for (int f = 0; f < 3; ++f) {
+    data[f].resize(std::size_t{1} << scopes[f].size());
+    for (auto& x : data[f]) x = u(rng);
+  }
+  const std::vector<InputTable> in = {
+      {data[0].data(), a}, {data[1].data(), b}, {data[2].data(), c}};
+  std::vector<double> cpu = cpu_result(sh, in);
+  HostRunOptions opt;
+  const HostRunResult r = run_host_bucket(context(), sh, in, opt);
+  REQUIRE(r.out.size() == cpu.size());
+  const Compare cmp = compare(r.out, cpu);
+  std::printf("2^31 outputs: plain tile %d, largest relative difference %.3g, unwritten %ld\n",
+              r.choice.tile, cmp.worst, cmp.unwritten);
+  REQUIRE(cmp.unwritten == 0);
+  REQUIRE(cmp.inf_mismatch == 0);
+  REQUIRE(cmp.worst <= 1e-11);
+}
+
+namespace {
 
 std::map<std::string, std::string> references() {
   std::map<std::string, std::string> r;
@@ -165,13 +275,6 @@ std::map<std::string, std::string> references() {
     if (!name.empty()) r[name] = value;
   }
   return r;
-}
-
-fs::path network(const std::string& name) {
-  for (const char* suffix : {".uai", ".uai.gz"})
-    if (fs::exists(data_dir() / "uai" / (name + suffix)))
-      return data_dir() / "uai" / (name + suffix);
-  return {};
 }
 
 }  // namespace
@@ -192,19 +295,16 @@ TEST_CASE("GpuKernel.UaiNetworksMatchCpuAndReferences", "[gpu]") {
   const auto refs = references();
   int networks = 0;
   for (const std::string& name : names) {
-    const fs::path path = network(name);
+    const fs::path path = uai_network_path(name);
     if (path.empty() || !refs.count(name)) {
       WARN(name << ": not in " << (data_dir() / "uai").string() << "; skipped");
       continue;
     }
     DYNAMIC_SECTION(name) {
-      Network net = io::read_uai(path.string());
-      Evidence ev;
-      const std::string evp = io::default_evidence_path(path.string());
-      if (!evp.empty()) ev = io::read_evidence(evp, net);
+      const io::NetworkWithEvidence r = io::read_network_and_evidence(path.string());
       PlanOptions po;
       po.order.time_budget = 2;
-      const Plan plan = make_plan(net, ev, po);
+      const Plan plan = make_plan(r.net, r.ev, po);
       if (!plan.model.impossible.empty()) continue;
       Compare all;
       int buckets = 0;

@@ -3,6 +3,7 @@
 // walked on the host exactly as the kernels walk them, must reproduce the brute-force bucket.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -73,6 +74,21 @@ TEST_CASE("GpuPolicy.PlainTablesReproduceBucket", "[gpu]") {
   }
 }
 
+TEST_CASE("GpuPolicy.FastDiv64MatchesDivision", "[gpu]") {
+  std::mt19937_64 rng(8);
+  for (std::uint32_t d :
+       {1u, 2u, 3u, 7u, 96u, 1000u, 4095u, 65537u, 1u << 20, 2147483647u, 4294967295u}) {
+    const FastDiv64 fd(d);
+    for (int i = 0; i < 20000; ++i) {
+      const std::uint64_t n = rng() >> (1 + rng() % 40);  // below 2^63, many magnitudes
+      REQUIRE(fd.div(n) == n / d);
+    }
+    const std::uint64_t top = (std::uint64_t{1} << 63) - 1;
+    REQUIRE(fd.div(top) == top / d);
+    REQUIRE(fd.div(0) == 0);
+  }
+}
+
 TEST_CASE("GpuPolicy.PlainSplitsLargeSums", "[gpu]") {
   // few outputs, tens of thousands of summed configurations: lanes, inner/outer summed
   // tables and splits combined through partial pairs
@@ -84,15 +100,18 @@ TEST_CASE("GpuPolicy.PlainSplitsLargeSums", "[gpu]") {
   o.min_marg = 3000;
   DeviceLimits small;
   small.sm_count = 4;
-  int split_seen = 0;
+  small.tiles = true;
+  int split_seen = 0, split_tiles = 0;
   for (int i = 0; i < 40; ++i) {
     const RandomBucket b = random_bucket(rng, o);
     LaunchPlan p;
     INFO("bucket " << i << ": " << b.shape.output_size() << " outputs x " << b.shape.marg_size());
     REQUIRE(max_error(emulated(b, Variant::plain, small, &p), reference(b)) < 1e-10);
     split_seen += p.splits > 1 && p.Mh > 1 && p.lanes_log2 > 0;
+    split_tiles += p.splits > 1 && p.tile > 1;
   }
-  REQUIRE(split_seen > 5);
+  REQUIRE(split_seen >= 4);
+  REQUIRE(split_tiles >= 1);
 }
 
 TEST_CASE("GpuPolicy.CachedTablesReproduceBucket", "[gpu]") {
@@ -189,9 +208,122 @@ TEST_CASE("GpuPolicy.UnsupportedBucketsSayWhy", "[gpu]") {
   sh.vars = {0, 1};
   sh.card = {2, 2};
   sh.n_marg = 1;
-  std::vector<std::vector<int>> scopes(17, std::vector<int>{0, 1});
+  std::vector<std::vector<int>> scopes(kMaxInputs + 1, std::vector<int>{0});
   const BucketLayout lay = describe(sh, scopes);
-  REQUIRE(lay.unsupported.find("17 inputs") != std::string::npos);
+  REQUIRE(lay.unsupported.find(std::to_string(kMaxInputs + 1) + " inputs") != std::string::npos);
+  std::vector<std::vector<int>> varying(kMaxVarying + 1, std::vector<int>{0, 1});
+  REQUIRE(describe(sh, varying).unsupported.find("vary with the summed") != std::string::npos);
   REQUIRE_THROWS_AS(make_launch_plan(lay, Variant::automatic, DeviceLimits{}),
                     std::invalid_argument);
+}
+
+TEST_CASE("GpuPolicy.PlainTilesReproduceBucket", "[gpu]") {
+  // A small device (1 SM of 64 threads) lets output tiles through on small buckets; summed
+  // ranges of 64-4096 configurations give summed tiles. Tiled tables walked on the host must
+  // reproduce the bucket, with splits too.
+  DeviceLimits small;
+  small.sm_count = 1;
+  small.max_threads_per_sm = 64;
+  small.tiles = true;
+  std::mt19937_64 rng(19);
+  int out_tiles = 0, sum_tiles = 0;
+  for (int i = 0; i < 400; ++i) {
+    RandomBucketOptions o;
+    o.max_log2_states = 13;
+    o.max_card = 4;  // tiles take variables of 2 or 4 values
+    if (i % 2) {
+      o.min_marg = 64;
+      o.max_marg = 4096;
+    }
+    const RandomBucket b = random_bucket(rng, o);
+    LaunchPlan p;
+    INFO("bucket " << i << ": " << b.shape.output_size() << " outputs x " << b.shape.marg_size());
+    const auto out = emulated(b, Variant::plain, small, &p);
+    INFO("tile " << p.tile << (p.tile_summed ? " summed" : " outputs") << ", splits " << p.splits
+                 << ", lanes " << (1 << p.lanes_log2));
+    REQUIRE(max_error(out, reference(b)) < 1e-10);
+    if (p.tile > 1) (p.tile_summed ? sum_tiles : out_tiles)++;
+  }
+  CHECK(out_tiles > 20);
+  CHECK(sum_tiles > 50);
+}
+
+TEST_CASE("GpuPolicy.ManyInputsReproduceBucket", "[gpu]") {
+  // 9-16 varying inputs (the kernel pads them to 12 or 16 with a zero table) and up to 60
+  // inputs in all; beyond that the layout says why.
+  std::mt19937_64 rng(23);
+  int tested = 0, over8 = 0, over12 = 0, over16_in = 0;
+  for (int i = 0; i < 120; ++i) {
+    RandomBucketOptions o;
+    o.max_log2_states = 11;
+    o.min_functions = 10;
+    o.max_functions = i % 3 == 0 ? 40 : 18;
+    o.max_card = 3;
+    const RandomBucket b = random_bucket(rng, o);
+    const BucketLayout lay = describe(b.shape, b.scopes);
+    INFO("bucket " << i << ": " << lay.n_in << " inputs, " << lay.nf << " varying");
+    if (lay.nf > kMaxVarying) {
+      CHECK(lay.unsupported.find("vary with the summed") != std::string::npos);
+      continue;
+    }
+    REQUIRE(lay.unsupported.empty());
+    REQUIRE(max_error(emulated(b, Variant::automatic, DeviceLimits{}), reference(b)) < 1e-10);
+    ++tested;
+    over8 += lay.nf > 8;
+    over12 += lay.nf > 12;
+    over16_in += lay.n_in > 16;
+  }
+  CHECK(tested > 60);
+  CHECK(over8 > 10);
+  CHECK(over12 > 3);
+  CHECK(over16_in > 5);
+}
+
+TEST_CASE("GpuPolicy.OutputsBeyond32BitIndices", "[gpu]") {
+  // 2^34 outputs x 8 summed (too large to run here): the plan must exist, its launch fit, and
+  // its page tables give every input's offset for outputs anywhere in the 64-bit range.
+  BucketShape sh;
+  for (int i = 0; i < 37; ++i) {
+    sh.vars.push_back(10 + i);
+    sh.card.push_back(2);
+  }
+  sh.n_marg = 3;
+  std::vector<std::vector<int>> scopes;
+  std::vector<int> all(sh.vars), some;
+  for (int i = 0; i < 36; i += 2) some.push_back(sh.vars[i]);
+  some.push_back(sh.vars[36]);
+  std::vector<int> out_only(sh.vars.begin(), sh.vars.begin() + 34);
+  scopes = {all, some, out_only};
+  const BucketLayout lay = describe(sh, scopes);
+  REQUIRE(lay.unsupported.empty());
+  REQUIRE(lay.n_out == std::int64_t{1} << 34);
+  Selection sel;
+  const LaunchPlan p = make_launch_plan(lay, Variant::automatic, DeviceLimits{}, 8, &sel);
+  INFO(sel.why);
+  REQUIRE(p.variant == Variant::plain);
+  CHECK(p.n_pages <= (std::int64_t{1} << 20));
+  CHECK(p.blocks <= INT32_MAX);
+  CHECK(p.n_items * p.tile == lay.n_out);
+  const int slots = p.nf + p.nc;
+  std::mt19937_64 rng(29);
+  for (int t = 0; t < 2000; ++t) {
+    const std::int64_t o = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(p.n_items));
+    const std::int64_t page = static_cast<std::int64_t>(p.div_P.div(o)), ol = o - page * p.P;
+    REQUIRE(page < p.n_pages);
+    const std::int64_t out_index = p.out_hi[page * p.nip + slots] + p.out_lo[ol * p.nip + slots];
+    REQUIRE(out_index < lay.n_out);
+    // the output's digits, then each slot's offset from its strides
+    for (int s = 0; s < slots; ++s) {
+      if (p.slot_input[s] < 0) continue;
+      const int layout_slot = static_cast<int>(
+          std::find(lay.slot_input.begin(), lay.slot_input.end(), p.slot_input[s]) -
+          lay.slot_input.begin());
+      std::int64_t want = 0, rest = out_index;
+      for (int i = lay.k - 1; i >= 0; --i) {
+        want += (rest % lay.card[i]) * lay.stride[layout_slot][i];
+        rest /= lay.card[i];
+      }
+      REQUIRE(p.out_hi[page * p.nip + s] + p.out_lo[ol * p.nip + s] == want);
+    }
+  }
 }

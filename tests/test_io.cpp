@@ -58,7 +58,7 @@ struct BadCase {
 
 }  // namespace
 
-TEST_CASE("Parser.BadNetworkIsAnInputError", "[io]") {
+TEST_CASE("Parser.BadNetworkIsAnInputError", "[io][apps]") {
   // Each file is a small variation of good.uai; `cat -n tests/data/bad/FILE` shows the line.
   const std::vector<BadCase> cases = {
       {"empty.uai", 0, "file is empty, expected a UAI network (MARKOV or BAYES)"},
@@ -102,7 +102,7 @@ TEST_CASE("Parser.BadNetworkIsAnInputError", "[io]") {
   }
 }
 
-TEST_CASE("Parser.BadEvidenceIsAnInputError", "[io]") {
+TEST_CASE("Parser.BadEvidenceIsAnInputError", "[io][apps]") {
   const std::vector<BadCase> cases = {
       {"evid_var_range.evid", 1,
        "evidence variable 2 does not exist, expected an index from 0 to 1"},
@@ -131,7 +131,7 @@ TEST_CASE("Parser.BadEvidenceIsAnInputError", "[io]") {
   }
 }
 
-TEST_CASE("Parser.UnreadableFilesAreInputErrors", "[io]") {
+TEST_CASE("Parser.UnreadableFilesAreInputErrors", "[io][apps]") {
   TempDir tmp;
   SECTION("missing network") {
     const std::string path = (tmp / "missing.uai").string();
@@ -163,13 +163,13 @@ TEST_CASE("Parser.UnreadableFilesAreInputErrors", "[io]") {
   }
 }
 
-TEST_CASE("Pe.TablesNeedNotSumToOne", "[io]") {
+TEST_CASE("Pe.TablesNeedNotSumToOne", "[io][apps]") {
   const ProcessResult r = run_kinfer({"pe", (test_data_dir() / kGood).string()});
   REQUIRE(r.rc == 0);
   CHECK(printed_log10(r) == Printed(std::log10(5.0)));
 }
 
-TEST_CASE("Pe.CardinalityOneVariables", "[io]") {
+TEST_CASE("Pe.CardinalityOneVariables", "[io][apps]") {
   // Variables 0 and 2 have one value; the answer is brute-forced below from the same tables.
   const std::vector<int> card = {1, 3, 1, 2};
   const std::vector<double> f0 = {2.0, 0.0, 1.5};                  // (0, 1)
@@ -187,7 +187,7 @@ TEST_CASE("Pe.CardinalityOneVariables", "[io]") {
   CHECK(printed_log10(r) == Printed(std::log10(static_cast<double>(z))));
 }
 
-TEST_CASE("Pe.BayesAndMarkovAgree", "[io]") {
+TEST_CASE("Pe.BayesAndMarkovAgree", "[io][apps]") {
   // The type only names the semantics; both compute the product of the tables.
   TempDir tmp;
   std::string text = read_text(test_data_dir() / kGood);
@@ -197,7 +197,7 @@ TEST_CASE("Pe.BayesAndMarkovAgree", "[io]") {
   CHECK(printed_log10(r) == Printed(std::log10(5.0)));
 }
 
-TEST_CASE("Pe.GzipNetworkAndEvidence", "[io]") {
+TEST_CASE("Pe.GzipNetworkAndEvidence", "[io][apps]") {
   TempDir tmp;
   write_gzip(tmp / "net.uai.gz", read_text(test_data_dir() / kGood));
   SECTION("no evidence") {
@@ -221,7 +221,7 @@ TEST_CASE("Pe.GzipNetworkAndEvidence", "[io]") {
   }
 }
 
-TEST_CASE("Pe.EvidenceForms", "[io]") {
+TEST_CASE("Pe.EvidenceForms", "[io][apps]") {
   TempDir tmp;
   const std::string net = (test_data_dir() / kGood).string();
   auto run_with = [&](const std::string& text) {
@@ -247,7 +247,7 @@ TEST_CASE("Pe.EvidenceForms", "[io]") {
   }
 }
 
-TEST_CASE("Pe.EvidenceBesideTheNetwork", "[io]") {
+TEST_CASE("Pe.EvidenceBesideTheNetwork", "[io][apps]") {
   TempDir tmp;
   write_text(tmp / "net.uai", read_text(test_data_dir() / kGood));
   SECTION("absent: no evidence, and the log says so") {
@@ -273,7 +273,7 @@ TEST_CASE("Pe.EvidenceBesideTheNetwork", "[io]") {
   }
 }
 
-TEST_CASE("Pe.ImpossibleEvidence", "[io]") {
+TEST_CASE("Pe.ImpossibleEvidence", "[io][apps]") {
   // f1(a, b) is zero wherever a = 1; observing a = 1 makes P(e) = 0.
   TempDir tmp;
   write_text(tmp / "z.uai", "MARKOV\n2\n2 2\n2\n1 0\n2 0 1\n2\n0.5 0.5\n4\n1 2 0 0\n");
@@ -305,7 +305,7 @@ TEST_CASE("Pe.ImpossibleEvidence", "[io]") {
   }
 }
 
-TEST_CASE("Pe.MemoryLimitIsAResourceError", "[io]") {
+TEST_CASE("Pe.MemoryLimitIsAResourceError", "[io][apps]") {
   const std::string net = (data_dir() / "uai" / "Pedigree_11.uai").string();
   const ProcessResult r = run_kinfer({"pe", net, "--max-memory", "1K", "--order", "minfill"});
   CHECK(r.rc == 3);
@@ -315,7 +315,7 @@ TEST_CASE("Pe.MemoryLimitIsAResourceError", "[io]") {
   CHECK_THAT(e, Catch::Contains("exceeds the limit 1 KiB"));
 }
 
-TEST_CASE("Pe.JsonOutput", "[io]") {
+TEST_CASE("Pe.JsonOutput", "[io][apps]") {
   const std::string net = (data_dir() / "uai" / "Pedigree_11.uai").string();
   const ProcessResult r = run_kinfer({"pe", net, "--json", "--order", "minfill"});
   REQUIRE(r.rc == 0);
@@ -334,7 +334,7 @@ TEST_CASE("Pe.JsonOutput", "[io]") {
   CHECK(j.at("buckets").get<int>() > 1);
 }
 
-TEST_CASE("Pe.UaiOutputFile", "[io]") {
+TEST_CASE("Pe.UaiOutputFile", "[io][apps]") {
   TempDir tmp;
   const fs::path out = tmp / "answer.PR";
   const ProcessResult r =
@@ -346,7 +346,7 @@ TEST_CASE("Pe.UaiOutputFile", "[io]") {
   CHECK(text.back() == '\n');
 }
 
-TEST_CASE("Cli.UsageErrors", "[io]") {
+TEST_CASE("Cli.UsageErrors", "[io][apps]") {
   const std::string net = (test_data_dir() / kGood).string();
   const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
       {"no subcommand", {}},

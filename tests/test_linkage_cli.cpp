@@ -1,4 +1,4 @@
-// [linkage] `kinfer lod` end to end: text, JSON, exit codes, error messages, the picture.
+// [linkage][apps] `kinfer lod` end to end: text, JSON, exit codes, error messages, the picture.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -8,20 +8,20 @@ using namespace kinfer::linkage_test;
 
 namespace {
 
-Run lod(const std::vector<std::string>& args) {
-  const char* exe = std::getenv("KINFER_EXE");
-  if (!exe) throw std::runtime_error("KINFER_EXE is not set; run the tests with `meson test`");
-  std::string cmd = quote(exe) + " lod --order minfill";
-  for (const auto& a : args) cmd += ' ' + quote(a);
-  return run_in(fs::current_path(), cmd);
+ProcessResult lod(std::vector<std::string> args) {
+  args.insert(args.begin(), {"lod", "--order", "minfill"});
+  return run_kinfer(args);
 }
 
-std::string example(const std::string& f) { return (data_dir() / "fastlink_example" / f).string(); }
+std::string example(const std::string& f) {
+  return (linkage_data_dir() / "fastlink_example" / f).string();
+}
 
 }  // namespace
 
-TEST_CASE("LinkageCli.JsonMlink", "[linkage]") {
-  const Run r = lod({"--ped", example("pedfile.dat"), "--dat", example("datafile.dat"), "--json"});
+TEST_CASE("LinkageCli.JsonMlink", "[linkage][apps]") {
+  const ProcessResult r =
+      lod({"--ped", example("pedfile.dat"), "--dat", example("datafile.dat"), "--json"});
   INFO(r.err);
   REQUIRE(r.rc == 0);
   const auto j = nlohmann::json::parse(r.out);
@@ -41,18 +41,19 @@ TEST_CASE("LinkageCli.JsonMlink", "[linkage]") {
   CHECK(e["total"]["lod"].get<double>() == Approx(0.163739).margin(5e-5));
 }
 
-TEST_CASE("LinkageCli.TextLikeFastlink", "[linkage]") {
-  const Run r = lod(
+TEST_CASE("LinkageCli.TextLikeFastlink", "[linkage][apps]") {
+  const ProcessResult r = lod(
       {"--ped", example("pedfile.dat"), "--dat", example("datafile.dat"), "--theta", "0:0.5:0.1"});
   REQUIRE(r.rc == 0);
-  CHECK(lines_with_count(r.out, "THETAS") == 7);  // the baseline and six thetas
+  CHECK(lines_with(r.out, "THETAS").size() == 7);  // the baseline and six thetas
   CHECK(r.out.find("-75.617075") != std::string::npos);
   CHECK(r.out.find("TOTALS") != std::string::npos);
 }
 
-TEST_CASE("LinkageCli.LinkmapJsonHasPositions", "[linkage]") {
-  const Run r = lod({"--ped", example("pedfile.dat"), "--dat",
-                     (data_dir() / "variants/linkmap_interior.dat").string(), "--json"});
+TEST_CASE("LinkageCli.LinkmapJsonHasPositions", "[linkage][apps]") {
+  const ProcessResult r =
+      lod({"--ped", example("pedfile.dat"), "--dat",
+           (linkage_data_dir() / "variants/linkmap_interior.dat").string(), "--json"});
   INFO(r.err);
   REQUIRE(r.rc == 0);
   const auto j = nlohmann::json::parse(r.out);
@@ -62,32 +63,34 @@ TEST_CASE("LinkageCli.LinkmapJsonHasPositions", "[linkage]") {
   CHECK(j["evaluations"][0]["total"]["lod"].get<double>() == Approx(2.258).margin(1e-3));
 }
 
-TEST_CASE("LinkageCli.MendelianErrorExits2", "[linkage]") {
-  const auto dir = data_dir() / "analytic";
-  const Run r = lod({"--ped", (dir / "C05_nuclear_mendel_error.pre").string(), "--dat",
-                     (dir / "C05_nuclear_mendel_error.dat").string()});
+TEST_CASE("LinkageCli.MendelianErrorExits2", "[linkage][apps]") {
+  const auto dir = linkage_data_dir() / "analytic";
+  const ProcessResult r = lod({"--ped", (dir / "C05_nuclear_mendel_error.pre").string(), "--dat",
+                               (dir / "C05_nuclear_mendel_error.dat").string()});
   CHECK(r.rc == 2);
   CHECK(r.out.find("-inf") == std::string::npos);
   CHECK_THAT(r.err, Catch::Contains("Mendelian") && Catch::Contains("pedigree 1") &&
                         Catch::Contains("locus 2"));
 }
 
-TEST_CASE("LinkageCli.BadInputExits2WithPlace", "[linkage]") {
+TEST_CASE("LinkageCli.BadInputExits2WithPlace", "[linkage][apps]") {
   TempDir t;
   write_text(t / "bad.dat", "2 0 0 5\n0 0 0 0\n1 2\n0 2\n0.5 0.5\n");
-  const Run r = lod({"--ped", example("pedfile.dat"), "--dat", (t / "bad.dat").string()});
+  const ProcessResult r = lod({"--ped", example("pedfile.dat"), "--dat", (t / "bad.dat").string()});
   CHECK(r.rc == 2);
   CHECK_THAT(r.err, Catch::Contains("bad.dat:4:") && Catch::Contains("quantitative"));
-  const Run m = lod({"--ped", (t / "missing.ped").string(), "--dat", example("datafile.dat")});
+  const ProcessResult m =
+      lod({"--ped", (t / "missing.ped").string(), "--dat", example("datafile.dat")});
   CHECK(m.rc == 2);
 }
 
-TEST_CASE("LinkageCli.PlotAndOutFolder", "[linkage]") {
+TEST_CASE("LinkageCli.PlotAndOutFolder", "[linkage][apps]") {
   if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) return;  // .ci/run installs it
   TempDir t;
-  const Run r = lod({"--ped", example("pedfile.dat"), "--dat",
-                     (data_dir() / "variants/linkmap_interior.dat").string(), "--plot",
-                     (t / "curve.svg").string(), "--out", (t / "res").string()});
+  const ProcessResult r =
+      lod({"--ped", example("pedfile.dat"), "--dat",
+           (linkage_data_dir() / "variants/linkmap_interior.dat").string(), "--plot",
+           (t / "curve.svg").string(), "--out", (t / "res").string()});
   INFO(r.err);
   REQUIRE(r.rc == 0);
   const std::string svg = read_text(t / "curve.svg");
@@ -95,14 +98,14 @@ TEST_CASE("LinkageCli.PlotAndOutFolder", "[linkage]") {
   CHECK(svg.find("LOD score") != std::string::npos);
   CHECK(fs::exists(t / "res" / "lod.json"));
   CHECK(fs::exists(t / "res" / "lod.txt"));
-  const Run png = lod({"--ped", example("pedfile.dat"), "--dat", example("datafile.dat"), "--plot",
-                       (t / "curve.png").string()});
+  const ProcessResult png = lod({"--ped", example("pedfile.dat"), "--dat", example("datafile.dat"),
+                                 "--plot", (t / "curve.png").string()});
   REQUIRE(png.rc == 0);
   CHECK(read_text(t / "curve.png").substr(1, 3) == "PNG");
 }
 
-TEST_CASE("LinkageCli.MemoryLimitExits3", "[linkage]") {
-  const Run r = lod(
+TEST_CASE("LinkageCli.MemoryLimitExits3", "[linkage][apps]") {
+  const ProcessResult r = lod(
       {"--ped", example("pedfile.dat"), "--dat", example("datafile.dat"), "--max-memory", "1K"});
   CHECK(r.rc == 3);
   CHECK_THAT(r.err, Catch::Contains("exceeds the limit"));

@@ -34,7 +34,7 @@ std::vector<FlEval> run_fastlink(const fs::path& dat, const std::string& post_pe
   fs::copy_file(dat, dir / "datafile.dat");
   write_text(dir / "pedfile.dat", post_ped);
   const std::string prog = program == Program::Mlink ? "mlink" : "linkmap";
-  const Run r = run_in(dir.path(), "timeout 300 unknown && timeout 300 " + prog);
+  const ProcessResult r = run_shell(dir.path(), "timeout 300 unknown && timeout 300 " + prog);
   INFO(r.out.substr(r.out.size() > 2000 ? r.out.size() - 2000 : 0));
   REQUIRE(r.rc == 0);
   std::istringstream out(read_text(dir / "outfile.dat"));
@@ -66,7 +66,7 @@ struct Case {
 
 void compare(const Case& c) {
   INFO("case " << c.name);
-  const fs::path dat = data_dir() / c.dat, ped = data_dir() / c.ped;
+  const fs::path dat = linkage_data_dir() / c.dat, ped = linkage_data_dir() / c.ped;
   const LocusFile lf = io::read_locus_file(dat.string());
   const PedigreeFile pf = io::read_pedigree_file(ped.string(), lf);
   // FASTLINK reads post-makeped files only; ours are written by kinfer's own writer.
@@ -144,9 +144,9 @@ TEST_CASE("LinkageFastlink.AnalyticPedigrees", "[fastlink]") {
 
 TEST_CASE("LinkageFastlink.ReferenceNumbers", "[fastlink]") {
   // linkage-model.md 3.1, two-point Schizophrenia x p105-599Ha: per-pedigree ln L and LODs.
-  const LocusFile lf = io::read_locus_file((data_dir() / "variants/twopoint.dat").string());
+  const LocusFile lf = io::read_locus_file((linkage_data_dir() / "variants/twopoint.dat").string());
   const PedigreeFile pf =
-      io::read_pedigree_file((data_dir() / "variants/twopoint.ped").string(), lf);
+      io::read_pedigree_file((linkage_data_dir() / "variants/twopoint.ped").string(), lf);
   AnalysisOptions o = quick_options();
   o.thetas = {0.0, 0.05, 0.10, 0.20, 0.40};
   const AnalysisResult r = analyze(lf, pf, o);

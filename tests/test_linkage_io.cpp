@@ -39,7 +39,7 @@ LocusFile two_markers() { return io::parse_locus_file("two.dat", kTwoMarkers); }
 }  // namespace
 
 TEST_CASE("LinkageIo.DebianExample", "[io]") {
-  const auto dir = data_dir() / "fastlink_example";
+  const auto dir = linkage_data_dir() / "fastlink_example";
   const LocusFile lf = io::read_locus_file((dir / "datafile.dat").string());
   REQUIRE(lf.n_loci() == 3);
   CHECK(lf.map_order == std::vector<int>{0, 2, 1});
@@ -95,7 +95,7 @@ TEST_CASE("LinkageIo.PreAndPostMakeped", "[io]") {
 }
 
 TEST_CASE("LinkageIo.LoopBreakerCopiesMerge", "[io]") {
-  const auto dir = data_dir();
+  const auto dir = linkage_data_dir();
   const LocusFile lf = io::read_locus_file((dir / "swiftlink/loop.dat").string());
   const PedigreeFile pre = io::read_pedigree_file((dir / "swiftlink/loop.ped").string(), lf);
   const PedigreeFile post =
@@ -206,14 +206,14 @@ TEST_CASE("LinkageIo.SexLinkedMales", "[io]") {
 TEST_CASE("LinkageIo.SexLinkedAffectionWithoutMaleLines", "[io]") {
   // SwiftLink's X-linked example leaves out the male penetrance lines: they are taken from the
   // homozygous female penetrances, with a warning.
-  const LocusFile lf = io::read_locus_file((data_dir() / "swiftlink/xlinked.dat").string());
+  const LocusFile lf = io::read_locus_file((linkage_data_dir() / "swiftlink/xlinked.dat").string());
   REQUIRE(lf.n_loci() == 11);
   CHECK(lf.loci[0].male_penetrance == std::vector<std::vector<double>>{{0.0, 1.0}});
   CHECK_FALSE(lf.warnings.empty());
 }
 
 TEST_CASE("LinkageIo.PostMakepedRoundTrip", "[io]") {
-  const auto dir = data_dir();
+  const auto dir = linkage_data_dir();
   const LocusFile lf = io::read_locus_file((dir / "variants/xlinked5.dat").string());
   const PedigreeFile pre = io::read_pedigree_file((dir / "variants/xlinked5.pre").string(), lf);
   const std::string text = io::format_post_makeped(pre, lf);

@@ -19,8 +19,8 @@ struct Data {
 
 Data load(const std::string& dat, const std::string& ped) {
   Data d;
-  d.lf = io::read_locus_file((data_dir() / dat).string());
-  d.pf = io::read_pedigree_file((data_dir() / ped).string(), d.lf);
+  d.lf = io::read_locus_file((linkage_data_dir() / dat).string());
+  d.pf = io::read_pedigree_file((linkage_data_dir() / ped).string(), d.lf);
   return d;
 }
 
@@ -49,7 +49,7 @@ std::vector<double> all_ln(const AnalysisResult& r) {
 }  // namespace
 
 TEST_CASE("LinkageNetwork.ClosedForms", "[engine]") {
-  const auto dir = data_dir() / "analytic";
+  const auto dir = linkage_data_dir() / "analytic";
   std::istringstream tsv(read_text(dir / "EXPECTED.tsv"));
   std::string line;
   std::getline(tsv, line);  // header
@@ -259,8 +259,8 @@ TEST_CASE("LinkageNetwork.CompileOnceEqualsFreshBuilds", "[engine]") {
 }
 
 TEST_CASE("LinkageNetwork.MendelianErrorsNameTheFamily", "[engine]") {
-  const LocusFile lf = io::read_locus_file((data_dir() / "variants/twopoint.dat").string());
-  std::string ped = read_text(data_dir() / "variants/twopoint.ped");
+  const LocusFile lf = io::read_locus_file((linkage_data_dir() / "variants/twopoint.dat").string());
+  std::string ped = read_text(linkage_data_dir() / "variants/twopoint.ped");
   // Person 15 of pedigree 1 (father 11: 1/3, mother 10: 1/1) typed 3/3 at the marker.
   const std::string from = "1 15 11 10 0 16 16 1 0 1 1";
   REQUIRE(ped.find(from) != std::string::npos);

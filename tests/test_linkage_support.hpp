@@ -1,101 +1,21 @@
 #pragma once
-// Helpers for the linkage tests: data paths, temporary folders, running commands, and an
+// Helpers for the linkage tests on top of tests/support.hpp: quick analysis options and an
 // independent likelihood (Lander-Green: inheritance vectors summed per locus by brute force,
 // then a hidden Markov chain across loci) that shares no code with the network.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <array>
 #include <cmath>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <functional>
-#include <sstream>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "linkage/analysis.hpp"
 #include "linkage/model.hpp"
+#include "tests/support.hpp"
 
 namespace kinfer::linkage_test {
 
-namespace fs = std::filesystem;
+using namespace kinfer::test;
 using namespace kinfer::linkage;
-
-inline fs::path data_dir() {
-  const char* v = std::getenv("KINFER_DATA");
-  if (!v || !*v)
-    throw std::runtime_error("KINFER_DATA is not set; run the tests with `meson test`");
-  return fs::path(v) / "linkage";
-}
-
-inline std::string read_text(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  if (!f) throw std::runtime_error("cannot read " + p.string());
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-inline void write_text(const fs::path& p, const std::string& text) {
-  std::ofstream f(p, std::ios::binary | std::ios::trunc);
-  f << text;
-  if (!f) throw std::runtime_error("cannot write " + p.string());
-}
-
-class TempDir {
- public:
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "kinfer-linkage-XXXXXX").string();
-    if (!::mkdtemp(t.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = t;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-  fs::path operator/(const std::string& n) const { return path_ / n; }
-
- private:
-  fs::path path_;
-};
-
-inline std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-struct Run {
-  int rc = -1;
-  std::string out, err;
-};
-
-// Runs a shell command line in `dir`, capturing stdout and stderr.
-inline Run run_in(const fs::path& dir, const std::string& cmd) {
-  TempDir tmp;
-  const std::string full = "cd " + quote(dir.string()) + " && " + cmd + " >" +
-                           quote((tmp / "out").string()) + " 2>" + quote((tmp / "err").string()) +
-                           " </dev/null";
-  const int status = std::system(full.c_str());
-  Run r;
-  r.rc = status == -1 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = read_text(tmp / "out");
-  r.err = read_text(tmp / "err");
-  return r;
-}
-
-inline int lines_with_count(const std::string& text, const std::string& needle) {
-  std::istringstream s(text);
-  int n = 0;
-  for (std::string line; std::getline(s, line);) n += line.find(needle) != std::string::npos;
-  return n;
-}
 
 // Default analysis options for tests: a quick deterministic order.
 inline AnalysisOptions quick_options() {

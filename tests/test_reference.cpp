@@ -55,13 +55,6 @@ double half_last_digit(const std::string& printed) {
   return 0.5 * std::pow(10.0, -decimals);
 }
 
-fs::path network_path(const std::string& name) {
-  const fs::path dir = data_dir() / "uai";
-  for (const std::string suffix : {".uai", ".uai.gz"})
-    if (fs::exists(dir / (name + suffix))) return dir / (name + suffix);
-  return {};
-}
-
 }  // namespace
 
 TEST_CASE("Reference.HalfLastDigit", "[reference]") {
@@ -71,13 +64,13 @@ TEST_CASE("Reference.HalfLastDigit", "[reference]") {
   CHECK(half_last_digit("12") == Approx(0.5));
 }
 
-TEST_CASE("Reference.UaiInstances", "[reference]") {
+TEST_CASE("Reference.UaiInstances", "[reference][apps]") {
   const auto refs = read_references(data_dir() / "uai" / "REFERENCES.tsv");
   for (const std::string& name : kInstances) {
     DYNAMIC_SECTION(name) {
       REQUIRE(refs.count(name) == 1);
       const Reference& ref = refs.at(name);
-      const fs::path net = network_path(name);
+      const fs::path net = uai_network_path(name);
       INFO("instance " << name << " in " << (data_dir() / "uai").string());
       REQUIRE(!net.empty());
       // Evidence: NETWORK.evid beside the network, picked up by kinfer itself.

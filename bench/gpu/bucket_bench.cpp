@@ -204,13 +204,10 @@ int main(int argc, char** argv) {
     }
   }
   if (!o.network.empty()) {
-    Network net = io::read_uai(o.network);
-    Evidence ev;
-    const std::string evp = io::default_evidence_path(o.network);
-    if (!evp.empty()) ev = io::read_evidence(evp, net);
+    const io::NetworkWithEvidence r = io::read_network_and_evidence(o.network);
     PlanOptions po;
     po.order.time_budget = 5;
-    const Plan plan = make_plan(net, ev, po);
+    const Plan plan = make_plan(r.net, r.ev, po);
     std::string name = o.network.substr(o.network.find_last_of('/') + 1);
     name = name.substr(0, name.find('.'));
     RunOptions ro;

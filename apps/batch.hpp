@@ -1,6 +1,8 @@
 #pragma once
 // `kinfer batch`: runs the jobs of a manifest as child processes of this executable, several at
-// once, keeping memory under the machine's and surviving failures and interruptions.
+// once, keeping memory under the machine's and surviving failures and interruptions. The
+// supervisor (batch_supervisor.cpp) schedules the jobs; pe jobs of one network may go to a group
+// worker (batch_worker.cpp: the hidden `batch --worker` process) that shares their plan.
 //
 // Files under the output folder:
 //   results/<id>.json  the job's answer, exactly what its single command prints with --json;
@@ -11,6 +13,7 @@
 //   order-cache/       elimination orders shared by jobs with the same network structure
 #include <string>
 
+#include "apps/command_options.hpp"
 #include "io/manifest.hpp"
 
 namespace kinfer::app {
@@ -29,14 +32,33 @@ struct BatchOptions {
   bool worker_gpu = false;
 };
 
-// Returns the exit code: 0 all succeeded, 4 some failed, 130 interrupted.
+// The supervisor. Returns the exit code: 0 all succeeded, 4 some failed, 130 interrupted.
 int run_batch(const BatchOptions& opt);
 
 // A group worker: evaluates the pe jobs `opt.worker` (same network, same options) one after
 // another in one process, compiling each distinct reduced structure once (order, task tree,
-// memory estimate) and only re-reading the tables of each job into the shared plan. Each job's
-// result is written atomically and journaled as in the parent; one line per job on stdout
-// ("ok\tID" or "failed\tID\tMESSAGE") tells the parent. A failing job fails alone.
+// memory estimate) and only refilling the input tables of each job into the shared plan. Each
+// job's result is written atomically and journaled as in the supervisor; one line per job on
+// stdout ("ok\tID\tSECONDS" or "failed\tID\tSECONDS\tMESSAGE") tells the supervisor. A failing
+// job fails alone.
 int run_batch_worker(const BatchOptions& opt);
+
+// A job's options parsed with its single command's own CLI11 definitions (add_pe_options,
+// add_lod_options), the job's files included as the command line would carry them.
+struct JobOptions {
+  std::string kind;     // "pe" or "lod"
+  bool parsed = false;  // false: the options are not the command's (`error` says why); the job
+                        // runs alone as its single command, which reports the error
+  std::string error;
+  PeOptions pe;    // kind "pe"
+  LodOptions lod;  // kind "lod"
+  bool device_given = false;
+  // A pe job whose options a group worker handles (network options and --device only).
+  bool groupable = false;
+
+  const std::string& device() const { return kind == "lod" ? lod.device : pe.device; }
+  int threads() const { return kind == "lod" ? lod.threads : pe.net.threads; }
+};
+JobOptions parse_job_options(const io::Job& job);
 
 }  // namespace kinfer::app

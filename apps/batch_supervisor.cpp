@@ -1,7 +1,9 @@
-#include "apps/batch_runner.hpp"
+// The `kinfer batch` supervisor: the manifest, scheduling jobs on slots under the memory budget
+// and the GPU slots, group workers for pe jobs that can share a plan, the journal, --resume and
+// the summary (see batch.hpp).
+#include "apps/batch.hpp"
 
 #include <fcntl.h>
-#include <omp.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -20,18 +22,15 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
-#include <tuple>
 
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/spdlog.h>
 
-#include "apps/network_options.hpp"
 #include "engine/errors.hpp"
 #include "engine/memory_limit.hpp"
-#include "engine/plan.hpp"
-#include "engine/task_tree.hpp"
+#include "engine/util.hpp"
 #include "gpu/device_api.hpp"
-#include "gpu/executor.hpp"
+#include "io/text_file.hpp"
 #include "io/uai.hpp"
 
 namespace kinfer::app {
@@ -63,6 +62,7 @@ const char* status_name(Status s) {
 
 struct JobState {
   io::Job job;
+  JobOptions options;  // job.options as its single command parses them
   Status status = Status::Pending;
   std::string answer, error;
   double seconds = 0;
@@ -74,13 +74,6 @@ struct JobState {
   clock_type::time_point start;
   bool from_previous_run = false;
 };
-
-std::string read_text(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 // The answer column of the summary: log10 P(e) for pe, the highest total LOD for lod.
 std::string answer_of(const nlohmann::json& j) {
@@ -118,87 +111,6 @@ std::string last_error(const fs::path& log) {
   return e;
 }
 
-void write_file_atomically(const fs::path& path, const std::string& content) {
-  const fs::path tmp = path.string() + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) throw std::runtime_error("cannot write " + tmp.string());
-  std::size_t done = 0;
-  while (done < content.size()) {
-    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n <= 0) {
-      ::close(fd);
-      throw std::runtime_error("cannot write " + tmp.string());
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  ::fsync(fd);  // the rename must never expose a file whose data is not on disk
-  ::close(fd);
-  fs::rename(tmp, path);
-}
-
-// The value of option `name` in a job's options ("--name V" or "--name=V"); empty if absent.
-std::string option_value(const std::vector<std::string>& o, const std::string& name) {
-  for (std::size_t i = 0; i < o.size(); ++i) {
-    if (o[i] == name && i + 1 < o.size()) return o[i + 1];
-    if (o[i].rfind(name + "=", 0) == 0) return o[i].substr(name.size() + 1);
-  }
-  return "";
-}
-
-// The options of a pe job that a group worker understands. Jobs with any other option (e.g.
-// --check, --uai-output) or a malformed value run alone, as their single command.
-struct GroupJobOptions {
-  NetworkOptions net;
-  std::string device = "auto";
-};
-
-bool parse_group_options(const std::vector<std::string>& o, GroupJobOptions& g) {
-  try {
-    for (std::size_t i = 0; i < o.size(); ++i) {
-      std::string k = o[i], v;
-      if (k == "-q" || k == "--quiet" || k == "-v" || k == "--verbose") continue;
-      if (auto eq = k.find('='); eq != std::string::npos && k.rfind("--", 0) == 0) {
-        v = k.substr(eq + 1);
-        k = k.substr(0, eq);
-      } else {
-        if (i + 1 >= o.size()) return false;
-        v = o[++i];
-      }
-      if (k == "--order") {
-        if (v != "minfill" && v != "minweight" && v != "wminfill" && v != "stochastic")
-          return false;
-        g.net.order = v;
-      } else if (k == "--order-time") {
-        g.net.order_time = std::stod(v);
-        if (!(g.net.order_time >= 0)) return false;
-      } else if (k == "--seed") {
-        g.net.seed = std::stoull(v);
-      } else if (k == "--threads") {
-        g.net.threads = std::stoi(v);
-        if (g.net.threads < 0) return false;
-      } else if (k == "--device") {
-        if (v != "auto" && v != "cpu" && v != "gpu") return false;
-        g.device = v;
-      } else if (k == "--max-memory") {
-        parse_size(v);
-        g.net.max_memory = v;
-      } else {
-        return false;
-      }
-    }
-  } catch (const std::exception&) {
-    return false;
-  }
-  return true;
-}
-
-bool same_structure(const ReducedModel& a, const ReducedModel& b) {
-  if (a.card != b.card || a.factors.size() != b.factors.size()) return false;
-  for (std::size_t i = 0; i < a.factors.size(); ++i)
-    if (a.factors[i].scope != b.factors[i].scope) return false;
-  return true;
-}
-
 // The most estimated work (FLOPs, summed over its jobs) given to one group worker.
 constexpr double kGroupWorkFlops = 5e8;
 
@@ -220,6 +132,7 @@ class Batch {
     budget_ = opt_.max_memory > 0 ? opt_.max_memory : default_max_memory_bytes();
     for (auto& j : jobs) {
       JobState s;
+      s.options = parse_job_options(j);
       s.job = std::move(j);
       states_.push_back(std::move(s));
     }
@@ -274,7 +187,7 @@ class Batch {
                          "this folder already holds results of an earlier batch; pass --resume to "
                          "continue it, or choose another --out");
       try {
-        auto j = nlohmann::json::parse(read_text(r));
+        auto j = nlohmann::json::parse(io::read_file(r));
         s.status = Status::Ok;
         s.answer = answer_of(j);
         s.seconds = j.value("seconds", 0.0);
@@ -291,6 +204,11 @@ class Batch {
   // child). Bad input fails the job here, without starting a child.
   void probe(JobState& s) {
     s.probed = true;
+    if (!s.options.parsed) {  // what its single command would refuse, without starting it
+      finish(s, Status::Failed,
+             "options not accepted by kinfer " + s.job.kind + ": " + s.options.error);
+      return;
+    }
     if (s.job.kind != "pe") return;
     const auto t0 = clock_type::now();
     struct Timer {
@@ -307,20 +225,15 @@ class Batch {
       return;
     }
     try {
-      NetworkOptions no;
+      // The job's own network options (defaults when they do not parse: its child reports that).
+      NetworkOptions no = s.options.parsed ? s.options.pe.net : NetworkOptions{};
       no.network = s.job.network;
       no.evidence = s.job.evidence;
-      for (std::size_t i = 0; i + 1 < s.job.options.size(); ++i)
-        if (s.job.options[i] == "--order") no.order = s.job.options[i + 1];
       no.order_cache = (out_ / "order-cache").string();
-      Network net = io::read_uai(no.network);
-      Evidence ev;
-      std::string evpath =
-          no.evidence.empty() ? io::default_evidence_path(no.network) : no.evidence;
-      if (!evpath.empty()) ev = io::read_evidence(evpath, net);
+      const io::NetworkWithEvidence r = io::read_network_and_evidence(no.network, no.evidence);
       PlanOptions po = no.plan_options();
       po.max_memory_bytes = 0;  // we want the estimate, whatever it is
-      Plan plan = make_plan(net, ev, po);
+      Plan plan = make_plan(r.net, r.ev, po);
       s.memory = plan.memory.peak_bytes;
       s.flops = plan.flops;
       probed_[key] = {s.memory, s.flops};
@@ -377,7 +290,7 @@ class Batch {
   // The GPU decision for a job: a pe job whose plan is big enough for `pe --device auto` (or that
   // asks for --device gpu) wants the GPU; it gets it when fewer than --gpu-jobs hold it.
   bool wants_gpu(const JobState& s) const {
-    const std::string d = option_value(s.job.options, "--device");
+    const std::string d = s.options.device_given ? s.options.device() : "";
     if (s.job.kind != "pe") return d == "auto" || d == "gpu";  // lod: only when asked for
     if (d == "cpu") return false;
     return d == "gpu" || s.flops >= opt_.gpu_min_flops;
@@ -394,14 +307,12 @@ class Batch {
           args.end(),
           {"--max-memory", std::to_string(static_cast<long long>(std::max(s.memory, budget_)))});
       // The batch decides where a pe job runs, by --gpu-min-flops and the free GPU slots.
-      if (option_value(s.job.options, "--device").empty())
-        args.insert(args.end(), {"--device", gpu ? "gpu" : "cpu"});
+      if (!s.options.device_given) args.insert(args.end(), {"--device", gpu ? "gpu" : "cpu"});
     } else {
       args.insert(args.end(), {"--ped", s.job.ped, "--dat", s.job.dat});
       // A lod job's plans are not sized before it runs: it stays on the CPU (no GPU context of
       // its own beside the jobs given the GPU) unless its options name a --device.
-      if (option_value(s.job.options, "--device").empty())
-        args.insert(args.end(), {"--device", "cpu"});
+      if (!s.options.device_given) args.insert(args.end(), {"--device", "cpu"});
     }
     args.push_back("--json");
     args.insert(args.end(), s.job.options.begin(), s.job.options.end());
@@ -511,7 +422,7 @@ class Batch {
       s.seconds = std::atof(f[2].c_str());
       if (f[0] == "ok") {
         try {
-          auto j = nlohmann::json::parse(read_text(out_ / "results" / (s.job.id + ".json")));
+          auto j = nlohmann::json::parse(io::read_file(out_ / "results" / (s.job.id + ".json")));
           s.answer = answer_of(j);
           if (j.value("batch_plan", "").rfind("shared", 0) == 0) ++plans_shared_;
           finish(s, Status::Ok, "");
@@ -543,7 +454,7 @@ class Batch {
       if (fs::exists(result)) {
         // The worker renamed the result into place and died before saying so: it is complete.
         try {
-          auto j = nlohmann::json::parse(read_text(result));
+          auto j = nlohmann::json::parse(io::read_file(result));
           s.answer = answer_of(j);
           s.seconds = j.value("seconds", 0.0);
           finish(s, Status::Ok, "");
@@ -583,7 +494,7 @@ class Batch {
     }
     if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) {
       try {
-        const std::string text = read_text(part);
+        const std::string text = io::read_file(part);
         auto j = nlohmann::json::parse(text);
         write_file_atomically(out_ / "results" / (s.job.id + ".json"), j.dump(2) + "\n");
         fs::remove(part);
@@ -626,9 +537,7 @@ class Batch {
   std::vector<std::size_t> group_of(std::size_t idx, std::size_t cap) {
     std::vector<std::size_t> g = {idx};
     const JobState& s = states_[idx];
-    GroupJobOptions go;
-    if (opt_.no_share || s.job.kind != "pe" || s.solo || !parse_group_options(s.job.options, go))
-      return g;
+    if (opt_.no_share || s.job.kind != "pe" || s.solo || !s.options.groupable) return g;
     for (std::size_t i = idx + 1; i < states_.size() && g.size() < cap; ++i) {
       const JobState& t = states_[i];
       if (t.status == Status::Pending && !t.solo && t.job.kind == "pe" &&
@@ -676,14 +585,16 @@ class Batch {
         std::size_t cap = std::max<std::size_t>(1, (pending + 2 * slots_ - 1) / (2 * slots_));
         // A shared plan saves a job's setup (process, reading, planning: milliseconds to a
         // second); jobs in one worker run one after another. So only jobs whose computation is
-        // small are grouped: heavy jobs run alone, in parallel (grouping 7 jobs of 3.6e9 FLOP
-        // made a 16-core batch 1.6x slower than one process per job, bench/batch/RESULTS.md).
+        // small are grouped: heavy jobs run alone, in parallel (grouping heavy jobs made a batch
+        // slower than one process per job: bench/batch/RESULTS.md, docs/perf-notes.md).
         cap = std::min(
             cap, static_cast<std::size_t>(std::max(1.0, kGroupWorkFlops / std::max(1.0, s.flops))));
         std::vector<std::size_t> g = group_of(idx, cap);
         const int concurrent =
             std::max(1, std::min(slots_, running + pending - static_cast<int>(g.size()) + 1));
-        const int threads = std::max(1, cores_ / concurrent);
+        // A job's own --threads sets its process's OpenMP threads (OMP_NUM_THREADS at start).
+        int threads = std::max(1, cores_ / concurrent);
+        if (s.options.threads() > 0) threads = s.options.threads();
         const bool gpu = wants_gpu(s) && gpu_running_ < gpu_slots_;
         if (g.size() > 1)
           launch_group(g, threads, gpu);
@@ -790,227 +701,8 @@ class Batch {
   clock_type::time_point t0_;
 };
 
-// A group worker (see run_batch_worker in the header).
-class Worker {
- public:
-  explicit Worker(const BatchOptions& o) : opt_(o) {}
-
-  int run() {
-    out_ = opt_.out;
-    std::map<std::string, io::Job> by_id;
-    for (auto& j : io::read_manifest(opt_.manifest)) by_id.emplace(j.id, std::move(j));
-    std::vector<std::string> ids;
-    std::stringstream ss(opt_.worker);
-    for (std::string id; std::getline(ss, id, ',');) ids.push_back(id);
-    for (const auto& id : ids) {
-      auto it = by_id.find(id);
-      if (it == by_id.end()) {
-        report("failed", id, 0, "the worker found no job with this id in the manifest");
-        continue;
-      }
-      // Test hook: the worker dies as a crash would, before this job (tests/test_batch.py).
-      if (const char* c = std::getenv("KINFER_BATCH_TEST_WORKER_CRASH"); c && id == c)
-        ::raise(SIGKILL);
-      run_job(it->second);
-    }
-    return 0;
-  }
-
- private:
-  struct Compiled {
-    Plan plan;
-    std::string key;        // network path + options
-    std::string first_job;  // the job that compiled it
-  };
-
-  void report(const char* what, const std::string& id, double secs, const std::string& msg) {
-    std::string m = msg;
-    std::replace(m.begin(), m.end(), '\n', ' ');
-    std::replace(m.begin(), m.end(), '\t', ' ');
-    std::printf("%s\t%s\t%.6f\t%s\n", what, id.c_str(), secs, m.c_str());
-    std::fflush(stdout);
-  }
-
-  void run_job(const io::Job& job) {
-    using clock = std::chrono::steady_clock;
-    const auto t0 = clock::now();
-    auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
-    const fs::path log = out_ / "logs" / (job.id + ".log");
-    auto logger = spdlog::basic_logger_st("job " + job.id, log.string(), true);
-    logger->set_pattern("[%H:%M:%S.%e] [%l] %v");
-    logger->set_level(spdlog::default_logger()->level());
-    auto previous = spdlog::default_logger();
-    spdlog::set_default_logger(logger);
-    std::string error;
-    try {
-      GroupJobOptions g;
-      if (!parse_group_options(job.options, g))
-        throw std::runtime_error(
-            "options a group worker does not handle (the batch runs such jobs alone)");
-      g.net.network = job.network;
-      g.net.evidence = job.evidence;
-      g.net.order_cache = (out_ / "order-cache").string();
-      spdlog::info("kinfer batch job {}: pe {} (group worker, process {})", job.id, job.network,
-                   ::getpid());
-      // The network is read once per group (every job of a group names the same file).
-      if (net_path_ != job.network) {
-        net_ = io::read_uai(job.network);
-        net_path_ = job.network;
-      } else {
-        spdlog::info("network already read by this worker");
-      }
-      Evidence ev;
-      const std::string evpath =
-          g.net.evidence.empty() ? io::default_evidence_path(job.network) : g.net.evidence;
-      if (!evpath.empty()) ev = io::read_evidence(evpath, net_);
-      if (g.net.threads > 0) omp_set_num_threads(g.net.threads);
-      PlanOptions po = g.net.plan_options();
-      if (g.net.max_memory.empty() && opt_.max_memory > 0) po.max_memory_bytes = opt_.max_memory;
-      const auto t1 = clock::now();
-      std::string key = job.network + "\x1f";
-      for (const auto& o : job.options) key += o + "\x1f";
-      ReducedModel model = reduce(net_, ev, po.reduce);
-      Compiled* shared = nullptr;
-      for (auto& c : plans_)
-        if (c.key == key && same_structure(c.plan.model, model)) shared = &c;
-      std::string plan_source;
-      int tables_kept = 0;
-      if (shared) {
-        // The same reduced structure: the order, the task tree and the memory estimate hold;
-        // only the input tables that differ are restructured into the plan.
-        Plan& p = shared->plan;
-        std::vector<std::tuple<std::size_t, std::vector<double>, std::vector<int>>> fresh;
-        for (std::size_t f = 0; f < model.factors.size(); ++f) {
-          if (model.factors[f].logv == p.model.factors[f].logv) {
-            ++tables_kept;
-            continue;
-          }
-          std::vector<int> scope;
-          std::vector<double> data =
-              restructure(model.factors[f], p.model.card, p.tree.rank, scope);
-          fresh.emplace_back(f, std::move(data), std::move(scope));
-        }
-        for (auto& [f, data, scope] : fresh) {  // nothing above changed the plan (exceptions)
-          p.input_data[f] = std::move(data);
-          p.input_scope[f] = std::move(scope);
-        }
-        p.model = std::move(model);
-        p.evidence = ev;
-        plan_source = "shared with job " + shared->first_job;
-        spdlog::info(
-            "plan shared with job {} (same reduced structure): {} of {} input tables kept, "
-            "the rest re-read",
-            shared->first_job, tables_kept, p.model.factors.size());
-      } else {
-        Compiled c;
-        c.plan = make_plan(net_, ev, po);
-        c.key = key;
-        c.first_job = job.id;
-        plans_.push_back(std::move(c));
-        if (plans_.size() > 4) plans_.erase(plans_.begin());  // bound what the worker keeps
-        shared = &plans_.back();
-        plan_source = "compiled";
-      }
-      const Plan& plan = shared->plan;
-      const auto t2 = clock::now();
-      spdlog::info(
-          "order {}: width {}, largest table 2^{:.1f}, {} buckets, estimated peak memory {:.3g} MB",
-          plan.order.heuristic, plan.order.stats.width, plan.order.stats.log2_max_table,
-          plan.tree.buckets.size(), plan.memory.peak_bytes / 1e6);
-      double ln_pr;
-      std::string impossible = plan.model.impossible, device = "cpu", why_not_gpu;
-      gpu::DeviceRunReport rep;
-      bool on_gpu = false;
-      auto t_dev = t2;
-      if (!impossible.empty()) {
-        ln_pr = -INFINITY;
-      } else {
-        RunOptions ro;
-        ro.threads = g.net.threads;
-        const bool wants =
-            g.device == "gpu" || (g.device == "auto" && plan.flops >= opt_.gpu_min_flops);
-        if (wants && opt_.worker_gpu) {
-          if (!ctx_ && ctx_why_not_.empty()) {
-            const gpu::DeviceInfo info = gpu::probe();
-            if (!info.available) {
-              ctx_why_not_ = info.why_not;
-            } else {
-              try {
-                ctx_ = gpu::Context::create();
-                spdlog::info("GPU: {} (opened once for this group)", info.name);
-              } catch (const std::exception& e) {
-                ctx_why_not_ = e.what();
-              }
-            }
-          }
-          if (!ctx_) why_not_gpu = ctx_why_not_;
-        } else if (wants) {
-          why_not_gpu = "kinfer batch: no free GPU slot (--gpu-jobs) when this group started";
-        }
-        t_dev = clock::now();
-        if (wants && ctx_) {
-          ln_pr = gpu::run_plan_gpu(plan, *ctx_, ro, &rep);
-          on_gpu = true;
-          device = rep.cpu_buckets == 0 ? "gpu" : rep.gpu_buckets == 0 ? "cpu" : "gpu+cpu";
-        } else {
-          ln_pr = run_plan(plan, ro);
-        }
-        if (std::isinf(ln_pr) && ln_pr < 0)
-          impossible = "the evidence is jointly impossible (no single factor is zero on its own)";
-      }
-      const auto t3 = clock::now();
-      const double log10_pr = ln_pr / std::log(10.0);
-      if (!impossible.empty()) spdlog::warn("P(e) = 0: {}", impossible);
-      // The object `kinfer pe --json` prints, plus "batch_plan".
-      nlohmann::json j = pe_json(job.network, plan, ln_pr, {t0, t1, t2, t_dev, t3}, device);
-      j["batch_plan"] = plan_source;
-      if (on_gpu) {
-        j["gpu"] = {{"name", ctx_->name()},           {"buckets_gpu", rep.gpu_buckets},
-                    {"buckets_cpu", rep.cpu_buckets}, {"buckets_cpu_small", rep.small_on_cpu},
-                    {"cached", rep.cached_buckets},   {"plain", rep.plain_buckets}};
-      } else if (!why_not_gpu.empty()) {
-        j["gpu"] = {{"why_not", why_not_gpu}};
-      }
-      if (!impossible.empty()) j["impossible"] = impossible;
-      write_file_atomically(out_ / "results" / (job.id + ".json"), j.dump(2) + "\n");
-      std::ofstream(out_ / "journal.log", std::ios::app) << "completed " << job.id << '\n';
-      spdlog::info("log10 P(e) = {} ({})", log10_pr, plan_source);
-      logger->flush();
-      spdlog::set_default_logger(previous);
-      spdlog::drop(logger->name());
-      report("ok", job.id, secs(t0, t3), "");
-      return;
-    } catch (const InputError& e) {
-      error = e.what();
-    } catch (const ResourceError& e) {
-      error = e.what();
-    } catch (const CLI::ValidationError& e) {
-      error = e.what();
-    } catch (const std::bad_alloc&) {
-      error = "out of memory; try a smaller --max-memory so kinfer refuses before allocating";
-    } catch (const std::exception& e) {
-      error = std::string("internal error: ") + e.what();
-    }
-    spdlog::error("{}", error);
-    logger->flush();
-    spdlog::set_default_logger(previous);
-    spdlog::drop(logger->name());
-    report("failed", job.id, secs(t0, clock::now()), error);
-  }
-
-  BatchOptions opt_;
-  fs::path out_;
-  Network net_;
-  std::string net_path_;
-  std::vector<Compiled> plans_;
-  std::unique_ptr<gpu::Context> ctx_;
-  std::string ctx_why_not_;
-};
-
 }  // namespace
 
 int run_batch(const BatchOptions& opt) { return Batch(opt).run(); }
-
-int run_batch_worker(const BatchOptions& opt) { return Worker(opt).run(); }
 
 }  // namespace kinfer::app

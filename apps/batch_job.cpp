@@ -1,0 +1,53 @@
+// A batch job's options, parsed by the single commands' own definitions.
+#include <algorithm>
+#include <initializer_list>
+
+#include "apps/batch.hpp"
+
+namespace kinfer::app {
+
+JobOptions parse_job_options(const io::Job& job) {
+  JobOptions o;
+  o.kind = job.kind;
+  CLI::App root;
+  root.fallthrough();  // -q and -v may follow the subcommand, as on the command line
+  LogFlags log;
+  add_log_flags(root, log);
+  CLI::App* cmd = root.add_subcommand(job.kind);
+  std::vector<std::string> args = {job.kind};
+  if (job.kind == "pe") {
+    add_pe_options(*cmd, o.pe);
+    args.push_back(job.network);
+    if (!job.evidence.empty()) args.insert(args.end(), {"-e", job.evidence});
+  } else {
+    add_lod_options(*cmd, o.lod);
+    args.insert(args.end(), {"--ped", job.ped, "--dat", job.dat});
+  }
+  args.insert(args.end(), job.options.begin(), job.options.end());
+  std::reverse(args.begin(), args.end());  // CLI11 takes a vector of arguments last first
+  try {
+    root.parse(args);
+    if (job.kind == "pe") o.pe.net.plan_options();  // validates --max-memory
+  } catch (const CLI::Error& e) {
+    o.error = e.what();
+    return o;
+  }
+  o.parsed = true;
+  o.device_given = cmd->count("--device") > 0;
+  if (job.kind == "pe") {
+    // What a group worker evaluates: the network options and --device (the others, e.g.
+    // --check or --uai-output, need the single command).
+    static const std::initializer_list<const char*> kGroupOptions = {
+        "NETWORK", "--evidence", "--order",      "--order-time",
+        "--seed",  "--threads",  "--max-memory", "--device"};
+    // -e from the manifest's evidence column, not from the options.
+    o.groupable = cmd->count("--evidence") == (job.evidence.empty() ? 0u : 1u);
+    for (const CLI::Option* opt : cmd->get_options())
+      if (opt->count() > 0 && std::none_of(kGroupOptions.begin(), kGroupOptions.end(),
+                                           [&](const char* name) { return opt->check_name(name); }))
+        o.groupable = false;
+  }
+  return o;
+}
+
+}  // namespace kinfer::app

@@ -1,0 +1,46 @@
+#pragma once
+// The options of the single commands, defined once: `kinfer pe` and `kinfer lod` register them
+// on their subcommand, and `kinfer batch` registers the same definitions on a private CLI11 app
+// to parse a job's option string (so a job accepts exactly what its single command accepts).
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+
+#include "apps/lod_merlin.hpp"
+#include "apps/network_options.hpp"
+
+namespace kinfer::app {
+
+// -q / -v, on the root app (they may follow the subcommand: the root falls through).
+struct LogFlags {
+  bool quiet = false, verbose = false;
+};
+void add_log_flags(CLI::App& root, LogFlags& f);
+
+struct PeOptions {
+  NetworkOptions net;
+  bool json = false;
+  std::string uai_output;
+  std::string device = "auto";
+  bool check = false;
+  std::string schedule;  // empty: the default GPU schedule when a GPU is used
+  std::string profile;
+  bool explain = false;
+  int repeat = 0;
+};
+// Registers the options of `kinfer pe` (defined in cmd_pe.cpp).
+void add_pe_options(CLI::App& cmd, PeOptions& o);
+
+struct LodOptions {
+  std::string ped, dat, program, theta, positions, plot, out;
+  std::string order = "stochastic", max_memory, device = "auto";
+  double order_time = 2.0;
+  int threads = 0, moving = 0;
+  std::uint64_t seed = 1;
+  bool json = false, no_recode = false, no_elimination = false;
+  MerlinLodOptions merlin;  // -m: MERLIN-format input (dat, ped, json, plot, out are copied)
+};
+// Registers the options of `kinfer lod` (defined in cmd_lod.cpp).
+void add_lod_options(CLI::App& cmd, LodOptions& o);
+
+}  // namespace kinfer::app

@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Before/after table of bench/gpu/kernel_compare.sh: joins main_*.tsv and new_*.tsv (bucket_bench
+output) on (source, bucket) and prints, per bucket of at least 1 GFLOP, the selected variant's
+time and roofline fraction before and after, then a summary over all joined buckets. Both
+fractions use the `main` build's bound (its ceilings), so a change to the kernels' arithmetic
+cannot move the roof under the comparison.
+
+usage: compare.py DIR [MIN_GFLOP]"""
+import csv
+import glob
+import os
+import statistics
+import sys
+
+
+def load(path):
+    with open(path) as f:
+        return {(r["source"], r["bucket"]): r for r in csv.DictReader(f, delimiter="\t")}
+
+
+d = sys.argv[1]
+min_gflop = float(sys.argv[2]) if len(sys.argv) > 2 else 1.0
+rows = []
+for new_path in sorted(glob.glob(os.path.join(d, "new_*.tsv"))):
+    main_path = new_path.replace("new_", "main_")
+    if not os.path.exists(main_path):
+        continue
+    a, b = load(main_path), load(new_path)
+    for k in b:
+        if k in a:
+            rows.append((a[k], b[k]))
+f = lambda r, c: float(r[c])
+
+
+def roof_after(a, b):
+    return f(a, "roof_ms") / f(b, "t_auto_ms")
+
+
+print("| bucket | outputs | M | inputs | GFLOP | before: selected | ms | roofline | after: selected "
+      "| ms | roofline | speedup | plain before/after ms | diff to CPU |")
+print("|---|---:|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|")
+big = []
+for a, b in sorted(rows, key=lambda ab: -f(ab[1], "gflop")):
+    if f(b, "gflop") < min_gflop:
+        continue
+    big.append((a, b))
+    print(f"| {b['source']} {b['bucket']} | {b['n_out']} | {b['M']} | {b['n_in']} | "
+          f"{f(b, 'gflop'):.2f} | {a['choice']} | {f(a, 't_auto_ms'):.3f} | "
+          f"{f(a, 'roof_frac_auto'):.2f} | {b['choice']} | {f(b, 't_auto_ms'):.3f} | "
+          f"{roof_after(a, b):.2f} | {f(a, 't_auto_ms') / f(b, 't_auto_ms'):.2f} | "
+          f"{f(a, 't_plain_ms'):.3f}/{f(b, 't_plain_ms'):.3f} | {f(b, 'max_rel_diff'):.1e} |")
+
+
+def summary(name, rs):
+    if not rs:
+        return
+    sp = [f(a, "t_auto_ms") / f(b, "t_auto_ms") for a, b in rs]
+    rb = [f(a, "roof_frac_auto") for a, b in rs]
+    ra = [roof_after(a, b) for a, b in rs]
+    tot = sum(f(a, "t_auto_ms") for a, b in rs) / sum(f(b, "t_auto_ms") for a, b in rs)
+    half = sum(x >= 0.5 for x in ra)
+    print(f"{name}: {len(rs)} buckets; speedup median {statistics.median(sp):.2f} "
+          f"(min {min(sp):.2f}, max {max(sp):.2f}); roofline before median "
+          f"{statistics.median(rb):.2f} [{min(rb):.2f}-{max(rb):.2f}], after median "
+          f"{statistics.median(ra):.2f} [{min(ra):.2f}-{max(ra):.2f}]; at >= 0.5 after: {half}; "
+          f"summed time before/after {tot:.3f}")
+
+
+print()
+summary(f"buckets >= {min_gflop} GFLOP", big)
+summary("all joined buckets", rows)
+worst = max((f(b, "max_rel_diff") for a, b in rows), default=0)
+print(f"largest relative difference to the CPU (new, double): {worst:.2e}")
