@@ -8,6 +8,8 @@
 
 #include "apps/commands.hpp"
 #include "apps/network_options.hpp"
+#include "engine/condition.hpp"
+#include "engine/errors.hpp"
 #include "engine/plan.hpp"
 
 namespace kinfer::app {
@@ -24,9 +26,22 @@ int run_info(const InfoOptions& o) {
   Evidence ev;
   o.net.load(net, ev);
   PlanOptions po = o.net.plan_options();
+  po.keep_tables = false;  // what `kinfer pe` would need
   const double limit = po.max_memory_bytes;
-  po.max_memory_bytes = 0;  // report the estimate even when it would not fit
-  Plan plan = make_plan(net, ev, po);
+  // What pe would run: the best order, conditioned when it does not fit the limit. When even
+  // conditioning cannot fit, the unconditioned estimate is reported.
+  ConditionedPlan cp;
+  bool fits = true;
+  try {
+    cp = make_conditioned_plan(net, ev, po);
+  } catch (const ResourceError& e) {
+    spdlog::warn("{}", e.what());
+    fits = false;
+    po.max_memory_bytes = 0;
+    cp = make_conditioned_plan(net, ev, po);
+  }
+  const Plan& plan = cp.plan;
+  const double peak = cp.cond.unconditioned_peak_bytes;
   int max_card = 0;
   for (int c : net.card) max_card = std::max(max_card, c);
   int free_vars = 0;
@@ -45,7 +60,9 @@ int run_info(const InfoOptions& o) {
                       {"buckets", plan.tree.buckets.size()},
                       {"memory", memory_json(plan)},
                       {"memory_limit_bytes", limit},
-                      {"fits_memory_limit", plan.memory.peak_bytes <= limit}};
+                      {"unconditioned_peak_bytes", peak},
+                      {"fits_memory_limit", fits}};
+  if (cp.conditioned()) j["conditioning"] = conditioning_json(cp);
   if (!plan.model.impossible.empty()) j["impossible"] = plan.model.impossible;
   if (o.json) {
     std::cout << j.dump(2) << std::endl;
@@ -64,9 +81,24 @@ int run_info(const InfoOptions& o) {
   std::printf("largest table      2^%.2f entries\n", plan.order.stats.log2_max_table);
   std::printf("total state space  2^%.2f\n", plan.order.stats.log2_total_state);
   std::printf("buckets            %zu\n", plan.tree.buckets.size());
-  std::printf("estimated memory   %.4g MB peak (limit %.4g MB)%s\n", plan.memory.peak_bytes / 1e6,
-              limit / 1e6, plan.memory.peak_bytes <= limit ? "" : "  -- does NOT fit");
-  std::printf("estimated FLOPs    %.4g\n", plan.flops);
+  std::printf("estimated memory   %.4g MB peak (limit %.4g MB)%s\n", peak / 1e6, limit / 1e6,
+              peak <= limit ? ""
+              : fits        ? "  -- conditioned to fit"
+                            : "  -- does NOT fit");
+  std::printf("estimated FLOPs    %.4g\n", cp.cond.unconditioned_flops);
+  if (cp.conditioned()) {
+    std::string vars;
+    for (std::size_t i = 0; i < cp.cond.vars.size(); ++i)
+      vars += (i ? " " : "") + std::to_string(cp.cond.vars[i]);
+    std::printf("conditioning       %zu variable(s) [%s], %lld slices\n", cp.cond.vars.size(),
+                vars.c_str(), static_cast<long long>(cp.cond.slices));
+    std::printf("  per slice        %.4g MB peak, width %d, largest table 2^%.2f\n",
+                cp.cond.slice_peak_bytes / 1e6, plan.order.stats.width,
+                plan.order.stats.log2_max_table);
+    std::printf("  total FLOPs      %.4g (%.1f%% over the unconditioned plan)\n", cp.cond.flops,
+                100 * cp.cond.overhead());
+    std::printf("  chosen           %s\n", cp.cond.choice.c_str());
+  }
   if (!plan.model.impossible.empty())
     std::printf("impossible         %s\n", plan.model.impossible.c_str());
   return 0;

@@ -11,6 +11,7 @@
 #include "apps/command_options.hpp"
 #include "apps/commands.hpp"
 #include "apps/network_options.hpp"
+#include "engine/condition.hpp"
 #include "engine/plan.hpp"
 #include "engine/util.hpp"
 #include "scheduler/runner.hpp"
@@ -45,8 +46,18 @@ int run_pe(const PeOptions& o) {
   Evidence ev;
   o.net.load(net, ev);
   const auto t1 = clock::now();
-  Plan plan = make_plan(net, ev, o.net.plan_options());
+  PlanOptions po = o.net.plan_options();
+  po.keep_tables = false;  // the plan runs once: its network and model tables are dropped
+  ConditionedPlan cplan = make_conditioned_plan(net, ev, po);
+  net = Network{};
+  Plan& plan = cplan.plan;
   const auto t2 = clock::now();
+  if (cplan.conditioned())
+    spdlog::info(
+        "conditioning on {} variable(s), {} slices of estimated peak {}: {:.3g} FLOP, "
+        "{:.1f}% over the unconditioned plan; {}",
+        cplan.cond.vars.size(), cplan.cond.slices, human_bytes(cplan.cond.slice_peak_bytes),
+        cplan.cond.flops, 100 * cplan.cond.overhead(), cplan.cond.choice);
   spdlog::info(
       "order {}: width {}, largest table 2^{:.1f}, total state 2^{:.1f}, {} buckets, "
       "estimated peak memory {}",
@@ -60,7 +71,17 @@ int run_pe(const PeOptions& o) {
     r.ln_pr = -INFINITY;
     r.device = "cpu";
   } else {
-    r = runner.run(plan);
+    // Every slice of a conditioned plan runs through the same runner (the device opens once);
+    // the slices are combined in slice order. A failed check in any slice fails the run.
+    std::optional<sched::CheckReport> failed_check;
+    const double ln = run_conditioned(cplan, [&](const Plan& p) {
+      sched::RunResult s = runner.run(p);
+      if (s.check && !s.check->passed && !failed_check) failed_check = s.check;
+      r = std::move(s);
+      return r.ln_pr;
+    });
+    r.ln_pr = ln;
+    if (failed_check) r.check = failed_check;
     t_dev = t2 + std::chrono::duration_cast<clock::duration>(
                      std::chrono::duration<double>(r.device_seconds));
     if (std::isinf(r.ln_pr) && r.ln_pr < 0)
@@ -75,6 +96,7 @@ int run_pe(const PeOptions& o) {
   if (o.json) {
     nlohmann::json j = pe_json(o.net.network, plan, r.ln_pr, {t0, t1, t2, t_dev, t3}, r.device);
     if (impossible.empty()) j.update(sched::run_json(r, o.explain));
+    if (cplan.conditioned()) j["conditioning"] = conditioning_json(cplan);
     if (!impossible.empty()) j["impossible"] = impossible;
     std::cout << j.dump(2) << std::endl;
   } else {

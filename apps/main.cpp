@@ -12,8 +12,10 @@
 #include "apps/command_options.hpp"
 #include "apps/commands.hpp"
 #include "engine/errors.hpp"
+#include "engine/memory_limit.hpp"
 
 int main(int argc, char** argv) {
+  kinfer::bound_allocator();
   auto logger = spdlog::stderr_color_mt("kinfer");
   spdlog::set_default_logger(logger);
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");

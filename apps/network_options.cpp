@@ -93,7 +93,31 @@ nlohmann::json memory_json(const Plan& plan) {
   return {{"estimated_peak_bytes", m.peak_bytes},
           {"input_bytes", m.input_bytes},
           {"largest_table_bytes", m.largest_table_bytes},
-          {"estimated_flops", plan.flops}};
+          {"estimated_flops", plan.flops},
+          {"parts",
+           {{"process", m.process_bytes},
+            {"network", m.network_bytes},
+            {"model", m.model_bytes},
+            {"inputs", m.input_bytes},
+            {"intermediates", m.intermediate_bytes},
+            {"scratch", m.scratch_bytes},
+            {"source", m.source_bytes},
+            {"tables_kept", m.tables_kept},
+            {"planning", m.planning_bytes},
+            {"running", m.running_bytes}}}};
+}
+
+nlohmann::json conditioning_json(const ConditionedPlan& cp) {
+  const Conditioning& c = cp.cond;
+  return {{"variables", c.vars},
+          {"cardinalities", c.card},
+          {"slices", c.slices},
+          {"slice_peak_bytes", c.slice_peak_bytes},
+          {"flops", c.flops},
+          {"unconditioned_flops", c.unconditioned_flops},
+          {"unconditioned_peak_bytes", c.unconditioned_peak_bytes},
+          {"overhead", c.overhead()},
+          {"choice", c.choice}};
 }
 
 nlohmann::json pe_json(const std::string& network, const Plan& plan, double ln_pr, const PeTimes& t,

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "engine/condition.hpp"
 #include "engine/model.hpp"
 #include "engine/plan.hpp"
 
@@ -24,6 +25,9 @@ struct NetworkOptions {
 
 nlohmann::json order_json(const Plan& plan);
 nlohmann::json memory_json(const Plan& plan);
+// "conditioning": variables, slices, per-slice peak, total FLOPs, overhead over the
+// unconditioned plan, and why this plan was chosen.
+nlohmann::json conditioning_json(const ConditionedPlan& cp);
 
 // The object `kinfer pe --json` prints (also each pe result of `kinfer batch`): the answer, the
 // order, the memory estimate, and the times between reading (t0), planning (t1), computing (t2),

@@ -1,10 +1,12 @@
 #include "engine/memory_limit.hpp"
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 namespace kinfer {
@@ -53,6 +55,12 @@ double parse_size(const std::string& text) {
     throw std::invalid_argument("'" + text + "' has an unknown unit (expected K, M, G or T)");
   if (!(v > 0)) throw std::invalid_argument("size '" + text + "' must be positive");
   return v * mult;
+}
+
+void bound_allocator() {
+  // Fixed thresholds switch off glibc's dynamic adjustment.
+  mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+  mallopt(M_TRIM_THRESHOLD, 1024 * 1024);
 }
 
 }  // namespace kinfer

@@ -13,4 +13,10 @@ double default_max_memory_bytes();
 // Parses "123", "512M", "16G", "1.5GiB", "2T" (binary units). Throws std::invalid_argument.
 double parse_size(const std::string& s);
 
+// Large tables come from mmap and go back to the system when freed: the allocator's own
+// high-water marks (glibc raises its mmap threshold up to 32 MiB after the first large free,
+// so later tables below it stay in the heap and fragment it) would otherwise put the peak RSS
+// above what is alive. Called once at program start.
+void bound_allocator();
+
 }  // namespace kinfer

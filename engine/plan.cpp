@@ -9,7 +9,10 @@
 #include <limits>
 #include <sstream>
 
+#include <omp.h>
+
 #include "engine/errors.hpp"
+#include "engine/memory_limit.hpp"
 #include "engine/util.hpp"
 
 namespace kinfer {
@@ -79,21 +82,78 @@ void save_order(const std::string& path, const OrderResult& r) {
 
 }  // namespace
 
-MemoryEstimate estimate_memory(const ReducedModel& model, const TaskTree& tree) {
-  MemoryEstimate m;
-  for (const auto& f : model.factors) m.input_bytes += 8.0 * f.logv.size();
+double network_table_bytes(const Network& net) {
+  double b = 0;
+  for (const auto& f : net.factors) b += 8.0 * f.table.size() + 4.0 * f.scope.size() + 64;
+  return b;
+}
+
+double process_bytes(int threads) {
+  // Measured (wait4 peak RSS of `kinfer pe` on networks with tables of a few kB): 10.7 MiB
+  // with 2 threads here, 16 MiB with 16 threads and the CUDA libraries on the GPU machine.
+  return (10.0 + 0.4 * threads) * 1024 * 1024;
+}
+
+double kernel_scratch_bytes(int inputs, double log2_states, int threads) {
+  // engine/cpu_kernel.cpp: a block of at most 4096 configurations per thread and one offset
+  // array per input over the block; more than four inputs are first multiplied in groups of at
+  // most min(16384, states / 16) entries (at most one group per two inputs)
+  const double states = std::exp2(log2_states);
+  const double block = std::min(4096.0, states);
+  double b = 8.0 * block * (inputs + threads) + 1024.0 * threads;
+  if (inputs > 4) b += 8.0 * std::min(16384.0, states / 16) * std::ceil(inputs / 2.0);
+  return b;
+}
+
+double intermediate_peak_bytes(const TaskTree& tree, const std::vector<double>& log2_output) {
   double live = 0, peak = 0;
   for (std::size_t b = 0; b < tree.buckets.size(); ++b) {
-    const Bucket& bk = tree.buckets[b];
-    const double out = 8.0 * std::exp2(bk.log2_output);
-    live += out;  // the output is allocated while the children's tables are still alive
+    live += 8.0 * std::exp2(log2_output[b]);  // allocated while the children's are still alive
     peak = std::max(peak, live);
-    for (int c : bk.children) live -= 8.0 * std::exp2(tree.buckets[c].log2_output);
-    if (out > m.largest_table_bytes)
-      m.largest_table_bytes = out, m.largest_bucket = static_cast<int>(b);
+    for (int c : tree.buckets[b].children) live -= 8.0 * std::exp2(log2_output[c]);
   }
-  m.peak_bytes = m.input_bytes + peak;
+  return peak;
+}
+
+MemoryEstimate estimate_memory(const ReducedModel& model, const TaskTree& tree,
+                               double network_bytes, bool keep_tables, int threads) {
+  if (threads <= 0) threads = omp_get_max_threads();
+  MemoryEstimate m;
+  m.threads = threads;
+  m.process_bytes = process_bytes(threads);
+  m.network_bytes = network_bytes;
+  m.tables_kept = keep_tables;
+  for (const auto& f : model.factors) {
+    double n = 1;
+    for (int v : f.scope) n *= model.card[v];
+    m.input_bytes += 8.0 * n;
+  }
+  m.model_bytes = m.input_bytes;  // the same tables before restructuring
+  std::vector<double> out(tree.buckets.size());
+  for (std::size_t b = 0; b < tree.buckets.size(); ++b) {
+    const Bucket& bk = tree.buckets[b];
+    out[b] = bk.log2_output;
+    const double bytes = 8.0 * std::exp2(bk.log2_output);
+    if (bytes > m.largest_table_bytes)
+      m.largest_table_bytes = bytes, m.largest_bucket = static_cast<int>(b);
+    m.scratch_bytes =
+        std::max(m.scratch_bytes,
+                 kernel_scratch_bytes(static_cast<int>(bk.factors.size() + bk.children.size()),
+                                      bk.log2_states, threads));
+  }
+  m.intermediate_bytes = intermediate_peak_bytes(tree, out);
+  update_peak(m);
   return m;
+}
+
+void update_peak(MemoryEstimate& m) {
+  // planning: the network, the reduced model and the inputs restructured from it
+  m.planning_bytes =
+      m.process_bytes + m.network_bytes + m.model_bytes + m.input_bytes + m.source_bytes;
+  m.running_bytes = m.process_bytes + m.input_bytes + m.source_bytes + m.intermediate_bytes +
+                    m.scratch_bytes + m.device_host_bytes +
+                    (m.tables_kept ? m.network_bytes + m.model_bytes : 0);
+  m.peak_bytes = std::max(m.planning_bytes, m.running_bytes);
 }
 
 double estimate_flops(const TaskTree& tree) {
@@ -115,32 +175,71 @@ PlanStart start_plan(const Network& net, const Evidence& ev, const PlanOptions& 
   return s;
 }
 
-Plan make_plan(const Network& net, const Evidence& ev, const PlanOptions& opt) {
-  PlanStart start = start_plan(net, ev, opt);
-  Plan& plan = start.plan;
-  const std::vector<std::vector<int>>& scopes = start.scopes;
-  const OrderOptions& oo = start.order;
+OrderedModel order_model(const Network& net, const Evidence& ev, const PlanOptions& opt) {
+  OrderedModel om;
+  om.model = reduce(net, ev, opt.reduce);
+  std::vector<std::vector<int>> scopes;
+  for (const auto& f : om.model.factors) scopes.push_back(f.scope);
+  om.components = count_components(net.num_vars(), scopes);
+  // No memory filter: the best order by total work; a limit is dealt with afterwards.
+  OrderOptions oo = opt.order;
+  oo.max_table_entries = std::numeric_limits<double>::infinity();
   std::string cache_dir = opt.order_cache_dir;
   if (cache_dir.empty() && std::getenv("KINFER_ORDER_CACHE"))
     cache_dir = std::getenv("KINFER_ORDER_CACHE");
   std::string cache_file;
   if (!cache_dir.empty())
-    cache_file = cache_dir + "/order-" + structure_key(plan.model, oo.heuristic) + ".txt";
-  if (cache_file.empty() || !load_order(cache_file, plan.model, scopes, oo, plan.order)) {
-    plan.order = find_order(net.num_vars(), plan.model.card, scopes, oo);
-    if (!cache_file.empty()) save_order(cache_file, plan.order);
+    cache_file = cache_dir + "/order-" + structure_key(om.model, oo.heuristic) + ".txt";
+  if (cache_file.empty() || !load_order(cache_file, om.model, scopes, oo, om.order)) {
+    om.order = find_order(net.num_vars(), om.model.card, scopes, oo);
+    if (!cache_file.empty()) save_order(cache_file, om.order);
   }
-  finish_plan(
-      plan, opt, "",
-      "Try --order stochastic with a longer --order-time, raise --max-memory if the machine "
-      "has more memory, or run on a machine with more memory");
-  return std::move(plan);
+  return om;
 }
 
-void finish_plan(Plan& plan, const PlanOptions& opt, const std::string& who,
-                 const std::string& advice) {
+Plan plan_structure(const Network& net, const Evidence& ev, const PlanOptions& opt,
+                    ReducedModel model, OrderResult order) {
+  Plan plan;
+  plan.evidence = ev;
+  plan.reduce_options = opt.reduce;
+  plan.model = std::move(model);
+  plan.order = std::move(order);
+  plan.network_bytes = network_table_bytes(net);
+  std::vector<std::vector<int>> scopes;
+  for (const auto& f : plan.model.factors) scopes.push_back(f.scope);
+  plan.components = count_components(net.num_vars(), scopes);
+  structure(plan, opt);
+  return plan;
+}
+
+Plan make_plan(const Network& net, const Evidence& ev, const PlanOptions& opt) {
+  OrderedModel om = order_model(net, ev, opt);
+  Plan plan = plan_structure(net, ev, opt, std::move(om.model), std::move(om.order));
+  if (opt.max_memory_bytes > 0 && plan.memory.peak_bytes > opt.max_memory_bytes) {
+    // The best order does not fit: search again with the largest table bounded by the limit.
+    const std::vector<std::vector<int>> scopes = [&] {
+      std::vector<std::vector<int>> s;
+      for (const auto& f : plan.model.factors) s.push_back(f.scope);
+      return s;
+    }();
+    OrderOptions oo = opt.order;
+    oo.max_table_entries = opt.max_memory_bytes / 8.0;
+    OrderResult r = find_order(net.num_vars(), plan.model.card, scopes, oo);
+    if (r.fits) {
+      Plan limited = plan_structure(net, ev, opt, plan.model, std::move(r));
+      if (limited.memory.peak_bytes < plan.memory.peak_bytes) plan = std::move(limited);
+    }
+  }
+  check_memory(plan, opt, "",
+               "Try --order stochastic with a longer --order-time, raise --max-memory if the "
+               "machine has more memory, or run on a machine with more memory");
+  fill_inputs(plan, opt);
+  return plan;
+}
+
+void structure(Plan& plan, const PlanOptions& opt) {
   plan.tree = build_task_tree(plan.model, plan.order.order);
-  plan.memory = estimate_memory(plan.model, plan.tree);
+  plan.memory = estimate_memory(plan.model, plan.tree, plan.network_bytes, opt.keep_tables);
   plan.flops = estimate_flops(plan.tree);
   // Report what the tree really computes: merged buckets never store the per-variable messages
   // the greedy search saw, so the tree's tables and state space are the honest figures.
@@ -154,6 +253,10 @@ void finish_plan(Plan& plan, const PlanOptions& opt, const std::string& who,
     total += std::exp2(b.log2_states);
   }
   st.log2_total_state = std::log2(total);
+}
+
+void check_memory(const Plan& plan, const PlanOptions& opt, const std::string& who,
+                  const std::string& advice) {
   if (opt.max_memory_bytes > 0 && plan.memory.peak_bytes > opt.max_memory_bytes) {
     std::ostringstream s;
     if (!who.empty()) s << who << ": ";
@@ -165,11 +268,24 @@ void finish_plan(Plan& plan, const PlanOptions& opt, const std::string& who,
       << "). " << advice;
     throw ResourceError(s.str());
   }
+}
+
+void fill_inputs(Plan& plan, const PlanOptions& opt) {
   plan.input_data.resize(plan.model.factors.size());
   plan.input_scope.resize(plan.model.factors.size());
-  for (std::size_t f = 0; f < plan.model.factors.size(); ++f)
+  for (std::size_t f = 0; f < plan.model.factors.size(); ++f) {
     plan.input_data[f] =
         restructure(plan.model.factors[f], plan.model.card, plan.tree.rank, plan.input_scope[f]);
+    // a plan that runs once needs its model's tables no more
+    if (!opt.keep_tables) std::vector<double>().swap(plan.model.factors[f].logv);
+  }
+}
+
+void finish_plan(Plan& plan, const PlanOptions& opt, const std::string& who,
+                 const std::string& advice) {
+  structure(plan, opt);
+  check_memory(plan, opt, who, advice);
+  fill_inputs(plan, opt);
 }
 
 BucketShape bucket_shape(const Plan& plan, int b) {

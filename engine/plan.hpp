@@ -15,17 +15,39 @@
 
 namespace kinfer {
 
+// The one memory accountant: host bytes alive at the peak of a plan's life, by what holds them.
+// Planning holds the network, the reduced model and the restructured inputs at once; running
+// holds the inputs, the intermediate tables alive at the worst step of the executor (each
+// bucket's output is allocated before its children's tables are freed) and the kernel's
+// scratch. peak_bytes is the larger of the two phases plus the program itself. The device part
+// (GPU context on the host, staging, device tables) is left to the runner that uses a device.
 struct MemoryEstimate {
-  double input_bytes = 0;  // restructured input tables
-  double peak_bytes = 0;   // inputs + the most intermediate tables alive at once
+  double process_bytes = 0;       // the program itself: code, libraries, thread stacks, logging
+  double network_bytes = 0;       // the network's tables as read (linear domain)
+  double model_bytes = 0;         // the reduced model's log tables
+  double input_bytes = 0;         // restructured input tables (the plan's inputs)
+  double intermediate_bytes = 0;  // the most intermediate tables alive at once while running
+  double scratch_bytes = 0;       // kernel scratch: per-thread buffers, offsets, combined inputs
+  double source_bytes = 0;        // conditioning: the unconditioned tables each slice is cut from
+  bool tables_kept = true;        // network and model tables stay alive while the plan runs
+  double device_host_bytes = 0;   // filled by the runner: GPU context and staging on the host
+  double device_bytes = 0;        // filled by the runner: device memory at its peak
+  double planning_bytes = 0;      // host total while planning
+  double running_bytes = 0;       // host total while running
+  double peak_bytes = 0;          // max(planning, running): what --max-memory is checked against
   double largest_table_bytes = 0;
   int largest_bucket = -1;  // bucket producing the largest table
+  int threads = 0;          // the kernel threads the scratch was counted for
 };
 
 struct PlanOptions {
   OrderOptions order;
   ReduceOptions reduce;
   double max_memory_bytes = 0;  // 0: no limit
+  // False when the plan runs once and its caller drops the network after planning (kinfer pe):
+  // the reduced model's tables are then freed once restructured, and neither is counted while
+  // the plan runs. Plans that are refilled (lod, batch's shared plans) keep both.
+  bool keep_tables = true;
   // When set, elimination orders are cached here, keyed by the reduced structure: jobs and runs
   // that share a network structure (e.g. the same pedigree with other evidence) share the order.
   // When empty, the environment variable KINFER_ORDER_CACHE names the folder, if set.
@@ -39,15 +61,18 @@ struct Plan {
   OrderResult order;
   TaskTree tree;
   MemoryEstimate memory;
-  double flops = 0;  // estimated work: state space x (inputs + 2) per bucket, summed
+  double network_bytes = 0;  // the network's tables when planned (for re-estimates)
+  double flops = 0;          // estimated work: state space x (inputs + 2) per bucket, summed
   int components = 0;
   // Inputs in global order, grouped per bucket (restructured once).
   std::vector<std::vector<double>> input_data;  // per reduced factor
   std::vector<std::vector<int>> input_scope;    // per reduced factor
 };
 
-// Orders and builds the tree; does not allocate intermediate tables. Throws ResourceError when
-// no order fits max_memory_bytes.
+// Orders and builds the tree; does not allocate intermediate tables. The order is searched
+// without the memory limit first (the limit must not make it keep a worse order that fits);
+// only when that order does not fit is a search under the limit tried. Throws ResourceError
+// when no order fits max_memory_bytes (engine/condition.hpp conditions instead of refusing).
 Plan make_plan(const Network& net, const Evidence& ev, const PlanOptions& opt);
 
 // The first half of make_plan, for planners that choose plan.order their own way
@@ -60,6 +85,32 @@ struct PlanStart {
 };
 PlanStart start_plan(const Network& net, const Evidence& ev, const PlanOptions& opt);
 
+// The reduced model of make_plan and the best order found for it without a memory limit.
+struct OrderedModel {
+  ReducedModel model;
+  OrderResult order;
+  int components = 0;
+};
+OrderedModel order_model(const Network& net, const Evidence& ev, const PlanOptions& opt);
+
+// A plan for `order` over `om.model` with its tree, statistics and memory estimate, inputs not
+// yet restructured (fill_inputs does it). Cheap: used to compare candidate orders.
+Plan plan_structure(const Network& net, const Evidence& ev, const PlanOptions& opt,
+                    ReducedModel model, OrderResult order);
+
+// Builds plan.tree from plan.model and plan.order; sets the tree's own statistics in
+// plan.order.stats, plan.memory (the accountant) and plan.flops.
+void structure(Plan& plan, const PlanOptions& opt);
+
+// ResourceError (starting with `who` when not empty, ending with `advice`) when the plan's
+// estimated peak exceeds opt.max_memory_bytes.
+void check_memory(const Plan& plan, const PlanOptions& opt, const std::string& who,
+                  const std::string& advice);
+
+// Restructures the plan's inputs from its model (and frees the model's tables unless
+// opt.keep_tables).
+void fill_inputs(Plan& plan, const PlanOptions& opt);
+
 // The second half of make_plan, for planners that choose plan.order their own way
 // (linkage/order.cpp): builds the task tree, reports the tree's own statistics in
 // plan.order.stats, checks the memory estimate (ResourceError starting with `who`, when not
@@ -67,7 +118,23 @@ PlanStart start_plan(const Network& net, const Evidence& ev, const PlanOptions& 
 void finish_plan(Plan& plan, const PlanOptions& opt, const std::string& who,
                  const std::string& advice);
 
-MemoryEstimate estimate_memory(const ReducedModel& model, const TaskTree& tree);
+// The accountant. `network_bytes`: the network's tables (0 when not held); `threads`: the
+// kernel's threads (0: OpenMP's default).
+MemoryEstimate estimate_memory(const ReducedModel& model, const TaskTree& tree,
+                               double network_bytes = 0, bool keep_tables = true, int threads = 0);
+// Recomputes planning_bytes, running_bytes and peak_bytes from the parts (after a runner filled
+// the device part, or conditioning the source part).
+void update_peak(MemoryEstimate& m);
+// Bytes of a network's tables as read.
+double network_table_bytes(const Network& net);
+// The program's own resident memory (code, libraries, logging, thread stacks), a measured
+// constant plus a little per thread.
+double process_bytes(int threads);
+// The CPU kernel's scratch for a bucket with `inputs` tables and 2^log2_states states.
+double kernel_scratch_bytes(int inputs, double log2_states, int threads);
+// Intermediate tables alive at once at the executor's worst step, for per-bucket output sizes
+// (log2 entries) on `tree`'s structure.
+double intermediate_peak_bytes(const TaskTree& tree, const std::vector<double>& log2_output);
 double estimate_flops(const TaskTree& tree);
 
 // The shape and the input scopes of bucket b (inputs: its factors, then its children).

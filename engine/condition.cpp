@@ -1,0 +1,397 @@
+#include "engine/condition.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "engine/errors.hpp"
+#include "engine/util.hpp"
+
+namespace kinfer {
+
+namespace {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+// More slices than this is no plan (each slice costs at least a pass over the tree).
+constexpr double kMaxLog2Slices = 40;
+
+// The accountant's figures for conditioning set `in_c` on the structure of `plan` (its tree
+// is not rebuilt: a bucket loses its conditioned variables, which is what the rebuilt tree
+// computes, up to merges that only lower it).
+struct SliceCost {
+  double running = 0;   // host bytes while a slice runs
+  double planning = 0;  // host bytes while planning
+  double flops = 0;     // all slices
+  double log2_slices = 0;
+  double intermediate_total = 0;  // all intermediate tables of a slice (a tie-breaker)
+  int peak_step = -1;             // bucket at whose allocation the intermediates peak
+};
+
+SliceCost slice_cost(const Plan& plan, const std::vector<char>& in_c) {
+  const auto& card = plan.model.card;
+  const auto& buckets = plan.tree.buckets;
+  const MemoryEstimate& m = plan.memory;
+  SliceCost c;
+  for (std::size_t v = 0; v < in_c.size(); ++v)
+    if (in_c[v]) c.log2_slices += std::log2(static_cast<double>(card[v]));
+  double slice_inputs = 0;
+  for (const auto& f : plan.model.factors) {
+    double n = 1;
+    for (int v : f.scope)
+      if (!in_c[v]) n *= card[v];
+    slice_inputs += 8.0 * n;
+  }
+  std::vector<double> out(buckets.size());
+  double live = 0, peak = 0, scratch = 0;
+  for (std::size_t b = 0; b < buckets.size(); ++b) {
+    const Bucket& bk = buckets[b];
+    double l2o = bk.log2_output, l2s = bk.log2_states, l2c = c.log2_slices;
+    for (std::size_t k = 0; k < bk.vars.size(); ++k)
+      if (in_c[bk.vars[k]]) {
+        const double l = std::log2(static_cast<double>(card[bk.vars[k]]));
+        l2s -= l;
+        l2c -= l;  // this bucket does not repeat over its own conditioned variables
+        if (k + bk.n_marg < bk.vars.size()) l2o -= l;
+      }
+    out[b] = l2o;
+    scratch = std::max(
+        scratch, kernel_scratch_bytes(static_cast<int>(bk.factors.size() + bk.children.size()), l2s,
+                                      m.threads));
+    c.flops += std::exp2(l2s + c.log2_slices) * (bk.factors.size() + bk.children.size() + 2.0);
+    live += 8.0 * std::exp2(l2o);
+    c.intermediate_total += 8.0 * std::exp2(l2o);
+    if (live > peak) peak = live, c.peak_step = static_cast<int>(b);
+    for (int ch : bk.children) live -= 8.0 * std::exp2(out[ch]);
+  }
+  // source: the unconditioned tables (m.input_bytes) stay alive while the slices run
+  const double kept = m.tables_kept ? m.network_bytes : 0;
+  c.running =
+      m.process_bytes + m.input_bytes + slice_inputs + peak + scratch + m.device_host_bytes + kept;
+  c.planning = m.process_bytes + m.network_bytes + m.input_bytes + slice_inputs;
+  return c;
+}
+
+// Output variables of the tables alive when bucket `step` allocates its output.
+std::vector<int> alive_vars(const TaskTree& tree, int step) {
+  std::vector<char> done(tree.buckets.size(), 0);  // consumed by a bucket at or before step
+  for (int b = 0; b < step; ++b)
+    for (int ch : tree.buckets[b].children) done[ch] = 1;
+  std::vector<int> vars;
+  for (int b = 0; b <= step; ++b)
+    if (!done[b]) {
+      const auto ov = tree.buckets[b].output_vars();
+      vars.insert(vars.end(), ov.begin(), ov.end());
+    }
+  std::sort(vars.begin(), vars.end());
+  vars.erase(std::unique(vars.begin(), vars.end()), vars.end());
+  return vars;
+}
+
+}  // namespace
+
+std::vector<int> choose_conditioning(const Plan& plan, double budget, bool& feasible) {
+  const int n = static_cast<int>(plan.model.card.size());
+  std::vector<char> in_c(n, 0);
+  std::vector<int> chosen;
+  SliceCost cur = slice_cost(plan, in_c);
+  feasible = true;
+  while (cur.running > budget || cur.planning > budget) {
+    if (cur.planning > budget) break;  // conditioning cannot shrink the tables it is cut from
+    std::vector<int> cand = alive_vars(plan.tree, cur.peak_step);
+    if (!plan.model.factors.empty()) {  // the largest input table's variables too
+      const LogFactor* big = &plan.model.factors[0];
+      double bn = 0;
+      for (const auto& f : plan.model.factors) {
+        double s = 1;
+        for (int v : f.scope) s *= plan.model.card[v];
+        if (s > bn) bn = s, big = &f;
+      }
+      cand.insert(cand.end(), big->scope.begin(), big->scope.end());
+    }
+    // Memory measure: the peak, ties broken by all the intermediate tables of a slice.
+    auto measure = [](const SliceCost& c) { return c.running + 1e-3 * c.intermediate_total; };
+    int best = -1;
+    double best_score = 0;
+    SliceCost best_cost;
+    for (int v : cand) {
+      if (in_c[v] || plan.model.card[v] < 2) continue;
+      in_c[v] = 1;
+      const SliceCost c = slice_cost(plan, in_c);
+      in_c[v] = 0;
+      const double freed = measure(cur) - measure(c);
+      if (freed <= 0 || c.log2_slices > kMaxLog2Slices) continue;
+      const double extra = std::max(c.flops - cur.flops, 1e-9 * cur.flops + 1);
+      const double score = freed / extra;
+      if (best < 0 || score > best_score || (score == best_score && v < best))
+        best = v, best_score = score, best_cost = c;
+    }
+    if (best < 0) break;
+    in_c[best] = 1;
+    chosen.push_back(best);
+    cur = best_cost;
+  }
+  feasible = cur.running <= budget && cur.planning <= budget;
+  // A variable chosen early can become unnecessary once later ones cut the same tables: drop
+  // every one whose removal still fits, most expensive in extra work first.
+  if (feasible && chosen.size() > 1) {
+    bool dropped = true;
+    while (dropped) {
+      dropped = false;
+      int drop = -1;
+      double least = 0;
+      for (int v : chosen) {
+        in_c[v] = 0;
+        const SliceCost c = slice_cost(plan, in_c);
+        in_c[v] = 1;
+        if (c.running <= budget && c.planning <= budget && (drop < 0 || c.flops < least))
+          drop = v, least = c.flops;
+      }
+      if (drop >= 0) {
+        in_c[drop] = 0;
+        chosen.erase(std::find(chosen.begin(), chosen.end(), drop));
+        dropped = true;
+      }
+    }
+  }
+  // slices enumerate variables in increasing id (a fixed order: answers independent of how
+  // they were found)
+  std::sort(chosen.begin(), chosen.end());
+  return chosen;
+}
+
+ConditionedPlan condition_plan(Plan plan, const std::vector<int>& vars, const PlanOptions& opt) {
+  ConditionedPlan cp;
+  const double unconditioned_flops = plan.flops;
+  const double unconditioned_peak = plan.memory.peak_bytes;
+  if (vars.empty()) {
+    cp.plan = std::move(plan);
+    fill_inputs(cp.plan, opt);
+    cp.cond.flops = cp.cond.unconditioned_flops = unconditioned_flops;
+    cp.cond.slice_peak_bytes = cp.cond.unconditioned_peak_bytes = unconditioned_peak;
+    return cp;
+  }
+  const int n = static_cast<int>(plan.model.card.size());
+  std::vector<char> in_c(n, 0);
+  for (int v : vars) in_c.at(v) = 1;
+  cp.cond.vars = vars;
+  cp.cond.slices = 1;
+  for (int v : vars) {
+    cp.cond.card.push_back(plan.model.card[v]);
+    cp.cond.slices *= plan.model.card[v];
+  }
+  // The model with C removed: every factor loses C from its scope (its table is cut per
+  // slice from the source); factors over C alone become per-slice constants.
+  cp.source = std::move(plan.model.factors);
+  plan.model.factors.clear();
+  cp.base_constants = plan.model.constants;
+  double source_bytes = 0;
+  for (std::size_t i = 0; i < cp.source.size(); ++i) {
+    source_bytes += 8.0 * cp.source[i].logv.size();
+    LogFactor sf;
+    sf.origin = cp.source[i].origin;
+    for (int v : cp.source[i].scope)
+      if (!in_c[v]) sf.scope.push_back(v);
+    if (sf.scope.empty()) {
+      cp.constant_sources.push_back(static_cast<int>(i));
+    } else {
+      plan.model.factors.push_back(std::move(sf));
+      cp.source_of.push_back(static_cast<int>(i));
+    }
+  }
+  std::vector<int> order;
+  for (int v : plan.order.order)
+    if (!in_c[v]) order.push_back(v);
+  plan.order.order = std::move(order);
+  structure(plan, opt);
+  // The sliced model holds no tables of its own: the source does, in both phases.
+  plan.memory.model_bytes = 0;
+  plan.memory.source_bytes = source_bytes;
+  update_peak(plan.memory);
+  cp.plan = std::move(plan);
+  Plan& p = cp.plan;
+  p.input_data.resize(p.model.factors.size());
+  p.input_scope.resize(p.model.factors.size());
+  for (std::size_t j = 0; j < p.model.factors.size(); ++j) {
+    p.input_scope[j] = p.model.factors[j].scope;
+    sort_by_rank(p.input_scope[j], p.tree.rank);
+    double sz = 1;
+    for (int v : p.input_scope[j]) sz *= p.model.card[v];
+    p.input_data[j].resize(static_cast<std::size_t>(sz));
+  }
+  cp.cond.flops = p.flops * static_cast<double>(cp.cond.slices);
+  cp.cond.unconditioned_flops = unconditioned_flops;
+  cp.cond.unconditioned_peak_bytes = unconditioned_peak;
+  cp.cond.slice_peak_bytes = p.memory.peak_bytes;
+  fill_slice(cp, 0);
+  return cp;
+}
+
+bool fill_slice(ConditionedPlan& cp, std::int64_t s) {
+  if (!cp.conditioned()) return cp.plan.model.impossible.empty();
+  Plan& p = cp.plan;
+  const auto& card = p.model.card;
+  const int nc = static_cast<int>(cp.cond.vars.size());
+  std::vector<int> value_of(card.size(), -1);
+  for (int i = nc - 1; i >= 0; --i) {
+    value_of[cp.cond.vars[i]] = static_cast<int>(s % cp.cond.card[i]);
+    s /= cp.cond.card[i];
+  }
+  // offset of the conditioned values in a source table, and strides of its other variables
+  auto layout = [&](const LogFactor& f, std::vector<std::int64_t>& stride) {
+    std::int64_t base = 0, st = 1;
+    stride.assign(f.scope.size(), 0);
+    for (std::size_t k = f.scope.size(); k-- > 0;) {
+      const int v = f.scope[k];
+      stride[k] = st;
+      if (value_of[v] >= 0) base += value_of[v] * st;
+      st *= card[v];
+    }
+    return base;
+  };
+  bool possible = true;
+  p.model.constants = cp.base_constants;
+  std::vector<std::int64_t> stride;
+  for (int i : cp.constant_sources) {
+    const LogFactor& f = cp.source[i];
+    const double x = f.logv[layout(f, stride)];
+    p.model.constants.push_back({f.origin, x});
+    possible &= x != kNegInf;
+  }
+  if (!possible) return false;
+  for (std::size_t j = 0; j < p.input_data.size(); ++j) {
+    const LogFactor& f = cp.source[cp.source_of[j]];
+    const std::int64_t base = layout(f, stride);
+    const std::vector<int>& scope = p.input_scope[j];  // output order, last fastest
+    const int k = static_cast<int>(scope.size());
+    std::vector<std::int64_t> st(k);
+    for (int a = 0; a < k; ++a)
+      st[a] = stride[std::find(f.scope.begin(), f.scope.end(), scope[a]) - f.scope.begin()];
+    std::vector<int> digit(k, 0);
+    std::int64_t src = base;
+    double* out = p.input_data[j].data();
+    const std::size_t size = p.input_data[j].size();
+    bool any = false;
+    for (std::size_t e = 0; e < size; ++e) {
+      out[e] = f.logv[src];
+      any |= out[e] != kNegInf;
+      for (int a = k - 1; a >= 0; --a) {
+        src += st[a];
+        if (++digit[a] < card[scope[a]]) break;
+        src -= st[a] * digit[a];
+        digit[a] = 0;
+      }
+    }
+    if (!any) return false;  // a table zero everywhere: P(e, C = this slice) = 0
+  }
+  return true;
+}
+
+double run_conditioned(ConditionedPlan& cp, const std::function<double(const Plan&)>& run_slice,
+                       const std::function<void(std::int64_t, double)>& on_slice) {
+  if (!cp.conditioned()) {
+    const double v = cp.plan.model.impossible.empty() ? run_slice(cp.plan) : kNegInf;
+    if (on_slice) on_slice(0, v);
+    return v;
+  }
+  std::vector<double> value(cp.cond.slices, kNegInf);
+  for (std::int64_t s = 0; s < cp.cond.slices; ++s) {
+    if (fill_slice(cp, s)) value[s] = run_slice(cp.plan);
+    if (on_slice) on_slice(s, value[s]);
+  }
+  // log-sum-exp in slice order: the same sum whatever ran each slice and when
+  double mx = kNegInf;
+  for (double v : value) mx = std::max(mx, v);
+  if (mx == kNegInf) return kNegInf;
+  double acc = 0;
+  for (double v : value) acc += std::exp(v - mx);
+  return mx + std::log(acc);
+}
+
+ConditionedPlan condition_to_fit(const Plan& plan, double budget, const PlanOptions& opt,
+                                 bool& feasible) {
+  // The choice is made on the unconditioned tree; the tree rebuilt without the conditioned
+  // variables can merge buckets differently (more inputs in one bucket, more kernel scratch),
+  // so the compiled plan's own estimate decides, and the target tightens by what it missed.
+  double target = budget;
+  for (int round = 0; round < 6; ++round) {
+    const std::vector<int> vars = choose_conditioning(plan, target, feasible);
+    if (!feasible) break;
+    ConditionedPlan cp = condition_plan(plan, vars, opt);
+    if (cp.plan.memory.peak_bytes <= budget) return cp;
+    target -= 1.1 * (cp.plan.memory.peak_bytes - budget) + 4096;
+  }
+  feasible = false;
+  return {};
+}
+
+ConditionedPlan make_conditioned_plan(const Network& net, const Evidence& ev,
+                                      const PlanOptions& opt) {
+  OrderedModel om = order_model(net, ev, opt);
+  const std::vector<std::vector<int>> scopes = [&] {
+    std::vector<std::vector<int>> s;
+    for (const auto& f : om.model.factors) s.push_back(f.scope);
+    return s;
+  }();
+  const double limit = opt.max_memory_bytes;
+  Plan best = plan_structure(net, ev, opt, om.model, std::move(om.order));
+  if (limit <= 0 || best.memory.peak_bytes <= limit || !best.model.impossible.empty())
+    return condition_plan(std::move(best), {}, opt);
+
+  // The best order does not fit. Candidate 1: it, conditioned to fit.
+  const double unlimited_flops = best.flops, unlimited_peak = best.memory.peak_bytes;
+  const MemoryEstimate unlimited_memory = best.memory;
+  struct Candidate {
+    ConditionedPlan cp;
+    bool feasible = false;
+    double flops = std::numeric_limits<double>::infinity();
+  };
+  auto fit = [&](const Plan& p) {
+    Candidate c;
+    c.cp = condition_to_fit(p, limit, opt, c.feasible);
+    if (c.feasible) c.flops = c.cp.cond.flops;
+    return c;
+  };
+  Candidate a = fit(best);
+  // Candidate 2: the order a search under the limit finds (largest table bounded by it),
+  // conditioned too when its other tables still do not fit.
+  Candidate b;
+  {
+    OrderOptions oo = opt.order;
+    oo.max_table_entries = limit / 8.0;
+    OrderResult r = find_order(net.num_vars(), om.model.card, scopes, oo);
+    if (r.fits) b = fit(plan_structure(net, ev, opt, om.model, std::move(r)));
+  }
+  if (!a.feasible && !b.feasible) {
+    const MemoryEstimate& m = unlimited_memory;
+    std::ostringstream s;
+    s << "estimated peak memory " << human_bytes(unlimited_peak) << " exceeds the limit "
+      << human_bytes(limit) << ", and conditioning cannot fit it: the program ("
+      << human_bytes(m.process_bytes) << "), the network's tables (" << human_bytes(m.network_bytes)
+      << ") and the reduced tables every slice is cut from (" << human_bytes(m.input_bytes)
+      << ") alone need " << human_bytes(m.process_bytes + m.network_bytes + m.input_bytes)
+      << " before any slice's inputs and tables; raise --max-memory or run on a machine with "
+         "more memory";
+    throw ResourceError(s.str());
+  }
+  const bool take_a = a.flops <= b.flops;
+  Candidate& c = take_a ? a : b;
+  const Candidate& o = take_a ? b : a;
+  std::ostringstream why;
+  why << (take_a ? "best order without a limit" : "order searched under the limit")
+      << (c.cp.conditioned() ? ", conditioned" : "") << " (estimated " << c.flops
+      << " FLOP; the other: ";
+  if (o.feasible)
+    why << o.flops << " FLOP" << (o.cp.conditioned() ? " conditioned" : "") << ")";
+  else
+    why << "does not fit)";
+  ConditionedPlan cp = std::move(c.cp);
+  cp.cond.unconditioned_flops = unlimited_flops;
+  cp.cond.unconditioned_peak_bytes = unlimited_peak;
+  cp.cond.choice = why.str();
+  return cp;
+}
+
+}  // namespace kinfer

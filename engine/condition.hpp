@@ -1,0 +1,78 @@
+#pragma once
+// Conditioning (Superlink's way to trade time for memory; cotengra calls it slicing): when the
+// best order's tables do not fit the memory budget, fix a few variables C to each of their
+// joint values in turn. The plan is compiled once with C removed from the tree (as if
+// observed); each slice refills its inputs with C's values fixed, runs, and the slices' ln
+// values are combined by log-sum-exp in slice order, so the answer does not depend on timing:
+//   ln P(e) = ln sum_{x_C} P(e, C = x_C).
+// Variables are chosen greedily by the peak memory they remove per unit of extra work.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/plan.hpp"
+
+namespace kinfer {
+
+struct Conditioning {
+  std::vector<int> vars;  // conditioned variables; the slice index runs over them, last fastest
+  std::vector<int> card;  // their cardinalities after value elimination
+  std::int64_t slices = 1;
+  double slice_peak_bytes = 0;     // the accountant's host peak while the slices run
+  double flops = 0;                // estimated work of all slices together
+  double unconditioned_flops = 0;  // of the same order without conditioning
+  double unconditioned_peak_bytes = 0;
+  // Why this plan: which order (unlimited search or the search under the limit) and the work
+  // of the alternative, for the log and `kinfer info`.
+  std::string choice;
+  double overhead() const { return unconditioned_flops > 0 ? flops / unconditioned_flops - 1 : 0; }
+};
+
+struct ConditionedPlan {
+  Plan plan;          // compiled once; when conditioned its inputs hold the current slice
+  Conditioning cond;  // empty vars: an ordinary plan, one slice
+  // Conditioned plans only: the reduced model's factors with C still in their scopes (the
+  // source every slice is cut from), and per plan input its source factor.
+  std::vector<LogFactor> source;
+  std::vector<int> source_of;         // per plan factor: index into source
+  std::vector<int> constant_sources;  // source factors over C only: per-slice constants
+  std::vector<std::pair<int, double>> base_constants;  // the reduced model's own constants
+  bool conditioned() const { return !cond.vars.empty(); }
+};
+
+// Chooses conditioning variables for `plan` (inputs need not be filled) so that the host peak
+// while a slice runs fits `budget_bytes`; returns them (empty when the plan fits). `feasible`
+// is set false when no choice fits (e.g. an input table alone exceeds the budget).
+std::vector<int> choose_conditioning(const Plan& plan, double budget_bytes, bool& feasible);
+
+// From a plan whose inputs are not filled yet (plan_structure) and conditioning variables:
+// the plan compiled once over the model with `vars` removed, inputs of slice 0 filled.
+ConditionedPlan condition_plan(Plan plan, const std::vector<int>& vars, const PlanOptions& opt);
+
+// choose_conditioning and condition_plan until the compiled plan's own estimate fits `budget`
+// (the tree rebuilt without the conditioned variables can differ from the estimate the choice
+// was made on). feasible = false (and an empty result) when nothing fits.
+ConditionedPlan condition_to_fit(const Plan& plan, double budget, const PlanOptions& opt,
+                                 bool& feasible);
+
+// make_plan's counterpart that conditions instead of refusing: the best order found without a
+// memory filter, conditioned to fit opt.max_memory_bytes when it does not, compared with the
+// order a search under the limit finds (conditioned too if need be); keeps the one with less
+// total work. Throws ResourceError, with the numbers, only when even conditioning cannot fit.
+ConditionedPlan make_conditioned_plan(const Network& net, const Evidence& ev,
+                                      const PlanOptions& opt);
+
+// Fills cp.plan's inputs and constants for slice `s` (0 <= s < cond.slices). Returns false
+// when the slice is evidently impossible (a constant or an input that is zero everywhere):
+// it contributes P = 0 and need not run.
+bool fill_slice(ConditionedPlan& cp, std::int64_t s);
+
+// The seam for executors: runs every slice, one after another, through `run_slice` (which
+// returns ln of the plan's value, e.g. run_plan or a runner's GPU execution) and combines them
+// by log-sum-exp in slice order. An unconditioned plan is one call of run_slice. `on_slice`,
+// when set, is told each slice's value (-inf for skipped ones). Returns ln P(e).
+double run_conditioned(ConditionedPlan& cp, const std::function<double(const Plan&)>& run_slice,
+                       const std::function<void(std::int64_t, double)>& on_slice = {});
+
+}  // namespace kinfer

@@ -1,0 +1,254 @@
+// Conditioning against independent computations: ln P(e) of random networks, conditioned on
+// random variable sets and on the accountant's greedy choice under small budgets, against
+// brute-force enumeration of the joint (long double, linear domain); real networks under forced
+// small budgets against their unconditioned plan and the UAI references.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/condition.hpp"
+#include "engine/errors.hpp"
+#include "engine/plan.hpp"
+#include "io/uai.hpp"
+#include "tests/support.hpp"
+
+using namespace kinfer;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+struct Case {
+  Network net;
+  Evidence ev;
+};
+
+// Cardinalities 1-3, scopes of up to 4 variables, entries over a wide range with exact zeros
+// (some factors zero on whole slices), random evidence.
+// `dense`: more variables and small scopes (tables of pairs and triples): small inputs and
+// larger intermediate tables, the case conditioning is for.
+Case random_case(std::mt19937_64& rng, bool dense = false) {
+  auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  auto real = [&](double lo, double hi) {
+    return std::uniform_real_distribution<double>(lo, hi)(rng);
+  };
+  Case c;
+  c.net.source = "random";
+  c.net.kind = "MARKOV";
+  const int nv = dense ? uni(8, 12) : uni(2, 9);
+  double joint;
+  do {
+    c.net.card.clear();
+    joint = 1;
+    for (int v = 0; v < nv; ++v) joint *= c.net.card.emplace_back(uni(dense ? 2 : 1, 3));
+  } while (joint > 6e4);
+  const double p_zero = std::vector<double>{0.0, 0.1, 0.4}[uni(0, 2)];
+  const double spread = std::vector<double>{1.0, 30.0}[uni(0, 1)];
+  const int nf = dense ? uni(nv, 2 * nv) : uni(1, nv + 5);
+  for (int f = 0; f < nf; ++f) {
+    Factor fac;
+    std::vector<int> vars(nv);
+    for (int v = 0; v < nv; ++v) vars[v] = v;
+    std::shuffle(vars.begin(), vars.end(), rng);
+    fac.scope.assign(vars.begin(), vars.begin() + (dense ? uni(2, 3) : uni(1, std::min(4, nv))));
+    fac.table.resize(table_size(fac.scope, c.net.card));
+    for (double& x : fac.table) x = real(0, 1) < p_zero ? 0.0 : std::exp(real(-spread, spread));
+    c.net.factors.push_back(std::move(fac));
+  }
+  c.ev.source = "random evidence";
+  for (int v = 0; v < nv; ++v)
+    if (real(0, 1) < 0.15) c.ev.observed.push_back({v, uni(0, c.net.card[v] - 1)});
+  return c;
+}
+
+long double brute_force(const Network& net, const Evidence& ev) {
+  const int n = net.num_vars();
+  std::vector<int> lo(n, 0), hi(n);
+  for (int v = 0; v < n; ++v) hi[v] = net.card[v] - 1;
+  for (auto [v, x] : ev.observed) lo[v] = hi[v] = x;
+  std::vector<int> x(lo);
+  long double z = 0;
+  for (;;) {
+    long double p = 1;
+    for (const Factor& f : net.factors) {
+      std::int64_t idx = 0;
+      for (int v : f.scope) idx = idx * net.card[v] + x[v];
+      p *= f.table[idx];
+    }
+    z += p;
+    int v = n - 1;
+    for (; v >= 0; --v) {
+      if (++x[v] <= hi[v]) break;
+      x[v] = lo[v];
+    }
+    if (v < 0) break;
+  }
+  return z;
+}
+
+bool close_ln(double got, double want, double rel) {
+  if (std::isinf(want) || std::isinf(got)) return got == want;
+  return std::abs(got - want) <= rel * std::max(1.0, std::abs(want));
+}
+
+double run_cpu(ConditionedPlan& cp, int threads = 1) {
+  RunOptions ro;
+  ro.threads = threads;
+  return run_conditioned(cp, [&](const Plan& p) { return run_plan(p, ro); });
+}
+
+// The structure of make_plan without its memory check: reduce, order, tree.
+Plan structure_of(const Network& net, const Evidence& ev, const PlanOptions& po) {
+  OrderedModel om = order_model(net, ev, po);
+  return plan_structure(net, ev, po, std::move(om.model), std::move(om.order));
+}
+
+// ln P(e) references of data/uai (log10 in REFERENCES.tsv).
+std::map<std::string, double> references() {
+  std::ifstream f(test::data_dir() / "uai" / "REFERENCES.tsv");
+  std::map<std::string, double> r;
+  std::string line;
+  std::getline(f, line);
+  while (std::getline(f, line)) {
+    std::istringstream s(line);
+    std::string name, value;
+    std::getline(s, name, '\t');
+    std::getline(s, value, '\t');
+    r[name] = std::stod(value);
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("Condition.RandomSetsMatchBruteForce", "[engine]") {
+  std::mt19937_64 rng(20261123);
+  int compared = 0, conditioned = 0, impossible_slices = 0;
+  for (int it = 0; it < 300; ++it) {
+    const Case c = random_case(rng);
+    const long double z = brute_force(c.net, c.ev);
+    const double want = z > 0 ? static_cast<double>(std::log(z)) : kNegInf;
+    PlanOptions po;
+    po.order.heuristic = OrderHeuristic::MinFill;
+    po.keep_tables = it % 2 == 0;
+    Plan base = structure_of(c.net, c.ev, po);
+    if (!base.model.impossible.empty()) continue;
+    // Scoped variables of the reduced model; condition on a random subset of 1-3 of them
+    // (sometimes every variable of a factor: per-slice constants).
+    std::vector<int> scoped;
+    for (const auto& f : base.model.factors)
+      for (int v : f.scope)
+        if (std::find(scoped.begin(), scoped.end(), v) == scoped.end()) scoped.push_back(v);
+    if (scoped.empty()) continue;
+    std::shuffle(scoped.begin(), scoped.end(), rng);
+    const int k = std::uniform_int_distribution<int>(
+        1, std::min<int>(3, static_cast<int>(scoped.size())))(rng);
+    std::vector<int> vars(scoped.begin(), scoped.begin() + k);
+    std::sort(vars.begin(), vars.end());
+    ConditionedPlan cp = condition_plan(base, vars, po);
+    REQUIRE(cp.conditioned());
+    ++conditioned;
+    std::vector<double> slice_values;
+    const double got = run_conditioned(
+        cp, [&](const Plan& p) { return run_plan(p, {}); },
+        [&](std::int64_t, double v) { slice_values.push_back(v); });
+    INFO("network " << it << ": " << c.net.num_vars() << " variables, " << c.net.factors.size()
+                    << " factors, conditioned on " << k << " variable(s), " << cp.cond.slices
+                    << " slices; got " << got << ", brute force " << want);
+    CHECK(static_cast<std::int64_t>(slice_values.size()) == cp.cond.slices);
+    for (double v : slice_values) impossible_slices += v == kNegInf;
+    CHECK(close_ln(got, want, 1e-9));
+    // the same answer, bit for bit, on another run and with two threads
+    CHECK(run_cpu(cp, 1) == got);
+    CHECK(close_ln(run_cpu(cp, 2), want, 1e-9));
+    ++compared;
+  }
+  CHECK(compared > 200);
+  CHECK(impossible_slices > 0);  // zeros reached: slices that contribute -inf
+}
+
+TEST_CASE("Condition.GreedyChoiceUnderSmallBudgetsMatchesBruteForce", "[engine]") {
+  std::mt19937_64 rng(7);
+  int forced = 0;
+  for (int it = 0; it < 200; ++it) {
+    const Case c = random_case(rng, true);
+    const long double z = brute_force(c.net, c.ev);
+    const double want = z > 0 ? static_cast<double>(std::log(z)) : kNegInf;
+    PlanOptions po;
+    po.order.heuristic = OrderHeuristic::MinFill;
+    po.keep_tables = false;
+    const Plan base = structure_of(c.net, c.ev, po);
+    if (!base.model.impossible.empty()) continue;
+    const MemoryEstimate& m = base.memory;
+    // a budget that leaves the intermediate tables half of what they need (and room for the
+    // tables slices are cut from)
+    const double budget = m.running_bytes - m.intermediate_bytes / 2 + m.input_bytes;
+    bool feasible = false;
+    ConditionedPlan cp = condition_to_fit(base, budget, po, feasible);
+    if (!feasible) continue;
+    forced += cp.conditioned();
+    INFO("network " << it << ": " << cp.cond.vars.size() << " variables conditioned, " << cp.cond.slices
+                    << " slices, peak " << cp.plan.memory.peak_bytes << " of " << budget);
+    CHECK(cp.plan.memory.running_bytes <= budget);
+    CHECK(close_ln(run_cpu(cp), want, 1e-9));
+  }
+  CHECK(forced > 20);
+  INFO(forced << " forced");
+}
+
+TEST_CASE("Condition.RealNetworksUnderForcedBudgets", "[engine]") {
+  const auto ref = references();
+  for (const std::string name : {"Pedigree_11", "Pedigree_13", "pedigree1", "linkage_16"}) {
+    fs::path path = test::data_dir() / "uai" / (name + ".uai");
+    if (!fs::exists(path)) path += ".gz";
+    const Network net = io::read_uai(path.string());
+    Evidence ev;
+    const std::string evpath = io::default_evidence_path(path.string());
+    if (!evpath.empty()) ev = io::read_evidence(evpath, net);
+    PlanOptions po;
+    po.order.heuristic = OrderHeuristic::WeightedMinFill;
+    po.keep_tables = false;
+    ConditionedPlan whole = make_conditioned_plan(net, ev, po);  // no limit
+    REQUIRE(!whole.conditioned());
+    const double ln_whole = run_cpu(whole, 2);
+    const MemoryEstimate& m = whole.plan.memory;
+    // an eighth of the intermediate tables (the part conditioning can shrink)
+    po.max_memory_bytes = m.peak_bytes - m.intermediate_bytes * 7 / 8 + 2 * m.input_bytes;
+    ConditionedPlan cp = make_conditioned_plan(net, ev, po);
+    INFO(name << ": limit " << po.max_memory_bytes << ", unconditioned peak " << m.peak_bytes
+              << ", " << cp.cond.slices << " slices of peak " << cp.plan.memory.peak_bytes << " ("
+              << cp.cond.choice << ")");
+    CHECK(cp.plan.memory.peak_bytes <= po.max_memory_bytes);
+    if (!cp.conditioned()) continue;  // the search under the limit found an order that fits
+    const double ln = run_cpu(cp, 2);
+    CHECK(close_ln(ln, ln_whole, 1e-11));
+    CHECK(std::abs(ln / std::log(10.0) - ref.at(name)) <= 0.006);
+  }
+}
+
+TEST_CASE("Condition.RefusesOnlyWhenConditioningCannotFit", "[engine]") {
+  // One factor of 2^16 entries over 16 binary variables: no slice can be smaller than the
+  // tables it is cut from, so a limit below the program plus twice that must be refused.
+  Network net;
+  net.kind = "MARKOV";
+  net.card.assign(16, 2);
+  Factor f;
+  for (int v = 0; v < 16; ++v) f.scope.push_back(v);
+  f.table.assign(1 << 16, 0.5);
+  net.factors.push_back(f);
+  PlanOptions po;
+  po.keep_tables = false;
+  po.max_memory_bytes = process_bytes(1) + 64 * 1024;
+  CHECK_THROWS_AS(make_conditioned_plan(net, {}, po), ResourceError);
+  // with room for the tables, it plans and answers exactly: 2^16 * 0.5
+  po.max_memory_bytes = 0;
+  ConditionedPlan cp = make_conditioned_plan(net, {}, po);
+  CHECK(close_ln(run_cpu(cp), 15 * std::log(2.0), 1e-12));
+}
