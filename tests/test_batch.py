@@ -135,10 +135,15 @@ def test_kill_and_resume(tmp):
     check(not any(f.endswith(".tmp") for f in os.listdir(os.path.join(out, "results"))), "no temporary files left")
 
 
-def single_pe_json(network, evidence=None):
+def single_pe_full_json(network, evidence=None):
     cmd = [EXE, "pe", "-q", "--json", network] + (["-e", evidence] if evidence else [])
     r = subprocess.run(cmd, capture_output=True, text=True)
-    return json.loads(r.stdout)["log10_pr"] if r.returncode == 0 else None
+    return json.loads(r.stdout) if r.returncode == 0 else None
+
+
+def single_pe_json(network, evidence=None):
+    j = single_pe_full_json(network, evidence)
+    return j["log10_pr"] if j is not None else None
 
 
 def test_plan_sharing(tmp):
@@ -193,6 +198,14 @@ def test_plan_sharing(tmp):
         check(sorted(completed) == sorted(j for j, _, _ in rows if j != "bad"),
               f"{mode}: each job completed once ({len(completed)})")
         if mode == "shared":
+            # a job's JSON is the single command's, whichever process ran it (plus batch_plan)
+            single = single_pe_full_json(os.path.join(tmp, net), os.path.join(tmp, "flip1.evid"))
+            with open(os.path.join(out, "results", "flip1.json")) as f:
+                grouped = json.load(f)
+            check(set(grouped) - {"batch_plan"} == set(single)
+                  and set(grouped["schedule"]) == set(single["schedule"]),
+                  f"shared: a grouped job's JSON has the single command's keys "
+                  f"({sorted(set(grouped) ^ set(single))})")
             check(summary["plans_shared"] >= 3 and summary["group_workers"] >= 1,
                   f"shared: jobs reused a plan ({summary['plans_shared']} jobs, {summary['group_workers']} workers)")
         if mode == "separate":
