@@ -196,7 +196,14 @@ int run_lod(const LodOptions& o) {
       r.timing.evaluate_s, r.timing.max_width, r.timing.log2_max_table);
 
   const std::string text = lod_text_report(r, lf, pf);
-  const nlohmann::json j = lod_json_report(r, lf, pf, o.ped, o.dat, secs);
+  nlohmann::json j = lod_json_report(r, lf, pf, o.ped, o.dat, secs);
+  if (o.check) {  // the verdict over every plan run, as in `kinfer pe --json`
+    const sched::Runner::Totals& runs = runner->totals();
+    j["check"] = runs.checked
+                     ? sched::check_json(runs.check)
+                     : nlohmann::json{{"passed", nullptr}, {"not_run", "no GPU to compare with"}};
+    if (runs.checked) j["check"]["plan_runs"] = runs.checked;
+  }
   if (o.json)
     std::cout << j.dump(2) << std::endl;
   else

@@ -197,7 +197,9 @@ RunResult Runner::run(const Plan& plan) {
   if (req_.check) {
     if (!ctx) {
       r.check_not_run = "no GPU to compare with (" + why_not + ")";
-      spdlog::warn("--check: {}; running on the CPU alone", r.check_not_run);
+      if (totals_.runs == 0 || !check_warned_)  // once per runner (lod runs many plans)
+        spdlog::warn("--check: {}; running on the CPU alone", r.check_not_run);
+      check_warned_ = true;
       all_cpu("check without a GPU: every bucket on the CPU");
       return r;
     }
@@ -320,6 +322,19 @@ RunResult Runner::run(const Plan& plan) {
   return r;
 }
 
+nlohmann::json check_json(const CheckReport& c) {
+  auto num = [](double x) { return number_or_null(x); };
+  return {{"tolerance", c.tolerance},
+          {"buckets", c.buckets},
+          {"buckets_without_gpu_kernel", c.buckets_without_kernel},
+          {"max_abs_diff", num(c.max_abs_diff)},
+          {"max_rel_diff", num(c.max_rel_diff)},
+          {"worst_bucket", c.worst_bucket},
+          {"failed_bucket", c.first_failed_bucket >= 0 ? nlohmann::json(c.first_failed_bucket)
+                                                       : nlohmann::json(nullptr)},
+          {"passed", c.passed}};
+}
+
 nlohmann::json run_json(const RunResult& r, bool explain) {
   auto num = number_or_null;
   nlohmann::json j = nlohmann::json::object();
@@ -354,16 +369,7 @@ nlohmann::json run_json(const RunResult& r, bool explain) {
   }
   j["schedule"] = s;
   if (r.check)
-    j["check"] = {{"tolerance", r.check->tolerance},
-                  {"buckets", r.check->buckets},
-                  {"buckets_without_gpu_kernel", r.check->buckets_without_kernel},
-                  {"max_abs_diff", num(r.check->max_abs_diff)},
-                  {"max_rel_diff", num(r.check->max_rel_diff)},
-                  {"worst_bucket", r.check->worst_bucket},
-                  {"failed_bucket", r.check->first_failed_bucket >= 0
-                                        ? nlohmann::json(r.check->first_failed_bucket)
-                                        : nlohmann::json(nullptr)},
-                  {"passed", r.check->passed}};
+    j["check"] = check_json(*r.check);
   else if (!r.check_not_run.empty())
     j["check"] = {{"passed", nullptr}, {"not_run", r.check_not_run}};
   return j;

@@ -84,6 +84,8 @@ struct RunResult {
 // The "schedule", "gpu" and "check" members of `kinfer pe --json` (and of a batch pe job's
 // result), from a run.
 nlohmann::json run_json(const RunResult& r, bool explain);
+// The "check" object of --json for one check report (pe: one run; lod: every plan run).
+nlohmann::json check_json(const CheckReport& c);
 // "check: passed (...)" / "check: FAILED at bucket N (...)" / "check: not run (...)".
 std::string check_verdict(const RunResult& r);
 std::string check_report_verdict(const CheckReport& c);
@@ -126,6 +128,7 @@ class Runner {
   bool profile_read_ = false;
   std::string profile_note_;
   bool gpu_warm_ = false;
+  bool check_warned_ = false;  // "--check: no GPU" said once
   Totals totals_;
 };
 

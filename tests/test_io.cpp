@@ -400,4 +400,13 @@ TEST_CASE("Check.PeAndLodGiveAVerdict", "[io][apps]") {
   INFO(lod.err);
   CHECK(lod.rc == pe.rc);
   CHECK_THAT(lod.err, Catch::Contains(pe.rc == 6 ? "check: not run" : "check: passed"));
+  const ProcessResult lod_json = run_kinfer({"lod", "--ped", c03 + ".pre", "--dat", c03 + ".dat",
+                                             "--order", "minfill", "--check", "--json"});
+  CHECK(lod_json.rc == pe.rc);
+  const nlohmann::json lj = nlohmann::json::parse(lod_json.out);
+  REQUIRE(lj.contains("check"));
+  if (pe.rc == 6)
+    CHECK(lj.at("check").at("passed").is_null());
+  else
+    CHECK(lj.at("check").at("passed") == true);
 }
