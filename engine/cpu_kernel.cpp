@@ -59,6 +59,21 @@ inline double exp_np(double x) {
 
 double exp_nonpositive(double x) { return exp_np(x); }
 
+std::int64_t input_strides(const BucketShape& shape, std::span<const int> scope, std::int64_t* st) {
+  std::int64_t s = 1;
+  std::size_t pos = shape.vars.size();
+  for (std::size_t j = scope.size(); j-- > 0;) {
+    // find scope[j] among the bucket's vars, scanning towards the most significant
+    do {
+      if (pos == 0) throw std::logic_error("input scope is not a subsequence of the bucket");
+      --pos;
+    } while (shape.vars[pos] != scope[j]);
+    st[pos] = s;
+    s *= shape.card[pos];
+  }
+  return s;
+}
+
 namespace {
 
 // Per-input strides over the bucket variables (0 where the input lacks the variable).
@@ -66,20 +81,8 @@ std::vector<std::vector<std::int64_t>> strides(const BucketShape& shape,
                                                std::span<const InputTable> inputs) {
   const std::size_t nv = shape.vars.size();
   std::vector<std::vector<std::int64_t>> st(inputs.size(), std::vector<std::int64_t>(nv, 0));
-  for (std::size_t f = 0; f < inputs.size(); ++f) {
-    const auto& sc = inputs[f].scope;
-    std::int64_t s = 1;
-    std::size_t pos = nv;
-    for (std::size_t j = sc.size(); j-- > 0;) {
-      // find sc[j] among bucket vars, scanning towards the most significant
-      do {
-        if (pos == 0) throw std::logic_error("input scope is not a subsequence of the bucket");
-        --pos;
-      } while (shape.vars[pos] != sc[j]);
-      st[f][pos] = s;
-      s *= shape.card[pos];
-    }
-  }
+  for (std::size_t f = 0; f < inputs.size(); ++f)
+    input_strides(shape, inputs[f].scope, st[f].data());
   return st;
 }
 

@@ -24,6 +24,11 @@ struct BucketShape {
   std::int64_t marg_size() const;
 };
 
+// The strides of an input over the bucket's variables: st[i] for shape.vars[i], 0 where the
+// input does not vary with it. `scope` is a subsequence of shape.vars (std::logic_error if not).
+// Returns the input's number of entries. Shared by the CPU kernel and the GPU launch plans.
+std::int64_t input_strides(const BucketShape& shape, std::span<const int> scope, std::int64_t* st);
+
 // Writes output_size() log values to `out`. `threads` <= 0 uses OpenMP's default.
 void sum_product_log(const BucketShape& shape, std::span<const InputTable> inputs, double* out,
                      int threads = 0);

@@ -325,20 +325,8 @@ BucketLayout describe(const BucketShape& shape, std::span<const std::vector<int>
   lay.M = shape.marg_size();
   std::vector<std::vector<std::int64_t>> st(scopes.size(), std::vector<std::int64_t>(nv, 0));
   std::vector<std::int64_t> size(scopes.size(), 1);
-  for (std::size_t f = 0; f < scopes.size(); ++f) {
-    const auto& sc = scopes[f];
-    std::int64_t s = 1;
-    int pos = nv;
-    for (std::size_t j = sc.size(); j-- > 0;) {
-      do {
-        if (pos == 0) throw std::logic_error("input scope is not a subsequence of the bucket");
-        --pos;
-      } while (shape.vars[pos] != sc[j]);
-      st[f][pos] = s;
-      s *= shape.card[pos];
-    }
-    size[f] = s;
-  }
+  for (std::size_t f = 0; f < scopes.size(); ++f)
+    size[f] = input_strides(shape, scopes[f], st[f].data());
   std::vector<int> varying, constant;
   for (std::size_t f = 0; f < scopes.size(); ++f) {
     bool v = false;
