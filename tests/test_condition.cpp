@@ -15,10 +15,12 @@
 #include "engine/condition.hpp"
 #include "engine/errors.hpp"
 #include "engine/plan.hpp"
+#include "tests/brute_force.hpp"
 #include "io/uai.hpp"
 #include "tests/support.hpp"
 
 using namespace kinfer;
+using namespace kinfer::test;
 namespace fs = std::filesystem;
 
 namespace {
@@ -68,35 +70,6 @@ Case random_case(std::mt19937_64& rng, bool dense = false) {
   return c;
 }
 
-long double brute_force(const Network& net, const Evidence& ev) {
-  const int n = net.num_vars();
-  std::vector<int> lo(n, 0), hi(n);
-  for (int v = 0; v < n; ++v) hi[v] = net.card[v] - 1;
-  for (auto [v, x] : ev.observed) lo[v] = hi[v] = x;
-  std::vector<int> x(lo);
-  long double z = 0;
-  for (;;) {
-    long double p = 1;
-    for (const Factor& f : net.factors) {
-      std::int64_t idx = 0;
-      for (int v : f.scope) idx = idx * net.card[v] + x[v];
-      p *= f.table[idx];
-    }
-    z += p;
-    int v = n - 1;
-    for (; v >= 0; --v) {
-      if (++x[v] <= hi[v]) break;
-      x[v] = lo[v];
-    }
-    if (v < 0) break;
-  }
-  return z;
-}
-
-bool close_ln(double got, double want, double rel) {
-  if (std::isinf(want) || std::isinf(got)) return got == want;
-  return std::abs(got - want) <= rel * std::max(1.0, std::abs(want));
-}
 
 double run_cpu(ConditionedPlan& cp, int threads = 1) {
   RunOptions ro;

@@ -15,11 +15,13 @@
 #include "engine/cpu_kernel.hpp"
 #include "engine/ordering.hpp"
 #include "engine/plan.hpp"
+#include "tests/brute_force.hpp"
 #include "engine/task_tree.hpp"
 #include "io/uai.hpp"
 #include "tests/support.hpp"
 
 using namespace kinfer;
+using namespace kinfer::test;
 
 namespace {
 
@@ -72,37 +74,6 @@ Case random_case(std::mt19937_64& rng, int max_vars, double max_joint) {
   return c;
 }
 
-// P(e) by enumerating every configuration of every variable, in the linear domain.
-long double brute_force(const Network& net, const Evidence& ev) {
-  const int n = net.num_vars();
-  std::vector<int> lo(n, 0), hi(n);
-  for (int v = 0; v < n; ++v) hi[v] = net.card[v] - 1;
-  for (auto [v, x] : ev.observed) lo[v] = hi[v] = x;
-  std::vector<int> x(lo);
-  long double z = 0;
-  for (;;) {
-    long double p = 1;
-    for (const Factor& f : net.factors) {
-      std::int64_t idx = 0;
-      for (int v : f.scope) idx = idx * net.card[v] + x[v];
-      p *= f.table[idx];
-    }
-    z += p;
-    int v = n - 1;
-    for (; v >= 0; --v) {
-      if (++x[v] <= hi[v]) break;
-      x[v] = lo[v];
-    }
-    if (v < 0) break;
-  }
-  return z;
-}
-
-// |got - want| within `rel` of max(1, |want|); both -inf also agree.
-bool close_ln(double got, double want, double rel) {
-  if (std::isinf(want) || std::isinf(got)) return got == want;
-  return std::abs(got - want) <= rel * std::max(1.0, std::abs(want));
-}
 
 bool is_subsequence(const std::vector<int>& sub, const std::vector<int>& seq) {
   std::size_t i = 0;

@@ -1,0 +1,44 @@
+#pragma once
+// The independent reference of the engine tests: P(e) by enumerating every configuration of
+// every variable, in the linear domain, and the comparison of ln values the tests use.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "engine/model.hpp"
+
+namespace kinfer::test {
+
+inline long double brute_force(const Network& net, const Evidence& ev) {
+  const int n = net.num_vars();
+  std::vector<int> lo(n, 0), hi(n);
+  for (int v = 0; v < n; ++v) hi[v] = net.card[v] - 1;
+  for (auto [v, x] : ev.observed) lo[v] = hi[v] = x;
+  std::vector<int> x(lo);
+  long double z = 0;
+  for (;;) {
+    long double p = 1;
+    for (const Factor& f : net.factors) {
+      std::int64_t idx = 0;
+      for (int v : f.scope) idx = idx * net.card[v] + x[v];
+      p *= f.table[idx];
+    }
+    z += p;
+    int v = n - 1;
+    for (; v >= 0; --v) {
+      if (++x[v] <= hi[v]) break;
+      x[v] = lo[v];
+    }
+    if (v < 0) break;
+  }
+  return z;
+}
+
+// |got - want| within `rel` of max(1, |want|); both -inf also agree.
+inline bool close_ln(double got, double want, double rel) {
+  if (std::isinf(want) || std::isinf(got)) return got == want;
+  return std::abs(got - want) <= rel * std::max(1.0, std::abs(want));
+}
+
+}  // namespace kinfer::test
