@@ -269,23 +269,7 @@ void add_lod_options(CLI::App& cmd, LodOptions& o) {
       ->check(CLI::NonNegativeNumber);
   cmd.add_option("--max-memory", o.max_memory,
                  "memory one pedigree's computation may use, e.g. 8G");
-  cmd.add_option(
-         "--device", o.device,
-         "auto: the GPU for plans of 1e9 FLOP and more when there is one; gpu: every plan on "
-         "the GPU; cpu: never the GPU")
-      ->check(CLI::IsMember({"auto", "cpu", "gpu"}))
-      ->capture_default_str();
-  cmd.add_option("--schedule", o.schedule,
-                 "how a GPU plan's buckets are placed, as in `kinfer pe`: cpu-only, gpu-only, "
-                 "greedy, comm-aware (default) or whole-plan")
-      ->check(CLI::IsMember({"cpu-only", "gpu-only", "greedy", "comm-aware", "whole-plan"}));
-  cmd.add_option("--profile", o.profile,
-                 "calibration profile for greedy and comm-aware (default: the cached one; "
-                 "without one, whole-plan, logged once)");
-  cmd.add_flag("--check", o.check,
-               "run every bucket of every plan on both the CPU and the GPU and compare them; "
-               "exit 5 when they differ, 6 when there is no GPU");
-  cmd.add_flag("--explain", o.explain, "log each plan's buckets: device and reason");
+  add_run_options(cmd, o.device, o.schedule, o.profile, o.check, o.explain);
   cmd.add_flag("--no-recode", o.no_recode, "keep every allele (no allele recoding)");
   cmd.add_flag("--no-genotype-elimination", o.no_elimination, "skip genotype elimination");
 }

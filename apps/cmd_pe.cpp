@@ -14,7 +14,6 @@
 #include "engine/condition.hpp"
 #include "engine/plan.hpp"
 #include "engine/util.hpp"
-#include "gpu/device_api.hpp"
 #include "scheduler/runner.hpp"
 
 namespace kinfer::app {
@@ -28,17 +27,6 @@ std::string format_log10(double x) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.10g", x);
   return buf;
-}
-
-// With a GPU in the machine, the order search is sized to what the GPU would take (device start
-// included), not the CPU: searching 2 s for an order the GPU computes in 0.4 s loses. In the
-// search's unit, core-seconds, for a fixed nominal 16 cores so that the same seed gives the same
-// order whatever the thread count. The rates are docs/perf-notes.md's "GPU-sized order search".
-double gpu_sized_prediction(const OrderStats& s) {
-  const double states = std::exp2(s.log2_total_state);
-  const double cpu = states / 5e7;
-  const double gpu = (0.2 + states / 2e10) * 16;
-  return std::min(cpu, gpu);
 }
 
 int run_pe(const PeOptions& o) {
@@ -60,8 +48,7 @@ int run_pe(const PeOptions& o) {
   const auto t1 = clock::now();
   PlanOptions po = o.net.plan_options();
   po.keep_tables = false;  // the plan runs once: its network and model tables are dropped
-  if (req.device != sched::DeviceChoice::cpu && gpu::probe().available)
-    po.order.predict_seconds = gpu_sized_prediction;
+  po.order.predict_seconds = runner.order_prediction();
   ConditionedPlan cplan = make_conditioned_plan(net, ev, po);
   net = Network{};
   Plan& plan = cplan.plan;
@@ -145,20 +132,19 @@ int run_pe(const PeOptions& o) {
 
 }  // namespace
 
-void add_pe_options(CLI::App& cmd, PeOptions& o) {
-  o.net.add(cmd);
-  cmd.add_flag("--json", o.json, "print one JSON object instead of text");
-  cmd.add_option("--uai-output", o.uai_output, "also write the answer in the UAI PR format");
-  cmd.add_option("--device", o.device,
+void add_run_options(CLI::App& cmd, std::string& device, std::string& schedule,
+                     std::string& profile, bool& check, bool& explain) {
+  cmd.add_option("--device", device,
                  "where buckets run: auto (the GPU when present and the plan is large enough), "
                  "cpu, or gpu (falls back to the CPU, logged, when no GPU is usable)")
       ->check(CLI::IsMember({"auto", "cpu", "gpu"}))
       ->capture_default_str();
-  cmd.add_flag("--check", o.check,
-               "run every bucket on both the CPU and the GPU and compare them (tolerance "
-               "1e-9 relative in ln); exit 5 when they differ, 6 when there is no GPU");
+  cmd.add_flag(
+      "--check", check,
+      "run every bucket (of every plan) on both the CPU and the GPU and compare them (tolerance "
+      "1e-9 relative in ln); exit 5 when they differ, 6 when there is no GPU");
   cmd.add_option(
-         "--schedule", o.schedule,
+         "--schedule", schedule,
          std::string("how buckets are placed when a GPU is used: cpu-only, gpu-only, greedy, "
                      "comm-aware (the DP of paper 001, from a calibration profile), or "
                      "whole-plan (every bucket a kernel takes on the GPU but small ones "
@@ -166,11 +152,18 @@ void add_pe_options(CLI::App& cmd, PeOptions& o) {
              sched::to_string(sched::kDefaultGpuPolicy) +
              ". Without a GPU in use every bucket runs on the CPU")
       ->check(CLI::IsMember({"cpu-only", "gpu-only", "greedy", "comm-aware", kWholePlan}));
-  cmd.add_option("--profile", o.profile,
+  cmd.add_option("--profile", profile,
                  "calibration profile for greedy and comm-aware (default: the one `kinfer "
                  "calibrate` stored in the cache directory); without one with a GPU part they "
                  "fall back to whole-plan, logged");
-  cmd.add_flag("--explain", o.explain, "print each bucket's device and the reason");
+  cmd.add_flag("--explain", explain, "print each bucket's device and the reason");
+}
+
+void add_pe_options(CLI::App& cmd, PeOptions& o) {
+  o.net.add(cmd);
+  cmd.add_flag("--json", o.json, "print one JSON object instead of text");
+  cmd.add_option("--uai-output", o.uai_output, "also write the answer in the UAI PR format");
+  add_run_options(cmd, o.device, o.schedule, o.profile, o.check, o.explain);
   cmd.add_option("--repeat", o.repeat,
                  "time the computation this many more times after the first (for benchmarks: "
                  "first run and median of the repeats in the output)")

@@ -17,6 +17,11 @@ struct LogFlags {
 };
 void add_log_flags(CLI::App& root, LogFlags& f);
 
+// --device, --schedule, --profile, --check, --explain: how a command's plans run through the
+// runner (scheduler/runner.hpp); `kinfer pe` and `kinfer lod` share them (defined in cmd_pe.cpp).
+void add_run_options(CLI::App& cmd, std::string& device, std::string& schedule,
+                     std::string& profile, bool& check, bool& explain);
+
 struct PeOptions {
   NetworkOptions net;
   bool json = false;

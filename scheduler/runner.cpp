@@ -56,6 +56,18 @@ OpenedDevice open_gpu() {
   return d;
 }
 
+double gpu_sized_prediction(const OrderStats& s) {
+  const double states = std::exp2(s.log2_total_state);
+  const double cpu = states / 5e7;
+  const double gpu = (0.2 + states / 2e10) * 16;
+  return std::min(cpu, gpu);
+}
+
+std::function<double(const OrderStats&)> Runner::order_prediction() const {
+  if (req_.device == DeviceChoice::cpu || !gpu::probe().available) return {};
+  return gpu_sized_prediction;
+}
+
 const char* to_string(DeviceChoice d) {
   switch (d) {
     case DeviceChoice::automatic:

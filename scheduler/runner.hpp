@@ -5,6 +5,7 @@
 // with the one fallback when there is none), and the executor (executor.hpp) that runs it, or
 // its check mode. The GPU is opened once, lazily, by the first plan that uses it; a Runner is
 // meant to live as long as the command and to run many plans.
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -90,6 +91,12 @@ nlohmann::json check_json(const CheckReport& c);
 std::string check_verdict(const RunResult& r);
 std::string check_report_verdict(const CheckReport& c);
 
+// The order search's prediction with a GPU in the machine: the smaller of the CPU's and the
+// GPU's (device start included), in the search's unit, core-seconds, for a fixed nominal 16 cores
+// so that the same seed gives the same order whatever the thread count. Searching 2 s for an
+// order the GPU computes in 0.4 s loses. Rates: docs/perf-notes.md, "GPU-sized order search".
+double gpu_sized_prediction(const OrderStats& s);
+
 class Runner {
  public:
   // A named profile is read here: a bad file is an InputError whether or not a GPU is used.
@@ -104,6 +111,10 @@ class Runner {
   // Starts opening the GPU in the background when the request will use it whatever the plan
   // (--device gpu, --check), to overlap reading and planning. Optional.
   void start_early();
+  // The order search's compute prediction for the plans this runner will run (OrderOptions::
+  // predict_seconds): with a GPU in the machine and a device other than cpu, the GPU-sized one
+  // (gpu_sized_prediction); empty otherwise (the engine's own CPU prediction).
+  std::function<double(const OrderStats&)> order_prediction() const;
   // Whether run(plan) would use the GPU (if there is one).
   bool wants_gpu(const Plan& plan) const;
   RunResult run(const Plan& plan);
