@@ -194,6 +194,14 @@ LaunchPlan plain_launch_plan(const BucketLayout& lay, const DeviceLimits& lim) {
   fill_offsets(L, inner_first, nv, p.nf, p.nfp, p.sum_lo);
   fill_offsets(L, lay.k, inner_first, p.nf, p.nfp, p.sum_hi);
   p.shared_bytes = static_cast<int>(p.Mi * p.nfp * 4);
+  // kernel 2 (untiled): inputs whose inner offsets are mi itself skip the table
+  p.kernel = p.tile == 1 ? lim.kernel : 1;
+  p.exp16 = p.kernel == 2 && lim.exp16;
+  for (int f = 0; f < p.nf && p.kernel == 2 && lim.direct; ++f) {
+    bool direct = true;
+    for (std::int64_t mi = 0; mi < p.Mi && direct; ++mi) direct = p.sum_lo[mi * p.nfp + f] == mi;
+    if (direct) p.direct_mask |= 1u << f;
+  }
   if (p.shared_bytes > lim.shared_per_block)
     throw std::invalid_argument("the lowest summed variable has too many values for the kernel");
   // pass 3: lanes per output and splits of the summed range so the device fills up
@@ -401,6 +409,7 @@ LaunchPlan cached_launch_plan(const BucketLayout& lay, const DeviceLimits& lim, 
   p.Mi = lay.M;
   p.Mh = 1;
   p.lanes_log2 = lanes_log2_for(lay.M, 16);
+  p.kernel = lim.kernel;
   const std::int64_t G = std::int64_t{1} << p.lanes_log2;
   const int sum_table = static_cast<int>(lay.M * p.nfp * 4);
   // pass 1: pick the page. Budgets: a quarter, a half or all of an SM's shared memory; the

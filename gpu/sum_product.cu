@@ -72,6 +72,7 @@ struct KernelArgs {
   int tile_off[kMaxTile][kMaxCachedVarying];
   long long tile_out[kMaxTile];
   unsigned cached_mask;
+  unsigned direct_mask;  // plain kernel 2: slots read at mi (no offset table)
   int seg_off[kMaxVarying], seg_size[kMaxVarying], pitch[kMaxVarying], m_f[kMaxVarying];
   DevDiv div_mf[kMaxVarying];
   int pages_per_block, sum_table_offset;
@@ -158,6 +159,91 @@ __device__ __forceinline__ void lse_merge(T& mx, T& acc, T mx2, T acc2, const do
 template <class T>
 __device__ __forceinline__ T lse_value(T mx, T acc) {
   return mx == neg_inf(mx) ? mx : mx + log_of(acc);
+}
+
+// ---- kernel 2's arithmetic (issue 12 part 4) ----
+// Each block copies the exp table: 2^(j/16) for E16 (the first 16 entries of the same array:
+// 16 doubles cover the 32 banks once, so no lookup conflicts), else 2^(j/64).
+template <bool E16>
+__device__ __forceinline__ void load_exp_table2(double* s) {
+  if constexpr (E16) {
+    for (int i = threadIdx.x; i < 16; i += blockDim.x) s[i] = c_exp2_64[4 * i];
+  } else {
+    load_exp_table(s);
+  }
+}
+
+// acc + exp(y) for y <= 0 (-inf, or NaN from -inf - -inf, clamp to a negligible 2^-1021), the
+// last multiply fused into the sum. Against expneg: the low part of ln2/64 is left out (it
+// shifts r by at most |y| 3.3e-17 relative, so a term's error is at most |y| e^y 3.3e-17 of the
+// largest term: below 1.3e-17), 10 double operations with the add instead of 12.
+// E16: |r| <= ln2/32, degree 7 (truncation < 1.3e-18 relative): two more FMAs.
+template <bool E16>
+__device__ __forceinline__ double exp_add(double y, const double* tab, double acc) {
+  y = fmax(y, -708.0);
+  const double shifter = 6755399441055744.0;  // 1.5 * 2^52: adding it rounds to an integer
+  double t, r, p;
+  if constexpr (E16) {
+    t = fma(y, 23.083120654223414, shifter);  // 16 / ln2
+    r = fma(t - shifter, -0.043321698784996582, y);
+    p = 1.0 / 5040.0;
+    p = fma(p, r, 1.0 / 720.0);
+    p = fma(p, r, 1.0 / 120.0);
+  } else {
+    t = fma(y, 92.332482616893658, shifter);  // 64 / ln2
+    r = fma(t - shifter, -0.010830424696249145, y);
+    p = 1.0 / 120.0;
+  }
+  p = fma(p, r, 1.0 / 24.0);
+  p = fma(p, r, 1.0 / 6.0);
+  p = fma(p, r, 0.5);
+  p = fma(p, r, 1.0);
+  p = fma(p, r, 1.0);
+  const int k = __double2loint(t);  // round(y * 2^b / ln2) <= 0, b = 4 or 6
+  constexpr int bits = E16 ? 4 : 6;
+  const double s = tab[k & ((1 << bits) - 1)];  // 2^(j/2^b) in [1, 2)
+  // times 2^(k >> b) through the exponent field (y >= -708: the result stays normal)
+  const double scale =
+      __hiloint2double(__double2hiint(s) + ((k >> bits) << 20), __double2loint(s));
+  return fma(p, scale, acc);
+}
+
+template <bool E16>
+__device__ __forceinline__ float exp_add(float y, const double*, float acc) {
+  return acc + __expf(fmaxf(y, -100.0f));
+}
+
+template <bool E16, class T>
+__device__ __forceinline__ void lse_merge2(T& mx, T& acc, T mx2, T acc2, const double* tab) {
+  const T hi = fmax(mx, mx2), lo = fmin(mx, mx2);
+  const T e = exp_add<E16>(lo - hi, tab, T(0));
+  acc = mx2 > mx ? fma(acc, e, acc2) : fma(acc2, e, acc);
+  mx = hi;
+}
+
+// Adds C terms: one running-max update per chunk (taken rarely once the largest terms are
+// seen, so the branch costs little), then one exp and an FMA per term. lse_add spends a max,
+// a min, a compare and a select on every term besides.
+template <bool E16, int C, class T>
+__device__ __forceinline__ void lse_chunk(T& mx, T& acc, const T (&x)[C], const double* tab) {
+  T cm = x[0];
+#pragma unroll
+  for (int c = 1; c < C; ++c) cm = fmax(cm, x[c]);
+  if (cm > mx) {
+    acc *= exp_add<E16>(mx - cm, tab, T(0));
+    mx = cm;
+  }
+#pragma unroll
+  for (int c = 0; c < C; ++c) acc = exp_add<E16>(x[c] - mx, tab, acc);
+}
+
+template <bool E16, class T>
+__device__ __forceinline__ void lanes_merge2(T& mx, T& acc, int G, const double* tab) {
+  for (int d = G >> 1; d > 0; d >>= 1) {
+    const T mx2 = __shfl_xor_sync(kFull, mx, d);
+    const T acc2 = __shfl_xor_sync(kFull, acc, d);
+    lse_merge2<E16>(mx, acc, mx2, acc2, tab);
+  }
 }
 
 // Lanes 2^log2 apart... merge within groups of G consecutive lanes (butterfly).
@@ -315,6 +401,83 @@ __global__ void __launch_bounds__(256, plain_min_blocks<NF, R>())
   }
 }
 
+// ---- plain, kernel 2 (untiled) ----
+// The same items, lanes and splits as plain_kernel; per lane the summed steps go in chunks of
+// four terms (lse_chunk). The inner-block offset table sits in shared memory column by column
+// (a lane reads 4 bytes per input, consecutive lanes consecutive words: one wavefront per
+// column), and inputs that hold every inner summed variable (direct_mask) read at mi itself.
+template <class T, int NF, bool E16>
+__global__ void __launch_bounds__(256, plain_min_blocks<NF, 1>())
+    plain2_kernel(const __grid_constant__ KernelArgs<T> a) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ double tab[64];
+  load_exp_table2<E16>(tab);
+  int* sumtab = reinterpret_cast<int*>(smem);  // [f][Mi], columns of direct inputs unused
+  const int Mi = a.Mi;
+#pragma unroll
+  for (int f = 0; f < NF; ++f)
+    if (!(a.direct_mask >> f & 1))
+      for (int i = threadIdx.x; i < Mi; i += blockDim.x)
+        sumtab[f * Mi + i] = __ldg(a.sum_lo + i * a.nfp + f);
+  __syncthreads();
+  const int G = 1 << a.lanes_log2;
+  const unsigned long long gid =
+      static_cast<unsigned long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const long long item = static_cast<long long>(gid >> a.lanes_log2);
+  const int g = static_cast<int>(gid & (G - 1));
+  const bool active = item < a.n_items * a.splits;
+  T mx = neg_inf(T(0)), acc = 0;
+  long long obase = 0, sp = 0;
+  if (active) {
+    sp = a.splits == 1 ? 0 : static_cast<long long>(fdiv64(item, a.div_items));
+    const long long o = item - sp * a.n_items;
+    const long long page = static_cast<long long>(fdiv64(o, a.div_P));
+    const long long ol = o - page * a.P;
+    const int* lo = a.out_lo + ol * a.nip;
+    const long long* hi = a.out_hi + page * a.nip;
+    obase = hi[a.n_in] + lo[a.n_in];
+    T c = 0;
+    for (int s = NF; s < a.n_in; ++s) c += __ldg(a.in[s] + hi[s] + lo[s]);
+    const long long mh0 = sp * a.mh_per_split;
+    const long long mh1 = min(a.Mh, mh0 + a.mh_per_split);
+    const T* q[NF];
+    const T* rp[NF];
+#pragma unroll
+    for (int f = 0; f < NF; ++f) q[f] = a.in[f] + hi[f] + lo[f];
+    auto term = [&](int m) {
+      T x = c;
+#pragma unroll
+      for (int f = 0; f < NF; ++f) {
+        const int idx = (a.direct_mask >> f & 1) ? m : sumtab[f * Mi + m];
+        x += __ldg(rp[f] + idx);
+      }
+      return x;
+    };
+    for (long long mh = mh0; mh < mh1; ++mh) {
+#pragma unroll
+      for (int f = 0; f < NF; ++f) rp[f] = q[f] + __ldg(a.sum_hi + mh * a.nfp + f);
+      int mi = g;
+      for (; mi + 3 * G < Mi; mi += 4 * G) {
+        const T x[4] = {term(mi), term(mi + G), term(mi + 2 * G), term(mi + 3 * G)};
+        lse_chunk<E16>(mx, acc, x, tab);
+      }
+      for (; mi < Mi; mi += G) {
+        const T x[1] = {term(mi)};
+        lse_chunk<E16>(mx, acc, x, tab);
+      }
+    }
+  }
+  lanes_merge2<E16>(mx, acc, G, tab);
+  if (active && g == 0) {
+    if (a.splits == 1) {
+      a.out[obase] = lse_value(mx, acc);
+    } else {
+      a.partial[2 * (sp * a.n_out + obase)] = mx;
+      a.partial[2 * (sp * a.n_out + obase) + 1] = acc;
+    }
+  }
+}
+
 // One warp per output merges the splits' partial pairs.
 template <class T>
 __global__ void combine_kernel(const T* __restrict__ partial, T* __restrict__ out, long long n_out,
@@ -336,7 +499,8 @@ __global__ void combine_kernel(const T* __restrict__ partial, T* __restrict__ ou
 }
 
 // ---- cached: the software-managed cache ----
-template <class T, int NF, bool ALL_CACHED>
+// CH: kernel 2's arithmetic (terms in chunks of four, lse_chunk).
+template <class T, int NF, bool ALL_CACHED, bool CH>
 __global__ void __launch_bounds__(256, 4) cached_kernel(const __grid_constant__ KernelArgs<T> a) {
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ double tab[64];
@@ -388,17 +552,33 @@ __global__ void __launch_bounds__(256, 4) cached_kernel(const __grid_constant__ 
           else
             q[f] = a.in[f] + hi[f] + clo[f];
         }
-#pragma unroll 4
-        for (int m = g; m < a.Mi; m += G) {
+        auto term = [&](int m) {
           int idx[NF];
           load_row<NF>(sumtab + m * a.nfp, idx);
           T x = c;
 #pragma unroll
           for (int f = 0; f < NF; ++f) x += q[f][idx[f]];
-          lse_add(mx, acc, x, tab);
+          return x;
+        };
+        if constexpr (CH) {
+          int m = g;
+          for (; m + 3 * G < a.Mi; m += 4 * G) {
+            const T x[4] = {term(m), term(m + G), term(m + 2 * G), term(m + 3 * G)};
+            lse_chunk<false>(mx, acc, x, tab);
+          }
+          for (; m < a.Mi; m += G) {
+            const T x[1] = {term(m)};
+            lse_chunk<false>(mx, acc, x, tab);
+          }
+        } else {
+#pragma unroll 4
+          for (int m = g; m < a.Mi; m += G) lse_add(mx, acc, term(m), tab);
         }
       }
-      lanes_merge(mx, acc, G, tab);
+      if constexpr (CH)
+        lanes_merge2<false>(mx, acc, G, tab);
+      else
+        lanes_merge(mx, acc, G, tab);
       if (active && g == 0) a.out[page * a.P + ol] = lse_value(mx, acc);
     }
   }
@@ -437,10 +617,32 @@ void launch_plain(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stre
   plain_kernel<T, NF, R><<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, stream>>>(a);
 }
 
+template <class T, int NF, bool E16>
+void launch_plain2(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
+  static std::once_flag flag;
+  allow_shared(plain2_kernel<T, NF, E16>, p.shared_bytes, flag);
+  plain2_kernel<T, NF, E16>
+      <<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, stream>>>(a);
+}
+
+template <class T, int NF, bool ALL, bool CH>
+void launch_cached(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
+  static std::once_flag flag;
+  allow_shared(cached_kernel<T, NF, ALL, CH>, p.shared_bytes, flag);
+  cached_kernel<T, NF, ALL, CH>
+      <<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, stream>>>(a);
+}
+
 template <class T, int NF>
 void launch_nf(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(p.blocks)), block(p.threads);
-  if (p.variant == Variant::plain) {
+  if (p.variant == Variant::plain && p.kernel == 2 && p.tile == 1 && NF > 0) {
+    if constexpr (NF > 0) {
+      if (p.exp16 && sizeof(T) == 8)
+        launch_plain2<T, NF, true>(p, a, stream);
+      else
+        launch_plain2<T, NF, false>(p, a, stream);
+    }
+  } else if (p.variant == Variant::plain) {
     if constexpr (NF == 0 || NF > kMaxCachedVarying) {
       if (p.tile != 1) throw std::invalid_argument("no tiled kernel for this many inputs");
       launch_plain<T, NF, 1>(p, a, stream);
@@ -461,14 +663,16 @@ void launch_nf(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream)
     }
   } else if constexpr (NF > 0 && NF <= kMaxCachedVarying) {
     const bool all = p.cached_mask == (1u << NF) - 1;
-    if (all) {
-      static std::once_flag flag;
-      allow_shared(cached_kernel<T, NF, true>, p.shared_bytes, flag);
-      cached_kernel<T, NF, true><<<grid, block, p.shared_bytes, stream>>>(a);
+    if (p.kernel == 2) {
+      if (all)
+        launch_cached<T, NF, true, true>(p, a, stream);
+      else
+        launch_cached<T, NF, false, true>(p, a, stream);
     } else {
-      static std::once_flag flag;
-      allow_shared(cached_kernel<T, NF, false>, p.shared_bytes, flag);
-      cached_kernel<T, NF, false><<<grid, block, p.shared_bytes, stream>>>(a);
+      if (all)
+        launch_cached<T, NF, true, false>(p, a, stream);
+      else
+        launch_cached<T, NF, false, false>(p, a, stream);
     }
   }
   CUDA_CHECK(cudaGetLastError());
@@ -505,7 +709,33 @@ __global__ void __launch_bounds__(256) ceiling_kernel(T* out, int iters, T seed)
   out[blockIdx.x * blockDim.x + threadIdx.x] = lse_value(mx, acc);
 }
 
-template <class T, int NF>
+// Kernel 2's arithmetic on register operands (terms in chunks of four, lse_chunk).
+template <class T, int NF, bool E16>
+__global__ void __launch_bounds__(256) ceiling2_kernel(T* out, int iters, T seed) {
+  __shared__ double tab[64];
+  load_exp_table2<E16>(tab);
+  __syncthreads();
+  T v[NF];
+#pragma unroll
+  for (int f = 0; f < NF; ++f) v[f] = seed * (threadIdx.x % 7 + f + 1);
+  T mx = neg_inf(T(0)), acc = 0;
+  for (int i = 0; i < iters; i += 4) {
+    T x[4];
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      x[c] = seed;
+#pragma unroll
+      for (int f = 0; f < NF; ++f) {
+        x[c] += v[f];
+        v[f] = flip(v[f]);
+      }
+    }
+    lse_chunk<E16>(mx, acc, x, tab);
+  }
+  out[blockIdx.x * blockDim.x + threadIdx.x] = lse_value(mx, acc);
+}
+
+template <class T, int NF, int KERNEL = 1, bool E16 = false>
 double ceiling_nf(cudaStream_t stream) {
   int dev = 0, sms = 0;
   CUDA_CHECK(cudaGetDevice(&dev));
@@ -519,7 +749,10 @@ double ceiling_nf(cudaStream_t stream) {
   float best = 1e30f;
   for (int rep = 0; rep < 5; ++rep) {
     CUDA_CHECK(cudaEventRecord(e0, stream));
-    ceiling_kernel<T, NF><<<blocks, threads, 0, stream>>>(out, iters, T(-0.5));
+    if constexpr (KERNEL == 2)
+      ceiling2_kernel<T, NF, E16><<<blocks, threads, 0, stream>>>(out, iters, T(-0.5));
+    else
+      ceiling_kernel<T, NF><<<blocks, threads, 0, stream>>>(out, iters, T(-0.5));
     CUDA_CHECK(cudaGetLastError());
     CUDA_CHECK(cudaEventRecord(e1, stream));
     CUDA_CHECK(cudaEventSynchronize(e1));
@@ -618,6 +851,7 @@ void launch_sum_product(const LaunchPlan& p, const DeviceTables& t, const T* con
     a.tile_out[r] = p.tile_all[r * p.nip + n_in];
   }
   a.cached_mask = p.cached_mask;
+  a.direct_mask = p.direct_mask;
   for (int f = 0; f < p.nf && p.variant == Variant::cached; ++f) {
     a.seg_off[f] = p.seg_off[f];
     a.seg_size[f] = p.seg_size[f];
@@ -692,6 +926,27 @@ double measure_element_rate(int nf, cudaStream_t stream) {
       return ceiling_nf<T, 7>(stream);
     default:
       return ceiling_nf<T, 8>(stream);
+  }
+}
+
+double measure_element_rate2(int nf, bool exp16, cudaStream_t stream) {
+  switch (nf) {
+    case 1:
+      return exp16 ? ceiling_nf<double, 1, 2, true>(stream) : ceiling_nf<double, 1, 2>(stream);
+    case 2:
+      return exp16 ? ceiling_nf<double, 2, 2, true>(stream) : ceiling_nf<double, 2, 2>(stream);
+    case 3:
+      return exp16 ? ceiling_nf<double, 3, 2, true>(stream) : ceiling_nf<double, 3, 2>(stream);
+    case 4:
+      return exp16 ? ceiling_nf<double, 4, 2, true>(stream) : ceiling_nf<double, 4, 2>(stream);
+    case 5:
+      return exp16 ? ceiling_nf<double, 5, 2, true>(stream) : ceiling_nf<double, 5, 2>(stream);
+    case 6:
+      return exp16 ? ceiling_nf<double, 6, 2, true>(stream) : ceiling_nf<double, 6, 2>(stream);
+    case 7:
+      return exp16 ? ceiling_nf<double, 7, 2, true>(stream) : ceiling_nf<double, 7, 2>(stream);
+    default:
+      return exp16 ? ceiling_nf<double, 8, 2, true>(stream) : ceiling_nf<double, 8, 2>(stream);
   }
 }
 

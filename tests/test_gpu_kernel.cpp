@@ -184,6 +184,54 @@ TEST_CASE("GpuKernel.ManyInputsMatchCpu", "[gpu]") {
   CHECK(over8 > 0);
 }
 
+TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
+  // the inner-loop options of DeviceLimits besides the default (kernel 2, direct inputs, 64-entry
+  // exp): the kernels before issue 12, the 16-entry exp table, the offset table for every input
+  struct Setting {
+    const char* var;
+    const char* value;
+  };
+  const Setting variants[] = {
+      {"KINFER_GPU_KERNEL", "1"}, {"KINFER_GPU_EXP16", "1"}, {"KINFER_GPU_DIRECT", "0"}};
+  int direct = 0, buckets = 0;
+  for (const Setting& v : variants) {
+    setenv(v.var, v.value, 1);
+    std::unique_ptr<gpu::Context> ctx = gpu::Context::create();
+    unsetenv(v.var);
+    std::mt19937_64 rng(4242);
+    const int n = std::max(24, static_cast<int>(600 * scale()));
+    Compare f64;
+    for (int i = 0; i < n; ++i) {
+      RandomBucketOptions o;
+      if (i % 3 == 2) {  // few outputs, large sums: lanes, splits, the chunk remainders
+        o.min_log2_states = 14;
+        o.max_log2_states = 22;
+        o.min_marg = 100;
+        o.max_marg = 1000000;
+        o.max_functions = 6;
+      } else {
+        o.max_log2_states = 20;
+      }
+      const RandomBucket b = random_bucket(rng, o);
+      INFO(v.var << "=" << v.value << ", bucket " << i);
+      check_bucket(b, Variant::plain, Precision::f64, 1e-11, &f64, *ctx);
+      check_bucket(b, Variant::cached, Precision::f64, 1e-11, &f64, *ctx);
+      check_bucket(b, Variant::automatic, Precision::f64, 1e-11, &f64, *ctx);
+      if (i % 4 == 0) check_bucket(b, Variant::automatic, Precision::f32, 2e-5, &f64, *ctx);
+      std::vector<std::vector<int>> scopes(b.scopes.begin(), b.scopes.end());
+      const BucketLayout lay = describe(b.shape, scopes);
+      if (lay.unsupported.empty())
+        direct += make_launch_plan(lay, Variant::plain, DeviceLimits{}).direct_mask != 0;
+      ++buckets;
+    }
+    std::printf("%s=%s: %d buckets, largest relative difference %.3g\n", v.var, v.value, n,
+                f64.worst);
+  }
+  std::printf("kernel variants: %d of %d buckets have direct inputs (default limits)\n", direct,
+              buckets);
+  CHECK(direct > 0);
+}
+
 TEST_CASE("GpuKernel.TiledBucketsMatchCpu", "[gpu]") {
   // buckets large enough for the plain kernel's tiles on a real device (output tiles need
   // enough outputs to fill it; summed tiles 64+ summed configurations per tile)

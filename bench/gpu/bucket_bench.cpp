@@ -8,6 +8,7 @@
 //   bucket_bench --ceilings --out ceilings.tsv
 //   bucket_bench --random 300 --out random.tsv [--max-log2 28] [--threads 16]
 //   bucket_bench --network linkage_14.uai --out linkage_14.tsv [--min-log2 12]
+//   bucket_bench --network linkage_14.uai --plans --out plans.tsv   (no GPU: the launch plans)
 #include <omp.h>
 
 #include <CLI/CLI.hpp>
@@ -16,12 +17,14 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "engine/plan.hpp"
 #include "gpu/host_run.hpp"
+#include "gpu/policy.hpp"
 #include "gpu/random_bucket.hpp"
 #include "io/uai.hpp"
 
@@ -32,6 +35,10 @@ namespace {
 
 struct Options {
   bool ceilings = false;
+  bool plans = false;
+  bool no_f32 = false;
+  int cpu_runs = 3;
+  std::vector<std::string> configs;
   int random = 0;
   std::string network, out;
   double min_log2 = 12, max_log2 = 28;
@@ -58,15 +65,26 @@ double rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
   return w;
 }
 
+// One kernel configuration: a Context made under its environment (KINFER_GPU_KERNEL, ...),
+// with its own TSV.
+struct Config {
+  std::string name;
+  std::unique_ptr<Context> ctx;
+  std::ofstream tsv;
+};
+
 class Bench {
  public:
-  Bench(Context& ctx, const Options& o, const Ceilings& c) : ctx_(ctx), o_(o), c_(c), tsv_(o.out) {
-    tsv_ << "source\tbucket\tn_out\tM\tn_in\tnf\tlog2_states\tgflop\tmin_mb\tchoice\thit\t"
-            "t_cpu_ms\tt_plain_ms\tt_cached_ms\tt_auto_ms\tt_f32_ms\troof_ms\tgflops_auto\t"
-            "gbps_auto\troof_frac_auto\tspeedup_cpu\tmax_rel_diff\tf32_rel_diff\twhy\n";
-    std::printf("%-14s %5s %9s %7s %2s %6s %8s %-6s %9s %9s %9s %9s %9s %7s %7s %8s\n", "source",
-                "b", "outputs", "M", "in", "log2st", "GFLOP", "choice", "cpu_ms", "plain_ms",
-                "cached_ms", "auto_ms", "f32_ms", "roof%", "x_cpu", "diff");
+  Bench(std::vector<Config>& cfgs, const Options& o, const Ceilings& c)
+      : cfgs_(cfgs), o_(o), c_(c) {
+    for (auto& cf : cfgs_)
+      cf.tsv << "source\tbucket\tn_out\tM\tn_in\tnf\tlog2_states\tgflop\tmin_mb\tchoice\thit\t"
+                "t_cpu_ms\tt_plain_ms\tt_cached_ms\tt_auto_ms\tt_f32_ms\troof_ms\tgflops_auto\t"
+                "gbps_auto\troof_frac_auto\tspeedup_cpu\tmax_rel_diff\tf32_rel_diff\troof2_ms\t"
+                "why\n";
+    std::printf("%-6s %-14s %5s %9s %7s %2s %6s %8s %-6s %9s %9s %9s %9s %9s %7s %7s %8s\n",
+                "config", "source", "b", "outputs", "M", "in", "log2st", "GFLOP", "choice",
+                "cpu_ms", "plain_ms", "cached_ms", "auto_ms", "f32_ms", "roof%", "x_cpu", "diff");
   }
 
   void bucket(const std::string& source, int id, const BucketShape& shape,
@@ -82,10 +100,10 @@ class Bench {
       in_bytes += 8 * n;
     }
     const double min_bytes = in_bytes + 8.0 * shape.output_size();
-    // CPU: the OpenMP kernel, median of up to 3 runs (1 when a run takes over a second)
+    // CPU: the OpenMP kernel, median of up to cpu_runs runs (1 when a run takes over a second)
     std::vector<double> cpu(shape.output_size());
     std::vector<double> t_cpu;
-    for (int r = 0; r < 3; ++r) {
+    for (int r = 0; r < std::max(1, o_.cpu_runs); ++r) {
       const auto t0 = std::chrono::steady_clock::now();
       sum_product_log(shape, in, cpu.data(), o_.threads);
       t_cpu.push_back(
@@ -93,59 +111,104 @@ class Bench {
       if (t_cpu.back() > 1000) break;
     }
     if (cpu_given) cpu = *cpu_given;
-    HostRunOptions opt;
-    opt.repeats = o_.repeats;
-    auto run = [&](Variant v, Precision p, HostRunResult& r) {
-      opt.variant = v;
-      opt.precision = p;
-      try {
-        r = run_host_bucket(ctx_, shape, in, opt);
-        return true;
-      } catch (const std::invalid_argument&) {
-        return false;
-      }
-    };
-    HostRunResult plain, cached, autom, f32;
-    run(Variant::plain, Precision::f64, plain);
-    const bool has_cached = run(Variant::cached, Precision::f64, cached);
-    run(Variant::automatic, Precision::f64, autom);
-    run(Variant::automatic, Precision::f32, f32);
+    const double tc = median(t_cpu);
     std::vector<std::vector<int>> scopes;
     for (const auto& t : in) scopes.push_back(t.scope);
-    const KernelChoice k = ctx_.choose(shape, scopes);
-    int nf = k.varying_inputs;
-    const double rate = c_.elem_rate_f64[std::clamp(nf, 1, 8)];
-    const double roof_ms = 1e3 * std::max(min_bytes / c_.bandwidth, states / rate);
-    const double t_auto = autom.ms_median;
-    const double diff = rel_diff(autom.out, cpu);
-    const double diff32 = rel_diff(f32.out, cpu);
-    std::string why = k.why;
-    std::replace(why.begin(), why.end(), '\t', ' ');
-    const double tc = median(t_cpu);
-    tsv_ << source << '\t' << id << '\t' << shape.output_size() << '\t' << shape.marg_size() << '\t'
-         << in.size() << '\t' << nf << '\t' << std::log2(states) << '\t' << flop / 1e9 << '\t'
-         << min_bytes / 1e6 << '\t' << to_string(k.variant) << '\t' << k.hit_fraction << '\t' << tc
-         << '\t' << plain.ms_median << '\t' << (has_cached ? cached.ms_median : NAN) << '\t'
-         << t_auto << '\t' << f32.ms_median << '\t' << roof_ms << '\t' << flop / (t_auto * 1e6)
-         << '\t' << min_bytes / (t_auto * 1e6) << '\t' << roof_ms / t_auto << '\t' << tc / t_auto
-         << '\t' << diff << '\t' << diff32 << '\t' << why << '\n';
-    tsv_.flush();
-    std::printf(
-        "%-14s %5d %9lld %7lld %2zu %6.1f %8.3f %-6s %9.3f %9.4f %9.4f %9.4f %9.4f %6.1f%% %7.1f "
-        "%8.1e\n",
-        source.c_str(), id, static_cast<long long>(shape.output_size()),
-        static_cast<long long>(shape.marg_size()), in.size(), std::log2(states), flop / 1e9,
-        to_string(k.variant), tc, plain.ms_median, has_cached ? cached.ms_median : NAN, t_auto,
-        f32.ms_median, 100 * roof_ms / t_auto, tc / t_auto, diff);
-    std::fflush(stdout);
+    for (auto& cf : cfgs_) {
+      HostRunOptions opt;
+      opt.repeats = o_.repeats;
+      auto run = [&](Variant v, Precision p, HostRunResult& r) {
+        opt.variant = v;
+        opt.precision = p;
+        try {
+          r = run_host_bucket(*cf.ctx, shape, in, opt);
+          return true;
+        } catch (const std::invalid_argument&) {
+          return false;
+        }
+      };
+      HostRunResult plain, cached, autom, f32;
+      run(Variant::plain, Precision::f64, plain);
+      const bool has_cached = run(Variant::cached, Precision::f64, cached);
+      run(Variant::automatic, Precision::f64, autom);
+      if (!o_.no_f32) run(Variant::automatic, Precision::f32, f32);
+      const KernelChoice k = cf.ctx->choose(shape, scopes);
+      int nf = k.varying_inputs;
+      const double rate = c_.elem_rate_f64[std::clamp(nf, 1, 8)];
+      const double roof_ms = 1e3 * std::max(min_bytes / c_.bandwidth, states / rate);
+      const double rate2 = c_.elem_rate2_f64[std::clamp(nf, 1, 8)];
+      const double roof2_ms = 1e3 * std::max(min_bytes / c_.bandwidth, states / rate2);
+      const double t_auto = autom.ms_median;
+      // the largest difference to the CPU over every double variant that ran
+      double diff = std::max(rel_diff(autom.out, cpu), rel_diff(plain.out, cpu));
+      if (has_cached) diff = std::max(diff, rel_diff(cached.out, cpu));
+      const double diff32 = o_.no_f32 ? NAN : rel_diff(f32.out, cpu);
+      std::string why = k.why;
+      std::replace(why.begin(), why.end(), '\t', ' ');
+      cf.tsv << source << '\t' << id << '\t' << shape.output_size() << '\t' << shape.marg_size()
+             << '\t' << in.size() << '\t' << nf << '\t' << std::log2(states) << '\t' << flop / 1e9
+             << '\t' << min_bytes / 1e6 << '\t' << to_string(k.variant) << '\t' << k.hit_fraction
+             << '\t' << tc << '\t' << plain.ms_median << '\t'
+             << (has_cached ? cached.ms_median : NAN) << '\t' << t_auto << '\t'
+             << (o_.no_f32 ? NAN : f32.ms_median) << '\t' << roof_ms << '\t'
+             << flop / (t_auto * 1e6) << '\t' << min_bytes / (t_auto * 1e6) << '\t'
+             << roof_ms / t_auto << '\t' << tc / t_auto << '\t' << diff << '\t' << diff32 << '\t'
+             << roof2_ms << '\t' << why << '\n';
+      cf.tsv.flush();
+      std::printf(
+          "%-6s %-14s %5d %9lld %7lld %2zu %6.1f %8.3f %-6s %9.3f %9.4f %9.4f %9.4f %9.4f %6.1f%% "
+          "%7.1f %8.1e\n",
+          cf.name.c_str(), source.c_str(), id, static_cast<long long>(shape.output_size()),
+          static_cast<long long>(shape.marg_size()), in.size(), std::log2(states), flop / 1e9,
+          to_string(k.variant), tc, plain.ms_median, has_cached ? cached.ms_median : NAN, t_auto,
+          f32.ms_median, 100 * roof_ms / t_auto, tc / t_auto, diff);
+      std::fflush(stdout);
+    }
   }
 
  private:
-  Context& ctx_;
+  std::vector<Config>& cfgs_;
   const Options& o_;
   const Ceilings& c_;
-  std::ofstream tsv_;
 };
+
+// The plain kernel's launch plan of every bucket of a network (default device limits): where
+// its loads come from, without a device.
+int print_plans(const Options& o) {
+  const io::NetworkWithEvidence r = io::read_network_and_evidence(o.network);
+  PlanOptions po;
+  po.order.time_budget = 5;
+  const Plan plan = make_plan(r.net, r.ev, po);
+  std::ofstream tsv(o.out);
+  tsv << "bucket\tlog2_states\tn_out\tM\tn_in\tnf\tMi\tMh\tlanes\tsplits\tblocks\tdirect\t"
+         "summed_cards\tinput_summed_vars\n";
+  RunOptions ro;
+  ro.threads = o.threads;
+  ro.after_bucket = [&](int b, const BucketShape& shape, std::span<const InputTable> in,
+                        const double*) {
+    const double states = static_cast<double>(shape.output_size()) * shape.marg_size();
+    if (std::log2(states) < o.min_log2) return;
+    std::vector<std::vector<int>> scopes;
+    for (const auto& t : in) scopes.push_back(t.scope);
+    const BucketLayout lay = describe(shape, scopes);
+    if (!lay.unsupported.empty()) return;
+    const LaunchPlan p = make_launch_plan(lay, Variant::plain, DeviceLimits{});
+    std::string cards, held;
+    for (std::size_t i = lay.k; i < lay.card.size(); ++i) cards += std::to_string(lay.card[i]) + ",";
+    for (int f = 0; f < lay.nf; ++f) {  // per varying input: which summed vars (0 = lowest) it holds
+      held += "[";
+      for (std::size_t i = lay.card.size(); i-- > static_cast<std::size_t>(lay.k);)
+        if (lay.stride[f][i] != 0) held += std::to_string(lay.card.size() - 1 - i) + " ";
+      held += "]";
+    }
+    tsv << b << '\t' << std::log2(states) << '\t' << lay.n_out << '\t' << lay.M << '\t' << lay.n_in
+        << '\t' << lay.nf << '\t' << p.Mi << '\t' << p.Mh << '\t' << (1 << p.lanes_log2) << '\t'
+        << p.splits << '\t' << p.blocks << '\t' << __builtin_popcount(p.direct_mask) << '\t'
+        << cards << '\t' << held << '\n';
+  };
+  run_plan(plan, ro);
+  return 0;
+}
 
 }  // namespace
 
@@ -153,6 +216,13 @@ int main(int argc, char** argv) {
   Options o;
   CLI::App app{"per-bucket GPU kernel benchmark"};
   app.add_flag("--ceilings", o.ceilings, "measure and print the device's ceilings only");
+  app.add_flag("--no-f32", o.no_f32, "skip the float runs");
+  app.add_option("--cpu-runs", o.cpu_runs, "timed CPU runs per bucket (median; default 3)");
+  app.add_option("--config", o.configs,
+                 "NAME[:VAR=VAL,...]: a kernel configuration (a Context made with those "
+                 "environment variables); each writes DIR/NAME_FILE for --out DIR/FILE. "
+                 "Repeatable; default: one, the environment as it is");
+  app.add_flag("--plans", o.plans, "print the plain kernel's launch plan per bucket (no GPU)");
   app.add_option("--random", o.random, "number of random buckets");
   app.add_option("--network", o.network, "UAI network: every bucket of its plan");
   app.add_option("--out", o.out, "TSV output file")->required();
@@ -162,28 +232,59 @@ int main(int argc, char** argv) {
   app.add_option("--repeats", o.repeats, "timed GPU runs per variant (median)");
   app.add_option("--seed", o.seed, "random seed");
   CLI11_PARSE(app, argc, argv);
+  if (o.plans) return print_plans(o);
   const DeviceInfo info = probe();
   if (!info.available) {
     std::fprintf(stderr, "no GPU: %s\n", info.why_not.c_str());
     return 77;
   }
-  auto ctx = Context::create();
-  const Ceilings c = measure_ceilings(*ctx);
+  // the configurations: each Context reads the KINFER_GPU_* variables when it is made
+  std::vector<Config> cfgs;
+  if (o.configs.empty()) o.configs.push_back("");
+  for (const std::string& spec : o.configs) {
+    Config cf;
+    const auto colon = spec.find(':');
+    cf.name = spec.substr(0, colon);
+    std::vector<std::pair<std::string, std::string>> vars;
+    for (std::size_t p = colon; p != std::string::npos && p + 1 < spec.size();) {
+      const auto next = spec.find(',', p + 1);
+      const std::string kv = spec.substr(p + 1, next == std::string::npos ? next : next - p - 1);
+      const auto eq = kv.find('=');
+      if (eq != std::string::npos) vars.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+      p = next;
+    }
+    for (const auto& [k, v] : vars) setenv(k.c_str(), v.c_str(), 1);
+    cf.ctx = Context::create();
+    for (const auto& [k, v] : vars) unsetenv(k.c_str());
+    std::string path = o.out;
+    if (!cf.name.empty()) {
+      const auto slash = path.find_last_of('/');
+      const std::size_t at = slash == std::string::npos ? 0 : slash + 1;
+      path.insert(at, cf.name + "_");
+    }
+    cf.tsv.open(path);
+    cfgs.push_back(std::move(cf));
+  }
+  const Ceilings c = measure_ceilings(*cfgs.front().ctx);
   std::printf("# %s: %d SMs, L2 %.0f MB, copy bandwidth %.0f GB/s, CPU threads %d\n",
               info.name.c_str(), c.sm_count, c.l2_bytes / 1e6, c.bandwidth / 1e9,
               o.threads > 0 ? o.threads : omp_get_max_threads());
-  std::printf("# element rate of the kernels' arithmetic (G terms/s):\n#  nf   f64     f32\n");
+  std::printf("# element rate of the kernels' arithmetic (G terms/s):\n"
+              "#  nf   f64     f32  kernel2 f64  kernel2 exp16\n");
   for (int nf = 1; nf <= 8; ++nf)
-    std::printf("#  %d %7.1f %7.1f\n", nf, c.elem_rate_f64[nf] / 1e9, c.elem_rate_f32[nf] / 1e9);
+    std::printf("#  %d %7.1f %7.1f %12.1f %14.1f\n", nf, c.elem_rate_f64[nf] / 1e9,
+                c.elem_rate_f32[nf] / 1e9, c.elem_rate2_f64[nf] / 1e9, c.elem_rate2_e16[nf] / 1e9);
   if (o.ceilings) {
     std::ofstream f(o.out);
-    f << "device\tsm\tl2_bytes\tbandwidth_bytes_per_s\tnf\telem_rate_f64\telem_rate_f32\n";
+    f << "device\tsm\tl2_bytes\tbandwidth_bytes_per_s\tnf\telem_rate_f64\telem_rate_f32\t"
+         "elem_rate2_f64\telem_rate2_e16\n";
     for (int nf = 1; nf <= 8; ++nf)
       f << info.name << '\t' << c.sm_count << '\t' << c.l2_bytes << '\t' << c.bandwidth << '\t'
-        << nf << '\t' << c.elem_rate_f64[nf] << '\t' << c.elem_rate_f32[nf] << '\n';
+        << nf << '\t' << c.elem_rate_f64[nf] << '\t' << c.elem_rate_f32[nf] << '\t'
+        << c.elem_rate2_f64[nf] << '\t' << c.elem_rate2_e16[nf] << '\n';
     return 0;
   }
-  Bench bench(*ctx, o, c);
+  Bench bench(cfgs, o, c);
   if (o.random > 0) {
     std::mt19937_64 rng(o.seed);
     for (int i = 0; i < o.random; ++i) {

@@ -5,7 +5,12 @@ time and roofline fraction before and after, then a summary over all joined buck
 fractions use the `main` build's bound (its ceilings), so a change to the kernels' arithmetic
 cannot move the roof under the comparison.
 
-usage: compare.py DIR [MIN_GFLOP]"""
+With --before/--after other prefixes than main/new are compared (bucket_bench --config NAME
+writes NAME_*.tsv). "own roof" is the after kernel's time over the bound made with the kernel-2
+arithmetic ceiling (roof2_ms), where the TSV has it.
+
+usage: compare.py DIR [MIN_GFLOP] [--before main] [--after new]"""
+import argparse
 import csv
 import glob
 import os
@@ -18,11 +23,18 @@ def load(path):
         return {(r["source"], r["bucket"]): r for r in csv.DictReader(f, delimiter="\t")}
 
 
-d = sys.argv[1]
-min_gflop = float(sys.argv[2]) if len(sys.argv) > 2 else 1.0
+ap = argparse.ArgumentParser()
+ap.add_argument("dir")
+ap.add_argument("min_gflop", nargs="?", type=float, default=1.0)
+ap.add_argument("--before", default="main")
+ap.add_argument("--after", default="new")
+args = ap.parse_args()
+d = args.dir
+min_gflop = args.min_gflop
+print(f"before: {args.before}, after: {args.after}")
 rows = []
-for new_path in sorted(glob.glob(os.path.join(d, "new_*.tsv"))):
-    main_path = new_path.replace("new_", "main_")
+for new_path in sorted(glob.glob(os.path.join(d, args.after + "_*.tsv"))):
+    main_path = os.path.join(d, args.before + "_" + os.path.basename(new_path)[len(args.after) + 1:])
     if not os.path.exists(main_path):
         continue
     a, b = load(main_path), load(new_path)
@@ -36,9 +48,13 @@ def roof_after(a, b):
     return f(a, "roof_ms") / f(b, "t_auto_ms")
 
 
+def own_roof(b):
+    return f"{f(b, 'roof2_ms') / f(b, 't_auto_ms'):.2f}" if b.get("roof2_ms") else "-"
+
+
 print("| bucket | outputs | M | inputs | GFLOP | before: selected | ms | roofline | after: selected "
-      "| ms | roofline | speedup | plain before/after ms | diff to CPU |")
-print("|---|---:|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|")
+      "| ms | roofline | own roof | speedup | plain before/after ms | diff to CPU |")
+print("|---|---:|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|")
 big = []
 for a, b in sorted(rows, key=lambda ab: -f(ab[1], "gflop")):
     if f(b, "gflop") < min_gflop:
@@ -47,7 +63,7 @@ for a, b in sorted(rows, key=lambda ab: -f(ab[1], "gflop")):
     print(f"| {b['source']} {b['bucket']} | {b['n_out']} | {b['M']} | {b['n_in']} | "
           f"{f(b, 'gflop'):.2f} | {a['choice']} | {f(a, 't_auto_ms'):.3f} | "
           f"{f(a, 'roof_frac_auto'):.2f} | {b['choice']} | {f(b, 't_auto_ms'):.3f} | "
-          f"{roof_after(a, b):.2f} | {f(a, 't_auto_ms') / f(b, 't_auto_ms'):.2f} | "
+          f"{roof_after(a, b):.2f} | {own_roof(b)} | {f(a, 't_auto_ms') / f(b, 't_auto_ms'):.2f} | "
           f"{f(a, 't_plain_ms'):.3f}/{f(b, 't_plain_ms'):.3f} | {f(b, 'max_rel_diff'):.1e} |")
 
 
