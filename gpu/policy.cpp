@@ -664,9 +664,11 @@ void emulate(const LaunchPlan& p, const BucketLayout& lay, std::span<const Input
           for (std::int64_t mh = sp * p.mh_per_split; mh < mh_end; ++mh)
             for (std::int64_t mi = g; mi < p.Mi; mi += G) {
               double x = c;
-              for (int f = 0; f < nf; ++f)
-                x += in[f][base[f] + p.sum_hi[mh * p.nfp + f] + p.sum_lo[mi * p.nfp + f] +
-                           p.tile_off[r * p.nfp + f]];
+              for (int f = 0; f < nf; ++f) {
+                // kernel 2 reads a direct input at mi itself, without the table
+                const std::int64_t lo = (p.direct_mask >> f & 1) ? mi : p.sum_lo[mi * p.nfp + f];
+                x += in[f][base[f] + p.sum_hi[mh * p.nfp + f] + lo + p.tile_off[r * p.nfp + f]];
+              }
               l.add(x);
             }
           acc[r].merge(l);
