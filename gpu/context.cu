@@ -85,8 +85,6 @@ class CudaContext final : public Context {
     if (kernel && std::string(kernel) == "1") lim_.kernel = 1;
     const char* direct = std::getenv("KINFER_GPU_DIRECT");
     if (direct && std::string(direct) == "0") lim_.direct = false;
-    const char* exp16 = std::getenv("KINFER_GPU_EXP16");
-    if (exp16) lim_.exp16 = std::string(exp16) == "1";
     streams_.resize(kStreams);
     // non-blocking: no implicit ordering with the legacy default stream
     for (auto& s : streams_) CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -561,8 +559,7 @@ Ceilings measure_ceilings(Context& ctx) {
   for (int nf = 1; nf <= 8; ++nf) {
     r.elem_rate_f64[nf] = measure_element_rate<double>(nf, st);
     r.elem_rate_f32[nf] = measure_element_rate<float>(nf, st);
-    r.elem_rate2_f64[nf] = measure_element_rate2(nf, false, st);
-    r.elem_rate2_e16[nf] = measure_element_rate2(nf, true, st);
+    r.elem_rate2_f64[nf] = measure_element_rate2(nf, st);
   }
   return r;
 }

@@ -36,8 +36,7 @@ struct Ceilings {
   double bandwidth = 0;
   double elem_rate_f64[9] = {};
   double elem_rate_f32[9] = {};
-  double elem_rate2_f64[9] = {};  // kernel 2's arithmetic (DeviceLimits::kernel), 64-entry exp
-  double elem_rate2_e16[9] = {};  // the same with the 16-entry exp table
+  double elem_rate2_f64[9] = {};  // kernel 2's arithmetic (DeviceLimits::kernel)
   int sm_count = 0;
   double l2_bytes = 0;
 };

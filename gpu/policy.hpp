@@ -63,14 +63,11 @@ struct DeviceLimits {
   // the Context turns them on when KINFER_GPU_TILES=1 (for measurement).
   bool tiles = false;
   // Planner options for the plain and cached kernels' inner loop (issue 12 part 4,
-  // docs/perf-notes.md): kernel 2 sums terms in chunks of 4 (one running-max update per chunk,
-  // the exp's last multiply fused into the sum) and skips the offset table for inputs that hold
-  // every inner summed variable (`direct`); `exp16`: a 16-entry conflict-free exp table (degree 7)
-  // instead of 64 entries (degree 5). The Context reads KINFER_GPU_KERNEL=1|2,
-  // KINFER_GPU_DIRECT=0|1 and KINFER_GPU_EXP16=0|1 (for measurement).
+  // docs/perf-notes.md): kernel 2 sums terms in chunks of four with fewer instructions per term,
+  // and the plain kernel skips the offset table for inputs that hold every inner summed variable
+  // (`direct`). The Context reads KINFER_GPU_KERNEL=1|2 and KINFER_GPU_DIRECT=0|1 (measurement).
   int kernel = 2;
   bool direct = true;
-  bool exp16 = false;
 };
 
 // The bucket's index space, independent of the kernel variant.
@@ -111,10 +108,9 @@ struct LaunchPlan {
   // summed split (plain: Mi inner; cached: Mi = M)
   std::int64_t Mi = 1, Mh = 1;
   std::int64_t n_items = 1;  // plain: outputs / tile (reduced output space)
-  // inner loop (DeviceLimits::kernel, exp16); plain kernel 2: bit f set when input slot f holds
-  // every inner summed variable, so its offset in the inner block is mi itself (no table load)
+  // inner loop (DeviceLimits::kernel); plain kernel 2: bit f set when input slot f holds every
+  // inner summed variable, so its offset in the inner block is mi itself (no table load)
   int kernel = 1;
-  bool exp16 = false;
   std::uint32_t direct_mask = 0;
   // tile (plain)
   int tile = 1;

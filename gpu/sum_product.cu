@@ -162,87 +162,110 @@ __device__ __forceinline__ T lse_value(T mx, T acc) {
 }
 
 // ---- kernel 2's arithmetic (issue 12 part 4) ----
-// Each block copies the exp table: 2^(j/16) for E16 (the first 16 entries of the same array:
-// 16 doubles cover the 32 banks once, so no lookup conflicts), else 2^(j/64).
-template <bool E16>
-__device__ __forceinline__ void load_exp_table2(double* s) {
-  if constexpr (E16) {
-    for (int i = threadIdx.x; i < 16; i += blockDim.x) s[i] = c_exp2_64[4 * i];
-  } else {
-    load_exp_table(s);
-  }
+// The first device run of kernel 2 showed the plain kernel bound by instruction issue (~90
+// instructions per term and warp, of which ~18 double-precision): shared-memory addresses
+// rebuilt from generic pointers at every load, the clamp and max as compare-and-select
+// sequences. Kernel 2 therefore reads shared memory through 32-bit shared-window addresses,
+// keeps the running max finite (-max_value: no NaN can arise), compares each term with it
+// (one predicate per term, a rarely taken branch when a term exceeds it) and clamps the exp's
+// argument with one integer min on its high word.
+
+// The 32-bit shared-window address of a __shared__ object, and loads through such addresses.
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ int lds32(unsigned a) {
+  int v;
+  asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(a));
+  return v;
+}
+__device__ __forceinline__ double lds64(unsigned a) {
+  double v;
+  asm volatile("ld.shared.f64 %0, [%1];" : "=d"(v) : "r"(a));
+  return v;
 }
 
-// acc + exp(y) for y <= 0 (-inf, or NaN from -inf - -inf, clamp to a negligible 2^-1021), the
-// last multiply fused into the sum. Against expneg: the low part of ln2/64 is left out (it
-// shifts r by at most |y| 3.3e-17 relative, so a term's error is at most |y| e^y 3.3e-17 of the
-// largest term: below 1.3e-17), 10 double operations with the add instead of 12.
-// E16: |r| <= ln2/32, degree 7 (truncation < 1.3e-18 relative): two more FMAs.
-template <bool E16>
-__device__ __forceinline__ double exp_add(double y, const double* tab, double acc) {
-  y = fmax(y, -708.0);
+__device__ __forceinline__ double lowest(double) { return -1.7976931348623157e308; }
+__device__ __forceinline__ float lowest(float) { return -3.402823466e38f; }
+
+// acc + exp(-y) for y >= 0 (+inf included). A non-negative double's high word, read as a signed
+// int, grows with its value, so one integer min clamps y to 708 (+inf too; the low word is
+// kept, which moves the clamped value by less than 2^-11: the result stays normal). Table
+// method as expneg: y = -(64 k' + j) ln2/64 + r, exp = 2^(k'/..) 2^(j/64) p(r), degree 5, the
+// last multiply fused into the sum. The low part of ln2/64 is left out: it moves r by at most
+// y 3.3e-17, i.e. a term's error by at most y e^-y 3.3e-17 of the largest term (< 1.3e-17);
+// host check over 2e7 arguments: within 3.4 ulp for y <= 5, absolute error <= 2.4e-16.
+// `tab`: the shared-window address of the 64-entry table.
+__device__ __forceinline__ double exp_neg_add(double y, unsigned tab, double acc) {
+  y = __hiloint2double(min(__double2hiint(y), 0x40862000), __double2loint(y));
   const double shifter = 6755399441055744.0;  // 1.5 * 2^52: adding it rounds to an integer
-  double t, r, p;
-  if constexpr (E16) {
-    t = fma(y, 23.083120654223414, shifter);  // 16 / ln2
-    r = fma(t - shifter, -0.043321698784996582, y);
-    p = 1.0 / 5040.0;
-    p = fma(p, r, 1.0 / 720.0);
-    p = fma(p, r, 1.0 / 120.0);
-  } else {
-    t = fma(y, 92.332482616893658, shifter);  // 64 / ln2
-    r = fma(t - shifter, -0.010830424696249145, y);
-    p = 1.0 / 120.0;
-  }
+  const double t = fma(y, -92.332482616893658, shifter);  // the low word: k = round(-y 64/ln2)
+  const double r = fma(t - shifter, -0.010830424696249145, -y);
+  double p = 1.0 / 120.0;
   p = fma(p, r, 1.0 / 24.0);
   p = fma(p, r, 1.0 / 6.0);
   p = fma(p, r, 0.5);
   p = fma(p, r, 1.0);
   p = fma(p, r, 1.0);
-  const int k = __double2loint(t);  // round(y * 2^b / ln2) <= 0, b = 4 or 6
-  constexpr int bits = E16 ? 4 : 6;
-  const double s = tab[k & ((1 << bits) - 1)];  // 2^(j/2^b) in [1, 2)
-  // times 2^(k >> b) through the exponent field (y >= -708: the result stays normal)
-  const double scale =
-      __hiloint2double(__double2hiint(s) + ((k >> bits) << 20), __double2loint(s));
+  const int k = __double2loint(t);
+  const double s = lds64(tab + ((k & 63) << 3));  // 2^(j/64) in [1, 2)
+  const double scale = __hiloint2double(__double2hiint(s) + ((k >> 6) << 20), __double2loint(s));
   return fma(p, scale, acc);
 }
 
-template <bool E16>
-__device__ __forceinline__ float exp_add(float y, const double*, float acc) {
-  return acc + __expf(fmaxf(y, -100.0f));
+__device__ __forceinline__ float exp_neg_add(float y, unsigned, float acc) {
+  return acc + __expf(-fminf(y, 100.0f));
 }
 
-template <bool E16, class T>
-__device__ __forceinline__ void lse_merge2(T& mx, T& acc, T mx2, T acc2, const double* tab) {
-  const T hi = fmax(mx, mx2), lo = fmin(mx, mx2);
-  const T e = exp_add<E16>(lo - hi, tab, T(0));
+// The running pair of kernel 2: mx starts at the lowest finite value (never -inf, so mx - x is
+// never NaN), acc >= 1 once a finite term was added (the largest contributes exp(0) = 1), so
+// acc < 0.5 means every term was -inf.
+template <class T>
+__device__ __forceinline__ T lse_value2(T mx, T acc) {
+  return acc < T(0.5) ? neg_inf(mx) : mx + log_of(acc);
+}
+
+template <class T>
+__device__ __forceinline__ void lse_merge2(T& mx, T& acc, T mx2, T acc2, unsigned tab) {
+  const T e = exp_neg_add(fabs(mx - mx2), tab, T(0));
   acc = mx2 > mx ? fma(acc, e, acc2) : fma(acc2, e, acc);
-  mx = hi;
+  mx = fmax(mx, mx2);
 }
 
-// Adds C terms: one running-max update per chunk (taken rarely once the largest terms are
-// seen, so the branch costs little), then one exp and an FMA per term. lse_add spends a max,
-// a min, a compare and a select on every term besides.
-template <bool E16, int C, class T>
-__device__ __forceinline__ void lse_chunk(T& mx, T& acc, const T (&x)[C], const double* tab) {
-  T cm = x[0];
+// Adds C terms: each is compared with the running max (a predicate), and only when one exceeds
+// it (rare once the largest terms were seen) the max moves and the sum is rescaled; then one
+// exp and one FMA per term.
+template <int C, class T>
+__device__ __forceinline__ void lse_chunk(T& mx, T& acc, const T (&x)[C], unsigned tab) {
+  bool up = x[0] > mx;
 #pragma unroll
-  for (int c = 1; c < C; ++c) cm = fmax(cm, x[c]);
-  if (cm > mx) {
-    acc *= exp_add<E16>(mx - cm, tab, T(0));
+  for (int c = 1; c < C; ++c) up |= x[c] > mx;
+  if (up) {
+    T cm = x[0];
+#pragma unroll
+    for (int c = 1; c < C; ++c) cm = fmax(cm, x[c]);
+    acc *= exp_neg_add(cm - mx, tab, T(0));
     mx = cm;
   }
 #pragma unroll
-  for (int c = 0; c < C; ++c) acc = exp_add<E16>(x[c] - mx, tab, acc);
+  for (int c = 0; c < C; ++c) acc = exp_neg_add(mx - x[c], tab, acc);
 }
 
-template <bool E16, class T>
-__device__ __forceinline__ void lanes_merge2(T& mx, T& acc, int G, const double* tab) {
+template <class T>
+__device__ __forceinline__ void lanes_merge2(T& mx, T& acc, int G, unsigned tab) {
   for (int d = G >> 1; d > 0; d >>= 1) {
     const T mx2 = __shfl_xor_sync(kFull, mx, d);
     const T acc2 = __shfl_xor_sync(kFull, acc, d);
-    lse_merge2<E16>(mx, acc, mx2, acc2, tab);
+    lse_merge2(mx, acc, mx2, acc2, tab);
+  }
+}
+
+// Kernel 2's pair in the form the split combine (and lse_value) expect: (-inf, 0) when empty.
+template <class T>
+__device__ __forceinline__ void canonical2(T& mx, T& acc) {
+  if (acc < T(0.5)) {
+    mx = neg_inf(mx);
+    acc = 0;
   }
 }
 
@@ -403,15 +426,22 @@ __global__ void __launch_bounds__(256, plain_min_blocks<NF, R>())
 
 // ---- plain, kernel 2 (untiled) ----
 // The same items, lanes and splits as plain_kernel; per lane the summed steps go in chunks of
-// four terms (lse_chunk). The inner-block offset table sits in shared memory column by column
-// (a lane reads 4 bytes per input, consecutive lanes consecutive words: one wavefront per
-// column), and inputs that hold every inner summed variable (direct_mask) read at mi itself.
-template <class T, int NF, bool E16>
-__global__ void __launch_bounds__(256, plain_min_blocks<NF, 1>())
+// four terms (lse_chunk). GC: lanes per item known at compile time (32, the large sums: the
+// four terms' addresses then differ by immediates), or 0 (a run-time G). The inner-block offset
+// table sits in shared memory column by column (a 4-byte load per input and term, consecutive
+// lanes on consecutive words), and inputs holding every inner summed variable (direct_mask)
+// read at mi itself, without it.
+template <int NF>
+constexpr int plain2_min_blocks() {
+  return NF <= 4 ? 3 : NF <= 8 ? 2 : 1;
+}
+
+template <class T, int NF, int GC>
+__global__ void __launch_bounds__(256, plain2_min_blocks<NF>())
     plain2_kernel(const __grid_constant__ KernelArgs<T> a) {
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ double tab[64];
-  load_exp_table2<E16>(tab);
+  load_exp_table(tab);
   int* sumtab = reinterpret_cast<int*>(smem);  // [f][Mi], columns of direct inputs unused
   const int Mi = a.Mi;
 #pragma unroll
@@ -420,13 +450,14 @@ __global__ void __launch_bounds__(256, plain_min_blocks<NF, 1>())
       for (int i = threadIdx.x; i < Mi; i += blockDim.x)
         sumtab[f * Mi + i] = __ldg(a.sum_lo + i * a.nfp + f);
   __syncthreads();
-  const int G = 1 << a.lanes_log2;
+  const unsigned tab_a = smem_addr(tab);
+  const int G = GC ? GC : 1 << a.lanes_log2;
   const unsigned long long gid =
       static_cast<unsigned long long>(blockIdx.x) * blockDim.x + threadIdx.x;
   const long long item = static_cast<long long>(gid >> a.lanes_log2);
   const int g = static_cast<int>(gid & (G - 1));
   const bool active = item < a.n_items * a.splits;
-  T mx = neg_inf(T(0)), acc = 0;
+  T mx = lowest(T(0)), acc = 0;
   long long obase = 0, sp = 0;
   if (active) {
     sp = a.splits == 1 ? 0 : static_cast<long long>(fdiv64(item, a.div_items));
@@ -441,33 +472,45 @@ __global__ void __launch_bounds__(256, plain_min_blocks<NF, 1>())
     const long long mh0 = sp * a.mh_per_split;
     const long long mh1 = min(a.Mh, mh0 + a.mh_per_split);
     const T* q[NF];
-    const T* rp[NF];
+    unsigned col[NF];  // shared-window address of the lane's first entry in column f
 #pragma unroll
-    for (int f = 0; f < NF; ++f) q[f] = a.in[f] + hi[f] + lo[f];
-    auto term = [&](int m) {
-      T x = c;
-#pragma unroll
-      for (int f = 0; f < NF; ++f) {
-        const int idx = (a.direct_mask >> f & 1) ? m : sumtab[f * Mi + m];
-        x += __ldg(rp[f] + idx);
-      }
-      return x;
-    };
+    for (int f = 0; f < NF; ++f) {
+      q[f] = a.in[f] + hi[f] + lo[f];
+      col[f] = smem_addr(sumtab + f * Mi + g);
+    }
     for (long long mh = mh0; mh < mh1; ++mh) {
+      const T* rp[NF];
 #pragma unroll
       for (int f = 0; f < NF; ++f) rp[f] = q[f] + __ldg(a.sum_hi + mh * a.nfp + f);
       int mi = g;
       for (; mi + 3 * G < Mi; mi += 4 * G) {
-        const T x[4] = {term(mi), term(mi + G), term(mi + 2 * G), term(mi + 3 * G)};
-        lse_chunk<E16>(mx, acc, x, tab);
+        T x[4] = {c, c, c, c};
+        const unsigned step = 4 * (mi - g);
+#pragma unroll
+        for (int f = 0; f < NF; ++f) {
+          if (a.direct_mask >> f & 1) {
+            const T* p = rp[f] + mi;
+#pragma unroll
+            for (int k = 0; k < 4; ++k) x[k] += __ldg(p + k * G);
+          } else {
+            const unsigned ad = col[f] + step;
+#pragma unroll
+            for (int k = 0; k < 4; ++k) x[k] += __ldg(rp[f] + lds32(ad + 4 * k * G));
+          }
+        }
+        lse_chunk(mx, acc, x, tab_a);
       }
       for (; mi < Mi; mi += G) {
-        const T x[1] = {term(mi)};
-        lse_chunk<E16>(mx, acc, x, tab);
+        T x[1] = {c};
+#pragma unroll
+        for (int f = 0; f < NF; ++f)
+          x[0] += __ldg(rp[f] + ((a.direct_mask >> f & 1) ? mi : lds32(col[f] + 4 * (mi - g))));
+        lse_chunk(mx, acc, x, tab_a);
       }
     }
   }
-  lanes_merge2<E16>(mx, acc, G, tab);
+  lanes_merge2(mx, acc, G, tab_a);
+  canonical2(mx, acc);
   if (active && g == 0) {
     if (a.splits == 1) {
       a.out[obase] = lse_value(mx, acc);
@@ -510,6 +553,7 @@ __global__ void __launch_bounds__(256, 4) cached_kernel(const __grid_constant__ 
   const int rows = a.Mi * a.nfp;
   for (int i = threadIdx.x; i < rows; i += blockDim.x) sumtab[i] = __ldg(a.sum_lo + i);
   // (both made visible by the barrier after the first page's staging: every block stages first)
+  const unsigned tab_a = smem_addr(tab);
   const int G = 1 << a.lanes_log2;
   const int g = threadIdx.x & (G - 1);
   const int item0 = threadIdx.x >> a.lanes_log2;
@@ -540,6 +584,7 @@ __global__ void __launch_bounds__(256, 4) cached_kernel(const __grid_constant__ 
       const int ol = base + item0;
       const bool active = ol < static_cast<int>(a.P);
       T mx = neg_inf(T(0)), acc = 0;
+      T mx2 = lowest(T(0)), acc2 = 0;  // kernel 2's pair (CH)
       if (active) {
         const int* lo = a.out_lo + static_cast<long long>(ol) * a.nip;
         const int* clo = a.cache_lo + static_cast<long long>(ol) * a.nfp;
@@ -564,21 +609,25 @@ __global__ void __launch_bounds__(256, 4) cached_kernel(const __grid_constant__ 
           int m = g;
           for (; m + 3 * G < a.Mi; m += 4 * G) {
             const T x[4] = {term(m), term(m + G), term(m + 2 * G), term(m + 3 * G)};
-            lse_chunk<false>(mx, acc, x, tab);
+            lse_chunk(mx2, acc2, x, tab_a);
           }
           for (; m < a.Mi; m += G) {
             const T x[1] = {term(m)};
-            lse_chunk<false>(mx, acc, x, tab);
+            lse_chunk(mx2, acc2, x, tab_a);
           }
         } else {
 #pragma unroll 4
           for (int m = g; m < a.Mi; m += G) lse_add(mx, acc, term(m), tab);
         }
       }
-      if constexpr (CH)
-        lanes_merge2<false>(mx, acc, G, tab);
-      else
+      if constexpr (CH) {
+        lanes_merge2(mx2, acc2, G, tab_a);
+        canonical2(mx2, acc2);
+        mx = mx2;
+        acc = acc2;
+      } else {
         lanes_merge(mx, acc, G, tab);
+      }
       if (active && g == 0) a.out[page * a.P + ol] = lse_value(mx, acc);
     }
   }
@@ -617,11 +666,11 @@ void launch_plain(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stre
   plain_kernel<T, NF, R><<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, stream>>>(a);
 }
 
-template <class T, int NF, bool E16>
+template <class T, int NF, int GC>
 void launch_plain2(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
   static std::once_flag flag;
-  allow_shared(plain2_kernel<T, NF, E16>, p.shared_bytes, flag);
-  plain2_kernel<T, NF, E16>
+  allow_shared(plain2_kernel<T, NF, GC>, p.shared_bytes, flag);
+  plain2_kernel<T, NF, GC>
       <<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, stream>>>(a);
 }
 
@@ -637,10 +686,10 @@ template <class T, int NF>
 void launch_nf(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
   if (p.variant == Variant::plain && p.kernel == 2 && p.tile == 1 && NF > 0) {
     if constexpr (NF > 0) {
-      if (p.exp16 && sizeof(T) == 8)
-        launch_plain2<T, NF, true>(p, a, stream);
+      if (p.lanes_log2 == 5)
+        launch_plain2<T, NF, 32>(p, a, stream);
       else
-        launch_plain2<T, NF, false>(p, a, stream);
+        launch_plain2<T, NF, 0>(p, a, stream);
     }
   } else if (p.variant == Variant::plain) {
     if constexpr (NF == 0 || NF > kMaxCachedVarying) {
@@ -710,15 +759,16 @@ __global__ void __launch_bounds__(256) ceiling_kernel(T* out, int iters, T seed)
 }
 
 // Kernel 2's arithmetic on register operands (terms in chunks of four, lse_chunk).
-template <class T, int NF, bool E16>
+template <class T, int NF>
 __global__ void __launch_bounds__(256) ceiling2_kernel(T* out, int iters, T seed) {
   __shared__ double tab[64];
-  load_exp_table2<E16>(tab);
+  load_exp_table(tab);
   __syncthreads();
+  const unsigned tab_a = smem_addr(tab);
   T v[NF];
 #pragma unroll
   for (int f = 0; f < NF; ++f) v[f] = seed * (threadIdx.x % 7 + f + 1);
-  T mx = neg_inf(T(0)), acc = 0;
+  T mx = lowest(T(0)), acc = 0;
   for (int i = 0; i < iters; i += 4) {
     T x[4];
 #pragma unroll
@@ -730,12 +780,12 @@ __global__ void __launch_bounds__(256) ceiling2_kernel(T* out, int iters, T seed
         v[f] = flip(v[f]);
       }
     }
-    lse_chunk<E16>(mx, acc, x, tab);
+    lse_chunk(mx, acc, x, tab_a);
   }
-  out[blockIdx.x * blockDim.x + threadIdx.x] = lse_value(mx, acc);
+  out[blockIdx.x * blockDim.x + threadIdx.x] = lse_value2(mx, acc);
 }
 
-template <class T, int NF, int KERNEL = 1, bool E16 = false>
+template <class T, int NF, int KERNEL = 1>
 double ceiling_nf(cudaStream_t stream) {
   int dev = 0, sms = 0;
   CUDA_CHECK(cudaGetDevice(&dev));
@@ -750,7 +800,7 @@ double ceiling_nf(cudaStream_t stream) {
   for (int rep = 0; rep < 5; ++rep) {
     CUDA_CHECK(cudaEventRecord(e0, stream));
     if constexpr (KERNEL == 2)
-      ceiling2_kernel<T, NF, E16><<<blocks, threads, 0, stream>>>(out, iters, T(-0.5));
+      ceiling2_kernel<T, NF><<<blocks, threads, 0, stream>>>(out, iters, T(-0.5));
     else
       ceiling_kernel<T, NF><<<blocks, threads, 0, stream>>>(out, iters, T(-0.5));
     CUDA_CHECK(cudaGetLastError());
@@ -929,24 +979,24 @@ double measure_element_rate(int nf, cudaStream_t stream) {
   }
 }
 
-double measure_element_rate2(int nf, bool exp16, cudaStream_t stream) {
+double measure_element_rate2(int nf, cudaStream_t stream) {
   switch (nf) {
     case 1:
-      return exp16 ? ceiling_nf<double, 1, 2, true>(stream) : ceiling_nf<double, 1, 2>(stream);
+      return ceiling_nf<double, 1, 2>(stream);
     case 2:
-      return exp16 ? ceiling_nf<double, 2, 2, true>(stream) : ceiling_nf<double, 2, 2>(stream);
+      return ceiling_nf<double, 2, 2>(stream);
     case 3:
-      return exp16 ? ceiling_nf<double, 3, 2, true>(stream) : ceiling_nf<double, 3, 2>(stream);
+      return ceiling_nf<double, 3, 2>(stream);
     case 4:
-      return exp16 ? ceiling_nf<double, 4, 2, true>(stream) : ceiling_nf<double, 4, 2>(stream);
+      return ceiling_nf<double, 4, 2>(stream);
     case 5:
-      return exp16 ? ceiling_nf<double, 5, 2, true>(stream) : ceiling_nf<double, 5, 2>(stream);
+      return ceiling_nf<double, 5, 2>(stream);
     case 6:
-      return exp16 ? ceiling_nf<double, 6, 2, true>(stream) : ceiling_nf<double, 6, 2>(stream);
+      return ceiling_nf<double, 6, 2>(stream);
     case 7:
-      return exp16 ? ceiling_nf<double, 7, 2, true>(stream) : ceiling_nf<double, 7, 2>(stream);
+      return ceiling_nf<double, 7, 2>(stream);
     default:
-      return exp16 ? ceiling_nf<double, 8, 2, true>(stream) : ceiling_nf<double, 8, 2>(stream);
+      return ceiling_nf<double, 8, 2>(stream);
   }
 }
 

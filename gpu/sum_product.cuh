@@ -33,7 +33,7 @@ void launch_sum_product(const LaunchPlan& p, const DeviceTables& t, const T* con
 // `nf` operands held in registers (no memory traffic at all). Returns elements/s.
 template <class T>
 double measure_element_rate(int nf, cudaStream_t stream);
-// The same for kernel 2's arithmetic (double; exp16: the 16-entry table).
-double measure_element_rate2(int nf, bool exp16, cudaStream_t stream);
+// The same for kernel 2's arithmetic (double).
+double measure_element_rate2(int nf, cudaStream_t stream);
 
 }  // namespace kinfer::gpu

@@ -185,14 +185,14 @@ TEST_CASE("GpuKernel.ManyInputsMatchCpu", "[gpu]") {
 }
 
 TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
-  // the inner-loop options of DeviceLimits besides the default (kernel 2, direct inputs, 64-entry
-  // exp): the kernels before issue 12, the 16-entry exp table, the offset table for every input
+  // the inner-loop options of DeviceLimits besides the default (kernel 2 with direct inputs): the
+  // kernels before issue 12, and kernel 2 with the offset table for every input
   struct Setting {
     const char* var;
     const char* value;
   };
   const Setting variants[] = {
-      {"KINFER_GPU_KERNEL", "1"}, {"KINFER_GPU_EXP16", "1"}, {"KINFER_GPU_DIRECT", "0"}};
+      {"KINFER_GPU_KERNEL", "1"}, {"KINFER_GPU_DIRECT", "0"}};
   int direct = 0, buckets = 0;
   for (const Setting& v : variants) {
     setenv(v.var, v.value, 1);

@@ -35,6 +35,12 @@ log "device: $(tail -1 "$OUT/gpu_state.txt"); $(nproc) CPU cores; configs: $CONF
 if command -v /usr/local/cuda/bin/cuobjdump > /dev/null; then
   /usr/local/cuda/bin/cuobjdump -sass "$D/new/bench/gpu/bucket_bench" > "$OUT/all.sass" 2>&1
   log "sass: $(grep -c 'Function :' "$OUT/all.sass") functions"
+  # instructions per kernel (whole function) for the nf = 3 and 5 cases, before and after
+  for fn in plain_kernelIdLi3ELi1E plain2_kernelIdLi3ELi32E plain2_kernelIdLi3ELi0E \
+    plain_kernelIdLi5ELi1E plain2_kernelIdLi5ELi32E; do
+    awk -v f="$fn" '/Function :/ {on = index($0, f) > 0} on && /^ +\/\*[0-9a-f]+\*\/ / {n++} END {print f, n}' \
+      "$OUT/all.sass" | tee -a "$OUT/summary.txt"
+  done
 fi
 
 bench() {  # NAME ARGS...: every configuration in one process
@@ -57,6 +63,13 @@ for c in $CONFIGS; do
   python3 "$D/compare.py" "$OUT" --before main --after "$n" | tee -a "$OUT/compare.txt" | tail -4
 done
 
+# correctness: the GPU tests at a small scale (the 2^31-output bucket skipped), memory checker
+KINFER_GPU_SKIP_LARGE=1 KINFER_GPU_TEST_SCALE=${TEST_SCALE:-0.03} timeout $(t ${TEST_TIME:-120}) \
+  "$D/new/run" tests/test_gpu_kernel > "$OUT/test_gpu_kernel.log" 2>&1
+log "test_gpu_kernel rc=$? $(grep -E 'test cases|All tests' "$OUT/test_gpu_kernel.log" | tail -1)"
+grep -E "buckets|variants|=1:|=0:" "$OUT/test_gpu_kernel.log" | tee -a "$OUT/summary.txt"
+timeout $(t 30) "$D/new/run" tests/test_gpu_policy > "$OUT/test_gpu_policy.log" 2>&1
+log "test_gpu_policy rc=$? $(tail -1 "$OUT/test_gpu_policy.log")"
 # profiler: the kernel before (plain_kernel) and after (plain2_kernel) on the same buckets
 SECTIONS="--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
   --section MemoryWorkloadAnalysis_Tables --section Occupancy --section SchedulerStats \
@@ -72,18 +85,11 @@ prof() {  # NAME NETWORK MIN_LOG2 KERNEL_REGEX ENV...
   log "ncu $name rc=$? $(grep -E 'Duration|Compute \(SM\) Throughput|L1/TEX Cache Throughput' "$OUT/ncu_$name.txt" | tr -s ' ' | tr '\n' ';')"
 }
 if [[ $MODE != quick ]]; then
-  prof l18_main linkage_18 27.5 'plain_kernel' KINFER_GPU_KERNEL=1
+  [[ ${PROFILE_MAIN:-1} == 1 ]] && prof l18_main linkage_18 27.5 'plain_kernel' KINFER_GPU_KERNEL=1
   prof l18_new linkage_18 27.5 'plain2_kernel'
   prof l13_new linkage_13 30.9 'plain2_kernel'
 fi
 
-# correctness: the GPU tests at a small scale (the 2^31-output bucket skipped), memory checker
-KINFER_GPU_SKIP_LARGE=1 KINFER_GPU_TEST_SCALE=${TEST_SCALE:-0.03} timeout $(t 120) \
-  "$D/new/run" tests/test_gpu_kernel > "$OUT/test_gpu_kernel.log" 2>&1
-log "test_gpu_kernel rc=$? $(grep -E 'test cases|All tests' "$OUT/test_gpu_kernel.log" | tail -1)"
-grep -E "buckets|variants|=1:|=0:" "$OUT/test_gpu_kernel.log" | tee -a "$OUT/summary.txt"
-timeout $(t 30) "$D/new/run" tests/test_gpu_policy > "$OUT/test_gpu_policy.log" 2>&1
-log "test_gpu_policy rc=$? $(tail -1 "$OUT/test_gpu_policy.log")"
 if ! over; then
   KINFER_GPU_SKIP_LARGE=1 KINFER_GPU_TEST_SCALE=0.003 timeout $(t 60) /usr/local/cuda/bin/compute-sanitizer \
     --tool memcheck --error-exitcode 9 "$D/new/tests/test_gpu_kernel" \
