@@ -191,8 +191,7 @@ TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
     const char* var;
     const char* value;
   };
-  const Setting variants[] = {
-      {"KINFER_GPU_KERNEL", "1"}, {"KINFER_GPU_DIRECT", "0"}};
+  const Setting variants[] = {{"KINFER_GPU_KERNEL", "1"}, {"KINFER_GPU_DIRECT", "0"}};
   int direct = 0, buckets = 0;
   for (const Setting& v : variants) {
     setenv(v.var, v.value, 1);

@@ -194,8 +194,10 @@ int print_plans(const Options& o) {
     if (!lay.unsupported.empty()) return;
     const LaunchPlan p = make_launch_plan(lay, Variant::plain, DeviceLimits{});
     std::string cards, held;
-    for (std::size_t i = lay.k; i < lay.card.size(); ++i) cards += std::to_string(lay.card[i]) + ",";
-    for (int f = 0; f < lay.nf; ++f) {  // per varying input: which summed vars (0 = lowest) it holds
+    for (std::size_t i = lay.k; i < lay.card.size(); ++i)
+      cards += std::to_string(lay.card[i]) + ",";
+    for (int f = 0; f < lay.nf;
+         ++f) {  // per varying input: which summed vars (0 = lowest) it holds
       held += "[";
       for (std::size_t i = lay.card.size(); i-- > static_cast<std::size_t>(lay.k);)
         if (lay.stride[f][i] != 0) held += std::to_string(lay.card.size() - 1 - i) + " ";
@@ -269,8 +271,9 @@ int main(int argc, char** argv) {
   std::printf("# %s: %d SMs, L2 %.0f MB, copy bandwidth %.0f GB/s, CPU threads %d\n",
               info.name.c_str(), c.sm_count, c.l2_bytes / 1e6, c.bandwidth / 1e9,
               o.threads > 0 ? o.threads : omp_get_max_threads());
-  std::printf("# element rate of the kernels' arithmetic (G terms/s):\n"
-              "#  nf   f64     f32  kernel2 f64\n");
+  std::printf(
+      "# element rate of the kernels' arithmetic (G terms/s):\n"
+      "#  nf   f64     f32  kernel2 f64\n");
   for (int nf = 1; nf <= 8; ++nf)
     std::printf("#  %d %7.1f %7.1f %12.1f\n", nf, c.elem_rate_f64[nf] / 1e9,
                 c.elem_rate_f32[nf] / 1e9, c.elem_rate2_f64[nf] / 1e9);
