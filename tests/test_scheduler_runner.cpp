@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -341,15 +342,20 @@ TEST_CASE("Scheduler.SlicesOverTwoFakeDevices", "[scheduler]") {
     ++conditioned;
     RunRequest req;
     req.device = DeviceChoice::gpu;
-    req.policy = Policy::whole_plan;
+    req.policy = Policy::gpu_only;  // every bucket a kernel takes on the (fake) device
     test::FakeDevice dev0(2, 50, 1), dev1(2, 50, 2);
     Runner r0(req, &dev0), r1(req, &dev1), one(req, &dev0);
     std::vector<int> lanes;
+    int on_devices = 0;
+    std::mutex mu;
     const double two = run_conditioned_lanes(
         cp, 2,
         [&](int k, const Plan& p) {
           std::this_thread::sleep_for(std::chrono::milliseconds(5));  // let both lanes take some
-          return (k == 0 ? r0 : r1).run(p).ln_pr;
+          const RunResult res = (k == 0 ? r0 : r1).run(p);
+          const std::lock_guard<std::mutex> lock(mu);
+          on_devices += res.gpu_buckets;
+          return res.ln_pr;
         },
         nullptr, &lanes);
     const double single = run_conditioned(cp, [&](const Plan& p) { return one.run(p).ln_pr; });
@@ -360,6 +366,7 @@ TEST_CASE("Scheduler.SlicesOverTwoFakeDevices", "[scheduler]") {
     CHECK(lanes[0] + lanes[1] == cp.cond.slices);
     CHECK(lanes[0] > 0);
     CHECK(lanes[1] > 0);
+    CHECK(on_devices > 0);
   }
   CHECK(conditioned > 0);
 }
