@@ -10,11 +10,12 @@ mkdir -p "$out"
 {
   nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>&1 | head -2
   echo "CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-unset}"
-  for net in linkage_21 linkage_16; do
+  for case in linkage_21:16M linkage_14:24M; do
+    net=${case%%:*} mem=${case#*:}
     for dev in cpu gpu; do
       t0=$(date +%s.%N)
       "$b/run" apps/kinfer pe "$data/uai/$net.uai.gz" --json --device $dev --order-time 0.5 \
-        --max-memory 16M > "$out/$net-$dev.json" 2> "$out/$net-$dev.log"
+        --max-memory $mem > "$out/$net-$dev.json" 2> "$out/$net-$dev.log"
       rc=$?
       echo "$net $dev: exit $rc, $(python3 -c "print(round($(date +%s.%N) - $t0, 2))") s wall"
     done
