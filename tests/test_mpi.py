@@ -84,6 +84,10 @@ def test_pe():
           and vj["mpi"]["verify"]["mismatches"] == 0 and vj["ln_pr"] == b["ln_pr"],
           f"--verify 1: {slices} slices recomputed on the other rank, no mismatch "
           f"({v.returncode}: {vj.get('mpi', {}).get('verify')})")
+    # --verify in one process: nothing to compare with, said with exit 6 (as --check without a GPU)
+    one_v = run(["pe", net("Pedigree_11"), "--device", "cpu", "--verify", "0.5"])
+    check(one_v.returncode == 6 and "verify: not run" in one_v.stderr,
+          f"pe --verify in one process: exit 6, not run ({one_v.returncode})")
     # an unconditioned plan runs on rank 0
     u = run(["pe", net("Pedigree_11"), "--json", "--device", "cpu", "--threads", "1"], mpi=True)
     uj = json.loads(u.stdout) if u.returncode == 0 else {}
@@ -160,12 +164,20 @@ def test_batch(tmp):
     jobs = write_manifest(tmp, names, 2)
     expect = expected(names)
     out = os.path.join(tmp, "out")
-    r = run(["batch", os.path.join(tmp, "jobs.tsv"), "--out", out, "--no-share", "--json"], mpi=True)
+    r = run(["batch", os.path.join(tmp, "jobs.tsv"), "--out", out, "--no-share", "--json",
+             "--verify", "1"], mpi=True)
     check(r.returncode == 0, f"batch under 2 ranks: exit 0 ({r.returncode})"
           + (f": {r.stderr[-400:]}" if r.returncode else ""))
     s = check_results(out, jobs, expect, "batch under 2 ranks")
     where = {row["where"].rsplit(":", 1)[-1] for row in s.values()}
     check(where == {"0", "1"}, f"both ranks ran jobs (where column: {sorted(where)})")
+    # --verify 1: every job recomputed on the other rank, the same answer
+    other = all(row["verify"].startswith("same on ") and
+                row["verify"].rsplit(":", 1)[-1] != row["where"].rsplit(":", 1)[-1]
+                for row in s.values())
+    v = json.loads(r.stdout)["verify"] if r.returncode == 0 else {}
+    check(other and v.get("same") == len(jobs) and v.get("mismatches") == 0,
+          f"--verify 1: every job recomputed on the other rank with the same answer ({v})")
 
 
 def journal_count(path):
