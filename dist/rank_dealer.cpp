@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 
 #include "dist/distributed.hpp"
@@ -60,20 +61,30 @@ void RankDealer::combine(std::vector<double>& value, const std::vector<char>& co
     std::vector<double> mine(2 * value.size());
     for (std::size_t i = 0; i < value.size(); ++i)
       mine[2 * i] = computed[i] ? 1 : 0, mine[2 * i + 1] = value[i];
+    // Tests only (tests/test_mpi.py): a verifying rank's copies made wrong on purpose, so that
+    // the mismatch path is exercised; the answer (from the owners) is untouched.
+    if (const char* skew = std::getenv("KINFER_TEST_VERIFY_SKEW"))
+      for (std::size_t i = 0; i < value.size(); ++i)
+        if (computed[i] &&
+            (base_ + i) % static_cast<std::uint64_t>(size()) != static_cast<std::uint64_t>(rank()))
+          mine[2 * i + 1] += std::atof(skew);
     const auto all = allgather(mine);
     for (std::size_t i = 0; i < value.size(); ++i) {
-      int first = -1;
+      // The value of the rank the item was dealt to (pe: item = slice, numbered from base_),
+      // else of the first rank that computed it (lod's entries every rank computes alike).
+      int first = static_cast<int>((base_ + i) % static_cast<std::uint64_t>(size()));
+      if (all[first][2 * i] == 0) {
+        first = -1;
+        for (int r = 0; r < size() && first < 0; ++r)
+          if (all[r][2 * i] != 0) first = r;
+      }
+      if (first < 0) continue;  // nobody computed it: it stays as it is (callers fill all)
+      value[i] = all[first][2 * i + 1];
       for (int r = 0; r < size(); ++r) {
-        if (all[r][2 * i] == 0) continue;
-        const double v = all[r][2 * i + 1];
-        if (first < 0) {
-          first = r;
-          value[i] = v;
-          continue;
-        }
+        if (r == first || all[r][2 * i] == 0) continue;
         // computed twice (verification): the ln values must agree as --check's do
         ++verified_;
-        const double a = value[i];
+        const double a = value[i], v = all[r][2 * i + 1];
         const bool same = a == v || std::abs(a - v) <= 1e-9 * std::max(1.0, std::abs(a));
         if (!same) mismatches_.push_back({base_ + i, a, v, first, r});
       }

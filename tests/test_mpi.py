@@ -84,6 +84,11 @@ def test_pe():
           and vj["mpi"]["verify"]["mismatches"] == 0 and vj["ln_pr"] == b["ln_pr"],
           f"--verify 1: {slices} slices recomputed on the other rank, no mismatch "
           f"({v.returncode}: {vj.get('mpi', {}).get('verify')})")
+    # a verifying rank whose values are wrong (a test hook skews its copies): exit 5, both values
+    bad = subprocess.run(MPIRUN + [EXE] + args + ["--verify", "1"], capture_output=True, text=True,
+                         env=dict(ENV, KINFER_TEST_VERIFY_SKEW="1e-6"))
+    check(bad.returncode == 5 and "verify: slice" in bad.stderr and "on rank 1" in bad.stderr,
+          f"--verify with a wrong rank: exit 5 naming the slices and both values ({bad.returncode})")
     # --verify in one process: nothing to compare with, said with exit 6 (as --check without a GPU)
     one_v = run(["pe", net("Pedigree_11"), "--device", "cpu", "--verify", "0.5"])
     check(one_v.returncode == 6 and "verify: not run" in one_v.stderr,
