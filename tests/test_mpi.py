@@ -185,6 +185,32 @@ def test_batch(tmp):
           f"--verify 1: every job recomputed on the other rank with the same answer ({v})")
 
 
+def test_group_workers(tmp):
+    """pe jobs of one network share plans in group workers on both ranks (a worker on rank 1 has
+    its lines forwarded to rank 0); a worker killed mid-group (test hook) leaves its unfinished
+    jobs to run again one by one."""
+    jobs = [(f"p{i:02d}", "Pedigree_11") for i in range(8)]
+    with open(os.path.join(tmp, "jobs.tsv"), "w") as f:
+        f.write("id\tkind\tnetwork\toptions\n")
+        for j, n in jobs:
+            f.write(f"{j}\t{'pe'}\t{net(n)}\t--threads 1\n")
+    expect = expected(["Pedigree_11"])
+    out = os.path.join(tmp, "out")
+    r = subprocess.run(MPIRUN + [EXE, "batch", os.path.join(tmp, "jobs.tsv"), "--out", out,
+                                 "--jobs", "1", "--json"], capture_output=True, text=True,
+                       env=dict(ENV, KINFER_BATCH_TEST_WORKER_CRASH="p03"))
+    check(r.returncode == 0, f"group workers under 2 ranks: exit 0 ({r.returncode})"
+          + (f": {r.stderr[-400:]}" if r.returncode else ""))
+    if r.returncode:
+        return
+    s = check_results(out, jobs, expect, "group workers under 2 ranks")
+    summary = json.loads(r.stdout)
+    where = {row["where"].rsplit(":", 1)[-1] for row in s.values()}
+    check(summary["group_workers"] >= 2 and where == {"0", "1"},
+          f"group workers on both ranks ({summary['group_workers']} workers, ranks {sorted(where)})")
+    check("run again one by one" in r.stderr, "the killed worker's jobs ran again one by one")
+
+
 def journal_count(path):
     return len(open(path).read().split()) // 2 if os.path.exists(path) else 0
 
@@ -263,7 +289,7 @@ def test_worker_killed(tmp):
 
 test_pe()
 test_lod()
-for t in (test_batch, test_kill_and_resume, test_worker_killed):
+for t in (test_batch, test_group_workers, test_kill_and_resume, test_worker_killed):
     with tempfile.TemporaryDirectory() as tmp:
         t(tmp)
 print(f"{len(passes)} passed, {len(failures)} failed")
