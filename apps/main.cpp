@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <iostream>
 #include <new>
 #include <vector>
@@ -60,9 +61,14 @@ int main(int argc, char** argv) {
                                                                             : spdlog::level::info);
   // The one place that sets the OpenMP thread count: the subcommand's --threads, at start.
   // Code that needs the count itself gets it through its options, never from here.
+  bool threads_given = false;
   for (CLI::App* sub : app.get_subcommands())
     if (CLI::Option* t = sub->get_option_no_throw("--threads"); t && t->count() > 0)
-      if (const int n = t->as<int>(); n > 0) omp_set_num_threads(n);
+      if (const int n = t->as<int>(); n > 0) omp_set_num_threads(n), threads_given = true;
+  // Several ranks on one machine share its cores (without --threads each would take them all).
+  if (kinfer::dist::size() > 1)
+    if (const int local = kinfer::dist::ranks_on_this_host(); local > 1 && !threads_given)
+      omp_set_num_threads(std::max(1, omp_get_num_procs() / local));
   try {
     for (auto& r : runners) {
       int rc = r();

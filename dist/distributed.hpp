@@ -36,7 +36,8 @@ bool is_launcher_variable(const std::string& name);
 // Collectives: every rank calls them, in the same order.
 std::vector<std::vector<double>> allgather(const std::vector<double>& mine);  // per rank
 std::vector<std::string> allgather(const std::string& mine);                  // per rank
-bool any(bool mine);  // true on every rank when it is true on some rank
+bool any(bool mine);       // true on every rank when it is true on some rank
+int ranks_on_this_host();  // how many ranks share this machine (1 without MPI)
 
 // Point to point (the batch): a message is a tag and a string.
 void send(int to, int tag, const std::string& body);

@@ -32,6 +32,13 @@ std::string host() {
 
 std::string where() { return host() + ":" + std::to_string(rank()); }
 
+int ranks_on_this_host() {
+  const std::string me = host();
+  int n = 0;
+  for (const std::string& h : allgather(me)) n += h == me;
+  return std::max(1, n);
+}
+
 bool is_launcher_variable(const std::string& name) {
   for (const char* p : {"OMPI_", "PMIX_", "PMI_", "OPAL_", "ORTE_"})
     if (name.rfind(p, 0) == 0) return true;
