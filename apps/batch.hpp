@@ -22,17 +22,20 @@ struct BatchOptions {
   std::string manifest, out;
   int jobs = 0;  // 0: number of cores
   bool resume = false, json = false;
-  double max_memory = 0;         // bytes; 0: 85% of the machine
-  int gpu_jobs = 1;              // jobs or groups that may hold the GPU at once (0: none)
+  double max_memory = 0;  // bytes; 0: 85% of the machine
+  int gpu_jobs = -1;      // jobs or groups that may hold a GPU at once (0: none; -1: one per GPU)
   double gpu_min_flops = 1e9;    // plans below this run on the CPU (as pe --device auto)
   double gpu_wait_flops = 1e10;  // plans from this size wait for a busy GPU instead of the CPU
   bool no_share = false;         // one process per job, no shared plans (for comparison)
+  double verify = 0;             // fraction of jobs recomputed (another rank) and compared
   // Internal: run as a group worker for these job ids (comma-separated), see run_batch_worker.
   std::string worker;
   bool worker_gpu = false;
 };
 
-// The supervisor. Returns the exit code: 0 all succeeded, 4 some failed, 130 interrupted.
+// The supervisor (rank 0 under mpirun; the other ranks start the jobs it sends them). Returns the
+// exit code: 0 all succeeded, 4 some failed, 5 a --verify recomputation differed, 130
+// interrupted.
 int run_batch(const BatchOptions& opt);
 
 // A group worker: evaluates the pe jobs `opt.worker` (same network, same options) one after

@@ -26,6 +26,7 @@
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/spdlog.h>
 
+#include "dist/distributed.hpp"
 #include "engine/errors.hpp"
 #include "engine/memory_limit.hpp"
 #include "engine/util.hpp"
@@ -62,7 +63,159 @@ struct JobState {
   pid_t pid = -1;
   clock_type::time_point start;
   bool from_previous_run = false;
+  std::string where;    // host:rank that ran it (this run)
+  int attempts = 0;     // starts of the job alone (a killed job runs once more)
+  int avoid_rank = -1;  // the rank its killed attempt ran on
+  std::string verify;   // --verify: empty (not chosen), "same on host:rank", "MISMATCH: ..."
 };
+
+// Messages between rank 0 (the supervisor) and the other ranks of `mpirun kinfer batch`.
+enum Tag : int { kSpawn = 1, kLine = 2, kExit = 3, kTerm = 4, kStop = 5 };
+
+// Forks and execs `exe` with `args`: stdout to the file `out_path` (truncated) or, when it is
+// empty, to a pipe whose read end (non-blocking) is stored in *pipe_fd; stderr appended to
+// `log`. The child never outlives this process and does not inherit the MPI launcher's variables
+// (it would take itself for a rank of this job). Everything is prepared before fork(): the
+// child only calls async-signal-safe functions (MPI may run threads in this process).
+pid_t spawn_child(const std::string& exe, std::vector<std::string> args,
+                  const std::string& out_path, int* pipe_fd, const std::string& log, int threads,
+                  const std::string& order_cache, int gpu_device) {
+  // A job given GPU `gpu_device` (an index among this process's visible GPUs) sees that one.
+  std::string visible;
+  if (gpu_device >= 0) {
+    std::vector<std::string> ids;
+    if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) {
+      std::stringstream in(v);
+      for (std::string id; std::getline(in, id, ',');) ids.push_back(id);
+    }
+    visible =
+        gpu_device < static_cast<int>(ids.size()) ? ids[gpu_device] : std::to_string(gpu_device);
+  }
+  std::vector<std::string> env;
+  for (char** e = ::environ; *e; ++e) {  // <unistd.h> declares it (_GNU_SOURCE)
+    const std::string kv = *e;
+    const std::string name = kv.substr(0, kv.find('='));
+    if (dist::is_launcher_variable(name) || name == "OMP_NUM_THREADS" ||
+        name == "KINFER_ORDER_CACHE" || name == "KINFER_NO_MPI" ||
+        (!visible.empty() && name == "CUDA_VISIBLE_DEVICES"))
+      continue;
+    env.push_back(kv);
+  }
+  env.push_back("OMP_NUM_THREADS=" + std::to_string(threads));
+  env.push_back("KINFER_ORDER_CACHE=" + order_cache);
+  env.push_back("KINFER_NO_MPI=1");
+  if (!visible.empty()) env.push_back("CUDA_VISIBLE_DEVICES=" + visible);
+  std::vector<char*> argv, envp;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& a : env) envp.push_back(a.data());
+  envp.push_back(nullptr);
+  int out_fd = -1, read_fd = -1;
+  if (out_path.empty()) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) return -1;
+    read_fd = fds[0];
+    out_fd = fds[1];
+  } else {
+    out_fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  }
+  const int err_fd = ::open(log.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (out_fd < 0 || err_fd < 0) {
+    for (int fd : {out_fd, err_fd, read_fd})
+      if (fd >= 0) ::close(fd);
+    return -1;
+  }
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a killed batch
+    if (::getppid() != parent) ::_exit(127);
+    ::dup2(out_fd, STDOUT_FILENO);
+    ::dup2(err_fd, STDERR_FILENO);
+    ::execve(exe.c_str(), argv.data(), envp.data());
+    ::_exit(127);
+  }
+  ::close(out_fd);
+  ::close(err_fd);
+  if (pid < 0) {
+    if (read_fd >= 0) ::close(read_fd);
+    return -1;
+  }
+  if (read_fd >= 0) {
+    ::fcntl(read_fd, F_SETFL, ::fcntl(read_fd, F_GETFL) | O_NONBLOCK);
+    *pipe_fd = read_fd;
+  }
+  return pid;
+}
+
+// Reads what is available on a non-blocking fd into `buf`; closes it (and sets -1) at EOF.
+void drain(int& fd, std::string& buf) {
+  char b[4096];
+  while (fd >= 0) {
+    const ssize_t n = ::read(fd, b, sizeof b);
+    if (n > 0) {
+      buf.append(b, static_cast<std::size_t>(n));
+      continue;
+    }
+    if (n == 0) {
+      ::close(fd);
+      fd = -1;
+    }
+    break;  // EAGAIN: nothing more for now
+  }
+}
+
+// What a rank offers the batch: its machine's cores, memory and GPU, shared with the other ranks
+// on the same machine (docs/cluster.md).
+struct RankSlot {
+  std::string host;
+  int cores = 1, slots = 1, gpu_slots = 0;
+  double budget = 0;
+  std::string gpu;             // its GPU's name, or why none
+  std::vector<int> devices;    // the GPUs (visible indices) its jobs use
+  std::vector<int> on_device;  // per entry of devices: its running GPU units
+  int running = 0, gpu_running = 0;
+  double memory = 0;  // estimated peak of its running units
+};
+
+// Every rank's offer (collective under mpirun), each machine's cores, memory and GPU jobs divided
+// among the ranks it runs.
+std::vector<RankSlot> gather_ranks(const BatchOptions& opt) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const gpu::DeviceInfo info = opt.gpu_jobs != 0 ? gpu::probe() : gpu::DeviceInfo{};
+  const int gpu_slots = !info.available ? 0 : opt.gpu_jobs < 0 ? info.count : opt.gpu_jobs;
+  nlohmann::json me = {{"host", dist::host()},
+                       {"cores", cores},
+                       {"budget", opt.max_memory > 0 ? opt.max_memory : default_max_memory_bytes()},
+                       {"gpu_slots", gpu_slots},
+                       {"gpus", info.available ? info.count : 0},
+                       {"gpu", opt.gpu_jobs == 0 ? "not asked for"
+                               : info.available  ? info.name
+                                                 : "none (" + info.why_not + ")"}};
+  const std::vector<std::string> all = dist::allgather(me.dump());
+  std::vector<RankSlot> ranks(all.size());
+  std::map<std::string, int> per_host;
+  for (const auto& a : all) ++per_host[nlohmann::json::parse(a)["host"].get<std::string>()];
+  std::map<std::string, int> seen;
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    const auto j = nlohmann::json::parse(all[r]);
+    RankSlot& k = ranks[r];
+    k.host = j["host"];
+    const int n = per_host[k.host], local = seen[k.host]++;
+    k.cores = std::max(1, j["cores"].get<int>() / n);
+    k.slots = opt.jobs > 0 ? opt.jobs : k.cores;
+    k.budget = j["budget"].get<double>() / n;
+    const int g = j["gpu_slots"].get<int>();
+    k.gpu_slots = g / n + (local < g % n);
+    k.gpu = j["gpu"];
+    // The machine's GPUs dealt to its ranks (shared by all when there are fewer GPUs than ranks).
+    const int gpus = j["gpus"].get<int>();
+    for (int d = 0; d < gpus; ++d)
+      if (gpus < n || d % n == local) k.devices.push_back(d);
+    k.on_device.assign(k.devices.size(), 0);
+  }
+  return ranks;
+}
 
 // The answer column of the summary: log10 P(e) for pe, the highest total LOD for lod.
 std::string answer_of(const nlohmann::json& j) {
@@ -108,17 +261,16 @@ class Batch {
   explicit Batch(const BatchOptions& o) : opt_(o) {}
 
   int run() {
+    ranks_ = gather_ranks(opt_);  // every rank's offer (first: the other ranks wait for it)
     auto jobs = io::read_manifest(opt_.manifest);  // validated before anything runs
-    out_ = opt_.out.empty() ? fs::path(opt_.manifest).replace_extension("").string() + "-results"
-                            : opt_.out;
+    out_ = fs::absolute(opt_.out.empty()
+                            ? fs::path(opt_.manifest).replace_extension("").string() + "-results"
+                            : opt_.out);
     fs::create_directories(out_ / "results");
     fs::create_directories(out_ / "logs");
     fs::create_directories(out_ / "partial");
     fs::create_directories(out_ / "order-cache");
-    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    slots_ = opt_.jobs > 0 ? opt_.jobs : cores;
-    cores_ = cores;
-    budget_ = opt_.max_memory > 0 ? opt_.max_memory : default_max_memory_bytes();
+    budget_ = ranks_[0].budget;  // a pe job's --max-memory (the smallest it may get)
     for (auto& j : jobs) {
       JobState s;
       s.options = parse_job_options(j);
@@ -126,16 +278,32 @@ class Batch {
       states_.push_back(std::move(s));
     }
     adopt_previous_results();
-    if (opt_.gpu_jobs > 0) {
-      // Only the device count and properties: no context in this process (children exec).
-      const gpu::DeviceInfo info = gpu::probe();
-      gpu_slots_ = info.available ? opt_.gpu_jobs : 0;
-      spdlog::info("batch: {}", info.available
-                                    ? fmt::format("GPU {}: {} job(s) at once may use it, "
-                                                  "those of at least {:.3g} FLOP",
-                                                  info.name, gpu_slots_, opt_.gpu_min_flops)
-                                    : "no GPU (" + info.why_not + "): every job runs on the CPU");
+    for (std::size_t r = 0; r < ranks_.size(); ++r) {
+      const RankSlot& k = ranks_[r];
+      budget_ = std::min(budget_, k.budget);
+      if (ranks_.size() > 1)
+        spdlog::info("batch: rank {} on {}: {} job(s) at once, {} cores, memory {}, GPU {}", r,
+                     k.host, k.slots, k.cores, human_bytes(k.budget), k.gpu);
+      if (opt_.gpu_jobs != 0 && r == 0)
+        // Only the device count and properties: no context in this process (children exec).
+        spdlog::info("batch: {}", k.gpu_slots > 0
+                                      ? fmt::format("GPU {}: {} job(s) at once may use it, "
+                                                    "those of at least {:.3g} FLOP",
+                                                    k.gpu, k.gpu_slots, opt_.gpu_min_flops)
+                                      : "GPU " + k.gpu + ": every job runs on the CPU");
     }
+    // The order jobs start in: the manifest's; with several ranks, the largest estimated work
+    // first (pe jobs probed now), so that no rank is left with a long job at the end.
+    for (std::size_t i = 0; i < states_.size(); ++i) order_.push_back(i);
+    if (ranks_.size() > 1) {
+      for (auto& st : states_)
+        if (st.status == Status::Pending && !st.probed) probe(st);
+      std::stable_sort(order_.begin(), order_.end(), [&](std::size_t a, std::size_t b) {
+        return states_[a].flops > states_[b].flops;
+      });
+    }
+    position_.resize(states_.size());
+    for (std::size_t k = 0; k < order_.size(); ++k) position_[order_[k]] = k;
     self_ = fs::read_symlink("/proc/self/exe").string();
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
@@ -159,8 +327,12 @@ class Batch {
           "batch: {} group workers; {} jobs evaluated on a plan compiled for an earlier "
           "job of the same structure",
           groups_started_, plans_shared_);
+    if (opt_.verify > 0)
+      spdlog::info("verify: {} job(s) recomputed with the same answer, {} mismatch(es), {} not run",
+                   verified_, verify_mismatches_, verify_not_run_);
     if (opt_.json) print_json(ok, failed);
     if (g_signal) return 130;
+    if (verify_mismatches_) return 5;
     return failed ? 4 : 0;
   }
 
@@ -243,29 +415,39 @@ class Batch {
     int fd = -1;  // group: the worker's stdout (one line per finished job)
     std::string buf;
     clock_type::time_point start;
+    int rank = 0;  // where it runs; other than 0: pid is -1, the rank tells (kLine, kExit)
+    int uid = 0;
+    bool verify = false;  // a --verify recomputation of jobs.front()
+    int gpu_device = -1;  // gpu: which of its rank's visible GPUs
   };
 
-  // Forks and execs this executable with `args`, stdout to `out_fd`, stderr appended to `log`.
-  pid_t spawn(std::vector<std::string> args, int out_fd, const fs::path& log, int threads) {
-    const pid_t parent = ::getpid();
-    pid_t pid = ::fork();
-    if (pid < 0) return -1;
-    if (pid == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a killed batch
-      if (::getppid() != parent) ::_exit(127);
-      int e = ::open(log.c_str(), O_WRONLY | O_APPEND);
-      if (out_fd < 0 || e < 0) ::_exit(127);
-      ::dup2(out_fd, STDOUT_FILENO);
-      ::dup2(e, STDERR_FILENO);
-      ::setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);
-      ::setenv("KINFER_ORDER_CACHE", (out_ / "order-cache").c_str(), 1);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(self_.c_str(), argv.data());
-      ::_exit(127);
+  // Starts `args` on rank u.rank: here, or by a message to that rank's executor
+  // (run_batch_rank). stdout to `out_path`, or a pipe (u.fd) when it is empty.
+  bool start(Unit& u, const std::vector<std::string>& args, const std::string& out_path,
+             const fs::path& log, int threads) {
+    u.uid = ++uids_;
+    if (u.gpu) {  // the rank's GPU with the fewest jobs
+      const RankSlot& k = ranks_[u.rank];
+      std::size_t e = 0;
+      for (std::size_t i = 1; i < k.devices.size(); ++i)
+        if (k.on_device[i] < k.on_device[e]) e = i;
+      u.gpu_device = k.devices.empty() ? 0 : k.devices[e];
     }
-    return pid;
+    if (u.rank == 0) {
+      u.pid = spawn_child(self_, args, out_path, &u.fd, log.string(), threads,
+                          (out_ / "order-cache").string(), u.gpu_device);
+      return u.pid > 0;
+    }
+    const nlohmann::json m = {{"uid", u.uid},
+                              {"args", args},
+                              {"out", out_path},
+                              {"log", log.string()},
+                              {"threads", threads},
+                              {"order_cache", (out_ / "order-cache").string()},
+                              {"gpu_device", u.gpu_device}};
+    dist::send(u.rank, kSpawn, m.dump());
+    u.pid = -1;
+    return true;
   }
 
   void write_log_header(const fs::path& log, const std::string& what,
@@ -285,8 +467,8 @@ class Batch {
     return d == "gpu" || s.flops >= opt_.gpu_min_flops;
   }
 
-  void launch(std::size_t idx, int threads, bool gpu) {
-    JobState& s = states_[idx];
+  // A job's single command line (`gpu`: a pe job may use the GPU).
+  std::vector<std::string> job_args(const JobState& s, bool gpu) const {
     std::vector<std::string> args = {self_, s.job.kind};
     if (s.job.kind == "pe") {
       args.push_back(s.job.network);
@@ -305,38 +487,135 @@ class Batch {
     }
     args.push_back("--json");
     args.insert(args.end(), s.job.options.begin(), s.job.options.end());
+    return args;
+  }
+
+  void launch(std::size_t idx, int threads, bool gpu, int rank) {
+    JobState& s = states_[idx];
+    const std::vector<std::string> args = job_args(s, gpu);
     const fs::path part = out_ / "partial" / (s.job.id + ".json");
     const fs::path log = out_ / "logs" / (s.job.id + ".log");
     write_log_header(log, "job " + s.job.id, args);
-    int o = ::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    pid_t pid = o < 0 ? -1 : spawn(args, o, log, threads);
-    if (o >= 0) ::close(o);
-    if (pid < 0) {
+    Unit u;
+    u.rank = rank;
+    u.gpu = gpu;
+    if (!start(u, args, part.string(), log, threads)) {
       finish(s, Status::Failed, "cannot start a process");
       return;
     }
-    Unit u;
-    u.pid = pid;
     u.jobs = {idx};
-    u.gpu = gpu;
     u.memory = s.memory;
     u.start = clock_type::now();
-    s.pid = pid;
+    s.pid = u.pid;
     s.status = Status::Running;
     s.start = u.start;
-    running_memory_ += u.memory;
-    gpu_running_ += gpu;
+    s.where = where_of(rank);
+    ++s.attempts;
+    occupy(u, +1);
     units_.push_back(std::move(u));
   }
 
-  void launch_group(const std::vector<std::size_t>& jobs, int threads, bool gpu) {
+  // --verify: the job's single command again, in a process of its own on `rank` (another rank
+  // than the one that ran it, when there is one), into partial/ID.verify.json; compared with its
+  // result when it ends (verify_reaped).
+  void launch_verify(std::size_t idx, int rank) {
+    JobState& s = states_[idx];
+    const std::vector<std::string> args = job_args(s, false);
+    const fs::path part = out_ / "partial" / (s.job.id + ".verify.json");
+    const fs::path log = out_ / "logs" / (s.job.id + ".verify.log");
+    write_log_header(log, "verification of job " + s.job.id, args);
+    Unit u;
+    u.rank = rank;
+    u.verify = true;
+    u.jobs = {idx};
+    u.memory = s.memory;
+    u.start = clock_type::now();
+    if (!start(u, args, part.string(), log, std::max(1, ranks_[rank].cores / ranks_[rank].slots))) {
+      s.verify = "not run: cannot start a process";
+      return;
+    }
+    s.verify = "running on " + where_of(rank);
+    occupy(u, +1);
+    units_.push_back(std::move(u));
+  }
+
+  // The numbers a verification compares: log10 P(e) (pe), every evaluation's total ln L (lod).
+  static std::vector<double> verified_numbers(const nlohmann::json& j) {
+    std::vector<double> v;
+    if (j.contains("ln_pr"))  // a number, or "-inf" when P(e) = 0
+      v.push_back(j["ln_pr"].is_number() ? j["ln_pr"].get<double>() : -INFINITY);
+    if (j.contains("evaluations"))
+      for (const auto& e : j["evaluations"])
+        if (e.contains("total") && e["total"].contains("ln_l") && e["total"]["ln_l"].is_number())
+          v.push_back(e["total"]["ln_l"].get<double>());
+    return v;
+  }
+
+  void verify_reaped(Unit& u, int wstatus) {
+    JobState& s = states_[u.jobs.front()];
+    const fs::path part = out_ / "partial" / (s.job.id + ".verify.json");
+    const std::string where = where_of(u.rank);
+    if (!(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0)) {
+      s.verify = "not run: the recomputation on " + where + " failed";
+      ++verify_not_run_;
+      return;
+    }
+    try {
+      const auto a = verified_numbers(
+          nlohmann::json::parse(io::read_file(out_ / "results" / (s.job.id + ".json"))));
+      const auto b = verified_numbers(nlohmann::json::parse(io::read_file(part)));
+      fs::remove(part);
+      bool same = a.size() == b.size() && !a.empty();
+      std::size_t k = 0;
+      for (; same && k < a.size(); ++k)
+        same = a[k] == b[k] || std::abs(a[k] - b[k]) <= 1e-9 * std::max(1.0, std::abs(a[k]));
+      if (same) {
+        s.verify = "same on " + where;
+        ++verified_;
+        return;
+      }
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "MISMATCH: %.17g on %s, %.17g on %s",
+                    k > 0 && k <= a.size() ? a[k - 1] : NAN, s.where.c_str(),
+                    k > 0 && k <= b.size() ? b[k - 1] : NAN, where.c_str());
+      s.verify = buf;
+      ++verify_mismatches_;
+      spdlog::error("verify: job {}: {}", s.job.id, s.verify);
+    } catch (const std::exception& e) {
+      s.verify = std::string("not run: ") + e.what();
+      ++verify_not_run_;
+    }
+  }
+
+  bool verify_selected(const JobState& s) const {
+    if (opt_.verify <= 0) return false;
+    std::uint64_t h = 1469598103934665603ULL;  // FNV-1a of the id: the same jobs in every run
+    for (unsigned char c : s.job.id) h = (h ^ c) * 1099511628211ULL;
+    h += 0x9e3779b97f4a7c15ULL;
+    h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    h = (h ^ (h >> 27)) * 0x94d049bb133111ebULL;
+    return static_cast<double>((h ^ (h >> 31)) >> 11) * 0x1.0p-53 < opt_.verify;
+  }
+
+  std::string where_of(int rank) const { return ranks_[rank].host + ":" + std::to_string(rank); }
+  // A unit starts (+1) or ends (-1) on its rank.
+  void occupy(const Unit& u, int sign) {
+    RankSlot& k = ranks_[u.rank];
+    k.running += sign;
+    k.gpu_running += sign * u.gpu;
+    k.memory += sign * u.memory;
+    for (std::size_t e = 0; e < k.devices.size(); ++e)
+      if (u.gpu && k.devices[e] == u.gpu_device) k.on_device[e] += sign;
+  }
+
+  void launch_group(const std::vector<std::size_t>& jobs, int threads, bool gpu, int rank) {
     JobState& first = states_[jobs.front()];
     std::string ids;
     for (std::size_t i : jobs) ids += (ids.empty() ? "" : ",") + states_[i].job.id;
     std::vector<std::string> args = {
         self_,
         "batch",
-        opt_.manifest,
+        fs::absolute(opt_.manifest).string(),
         "--out",
         out_.string(),
         "--worker",
@@ -348,54 +627,33 @@ class Batch {
     if (gpu) args.push_back("--worker-gpu");
     const fs::path log = out_ / "logs" / ("group-" + first.job.id + ".log");
     write_log_header(log, "group worker", args);
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) {
+    Unit u;
+    u.rank = rank;
+    u.gpu = gpu;
+    if (!start(u, args, "", log, threads)) {
       for (std::size_t i : jobs) states_[i].solo = true;  // run them alone
       return;
     }
-    pid_t pid = spawn(args, fds[1], log, threads);
-    ::close(fds[1]);
-    if (pid < 0) {
-      ::close(fds[0]);
-      for (std::size_t i : jobs) states_[i].solo = true;
-      return;
-    }
-    ::fcntl(fds[0], F_SETFL, ::fcntl(fds[0], F_GETFL) | O_NONBLOCK);
-    Unit u;
-    u.pid = pid;
     u.jobs = jobs;
     u.group = true;
-    u.gpu = gpu;
     u.memory = first.memory;
-    u.fd = fds[0];
     u.start = clock_type::now();
     for (std::size_t i : jobs) {
-      states_[i].pid = pid;
+      states_[i].pid = u.pid;
       states_[i].status = Status::Running;
       states_[i].start = u.start;
       states_[i].probed = true;
+      states_[i].where = where_of(rank);
     }
-    running_memory_ += u.memory;
-    gpu_running_ += gpu;
+    occupy(u, +1);
     ++groups_started_;
     units_.push_back(std::move(u));
   }
 
   // Reads what a group worker has said so far; each complete line finishes one job.
+  // (A worker on another rank: its rank forwards the lines, kLine.)
   void read_worker(Unit& u) {
-    char buf[4096];
-    while (u.fd >= 0) {
-      ssize_t n = ::read(u.fd, buf, sizeof buf);
-      if (n > 0) {
-        u.buf.append(buf, static_cast<std::size_t>(n));
-        continue;
-      }
-      if (n == 0) {
-        ::close(u.fd);
-        u.fd = -1;
-      }
-      break;  // EAGAIN: nothing more for now
-    }
+    drain(u.fd, u.buf);
     std::size_t nl;
     while ((nl = u.buf.find('\n')) != std::string::npos) {
       const std::string line = u.buf.substr(0, nl);
@@ -425,10 +683,13 @@ class Batch {
   }
 
   void reap_unit(Unit& u, int wstatus) {
-    running_memory_ -= u.memory;
-    gpu_running_ -= u.gpu;
+    occupy(u, -1);
+    if (u.verify) {
+      verify_reaped(u, wstatus);
+      return;
+    }
     if (!u.group) {
-      reap(states_[u.jobs.front()], wstatus);
+      reap(states_[u.jobs.front()], wstatus, u.rank);
       return;
     }
     read_worker(u);
@@ -460,7 +721,7 @@ class Batch {
         // of its group run again, each alone, so one bad job cannot take the others with it.
         s.status = Status::Pending;
         s.solo = true;
-        next_ = std::min(next_, i);
+        next_ = std::min(next_, position_[i]);
       }
     }
     if (left && !g_signal) {
@@ -473,7 +734,7 @@ class Batch {
     }
   }
 
-  void reap(JobState& s, int wstatus) {
+  void reap(JobState& s, int wstatus, int rank) {
     s.seconds = std::chrono::duration<double>(clock_type::now() - s.start).count();
     const fs::path part = out_ / "partial" / (s.job.id + ".json");
     const fs::path log = out_ / "logs" / (s.job.id + ".log");
@@ -497,6 +758,17 @@ class Batch {
       }
       return;
     }
+    if (WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL && s.attempts < 2) {
+      // Killed from outside (a dead worker, the OOM killer, a lost node): once more, on another
+      // rank when there is one; a second kill fails it.
+      spdlog::warn("job {} was killed (signal 9) on {}; it runs once more{}", s.job.id, s.where,
+                   ranks_.size() > 1 ? " on another rank" : "");
+      s.status = Status::Pending;
+      s.pid = -1;
+      s.avoid_rank = rank;
+      next_ = std::min(next_, position_[index_[s.job.id]]);
+      return;
+    }
     std::string why = last_error(log);
     if (WIFSIGNALED(wstatus))
       why =
@@ -510,6 +782,10 @@ class Batch {
     s.status = st;
     s.error = err;
     s.pid = -1;
+    if (st == Status::Ok && verify_selected(s)) {
+      s.verify = "waiting";
+      to_verify_.push_back(index_[s.job.id]);
+    }
     if (st == Status::Ok || st == Status::Failed) {
       if (!tty_)
         spdlog::info("job {} {} in {:.2f} s{}{} ({}/{})", s.job.id, status_name(st), s.seconds,
@@ -536,6 +812,84 @@ class Batch {
     return g;
   }
 
+  // Starts the next job (or group) that may run on rank r; false when none may now.
+  bool launch_on(int r) {
+    RankSlot& k = ranks_[r];
+    if (k.running >= k.slots) return false;
+    // Recomputations first (they are few): on another rank than the job's when there is one.
+    for (std::size_t q = 0; q < to_verify_.size(); ++q) {
+      const JobState& v = states_[to_verify_[q]];
+      if (ranks_.size() > 1 && v.where == where_of(r)) continue;
+      if (k.running > 0 && k.memory + v.memory > k.budget) continue;
+      const std::size_t idx = to_verify_[q];
+      to_verify_.erase(to_verify_.begin() + static_cast<long>(q));
+      launch_verify(idx, r);
+      return true;
+    }
+    while (next_ < order_.size() && states_[order_[next_]].status != Status::Pending) ++next_;
+    if (next_ >= order_.size()) return false;
+    // The first pending job in order, except that a job that needs the GPU (its plan is so
+    // large that the CPU would take far longer) waits while the rank's GPU is busy, letting the
+    // jobs after it run on the CPU meanwhile; and a job killed on this rank goes to another.
+    std::size_t idx = states_.size();
+    for (std::size_t q = next_; q < order_.size(); ++q) {
+      JobState& c = states_[order_[q]];
+      if (c.status != Status::Pending) continue;
+      if (!c.probed) probe(c);
+      if (c.status != Status::Pending) continue;
+      if (c.avoid_rank == r && ranks_.size() > 1) continue;
+      if (k.gpu_running > 0 && k.gpu_running >= k.gpu_slots && wants_gpu(c) &&
+          c.flops >= opt_.gpu_wait_flops)
+        continue;
+      idx = order_[q];
+      break;
+    }
+    if (idx >= states_.size()) return false;  // only jobs waiting for the GPU are left
+    JobState& s = states_[idx];
+    if (k.running > 0 && k.memory + s.memory > k.budget) return false;  // wait for memory
+    int pending = 0, slots = 0;
+    for (const auto& x : states_) pending += x.status == Status::Pending;
+    for (const auto& x : ranks_) slots += x.slots;
+    // Groups small enough that every slot keeps busy to the end: about two groups per slot.
+    std::size_t cap = std::max<std::size_t>(1, (pending + 2 * slots - 1) / (2 * slots));
+    // A shared plan saves a job's setup (process, reading, planning: milliseconds to a
+    // second); jobs in one worker run one after another. So only jobs whose computation is
+    // small are grouped: heavy jobs run alone, in parallel (grouping heavy jobs made a batch
+    // slower than one process per job: bench/batch/RESULTS.md, docs/perf-notes.md).
+    cap = std::min(
+        cap, static_cast<std::size_t>(std::max(1.0, kGroupWorkFlops / std::max(1.0, s.flops))));
+    std::vector<std::size_t> g = group_of(idx, cap);
+    const int concurrent =
+        std::max(1, std::min(k.slots, k.running + pending - static_cast<int>(g.size()) + 1));
+    // A job's own --threads sets its process's OpenMP threads (OMP_NUM_THREADS at start).
+    int threads = std::max(1, k.cores / concurrent);
+    if (s.options.threads() > 0) threads = s.options.threads();
+    const bool gpu = wants_gpu(s) && k.gpu_running < k.gpu_slots;
+    if (g.size() > 1)
+      launch_group(g, threads, gpu, r);
+    else
+      launch(idx, threads, gpu, r);
+    return true;
+  }
+
+  // A message from another rank: a group worker's lines, or a unit's end.
+  void receive(int from, int tag) {
+    const auto m = nlohmann::json::parse(dist::receive(from, tag));
+    const int uid = m["uid"];
+    for (std::size_t k = 0; k < units_.size(); ++k) {
+      if (units_[k].rank != from || units_[k].uid != uid) continue;
+      if (tag == kLine) {
+        units_[k].buf += m["text"].get<std::string>();
+        read_worker(units_[k]);
+      } else if (tag == kExit) {
+        Unit u = std::move(units_[k]);
+        units_.erase(units_.begin() + static_cast<long>(k));
+        reap_unit(u, m["status"].get<int>());
+      }
+      return;
+    }
+  }
+
   void loop() {
     for (std::size_t i = 0; i < states_.size(); ++i) index_[states_[i].job.id] = i;
     auto last_draw = clock_type::now() - std::chrono::seconds(10);
@@ -543,61 +897,35 @@ class Batch {
     while (true) {
       if (g_signal && !signalled) {
         signalled = true;
-        for (auto& u : units_) ::kill(u.pid, SIGTERM);
+        for (auto& u : units_)
+          if (u.rank == 0) ::kill(u.pid, SIGTERM);
+        for (std::size_t r = 1; r < ranks_.size(); ++r)
+          dist::send(static_cast<int>(r), kTerm, "{}");
       }
-      // launch while there is room
-      while (!g_signal && static_cast<int>(units_.size()) < slots_) {
-        while (next_ < states_.size() && states_[next_].status != Status::Pending) ++next_;
-        if (next_ >= states_.size()) break;
-        // The first pending job in manifest order, except that a job that needs the GPU (its
-        // plan is so large that the CPU would take far longer) waits while the GPU is busy,
-        // letting the jobs after it run on the CPU meanwhile.
-        std::size_t idx = states_.size();
-        for (std::size_t i = next_; i < states_.size(); ++i) {
-          JobState& c = states_[i];
-          if (c.status != Status::Pending) continue;
-          if (!c.probed) probe(c);
-          if (c.status != Status::Pending) continue;
-          if (gpu_running_ > 0 && gpu_running_ >= gpu_slots_ && wants_gpu(c) &&
-              c.flops >= opt_.gpu_wait_flops)
-            continue;
-          idx = i;
-          break;
-        }
-        if (idx >= states_.size()) break;  // only jobs waiting for the GPU are left
-        JobState& s = states_[idx];
-        if (!units_.empty() && running_memory_ + s.memory > budget_) break;  // wait for memory
-        int pending = 0;
-        for (const auto& x : states_) pending += x.status == Status::Pending;
-        const int running = static_cast<int>(units_.size());
-        // Groups small enough that every slot keeps busy to the end: about two groups per slot.
-        std::size_t cap = std::max<std::size_t>(1, (pending + 2 * slots_ - 1) / (2 * slots_));
-        // A shared plan saves a job's setup (process, reading, planning: milliseconds to a
-        // second); jobs in one worker run one after another. So only jobs whose computation is
-        // small are grouped: heavy jobs run alone, in parallel (grouping heavy jobs made a batch
-        // slower than one process per job: bench/batch/RESULTS.md, docs/perf-notes.md).
-        cap = std::min(
-            cap, static_cast<std::size_t>(std::max(1.0, kGroupWorkFlops / std::max(1.0, s.flops))));
-        std::vector<std::size_t> g = group_of(idx, cap);
-        const int concurrent =
-            std::max(1, std::min(slots_, running + pending - static_cast<int>(g.size()) + 1));
-        // A job's own --threads sets its process's OpenMP threads (OMP_NUM_THREADS at start).
-        int threads = std::max(1, cores_ / concurrent);
-        if (s.options.threads() > 0) threads = s.options.threads();
-        const bool gpu = wants_gpu(s) && gpu_running_ < gpu_slots_;
-        if (g.size() > 1)
-          launch_group(g, threads, gpu);
-        else
-          launch(idx, threads, gpu);
+      // launch while there is room: on the rank with the most free slots first
+      for (bool started = true; started && !g_signal;) {
+        started = false;
+        std::vector<int> by_free(ranks_.size());
+        for (std::size_t r = 0; r < ranks_.size(); ++r) by_free[r] = static_cast<int>(r);
+        std::stable_sort(by_free.begin(), by_free.end(), [&](int a, int b) {
+          return ranks_[a].slots - ranks_[a].running > ranks_[b].slots - ranks_[b].running;
+        });
+        for (int r : by_free)
+          if ((started = launch_on(r))) break;
       }
       if (units_.empty()) break;
       for (auto& u : units_)
-        if (u.group) read_worker(u);
+        if (u.group && u.rank == 0) read_worker(u);
+      bool busy = false;
+      for (int from, tag; dist::poll(from, tag);) {
+        receive(from, tag);
+        busy = true;
+      }
       int wstatus = 0;
       pid_t pid = ::waitpid(-1, &wstatus, WNOHANG);
       if (pid > 0) {
         for (std::size_t k = 0; k < units_.size(); ++k)
-          if (units_[k].pid == pid) {
+          if (units_[k].rank == 0 && units_[k].pid == pid) {
             Unit u = std::move(units_[k]);
             units_.erase(units_.begin() + static_cast<long>(k));
             reap_unit(u, wstatus);
@@ -605,12 +933,14 @@ class Batch {
           }
         continue;
       }
+      if (busy) continue;
       if (tty_ && clock_type::now() - last_draw > std::chrono::milliseconds(250)) {
         draw_progress(static_cast<int>(units_.size()));
         last_draw = clock_type::now();
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
+    for (std::size_t r = 1; r < ranks_.size(); ++r) dist::send(static_cast<int>(r), kStop, "{}");
     if (g_signal)
       for (auto& s : states_)
         if (s.status == Status::Pending) s.error = "not started: the batch was interrupted";
@@ -642,7 +972,8 @@ class Batch {
 
   void write_summary() {
     std::ostringstream t;
-    t << "id\tkind\tstatus\tanswer\tseconds\terror\n";
+    t << "id\tkind\tstatus\tanswer\tseconds\twhere\terror" << (opt_.verify > 0 ? "\tverify" : "")
+      << '\n';
     for (const auto& s : states_) {
       std::string err = s.error;
       std::replace(err.begin(), err.end(), '\t', ' ');
@@ -650,8 +981,10 @@ class Batch {
       char secs[32];
       std::snprintf(secs, sizeof secs, "%.3f", s.seconds);
       t << s.job.id << '\t' << s.job.kind << '\t' << status_name(s.status) << '\t' << s.answer
-        << '\t' << (s.status == Status::Ok || s.status == Status::Failed ? secs : "") << '\t' << err
-        << '\n';
+        << '\t' << (s.status == Status::Ok || s.status == Status::Failed ? secs : "") << '\t'
+        << s.where << '\t' << err;
+      if (opt_.verify > 0) t << '\t' << s.verify;
+      t << '\n';
     }
     write_file_atomically(out_ / "summary.tsv", t.str());
   }
@@ -663,6 +996,12 @@ class Batch {
                         {"group_workers", groups_started_},
                         {"plans_shared", plans_shared_},
                         {"probe_seconds", probe_seconds_},
+                        {"ranks", ranks_.size()},
+                        {"verify",
+                         {{"fraction", opt_.verify},
+                          {"same", verified_},
+                          {"mismatches", verify_mismatches_},
+                          {"not_run", verify_not_run_}}},
                         {"jobs", nlohmann::json::array()}};
     for (const auto& s : states_)
       j["jobs"].push_back({{"id", s.job.id},
@@ -670,6 +1009,8 @@ class Batch {
                            {"status", status_name(s.status)},
                            {"answer", s.answer},
                            {"seconds", s.seconds},
+                           {"where", s.where},
+                           {"verify", s.verify},
                            {"error", s.error}});
     std::cout << j.dump(2) << std::endl;
   }
@@ -678,20 +1019,96 @@ class Batch {
   fs::path out_;
   std::vector<JobState> states_;
   std::string self_;
-  int slots_ = 1, cores_ = 1, finished_ = 0;
-  double budget_ = 0, running_memory_ = 0;
+  int finished_ = 0;
+  double budget_ = 0;
+  std::vector<RankSlot> ranks_;  // rank 0 (this process) and the others under mpirun
   std::vector<Unit> units_;
+  int uids_ = 0;
   std::map<std::string, std::size_t> index_;
-  std::size_t next_ = 0;
-  int gpu_running_ = 0, gpu_slots_ = 0, groups_started_ = 0, plans_shared_ = 0;
+  std::vector<std::size_t> order_;     // job indices in the order they start
+  std::vector<std::size_t> position_;  // per job index: its position in order_
+  std::size_t next_ = 0;               // position in order_ before which nothing is pending
+  int groups_started_ = 0, plans_shared_ = 0;
+  std::vector<std::size_t> to_verify_;  // --verify: finished jobs waiting for their recomputation
+  int verified_ = 0, verify_mismatches_ = 0, verify_not_run_ = 0;
   std::map<std::string, std::pair<double, double>> probed_;  // inputs -> memory, flops
   double probe_seconds_ = 0;
   bool tty_ = false;
   clock_type::time_point t0_;
 };
 
+// A rank other than 0 under `mpirun kinfer batch`: starts what rank 0 sends (kSpawn) as child
+// processes, exactly as rank 0 starts its own, forwards a group worker's lines (kLine) and each
+// child's end (kExit), passes an interruption on to its children (kTerm), and returns at kStop.
+// Results, logs and the journal are written by the children into the shared output folder.
+int run_batch_rank(const BatchOptions& opt) {
+  gather_ranks(opt);  // the collective rank 0 starts with
+  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  struct Child {
+    int uid = 0, fd = -1;
+    std::string buf;
+  };
+  std::map<pid_t, Child> children;
+  auto forward = [](Child& c) {
+    drain(c.fd, c.buf);
+    const auto nl = c.buf.rfind('\n');
+    if (nl == std::string::npos) return;
+    dist::send(0, kLine, nlohmann::json{{"uid", c.uid}, {"text", c.buf.substr(0, nl + 1)}}.dump());
+    c.buf.erase(0, nl + 1);
+  };
+  bool stop = false, termed = false;
+  while (!stop || !children.empty()) {
+    if (g_signal && !termed) {
+      termed = true;
+      for (auto& [pid, c] : children) ::kill(pid, SIGTERM);
+    }
+    bool busy = false;
+    for (int from, tag; !stop && dist::poll(from, tag);) {
+      busy = true;
+      const auto m = nlohmann::json::parse(dist::receive(from, tag));
+      if (tag == kStop) {
+        stop = true;
+      } else if (tag == kTerm) {
+        for (auto& [pid, c] : children) ::kill(pid, SIGTERM);
+      } else if (tag == kSpawn) {
+        Child c;
+        c.uid = m["uid"];
+        auto args = m["args"].get<std::vector<std::string>>();
+        args[0] = self;
+        const pid_t pid = spawn_child(self, args, m["out"], &c.fd, m["log"], m["threads"],
+                                      m["order_cache"], m["gpu_device"]);
+        if (pid < 0)  // as a child that could not exec
+          dist::send(0, kExit, nlohmann::json{{"uid", c.uid}, {"status", 127 << 8}}.dump());
+        else
+          children[pid] = std::move(c);
+      }
+    }
+    for (auto& [pid, c] : children)
+      if (c.fd >= 0) forward(c);
+    int wstatus = 0;
+    const pid_t pid = ::waitpid(-1, &wstatus, WNOHANG);
+    if (pid > 0) {
+      if (auto it = children.find(pid); it != children.end()) {
+        Child& c = it->second;
+        while (c.fd >= 0) forward(c);  // the rest of its lines (the pipe is closed at its exit)
+        if (!c.buf.empty())
+          dist::send(0, kLine, nlohmann::json{{"uid", c.uid}, {"text", c.buf + "\n"}}.dump());
+        dist::send(0, kExit, nlohmann::json{{"uid", c.uid}, {"status", wstatus}}.dump());
+        children.erase(it);
+      }
+      continue;
+    }
+    if (!busy) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return 0;
+}
+
 }  // namespace
 
-int run_batch(const BatchOptions& opt) { return Batch(opt).run(); }
+int run_batch(const BatchOptions& opt) {
+  return dist::rank() > 0 ? run_batch_rank(opt) : Batch(opt).run();
+}
 
 }  // namespace kinfer::app

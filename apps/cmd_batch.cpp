@@ -23,11 +23,11 @@ Runner add_batch(CLI::App& root) {
   cmd->add_flag("--json", o->json, "print a JSON summary at the end");
   cmd->add_option("--max-memory", *mem,
                   "memory all running jobs together may use (default: 85% of this machine's)");
-  cmd->add_option(
-         "--gpu-jobs", o->gpu_jobs,
-         "jobs (or groups of jobs) that may use the GPU at once; the others run on the CPU")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+  cmd->add_option("--gpu-jobs", o->gpu_jobs,
+                  "jobs (or groups of jobs) that may use a GPU at once, spread over the GPUs "
+                  "(each job sees one: CUDA_VISIBLE_DEVICES); the others run on the CPU "
+                  "(default: the number of GPUs)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--gpu-min-flops", o->gpu_min_flops,
                   "only plans of at least this many FLOPs ask for the GPU (as pe --device auto)")
       ->check(CLI::NonNegativeNumber)
@@ -40,6 +40,11 @@ Runner add_batch(CLI::App& root) {
       ->capture_default_str();
   cmd->add_flag("--no-share", o->no_share,
                 "one process per job: jobs of the same network do not share a compiled plan");
+  cmd->add_option("--verify", o->verify,
+                  "recompute this fraction (0 to 1, chosen by job id) of the finished jobs in a "
+                  "process of their own, on another rank under mpirun, and compare (exit 5 on a "
+                  "mismatch; summary.tsv's verify column)")
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--worker", o->worker, "internal: evaluate these job ids in one process")
       ->group("");
   cmd->add_flag("--worker-gpu", o->worker_gpu, "internal: the worker may open the GPU")->group("");

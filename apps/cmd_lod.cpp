@@ -17,6 +17,7 @@
 #include "apps/lod_merlin.hpp"
 #include "apps/lod_report.hpp"
 #include "apps/network_options.hpp"
+#include "dist/distributed.hpp"
 #include "engine/errors.hpp"
 #include "engine/memory_limit.hpp"
 #include "io/linkage.hpp"
@@ -162,6 +163,15 @@ int run_lod(const LodOptions& o) {
     spdlog::error("{} (plan run {})", v, runs.check_run + 1);
     return kExitCheckFailed;
   };
+  // Under mpirun: the (evaluation, pedigree) likelihoods dealt over the ranks, gathered after
+  // each evaluation in pedigree order (the same sums as one process); rank 0 alone prints.
+  std::unique_ptr<dist::RankDealer> dealer;
+  if (dist::size() > 1) {
+    dealer = std::make_unique<dist::RankDealer>();
+    ao.dealer = dealer.get();
+    spdlog::info("{} ranks: the likelihoods of each evaluation's pedigrees dealt cyclically",
+                 dist::size());
+  }
   if (!o.merlin.map.empty()) {
     MerlinLodOptions m = o.merlin;
     m.dat = o.dat;
@@ -187,7 +197,15 @@ int run_lod(const LodOptions& o) {
                    : "");
 
   const lk::AnalysisResult r = lk::analyze(lf, pf, ao);
-  const int status = check_status();
+  int status = check_status();
+  nlohmann::json mpi;
+  if (dealer) {
+    mpi = {{"ranks", dist::size()},
+           {"dealing", "cyclic over (evaluation, pedigree) pairs"},
+           {"per_rank", dealer->per_rank("likelihoods")}};
+    if (dist::any(status != 0) && status == 0) status = kExitCheckFailed;  // failed elsewhere
+    if (dist::rank() > 0) return status;
+  }
   const double secs = std::chrono::duration<double>(clock::now() - t0).count();
   spdlog::info(
       "{} evaluation(s) in {:.3g} s: reduce {:.3g} s, {} plan(s) {:.3g} s, {} run(s) {:.3g} s; "
@@ -204,6 +222,7 @@ int run_lod(const LodOptions& o) {
                      : nlohmann::json{{"passed", nullptr}, {"not_run", "no GPU to compare with"}};
     if (runs.checked) j["check"]["plan_runs"] = runs.checked;
   }
+  if (!mpi.is_null()) j["mpi"] = mpi;
   if (o.json)
     std::cout << j.dump(2) << std::endl;
   else

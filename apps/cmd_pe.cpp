@@ -6,14 +6,18 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "apps/command_options.hpp"
 #include "apps/commands.hpp"
 #include "apps/network_options.hpp"
+#include "dist/distributed.hpp"
 #include "engine/condition.hpp"
+#include "engine/errors.hpp"
 #include "engine/plan.hpp"
 #include "engine/util.hpp"
+#include "gpu/device_api.hpp"
 #include "scheduler/runner.hpp"
 
 namespace kinfer::app {
@@ -27,6 +31,57 @@ std::string format_log10(double x) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.10g", x);
   return buf;
+}
+
+// The slice dealer over the ranks (null with one process), after checking that every rank made
+// the same plan.
+std::unique_ptr<dist::RankDealer> slice_dealer(const PeOptions& o, const ConditionedPlan& cp) {
+  if (dist::size() < 2) return nullptr;
+  std::string fp = std::to_string(cp.cond.slices) + " slices; conditioned on";
+  for (int v : cp.cond.vars) fp += " " + std::to_string(v);
+  fp += "; order";
+  for (int v : cp.plan.order.order) fp += " " + std::to_string(v);
+  const std::vector<std::string> all = dist::allgather(fp);
+  for (int r = 1; r < dist::size(); ++r)
+    if (all[r] != all[0])
+      throw ResourceError("the ranks planned differently (rank 0: " + all[0].substr(0, 200) +
+                          "...; rank " + std::to_string(r) + ": " + all[r].substr(0, 200) +
+                          "...): give every rank the same --order-time/--seed and hardware, or "
+                          "run in one process");
+  spdlog::info("{} ranks: {}", dist::size(),
+               cp.conditioned()
+                   ? std::to_string(cp.cond.slices) + " slices dealt cyclically"
+                   : std::string("the plan is not conditioned (one slice): it runs on rank 0"));
+  return std::make_unique<dist::RankDealer>(o.verify, o.net.seed);
+}
+
+// How many GPUs of this process share the slices: every visible one (CUDA_VISIBLE_DEVICES), as
+// many as the plan's copies fit --max-memory (each GPU's runner fills a copy of the plan's
+// inputs: counted at the plan's whole estimated peak, which overstates it) and no more than the
+// slices. 1 for an unconditioned plan, --check, or a plan that stays on the CPU.
+int gpu_lanes(const sched::Runner& runner, const ConditionedPlan& cp, double max_memory) {
+  if (!cp.conditioned() || cp.cond.slices < 2 || runner.request().check ||
+      !runner.wants_gpu(cp.plan))
+    return 1;
+  const gpu::DeviceInfo info = gpu::probe();
+  if (!info.available || info.count < 2) return 1;
+  int lanes = static_cast<int>(std::min<std::int64_t>(info.count, cp.cond.slices));
+  if (max_memory > 0 && cp.plan.memory.peak_bytes > 0)
+    lanes = std::max(1, std::min(lanes, static_cast<int>(max_memory / cp.plan.memory.peak_bytes)));
+  spdlog::info("{} GPUs: the {} slices spread over {} of them{}", info.count, cp.cond.slices, lanes,
+               lanes < info.count ? " (what the copies of the plan fit in --max-memory)" : "");
+  return lanes;
+}
+
+// The "mpi" member of --json (collective: every rank calls it).
+nlohmann::json mpi_json(const dist::RankDealer& d, const ConditionedPlan& cp) {
+  nlohmann::json j = {{"ranks", dist::size()},
+                      {"slices", cp.conditioned() ? cp.cond.slices : 1},
+                      {"dealing", "cyclic: slice s on rank s mod ranks"},
+                      {"per_rank", d.per_rank("slices")}};
+  if (d.verified() > 0 || !d.mismatches().empty())
+    j["verify"] = {{"recomputed", d.verified()}, {"mismatches", d.mismatches().size()}};
+  return j;
 }
 
 int run_pe(const PeOptions& o) {
@@ -52,6 +107,13 @@ int run_pe(const PeOptions& o) {
   ConditionedPlan cplan = make_conditioned_plan(net, ev, po);
   net = Network{};
   Plan& plan = cplan.plan;
+  // Under mpirun every rank planned alike (the order search is seeded, not timed); a rank whose
+  // plan differs (e.g. other hardware sized the order search) would sum other slices: refused.
+  const auto dealer = slice_dealer(o, cplan);
+  const int lanes = gpu_lanes(runner, cplan, po.max_memory_bytes);
+  std::vector<std::unique_ptr<sched::Runner>> more;  // lanes > 1: the runners of GPUs 1, 2, ...
+  std::vector<int> lane_slices;
+  std::vector<std::string> lane_gpu(std::max(1, lanes));
   const auto t2 = clock::now();
   if (cplan.conditioned())
     spdlog::info(
@@ -72,15 +134,32 @@ int run_pe(const PeOptions& o) {
     r.ln_pr = -INFINITY;
     r.device = "cpu";
   } else {
-    // Every slice of a conditioned plan runs through the same runner (the device opens once);
-    // the slices are combined in slice order. A failed check in any slice fails the run.
+    // Every slice of a conditioned plan runs through the same runner (the device opens once),
+    // or with several GPUs through one runner per GPU, slices spread over them; the slices are
+    // combined in slice order. A failed check in any slice fails the run.
     std::optional<sched::CheckReport> failed_check;
-    const double ln = run_conditioned(cplan, [&](const Plan& p) {
-      sched::RunResult s = runner.run(p);
-      if (s.check && !s.check->passed && !failed_check) failed_check = s.check;
-      r = std::move(s);
-      return r.ln_pr;
-    });
+    bool ran_here = false;
+    std::mutex mu;
+    for (int k = 1; k < lanes; ++k) {
+      sched::RunRequest rk = req;
+      rk.gpu_index = k;
+      more.push_back(std::make_unique<sched::Runner>(rk));
+      more.back()->start_early();
+    }
+    const double ln = run_conditioned_lanes(
+        cplan, lanes,
+        [&](int k, const Plan& p) {
+          sched::RunResult s = (k == 0 ? runner : *more[k - 1]).run(p);
+          const std::lock_guard<std::mutex> lock(mu);
+          if (s.check && !s.check->passed && !failed_check) failed_check = s.check;
+          if (k == 0 || !ran_here) r = s;  // the schedule reported: GPU 0's last slice
+          ran_here = true;
+          if (k < static_cast<int>(lane_gpu.size()) && lane_gpu[k].empty())
+            lane_gpu[k] = s.gpu_name.empty() ? "cpu" : s.gpu_name;
+          return s.ln_pr;
+        },
+        dealer.get(), &lane_slices);
+    if (!ran_here) r.device = "none";  // a rank that was dealt no slice
     r.ln_pr = ln;
     if (failed_check) r.check = failed_check;
     t_dev = t2 + std::chrono::duration_cast<clock::duration>(
@@ -89,6 +168,11 @@ int run_pe(const PeOptions& o) {
       impossible = "the evidence is jointly impossible (no single factor is zero on its own)";
   }
   const auto t3 = clock::now();
+  // Several ranks: a failed check anywhere fails the run; rank 0 alone reports.
+  const bool check_failed_somewhere = dist::any(r.check && !r.check->passed);
+  nlohmann::json mpi;
+  if (dealer) mpi = mpi_json(*dealer, cplan);
+  if (dist::rank() > 0) return check_failed_somewhere ? kExitCheckFailed : 0;
   const double log10_pr = r.ln_pr / std::log(10.0);
   if (!impossible.empty()) spdlog::warn("P(e) = 0: {}", impossible);
   if (!o.uai_output.empty())
@@ -99,6 +183,13 @@ int run_pe(const PeOptions& o) {
     if (impossible.empty()) j.update(sched::run_json(r, o.explain));
     if (cplan.conditioned()) j["conditioning"] = conditioning_json(cplan);
     if (!impossible.empty()) j["impossible"] = impossible;
+    if (!mpi.is_null()) j["mpi"] = mpi;
+    if (lanes > 1 || !r.gpu_name.empty()) {  // how many GPUs, and what each did
+      nlohmann::json per = nlohmann::json::array();
+      for (int k = 0; k < static_cast<int>(lane_slices.size()); ++k)
+        per.push_back({{"index", k}, {"name", lane_gpu[k]}, {"slices", lane_slices[k]}});
+      j["gpus"] = {{"used", lanes}, {"per_gpu", per}};
+    }
     std::cout << j.dump(2) << std::endl;
   } else {
     std::cout << "log10 P(e) = " << format_log10(log10_pr) << std::endl;
@@ -111,6 +202,11 @@ int run_pe(const PeOptions& o) {
                   << " kB back";
       std::cout << std::endl;
       if (!r.note.empty()) std::cout << "note: " << r.note << std::endl;
+    }
+    if (lanes > 1) {
+      std::cout << lanes << " GPUs, slices per GPU:";
+      for (int n : lane_slices) std::cout << ' ' << n;
+      std::cout << std::endl;
     }
     if (o.repeat > 0 && impossible.empty())
       std::cout << "compute: first run " << sched::format_seconds(r.first_seconds) << ", median of "
@@ -125,6 +221,22 @@ int run_pe(const PeOptions& o) {
   if (r.check && !r.check->passed) {
     spdlog::error("{}", verdict);
     return kExitCheckFailed;
+  }
+  if (check_failed_somewhere) {
+    spdlog::error("check: FAILED on another rank (its log says where)");
+    return kExitCheckFailed;
+  }
+  if (dealer && !dealer->mismatches().empty()) {
+    for (const auto& m : dealer->mismatches())
+      spdlog::error("verify: slice {} gave ln {:.17g} on rank {} and {:.17g} on rank {}", m.item,
+                    m.a, m.rank_a, m.b, m.rank_b);
+    return kExitCheckFailed;
+  }
+  if (o.verify > 0 && dist::size() < 2) {
+    spdlog::warn(
+        "verify: not run (it recomputes slices on another rank; run under mpirun -np 2 "
+        "or more)");
+    return kExitCheckNotRun;
   }
   if (!r.check_not_run.empty()) return kExitCheckNotRun;
   return 0;
@@ -168,6 +280,10 @@ void add_pe_options(CLI::App& cmd, PeOptions& o) {
                  "time the computation this many more times after the first (for benchmarks: "
                  "first run and median of the repeats in the output)")
       ->check(CLI::NonNegativeNumber);
+  cmd.add_option("--verify", o.verify,
+                 "under mpirun: recompute this fraction (0 to 1, drawn with --seed) of the slices "
+                 "on a second rank and compare (exit 5 on a mismatch, with both values)")
+      ->check(CLI::Range(0.0, 1.0));
 }
 
 Runner add_pe(CLI::App& root) {

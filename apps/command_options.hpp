@@ -32,6 +32,7 @@ struct PeOptions {
   std::string profile;
   bool explain = false;
   int repeat = 0;
+  double verify = 0;  // under mpirun: the fraction of slices recomputed on a second rank
 };
 // Registers the options of `kinfer pe` (defined in cmd_pe.cpp).
 void add_pe_options(CLI::App& cmd, PeOptions& o);

@@ -5,20 +5,37 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <iostream>
 #include <new>
 #include <vector>
 
 #include "apps/command_options.hpp"
 #include "apps/commands.hpp"
+#include "dist/distributed.hpp"
 #include "engine/errors.hpp"
 #include "engine/memory_limit.hpp"
 
+namespace {
+
+// Under mpirun/srun: an error in one rank ends every rank (the others may wait in a collective),
+// with this rank's exit code; otherwise the code is returned.
+int fail(int code) {
+  if (kinfer::dist::size() > 1) kinfer::dist::abort(code);
+  kinfer::dist::finalize();
+  return code;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   kinfer::bound_allocator();
+  kinfer::dist::init(&argc, &argv);  // MPI, only when started by mpirun or srun
   auto logger = spdlog::stderr_color_mt("kinfer");
   spdlog::set_default_logger(logger);
-  spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
+  spdlog::set_pattern(kinfer::dist::size() > 1
+                          ? "[%H:%M:%S.%e] [" + kinfer::dist::where() + "] [%^%l%$] %v"
+                          : std::string("[%H:%M:%S.%e] [%^%l%$] %v"));
 
   CLI::App app{"kinfer: exact probability of evidence and LOD scores"};
   app.require_subcommand(1);
@@ -34,37 +51,47 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
+    const int rc = kinfer::dist::rank() == 0 ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
+    kinfer::dist::finalize();  // every rank parsed the same command line
     return rc == 0 ? 0 : 2;
   }
-  spdlog::set_level(log.quiet     ? spdlog::level::warn
-                    : log.verbose ? spdlog::level::debug
-                                  : spdlog::level::info);
+  // Ranks other than 0 log warnings and errors only, unless -v.
+  spdlog::set_level(log.quiet || (kinfer::dist::rank() > 0 && !log.verbose) ? spdlog::level::warn
+                    : log.verbose                                           ? spdlog::level::debug
+                                                                            : spdlog::level::info);
   // The one place that sets the OpenMP thread count: the subcommand's --threads, at start.
   // Code that needs the count itself gets it through its options, never from here.
+  bool threads_given = false;
   for (CLI::App* sub : app.get_subcommands())
     if (CLI::Option* t = sub->get_option_no_throw("--threads"); t && t->count() > 0)
-      if (const int n = t->as<int>(); n > 0) omp_set_num_threads(n);
+      if (const int n = t->as<int>(); n > 0) omp_set_num_threads(n), threads_given = true;
+  // Several ranks on one machine share its cores (without --threads each would take them all).
+  if (kinfer::dist::size() > 1)
+    if (const int local = kinfer::dist::ranks_on_this_host(); local > 1 && !threads_given)
+      omp_set_num_threads(std::max(1, omp_get_num_procs() / local));
   try {
     for (auto& r : runners) {
       int rc = r();
-      if (rc >= 0) return rc;
+      if (rc >= 0) {
+        kinfer::dist::finalize();
+        return rc;
+      }
     }
-    return 1;
+    return fail(1);
   } catch (const kinfer::InputError& e) {
     spdlog::error("{}", e.what());
-    return 2;
+    return fail(2);
   } catch (const CLI::ValidationError& e) {
     spdlog::error("{}", e.what());
-    return 2;
+    return fail(2);
   } catch (const kinfer::ResourceError& e) {
     spdlog::error("{}", e.what());
-    return 3;
+    return fail(3);
   } catch (const std::bad_alloc&) {
     spdlog::error("out of memory; try a smaller --max-memory so kinfer refuses before allocating");
-    return 3;
+    return fail(3);
   } catch (const std::exception& e) {
     spdlog::error("internal error: {}", e.what());
-    return 1;
+    return fail(1);
   }
 }

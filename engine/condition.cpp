@@ -3,9 +3,12 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <exception>
 #include <limits>
 #include <sstream>
+#include <thread>
 
 #include "engine/errors.hpp"
 #include "engine/util.hpp"
@@ -289,25 +292,88 @@ bool fill_slice(ConditionedPlan& cp, std::int64_t s) {
   return true;
 }
 
-double run_conditioned(ConditionedPlan& cp, const std::function<double(const Plan&)>& run_slice,
-                       const std::function<void(std::int64_t, double)>& on_slice) {
-  if (!cp.conditioned()) {
-    const double v = cp.plan.model.impossible.empty() ? run_slice(cp.plan) : kNegInf;
-    if (on_slice) on_slice(0, v);
-    return v;
-  }
-  std::vector<double> value(cp.cond.slices, kNegInf);
-  for (std::int64_t s = 0; s < cp.cond.slices; ++s) {
-    if (fill_slice(cp, s)) value[s] = run_slice(cp.plan);
-    if (on_slice) on_slice(s, value[s]);
-  }
-  // log-sum-exp in slice order: the same sum whatever ran each slice and when
+namespace {
+// log-sum-exp in slice order: the same sum whatever ran each slice and when
+double log_sum_exp_in_order(const std::vector<double>& value) {
   double mx = kNegInf;
   for (double v : value) mx = std::max(mx, v);
   if (mx == kNegInf) return kNegInf;
   double acc = 0;
   for (double v : value) acc += std::exp(v - mx);
   return mx + std::log(acc);
+}
+}  // namespace
+
+double run_conditioned(ConditionedPlan& cp, const std::function<double(const Plan&)>& run_slice,
+                       const std::function<void(std::int64_t, double)>& on_slice,
+                       SliceDealer* dealer) {
+  if (!cp.conditioned() && !dealer) {
+    const double v = cp.plan.model.impossible.empty() ? run_slice(cp.plan) : kNegInf;
+    if (on_slice) on_slice(0, v);
+    return v;
+  }
+  const std::int64_t slices = cp.conditioned() ? cp.cond.slices : 1;
+  std::vector<double> value(slices, kNegInf);
+  std::vector<char> computed(slices, 0);
+  for (std::int64_t s = 0; s < slices; ++s) {
+    if (dealer && !dealer->mine(static_cast<std::uint64_t>(s))) continue;
+    computed[s] = 1;
+    if (!cp.conditioned())
+      value[s] = cp.plan.model.impossible.empty() ? run_slice(cp.plan) : kNegInf;
+    else if (fill_slice(cp, s))
+      value[s] = run_slice(cp.plan);
+    if (on_slice) on_slice(s, value[s]);
+  }
+  if (dealer) dealer->combine(value, computed);
+  return log_sum_exp_in_order(value);
+}
+
+double run_conditioned_lanes(ConditionedPlan& cp, int lanes,
+                             const std::function<double(int, const Plan&)>& run_slice,
+                             SliceDealer* dealer, std::vector<int>* lane_slices) {
+  const std::int64_t slices = cp.conditioned() ? cp.cond.slices : 1;
+  if (lane_slices) lane_slices->assign(std::max(1, lanes), 0);
+  if (lanes <= 1 || !cp.conditioned() || slices < 2) {
+    int ran = 0;
+    const double v = run_conditioned(
+        cp, [&](const Plan& p) { return ++ran, run_slice(0, p); }, {}, dealer);
+    if (lane_slices) (*lane_slices)[0] = ran;
+    return v;
+  }
+  std::vector<std::int64_t> mine;  // this process's slices, in order
+  for (std::int64_t s = 0; s < slices; ++s)
+    if (!dealer || dealer->mine(static_cast<std::uint64_t>(s))) mine.push_back(s);
+  std::vector<double> value(slices, kNegInf);
+  std::vector<char> computed(slices, 0);
+  for (std::int64_t s : mine) computed[s] = 1;
+  // Lane 0 fills the caller's plan, the others copies (each lane's inputs are its own).
+  std::vector<ConditionedPlan> copies(lanes - 1, cp);
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::vector<std::exception_ptr> error(lanes);
+  std::vector<int> ran(lanes, 0);
+  auto lane = [&](int k) {
+    ConditionedPlan& c = k == 0 ? cp : copies[k - 1];
+    try {
+      for (std::size_t i; !failed && (i = next++) < mine.size();) {
+        const std::int64_t s = mine[i];
+        ++ran[k];
+        if (fill_slice(c, s)) value[s] = run_slice(k, c.plan);
+      }
+    } catch (...) {
+      error[k] = std::current_exception();
+      failed = true;
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int k = 1; k < lanes; ++k) threads.emplace_back(lane, k);
+  lane(0);
+  for (auto& t : threads) t.join();
+  for (const auto& e : error)
+    if (e) std::rethrow_exception(e);
+  if (lane_slices) *lane_slices = ran;
+  if (dealer) dealer->combine(value, computed);
+  return log_sum_exp_in_order(value);
 }
 
 ConditionedPlan condition_to_fit(const Plan& plan, double budget, const PlanOptions& opt,

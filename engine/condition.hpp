@@ -68,11 +68,36 @@ ConditionedPlan make_conditioned_plan(const Network& net, const Evidence& ev,
 // it contributes P = 0 and need not run.
 bool fill_slice(ConditionedPlan& cp, std::int64_t s);
 
+// Which work items (the slices of a plan, or any list that every process numbers alike) this
+// process computes, when several share a command (dist/: MPI ranks). An item may be computed by
+// more than one process (verification). combine() gets the values with `computed` set where
+// this process computed them, and fills in the others from the processes that did, so that
+// every process ends with the same vector.
+struct SliceDealer {
+  virtual ~SliceDealer() = default;
+  virtual bool mine(std::uint64_t item) = 0;
+  virtual void combine(std::vector<double>& value, const std::vector<char>& computed) = 0;
+};
+
 // The seam for executors: runs every slice, one after another, through `run_slice` (which
 // returns ln of the plan's value, e.g. run_plan or a runner's GPU execution) and combines them
 // by log-sum-exp in slice order. An unconditioned plan is one call of run_slice. `on_slice`,
-// when set, is told each slice's value (-inf for skipped ones). Returns ln P(e).
+// when set, is told each slice's value (-inf for skipped ones). With a `dealer`, only the
+// slices it deals to this process run here (an unconditioned plan is slice 0), the others'
+// values come from its combine(), and every process returns the same ln P(e).
 double run_conditioned(ConditionedPlan& cp, const std::function<double(const Plan&)>& run_slice,
-                       const std::function<void(std::int64_t, double)>& on_slice = {});
+                       const std::function<void(std::int64_t, double)>& on_slice = {},
+                       SliceDealer* dealer = nullptr);
+
+// run_conditioned over `lanes` devices of this process at once (several GPUs): each lane takes
+// the next of this process's slices (a shared counter) and runs it on its own copy of the plan
+// through run_slice(lane, plan); the values meet in slice order as above, so the answer does not
+// depend on the number of lanes or which lane finished first. `lane_slices`, when given, gets
+// how many slices each lane ran. lanes <= 1 is run_conditioned. An exception in a lane is
+// rethrown after every lane stopped.
+double run_conditioned_lanes(ConditionedPlan& cp, int lanes,
+                             const std::function<double(int, const Plan&)>& run_slice,
+                             SliceDealer* dealer = nullptr,
+                             std::vector<int>* lane_slices = nullptr);
 
 }  // namespace kinfer

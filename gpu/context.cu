@@ -45,6 +45,7 @@ DeviceInfo probe() {
     return info;
   }
   info.available = true;
+  info.count = n;
   info.name = prop.name;
   info.memory_bytes = static_cast<double>(prop.totalGlobalMem);
   return info;
@@ -112,6 +113,7 @@ class CudaContext final : public Context {
   }
 
   std::string name() const override { return prop_.name; }
+  void bind() override { CUDA_CHECK(cudaSetDevice(device_)); }
   double l2_bytes() const { return prop_.l2CacheSize; }
   int num_streams() const override { return kStreams; }
   const DeviceLimits& limits() const { return lim_; }

@@ -18,6 +18,7 @@ struct DeviceInfo {
   std::string name;     // e.g. "NVIDIA H100 80GB HBM3"
   std::string why_not;  // when unavailable: "built without CUDA", "no CUDA device", ...
   double memory_bytes = 0;
+  int count = 0;  // usable devices (CUDA_VISIBLE_DEVICES respected); the others are as device 0
 };
 
 // Never throws.
@@ -56,6 +57,9 @@ class Context {
   // Throws std::runtime_error when no device is usable.
   static std::unique_ptr<Context> create(int device = 0);
   virtual ~Context() = default;
+  // Makes this context's device the calling thread's current one (CUDA's current device is per
+  // thread): a thread that drives a context of a device other than 0 calls it first.
+  virtual void bind() {}
 
   virtual Handle alloc(std::int64_t entries) = 0;  // throws ResourceError when full
   // Safe while work that reads `h` is still queued: the memory is reused only after every

@@ -97,13 +97,19 @@ class Analysis {
     e.ln_l.assign(likes.size(), 0);
     e.total_ln_l = 0;
     const auto t0 = Clock::now();
+    std::vector<char> computed(likes.size(), 1);
     for (std::size_t p = 0; p < likes.size(); ++p) {
       if (skip && (*skip)[p]) continue;
+      if (opt_.dealer && !opt_.dealer->mine(items_++)) {
+        computed[p] = 0;  // another process computes it
+        continue;
+      }
       e.ln_l[p] = likes[p]->ln_likelihood(e.male, e.female);
       ++res_.timing.runs;
       if (std::isinf(e.ln_l[p]) && e.ln_l[p] < 0) diagnose_zero(static_cast<int>(p), chain, e);
-      e.total_ln_l += e.ln_l[p];
     }
+    if (opt_.dealer) opt_.dealer->combine(e.ln_l, computed);
+    for (double v : e.ln_l) e.total_ln_l += v;
     res_.timing.evaluate_s += seconds_since(t0);
   }
 
@@ -184,6 +190,7 @@ class Analysis {
   std::vector<std::vector<PedigreeLocus>> reduced_;
   std::map<std::vector<int>, std::vector<std::unique_ptr<PedigreeLikelihood>>> cache_;
   std::map<std::vector<int>, int> expected_;
+  std::uint64_t items_ = 0;  // (evaluation, pedigree) pairs counted for opt_.dealer
 };
 
 // Female thetas for changed male thetas, keeping each interval's female/male Haldane distance

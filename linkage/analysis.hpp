@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/condition.hpp"
 #include "engine/plan.hpp"
 #include "linkage/model.hpp"
 #include "linkage/pedigree.hpp"
@@ -32,6 +33,10 @@ struct AnalysisOptions {
   // Runs one compiled plan and returns its ln L (empty: run_plan on the CPU). `kinfer lod
   // --device` puts the GPU here for plans large enough to pay for it.
   std::function<double(const Plan&)> runner;
+  // Several processes (MPI ranks, dist/): each evaluation computes only the pedigrees the dealer
+  // gives this process (items numbered by a count of (evaluation, pedigree) pairs that every
+  // process makes alike) and its combine() fills in the others. Null: all here.
+  SliceDealer* dealer = nullptr;
 };
 
 struct Evaluation {

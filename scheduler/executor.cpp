@@ -423,6 +423,7 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
     if (pool)
       gpu = std::thread([&] {
         try {
+          ctx->bind();  // this thread drives the context's device (not always device 0)
           gpu_thread(r, *ctx, *pool);
         } catch (...) {
           sh.fail(std::current_exception());

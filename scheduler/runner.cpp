@@ -38,7 +38,7 @@ Schedule uniform(std::size_t n, Policy p, Device d, const std::string& why) {
 
 }  // namespace
 
-OpenedDevice open_gpu() {
+OpenedDevice open_gpu(int device) {
   OpenedDevice d;
   const gpu::DeviceInfo info = gpu::probe();
   if (!info.available) {
@@ -46,7 +46,7 @@ OpenedDevice open_gpu() {
     return d;
   }
   try {
-    d.ctx = gpu::Context::create(0);
+    d.ctx = gpu::Context::create(device);
     d.name = info.name;
     d.memory_bytes = info.memory_bytes;
   } catch (const std::exception& e) {
@@ -121,7 +121,7 @@ Runner::~Runner() {
 void Runner::start_early() {
   if (gpu_->use_given || gpu_->opened || gpu_->early.valid()) return;
   if (req_.device == DeviceChoice::gpu || req_.check)
-    gpu_->early = std::async(std::launch::async, open_gpu);
+    gpu_->early = std::async(std::launch::async, open_gpu, req_.gpu_index);
 }
 
 bool Runner::wants_gpu(const Plan& plan) const {
@@ -138,14 +138,19 @@ bool Runner::wants_gpu(const Plan& plan) const {
 }
 
 gpu::Context* Runner::open() {
-  if (gpu_->use_given) return gpu_->given;
+  if (gpu_->use_given) {
+    if (gpu_->given) gpu_->given->bind();
+    return gpu_->given;
+  }
   if (!gpu_->opened) {
-    gpu_->opened = gpu_->early.valid() ? gpu_->early.get() : open_gpu();
+    gpu_->opened = gpu_->early.valid() ? gpu_->early.get() : open_gpu(req_.gpu_index);
     if (gpu_->opened->ctx)
-      spdlog::info("GPU: {} ({:.0f} GiB)", gpu_->opened->name,
+      spdlog::info("GPU {}: {} ({:.0f} GiB)", req_.gpu_index, gpu_->opened->name,
                    gpu_->opened->memory_bytes / (1 << 30));
   }
-  return gpu_->opened->ctx.get();
+  gpu::Context* ctx = gpu_->opened->ctx.get();
+  if (ctx) ctx->bind();  // opened in another thread, or used from several (one per GPU)
+  return ctx;
 }
 
 const Profile* Runner::profile(std::string& path) {

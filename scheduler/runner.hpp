@@ -27,7 +27,7 @@ struct OpenedDevice {
   std::string name;                   // the GPU's name, or why there is none
   double memory_bytes = 0;
 };
-OpenedDevice open_gpu();
+OpenedDevice open_gpu(int device = 0);  // device: an index among the visible GPUs
 
 enum class DeviceChoice { automatic, cpu, gpu };
 const char* to_string(DeviceChoice d);
@@ -54,6 +54,8 @@ struct RunRequest {
   // The plans run are refills of one plan (lod: per theta): after the first GPU run the
   // schedule does not charge the first use of a kernel shape again.
   bool repeated_plans = false;
+  // Which visible GPU this runner opens (several GPUs in one process: one runner per GPU).
+  int gpu_index = 0;
 };
 
 struct BucketRun {

@@ -5,7 +5,8 @@
 set -euo pipefail
 PKGS=(build-essential pkg-config meson ninja-build
       libboost-graph-dev libspdlog-dev libfmt-dev catch2 libcli11-dev nlohmann-json3-dev zlib1g-dev
-      fastlink gnuplot-nox python3)
+      fastlink gnuplot-nox python3
+      openmpi-bin libopenmpi-dev)  # optional MPI (-Dmpi=auto): `mpirun kinfer ...`, tests/test_mpi.py
 if [ "${1:-}" != "--force" ]; then
   missing=()
   for p in "${PKGS[@]}"; do

@@ -3,15 +3,19 @@
 // the same kernel single-threaded); an all-CPU run is run_plan bit for bit; every bucket has a
 // reason; the profile fallback; the auto threshold; the live memory budget; merging inputs;
 // and the check mode, passing on real networks and failing, with the bucket named, on a device
-// that is wrong on purpose.
+// that is wrong on purpose; the slices of a conditioned plan over two fake devices.
 #include <stdlib.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <mutex>
 #include <random>
+#include <thread>
 
+#include "engine/condition.hpp"
 #include "engine/errors.hpp"
 #include "fake_device.hpp"
 #include "gpu/merge_inputs.hpp"
@@ -314,4 +318,55 @@ TEST_CASE("Scheduler.CheckModeWithoutGpuSaysSo", "[scheduler]") {
   CHECK_FALSE(r.check);
   CHECK_THAT(check_verdict(r), Catch::StartsWith("check: not run"));
   CHECK(run_json(r, false).at("check").at("passed").is_null());
+}
+
+TEST_CASE("Scheduler.SlicesOverTwoFakeDevices", "[scheduler]") {
+  // Several GPUs in one process (engine/condition.hpp run_conditioned_lanes, one runner per
+  // device): the slices of a conditioned plan spread over two fake devices give the unconditioned
+  // plan's ln P(e), bit for bit the one-device answer whichever device finished first, and both
+  // devices run slices.
+  EmptyCache cache;
+  int conditioned = 0;
+  for (const std::string name : {"Pedigree_13.uai", "linkage_16.uai.gz", "Pedigree_11.uai"}) {
+    const io::NetworkWithEvidence in = io::read_network_and_evidence(data_path("uai/" + name));
+    PlanOptions po;
+    po.order.heuristic = OrderHeuristic::WeightedMinFill;
+    po.keep_tables = false;
+    ConditionedPlan whole = make_conditioned_plan(in.net, in.ev, po);
+    REQUIRE(!whole.conditioned());
+    const double ln_whole = run_plan(whole.plan, {});
+    const MemoryEstimate& m = whole.plan.memory;
+    po.max_memory_bytes = m.peak_bytes - m.intermediate_bytes * 7 / 8 + 2 * m.input_bytes;
+    ConditionedPlan cp = make_conditioned_plan(in.net, in.ev, po);
+    if (!cp.conditioned() || cp.cond.slices < 3) continue;
+    ++conditioned;
+    RunRequest req;
+    req.device = DeviceChoice::gpu;
+    req.policy = Policy::gpu_only;  // every bucket a kernel takes on the (fake) device
+    test::FakeDevice dev0(2, 50, 1), dev1(2, 50, 2);
+    Runner r0(req, &dev0), r1(req, &dev1), one(req, &dev0);
+    std::vector<int> lanes;
+    int on_devices = 0;
+    std::mutex mu;
+    const double two = run_conditioned_lanes(
+        cp, 2,
+        [&](int k, const Plan& p) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));  // let both lanes take some
+          const RunResult res = (k == 0 ? r0 : r1).run(p);
+          const std::lock_guard<std::mutex> lock(mu);
+          on_devices += res.gpu_buckets;
+          return res.ln_pr;
+        },
+        nullptr, &lanes);
+    const double single = run_conditioned(cp, [&](const Plan& p) { return one.run(p).ln_pr; });
+    INFO(name << ": " << cp.cond.slices << " slices, per device " << lanes[0] << " + " << lanes[1]);
+    CHECK(close(two, ln_whole));
+    CHECK(two == single);
+    CHECK(lanes.size() == 2);
+    CHECK(lanes[0] + lanes[1] == cp.cond.slices);
+    CHECK(lanes[0] > 0);
+    CHECK(lanes[1] > 0);
+    CHECK(on_devices > 0);
+  }
+  CHECK(conditioned > 0);
 }

@@ -1,0 +1,121 @@
+// distributed.hpp over MPI (Open MPI). The only file that includes <mpi.h>.
+// The C API only: Open MPI's deprecated C++ bindings do not compile under -Werror.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "dist/distributed.hpp"
+
+namespace kinfer::dist {
+
+namespace {
+bool g_launched = false;
+int g_rank = 0, g_size = 1;
+
+bool started_by_launcher() {
+  if (const char* no = std::getenv("KINFER_NO_MPI"); no && *no && std::string(no) != "0")
+    return false;
+  return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMIX_RANK") || std::getenv("PMI_RANK");
+}
+}  // namespace
+
+void init(int* argc, char*** argv) {
+  if (g_launched || !started_by_launcher()) return;
+  int provided = 0;
+  // Only the main thread calls MPI (OpenMP threads compute, never communicate).
+  MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+  g_launched = true;
+  // A rank never outlives its launcher (mpirun or orted killed with SIGKILL): its job processes
+  // (apps/batch_supervisor.cpp) go with it, and `--resume` finds no stray writer.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+}
+
+void finalize() {
+  if (!g_launched) return;
+  MPI_Finalize();
+  g_launched = false;
+}
+
+bool compiled() { return true; }
+bool launched() { return g_launched; }
+int rank() { return g_rank; }
+int size() { return g_size; }
+
+void abort(int code) {
+  if (g_launched) MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+std::vector<std::vector<double>> allgather(const std::vector<double>& mine) {
+  if (g_size == 1) return {mine};
+  int n = static_cast<int>(mine.size());
+  std::vector<int> counts(g_size), displs(g_size);
+  MPI_Allgather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  int total = 0;
+  for (int r = 0; r < g_size; ++r) displs[r] = total, total += counts[r];
+  std::vector<double> all(total);
+  MPI_Allgatherv(mine.data(), n, MPI_DOUBLE, all.data(), counts.data(), displs.data(), MPI_DOUBLE,
+                 MPI_COMM_WORLD);
+  std::vector<std::vector<double>> out(g_size);
+  for (int r = 0; r < g_size; ++r)
+    out[r].assign(all.begin() + displs[r], all.begin() + displs[r] + counts[r]);
+  return out;
+}
+
+std::vector<std::string> allgather(const std::string& mine) {
+  if (g_size == 1) return {mine};
+  int n = static_cast<int>(mine.size());
+  std::vector<int> counts(g_size), displs(g_size);
+  MPI_Allgather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  int total = 0;
+  for (int r = 0; r < g_size; ++r) displs[r] = total, total += counts[r];
+  std::string all(total, '\0');
+  MPI_Allgatherv(mine.data(), n, MPI_CHAR, all.data(), counts.data(), displs.data(), MPI_CHAR,
+                 MPI_COMM_WORLD);
+  std::vector<std::string> out(g_size);
+  for (int r = 0; r < g_size; ++r) out[r] = all.substr(displs[r], counts[r]);
+  return out;
+}
+
+bool any(bool mine) {
+  if (g_size == 1) return mine;
+  int in = mine ? 1 : 0, out = 0;
+  MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  return out != 0;
+}
+
+void send(int to, int tag, const std::string& body) {
+  MPI_Send(body.data(), static_cast<int>(body.size()), MPI_CHAR, to, tag, MPI_COMM_WORLD);
+}
+
+bool poll(int& from, int& tag) {
+  if (g_size == 1) return false;
+  int flag = 0;
+  MPI_Status st;
+  MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &st);
+  if (!flag) return false;
+  from = st.MPI_SOURCE;
+  tag = st.MPI_TAG;
+  return true;
+}
+
+std::string receive(int from, int tag) {
+  MPI_Status st;
+  MPI_Probe(from, tag, MPI_COMM_WORLD, &st);
+  int n = 0;
+  MPI_Get_count(&st, MPI_CHAR, &n);
+  std::string body(n, '\0');
+  MPI_Recv(body.data(), n, MPI_CHAR, from, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  return body;
+}
+
+}  // namespace kinfer::dist

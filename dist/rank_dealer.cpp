@@ -1,0 +1,116 @@
+// RankDealer, and the plain-C++ parts of distributed.hpp (built with and without MPI).
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include "dist/distributed.hpp"
+
+namespace kinfer::dist {
+
+namespace {
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+// splitmix64: a seeded, platform-independent draw per item (every rank draws alike).
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+}  // namespace
+
+std::string host() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+  return buf;
+}
+
+std::string where() { return host() + ":" + std::to_string(rank()); }
+
+int ranks_on_this_host() {
+  const std::string me = host();
+  int n = 0;
+  for (const std::string& h : allgather(me)) n += h == me;
+  return std::max(1, n);
+}
+
+bool is_launcher_variable(const std::string& name) {
+  for (const char* p : {"OMPI_", "PMIX_", "PMI_", "OPAL_", "ORTE_"})
+    if (name.rfind(p, 0) == 0) return true;
+  return false;
+}
+
+RankDealer::RankDealer(double verify_fraction, std::uint64_t seed)
+    : fraction_(verify_fraction), seed_(seed), start_(now()) {}
+
+bool RankDealer::verifies(std::uint64_t item) const {
+  if (fraction_ <= 0 || size() < 2) return false;
+  const double u = static_cast<double>(mix(seed_ ^ mix(item)) >> 11) * 0x1.0p-53;
+  return u < fraction_;
+}
+
+bool RankDealer::mine(std::uint64_t item) {
+  const auto n = static_cast<std::uint64_t>(size()), r = static_cast<std::uint64_t>(rank());
+  const bool m = item % n == r || (verifies(item) && (item + 1) % n == r);
+  items_ += m;
+  return m;
+}
+
+void RankDealer::combine(std::vector<double>& value, const std::vector<char>& computed) {
+  busy_ += now() - start_;
+  if (size() > 1) {
+    // One exchange: per item, whether this rank computed it and the value.
+    std::vector<double> mine(2 * value.size());
+    for (std::size_t i = 0; i < value.size(); ++i)
+      mine[2 * i] = computed[i] ? 1 : 0, mine[2 * i + 1] = value[i];
+    // Tests only (tests/test_mpi.py): a verifying rank's copies made wrong on purpose, so that
+    // the mismatch path is exercised; the answer (from the owners) is untouched.
+    if (const char* skew = std::getenv("KINFER_TEST_VERIFY_SKEW"))
+      for (std::size_t i = 0; i < value.size(); ++i)
+        if (computed[i] &&
+            (base_ + i) % static_cast<std::uint64_t>(size()) != static_cast<std::uint64_t>(rank()))
+          mine[2 * i + 1] += std::atof(skew);
+    const auto all = allgather(mine);
+    for (std::size_t i = 0; i < value.size(); ++i) {
+      // The value of the rank the item was dealt to (pe: item = slice, numbered from base_),
+      // else of the first rank that computed it (lod's entries every rank computes alike).
+      int first = static_cast<int>((base_ + i) % static_cast<std::uint64_t>(size()));
+      if (all[first][2 * i] == 0) {
+        first = -1;
+        for (int r = 0; r < size() && first < 0; ++r)
+          if (all[r][2 * i] != 0) first = r;
+      }
+      if (first < 0) continue;  // nobody computed it: it stays as it is (callers fill all)
+      value[i] = all[first][2 * i + 1];
+      for (int r = 0; r < size(); ++r) {
+        if (r == first || all[r][2 * i] == 0) continue;
+        // computed twice (verification): the ln values must agree as --check's do
+        ++verified_;
+        const double a = value[i], v = all[r][2 * i + 1];
+        const bool same = a == v || std::abs(a - v) <= 1e-9 * std::max(1.0, std::abs(a));
+        if (!same) mismatches_.push_back({base_ + i, a, v, first, r});
+      }
+    }
+    base_ += value.size();
+  }
+  start_ = now();
+}
+
+nlohmann::json RankDealer::per_rank(const char* items_name) const {
+  const auto all = allgather(std::vector<double>{static_cast<double>(items_), busy_});
+  const auto hosts = allgather(host());
+  nlohmann::json out = nlohmann::json::array();
+  for (int r = 0; r < size(); ++r)
+    out.push_back({{"rank", r},
+                   {"host", hosts[r]},
+                   {items_name, static_cast<std::int64_t>(all[r][0])},
+                   {"seconds", all[r][1]}});
+  return out;
+}
+
+}  // namespace kinfer::dist
