@@ -1,0 +1,38 @@
+#!/bin/bash
+# Device call 1 of the plan-time work (run in the repository root of the GPU machine, bundle in
+# B=.dev-plan holding the build, data/uai with the shared networks and REFERENCES.tsv, and these
+# scripts): `kinfer calibrate` (the shipped profile data/profiles/h100.json), then the plan time
+# baseline with bench/e2e/plan-time.sh. Everything under $OUT, tarred.
+set -u
+B=${B:-.dev-plan}
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT/c1"
+k="$B/run apps/kinfer"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$OUT/c1/gpu.txt" 2>&1
+nproc >> "$OUT/c1/gpu.txt"
+export XDG_CACHE_HOME=$OUT/c1/cache
+SECONDS_CAL=${SECONDS_CAL:-45}
+if [ "${SKIP_CAL:-0}" != 1 ]; then
+  /usr/bin/time -v $k calibrate --seconds "$SECONDS_CAL" -o "$OUT/c1/h100.json" > "$OUT/c1/calibrate.txt" 2> "$OUT/c1/calibrate.log"
+  echo "calibrate rc=$?" >> "$OUT/c1/calibrate.txt"
+fi
+# the new profile is found by the GPU's name (as data/profiles/h100.json will be)
+mkdir -p "$OUT/c1/shipped"
+[ -f "$OUT/c1/h100.json" ] && cp "$OUT/c1/h100.json" "$OUT/c1/shipped/"
+export KINFER_PROFILES=$OUT/c1/shipped
+bash "$B/plan-time.sh" "$k" "$B/data/uai" "$OUT/c1" cpu,auto \
+  linkage_11 linkage_12 linkage_13 linkage_17 linkage_14 linkage_18 Pedigree_11 pedigree1 linkage_16
+# the search's parallel efficiency: the same counted work (2 nominal core-seconds) on 1 and 16
+# threads (`info` plans only)
+for net in linkage_11 linkage_17; do
+  for t in 1 16; do
+    /usr/bin/time -f "$net threads=$t wall=%e user=%U sys=%S" $k info "$B/data/uai/$net.uai" --json \
+      --order-time 2 --order-cache none --threads $t > "$OUT/c1/info-$net-$t.json" 2>> "$OUT/c1/efficiency.txt"
+  done
+done
+# a GPU no profile knows: the automatic calibration (10 s, cached), then a run that reuses it
+mkdir -p "$OUT/c1/auto" "$OUT/c1/none"
+KINFER_PROFILES=$OUT/c1/none XDG_CACHE_HOME=$OUT/c1/auto/cache \
+  bash "$B/plan-time.sh" "$k" "$B/data/uai" "$OUT/c1/auto" auto linkage_12 linkage_12
+ls -R "$OUT/c1/auto/cache" > "$OUT/c1/auto/cache.txt" 2>&1
+tar -C "$OUT" -czf "$OUT/c1.tgz" c1 && rm -rf "$OUT/c1"
