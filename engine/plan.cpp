@@ -63,8 +63,9 @@ bool load_order(const std::string& path, const ReducedModel& m,
   std::ifstream f(path);
   std::string magic, heuristic;
   int version = 0;
-  if (!(f >> magic >> version >> heuristic) || magic != "kinfer-order" || version != 1)
-    return false;
+  if (!(f >> magic >> version) || magic != "kinfer-order" || version != 1) return false;
+  std::getline(f >> std::ws, heuristic);  // the rest of the line: names hold spaces
+  if (heuristic.empty()) return false;
   std::vector<int> order;
   for (int v; f >> v;) order.push_back(v);
   std::vector<char> scoped(m.card.size(), 0), seen(m.card.size(), 0);
