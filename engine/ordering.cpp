@@ -7,8 +7,6 @@
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/connected_components.hpp>
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <cmath>
 #include <random>
 #include <stdexcept>
@@ -516,10 +514,7 @@ OrderStats evaluate_order(int num_vars, const std::vector<int>& card,
 
 OrderResult find_order(int num_vars, const std::vector<int>& card,
                        const std::vector<std::vector<int>>& scopes, const OrderOptions& opt) {
-  constexpr int kRestarts = 16;
-  int kChains = 4, kMoves = 12;  // EXPERIMENT: KINFER_ORDER_CHAINS=chains,moves (remove)
-  if (const char* x = std::getenv("KINFER_ORDER_CHAINS"))
-    std::sscanf(x, "%d,%d", &kChains, &kMoves);
+  constexpr int kRestarts = 16, kChains = 4, kMoves = 12;
   constexpr std::size_t kElite = 4;
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();

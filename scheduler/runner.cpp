@@ -20,8 +20,9 @@ namespace kinfer::sched {
 
 namespace {
 
-// `RunRequest::auto_calibrate`: short, so that a new user's first large run is not held up long.
-constexpr double kAutoCalibrateSeconds = 10;
+// `RunRequest::auto_calibrate`: short, so that a new user's first large run is not held up long,
+// yet long enough for a placement no slower than whole-plan (docs/perf-notes.md: 10 s was not).
+constexpr double kAutoCalibrateSeconds = 30;
 
 using clock_type = std::chrono::steady_clock;
 double since(clock_type::time_point t0) {
@@ -84,8 +85,8 @@ AutoChoice auto_choice(const Plan& plan, const Profile& profile, Policy policy,
 double gpu_sized_prediction(const OrderStats& s) {
   const double states = std::exp2(s.log2_total_state);
   const double cpu = states / 5e7;
-  const double gpu = (0.2 + states / 2e10) * 16;
-  return std::min(cpu, gpu);
+  const double gpu_wall = std::max(4 * kGpuStartSeconds, kGpuComputeBase + states / kGpuStatesPerSecond);
+  return std::min(cpu, gpu_wall * kSearchCoreSecondsPerSecond);
 }
 
 // The GPU: the machine's (opened once, maybe in the background) or one given by a test.
@@ -98,10 +99,17 @@ struct Runner::Gpu {
 };
 
 std::function<double(const OrderStats&)> Runner::order_prediction() {
-  if (req_.device == DeviceChoice::cpu || !gpu::probe().available) return {};
-  return [this](const OrderStats& s) {
+  if (req_.device == DeviceChoice::cpu) return {};
+  auto calls = std::make_shared<int>(0);
+  return [this, calls](const OrderStats& s) {
+    const double cpu = std::exp2(s.log2_total_state) / 5e7;  // the engine's own prediction
+    // The first rounds' best orders are far worse than the search's answer (2^3-2^5 states):
+    // sized for the CPU, they never touch the GPU's driver, which a small network cannot afford.
+    if ((*calls)++ < kCpuSizedRounds) return cpu;
+    const double gpu = gpu_sized_prediction(s);
+    if (gpu >= cpu || gpu_name().empty()) return cpu;  // probes the GPU once, only here
     start_if_likely(s);
-    return gpu_sized_prediction(s);
+    return gpu;
   };
 }
 
@@ -113,12 +121,21 @@ void Runner::start_if_likely(const OrderStats& s) {
   // profile decides in run()), so that the device starts while the plan is being made.
   const double states = std::exp2(s.log2_total_state);
   const int threads = req_.threads > 0 ? req_.threads : omp_get_max_threads();
-  const double cpu = states / (5e7 * threads), gpu = kGpuStartSeconds + states / 2e10;
+  const double cpu = states / (5e7 * threads);
+  const double gpu = kGpuStartSeconds + kGpuComputeBase + states / kGpuStatesPerSecond;
   if (gpu >= cpu) return;
   spdlog::debug("starting the GPU in the background (2^{:.1f} states: about {} on the CPU)",
                 s.log2_total_state, format_seconds(cpu));
   gpu_->early = std::async(std::launch::async, open_gpu);
   gpu_->early_at = clock_type::now();
+}
+
+bool Runner::holds_gpu() const {
+  return gpu_->early.valid() || (gpu_->opened && gpu_->opened->ctx);
+}
+
+void Runner::settle() {
+  if (gpu_->early.valid()) gpu_->early.wait();
 }
 
 const char* to_string(DeviceChoice d) {
@@ -204,6 +221,16 @@ const std::string& Runner::gpu_name() {
 }
 
 bool Runner::auto_gpu(const Plan& plan, std::string& why_not) {
+  // A plan the CPU finishes before the GPU could start never touches the GPU's driver (whose
+  // start and teardown alone would make a small run several times slower).
+  const double states = std::exp2(plan.order.stats.log2_total_state);
+  const int threads = req_.threads > 0 ? req_.threads : omp_get_max_threads();
+  if (!gpu_->use_given && !holds_gpu() && states / (5e7 * threads) < kGpuStartSeconds) {
+    why_not = fmt::format(
+        "--device auto: 2^{:.1f} states, about {} on the CPU, less than starting the GPU takes",
+        plan.order.stats.log2_total_state, format_seconds(states / (5e7 * threads)));
+    return false;
+  }
   const std::string& name = gpu_name();
   std::string path;
   const Profile* prof = name.empty() ? nullptr : profile(path);

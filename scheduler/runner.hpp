@@ -112,12 +112,22 @@ std::string check_verdict(const RunResult& r);
 std::string check_report_verdict(const CheckReport& c);
 
 // The order search's prediction with a GPU in the machine: the smaller of the CPU's and the
-// GPU's (device start included), in the search's unit, core-seconds, for a fixed nominal 16 cores
-// so that the same seed gives the same order whatever the thread count. Searching 2 s for an
-// order the GPU computes in 0.4 s loses. Rates: docs/perf-notes.md, "GPU-sized order search".
+// GPU's, in the search's unit, nominal core-seconds (fixed rates, so that the same seed gives the
+// same order whatever the thread count). Searching 2 s for an order the GPU computes in 0.1 s
+// loses.
 double gpu_sized_prediction(const OrderStats& s);
+// Its rates, measured on the H100 (docs/perf-notes.md, "Plan time and a GPU run out of the box"):
+// the GPU computes a plan in about kGpuComputeBase + states / kGpuStatesPerSecond once started,
+// and the search does kSearchCoreSecondsPerSecond nominal core-seconds per second on 16 cores.
+// The GPU's part is at least 4 x kGpuStartSeconds: the search runs while the device starts in
+// the background, so a quarter of it (the search's fraction) costs nothing.
+inline constexpr double kGpuComputeBase = 0.03;
+inline constexpr double kGpuStatesPerSecond = 8e10;
+inline constexpr double kSearchCoreSecondsPerSecond = 4;
+// The order_prediction's first calls (the search's first rounds) predict for the CPU alone.
+inline constexpr int kCpuSizedRounds = 2;
 // Names gpu_sized_prediction in the order cache's key (OrderOptions::predict_key).
-inline constexpr const char* kGpuSizedPredictionKey = "gpu-sized-1";
+inline constexpr const char* kGpuSizedPredictionKey = "gpu-sized-2";
 
 class Runner {
  public:
@@ -134,11 +144,16 @@ class Runner {
   // (--device gpu, --check), to overlap reading and planning. Optional.
   void start_early();
   // The order search's compute prediction for the plans this runner will run (OrderOptions::
-  // predict_seconds): with a GPU in the machine and a device other than cpu, the GPU-sized one
-  // (gpu_sized_prediction); empty otherwise (the engine's own CPU prediction).
+  // predict_seconds): unless --device cpu, after kCpuSizedRounds calls, the GPU-sized one
+  // (gpu_sized_prediction) when it is below the CPU's and there is a GPU (probed then, once);
+  // the engine's own CPU prediction otherwise; empty with --device cpu.
   // With --device auto it also starts the GPU in the background once the search's best order
   // looks like a GPU plan (start_if_likely), so that the device's start overlaps the planning.
   std::function<double(const OrderStats&)> order_prediction();
+  // Whether a GPU context is open or opening (the command may then leave without tearing it
+  // down, after settle(): apps/cmd_pe.cpp).
+  bool holds_gpu() const;
+  void settle();  // waits for a GPU opening in the background
   // Whether run(plan) would use the GPU (if there is one); for --device auto, reads the
   // profile (and may calibrate: see run).
   bool wants_gpu(const Plan& plan);
