@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -130,15 +129,6 @@ int run_pe(const PeOptions& o) {
     rc = kExitCheckFailed;
   } else if (!r.check_not_run.empty()) {
     rc = kExitCheckNotRun;
-  }
-  if (runner.holds_gpu() && !std::getenv("KINFER_GPU_TEARDOWN")) {
-    // Everything is written: leave without tearing the GPU context down in this process (the
-    // driver frees it with the process), about 0.1 s less per run (docs/perf-notes.md).
-    runner.settle();
-    std::cout.flush();
-    spdlog::default_logger()->flush();
-    std::fflush(nullptr);
-    std::_Exit(rc);
   }
   return rc;
 }

@@ -211,8 +211,7 @@ OrderedModel order_model(const Network& net, const Evidence& ev, const PlanOptio
     cache_dir = std::getenv("KINFER_ORDER_CACHE");
   if (cache_dir == "none") cache_dir.clear();
   std::string cache_file;
-  if (!cache_dir.empty())
-    cache_file = cache_dir + "/order-" + structure_key(om.model, oo) + ".txt";
+  if (!cache_dir.empty()) cache_file = cache_dir + "/order-" + structure_key(om.model, oo) + ".txt";
   if (cache_file.empty() || !load_order(cache_file, om.model, scopes, oo, om.order)) {
     om.order = find_order(net.num_vars(), om.model.card, scopes, oo);
     if (!cache_file.empty()) save_order(cache_file, om.order);

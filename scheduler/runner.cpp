@@ -2,12 +2,13 @@
 
 #include <spdlog/spdlog.h>
 
+#include <omp.h>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <future>
-#include <omp.h>
 #include <stdexcept>
 
 #include "engine/errors.hpp"
@@ -19,10 +20,6 @@
 namespace kinfer::sched {
 
 namespace {
-
-// `RunRequest::auto_calibrate`: short, so that a new user's first large run is not held up long,
-// yet long enough for a placement no slower than whole-plan (docs/perf-notes.md: 10 s was not).
-constexpr double kAutoCalibrateSeconds = 30;
 
 using clock_type = std::chrono::steady_clock;
 double since(clock_type::time_point t0) {
@@ -85,7 +82,8 @@ AutoChoice auto_choice(const Plan& plan, const Profile& profile, Policy policy,
 double gpu_sized_prediction(const OrderStats& s) {
   const double states = std::exp2(s.log2_total_state);
   const double cpu = states / 5e7;
-  const double gpu_wall = std::max(4 * kGpuStartSeconds, kGpuComputeBase + states / kGpuStatesPerSecond);
+  const double gpu_wall =
+      std::max(4 * kGpuStartSeconds, kGpuComputeBase + states / kGpuStatesPerSecond);
   return std::min(cpu, gpu_wall * kSearchCoreSecondsPerSecond);
 }
 
@@ -103,11 +101,15 @@ std::function<double(const OrderStats&)> Runner::order_prediction() {
   auto calls = std::make_shared<int>(0);
   return [this, calls](const OrderStats& s) {
     const double cpu = std::exp2(s.log2_total_state) / 5e7;  // the engine's own prediction
+    if (*calls < 8)
+      spdlog::debug("order search round {}: best 2^{:.2f} states", *calls, s.log2_total_state);
     // The first rounds' best orders are far worse than the search's answer (2^3-2^5 states):
     // sized for the CPU, they never touch the GPU's driver, which a small network cannot afford.
     if ((*calls)++ < kCpuSizedRounds) return cpu;
+    // GPU-sized only when the GPU wins clearly (2x): a best order still shrinking near the line
+    // (linkage_21's 2^27.7 at round 2, 2^25.3 in the end) must not probe the driver
     const double gpu = gpu_sized_prediction(s);
-    if (gpu >= cpu || gpu_name().empty()) return cpu;  // probes the GPU once, only here
+    if (2 * gpu >= cpu || gpu_name().empty()) return cpu;  // probes the GPU once, only here
     start_if_likely(s);
     return gpu;
   };
@@ -123,7 +125,7 @@ void Runner::start_if_likely(const OrderStats& s) {
   const int threads = req_.threads > 0 ? req_.threads : omp_get_max_threads();
   const double cpu = states / (5e7 * threads);
   const double gpu = kGpuStartSeconds + kGpuComputeBase + states / kGpuStatesPerSecond;
-  if (gpu >= cpu) return;
+  if (2 * gpu >= cpu) return;
   spdlog::debug("starting the GPU in the background (2^{:.1f} states: about {} on the CPU)",
                 s.log2_total_state, format_seconds(cpu));
   gpu_->early = std::async(std::launch::async, open_gpu);
@@ -132,10 +134,6 @@ void Runner::start_if_likely(const OrderStats& s) {
 
 bool Runner::holds_gpu() const {
   return gpu_->early.valid() || (gpu_->opened && gpu_->opened->ctx);
-}
-
-void Runner::settle() {
-  if (gpu_->early.valid()) gpu_->early.wait();
 }
 
 const char* to_string(DeviceChoice d) {
@@ -156,8 +154,9 @@ DeviceChoice parse_device(const std::string& name) {
   throw std::invalid_argument("unknown device '" + name + "' (expected auto, cpu or gpu)");
 }
 
-
 Runner::Runner(RunRequest req) : req_(std::move(req)), gpu_(std::make_unique<Gpu>()) {
+  if (const char* x = std::getenv("KINFER_AUTO_CALIBRATE"); x && std::atof(x) > 0)
+    req_.auto_calibrate_seconds = std::atof(x);
   if (!req_.profile_path.empty()) {
     profile_ = load_profile(req_.profile_path, false);
     profile_read_ = true;
@@ -237,10 +236,12 @@ bool Runner::auto_gpu(const Plan& plan, std::string& why_not) {
   if (!prof || !prof->has_gpu) {
     // no GPU (open() will say why) or no profile for it: the fixed threshold
     if (auto_wants_gpu(plan.flops)) return true;
-    why_not = fmt::format(
-        "--device auto: the plan needs {:.3g} FLOP, below the {:.0e} that pay for starting the "
-        "GPU (no profile for it to predict from)",
-        plan.flops, kAutoGpuMinFlops);
+    why_not = name.empty() ? "--device auto: no usable GPU"
+                           : fmt::format(
+                                 "--device auto: the plan needs {:.3g} FLOP, below the {:.0e} "
+                                 "that pay for starting the GPU (no profile for it to predict "
+                                 "from)",
+                                 plan.flops, kAutoGpuMinFlops);
     return false;
   }
   // what is left of the GPU's start: nothing when open, less when it started in the background
@@ -395,7 +396,7 @@ RunResult Runner::run(const Plan& plan) {
   if (needs_profile(p)) {
     std::string path;
     const Profile* prof = profile(path);
-    if ((!prof || !prof->has_gpu) && req_.auto_calibrate && !gpu_->use_given &&
+    if ((!prof || !prof->has_gpu) && req_.auto_calibrate_seconds > 0 && !gpu_->use_given &&
         plan.flops >= kAutoGpuMinFlops && !ctx->name().empty()) {
       // a new user on a GPU none of the shipped profiles knows: measure it once, briefly
       const std::string to = auto_profile_path(ctx->name());
@@ -403,9 +404,9 @@ RunResult Runner::run(const Plan& plan) {
           "no calibration profile for the GPU '{}' (none shipped for it, none cached): "
           "calibrating it for {:.0f} s, once; kept in {} for later runs (a full `kinfer "
           "calibrate` predicts better)",
-          ctx->name(), kAutoCalibrateSeconds, to);
+          ctx->name(), req_.auto_calibrate_seconds, to);
       CalibrateOptions co;
-      co.seconds = kAutoCalibrateSeconds;
+      co.seconds = req_.auto_calibrate_seconds;
       co.threads = req_.threads;
       Profile p = calibrate(co, ctx, ctx->name());
       p.gpu_start = gpu_->opened ? gpu_->opened->seconds : 0;

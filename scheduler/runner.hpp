@@ -51,15 +51,16 @@ struct RunRequest {
   DeviceChoice device = DeviceChoice::automatic;
   std::optional<Policy> policy;  // none: kDefaultGpuPolicy when the GPU is used
   // Empty: the profile for the machine's GPU (profile.hpp find_profile_for_gpu: the user's, an
-  // automatic calibration's, or a shipped one); when there is none and the GPU is used for a
-  // plan of at least kAutoGpuMinFlops, a short calibration cached for the next runs
-  // (`auto_calibrate`), else whole-plan.
+  // automatic calibration's, or a shipped one); when there is none, whole-plan, or, with
+  // auto_calibrate_seconds > 0 and the GPU used for a plan of at least kAutoGpuMinFlops, a
+  // calibration that long cached for the next runs. Off unless $KINFER_AUTO_CALIBRATE (seconds)
+  // is set: short calibrations placed worse than whole-plan (docs/perf-notes.md).
   std::string profile_path;
-  bool auto_calibrate = true;
-  bool check = false;            // every bucket on the CPU and the GPU, compared (executor.hpp)
-  bool explain = false;          // log each bucket's device and reason
-  int threads = 0;               // CPU kernel threads (0: OpenMP's default)
-  int repeat = 0;                // compute this many more times with the same placement (timing)
+  double auto_calibrate_seconds = 0;
+  bool check = false;    // every bucket on the CPU and the GPU, compared (executor.hpp)
+  bool explain = false;  // log each bucket's device and reason
+  int threads = 0;       // CPU kernel threads (0: OpenMP's default)
+  int repeat = 0;        // compute this many more times with the same placement (timing)
   // The plans run are refills of one plan (lod: per theta): after the first GPU run the
   // schedule does not charge the first use of a kernel shape again.
   bool repeated_plans = false;
@@ -150,10 +151,8 @@ class Runner {
   // With --device auto it also starts the GPU in the background once the search's best order
   // looks like a GPU plan (start_if_likely), so that the device's start overlaps the planning.
   std::function<double(const OrderStats&)> order_prediction();
-  // Whether a GPU context is open or opening (the command may then leave without tearing it
-  // down, after settle(): apps/cmd_pe.cpp).
+  // Whether a GPU context is open or opening.
   bool holds_gpu() const;
-  void settle();  // waits for a GPU opening in the background
   // Whether run(plan) would use the GPU (if there is one); for --device auto, reads the
   // profile (and may calibrate: see run).
   bool wants_gpu(const Plan& plan);
