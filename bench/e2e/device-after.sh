@@ -19,6 +19,7 @@ M --out "$R/after.tsv" --devices auto,cpu --timeout 40 --deadline 200 \
 M --out "$R/pedigree50.tsv" --devices auto --timeout 60 --deadline 70 --extra "--max-memory 60G" \
   pedigree50
 # the GPU context torn down at exit (as before this change) against leaving without it
+# (KINFER_GPU_TEARDOWN: a switch of that build only; pe tears it down again since)
 KINFER_GPU_TEARDOWN=1 M --out "$R/teardown.tsv" --devices auto --timeout 20 --deadline 40 \
   linkage_12 linkage_14 linkage_18
 # the default order cache: a first run fills it, the next reuse the order

@@ -24,7 +24,8 @@ bash "$B/plan-time.sh" "$k" "$B/data/uai" "$OUT/c1" cpu,auto \
   linkage_11 linkage_12 linkage_13 linkage_17 linkage_14 linkage_18 Pedigree_11 pedigree1 linkage_16
 # the search's parallel efficiency: the same counted work (2 nominal core-seconds) on 1 and 16
 # threads (`info` plans only), for rounds of 4 chains x 12 moves (the search now) and of
-# 16 x 3 and 8 x 6 (KINFER_ORDER_CHAINS, an experiment)
+# 16 x 3 and 8 x 6 (KINFER_ORDER_CHAINS: a switch of that build only, removed since; the
+# rounds stay 4 x 12, docs/perf-notes.md)
 for net in linkage_11; do
   for ch in 4,12 8,6 16,3; do
     for t in 1 16; do
