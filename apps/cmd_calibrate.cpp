@@ -70,7 +70,10 @@ int run_calibrate(const CalibrateCmdOptions& o) {
   else
     dev = sched::open_gpu();
   if (!dev.ctx) spdlog::info("no GPU ({}): calibrating the CPU only", dev.name);
-  const sched::Profile p = sched::calibrate(co, dev.ctx.get(), dev.name);
+  sched::Profile p = sched::calibrate(co, dev.ctx.get(), dev.name);
+  // this process's own GPU start (a fresh process: the driver's start included), for
+  // `--device auto`'s choice
+  if (dev.ctx) p.gpu_start = dev.seconds;
   sched::save_profile(p, out);
   if (o.json) {
     std::cout << nlohmann::json{{"profile", out},
@@ -91,6 +94,8 @@ int run_calibrate(const CalibrateCmdOptions& o) {
                 sched::format_seconds(p.h2d.latency).c_str(), p.h2d.bandwidth / 1e9);
     std::printf("GPU->host  latency %s, %.3g GB/s\n", sched::format_seconds(p.d2h.latency).c_str(),
                 p.d2h.bandwidth / 1e9);
+    std::printf("GPU start  %s (driver and context, this process)\n",
+                sched::format_seconds(p.gpu_start).c_str());
   } else {
     std::printf("GPU  none (%s): schedules from this profile keep every bucket on the CPU\n",
                 dev.name.c_str());

@@ -104,6 +104,7 @@ int run_pe(const PeOptions& o) {
   PlanOptions po = o.net.plan_options();
   po.keep_tables = false;  // the plan runs once: its network and model tables are dropped
   po.order.predict_seconds = runner.order_prediction();
+  if (po.order.predict_seconds) po.order.predict_key = sched::kGpuSizedPredictionKey;
   ConditionedPlan cplan = make_conditioned_plan(net, ev, po);
   net = Network{};
   Plan& plan = cplan.plan;

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -36,7 +37,9 @@ void NetworkOptions::add(CLI::App& cmd) {
       ->check(CLI::NonNegativeNumber);
   cmd.add_option("--order-cache", order_cache,
                  "folder that keeps elimination orders between runs, keyed by the network's "
-                 "reduced structure (used by `kinfer batch`)");
+                 "reduced structure and the search's options (a cached order is the one the "
+                 "search would find again); default $KINFER_ORDER_CACHE, else "
+                 "$XDG_CACHE_HOME/kinfer/orders; `none`: no cache");
   cmd.add_option("--max-memory", max_memory,
                  "memory the computation may use, e.g. 8G (default: 85% of this machine's)");
 }
@@ -56,12 +59,22 @@ void add_log_flags(CLI::App& root, LogFlags& f) {
   root.add_flag("-v,--verbose", f.verbose, "log debugging detail");
 }
 
+std::string default_order_cache_dir() {
+  namespace fs = std::filesystem;
+  if (const char* x = std::getenv("KINFER_ORDER_CACHE"); x && *x) return x;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
+    return (fs::path(x) / "kinfer" / "orders").string();
+  if (const char* h = std::getenv("HOME"); h && *h)
+    return (fs::path(h) / ".cache" / "kinfer" / "orders").string();
+  return "none";
+}
+
 PlanOptions NetworkOptions::plan_options() const {
   PlanOptions po;
   po.order.heuristic = parse_heuristic(order);
   po.order.time_budget = order_time;
   po.order.seed = seed;
-  po.order_cache_dir = order_cache;
+  po.order_cache_dir = order_cache.empty() ? default_order_cache_dir() : order_cache;
   if (max_memory.empty()) {
     po.max_memory_bytes = default_max_memory_bytes();
   } else {

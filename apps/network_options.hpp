@@ -23,6 +23,10 @@ struct NetworkOptions {
   PlanOptions plan_options() const;
 };
 
+// Where orders are kept when --order-cache is not given: $KINFER_ORDER_CACHE, else
+// $XDG_CACHE_HOME/kinfer/orders (else ~/.cache/kinfer/orders); "none" turns the cache off.
+std::string default_order_cache_dir();
+
 nlohmann::json order_json(const Plan& plan);
 nlohmann::json memory_json(const Plan& plan);
 // "conditioning": variables, slices, per-slice peak, total FLOPs, overhead over the

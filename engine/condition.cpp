@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <exception>
 #include <limits>
@@ -395,7 +396,10 @@ ConditionedPlan condition_to_fit(const Plan& plan, double budget, const PlanOpti
 
 ConditionedPlan make_conditioned_plan(const Network& net, const Evidence& ev,
                                       const PlanOptions& opt) {
+  using clock = std::chrono::steady_clock;
+  auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
   OrderedModel om = order_model(net, ev, opt);
+  const auto t0 = clock::now();
   const std::vector<std::vector<int>> scopes = [&] {
     std::vector<std::vector<int>> s;
     for (const auto& f : om.model.factors) s.push_back(f.scope);
@@ -403,8 +407,13 @@ ConditionedPlan make_conditioned_plan(const Network& net, const Evidence& ev,
   }();
   const double limit = opt.max_memory_bytes;
   Plan best = plan_structure(net, ev, opt, om.model, std::move(om.order));
-  if (limit <= 0 || best.memory.peak_bytes <= limit || !best.model.impossible.empty())
-    return condition_plan(std::move(best), {}, opt);
+  const auto t1 = clock::now();
+  if (limit <= 0 || best.memory.peak_bytes <= limit || !best.model.impossible.empty()) {
+    ConditionedPlan cp = condition_plan(std::move(best), {}, opt);
+    spdlog::debug("plan: task tree and estimate {:.3f} s, inputs {:.3f} s", secs(t0, t1),
+                  secs(t1, clock::now()));
+    return cp;
+  }
 
   // The best order does not fit. Candidate 1: it, conditioned to fit.
   const double unlimited_flops = best.flops, unlimited_peak = best.memory.peak_bytes;

@@ -528,26 +528,34 @@ OrderResult find_order(int num_vars, const std::vector<int>& card,
   std::uint64_t ops = 0;
   const auto work = [&] { return static_cast<double>(ops) / kOpsPerSecond; };
 
-  // Deterministic runs first, one per criterion, never aborted (so an order always exists).
+  // Deterministic runs first, one per criterion, never aborted (so an order always exists); in
+  // parallel on large graphs, merged in criterion order.
   Best best;
   best.max_msg = max_msg;
-  std::vector<Scores> initial;
-  std::uint64_t greedy_ops = 0;
   const bool search = opt.heuristic == OrderHeuristic::Stochastic;
-  for (OrderHeuristic crit :
-       search ? std::vector<OrderHeuristic>(std::begin(kCriteria), std::end(kCriteria))
-              : std::vector<OrderHeuristic>{opt.heuristic}) {
+  const std::vector<OrderHeuristic> crits =
+      search ? std::vector<OrderHeuristic>(std::begin(kCriteria), std::end(kCriteria))
+             : std::vector<OrderHeuristic>{opt.heuristic};
+  const int nc = static_cast<int>(crits.size());
+  std::vector<Scores> initial(search ? nc : 0);
+  std::vector<Candidate> det(nc);
+  std::vector<std::uint64_t> det_ops(nc, 0);
+#pragma omp parallel for schedule(static, 1) if (nc > 1 && g.n >= 256)
+  for (int i = 0; i < nc; ++i) {
     Eliminator e(g);
-    e.score_all(crit);
-    if (search) initial.push_back(e.scores());
-    Candidate c;
-    c.clear();
-    greedy_complete(e, nullptr, 0, kInf, kInf, c);
-    c.name = heuristic_name(crit);
-    ops += e.ops();
-    best.consider(c);
+    e.score_all(crits[i]);
+    if (search) initial[i] = e.scores();
+    det[i].clear();
+    greedy_complete(e, nullptr, 0, kInf, kInf, det[i]);
+    det[i].name = heuristic_name(crits[i]);
+    det_ops[i] = e.ops();
+  }
+  std::uint64_t greedy_ops = 0;
+  for (int i = 0; i < nc; ++i) {
+    ops += det_ops[i];
+    best.consider(det[i]);
     ++res.restarts;
-    greedy_ops = std::max(greedy_ops, e.ops());
+    greedy_ops = std::max(greedy_ops, det_ops[i]);
   }
   res.log2_total_greedy = best.answer().total;
   // Threads only pay when a round is long enough to amortise waking them (a few milliseconds).
@@ -580,8 +588,11 @@ OrderResult find_order(int num_vars, const std::vector<int>& card,
     const double abort_total = best.overall.total;
     std::vector<Candidate> out(kRestarts + chains);
     std::vector<std::uint64_t> out_ops(out.size(), 0);
+    // The chains (kMoves greedy-sized moves each) are handed out first, so that the restarts
+    // fill the other threads while they run; results stay at their index.
 #pragma omp parallel for schedule(dynamic, 1) if (parallel)
-    for (int t = 0; t < static_cast<int>(out.size()); ++t) {
+    for (int k = 0; k < static_cast<int>(out.size()); ++k) {
+      const int t = k < chains ? kRestarts + k : k - chains;
       if (t < kRestarts)
         out[t] = restart(g, initial, opt.seed, r * kRestarts + t, abort_total, kInf, out_ops[t]);
       else {

@@ -18,6 +18,9 @@
 
 namespace kinfer {
 
+// Changes when the search may find other orders for the same options (the order cache's key).
+inline constexpr int kOrderSearchVersion = 2;
+
 enum class OrderHeuristic { MinFill, MinWeight, WeightedMinFill, Stochastic };
 
 OrderHeuristic parse_heuristic(const std::string& name);  // throws std::invalid_argument
@@ -46,6 +49,10 @@ struct OrderOptions {
   // space over `states_per_second` (one core of the CPU kernel). Both are in core-seconds, so
   // the ratio of search to compute time holds on machines with more cores.
   std::function<double(const OrderStats&)> predict_seconds;
+  // Names what predict_seconds predicts from (empty: the engine's own CPU rate). Part of the
+  // order cache's key with every other option here, so that a cached order is the one this
+  // search would find.
+  std::string predict_key;
   double states_per_second = 5e7;
   double search_fraction = 0.25;
   double min_search_seconds = 0.05;

@@ -3,6 +3,8 @@
 #include <cmath>
 
 #include <algorithm>
+#include <bit>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -10,6 +12,7 @@
 #include <sstream>
 
 #include <omp.h>
+#include <spdlog/spdlog.h>
 
 #include "engine/errors.hpp"
 #include "engine/memory_limit.hpp"
@@ -20,11 +23,14 @@ namespace kinfer {
 namespace {
 // A key for everything the elimination order depends on: the reduced structure (domain sizes
 // and factor scopes after evidence and value elimination) and the heuristic.
-std::string structure_key(const ReducedModel& m, OrderHeuristic h) {
+// The order cache's key: the reduced structure and every option the search's answer depends on
+// (the search is reproducible, so a cached order is the one it would find again).
+std::string structure_key(const ReducedModel& m, const OrderOptions& o) {
   std::uint64_t x = 1469598103934665603ull;  // FNV-1a
   auto mix = [&](std::uint64_t v) {
     for (int i = 0; i < 8; ++i) x = (x ^ ((v >> (8 * i)) & 0xff)) * 1099511628211ull;
   };
+  auto mix_double = [&](double d) { mix(std::bit_cast<std::uint64_t>(d)); };
   mix(m.card.size());
   for (int c : m.card) mix(static_cast<std::uint64_t>(c));
   mix(m.factors.size());
@@ -32,7 +38,18 @@ std::string structure_key(const ReducedModel& m, OrderHeuristic h) {
     mix(f.scope.size());
     for (int v : f.scope) mix(static_cast<std::uint64_t>(v));
   }
-  mix(static_cast<std::uint64_t>(h));
+  mix(static_cast<std::uint64_t>(o.heuristic));
+  if (o.heuristic == OrderHeuristic::Stochastic) {
+    mix(kOrderSearchVersion);
+    mix(o.seed);
+    mix_double(o.time_budget);
+    mix_double(o.states_per_second);
+    mix_double(o.search_fraction);
+    mix_double(o.min_search_seconds);
+    mix(o.refine);
+    mix(o.predict_seconds ? 1 : 0);
+    for (char ch : o.predict_key) mix(static_cast<unsigned char>(ch));
+  }
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(x));
   return buf;
@@ -46,8 +63,9 @@ bool load_order(const std::string& path, const ReducedModel& m,
   std::ifstream f(path);
   std::string magic, heuristic;
   int version = 0;
-  if (!(f >> magic >> version >> heuristic) || magic != "kinfer-order" || version != 1)
-    return false;
+  if (!(f >> magic >> version) || magic != "kinfer-order" || version != 1) return false;
+  std::getline(f >> std::ws, heuristic);  // the rest of the line: names hold spaces
+  if (heuristic.empty()) return false;
   std::vector<int> order;
   for (int v; f >> v;) order.push_back(v);
   std::vector<char> scoped(m.card.size(), 0), seen(m.card.size(), 0);
@@ -176,24 +194,35 @@ PlanStart start_plan(const Network& net, const Evidence& ev, const PlanOptions& 
 }
 
 OrderedModel order_model(const Network& net, const Evidence& ev, const PlanOptions& opt) {
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
   OrderedModel om;
   om.model = reduce(net, ev, opt.reduce);
+  const auto t1 = clock::now();
   std::vector<std::vector<int>> scopes;
   for (const auto& f : om.model.factors) scopes.push_back(f.scope);
   om.components = count_components(net.num_vars(), scopes);
+  const auto t2 = clock::now();
   // No memory filter: the best order by total work; a limit is dealt with afterwards.
   OrderOptions oo = opt.order;
   oo.max_table_entries = std::numeric_limits<double>::infinity();
   std::string cache_dir = opt.order_cache_dir;
   if (cache_dir.empty() && std::getenv("KINFER_ORDER_CACHE"))
     cache_dir = std::getenv("KINFER_ORDER_CACHE");
+  if (cache_dir == "none") cache_dir.clear();
   std::string cache_file;
-  if (!cache_dir.empty())
-    cache_file = cache_dir + "/order-" + structure_key(om.model, oo.heuristic) + ".txt";
+  if (!cache_dir.empty()) cache_file = cache_dir + "/order-" + structure_key(om.model, oo) + ".txt";
   if (cache_file.empty() || !load_order(cache_file, om.model, scopes, oo, om.order)) {
     om.order = find_order(net.num_vars(), om.model.card, scopes, oo);
     if (!cache_file.empty()) save_order(cache_file, om.order);
   }
+  auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
+  spdlog::debug(
+      "plan: reduction {:.3f} s, components {:.3f} s, order {:.3f} s ({}; search {:.3f} s, "
+      "{:.3g} nominal core-s, {} restarts, {} moves, stopped by {})",
+      secs(t0, t1), secs(t1, t2), secs(t2, clock::now()), om.order.heuristic, om.order.seconds,
+      om.order.work, om.order.restarts, om.order.moves,
+      om.order.stopped_by.empty() ? "-" : om.order.stopped_by);
   return om;
 }
 

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -117,6 +119,77 @@ std::string default_profile_path() {
   return "kinfer-profile.json";
 }
 
+std::vector<std::string> shipped_profile_dirs() {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> c;
+  if (const char* x = std::getenv("KINFER_PROFILES"); x && *x) c.emplace_back(x);
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path bin = exe.parent_path();
+    c.push_back(bin / ".." / "share" / "kinfer" / "profiles");
+    c.push_back(bin / ".." / "data" / "profiles");
+    c.push_back(bin / ".." / ".." / "data" / "profiles");
+  }
+#ifdef KINFER_INSTALL_PROFILES
+  c.emplace_back(KINFER_INSTALL_PROFILES);
+#endif
+#ifdef KINFER_SOURCE_PROFILES
+  c.emplace_back(KINFER_SOURCE_PROFILES);
+#endif
+  std::vector<std::string> out;
+  for (const fs::path& d : c) {
+    if (!fs::is_directory(d, ec)) continue;
+    const std::string s = fs::weakly_canonical(d, ec).string();
+    if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+  }
+  return out;
+}
+
+std::string auto_profile_path(const std::string& gpu_name) {
+  std::string slug;
+  for (char ch : gpu_name) {
+    if (std::isalnum(static_cast<unsigned char>(ch)))
+      slug += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    else if (!slug.empty() && slug.back() != '-')
+      slug += '-';
+  }
+  while (!slug.empty() && slug.back() == '-') slug.pop_back();
+  if (slug.empty()) slug = "gpu";
+  return (std::filesystem::path(default_profile_path()).parent_path() / "profiles" /
+          (slug + ".json"))
+      .string();
+}
+
+namespace {
+bool made_with_gpu(const std::string& path, const std::string& gpu_name) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return false;
+  try {
+    const Profile p = load_profile(path, false);
+    return p.has_gpu && p.gpu.name == gpu_name;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+}  // namespace
+
+std::string find_profile_for_gpu(const std::string& gpu_name) {
+  if (gpu_name.empty()) return {};
+  for (const std::string& p : {default_profile_path(), auto_profile_path(gpu_name)})
+    if (made_with_gpu(p, gpu_name)) return p;
+  for (const std::string& dir : shipped_profile_dirs()) {
+    std::vector<std::string> files;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+      if (e.path().extension() == ".json") files.push_back(e.path().string());
+    std::sort(files.begin(), files.end());  // the same choice whatever the directory order
+    for (const std::string& f : files)
+      if (made_with_gpu(f, gpu_name)) return f;
+  }
+  return {};
+}
+
 json to_json(const Profile& p) {
   json j = {{"kinfer_profile", kFormat}, {"created", p.created}, {"host", p.host},
             {"cpu", device_json(p.cpu)}, {"gpu", nullptr},       {"transfer", nullptr}};
@@ -124,6 +197,7 @@ json to_json(const Profile& p) {
     j["gpu"] = device_json(p.gpu);
     j["gpu"]["max_inputs"] = p.gpu_max_inputs;
     j["gpu"]["first_use_seconds"] = p.gpu_first_use;
+    if (p.gpu_start > 0) j["gpu"]["start_seconds"] = p.gpu_start;
     j["transfer"] = {{"h2d", transfer_json(p.h2d)}, {"d2h", transfer_json(p.d2h)}};
     if (p.h2d_batch.bandwidth > 0) j["transfer"]["h2d_batch"] = transfer_json(p.h2d_batch);
   }
@@ -148,6 +222,7 @@ Profile profile_from_json(const json& j, const std::string& source) {
       p.gpu = device_from(j["gpu"]);
       p.gpu_max_inputs = j["gpu"].value("max_inputs", 16);
       p.gpu_first_use = j["gpu"].value("first_use_seconds", 0.0);
+      p.gpu_start = j["gpu"].value("start_seconds", 0.0);
       p.h2d = transfer_from(j.at("transfer").at("h2d"));
       p.d2h = transfer_from(j.at("transfer").at("d2h"));
       if (j["transfer"].contains("h2d_batch"))

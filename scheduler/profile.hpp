@@ -43,6 +43,9 @@ struct Profile {
   // Extra time of a bucket shape's first GPU run (the kernel's policy tables are built and
   // uploaded once per shape and context; later evaluations of the same plan reuse them).
   double gpu_first_use = 0;
+  // Seconds from a fresh process to a usable GPU (driver start and context), as `kinfer
+  // calibrate` measured it; 0: not measured (the runner assumes kGpuStartSeconds).
+  double gpu_start = 0;
   TransferModel h2d, d2h;   // one copy, waited for
   TransferModel h2d_batch;  // per copy of many queued back to back (bandwidth 0: not measured)
 
@@ -55,6 +58,20 @@ struct Profile {
 
 // $XDG_CACHE_HOME/kinfer/profile.json, else $HOME/.cache/kinfer/profile.json.
 std::string default_profile_path();
+
+// Folders holding the profiles shipped with kinfer (data/profiles: one per GPU model), in the
+// order searched: $KINFER_PROFILES, then beside the executable (../share/kinfer/profiles for an
+// install, ../data/profiles for a device bundle, ../../data/profiles for a build tree), then the
+// source tree's data/profiles. Only those that exist.
+std::vector<std::string> shipped_profile_dirs();
+// Where an automatic calibration for the GPU named `gpu_name` is cached: beside
+// default_profile_path(), in profiles/<the name in lower case, letters and digits>.json.
+std::string auto_profile_path(const std::string& gpu_name);
+// The profile to use for the GPU named `gpu_name`, without running anything: the user's
+// (default_profile_path(), from `kinfer calibrate`) when made with that GPU, else one an
+// automatic calibration cached (auto_profile_path), else a shipped one made with a GPU of
+// exactly that name. Empty when there is none. Unreadable candidates are skipped.
+std::string find_profile_for_gpu(const std::string& gpu_name);
 
 nlohmann::json to_json(const Profile& p);
 // Throws InputError naming the file and what is wrong.

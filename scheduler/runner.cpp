@@ -2,9 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <omp.h>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <future>
 #include <stdexcept>
@@ -12,6 +14,7 @@
 #include "engine/errors.hpp"
 #include "engine/json.hpp"
 #include "engine/util.hpp"
+#include "scheduler/calibrate.hpp"
 #include "scheduler/plan_costs.hpp"
 
 namespace kinfer::sched {
@@ -39,33 +42,98 @@ Schedule uniform(std::size_t n, Policy p, Device d, const std::string& why) {
 }  // namespace
 
 OpenedDevice open_gpu(int device) {
-  OpenedDevice d;
-  const gpu::DeviceInfo info = gpu::probe();
-  if (!info.available) {
-    d.name = info.why_not.empty() ? "no GPU" : info.why_not;
+  const auto t0 = clock_type::now();
+  OpenedDevice d = [device] {
+    OpenedDevice d;
+    const gpu::DeviceInfo info = gpu::probe();
+    if (!info.available) {
+      d.name = info.why_not.empty() ? "no GPU" : info.why_not;
+      return d;
+    }
+    try {
+      d.ctx = gpu::Context::create(device);
+      d.name = info.name;
+      d.memory_bytes = info.memory_bytes;
+    } catch (const std::exception& e) {
+      d.ctx.reset();
+      d.name = std::string("the GPU could not be opened: ") + e.what();
+    }
     return d;
-  }
-  try {
-    d.ctx = gpu::Context::create(device);
-    d.name = info.name;
-    d.memory_bytes = info.memory_bytes;
-  } catch (const std::exception& e) {
-    d.ctx.reset();
-    d.name = std::string("the GPU could not be opened: ") + e.what();
-  }
+  }();
+  d.seconds = since(t0);
   return d;
+}
+
+AutoChoice auto_choice(const Plan& plan, const Profile& profile, Policy policy,
+                       double start_seconds) {
+  AutoChoice c;
+  const PlanCosts pc = plan_costs(plan, profile);
+  c.cpu_seconds = make_schedule(pc.tree, Policy::cpu_only).cost.total();
+  c.gpu_seconds = make_schedule(pc.tree, policy).cost.total() + start_seconds;
+  c.gpu = c.gpu_seconds < c.cpu_seconds;
+  c.why = fmt::format(
+      "--device auto: predicted {} on the CPU, {} with the GPU ({}, {} of it to start the "
+      "device), from the profile {}",
+      format_seconds(c.cpu_seconds), format_seconds(c.gpu_seconds), to_string(policy),
+      format_seconds(start_seconds), profile.path.empty() ? profile.gpu.name : profile.path);
+  return c;
 }
 
 double gpu_sized_prediction(const OrderStats& s) {
   const double states = std::exp2(s.log2_total_state);
   const double cpu = states / 5e7;
-  const double gpu = (0.2 + states / 2e10) * 16;
-  return std::min(cpu, gpu);
+  const double gpu_wall =
+      std::max(4 * kGpuStartSeconds, kGpuComputeBase + states / kGpuStatesPerSecond);
+  return std::min(cpu, gpu_wall * kSearchCoreSecondsPerSecond);
 }
 
-std::function<double(const OrderStats&)> Runner::order_prediction() const {
-  if (req_.device == DeviceChoice::cpu || !gpu::probe().available) return {};
-  return gpu_sized_prediction;
+// The GPU: the machine's (opened once, maybe in the background) or one given by a test.
+struct Runner::Gpu {
+  gpu::Context* given = nullptr;
+  bool use_given = false;
+  std::future<OpenedDevice> early;
+  clock_type::time_point early_at;  // when `early` was started
+  std::optional<OpenedDevice> opened;
+};
+
+std::function<double(const OrderStats&)> Runner::order_prediction() {
+  if (req_.device == DeviceChoice::cpu) return {};
+  auto calls = std::make_shared<int>(0);
+  return [this, calls](const OrderStats& s) {
+    const double cpu = std::exp2(s.log2_total_state) / 5e7;  // the engine's own prediction
+    if (*calls < 8)
+      spdlog::debug("order search round {}: best 2^{:.2f} states", *calls, s.log2_total_state);
+    // The first rounds' best orders are far worse than the search's answer (2^3-2^5 states):
+    // sized for the CPU, they never touch the GPU's driver, which a small network cannot afford.
+    if ((*calls)++ < kCpuSizedRounds) return cpu;
+    // GPU-sized only when the GPU wins clearly (2x): a best order still shrinking near the line
+    // (linkage_21's 2^27.7 at round 2, 2^25.3 in the end) must not probe the driver
+    const double gpu = gpu_sized_prediction(s);
+    if (2 * gpu >= cpu || gpu_name().empty()) return cpu;  // probes the GPU once, only here
+    start_if_likely(s);
+    return gpu;
+  };
+}
+
+void Runner::start_if_likely(const OrderStats& s) {
+  if (req_.device != DeviceChoice::automatic || gpu_->use_given || gpu_->opened ||
+      gpu_->early.valid())
+    return;
+  // The same rates as gpu_sized_prediction, on this machine's threads: a guess only (the
+  // profile decides in run()), so that the device starts while the plan is being made.
+  const double states = std::exp2(s.log2_total_state);
+  const int threads = req_.threads > 0 ? req_.threads : omp_get_max_threads();
+  const double cpu = states / (5e7 * threads);
+  const double gpu = kGpuStartSeconds + kGpuComputeBase + states / kGpuStatesPerSecond;
+  if (2 * gpu >= cpu) return;
+  spdlog::debug("starting the GPU in the background (2^{:.1f} states: about {} on the CPU)",
+                s.log2_total_state, format_seconds(cpu));
+  gpu_->early = std::async(std::launch::async, open_gpu, req_.gpu_index);
+  gpu_->early_at = clock_type::now();
+}
+
+bool Runner::holds_gpu() const {
+  return gpu_->early.valid() || (gpu_->opened && gpu_->opened->ctx);
 }
 
 const char* to_string(DeviceChoice d) {
@@ -86,18 +154,13 @@ DeviceChoice parse_device(const std::string& name) {
   throw std::invalid_argument("unknown device '" + name + "' (expected auto, cpu or gpu)");
 }
 
-// The GPU: the machine's (opened once, maybe in the background) or one given by a test.
-struct Runner::Gpu {
-  gpu::Context* given = nullptr;
-  bool use_given = false;
-  std::future<OpenedDevice> early;
-  std::optional<OpenedDevice> opened;
-};
-
 Runner::Runner(RunRequest req) : req_(std::move(req)), gpu_(std::make_unique<Gpu>()) {
+  if (const char* x = std::getenv("KINFER_AUTO_CALIBRATE"); x && std::atof(x) > 0)
+    req_.auto_calibrate_seconds = std::atof(x);
   if (!req_.profile_path.empty()) {
     profile_ = load_profile(req_.profile_path, false);
     profile_read_ = true;
+    profile_path_ = req_.profile_path;
   }
 }
 
@@ -108,9 +171,11 @@ Runner::Runner(RunRequest req, gpu::Context* device, std::optional<Profile> prof
   if (profile) {
     profile_ = std::move(profile);
     profile_read_ = true;
+    profile_path_ = profile_->path;
   } else if (!req_.profile_path.empty()) {
     profile_ = load_profile(req_.profile_path, false);
     profile_read_ = true;
+    profile_path_ = req_.profile_path;
   }
 }
 
@@ -120,11 +185,14 @@ Runner::~Runner() {
 
 void Runner::start_early() {
   if (gpu_->use_given || gpu_->opened || gpu_->early.valid()) return;
-  if (req_.device == DeviceChoice::gpu || req_.check)
+  if (req_.device == DeviceChoice::gpu || req_.check) {
     gpu_->early = std::async(std::launch::async, open_gpu, req_.gpu_index);
+    gpu_->early_at = clock_type::now();
+  }
 }
 
-bool Runner::wants_gpu(const Plan& plan) const {
+bool Runner::wants_gpu(const Plan& plan) {
+  std::string why_not;
   if (req_.check) return true;
   switch (req_.device) {
     case DeviceChoice::cpu:
@@ -132,9 +200,60 @@ bool Runner::wants_gpu(const Plan& plan) const {
     case DeviceChoice::gpu:
       return true;
     case DeviceChoice::automatic:
-      return auto_wants_gpu(plan.flops);
+      return auto_gpu(plan, why_not);
   }
   return false;
+}
+
+const std::string& Runner::gpu_name() {
+  if (!gpu_name_) {
+    if (gpu_->use_given)
+      gpu_name_ = gpu_->given ? gpu_->given->name() : "";
+    else if (gpu_->opened)
+      gpu_name_ = gpu_->opened->ctx ? gpu_->opened->name : "";
+    else {
+      const gpu::DeviceInfo info = gpu::probe();
+      gpu_name_ = info.available ? info.name : "";
+    }
+  }
+  return *gpu_name_;
+}
+
+bool Runner::auto_gpu(const Plan& plan, std::string& why_not) {
+  // A plan the CPU finishes before the GPU could start never touches the GPU's driver (whose
+  // start and teardown alone would make a small run several times slower).
+  const double states = std::exp2(plan.order.stats.log2_total_state);
+  const int threads = req_.threads > 0 ? req_.threads : omp_get_max_threads();
+  if (!gpu_->use_given && !holds_gpu() && states / (5e7 * threads) < kGpuStartSeconds) {
+    why_not = fmt::format(
+        "--device auto: 2^{:.1f} states, about {} on the CPU, less than starting the GPU takes",
+        plan.order.stats.log2_total_state, format_seconds(states / (5e7 * threads)));
+    return false;
+  }
+  const std::string& name = gpu_name();
+  std::string path;
+  const Profile* prof = name.empty() ? nullptr : profile(path);
+  if (!prof || !prof->has_gpu) {
+    // no GPU (open() will say why) or no profile for it: the fixed threshold
+    if (auto_wants_gpu(plan.flops)) return true;
+    why_not = name.empty() ? "--device auto: no usable GPU"
+                           : fmt::format(
+                                 "--device auto: the plan needs {:.3g} FLOP, below the {:.0e} "
+                                 "that pay for starting the GPU (no profile for it to predict "
+                                 "from)",
+                                 plan.flops, kAutoGpuMinFlops);
+    return false;
+  }
+  // what is left of the GPU's start: nothing when open, less when it started in the background
+  const bool open = gpu_->use_given || (gpu_->opened && gpu_->opened->ctx);
+  double start = open ? 0.0 : prof->gpu_start > 0 ? prof->gpu_start : kGpuStartSeconds;
+  if (!open && gpu_->early.valid()) start = std::max(0.0, start - since(gpu_->early_at));
+  const Policy asked = req_.policy.value_or(kDefaultGpuPolicy);
+  const AutoChoice c =
+      auto_choice(plan, *prof, asked == Policy::gpu_only ? asked : Policy::comm_aware, start);
+  spdlog::debug("{}: {}", c.gpu ? "GPU" : "CPU", c.why);
+  if (!c.gpu) why_not = c.why;
+  return c.gpu;
 }
 
 gpu::Context* Runner::open() {
@@ -154,11 +273,17 @@ gpu::Context* Runner::open() {
 }
 
 const Profile* Runner::profile(std::string& path) {
-  path = req_.profile_path.empty() ? default_profile_path() : req_.profile_path;
   if (!profile_read_) {
     profile_read_ = true;
-    if (std::filesystem::exists(path)) profile_ = load_profile(path, false);
+    // the one for this GPU; else whatever the user's cache holds (e.g. a CPU-only calibration)
+    profile_path_ = find_profile_for_gpu(gpu_name());
+    if (profile_path_.empty()) profile_path_ = default_profile_path();
+    if (std::filesystem::exists(profile_path_)) {
+      profile_ = load_profile(profile_path_, false);
+      spdlog::info("profile: {}", profile_path_);
+    }
   }
+  path = profile_path_.empty() ? default_profile_path() : profile_path_;
   return profile_ ? &*profile_ : nullptr;
 }
 
@@ -172,13 +297,10 @@ RunResult Runner::run(const Plan& plan) {
   // Where: the GPU only when the request and the plan call for it and one opens.
   gpu::Context* ctx = nullptr;
   std::string why_not;
-  if (!wants_gpu(plan)) {
-    why_not = req_.device == DeviceChoice::cpu
-                  ? "--device cpu"
-                  : fmt::format(
-                        "--device auto: the plan needs {:.3g} FLOP, below the {:.0e} "
-                        "that pay for starting the GPU",
-                        plan.flops, kAutoGpuMinFlops);
+  const bool use_gpu = req_.check || req_.device == DeviceChoice::gpu ||
+                       (req_.device == DeviceChoice::automatic && auto_gpu(plan, why_not));
+  if (!use_gpu) {
+    if (req_.device == DeviceChoice::cpu) why_not = "--device cpu";
   } else {
     const auto t0 = clock_type::now();
     const bool first = gpu_->use_given || !gpu_->opened;
@@ -279,6 +401,32 @@ RunResult Runner::run(const Plan& plan) {
   if (needs_profile(p)) {
     std::string path;
     const Profile* prof = profile(path);
+    if ((!prof || !prof->has_gpu) && req_.auto_calibrate_seconds > 0 && !gpu_->use_given &&
+        plan.flops >= kAutoGpuMinFlops && !ctx->name().empty()) {
+      // a new user on a GPU none of the shipped profiles knows: measure it once, briefly
+      const std::string to = auto_profile_path(ctx->name());
+      spdlog::warn(
+          "no calibration profile for the GPU '{}' (none shipped for it, none cached): "
+          "calibrating it for {:.0f} s, once; kept in {} for later runs (a full `kinfer "
+          "calibrate` predicts better)",
+          ctx->name(), req_.auto_calibrate_seconds, to);
+      CalibrateOptions co;
+      co.seconds = req_.auto_calibrate_seconds;
+      co.threads = req_.threads;
+      Profile p = calibrate(co, ctx, ctx->name());
+      p.gpu_start = gpu_->opened ? gpu_->opened->seconds : 0;
+      p.host = "automatic calibration (" + std::to_string(static_cast<int>(co.seconds)) + " s)";
+      try {
+        save_profile(p, to);
+        p.path = to;
+      } catch (const std::exception& e) {
+        spdlog::warn("could not keep the calibration profile: {}", e.what());
+      }
+      profile_ = std::move(p);
+      profile_path_ = to;
+      prof = &*profile_;
+      path = to;
+    }
     if (!prof || !prof->has_gpu) {
       r.note = (!prof ? "no calibration profile at " + path
                       : "the profile " + path + " was made without a GPU") +

@@ -26,6 +26,7 @@ struct OpenedDevice {
   std::unique_ptr<gpu::Context> ctx;  // null when there is no usable GPU
   std::string name;                   // the GPU's name, or why there is none
   double memory_bytes = 0;
+  double seconds = 0;  // probing and opening it took (the driver's start included)
 };
 OpenedDevice open_gpu(int device = 0);  // device: an index among the visible GPUs
 
@@ -33,11 +34,14 @@ enum class DeviceChoice { automatic, cpu, gpu };
 const char* to_string(DeviceChoice d);
 DeviceChoice parse_device(const std::string& name);  // "auto", "cpu", "gpu"; invalid_argument
 
-// `--device auto` uses the GPU for plans of at least this many FLOP: below it, starting the
-// device costs more than the whole CPU computation.
+// `--device auto` decides from the profile of the machine's GPU (auto_choice); without one, and
+// for the batch's GPU slots, it uses the GPU for plans of at least this many FLOP: below it,
+// starting the device costs more than the whole CPU computation.
 inline constexpr double kAutoGpuMinFlops = 1e9;
-// Whether `--device auto` would use the GPU for a plan of this size (for the batch's GPU slots).
 inline bool auto_wants_gpu(double plan_flops) { return plan_flops >= kAutoGpuMinFlops; }
+// Seconds to start the GPU (driver and context) in a fresh process when the profile does not
+// say (docs/perf-notes.md, "Right out of the box").
+inline constexpr double kGpuStartSeconds = 0.2;
 
 // With a GPU in use and no policy asked for. Chosen by measurement on the GPU machine
 // (bench/scheduler/results/2026-11-22-h200-pe).
@@ -46,11 +50,17 @@ inline constexpr Policy kDefaultGpuPolicy = Policy::comm_aware;
 struct RunRequest {
   DeviceChoice device = DeviceChoice::automatic;
   std::optional<Policy> policy;  // none: kDefaultGpuPolicy when the GPU is used
-  std::string profile_path;      // empty: default_profile_path(), a fallback when missing there
-  bool check = false;            // every bucket on the CPU and the GPU, compared (executor.hpp)
-  bool explain = false;          // log each bucket's device and reason
-  int threads = 0;               // CPU kernel threads (0: OpenMP's default)
-  int repeat = 0;                // compute this many more times with the same placement (timing)
+  // Empty: the profile for the machine's GPU (profile.hpp find_profile_for_gpu: the user's, an
+  // automatic calibration's, or a shipped one); when there is none, whole-plan, or, with
+  // auto_calibrate_seconds > 0 and the GPU used for a plan of at least kAutoGpuMinFlops, a
+  // calibration that long cached for the next runs. Off unless $KINFER_AUTO_CALIBRATE (seconds)
+  // is set: short calibrations placed worse than whole-plan (docs/perf-notes.md).
+  std::string profile_path;
+  double auto_calibrate_seconds = 0;
+  bool check = false;    // every bucket on the CPU and the GPU, compared (executor.hpp)
+  bool explain = false;  // log each bucket's device and reason
+  int threads = 0;       // CPU kernel threads (0: OpenMP's default)
+  int repeat = 0;        // compute this many more times with the same placement (timing)
   // The plans run are refills of one plan (lod: per theta): after the first GPU run the
   // schedule does not charge the first use of a kernel shape again.
   bool repeated_plans = false;
@@ -84,6 +94,17 @@ struct RunResult {
   std::string check_not_run;            // --check without a GPU: why
 };
 
+// `--device auto` from a profile: the plan's predicted time on the CPU alone against its best
+// placement with the GPU (`policy`'s schedule, plus `start_seconds` to start the device). The
+// GPU only when it is predicted faster, so auto is never predicted slower than the CPU.
+struct AutoChoice {
+  bool gpu = false;
+  double cpu_seconds = 0, gpu_seconds = 0;  // predicted, the GPU's with its start
+  std::string why;
+};
+AutoChoice auto_choice(const Plan& plan, const Profile& profile, Policy policy,
+                       double start_seconds);
+
 // The "schedule", "gpu" and "check" members of `kinfer pe --json` (and of a batch pe job's
 // result), from a run.
 nlohmann::json run_json(const RunResult& r, bool explain);
@@ -94,10 +115,22 @@ std::string check_verdict(const RunResult& r);
 std::string check_report_verdict(const CheckReport& c);
 
 // The order search's prediction with a GPU in the machine: the smaller of the CPU's and the
-// GPU's (device start included), in the search's unit, core-seconds, for a fixed nominal 16 cores
-// so that the same seed gives the same order whatever the thread count. Searching 2 s for an
-// order the GPU computes in 0.4 s loses. Rates: docs/perf-notes.md, "GPU-sized order search".
+// GPU's, in the search's unit, nominal core-seconds (fixed rates, so that the same seed gives the
+// same order whatever the thread count). Searching 2 s for an order the GPU computes in 0.1 s
+// loses.
 double gpu_sized_prediction(const OrderStats& s);
+// Its rates, measured on the H100 (docs/perf-notes.md, "Plan time and a GPU run out of the box"):
+// the GPU computes a plan in about kGpuComputeBase + states / kGpuStatesPerSecond once started,
+// and the search does kSearchCoreSecondsPerSecond nominal core-seconds per second on 16 cores.
+// The GPU's part is at least 4 x kGpuStartSeconds: the search runs while the device starts in
+// the background, so a quarter of it (the search's fraction) costs nothing.
+inline constexpr double kGpuComputeBase = 0.03;
+inline constexpr double kGpuStatesPerSecond = 8e10;
+inline constexpr double kSearchCoreSecondsPerSecond = 4;
+// The order_prediction's first calls (the search's first rounds) predict for the CPU alone.
+inline constexpr int kCpuSizedRounds = 2;
+// Names gpu_sized_prediction in the order cache's key (OrderOptions::predict_key).
+inline constexpr const char* kGpuSizedPredictionKey = "gpu-sized-2";
 
 class Runner {
  public:
@@ -114,11 +147,17 @@ class Runner {
   // (--device gpu, --check), to overlap reading and planning. Optional.
   void start_early();
   // The order search's compute prediction for the plans this runner will run (OrderOptions::
-  // predict_seconds): with a GPU in the machine and a device other than cpu, the GPU-sized one
-  // (gpu_sized_prediction); empty otherwise (the engine's own CPU prediction).
-  std::function<double(const OrderStats&)> order_prediction() const;
-  // Whether run(plan) would use the GPU (if there is one).
-  bool wants_gpu(const Plan& plan) const;
+  // predict_seconds): unless --device cpu, after kCpuSizedRounds calls, the GPU-sized one
+  // (gpu_sized_prediction) when it is below the CPU's and there is a GPU (probed then, once);
+  // the engine's own CPU prediction otherwise; empty with --device cpu.
+  // With --device auto it also starts the GPU in the background once the search's best order
+  // looks like a GPU plan (start_if_likely), so that the device's start overlaps the planning.
+  std::function<double(const OrderStats&)> order_prediction();
+  // Whether a GPU context is open or opening.
+  bool holds_gpu() const;
+  // Whether run(plan) would use the GPU (if there is one); for --device auto, reads the
+  // profile (and may calibrate: see run).
+  bool wants_gpu(const Plan& plan);
   RunResult run(const Plan& plan);
 
   const RunRequest& request() const { return req_; }
@@ -133,13 +172,20 @@ class Runner {
  private:
   struct Gpu;
   gpu::Context* open();  // the GPU, opened on first call; nullptr when there is none
-  const Profile* profile(std::string& note);
+  void start_if_likely(const OrderStats& s);
+  const Profile* profile(std::string& path);
+  // The GPU's name without opening it (probed once); empty when there is none.
+  const std::string& gpu_name();
+  // --device auto: whether this plan goes to the GPU, and why not when it does not.
+  bool auto_gpu(const Plan& plan, std::string& why_not);
 
   RunRequest req_;
   std::unique_ptr<Gpu> gpu_;
   std::optional<Profile> profile_;
   bool profile_read_ = false;
+  std::string profile_path_;  // where profile_ came from (or was looked for)
   std::string profile_note_;
+  std::optional<std::string> gpu_name_;
   bool gpu_warm_ = false;
   bool check_warned_ = false;  // "--check: no GPU" said once
   Totals totals_;

@@ -189,10 +189,21 @@ TEST_CASE("Ordering.CacheKeepsTheOrder", "[engine]") {
   po.order_cache_dir = dir.string();
   const Plan first = make_plan(net, ev, po);
   REQUIRE(fs::exists(dir));
-  po.order.seed = 99;  // a cached order is used whatever the seed
   const Plan second = make_plan(net, ev, po);
   CHECK(second.order.order == first.order.order);
   CHECK(second.order.heuristic.rfind("cached", 0) == 0);
   CHECK(run_plan(second) == run_plan(first));
+  // The key holds every search option: another seed searches again (and is cached beside it),
+  // and its order is the one the search finds without a cache.
+  po.order.seed = 99;
+  const Plan other = make_plan(net, ev, po);
+  CHECK(other.order.heuristic.rfind("cached", 0) != 0);
+  PlanOptions uncached = po;
+  uncached.order_cache_dir = "none";
+  CHECK(make_plan(net, ev, uncached).order.order == other.order.order);
+  CHECK(make_plan(net, ev, po).order.heuristic.rfind("cached", 0) == 0);
+  std::size_t files = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++files;
+  CHECK(files == 2);
   fs::remove_all(dir);
 }

@@ -20,6 +20,7 @@
 #include "fake_device.hpp"
 #include "gpu/merge_inputs.hpp"
 #include "gpu/policy.hpp"
+#include "scheduler/features.hpp"
 #include "scheduler/plan_costs.hpp"
 #include "scheduler/runner.hpp"
 #include "tests/scheduler_support.hpp"
@@ -187,6 +188,90 @@ TEST_CASE("Scheduler.RunnerProfileFallback", "[scheduler]") {
   RunRequest bad;
   bad.profile_path = (cache.dir / "missing.json").string();
   CHECK_THROWS_AS(Runner(bad, nullptr), InputError);
+}
+
+TEST_CASE("Scheduler.ProfileMatchedByGpuName", "[scheduler]") {
+  namespace fs = std::filesystem;
+  EmptyCache cache;
+  const fs::path shipped = cache.dir / "shipped";
+  fs::create_directories(shipped);
+  Profile p = load_profile(data_path("profiles/fixed-test.json"));
+  p.gpu.name = "Example GPU 80GB";
+  save_profile(p, (shipped / "example.json").string());
+  const char* old = std::getenv("KINFER_PROFILES");
+  const std::string old_value = old ? old : "";
+  ::setenv("KINFER_PROFILES", shipped.c_str(), 1);
+  // a shipped profile is found by its GPU's exact name, and only by it
+  CHECK(fs::path(find_profile_for_gpu("Example GPU 80GB")) == shipped / "example.json");
+  CHECK(find_profile_for_gpu("Example GPU").empty());
+  CHECK(find_profile_for_gpu("").empty());
+  // the repository's own shipped profiles, found beside the test's executable
+  CHECK(fs::path(find_profile_for_gpu("NVIDIA H200")).filename() == "h200.json");
+  // the user's calibration wins when made with this GPU; an automatic one comes next
+  CHECK(fs::path(auto_profile_path("NVIDIA H100 80GB HBM3")).filename() ==
+        "nvidia-h100-80gb-hbm3.json");
+  save_profile(p, auto_profile_path("Example GPU 80GB"));
+  CHECK(find_profile_for_gpu("Example GPU 80GB") == auto_profile_path("Example GPU 80GB"));
+  save_profile(p, default_profile_path());
+  CHECK(find_profile_for_gpu("Example GPU 80GB") == default_profile_path());
+  Profile other = p;
+  other.gpu.name = "Another GPU";
+  save_profile(other, default_profile_path());
+  CHECK(find_profile_for_gpu("Example GPU 80GB") == auto_profile_path("Example GPU 80GB"));
+  // the start time round-trips
+  p.gpu_start = 0.25;
+  save_profile(p, (shipped / "example.json").string());
+  CHECK(load_profile((shipped / "example.json").string()).gpu_start == 0.25);
+  if (old)
+    ::setenv("KINFER_PROFILES", old_value.c_str(), 1);
+  else
+    ::unsetenv("KINFER_PROFILES");
+}
+
+TEST_CASE("Scheduler.AutoDeviceFromTheProfile", "[scheduler]") {
+  // --device auto compares the CPU-only prediction (the sum of the profile's CPU bucket times,
+  // computed here from the features) with the best placement's, the GPU's start included.
+  const Plan plan = uai_plan("grid10x10.f10.uai");
+  const double expected = run_plan(plan);
+  Profile prof = load_profile(data_path("profiles/fixed-test.json"));
+  prof.path = "fixed-test.json";
+  double cpu_sum = 0;
+  for (int b = 0; b < static_cast<int>(plan.tree.buckets.size()); ++b)
+    cpu_sum += prof.cpu_seconds(bucket_features(bucket_shape(plan, b), bucket_scopes(plan, b)));
+  const AutoChoice now = auto_choice(plan, prof, Policy::comm_aware, 0);
+  CHECK(now.cpu_seconds == Approx(cpu_sum).epsilon(1e-12));
+  CHECK(now.gpu_seconds <= now.cpu_seconds);  // comm-aware may keep every bucket on the CPU
+  // a start longer than the whole CPU run never pays
+  const AutoChoice slow_start = auto_choice(plan, prof, Policy::comm_aware, 2 * cpu_sum + 1);
+  CHECK_FALSE(slow_start.gpu);
+  CHECK_THAT(slow_start.why, Catch::Contains("predicted"));
+  // a profile whose CPU is far slower: the GPU, through the runner, with the same answer
+  Profile slow_cpu = prof;
+  slow_cpu.cpu.dispatch = 1.0;  // a second per bucket on the CPU
+  const AutoChoice g = auto_choice(plan, slow_cpu, Policy::comm_aware, kGpuStartSeconds);
+  CHECK(g.gpu);
+  CHECK(g.gpu_seconds < g.cpu_seconds);
+  {
+    test::FakeDevice dev(2, 20);
+    Runner runner(RunRequest{}, &dev, slow_cpu);
+    CHECK(runner.wants_gpu(plan));
+    const RunResult r = runner.run(plan);
+    CHECK(close(r.ln_pr, expected));
+    CHECK(r.gpu_buckets > 0);
+  }
+  // a profile whose GPU is far slower: the CPU, with both predictions in the reason
+  Profile slow_gpu = prof;
+  slow_gpu.gpu.dispatch = 1.0;
+  slow_gpu.gpu_first_use = 1.0;
+  {
+    test::FakeDevice dev(2, 20);
+    Runner runner(RunRequest{}, &dev, slow_gpu);
+    CHECK_FALSE(runner.wants_gpu(plan));
+    const RunResult r = runner.run(plan);
+    CHECK(r.ln_pr == expected);
+    CHECK(dev.kernels == 0);
+    CHECK_THAT(r.why_not_gpu, Catch::Contains("on the CPU"));
+  }
 }
 
 TEST_CASE("Scheduler.ExecutorLiveMemoryBudget", "[scheduler]") {

@@ -4,7 +4,12 @@ per run: network, device, wall seconds (whole process), the JSON's plan/compute 
 the reference, the estimated peak and the peak RSS (wait4's ru_maxrss of that process).
 
 usage: measure.py --kinfer CMD --data DIR --out FILE.tsv [--devices cpu,auto] [--timeout S]
-                  [--deadline S] [--extra "--max-memory 100G"] NETWORK...
+                  [--deadline S] [--extra "--max-memory 100G"] [--warm] NETWORK...
+
+Cold by default: `--order-cache none`, so every run searches its order (a first run); --warm
+leaves kinfer's default order cache on (runs after the first reuse their orders).
+Besides the split, the last columns give the read time, the order search's own seconds and the
+GPU's start (the part of compute_s spent waiting for the device).
 """
 import argparse, json, os, shlex, subprocess, tempfile, threading, time
 
@@ -16,6 +21,7 @@ ap.add_argument("--devices", default="cpu,auto")
 ap.add_argument("--timeout", type=float, default=120)
 ap.add_argument("--deadline", type=float, default=500)
 ap.add_argument("--extra", default="--max-memory 100G")
+ap.add_argument("--warm", action="store_true", help="keep the default order cache on")
 ap.add_argument("networks", nargs="+")
 a = ap.parse_args()
 
@@ -50,7 +56,7 @@ new = not os.path.exists(a.out)
 out = open(a.out, "a")
 if new:
     out.write("network\tdevice\twall_s\tplan_s\tcompute_s\tlog10_pr\treference\test_peak_MiB\t"
-              "rss_MiB\trss_over_est\tused\tnote\n")
+              "rss_MiB\trss_over_est\tused\tnote\tread_s\torder_s\tdevice_start_s\n")
 for net in a.networks:
     path = os.path.join(a.data, net + ".uai")
     if not os.path.exists(path):
@@ -60,6 +66,8 @@ for net in a.networks:
         if left < 15:
             out.write(f"{net}\t{dev}\tSKIPPED (deadline)\n"); out.flush(); continue
         cmd = shlex.split(a.kinfer) + ["pe", path, "--json", "--device", dev] + shlex.split(a.extra)
+        if not a.warm:
+            cmd += ["--order-cache", "none"]
         lim = min(a.timeout, left - 10)
         rc, so, se, wall, rss = run(cmd, lim)
         if rc is None:
@@ -77,5 +85,7 @@ for net in a.networks:
         note = (sch.get("policy") or "") + (" " + sch.get("note", "") if sch.get("note") else "")
         out.write(f"{net}\t{dev}\t{wall:.3f}\t{t.get('plan', 0):.3f}\t{t.get('compute', 0):.3f}\t"
                   f"{j.get('log10_pr')}\t{refs.get(net, '')}\t{est:.0f}\t{rss:.0f}\t"
-                  f"{rss / est if est else 0:.2f}\t{j.get('device')}\t{note[:150]}\n")
+                  f"{rss / est if est else 0:.2f}\t{j.get('device')}\t{note[:150]}\t"
+                  f"{t.get('read', 0):.3f}\t{j.get('order', {}).get('seconds', 0):.3f}\t"
+                  f"{t.get('device_start', 0):.3f}\n")
         out.flush()
