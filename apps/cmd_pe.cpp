@@ -12,6 +12,7 @@
 #include "apps/commands.hpp"
 #include "apps/network_options.hpp"
 #include "engine/condition.hpp"
+#include "engine/memory_limit.hpp"
 #include "engine/plan.hpp"
 #include "engine/util.hpp"
 #include "scheduler/runner.hpp"
@@ -32,12 +33,8 @@ std::string format_log10(double x) {
 int run_pe(const PeOptions& o) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
-  sched::RunRequest req;
-  req.device = sched::parse_device(o.device);
-  if (!o.schedule.empty()) req.policy = sched::parse_policy(o.schedule);
-  req.profile_path = o.profile;  // a named profile is read now: a bad file is an error
-  req.check = o.check;
-  req.explain = o.explain;
+  sched::RunRequest req =
+      run_request(o.device, o.schedule, o.profile, o.check, o.explain, o.gpu_memory);
   req.threads = o.net.threads;
   req.repeat = o.repeat;
   sched::Runner runner(req);
@@ -49,9 +46,11 @@ int run_pe(const PeOptions& o) {
   PlanOptions po = o.net.plan_options();
   po.keep_tables = false;  // the plan runs once: its network and model tables are dropped
   po.order.predict_seconds = runner.order_prediction();
+  po.device_budget = [&runner](const Plan& p) { return runner.device_budget(p); };
   ConditionedPlan cplan = make_conditioned_plan(net, ev, po);
   net = Network{};
   Plan& plan = cplan.plan;
+  plan.memory = runner.estimate(plan);  // for the device that runs it
   const auto t2 = clock::now();
   if (cplan.conditioned())
     spdlog::info(
@@ -65,29 +64,10 @@ int run_pe(const PeOptions& o) {
       plan.order.heuristic, plan.order.stats.width, plan.order.stats.log2_max_table,
       plan.order.stats.log2_total_state, plan.tree.buckets.size(),
       human_bytes(plan.memory.peak_bytes));
-  std::string impossible = plan.model.impossible;
-  sched::RunResult r;
-  auto t_dev = t2;
-  if (!impossible.empty()) {
-    r.ln_pr = -INFINITY;
-    r.device = "cpu";
-  } else {
-    // Every slice of a conditioned plan runs through the same runner (the device opens once);
-    // the slices are combined in slice order. A failed check in any slice fails the run.
-    std::optional<sched::CheckReport> failed_check;
-    const double ln = run_conditioned(cplan, [&](const Plan& p) {
-      sched::RunResult s = runner.run(p);
-      if (s.check && !s.check->passed && !failed_check) failed_check = s.check;
-      r = std::move(s);
-      return r.ln_pr;
-    });
-    r.ln_pr = ln;
-    if (failed_check) r.check = failed_check;
-    t_dev = t2 + std::chrono::duration_cast<clock::duration>(
-                     std::chrono::duration<double>(r.device_seconds));
-    if (std::isinf(r.ln_pr) && r.ln_pr < 0)
-      impossible = "the evidence is jointly impossible (no single factor is zero on its own)";
-  }
+  std::string impossible;
+  sched::RunResult r = run_evidence(runner, cplan, impossible);
+  const auto t_dev = t2 + std::chrono::duration_cast<clock::duration>(
+                              std::chrono::duration<double>(r.device_seconds));
   const auto t3 = clock::now();
   const double log10_pr = r.ln_pr / std::log(10.0);
   if (!impossible.empty()) spdlog::warn("P(e) = 0: {}", impossible);
@@ -132,8 +112,39 @@ int run_pe(const PeOptions& o) {
 
 }  // namespace
 
+sched::RunResult run_evidence(sched::Runner& runner, ConditionedPlan& cp, std::string& impossible) {
+  impossible = cp.plan.model.impossible;
+  sched::RunResult r;
+  if (!impossible.empty()) {
+    r.ln_pr = -INFINITY;
+    r.device = "cpu";
+    return r;
+  }
+  r = runner.run(cp);
+  if (std::isinf(r.ln_pr) && r.ln_pr < 0)
+    impossible = "the evidence is jointly impossible (no single factor is zero on its own)";
+  return r;
+}
+
+sched::RunRequest run_request(const std::string& device, const std::string& schedule,
+                              const std::string& profile, bool check, bool explain,
+                              const std::string& gpu_memory) {
+  sched::RunRequest req;
+  req.device = sched::parse_device(device);
+  if (!schedule.empty()) req.policy = sched::parse_policy(schedule);
+  req.profile_path = profile;  // a named profile is read now: a bad file is an error
+  req.check = check;
+  req.explain = explain;
+  if (!gpu_memory.empty()) try {
+      req.gpu_memory_bytes = parse_size(gpu_memory);
+    } catch (const std::invalid_argument& e) {
+      throw CLI::ValidationError("--gpu-memory", e.what());
+    }
+  return req;
+}
+
 void add_run_options(CLI::App& cmd, std::string& device, std::string& schedule,
-                     std::string& profile, bool& check, bool& explain) {
+                     std::string& profile, bool& check, bool& explain, std::string& gpu_memory) {
   cmd.add_option("--device", device,
                  "where buckets run: auto (the GPU when present and the plan is large enough), "
                  "cpu, or gpu (falls back to the CPU, logged, when no GPU is usable)")
@@ -157,13 +168,17 @@ void add_run_options(CLI::App& cmd, std::string& device, std::string& schedule,
                  "calibrate` stored in the cache directory); without one with a GPU part they "
                  "fall back to whole-plan, logged");
   cmd.add_flag("--explain", explain, "print each bucket's device and the reason");
+  cmd.add_option("--gpu-memory", gpu_memory,
+                 "device memory a plan's tables may use on the GPU, e.g. 8G (default: 90% of the "
+                 "device's free memory when it opens); a plan whose tables do not fit is "
+                 "conditioned so that each slice fits, the slices running one after another");
 }
 
 void add_pe_options(CLI::App& cmd, PeOptions& o) {
   o.net.add(cmd);
   cmd.add_flag("--json", o.json, "print one JSON object instead of text");
   cmd.add_option("--uai-output", o.uai_output, "also write the answer in the UAI PR format");
-  add_run_options(cmd, o.device, o.schedule, o.profile, o.check, o.explain);
+  add_run_options(cmd, o.device, o.schedule, o.profile, o.check, o.explain, o.gpu_memory);
   cmd.add_option("--repeat", o.repeat,
                  "time the computation this many more times after the first (for benchmarks: "
                  "first run and median of the repeats in the output)")

@@ -31,6 +31,9 @@ struct ExecOptions {
   // Time every kernel alone (the GPU thread waits for each one): for comparing predictions
   // with measurements, not for speed.
   bool time_buckets = false;
+  // Device memory the plan's tables may use at once (--gpu-memory); 0: 90% of the device's
+  // free memory when the run starts.
+  double device_budget_bytes = 0;
 };
 
 struct ExecStats {
@@ -45,6 +48,7 @@ struct ExecStats {
   std::vector<std::string> fallback_reason;  // per bucket: why a GPU bucket ran on the CPU
   std::string fallback;                      // the same, summed up (empty when none did)
   int merged_buckets = 0;  // GPU buckets whose factor inputs were merged to fit the kernels
+  double device_peak_bytes = 0;  // the most device bytes the run held at once (its own tables)
 };
 
 // Returns ln P(e) like run_plan. `assignment` has one entry per bucket. With ctx == nullptr
