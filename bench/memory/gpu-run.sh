@@ -13,18 +13,18 @@ K="$B/run apps/kinfer"
 nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv > "$O/gpu.txt" 2>&1
 nproc >> "$O/gpu.txt"
 python3 "$B/measure.py" --kinfer "$K" --data "$B/data/uai" --out "$O/sweep.tsv" \
-  --devices cpu,auto --timeout 30 --deadline 95 --extra "--max-memory 100G" \
+  --devices cpu,auto --timeout 30 --deadline 80 --extra "--max-memory 100G" \
   Pedigree_11 Pedigree_12 Pedigree_13 pedigree1 Promedus_24 grid10x10.f10 CSP_12 Grids_11 \
   Segmentation_12 Alchemy_11 ObjectDetection_74 DBN_11 linkage_16 linkage_21 linkage_24 \
   linkage_14 linkage_18 linkage_12 linkage_13 linkage_17 linkage_11 2> "$O/sweep.err"
 python3 "$B/measure.py" --kinfer "$K" --data "$B/data/uai" --out "$O/context.tsv" \
-  --devices gpu,cpu --timeout 20 --deadline 30 --extra "--max-memory 100G" \
+  --devices gpu,cpu --timeout 15 --deadline 20 --extra "--max-memory 100G" \
   Pedigree_11 linkage_16 2> "$O/context.err"
 if [ -e "$B/data/uai/pedigree50.uai" ]; then
   python3 "$B/measure.py" --kinfer "$K" --data "$B/data/uai" --out "$O/pedigree50.tsv" \
-    --devices auto --timeout 35 --deadline 40 --extra "--max-memory 60G" pedigree50 2> "$O/p50.err"
+    --devices auto --timeout 30 --deadline 32 --extra "--max-memory 60G" pedigree50 2> "$O/p50.err"
   python3 "$B/measure.py" --kinfer "$K" --data "$B/data/uai" --out "$O/pedigree50.tsv" \
-    --devices auto --timeout 45 --deadline 50 --extra "--max-memory 60G --gpu-memory 8G" \
+    --devices auto --timeout 40 --deadline 42 --extra "--max-memory 60G --gpu-memory 8G" \
     pedigree50 2>> "$O/p50.err"
 fi
 tail -c 20000 "$O"/*.err > "$O/errors.txt" 2>/dev/null; rm -f "$O"/*.err
