@@ -24,7 +24,7 @@ if [ -e "$B/data/uai/pedigree50.uai" ]; then
   python3 "$B/measure.py" --kinfer "$K" --data "$B/data/uai" --out "$O/pedigree50.tsv" \
     --devices auto --timeout 30 --deadline 32 --extra "--max-memory 60G" pedigree50 2> "$O/p50.err"
   python3 "$B/measure.py" --kinfer "$K" --data "$B/data/uai" --out "$O/pedigree50.tsv" \
-    --devices auto --timeout 40 --deadline 42 --extra "--max-memory 60G --gpu-memory 8G" \
+    --devices auto --timeout 40 --deadline 52 --extra "--max-memory 60G --gpu-memory 8G" \
     pedigree50 2>> "$O/p50.err"
 fi
 tail -c 20000 "$O"/*.err > "$O/errors.txt" 2>/dev/null; rm -f "$O"/*.err
