@@ -344,6 +344,38 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
 
 }  // namespace
 
+GpuHostPart gpu_host_part(const Plan& plan, std::span<const Device> assignment) {
+  const auto& buckets = plan.tree.buckets;
+  const int nb = static_cast<int>(buckets.size());
+  std::vector<Device> dev(assignment.begin(), assignment.end());
+  GpuHostPart g;
+  std::vector<double> out(nb);
+  for (int b = 0; b < nb; ++b) {
+    const BucketShape shape = bucket_shape(plan, b);
+    out[b] = 8.0 * static_cast<double>(shape.output_size());
+    if (dev[b] != Device::gpu) continue;
+    std::vector<std::vector<double>> owned;
+    const MergedInputs m = merged_inputs(plan, b, shape, owned);
+    if (!gpu::why_no_kernel(shape, m.scopes).empty()) {
+      dev[b] = Device::cpu;
+      continue;
+    }
+    for (const gpu::HostInput& h : m.inputs) g.staging += 8.0 * static_cast<double>(h.size);
+    for (const auto& o : owned) g.staging += 8.0 * static_cast<double>(o.size());
+  }
+  double live = 0;
+  for (int b = 0; b < nb; ++b) {
+    const int p = buckets[b].parent;
+    const bool on_host = dev[b] == Device::cpu || b == nb - 1 || dev[p] == Device::cpu;
+    if (on_host) live += out[b];  // allocated (or downloaded) while its inputs are alive
+    g.intermediates = std::max(g.intermediates, live);
+    for (int c : buckets[b].children)  // host copies of the children: freed once consumed
+      if (dev[c] == Device::cpu || dev[b] == Device::cpu) live -= out[c];
+    g.cpu_buckets += dev[b] == Device::cpu;
+  }
+  return g;
+}
+
 double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::Context* ctx,
                      const ExecOptions& opt, ExecStats* stats) {
   const auto t0 = clock_type::now();

@@ -59,6 +59,18 @@ struct ExecStats {
 double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::Context* ctx,
                      const ExecOptions& opt = {}, ExecStats* stats = nullptr);
 
+// The host's part of a run of `plan` under `assignment` with a GPU, as the executor will hold it
+// (for the accountant, Runner::estimate): buckets no kernel takes move to the CPU as in
+// run_scheduled; `intermediates` is the most host tables alive at once in tree order (outputs of
+// CPU buckets, GPU outputs downloaded for a CPU parent or the root, until their consumer ran);
+// `staging` the factor inputs of the GPU buckets as uploaded (one pinned block) plus the merged
+// products, both alive for the whole run. Device memory is assumed to suffice.
+struct GpuHostPart {
+  double intermediates = 0, staging = 0;
+  int cpu_buckets = 0;
+};
+GpuHostPart gpu_host_part(const Plan& plan, std::span<const Device> assignment);
+
 // Check mode. A bucket's outputs agree when |gpu - cpu| <= tolerance * max(1, |cpu|) for every
 // entry (ln values; equal infinities agree, NaN never does).
 inline constexpr double kCheckTolerance = 1e-9;

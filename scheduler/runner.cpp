@@ -164,9 +164,17 @@ MemoryEstimate Runner::estimate(const Plan& plan) {
     return m;
   }
   // Tables that do not fit the device run on the CPU (the executor's fallback): then the host
-  // holds them as before.
-  if (m.device_bytes <= budget) m.intermediate_bytes = 0;
-  m.device_host_bytes = kGpuContextHostBytes + m.input_bytes;
+  // holds them as before. Else the host holds what the executor keeps there: the tables of the
+  // buckets no kernel takes (and the small ones whole-plan leaves on the CPU), the downloads,
+  // the pinned upload block and merged products. Placement as whole-plan places (the profile
+  // policies put more on the CPU only where it is faster: their host part is not modelled).
+  if (m.device_bytes <= budget && !plan.tree.buckets.empty()) {
+    const GpuHostPart g = gpu_host_part(plan, whole_plan_schedule(plan.tree).device);
+    m.intermediate_bytes = g.intermediates;
+    m.device_host_bytes = kGpuContextHostBytes + g.staging;
+  } else {
+    m.device_host_bytes = kGpuContextHostBytes + m.input_bytes;
+  }
   update_peak(m);
   return m;
 }

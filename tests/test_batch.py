@@ -225,7 +225,7 @@ def test_conditioned_jobs(tmp):
             for i, (v, x) in enumerate(pairs)]
     with open(os.path.join(tmp, "flip.evid"), "w") as f:
         f.write(f"{len(flip)} " + " ".join(f"{v} {x}" for v, x in flip) + "\n")
-    opts = "--order minfill --threads 2 --max-memory 16M"
+    opts = "--threads 2 --max-memory 16M"
     rows = [("own", ""), ("flip", "flip.evid")]
     with open(os.path.join(tmp, "jobs.tsv"), "w") as f:
         f.write("id\tkind\tnetwork\tevidence\toptions\n")

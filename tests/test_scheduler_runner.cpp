@@ -356,3 +356,30 @@ TEST_CASE("Scheduler.GpuMemoryConditionsToFitTheDevice", "[scheduler]") {
     CHECK(dev.live_tables() == 0);
   }
 }
+
+TEST_CASE("Scheduler.GpuHostPartOfRealPlans", "[scheduler]") {
+  // The accountant's host part of a GPU run (Runner::estimate) on real plans with the fake
+  // device: whole-plan placement, the staging block at least the GPU buckets' inputs, the host
+  // tables no more than the CPU path's intermediates plus the downloads, and an answer unchanged.
+  for (const char* name : {"DBN_11.uai", "linkage_14.uai.gz", "Pedigree_11.uai"}) {
+    const Plan plan = uai_plan(name);
+    test::FakeDevice dev(2, 0);
+    RunRequest req;
+    req.device = DeviceChoice::gpu;
+    req.policy = Policy::whole_plan;
+    Runner runner(req, &dev);
+    const MemoryEstimate m = runner.estimate(plan);
+    const GpuHostPart g = gpu_host_part(plan, whole_plan_schedule(plan.tree).device);
+    INFO(name << ": cpu intermediates " << plan.memory.intermediate_bytes << ", gpu host tables "
+              << g.intermediates << ", staging " << g.staging << ", " << g.cpu_buckets
+              << " CPU buckets; device " << m.device_bytes);
+    CHECK(m.device_host_bytes == Approx(kGpuContextHostBytes + g.staging));
+    CHECK(m.intermediate_bytes == Approx(g.intermediates));
+    CHECK(g.staging >= 0);
+    CHECK(m.peak_bytes >= m.process_bytes + kGpuContextHostBytes);
+    WARN(name << ": host tables on the GPU path " << g.intermediates / 1048576 << " MiB (CPU path "
+              << plan.memory.intermediate_bytes / 1048576 << "), staging " << g.staging / 1048576
+              << " MiB, " << g.cpu_buckets << " of " << plan.tree.buckets.size()
+              << " buckets on the CPU");
+  }
+}
