@@ -168,7 +168,9 @@ MemoryEstimate Runner::estimate(const Plan& plan) {
   // buckets no kernel takes (and the small ones whole-plan leaves on the CPU), the downloads,
   // the pinned upload block and merged products. Placement as whole-plan places (the profile
   // policies put more on the CPU only where it is faster: their host part is not modelled).
-  if (m.device_bytes <= budget && !plan.tree.buckets.empty()) {
+  if (req_.check) {  // the CPU computes everything as the reference, the GPU again beside it
+    m.device_host_bytes = kGpuContextHostBytes + m.input_bytes;
+  } else if (m.device_bytes <= budget && !plan.tree.buckets.empty()) {
     const GpuHostPart g = gpu_host_part(plan, whole_plan_schedule(plan.tree).device);
     m.intermediate_bytes = g.intermediates;
     m.device_host_bytes = kGpuContextHostBytes + g.staging;
