@@ -70,10 +70,10 @@ class Worker {
 
  private:
   struct Compiled {
-    ConditionedPlan plan;  // conditioned when it does not fit the memory limits
+    ConditionedPlan plan;    // conditioned when it does not fit the memory limits
     MemoryEstimate planned;  // the accountant's estimate as planned (for the CPU)
-    std::string key;        // network path + options
-    std::string first_job;  // the job that compiled it
+    std::string key;         // network path + options
+    std::string first_job;   // the job that compiled it
   };
 
   void report(const char* what, const std::string& id, double secs, const std::string& msg) {
@@ -152,8 +152,9 @@ class Worker {
       } else {
         Compiled c;
         po.device_budget = [&](const Plan& p) {
-          return opt_.worker_gpu && wants_gpu(jo.pe.device, p) ? runner(true, jo.pe).device_budget(p)
-                                                               : 0.0;
+          return opt_.worker_gpu && wants_gpu(jo.pe.device, p)
+                     ? runner(true, jo.pe).device_budget(p)
+                     : 0.0;
         };
         c.plan = make_conditioned_plan(net_, ev, po);
         c.planned = c.plan.plan.memory;
@@ -235,8 +236,7 @@ class Worker {
   sched::Runner& runner(bool gpu, const PeOptions& pe) {
     std::unique_ptr<sched::Runner>& r = gpu ? gpu_runner_ : cpu_runner_;
     if (!r) {
-      sched::RunRequest req = run_request(gpu ? "gpu" : "cpu", "", "", false, false,
-                                          pe.gpu_memory);
+      sched::RunRequest req = run_request(gpu ? "gpu" : "cpu", "", "", false, false, pe.gpu_memory);
       r = std::make_unique<sched::Runner>(req);
     }
     return *r;

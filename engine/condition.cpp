@@ -160,8 +160,7 @@ std::vector<int> choose_conditioning(const Plan& plan, double budget, bool& feas
         in_c[v] = 0;
         const SliceCost c = slice_cost(plan, in_c);
         in_c[v] = 1;
-        if (fits(c) && (drop < 0 || c.flops < least))
-          drop = v, least = c.flops;
+        if (fits(c) && (drop < 0 || c.flops < least)) drop = v, least = c.flops;
       }
       if (drop >= 0) {
         in_c[drop] = 0;
@@ -246,9 +245,8 @@ ConditionedPlan condition_plan(Plan plan, const std::vector<int>& vars, const Pl
 ConditionedPlan fit_plan(Plan plan, const PlanOptions& opt, const std::string& who,
                          const std::string& advice) {
   const double limit = opt.max_memory_bytes;
-  const double device = opt.device_budget && plan.model.impossible.empty()
-                            ? opt.device_budget(plan)
-                            : 0;
+  const double device =
+      opt.device_budget && plan.model.impossible.empty() ? opt.device_budget(plan) : 0;
   const bool host_fits = limit <= 0 || plan.memory.peak_bytes <= limit;
   if ((host_fits && (device <= 0 || plan.memory.device_bytes <= device)) ||
       !plan.model.impossible.empty())
@@ -259,8 +257,8 @@ ConditionedPlan fit_plan(Plan plan, const PlanOptions& opt, const std::string& w
     check_memory(plan, opt, who, advice);  // throws, with the unconditioned numbers
     throw ResourceError((who.empty() ? "" : who + ": ") + "the plan needs " +
                         human_bytes(plan.memory.device_bytes) + " of device memory, over the " +
-                        human_bytes(device) +
-                        " of --gpu-memory, and conditioning cannot fit it. " + advice);
+                        human_bytes(device) + " of --gpu-memory, and conditioning cannot fit it. " +
+                        advice);
   }
   cp.cond.choice = "the order found, conditioned";
   return cp;
@@ -401,8 +399,7 @@ ConditionedPlan make_conditioned_plan(const Network& net, const Evidence& ev,
     return (limit <= 0 || p.memory.peak_bytes <= limit) &&
            (device <= 0 || p.memory.device_bytes <= device);
   };
-  if (fits(best) || !best.model.impossible.empty())
-    return condition_plan(std::move(best), {}, opt);
+  if (fits(best) || !best.model.impossible.empty()) return condition_plan(std::move(best), {}, opt);
 
   // The best order does not fit. Candidate 1: it, conditioned to fit.
   const double unlimited_flops = best.flops, unlimited_peak = best.memory.peak_bytes;

@@ -34,9 +34,9 @@ struct MemoryEstimate {
   // Device memory at its peak when every bucket runs on a GPU: the inputs (uploaded at the
   // start) and the intermediate tables alive at the executor's worst step.
   double device_bytes = 0;
-  double planning_bytes = 0;      // host total while planning
-  double running_bytes = 0;       // host total while running
-  double peak_bytes = 0;          // max(planning, running): what --max-memory is checked against
+  double planning_bytes = 0;  // host total while planning
+  double running_bytes = 0;   // host total while running
+  double peak_bytes = 0;      // max(planning, running): what --max-memory is checked against
   double largest_table_bytes = 0;
   int largest_bucket = -1;  // bucket producing the largest table
   int threads = 0;          // the kernel threads the scratch was counted for

@@ -78,10 +78,9 @@ TaskTree build_task_tree(const ReducedModel& model, const std::vector<int>& orde
   // exceeds what it leaves behind by the most (Sethi-Ullman; Liu's order for trees). The peak
   // of a subtree counts, as the executor allocates, a bucket's output next to its children's.
   std::vector<double> out_n(m, 0), peak_n(m, 0);  // entries: output and subtree peak
-  auto by_need = [&](std::vector<int>& kids) {  // largest need first; ties: elimination order
-    std::stable_sort(kids.begin(), kids.end(), [&](int a, int b) {
-      return peak_n[a] - out_n[a] > peak_n[b] - out_n[b];
-    });
+  auto by_need = [&](std::vector<int>& kids) {    // largest need first; ties: elimination order
+    std::stable_sort(kids.begin(), kids.end(),
+                     [&](int a, int b) { return peak_n[a] - out_n[a] > peak_n[b] - out_n[b]; });
   };
   for (int i = 0; i < m; ++i) {  // children are eliminated before their parents
     if (absorbed[i]) continue;

@@ -109,7 +109,8 @@ std::vector<int> windowed_order(int n, const std::vector<int>& card,
 }
 
 ConditionedPlan make_linkage_plan(const Network& net, const Evidence& ev, const PlanOptions& opt,
-                       const std::vector<int>& locus_of, const std::vector<char>& selector) {
+                                  const std::vector<int>& locus_of,
+                                  const std::vector<char>& selector) {
   PlanStart start = start_plan(net, ev, opt);
   Plan& plan = start.plan;
   const std::vector<std::vector<int>>& scopes = start.scopes;

@@ -28,6 +28,7 @@ std::vector<int> windowed_order(int num_vars, const std::vector<int>& card,
 // `selector` (may be empty): 1 for the meiosis selectors, which the alleles-first candidates
 // eliminate after every allele variable.
 ConditionedPlan make_linkage_plan(const Network& net, const Evidence& ev, const PlanOptions& opt,
-                       const std::vector<int>& locus_of, const std::vector<char>& selector = {});
+                                  const std::vector<int>& locus_of,
+                                  const std::vector<char>& selector = {});
 
 }  // namespace kinfer::linkage

@@ -47,7 +47,7 @@ struct ExecStats {
   double h2d_seconds = 0, d2h_seconds = 0;
   std::vector<std::string> fallback_reason;  // per bucket: why a GPU bucket ran on the CPU
   std::string fallback;                      // the same, summed up (empty when none did)
-  int merged_buckets = 0;  // GPU buckets whose factor inputs were merged to fit the kernels
+  int merged_buckets = 0;        // GPU buckets whose factor inputs were merged to fit the kernels
   double device_peak_bytes = 0;  // the most device bytes the run held at once (its own tables)
 };
 

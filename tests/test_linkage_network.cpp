@@ -338,10 +338,10 @@ TEST_CASE("LinkageNetwork.ConditionedUnderAMemoryLimit", "[engine]") {
     const char *dat, *ped;
     std::vector<double> thetas;
   };
-  for (const Set& s : {Set{"fastlink_example/datafile.dat", "fastlink_example/pedfile.dat", {}},
-                       Set{"fastlink_example/datafile.dat", "fastlink_example/pedfile.dat",
-                           {0.0, 0.05, 0.2, 0.5}},
-                       Set{"variants/linkmap_interior.dat", "fastlink_example/pedfile.dat", {}}}) {
+  for (const Set& s :
+       {Set{"fastlink_example/datafile.dat", "fastlink_example/pedfile.dat", {}},
+        Set{"fastlink_example/datafile.dat", "fastlink_example/pedfile.dat", {0.0, 0.05, 0.2, 0.5}},
+        Set{"variants/linkmap_interior.dat", "fastlink_example/pedfile.dat", {}}}) {
     const Data d = load(s.dat, s.ped);
     AnalysisOptions o = quick_options();
     o.thetas = s.thetas;
@@ -362,8 +362,8 @@ TEST_CASE("LinkageNetwork.ConditionedUnderAMemoryLimit", "[engine]") {
     o.plan.max_memory_bytes = hi;
     const AnalysisResult lim = analyze(d.lf, d.pf, o);
     INFO(s.dat << " thetas " << s.thetas.size() << ": limit " << hi << ", unconditioned peak "
-                << whole.timing.peak_bytes << ", " << lim.timing.conditioned
-                << " plans conditioned, at most " << lim.timing.max_slices << " slices");
+               << whole.timing.peak_bytes << ", " << lim.timing.conditioned
+               << " plans conditioned, at most " << lim.timing.max_slices << " slices");
     CHECK(lim.timing.conditioned >= 1);
     CHECK(lim.timing.max_slices >= 2);
     CHECK(lim.timing.peak_bytes <= hi);

@@ -321,7 +321,8 @@ TEST_CASE("Scheduler.GpuMemoryConditionsToFitTheDevice", "[scheduler]") {
   // device estimate fits, the slices run one after another on the (fake) device, the answer is
   // the unconditioned plan's, and the device's live bytes never exceed the budget.
   for (const char* name : {"grid10x10.f10.uai", "Pedigree_11.uai"}) {
-    const io::NetworkWithEvidence net = io::read_network_and_evidence(data_path(std::string("uai/") + name));
+    const io::NetworkWithEvidence net =
+        io::read_network_and_evidence(data_path(std::string("uai/") + name));
     PlanOptions po;
     po.order.heuristic = OrderHeuristic::MinFill;
     const ConditionedPlan whole = make_conditioned_plan(net.net, net.ev, po);
