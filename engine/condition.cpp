@@ -430,6 +430,11 @@ ConditionedPlan make_conditioned_plan(const Network& net, const Evidence& ev,
   }
   if (!a.feasible && !b.feasible) {
     const MemoryEstimate& m = unlimited_memory;
+    if (device > 0 && (limit <= 0 || unlimited_peak <= limit))
+      throw ResourceError("the plan needs " + human_bytes(m.device_bytes) +
+                          " of device memory, over the " + human_bytes(device) +
+                          " of --gpu-memory, and conditioning cannot fit it: raise --gpu-memory "
+                          "or run with --device cpu");
     std::ostringstream s;
     s << "estimated peak memory " << human_bytes(unlimited_peak) << " exceeds the limit "
       << human_bytes(limit) << ", and conditioning cannot fit it: the program ("
