@@ -474,9 +474,10 @@ class Batch {
       args.push_back(s.job.network);
       if (!s.job.evidence.empty()) args.insert(args.end(), {"-e", s.job.evidence});
       args.insert(args.end(), {"--order-cache", (out_ / "order-cache").string()});
-      args.insert(
-          args.end(),
-          {"--max-memory", std::to_string(static_cast<long long>(std::max(s.memory, budget_)))});
+      if (s.options.pe.net.max_memory.empty())  // else the job's own limit (given twice: exit 2)
+        args.insert(
+            args.end(),
+            {"--max-memory", std::to_string(static_cast<long long>(std::max(s.memory, budget_)))});
       // The batch decides where a pe job runs, by --gpu-min-flops and the free GPU slots.
       if (!s.options.device_given) args.insert(args.end(), {"--device", gpu ? "gpu" : "cpu"});
     } else {

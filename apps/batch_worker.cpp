@@ -19,6 +19,7 @@
 #include <spdlog/spdlog.h>
 
 #include "apps/batch.hpp"
+#include "engine/condition.hpp"
 #include "engine/errors.hpp"
 #include "engine/plan.hpp"
 #include "engine/util.hpp"
@@ -32,10 +33,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool same_structure(const ReducedModel& a, const ReducedModel& b) {
-  if (a.card != b.card || a.factors.size() != b.factors.size()) return false;
-  for (std::size_t i = 0; i < a.factors.size(); ++i)
-    if (a.factors[i].scope != b.factors[i].scope) return false;
+// Whether a compiled plan (conditioned or not) was made for this reduced structure.
+bool same_structure(const ConditionedPlan& cp, const ReducedModel& b) {
+  const std::vector<LogFactor>& f = model_factors(cp);
+  if (cp.plan.model.card != b.card || f.size() != b.factors.size()) return false;
+  for (std::size_t i = 0; i < f.size(); ++i)
+    if (f[i].scope != b.factors[i].scope) return false;
   return true;
 }
 
@@ -67,9 +70,10 @@ class Worker {
 
  private:
   struct Compiled {
-    Plan plan;
-    std::string key;        // network path + options
-    std::string first_job;  // the job that compiled it
+    ConditionedPlan plan;    // conditioned when it does not fit the memory limits
+    MemoryEstimate planned;  // the accountant's estimate as planned (for the CPU)
+    std::string key;         // network path + options
+    std::string first_job;   // the job that compiled it
   };
 
   void report(const char* what, const std::string& id, double secs, const std::string& msg) {
@@ -116,31 +120,44 @@ class Worker {
       ReducedModel model = reduce(net_, ev, po.reduce);
       Compiled* shared = nullptr;
       for (auto& c : plans_)
-        if (c.key == key && same_structure(c.plan.model, model)) shared = &c;
+        if (c.key == key && same_structure(c.plan, model)) shared = &c;
       std::string plan_source;
       int tables_kept = 0;
       if (shared) {
         // The same reduced structure: the order, the task tree and the memory estimate hold;
         // only the input tables that differ are refilled into the plan.
-        Plan& p = shared->plan;
+        ConditionedPlan& cp = shared->plan;
         std::vector<InputTableRefill> fresh;
+        const std::vector<LogFactor>& old = model_factors(cp);
         for (std::size_t f = 0; f < model.factors.size(); ++f) {
-          if (model.factors[f].logv == p.model.factors[f].logv)
+          if (model.factors[f].logv == old[f].logv)
             ++tables_kept;
           else
             fresh.push_back({f, model.factors[f].logv});
         }
-        refill_inputs(p, std::move(fresh));
-        p.model = std::move(model);  // the kept values, constants and evidence of this job
-        p.evidence = ev;
+        refill_inputs(cp, std::move(fresh));
+        if (cp.conditioned()) {  // the slices are cut from the refilled source as they run
+          cp.base_constants = model.constants;
+          cp.plan.model.impossible = model.impossible;
+          cp.plan.model.num_observed = model.num_observed;
+        } else {
+          cp.plan.model = std::move(model);  // the kept values, constants, evidence of this job
+        }
+        cp.plan.evidence = ev;
         plan_source = "shared with job " + shared->first_job;
         spdlog::info(
             "plan shared with job {} (same reduced structure): {} of {} input tables kept, "
             "the rest re-read",
-            shared->first_job, tables_kept, p.model.factors.size());
+            shared->first_job, tables_kept, old.size());
       } else {
         Compiled c;
-        c.plan = make_plan(net_, ev, po);
+        po.device_budget = [&](const Plan& p) {
+          return opt_.worker_gpu && wants_gpu(jo.pe.device, p)
+                     ? runner(true, jo.pe).device_budget(p)
+                     : 0.0;
+        };
+        c.plan = make_conditioned_plan(net_, ev, po);
+        c.planned = c.plan.plan.memory;
         c.key = key;
         c.first_job = job.id;
         plans_.push_back(std::move(c));
@@ -148,41 +165,32 @@ class Worker {
         shared = &plans_.back();
         plan_source = "compiled";
       }
-      const Plan& plan = shared->plan;
+      ConditionedPlan& cplan = shared->plan;
+      const Plan& plan = cplan.plan;
       const auto t2 = clock::now();
+      if (cplan.conditioned())
+        spdlog::info("conditioning on {} variable(s), {} slices of estimated peak {}: {}",
+                     cplan.cond.vars.size(), cplan.cond.slices,
+                     human_bytes(cplan.cond.slice_peak_bytes), cplan.cond.choice);
       spdlog::info(
           "order {}: width {}, largest table 2^{:.1f}, {} buckets, estimated peak memory {}",
           plan.order.heuristic, plan.order.stats.width, plan.order.stats.log2_max_table,
           plan.tree.buckets.size(), human_bytes(plan.memory.peak_bytes));
-      // The job runs through the worker's runner, as `kinfer pe` runs through its own: the same
-      // placement policy and the same JSON whichever process runs the job.
-      std::string impossible = plan.model.impossible;
-      sched::RunResult run;
-      auto t_dev = t2;
-      if (!impossible.empty()) {
-        run.ln_pr = -INFINITY;
-        run.device = "cpu";
-      } else {
-        const std::string& device_option = jo.pe.device;
-        const bool wants =
-            device_option == "gpu" || (device_option == "auto" && plan.flops >= opt_.gpu_min_flops);
-        const bool gpu = wants && opt_.worker_gpu;
-        std::unique_ptr<sched::Runner>& runner = gpu ? gpu_runner_ : cpu_runner_;
-        if (!runner) {
-          sched::RunRequest req;
-          req.device = gpu ? sched::DeviceChoice::gpu : sched::DeviceChoice::cpu;
-          runner = std::make_unique<sched::Runner>(req);  // the GPU opens once, on first use
-        }
-        runner->set_threads(net.threads);
-        run = runner->run(plan);
-        t_dev = t2 + std::chrono::duration_cast<clock::duration>(
-                         std::chrono::duration<double>(run.device_seconds));
-        if (wants && !gpu) {
-          run.why_not_gpu = "kinfer batch: no free GPU slot (--gpu-jobs) when this group started";
-          run.note.clear();
-        }
-        if (std::isinf(run.ln_pr) && run.ln_pr < 0)
-          impossible = "the evidence is jointly impossible (no single factor is zero on its own)";
+      // The job runs through the worker's runner, as `kinfer pe` runs through its own (the same
+      // run block, run_evidence): the same placement policy and the same JSON whichever process
+      // runs the job.
+      const bool wants = wants_gpu(jo.pe.device, plan);
+      sched::Runner& runner_used = runner(wants && opt_.worker_gpu, jo.pe);
+      runner_used.set_threads(net.threads);
+      cplan.plan.memory = shared->planned;
+      cplan.plan.memory = runner_used.estimate(cplan.plan);  // for the device that runs it
+      std::string impossible;
+      sched::RunResult run = run_evidence(runner_used, cplan, impossible);
+      const auto t_dev = t2 + std::chrono::duration_cast<clock::duration>(
+                                  std::chrono::duration<double>(run.device_seconds));
+      if (impossible.empty() && wants && !opt_.worker_gpu) {
+        run.why_not_gpu = "kinfer batch: no free GPU slot (--gpu-jobs) when this group started";
+        run.note.clear();
       }
       const double ln_pr = run.ln_pr;
       const auto t3 = clock::now();
@@ -191,6 +199,7 @@ class Worker {
       // The object `kinfer pe --json` prints, plus "batch_plan".
       nlohmann::json j = pe_json(job.network, plan, ln_pr, {t0, t1, t2, t_dev, t3}, run.device);
       j["batch_plan"] = plan_source;
+      if (cplan.conditioned()) j["conditioning"] = conditioning_json(cplan);
       if (impossible.empty()) j.update(sched::run_json(run, false));
       if (!impossible.empty()) j["impossible"] = impossible;
       write_file_atomically(out_ / "results" / (job.id + ".json"), j.dump(2) + "\n");
@@ -217,6 +226,20 @@ class Worker {
     spdlog::set_default_logger(previous);
     spdlog::drop(logger->name());
     report("failed", job.id, secs(t0, clock::now()), error);
+  }
+
+  // Whether a job asking for `device` (its --device) wants the GPU for `plan`.
+  bool wants_gpu(const std::string& device, const Plan& plan) const {
+    return device == "gpu" || (device == "auto" && plan.flops >= opt_.gpu_min_flops);
+  }
+  // The worker's runner for the GPU (opened once, on first use) or for the CPU.
+  sched::Runner& runner(bool gpu, const PeOptions& pe) {
+    std::unique_ptr<sched::Runner>& r = gpu ? gpu_runner_ : cpu_runner_;
+    if (!r) {
+      sched::RunRequest req = run_request(gpu ? "gpu" : "cpu", "", "", false, false, pe.gpu_memory);
+      r = std::make_unique<sched::Runner>(req);
+    }
+    return *r;
   }
 
   BatchOptions opt_;

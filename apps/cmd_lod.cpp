@@ -135,16 +135,16 @@ int run_lod(const LodOptions& o) {
   // Every plan through one runner (scheduler/runner.hpp): the GPU opened once, for the plans
   // large enough to pay for it (`--device auto`) or all of them (`gpu`); the profile read once.
   // The plans are refills of a few structures (per theta or position).
-  sched::RunRequest req;
-  req.device = sched::parse_device(o.device);
-  if (!o.schedule.empty()) req.policy = sched::parse_policy(o.schedule);
-  req.profile_path = o.profile;
-  req.check = o.check;
-  req.explain = o.explain;
+  sched::RunRequest req =
+      run_request(o.device, o.schedule, o.profile, o.check, o.explain, o.gpu_memory);
   req.repeated_plans = true;
   auto runner = std::make_shared<sched::Runner>(req);
   if (o.device != "cpu" || o.check)  // else the engine's own run_plan, as the runner would call
     ao.runner = [runner](const Plan& plan) { return runner->run(plan).ln_pr; };
+  // A plan whose tables do not fit the device that will run it is conditioned (its slices run
+  // one after another through ao.runner).
+  if (o.device != "cpu")
+    ao.plan.device_budget = [runner](const Plan& plan) { return runner->device_budget(plan); };
   // --check: the verdict over every plan run (logged), and the exit status
   auto check_status = [&o, runner]() {
     const sched::Runner::Totals& runs = runner->totals();
@@ -287,8 +287,9 @@ void add_lod_options(CLI::App& cmd, LodOptions& o) {
   cmd.add_option("--threads", o.threads, "CPU threads (default: all cores)")
       ->check(CLI::NonNegativeNumber);
   cmd.add_option("--max-memory", o.max_memory,
-                 "memory one pedigree's computation may use, e.g. 8G");
-  add_run_options(cmd, o.device, o.schedule, o.profile, o.check, o.explain);
+                 "memory one pedigree's computation may use, e.g. 8G (a plan that does not fit "
+                 "is conditioned: its slices run one after another)");
+  add_run_options(cmd, o.device, o.schedule, o.profile, o.check, o.explain, o.gpu_memory);
   cmd.add_flag("--no-recode", o.no_recode, "keep every allele (no allele recoding)");
   cmd.add_flag("--no-genotype-elimination", o.no_elimination, "skip genotype elimination");
 }

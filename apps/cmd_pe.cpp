@@ -15,6 +15,7 @@
 #include "dist/distributed.hpp"
 #include "engine/condition.hpp"
 #include "engine/errors.hpp"
+#include "engine/memory_limit.hpp"
 #include "engine/plan.hpp"
 #include "engine/util.hpp"
 #include "gpu/device_api.hpp"
@@ -59,7 +60,7 @@ std::unique_ptr<dist::RankDealer> slice_dealer(const PeOptions& o, const Conditi
 // many as the plan's copies fit --max-memory (each GPU's runner fills a copy of the plan's
 // inputs: counted at the plan's whole estimated peak, which overstates it) and no more than the
 // slices. 1 for an unconditioned plan, --check, or a plan that stays on the CPU.
-int gpu_lanes(const sched::Runner& runner, const ConditionedPlan& cp, double max_memory) {
+int gpu_lanes(sched::Runner& runner, const ConditionedPlan& cp, double max_memory) {
   if (!cp.conditioned() || cp.cond.slices < 2 || runner.request().check ||
       !runner.wants_gpu(cp.plan))
     return 1;
@@ -87,12 +88,8 @@ nlohmann::json mpi_json(const dist::RankDealer& d, const ConditionedPlan& cp) {
 int run_pe(const PeOptions& o) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
-  sched::RunRequest req;
-  req.device = sched::parse_device(o.device);
-  if (!o.schedule.empty()) req.policy = sched::parse_policy(o.schedule);
-  req.profile_path = o.profile;  // a named profile is read now: a bad file is an error
-  req.check = o.check;
-  req.explain = o.explain;
+  sched::RunRequest req =
+      run_request(o.device, o.schedule, o.profile, o.check, o.explain, o.gpu_memory);
   req.threads = o.net.threads;
   req.repeat = o.repeat;
   sched::Runner runner(req);
@@ -105,9 +102,11 @@ int run_pe(const PeOptions& o) {
   po.keep_tables = false;  // the plan runs once: its network and model tables are dropped
   po.order.predict_seconds = runner.order_prediction();
   if (po.order.predict_seconds) po.order.predict_key = sched::kGpuSizedPredictionKey;
+  po.device_budget = [&runner](const Plan& p) { return runner.device_budget(p); };
   ConditionedPlan cplan = make_conditioned_plan(net, ev, po);
   net = Network{};
   Plan& plan = cplan.plan;
+  plan.memory = runner.estimate(plan);  // for the device that runs it
   // Under mpirun every rank planned alike (the order search is seeded, not timed); a rank whose
   // plan differs (e.g. other hardware sized the order search) would sum other slices: refused.
   const auto dealer = slice_dealer(o, cplan);
@@ -140,6 +139,7 @@ int run_pe(const PeOptions& o) {
     // combined in slice order. A failed check in any slice fails the run.
     std::optional<sched::CheckReport> failed_check;
     bool ran_here = false;
+    double device_seconds = 0, device_peak = 0;
     std::mutex mu;
     for (int k = 1; k < lanes; ++k) {
       sched::RunRequest rk = req;
@@ -153,6 +153,8 @@ int run_pe(const PeOptions& o) {
           sched::RunResult s = (k == 0 ? runner : *more[k - 1]).run(p);
           const std::lock_guard<std::mutex> lock(mu);
           if (s.check && !s.check->passed && !failed_check) failed_check = s.check;
+          device_seconds += s.device_seconds;
+          device_peak = std::max(device_peak, s.device_peak_bytes);
           if (k == 0 || !ran_here) r = s;  // the schedule reported: GPU 0's last slice
           ran_here = true;
           if (k < static_cast<int>(lane_gpu.size()) && lane_gpu[k].empty())
@@ -162,6 +164,8 @@ int run_pe(const PeOptions& o) {
         dealer.get(), &lane_slices);
     if (!ran_here) r.device = "none";  // a rank that was dealt no slice
     r.ln_pr = ln;
+    r.device_seconds = device_seconds;
+    r.device_peak_bytes = device_peak;
     if (failed_check) r.check = failed_check;
     t_dev = t2 + std::chrono::duration_cast<clock::duration>(
                      std::chrono::duration<double>(r.device_seconds));
@@ -245,8 +249,39 @@ int run_pe(const PeOptions& o) {
 
 }  // namespace
 
+sched::RunResult run_evidence(sched::Runner& runner, ConditionedPlan& cp, std::string& impossible) {
+  impossible = cp.plan.model.impossible;
+  sched::RunResult r;
+  if (!impossible.empty()) {
+    r.ln_pr = -INFINITY;
+    r.device = "cpu";
+    return r;
+  }
+  r = runner.run(cp);
+  if (std::isinf(r.ln_pr) && r.ln_pr < 0)
+    impossible = "the evidence is jointly impossible (no single factor is zero on its own)";
+  return r;
+}
+
+sched::RunRequest run_request(const std::string& device, const std::string& schedule,
+                              const std::string& profile, bool check, bool explain,
+                              const std::string& gpu_memory) {
+  sched::RunRequest req;
+  req.device = sched::parse_device(device);
+  if (!schedule.empty()) req.policy = sched::parse_policy(schedule);
+  req.profile_path = profile;  // a named profile is read now: a bad file is an error
+  req.check = check;
+  req.explain = explain;
+  if (!gpu_memory.empty()) try {
+      req.gpu_memory_bytes = parse_size(gpu_memory);
+    } catch (const std::invalid_argument& e) {
+      throw CLI::ValidationError("--gpu-memory", e.what());
+    }
+  return req;
+}
+
 void add_run_options(CLI::App& cmd, std::string& device, std::string& schedule,
-                     std::string& profile, bool& check, bool& explain) {
+                     std::string& profile, bool& check, bool& explain, std::string& gpu_memory) {
   cmd.add_option("--device", device,
                  "where buckets run: auto (the GPU when present and the plan is large enough), "
                  "cpu, or gpu (falls back to the CPU, logged, when no GPU is usable)")
@@ -270,13 +305,17 @@ void add_run_options(CLI::App& cmd, std::string& device, std::string& schedule,
                  "calibrate` stored in the cache directory); without one with a GPU part they "
                  "fall back to whole-plan, logged");
   cmd.add_flag("--explain", explain, "print each bucket's device and the reason");
+  cmd.add_option("--gpu-memory", gpu_memory,
+                 "device memory a plan's tables may use on the GPU, e.g. 8G (default: 90% of the "
+                 "device's free memory when it opens); a plan whose tables do not fit is "
+                 "conditioned so that each slice fits, the slices running one after another");
 }
 
 void add_pe_options(CLI::App& cmd, PeOptions& o) {
   o.net.add(cmd);
   cmd.add_flag("--json", o.json, "print one JSON object instead of text");
   cmd.add_option("--uai-output", o.uai_output, "also write the answer in the UAI PR format");
-  add_run_options(cmd, o.device, o.schedule, o.profile, o.check, o.explain);
+  add_run_options(cmd, o.device, o.schedule, o.profile, o.check, o.explain, o.gpu_memory);
   cmd.add_option("--repeat", o.repeat,
                  "time the computation this many more times after the first (for benchmarks: "
                  "first run and median of the repeats in the output)")

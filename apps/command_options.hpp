@@ -8,6 +8,7 @@
 
 #include "apps/lod_merlin.hpp"
 #include "apps/network_options.hpp"
+#include "scheduler/runner.hpp"
 
 namespace kinfer::app {
 
@@ -17,10 +18,15 @@ struct LogFlags {
 };
 void add_log_flags(CLI::App& root, LogFlags& f);
 
-// --device, --schedule, --profile, --check, --explain: how a command's plans run through the
-// runner (scheduler/runner.hpp); `kinfer pe` and `kinfer lod` share them (defined in cmd_pe.cpp).
+// --device, --schedule, --profile, --check, --explain, --gpu-memory: how a command's plans run
+// through the runner (scheduler/runner.hpp); `kinfer pe` and `kinfer lod` share them (defined
+// in cmd_pe.cpp).
 void add_run_options(CLI::App& cmd, std::string& device, std::string& schedule,
-                     std::string& profile, bool& check, bool& explain);
+                     std::string& profile, bool& check, bool& explain, std::string& gpu_memory);
+// The runner's request from those options (CLI::ValidationError for a bad --gpu-memory).
+sched::RunRequest run_request(const std::string& device, const std::string& schedule,
+                              const std::string& profile, bool check, bool explain,
+                              const std::string& gpu_memory);
 
 struct PeOptions {
   NetworkOptions net;
@@ -31,6 +37,7 @@ struct PeOptions {
   std::string schedule;  // empty: the default GPU schedule when a GPU is used
   std::string profile;
   bool explain = false;
+  std::string gpu_memory;  // empty: 90% of the device's free memory
   int repeat = 0;
   double verify = 0;  // under mpirun: the fraction of slices recomputed on a second rank
 };
@@ -40,7 +47,7 @@ void add_pe_options(CLI::App& cmd, PeOptions& o);
 struct LodOptions {
   std::string ped, dat, program, theta, positions, plot, out;
   std::string order = "stochastic", max_memory, device = "auto";
-  std::string schedule, profile;  // through the runner, as in `kinfer pe`
+  std::string schedule, profile, gpu_memory;  // through the runner, as in `kinfer pe`
   bool check = false, explain = false;
   double order_time = 2.0;
   int threads = 0, moving = 0;

@@ -339,7 +339,9 @@ nlohmann::json lod_json_report(const lk::AnalysisResult& r, const lk::LocusFile&
                        {"log2_max_table", t.log2_max_table},
                        {"log2_total_state", t.log2_total_state},
                        {"buckets", t.buckets},
-                       {"estimated_peak_bytes", t.peak_bytes}};
+                       {"estimated_peak_bytes", t.peak_bytes},
+                       {"conditioned_plans", t.conditioned},
+                       {"max_slices", t.max_slices}};
   return j;
 }
 

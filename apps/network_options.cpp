@@ -107,6 +107,7 @@ nlohmann::json memory_json(const Plan& plan) {
           {"input_bytes", m.input_bytes},
           {"largest_table_bytes", m.largest_table_bytes},
           {"estimated_flops", plan.flops},
+          {"estimated_device_bytes", m.device_bytes},
           {"parts",
            {{"process", m.process_bytes},
             {"network", m.network_bytes},
@@ -115,6 +116,7 @@ nlohmann::json memory_json(const Plan& plan) {
             {"intermediates", m.intermediate_bytes},
             {"scratch", m.scratch_bytes},
             {"source", m.source_bytes},
+            {"device_host", m.device_host_bytes},
             {"tables_kept", m.tables_kept},
             {"planning", m.planning_bytes},
             {"running", m.running_bytes}}}};

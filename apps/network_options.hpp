@@ -8,6 +8,7 @@
 #include "engine/condition.hpp"
 #include "engine/model.hpp"
 #include "engine/plan.hpp"
+#include "scheduler/runner.hpp"
 
 namespace kinfer::app {
 
@@ -41,5 +42,10 @@ struct PeTimes {
 };
 nlohmann::json pe_json(const std::string& network, const Plan& plan, double ln_pr, const PeTimes& t,
                        const std::string& device);
+
+// pe's run block, also the batch worker's: P(e) of a compiled plan (every slice of a
+// conditioned one) through `runner`, or -inf without running when the reduction found the
+// evidence impossible. `impossible` is set to why when P(e) = 0.
+sched::RunResult run_evidence(sched::Runner& runner, ConditionedPlan& cp, std::string& impossible);
 
 }  // namespace kinfer::app

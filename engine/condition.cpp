@@ -10,6 +10,7 @@
 #include <limits>
 #include <sstream>
 #include <thread>
+#include <stdexcept>
 
 #include "engine/errors.hpp"
 #include "engine/util.hpp"
@@ -28,6 +29,7 @@ constexpr double kMaxLog2Slices = 40;
 struct SliceCost {
   double running = 0;   // host bytes while a slice runs
   double planning = 0;  // host bytes while planning
+  double device = 0;    // device bytes while a slice runs on a GPU (MemoryEstimate::device_bytes)
   double flops = 0;     // all slices
   double log2_slices = 0;
   double intermediate_total = 0;  // all intermediate tables of a slice (a tie-breaker)
@@ -75,6 +77,7 @@ SliceCost slice_cost(const Plan& plan, const std::vector<char>& in_c) {
   c.running =
       m.process_bytes + m.input_bytes + slice_inputs + peak + scratch + m.device_host_bytes + kept;
   c.planning = m.process_bytes + m.network_bytes + m.input_bytes + slice_inputs;
+  c.device = slice_inputs + peak;
   return c;
 }
 
@@ -96,13 +99,26 @@ std::vector<int> alive_vars(const TaskTree& tree, int step) {
 
 }  // namespace
 
-std::vector<int> choose_conditioning(const Plan& plan, double budget, bool& feasible) {
+std::vector<int> choose_conditioning(const Plan& plan, double budget, bool& feasible,
+                                     double device_budget) {
   const int n = static_cast<int>(plan.model.card.size());
   std::vector<char> in_c(n, 0);
   std::vector<int> chosen;
   SliceCost cur = slice_cost(plan, in_c);
+  if (budget <= 0) budget = std::numeric_limits<double>::infinity();
+  auto fits = [&](const SliceCost& c) {
+    return c.running <= budget && c.planning <= budget &&
+           (device_budget <= 0 || c.device <= device_budget);
+  };
+  // Memory measure: the host peak over its budget, or the device's, whichever is further over
+  // (ties broken by all the intermediate tables of a slice).
+  auto measure = [&](const SliceCost& c) {
+    double over = c.running / budget;
+    if (device_budget > 0) over = std::max(over, c.device / device_budget);
+    return over * (std::isinf(budget) ? device_budget : budget) + 1e-3 * c.intermediate_total;
+  };
   feasible = true;
-  while (cur.running > budget || cur.planning > budget) {
+  while (!fits(cur)) {
     if (cur.planning > budget) break;  // conditioning cannot shrink the tables it is cut from
     std::vector<int> cand = alive_vars(plan.tree, cur.peak_step);
     if (!plan.model.factors.empty()) {  // the largest input table's variables too
@@ -115,8 +131,6 @@ std::vector<int> choose_conditioning(const Plan& plan, double budget, bool& feas
       }
       cand.insert(cand.end(), big->scope.begin(), big->scope.end());
     }
-    // Memory measure: the peak, ties broken by all the intermediate tables of a slice.
-    auto measure = [](const SliceCost& c) { return c.running + 1e-3 * c.intermediate_total; };
     int best = -1;
     double best_score = 0;
     SliceCost best_cost;
@@ -137,7 +151,7 @@ std::vector<int> choose_conditioning(const Plan& plan, double budget, bool& feas
     chosen.push_back(best);
     cur = best_cost;
   }
-  feasible = cur.running <= budget && cur.planning <= budget;
+  feasible = fits(cur);
   // A variable chosen early can become unnecessary once later ones cut the same tables: drop
   // every one whose removal still fits, most expensive in extra work first.
   if (feasible && chosen.size() > 1) {
@@ -150,8 +164,7 @@ std::vector<int> choose_conditioning(const Plan& plan, double budget, bool& feas
         in_c[v] = 0;
         const SliceCost c = slice_cost(plan, in_c);
         in_c[v] = 1;
-        if (c.running <= budget && c.planning <= budget && (drop < 0 || c.flops < least))
-          drop = v, least = c.flops;
+        if (fits(c) && (drop < 0 || c.flops < least)) drop = v, least = c.flops;
       }
       if (drop >= 0) {
         in_c[drop] = 0;
@@ -231,6 +244,45 @@ ConditionedPlan condition_plan(Plan plan, const std::vector<int>& vars, const Pl
   cp.cond.slice_peak_bytes = p.memory.peak_bytes;
   fill_slice(cp, 0);
   return cp;
+}
+
+ConditionedPlan fit_plan(Plan plan, const PlanOptions& opt, const std::string& who,
+                         const std::string& advice) {
+  const double limit = opt.max_memory_bytes;
+  const double device =
+      opt.device_budget && plan.model.impossible.empty() ? opt.device_budget(plan) : 0;
+  const bool host_fits = limit <= 0 || plan.memory.peak_bytes <= limit;
+  if ((host_fits && (device <= 0 || plan.memory.device_bytes <= device)) ||
+      !plan.model.impossible.empty())
+    return condition_plan(std::move(plan), {}, opt);
+  bool feasible = false;
+  ConditionedPlan cp = condition_to_fit(plan, limit, opt, feasible, device);
+  if (!feasible) {
+    check_memory(plan, opt, who, advice);  // throws, with the unconditioned numbers
+    throw ResourceError((who.empty() ? "" : who + ": ") + "the plan needs " +
+                        human_bytes(plan.memory.device_bytes) + " of device memory, over the " +
+                        human_bytes(device) + " of --gpu-memory, and conditioning cannot fit it. " +
+                        advice);
+  }
+  cp.cond.choice = "the order found, conditioned";
+  return cp;
+}
+
+const std::vector<LogFactor>& model_factors(const ConditionedPlan& cp) {
+  return cp.conditioned() ? cp.source : cp.plan.model.factors;
+}
+
+std::vector<std::pair<int, double>>& model_constants(ConditionedPlan& cp) {
+  return cp.conditioned() ? cp.base_constants : cp.plan.model.constants;
+}
+
+void refill_inputs(ConditionedPlan& cp, std::vector<InputTableRefill> tables) {
+  if (!cp.conditioned()) return refill_inputs(cp.plan, std::move(tables));
+  for (const auto& t : tables)  // all checked before any is stored
+    if (t.factor >= cp.source.size() || t.logv.size() != cp.source[t.factor].logv.size())
+      throw std::logic_error("refill_inputs: a new table of factor " + std::to_string(t.factor) +
+                             " does not match the conditioned plan's source; build a new plan");
+  for (auto& t : tables) cp.source[t.factor].logv = std::move(t.logv);
 }
 
 bool fill_slice(ConditionedPlan& cp, std::int64_t s) {
@@ -378,17 +430,21 @@ double run_conditioned_lanes(ConditionedPlan& cp, int lanes,
 }
 
 ConditionedPlan condition_to_fit(const Plan& plan, double budget, const PlanOptions& opt,
-                                 bool& feasible) {
+                                 bool& feasible, double device_budget) {
   // The choice is made on the unconditioned tree; the tree rebuilt without the conditioned
   // variables can merge buckets differently (more inputs in one bucket, more kernel scratch),
   // so the compiled plan's own estimate decides, and the target tightens by what it missed.
-  double target = budget;
+  double target = budget, device_target = device_budget;
   for (int round = 0; round < 6; ++round) {
-    const std::vector<int> vars = choose_conditioning(plan, target, feasible);
+    const std::vector<int> vars = choose_conditioning(plan, target, feasible, device_target);
     if (!feasible) break;
     ConditionedPlan cp = condition_plan(plan, vars, opt);
-    if (cp.plan.memory.peak_bytes <= budget) return cp;
-    target -= 1.1 * (cp.plan.memory.peak_bytes - budget) + 4096;
+    const MemoryEstimate& m = cp.plan.memory;
+    const bool host_ok = budget <= 0 || m.peak_bytes <= budget;
+    const bool device_ok = device_budget <= 0 || m.device_bytes <= device_budget;
+    if (host_ok && device_ok) return cp;
+    if (!host_ok) target -= 1.1 * (m.peak_bytes - budget) + 4096;
+    if (!device_ok) device_target -= 1.1 * (m.device_bytes - device_budget) + 4096;
   }
   feasible = false;
   return {};
@@ -408,7 +464,13 @@ ConditionedPlan make_conditioned_plan(const Network& net, const Evidence& ev,
   const double limit = opt.max_memory_bytes;
   Plan best = plan_structure(net, ev, opt, om.model, std::move(om.order));
   const auto t1 = clock::now();
-  if (limit <= 0 || best.memory.peak_bytes <= limit || !best.model.impossible.empty()) {
+  const double device =
+      opt.device_budget && best.model.impossible.empty() ? opt.device_budget(best) : 0;
+  auto fits = [&](const Plan& p) {
+    return (limit <= 0 || p.memory.peak_bytes <= limit) &&
+           (device <= 0 || p.memory.device_bytes <= device);
+  };
+  if (fits(best) || !best.model.impossible.empty()) {
     ConditionedPlan cp = condition_plan(std::move(best), {}, opt);
     spdlog::debug("plan: task tree and estimate {:.3f} s, inputs {:.3f} s", secs(t0, t1),
                   secs(t1, clock::now()));
@@ -425,7 +487,7 @@ ConditionedPlan make_conditioned_plan(const Network& net, const Evidence& ev,
   };
   auto fit = [&](const Plan& p) {
     Candidate c;
-    c.cp = condition_to_fit(p, limit, opt, c.feasible);
+    c.cp = condition_to_fit(p, limit, opt, c.feasible, device);
     if (c.feasible) c.flops = c.cp.cond.flops;
     return c;
   };
@@ -435,12 +497,20 @@ ConditionedPlan make_conditioned_plan(const Network& net, const Evidence& ev,
   Candidate b;
   {
     OrderOptions oo = opt.order;
-    oo.max_table_entries = limit / 8.0;
+    const double bound = limit > 0 && device > 0 ? std::min(limit, device)
+                         : limit > 0             ? limit
+                                                 : device;
+    oo.max_table_entries = bound / 8.0;
     OrderResult r = find_order(net.num_vars(), om.model.card, scopes, oo);
     if (r.fits) b = fit(plan_structure(net, ev, opt, om.model, std::move(r)));
   }
   if (!a.feasible && !b.feasible) {
     const MemoryEstimate& m = unlimited_memory;
+    if (device > 0 && (limit <= 0 || unlimited_peak <= limit))
+      throw ResourceError("the plan needs " + human_bytes(m.device_bytes) +
+                          " of device memory, over the " + human_bytes(device) +
+                          " of --gpu-memory, and conditioning cannot fit it: raise --gpu-memory "
+                          "or run with --device cpu");
     std::ostringstream s;
     s << "estimated peak memory " << human_bytes(unlimited_peak) << " exceeds the limit "
       << human_bytes(limit) << ", and conditioning cannot fit it: the program ("

@@ -44,7 +44,10 @@ struct ConditionedPlan {
 // Chooses conditioning variables for `plan` (inputs need not be filled) so that the host peak
 // while a slice runs fits `budget_bytes`; returns them (empty when the plan fits). `feasible`
 // is set false when no choice fits (e.g. an input table alone exceeds the budget).
-std::vector<int> choose_conditioning(const Plan& plan, double budget_bytes, bool& feasible);
+// With device_budget > 0, every slice's device estimate (MemoryEstimate::device_bytes) must
+// fit it too; budget_bytes <= 0: no host limit.
+std::vector<int> choose_conditioning(const Plan& plan, double budget_bytes, bool& feasible,
+                                     double device_budget = 0);
 
 // From a plan whose inputs are not filled yet (plan_structure) and conditioning variables:
 // the plan compiled once over the model with `vars` removed, inputs of slice 0 filled.
@@ -54,14 +57,32 @@ ConditionedPlan condition_plan(Plan plan, const std::vector<int>& vars, const Pl
 // (the tree rebuilt without the conditioned variables can differ from the estimate the choice
 // was made on). feasible = false (and an empty result) when nothing fits.
 ConditionedPlan condition_to_fit(const Plan& plan, double budget, const PlanOptions& opt,
-                                 bool& feasible);
+                                 bool& feasible, double device_budget = 0);
 
 // make_plan's counterpart that conditions instead of refusing: the best order found without a
-// memory filter, conditioned to fit opt.max_memory_bytes when it does not, compared with the
+// memory filter, conditioned to fit opt.max_memory_bytes (and opt.device_budget's answer for
+// it, the device that will run it) when it does not, compared with the
 // order a search under the limit finds (conditioned too if need be); keeps the one with less
 // total work. Throws ResourceError, with the numbers, only when even conditioning cannot fit.
 ConditionedPlan make_conditioned_plan(const Network& net, const Evidence& ev,
                                       const PlanOptions& opt);
+
+// finish_plan's counterpart that conditions instead of refusing: `plan` (a structure from
+// plan_structure or structure(), inputs not filled) compiled as is when it fits
+// opt.max_memory_bytes, else conditioned to fit it. Throws ResourceError (check_memory's
+// message: starting with `who`, ending with `advice`) only when even conditioning cannot fit.
+ConditionedPlan fit_plan(Plan plan, const PlanOptions& opt, const std::string& who,
+                         const std::string& advice);
+
+// The reduced model's factors and constants of a compiled plan, conditioned or not: what a
+// refill (lod's per-theta tables) rewrites. A conditioned plan holds them as its source.
+const std::vector<LogFactor>& model_factors(const ConditionedPlan& cp);
+std::vector<std::pair<int, double>>& model_constants(ConditionedPlan& cp);
+
+// refill_inputs (engine/plan.hpp) for a plan that may be conditioned: new tables of factors of
+// model_factors(cp) (same scope and size). An unconditioned plan restructures them now; a
+// conditioned one stores them in its source, and every slice is cut from them by fill_slice.
+void refill_inputs(ConditionedPlan& cp, std::vector<InputTableRefill> tables);
 
 // Fills cp.plan's inputs and constants for slice `s` (0 <= s < cond.slices). Returns false
 // when the slice is evidently impossible (a constant or an input that is zero everywhere):

@@ -160,6 +160,7 @@ MemoryEstimate estimate_memory(const ReducedModel& model, const TaskTree& tree,
                                       bk.log2_states, threads));
   }
   m.intermediate_bytes = intermediate_peak_bytes(tree, out);
+  m.device_bytes = m.input_bytes + m.intermediate_bytes;
   update_peak(m);
   return m;
 }

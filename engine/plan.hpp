@@ -31,15 +31,18 @@ struct MemoryEstimate {
   double source_bytes = 0;        // conditioning: the unconditioned tables each slice is cut from
   bool tables_kept = true;        // network and model tables stay alive while the plan runs
   double device_host_bytes = 0;   // filled by the runner: GPU context and staging on the host
-  double device_bytes = 0;        // filled by the runner: device memory at its peak
-  double planning_bytes = 0;      // host total while planning
-  double running_bytes = 0;       // host total while running
-  double peak_bytes = 0;          // max(planning, running): what --max-memory is checked against
+  // Device memory at its peak when every bucket runs on a GPU: the inputs (uploaded at the
+  // start) and the intermediate tables alive at the executor's worst step.
+  double device_bytes = 0;
+  double planning_bytes = 0;  // host total while planning
+  double running_bytes = 0;   // host total while running
+  double peak_bytes = 0;      // max(planning, running): what --max-memory is checked against
   double largest_table_bytes = 0;
   int largest_bucket = -1;  // bucket producing the largest table
   int threads = 0;          // the kernel threads the scratch was counted for
 };
 
+struct Plan;
 struct PlanOptions {
   OrderOptions order;
   ReduceOptions reduce;
@@ -52,6 +55,10 @@ struct PlanOptions {
   // that share a network structure (e.g. the same pedigree with other evidence) share the order.
   // When empty, the environment variable KINFER_ORDER_CACHE names the folder, if set.
   std::string order_cache_dir;
+  // The device memory budget of the device that will run a plan (the runner's, from
+  // --gpu-memory), asked of the best order's plan: 0 when it runs on the CPU. A plan whose
+  // device_bytes exceed it is conditioned so that every slice fits (engine/condition.hpp).
+  std::function<double(const Plan&)> device_budget;
 };
 
 struct Plan {

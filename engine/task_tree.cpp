@@ -72,14 +72,51 @@ TaskTree build_task_tree(const ReducedModel& model, const std::vector<int>& orde
     }
   }
 
-  // Pass 3: emit the surviving buckets in elimination order (children first), then the root.
-  std::vector<int> id(m, -1);
-  for (int i = 0; i < m; ++i)
-    if (!absorbed[i]) id[i] = static_cast<int>(t.buckets.size()), t.buckets.emplace_back();
+  // Pass 3: the order buckets run in, a post-order of the tree (children before parents).
+  // Every child's output stays alive until its parent runs, so the intermediate tables alive
+  // at once depend on which child subtree runs first: run first the child whose own peak
+  // exceeds what it leaves behind by the most (Sethi-Ullman; Liu's order for trees). The peak
+  // of a subtree counts, as the executor allocates, a bucket's output next to its children's.
+  std::vector<double> out_n(m, 0), peak_n(m, 0);  // entries: output and subtree peak
+  auto by_need = [&](std::vector<int>& kids) {    // largest need first; ties: elimination order
+    std::stable_sort(kids.begin(), kids.end(),
+                     [&](int a, int b) { return peak_n[a] - out_n[a] > peak_n[b] - out_n[b]; });
+  };
+  for (int i = 0; i < m; ++i) {  // children are eliminated before their parents
+    if (absorbed[i]) continue;
+    double o = 1;
+    for (std::size_t k = marg_count[i]; k < clique[i].size(); ++k)
+      o *= model.card[order[clique[i][k]]];
+    out_n[i] = o;
+    by_need(children[i]);
+    double running = 0, pk = 0;
+    for (int c : children[i]) pk = std::max(pk, running + peak_n[c]), running += out_n[c];
+    peak_n[i] = std::max(pk, running + o);
+  }
+  by_need(roots);
+  std::vector<int> id(m, -1), run_order;
+  run_order.reserve(m);
+  {
+    std::vector<std::pair<int, std::size_t>> stack;  // (bucket, next child to visit)
+    for (int r : roots) {
+      if (absorbed[r]) continue;
+      stack.push_back({r, 0});
+      while (!stack.empty()) {
+        auto& [b, next] = stack.back();
+        if (next < children[b].size()) {
+          const int c = children[b][next++];
+          stack.push_back({c, 0});
+          continue;
+        }
+        run_order.push_back(b);
+        stack.pop_back();
+      }
+    }
+  }
+  for (int i : run_order) id[i] = static_cast<int>(t.buckets.size()), t.buckets.emplace_back();
   Bucket root;
   const int root_id = static_cast<int>(t.buckets.size());
-  for (int i = 0; i < m; ++i) {
-    if (absorbed[i]) continue;
+  for (int i : run_order) {
     Bucket& b = t.buckets[id[i]];
     for (auto it = clique[i].rbegin(); it != clique[i].rend(); ++it) b.vars.push_back(order[*it]);
     b.n_marg = marg_count[i];

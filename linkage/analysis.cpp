@@ -136,6 +136,15 @@ class Analysis {
       res_.timing.log2_max_table =
           std::max(res_.timing.log2_max_table, plan.order.stats.log2_max_table);
       res_.timing.peak_bytes = std::max(res_.timing.peak_bytes, plan.memory.peak_bytes);
+      if (const ConditionedPlan& cp = v[p]->conditioned_plan(); cp.conditioned()) {
+        ++res_.timing.conditioned;
+        res_.timing.max_slices = std::max(res_.timing.max_slices, cp.cond.slices);
+        spdlog::info(
+            "pedigree {}: plan conditioned on {} variable(s), {} slices of estimated "
+            "peak {:.1f} MiB ({:.1f}% more work)",
+            pf_.pedigrees[p].id, cp.cond.vars.size(), cp.cond.slices,
+            cp.cond.slice_peak_bytes / (1 << 20), 100 * cp.cond.overhead());
+      }
       if (plan.order.stats.log2_total_state >= res_.timing.log2_total_state) {
         res_.timing.log2_total_state = plan.order.stats.log2_total_state;
         res_.timing.buckets = static_cast<int>(plan.tree.buckets.size());

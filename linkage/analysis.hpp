@@ -3,6 +3,7 @@
 // across a whole marker map. Each pedigree's network is compiled once per locus order
 // (structure, reductions, elimination order); every theta or map position after that only
 // refills the selector tables.
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -55,6 +56,8 @@ struct AnalysisTiming {
   double log2_total_state = 0;  // summed over the plans of one evaluation's locus order, max
   int buckets = 0;              // of the largest plan
   double peak_bytes = 0;        // the largest single plan's estimate
+  int conditioned = 0;          // plans conditioned to fit the memory limits
+  std::int64_t max_slices = 1;  // the most slices of one plan
 };
 
 struct AnalysisResult {

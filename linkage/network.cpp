@@ -238,10 +238,12 @@ PedigreeLikelihood::PedigreeLikelihood(const Pedigree& ped,
   male_ = generic(chain.size() - 1);
   female_ = male_;
   std::vector<int> slot(net_.network().factors.size(), 0);
-  for (std::size_t i = 0; i < plan_.model.factors.size(); ++i)
-    slot[plan_.model.factors[i].origin] = static_cast<int>(i) + 1;
-  for (std::size_t i = 0; i < plan_.model.constants.size(); ++i)
-    slot[plan_.model.constants[i].first] = -1 - static_cast<int>(i);
+  const std::vector<LogFactor>& factors = model_factors(plan_);
+  const auto& constants = model_constants(plan_);
+  for (std::size_t i = 0; i < factors.size(); ++i)
+    slot[factors[i].origin] = static_cast<int>(i) + 1;
+  for (std::size_t i = 0; i < constants.size(); ++i)
+    slot[constants[i].first] = -1 - static_cast<int>(i);
   for (int f : net_.theta_factors())
     if (slot[f] != 0) slots_.push_back({f, slot[f] > 0 ? slot[f] - 1 : slot[f]});
 }
@@ -253,7 +255,7 @@ PedigreeLikelihood::PedigreeLikelihood(const Pedigree& ped,
 // simply a -inf entry.
 void PedigreeLikelihood::refill() {
   const Network& net = net_.network();
-  const ReducedModel& m = plan_.model;
+  const ReducedModel& m = plan_.plan.model;  // kept values: the same in a conditioned plan
   std::vector<InputTableRefill> tables;
   for (auto [f, slot] : slots_) {
     const Factor& src = net.factors[f];
@@ -288,7 +290,7 @@ void PedigreeLikelihood::refill() {
       if (j < 0) break;
     }
     if (slot < 0) {
-      plan_.model.constants[-1 - slot].second = out.at(0);
+      model_constants(plan_)[-1 - slot].second = out.at(0);
       continue;
     }
     tables.push_back({static_cast<std::size_t>(slot), std::move(out)});
@@ -306,9 +308,13 @@ double PedigreeLikelihood::ln_likelihood(const std::vector<double>& male,
     female_ = female;
   }
   have_last_ = true;
-  if (!plan_.model.impossible.empty()) return last_ = -std::numeric_limits<double>::infinity();
-  if (plan_.tree.buckets.empty()) return last_ = plan_.model.log_constant();
-  return last_ = runner_ ? runner_(plan_) : run_plan(plan_);
+  const Plan& p = plan_.plan;
+  if (!p.model.impossible.empty()) return last_ = -std::numeric_limits<double>::infinity();
+  if (!plan_.conditioned() && p.tree.buckets.empty()) return last_ = p.model.log_constant();
+  // every slice of a conditioned plan (one call when it is not) through the same runner
+  return last_ = run_conditioned(plan_, [this](const Plan& slice) {
+           return runner_ ? runner_(slice) : run_plan(slice);
+         });
 }
 
 }  // namespace kinfer::linkage

@@ -13,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include "engine/condition.hpp"
 #include "engine/model.hpp"
 #include "engine/plan.hpp"
 #include "linkage/model.hpp"
@@ -72,7 +73,8 @@ class PedigreeLikelihood {
   // (Keeping the outputs of buckets that read no changing theta was tried: with the orders
   // the search finds, 99% of the state space reads the varied theta, so it saved nothing.)
   double ln_likelihood(const std::vector<double>& male, const std::vector<double>& female);
-  const Plan& plan() const { return plan_; }
+  const Plan& plan() const { return plan_.plan; }
+  const ConditionedPlan& conditioned_plan() const { return plan_; }
   const Network& network() const { return net_.network(); }
 
  private:
@@ -81,7 +83,7 @@ class PedigreeLikelihood {
   std::vector<std::pair<int, int>> slots_;  // (network factor, slot)
   void refill();
   PedigreeNetwork net_;
-  Plan plan_;
+  ConditionedPlan plan_;  // conditioned when its tables do not fit the memory limit
   std::function<double(const Plan&)> runner_;
   std::vector<double> male_, female_;
   bool have_last_ = false;

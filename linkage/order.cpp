@@ -108,8 +108,9 @@ std::vector<int> windowed_order(int n, const std::vector<int>& card,
   return order;
 }
 
-Plan make_linkage_plan(const Network& net, const Evidence& ev, const PlanOptions& opt,
-                       const std::vector<int>& locus_of, const std::vector<char>& selector) {
+ConditionedPlan make_linkage_plan(const Network& net, const Evidence& ev, const PlanOptions& opt,
+                                  const std::vector<int>& locus_of,
+                                  const std::vector<char>& selector) {
   PlanStart start = start_plan(net, ev, opt);
   Plan& plan = start.plan;
   const std::vector<std::vector<int>>& scopes = start.scopes;
@@ -172,10 +173,11 @@ Plan make_linkage_plan(const Network& net, const Evidence& ev, const PlanOptions
     }
   }
   // Net's own name: a multi-pedigree analysis says which pedigree is too large.
-  finish_plan(plan, opt, net.source,
-              "Try a longer --order-time, fewer markers at once, raise --max-memory if the machine "
-              "has more memory, or run on a machine with more memory");
-  return std::move(plan);
+  plan.network_bytes = network_table_bytes(net);
+  structure(plan, opt);
+  return fit_plan(std::move(plan), opt, net.source,
+                  "Try a longer --order-time, fewer markers at once, raise --max-memory if the "
+                  "machine has more memory, or run on a machine with more memory");
 }
 
 }  // namespace kinfer::linkage

@@ -7,6 +7,7 @@
 // the cheaper order.
 #include <vector>
 
+#include "engine/condition.hpp"
 #include "engine/plan.hpp"
 
 namespace kinfer::linkage {
@@ -22,10 +23,12 @@ std::vector<int> windowed_order(int num_vars, const std::vector<int>& card,
                                 const std::vector<char>& phase = {});
 
 // make_plan (engine/plan.hpp) with the windowed orders as extra candidates when the greedy
-// search's order is costly.
+// search's order is costly. When the order found does not fit opt.max_memory_bytes the plan is
+// conditioned to fit (engine/condition.hpp); ResourceError only when even that cannot fit.
 // `selector` (may be empty): 1 for the meiosis selectors, which the alleles-first candidates
 // eliminate after every allele variable.
-Plan make_linkage_plan(const Network& net, const Evidence& ev, const PlanOptions& opt,
-                       const std::vector<int>& locus_of, const std::vector<char>& selector = {});
+ConditionedPlan make_linkage_plan(const Network& net, const Evidence& ev, const PlanOptions& opt,
+                                  const std::vector<int>& locus_of,
+                                  const std::vector<char>& selector = {});
 
 }  // namespace kinfer::linkage

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -13,6 +14,7 @@
 #include <set>
 #include <stdexcept>
 #include <thread>
+#include <unordered_map>
 
 #include "gpu/merge_inputs.hpp"
 #include "scheduler/plan_costs.hpp"
@@ -182,10 +184,26 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
     }
   } guard{ctx, out, factors, used};
 
+  // The device bytes this run holds at once (ExecStats::device_peak_bytes).
+  std::unordered_map<gpu::Handle, double> held;
+  double live_bytes = 0;
+  auto dev_alloc = [&](std::int64_t n) {
+    const gpu::Handle h = ctx.alloc(n);
+    held[h] = 8.0 * static_cast<double>(n);
+    live_bytes += held[h];
+    r.st.device_peak_bytes = std::max(r.st.device_peak_bytes, live_bytes);
+    return h;
+  };
+  auto dev_release = [&](gpu::Handle h) {
+    ctx.release(h);
+    live_bytes -= held[h];
+    held.erase(h);
+  };
+
   std::vector<double*> staged;  // pinned buffers read by uploads queued on `xfer`
   bool xfer_busy = false;       // uploads queued on `xfer` since its last synchronize
   auto stage_upload = [&](const double* src, std::int64_t n) {
-    const gpu::Handle h = ctx.alloc(n);
+    const gpu::Handle h = dev_alloc(n);
     double* p = pool.take(n);
     std::memcpy(p, src, sizeof(double) * n);
     ctx.upload(h, p, n, xfer);
@@ -239,7 +257,7 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
       for (const gpu::HostInput& hi : r.fin[b]) {
         const std::int64_t n = hi.size;
         std::memcpy(block.p + at, hi.data, sizeof(double) * n);
-        const gpu::Handle h = ctx.alloc(n);
+        const gpu::Handle h = dev_alloc(n);
         ctx.upload(h, block.p + at, n, xfer);
         xfer_busy = true;
         factors[b].push_back(h);
@@ -294,7 +312,7 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
     const std::int64_t n_out = shape.output_size();
     if (s < 0) s = compute_streams[next_stream++ % compute_streams.size()];
     stream_of[b] = s;
-    const gpu::Handle o = ctx.alloc(n_out);
+    const gpu::Handle o = dev_alloc(n_out);
     if (r.opt.time_buckets) ctx.synchronize(s);
     const auto t0 = clock_type::now();
     ctx.run_bucket(shape, in, o, s);
@@ -302,7 +320,7 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
       ctx.synchronize(s);
       r.st.kernel_seconds[b] = since(t0);
     }
-    for (gpu::Handle h : used) ctx.release(h);  // safe: reused only after the kernel read them
+    for (gpu::Handle h : used) dev_release(h);  // safe: reused only after the kernel read them
     used.clear();
     take_back();
     if (!r.to_host(b)) {
@@ -314,7 +332,7 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
     ctx.download(o, p, n_out, s);
     ctx.synchronize(s);
     if (r.opt.time_buckets) r.st.d2h_seconds += since(t1);
-    ctx.release(o);
+    dev_release(o);
     r.st.d2h_bytes += 8.0 * n_out;
     {
       std::lock_guard lock(r.sh.m);
@@ -325,6 +343,38 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
 }
 
 }  // namespace
+
+GpuHostPart gpu_host_part(const Plan& plan, std::span<const Device> assignment) {
+  const auto& buckets = plan.tree.buckets;
+  const int nb = static_cast<int>(buckets.size());
+  std::vector<Device> dev(assignment.begin(), assignment.end());
+  GpuHostPart g;
+  std::vector<double> out(nb);
+  for (int b = 0; b < nb; ++b) {
+    const BucketShape shape = bucket_shape(plan, b);
+    out[b] = 8.0 * static_cast<double>(shape.output_size());
+    if (dev[b] != Device::gpu) continue;
+    std::vector<std::vector<double>> owned;
+    const MergedInputs m = merged_inputs(plan, b, shape, owned);
+    if (!gpu::why_no_kernel(shape, m.scopes).empty()) {
+      dev[b] = Device::cpu;
+      continue;
+    }
+    for (const gpu::HostInput& h : m.inputs) g.staging += 8.0 * static_cast<double>(h.size);
+    for (const auto& o : owned) g.staging += 8.0 * static_cast<double>(o.size());
+  }
+  double live = 0;
+  for (int b = 0; b < nb; ++b) {
+    const int p = buckets[b].parent;
+    const bool on_host = dev[b] == Device::cpu || b == nb - 1 || dev[p] == Device::cpu;
+    if (on_host) live += out[b];  // allocated (or downloaded) while its inputs are alive
+    g.intermediates = std::max(g.intermediates, live);
+    for (int c : buckets[b].children)  // host copies of the children: freed once consumed
+      if (dev[c] == Device::cpu || dev[b] == Device::cpu) live -= out[c];
+    g.cpu_buckets += dev[b] == Device::cpu;
+  }
+  return g;
+}
 
 double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::Context* ctx,
                      const ExecOptions& opt, ExecStats* stats) {
@@ -383,7 +433,8 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
   // at the start; a bucket then needs its output and its CPU children's tables next to the GPU
   // outputs still waiting for their parents. A bucket that would not fit runs on the CPU.
   if (ctx) {
-    const double budget = 0.9 * ctx->free_bytes();
+    const double budget =
+        opt.device_budget_bytes > 0 ? opt.device_budget_bytes : 0.9 * ctx->free_bytes();
     auto bytes = [](const std::vector<gpu::HostInput>& v) {
       double s = 0;
       for (const gpu::HostInput& h : v) s += 8.0 * static_cast<double>(h.size);

@@ -31,6 +31,9 @@ struct ExecOptions {
   // Time every kernel alone (the GPU thread waits for each one): for comparing predictions
   // with measurements, not for speed.
   bool time_buckets = false;
+  // Device memory the plan's tables may use at once (--gpu-memory); 0: 90% of the device's
+  // free memory when the run starts.
+  double device_budget_bytes = 0;
 };
 
 struct ExecStats {
@@ -44,7 +47,8 @@ struct ExecStats {
   double h2d_seconds = 0, d2h_seconds = 0;
   std::vector<std::string> fallback_reason;  // per bucket: why a GPU bucket ran on the CPU
   std::string fallback;                      // the same, summed up (empty when none did)
-  int merged_buckets = 0;  // GPU buckets whose factor inputs were merged to fit the kernels
+  int merged_buckets = 0;        // GPU buckets whose factor inputs were merged to fit the kernels
+  double device_peak_bytes = 0;  // the most device bytes the run held at once (its own tables)
 };
 
 // Returns ln P(e) like run_plan. `assignment` has one entry per bucket. With ctx == nullptr
@@ -54,6 +58,18 @@ struct ExecStats {
 // gives run_plan's answer bit for bit (the same kernel on the same inputs in the same order).
 double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::Context* ctx,
                      const ExecOptions& opt = {}, ExecStats* stats = nullptr);
+
+// The host's part of a run of `plan` under `assignment` with a GPU, as the executor will hold it
+// (for the accountant, Runner::estimate): buckets no kernel takes move to the CPU as in
+// run_scheduled; `intermediates` is the most host tables alive at once in tree order (outputs of
+// CPU buckets, GPU outputs downloaded for a CPU parent or the root, until their consumer ran);
+// `staging` the factor inputs of the GPU buckets as uploaded (one pinned block) plus the merged
+// products, both alive for the whole run. Device memory is assumed to suffice.
+struct GpuHostPart {
+  double intermediates = 0, staging = 0;
+  int cpu_buckets = 0;
+};
+GpuHostPart gpu_host_part(const Plan& plan, std::span<const Device> assignment);
 
 // Check mode. A bucket's outputs agree when |gpu - cpu| <= tolerance * max(1, |cpu|) for every
 // entry (ln values; equal infinities agree, NaN never does).

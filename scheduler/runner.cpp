@@ -272,6 +272,58 @@ gpu::Context* Runner::open() {
   return ctx;
 }
 
+double Runner::device_budget(const Plan& plan) {
+  if (!wants_gpu(plan)) return 0;
+  gpu::Context* ctx = open();
+  if (!ctx) return 0;
+  const double usable = 0.9 * ctx->free_bytes();
+  return req_.gpu_memory_bytes > 0 ? std::min(req_.gpu_memory_bytes, usable) : usable;
+}
+
+MemoryEstimate Runner::estimate(const Plan& plan) {
+  MemoryEstimate m = plan.memory;
+  const double budget = device_budget(plan);
+  if (budget <= 0) {
+    m.device_bytes = 0;
+    return m;
+  }
+  // Tables that do not fit the device run on the CPU (the executor's fallback): then the host
+  // holds them as before. Else the host holds what the executor keeps there: the tables of the
+  // buckets no kernel takes (and the small ones whole-plan leaves on the CPU), the downloads,
+  // the pinned upload block and merged products. Placement as whole-plan places (the profile
+  // policies put more on the CPU only where it is faster: their host part is not modelled).
+  if (req_.check) {  // the CPU computes everything as the reference, the GPU again beside it
+    m.device_host_bytes = kGpuContextHostBytes + m.input_bytes;
+  } else if (m.device_bytes <= budget && !plan.tree.buckets.empty()) {
+    const GpuHostPart g = gpu_host_part(plan, whole_plan_schedule(plan.tree).device);
+    m.intermediate_bytes = g.intermediates;
+    m.device_host_bytes = kGpuContextHostBytes + g.staging;
+  } else {
+    m.device_host_bytes = kGpuContextHostBytes + m.input_bytes;
+  }
+  update_peak(m);
+  return m;
+}
+
+RunResult Runner::run(ConditionedPlan& cp) {
+  RunResult r;
+  std::optional<CheckReport> failed_check;
+  double device_seconds = 0, device_peak = 0;
+  const double ln = run_conditioned(cp, [&](const Plan& p) {
+    RunResult s = run(p);
+    if (s.check && !s.check->passed && !failed_check) failed_check = s.check;
+    device_seconds += s.device_seconds;
+    device_peak = std::max(device_peak, s.device_peak_bytes);
+    r = std::move(s);
+    return r.ln_pr;
+  });
+  r.ln_pr = ln;
+  r.device_seconds = device_seconds;
+  r.device_peak_bytes = device_peak;
+  if (failed_check) r.check = failed_check;
+  return r;
+}
+
 const Profile* Runner::profile(std::string& path) {
   if (!profile_read_) {
     profile_read_ = true;
@@ -452,6 +504,7 @@ RunResult Runner::run(const Plan& plan) {
 
   ExecOptions eo;
   eo.threads = req_.threads;
+  eo.device_budget_bytes = device_budget(plan);
   ExecStats st;
   r.ln_pr = run_scheduled(plan, s.device, ctx, eo, &st);
   r.first_seconds = since(t_sched);
@@ -467,6 +520,7 @@ RunResult Runner::run(const Plan& plan) {
   r.merged_buckets = st.merged_buckets;
   r.h2d_bytes = st.h2d_bytes;
   r.d2h_bytes = st.d2h_bytes;
+  r.device_peak_bytes = st.device_peak_bytes;
   r.device = device_word(st.gpu_buckets, st.cpu_buckets);
   if (!st.fallback.empty()) r.note += (r.note.empty() ? "" : "; ") + st.fallback;
   for (std::size_t b = 0; b < nb; ++b) {
@@ -515,6 +569,7 @@ nlohmann::json run_json(const RunResult& r, bool explain) {
                       {"buckets_merged", r.merged_buckets},
                       {"h2d_bytes", num(r.h2d_bytes)},
                       {"d2h_bytes", num(r.d2h_bytes)},
+                      {"device_peak_bytes", num(r.device_peak_bytes)},
                       {"predicted_seconds", num(r.predicted_seconds)},
                       {"first_run_seconds", num(r.first_seconds)},
                       {"schedule_seconds", num(r.schedule_seconds)}};

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/condition.hpp"
 #include "engine/plan.hpp"
 #include "gpu/device_api.hpp"
 #include "scheduler/executor.hpp"
@@ -66,7 +67,16 @@ struct RunRequest {
   bool repeated_plans = false;
   // Which visible GPU this runner opens (several GPUs in one process: one runner per GPU).
   int gpu_index = 0;
+  // --gpu-memory: device memory a plan's tables may use at once (0: 90% of the device's free
+  // memory when it opens). Plans whose device estimate exceeds it are conditioned
+  // (device_budget), and the executor keeps its live device bytes under it.
+  double gpu_memory_bytes = 0;
 };
+
+// The CUDA context's own host memory (driver, runtime and kernel images mapped into the
+// process), measured on the GPU machine: RSS of `kinfer pe --device gpu` on networks with
+// tiny tables minus that of --device cpu (bench/memory/RESULTS.md).
+inline constexpr double kGpuContextHostBytes = 96.0 * 1024 * 1024;
 
 struct BucketRun {
   Device device = Device::cpu;  // where it ran
@@ -84,6 +94,7 @@ struct RunResult {
   std::string why_not_gpu;  // why not, when the request could have used one
   int gpu_buckets = 0, cpu_buckets = 0, merged_buckets = 0;
   double h2d_bytes = 0, d2h_bytes = 0;  // what crossed
+  double device_peak_bytes = 0;         // the most device bytes held at once (max over slices)
   double predicted_seconds = NAN;       // the schedule's predicted cost (profile policies)
   double device_seconds = 0;            // waiting for the GPU to open (first GPU run only)
   double schedule_seconds = 0;          // reading the profile, predicting, assigning
@@ -159,6 +170,18 @@ class Runner {
   // profile (and may calibrate: see run).
   bool wants_gpu(const Plan& plan);
   RunResult run(const Plan& plan);
+  // Every slice of a plan that may be conditioned (engine/condition.hpp run_conditioned: one call
+  // when it is not) through run(plan): the device opens once, the answer is the slices'
+  // log-sum-exp in slice order, a failed check in any slice is the run's check. The rest of
+  // the result is the last slice's.
+  RunResult run(ConditionedPlan& cp);
+  // The device memory budget for `plan` when run(plan) would put it on a GPU (opening it), else
+  // 0: --gpu-memory, at most 90% of the device's free memory. For PlanOptions::device_budget.
+  double device_budget(const Plan& plan);
+  // The accountant's estimate for the device that will run `plan`: on the CPU, plan.memory; on
+  // a GPU, the host holds the inputs, their pinned staging copy and the CUDA context instead of
+  // the intermediate tables (those live on the device), and device_bytes is the device's part.
+  MemoryEstimate estimate(const Plan& plan);
 
   const RunRequest& request() const { return req_; }
   void set_threads(int threads) { req_.threads = threads; }  // for the next runs (batch jobs)

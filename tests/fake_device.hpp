@@ -55,6 +55,8 @@ class FakeDevice final : public gpu::Context {
     std::lock_guard lock(m_);
     if (allocs_++ >= alloc_limit) throw ResourceError("fake GPU memory full");
     const gpu::Handle h = next_++;
+    live_bytes_ += 8.0 * static_cast<double>(entries);
+    peak_live_bytes_ = std::max(peak_live_bytes_, live_bytes_);
     tables_[h].assign(static_cast<std::size_t>(entries), std::numeric_limits<double>::quiet_NaN());
     return h;
   }
@@ -65,6 +67,7 @@ class FakeDevice final : public gpu::Context {
     std::vector<std::uint64_t> at;
     for (auto& s : streams_) at.push_back(s->queued);
     released_[h] = at;
+    live_bytes_ -= 8.0 * static_cast<double>(tables_[h].size());
   }
   double free_bytes() override { return memory_bytes; }
   double* alloc_host(std::int64_t entries) override {
@@ -147,12 +150,18 @@ class FakeDevice final : public gpu::Context {
     std::lock_guard lock(m_);
     return error_;
   }
+  // Device bytes allocated and not yet released: the most at once (what a budget must bound).
+  double peak_live_bytes() {
+    std::lock_guard lock(m_);
+    return peak_live_bytes_;
+  }
   std::size_t live_tables() {
     std::lock_guard lock(m_);
     return tables_.size() - released_.size();
   }
 
  private:
+  double live_bytes_ = 0, peak_live_bytes_ = 0;
   struct Op {
     std::uint64_t seq;
     std::vector<gpu::Handle> uses;

@@ -214,7 +214,41 @@ def test_plan_sharing(tmp):
             check("run again one by one" in r.stderr, "crash: the dead worker's jobs are run again alone")
 
 
-for test in (test_failures_isolated, test_bad_manifests, test_kill_and_resume, test_plan_sharing):
+def test_conditioned_jobs(tmp):
+    """pe jobs under a --max-memory far below their plan's need are conditioned in the group
+    worker (the plan shared between the jobs, its source tables refilled per job) and give the
+    single command's answer without the limit."""
+    net = copy_net(tmp, "linkage_16")
+    toks = open(os.path.join(tmp, net + ".evid")).read().split()
+    pairs = [(toks[1 + 2 * i], toks[2 + 2 * i]) for i in range(int(toks[0]))]
+    flip = [(v, "1" if x == "0" else "0" if x == "1" else x) if i == len(pairs) - 1 else (v, x)
+            for i, (v, x) in enumerate(pairs)]
+    with open(os.path.join(tmp, "flip.evid"), "w") as f:
+        f.write(f"{len(flip)} " + " ".join(f"{v} {x}" for v, x in flip) + "\n")
+    opts = "--threads 2 --max-memory 16M"
+    rows = [("own", ""), ("flip", "flip.evid")]
+    with open(os.path.join(tmp, "jobs.tsv"), "w") as f:
+        f.write("id\tkind\tnetwork\tevidence\toptions\n")
+        for j, e in rows:
+            f.write(f"{j}\tpe\t{net}\t{e}\t{opts}\n")
+    out = os.path.join(tmp, "out")
+    r = subprocess.run([EXE, "batch", os.path.join(tmp, "jobs.tsv"), "--out", out, "--jobs", "1"],
+                       capture_output=True, text=True)
+    check(r.returncode == 0, f"conditioned jobs: exit 0 (got {r.returncode}: {r.stderr[-300:]})")
+    for j, e in rows:
+        expect = single_pe_json(os.path.join(tmp, net), os.path.join(tmp, e) if e else None)
+        with open(os.path.join(out, "results", j + ".json")) as f:
+            res = json.load(f)
+        got = res["log10_pr"]
+        check(isinstance(got, float) and abs(got - expect) < 1e-9,
+              f"conditioned jobs: {j} equals pe without the limit ({got} vs {expect})")
+        check(res.get("conditioning", {}).get("slices", 1) >= 2,
+              f"conditioned jobs: {j} ran in slices ({res.get('conditioning', {}).get('slices')}, "
+              f"plan {res.get('batch_plan')})")
+
+
+for test in (test_failures_isolated, test_bad_manifests, test_kill_and_resume, test_plan_sharing,
+             test_conditioned_jobs):
     with tempfile.TemporaryDirectory() as tmp:
         test(tmp)
 print(f"{len(passes)} passed, {len(failures)} failed")

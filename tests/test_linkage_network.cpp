@@ -329,3 +329,55 @@ TEST_CASE("LinkageNetwork.MultipointAcrossManyMarkers", "[engine]") {
   CHECK(rn.timing.plans >= 2 + 3);
   CHECK(r.timing.plans == 1);  // the trait alone; the chain has no plan
 }
+
+TEST_CASE("LinkageNetwork.ConditionedUnderAMemoryLimit", "[engine]") {
+  // `kinfer lod --max-memory` below what the plans need: they are conditioned, every theta
+  // (position) refills the source tables and each slice is cut from them; the likelihoods equal
+  // the unconditioned ones and FASTLINK's (linkage-model.md 3.1).
+  struct Set {
+    const char *dat, *ped;
+    std::vector<double> thetas;
+  };
+  for (const Set& s :
+       {Set{"fastlink_example/datafile.dat", "fastlink_example/pedfile.dat", {}},
+        Set{"fastlink_example/datafile.dat", "fastlink_example/pedfile.dat", {0.0, 0.05, 0.2, 0.5}},
+        Set{"variants/linkmap_interior.dat", "fastlink_example/pedfile.dat", {}}}) {
+    const Data d = load(s.dat, s.ped);
+    AnalysisOptions o = quick_options();
+    o.thetas = s.thetas;
+    const AnalysisResult whole = analyze(d.lf, d.pf, o);
+    REQUIRE(whole.timing.conditioned == 0);
+    // The smallest limit that still plans (below it: ResourceError), by bisection: there the
+    // largest plans cannot keep their intermediate tables whole.
+    double lo = 0, hi = whole.timing.peak_bytes;
+    for (int i = 0; i < 24; ++i) {
+      o.plan.max_memory_bytes = (lo + hi) / 2;
+      try {
+        analyze(d.lf, d.pf, o);
+        hi = o.plan.max_memory_bytes;
+      } catch (const ResourceError&) {
+        lo = o.plan.max_memory_bytes;
+      }
+    }
+    o.plan.max_memory_bytes = hi;
+    const AnalysisResult lim = analyze(d.lf, d.pf, o);
+    INFO(s.dat << " thetas " << s.thetas.size() << ": limit " << hi << ", unconditioned peak "
+               << whole.timing.peak_bytes << ", " << lim.timing.conditioned
+               << " plans conditioned, at most " << lim.timing.max_slices << " slices");
+    CHECK(lim.timing.conditioned >= 1);
+    CHECK(lim.timing.max_slices >= 2);
+    CHECK(lim.timing.peak_bytes <= hi);
+    REQUIRE(lim.evaluations.size() == whole.evaluations.size());
+    CHECK(lim.baseline.total_ln_l == Approx(whole.baseline.total_ln_l).margin(1e-9));
+    for (std::size_t e = 0; e < whole.evaluations.size(); ++e)
+      for (std::size_t p = 0; p < whole.evaluations[e].ln_l.size(); ++p)
+        CHECK(lim.evaluations[e].ln_l[p] == Approx(whole.evaluations[e].ln_l[p]).margin(1e-9));
+    if (std::string(s.dat).find("linkmap") != std::string::npos) {
+      CHECK(lim.baseline.total_ln_l == Approx(-75.617075).margin(1e-6));
+      CHECK(lim.evaluations.front().total_ln_l / 2.30259 == Approx(-30.581845).margin(2e-6));
+    } else if (s.thetas.empty()) {  // MLINK at the locus file's theta (0.1197)
+      CHECK(lim.evaluations[0].ln_l[0] == Approx(-41.974522).margin(1e-6));
+      CHECK(lim.evaluations[0].ln_l[1] == Approx(-33.265532).margin(1e-6));
+    }
+  }
+}

@@ -455,3 +455,72 @@ TEST_CASE("Scheduler.SlicesOverTwoFakeDevices", "[scheduler]") {
   }
   CHECK(conditioned > 0);
 }
+
+TEST_CASE("Scheduler.GpuMemoryConditionsToFitTheDevice", "[scheduler]") {
+  // --gpu-memory below a plan's device estimate: the plan is conditioned so that each slice's
+  // device estimate fits, the slices run one after another on the (fake) device, the answer is
+  // the unconditioned plan's, and the device's live bytes never exceed the budget.
+  for (const char* name : {"grid10x10.f10.uai", "Pedigree_11.uai"}) {
+    const io::NetworkWithEvidence net =
+        io::read_network_and_evidence(data_path(std::string("uai/") + name));
+    PlanOptions po;
+    po.order.heuristic = OrderHeuristic::MinFill;
+    const ConditionedPlan whole = make_conditioned_plan(net.net, net.ev, po);
+    REQUIRE(!whole.conditioned());
+    const double ln_whole = run_plan(whole.plan);
+    const MemoryEstimate& m = whole.plan.memory;
+    REQUIRE(m.device_bytes == Approx(m.input_bytes + m.intermediate_bytes));
+    test::FakeDevice dev(2, 20);
+    RunRequest req;
+    req.device = DeviceChoice::gpu;
+    req.policy = Policy::gpu_only;
+    req.gpu_memory_bytes = m.input_bytes + 0.25 * m.intermediate_bytes;
+    Runner runner(req, &dev);
+    po.device_budget = [&runner](const Plan& p) { return runner.device_budget(p); };
+    // The planner's choice (it may also find an order that fits unconditioned) and the best
+    // order conditioned for the device: both fit.
+    const ConditionedPlan chosen = make_conditioned_plan(net.net, net.ev, po);
+    CHECK(chosen.plan.memory.device_bytes <= req.gpu_memory_bytes);
+    bool feasible = false;
+    ConditionedPlan cp = condition_to_fit(whole.plan, 0, po, feasible, req.gpu_memory_bytes);
+    INFO(name << ": device estimate " << m.device_bytes << ", budget " << req.gpu_memory_bytes
+              << ", " << cp.cond.slices << " slices of " << cp.plan.memory.device_bytes);
+    REQUIRE(feasible);
+    REQUIRE(cp.conditioned());
+    CHECK(cp.plan.memory.device_bytes <= req.gpu_memory_bytes);
+    const RunResult r = runner.run(cp);
+    CHECK(std::abs(r.ln_pr - ln_whole) <= 1e-9 * std::max(1.0, std::abs(ln_whole)));
+    CHECK(r.gpu_buckets >= 1);
+    CHECK(dev.peak_live_bytes() <= req.gpu_memory_bytes);
+    CHECK(dev.peak_live_bytes() > 0);
+    CHECK(dev.error().empty());
+    CHECK(dev.live_tables() == 0);
+  }
+}
+
+TEST_CASE("Scheduler.GpuHostPartOfRealPlans", "[scheduler]") {
+  // The accountant's host part of a GPU run (Runner::estimate) on real plans with the fake
+  // device: whole-plan placement, the staging block at least the GPU buckets' inputs, the host
+  // tables no more than the CPU path's intermediates plus the downloads, and an answer unchanged.
+  for (const char* name : {"DBN_11.uai", "linkage_14.uai.gz", "Pedigree_11.uai"}) {
+    const Plan plan = uai_plan(name);
+    test::FakeDevice dev(2, 0);
+    RunRequest req;
+    req.device = DeviceChoice::gpu;
+    req.policy = Policy::whole_plan;
+    Runner runner(req, &dev);
+    const MemoryEstimate m = runner.estimate(plan);
+    const GpuHostPart g = gpu_host_part(plan, whole_plan_schedule(plan.tree).device);
+    INFO(name << ": cpu intermediates " << plan.memory.intermediate_bytes << ", gpu host tables "
+              << g.intermediates << ", staging " << g.staging << ", " << g.cpu_buckets
+              << " CPU buckets; device " << m.device_bytes);
+    CHECK(m.device_host_bytes == Approx(kGpuContextHostBytes + g.staging));
+    CHECK(m.intermediate_bytes == Approx(g.intermediates));
+    CHECK(g.staging >= 0);
+    CHECK(m.peak_bytes >= m.process_bytes + kGpuContextHostBytes);
+    WARN(name << ": host tables on the GPU path " << g.intermediates / 1048576 << " MiB (CPU path "
+              << plan.memory.intermediate_bytes / 1048576 << "), staging " << g.staging / 1048576
+              << " MiB, " << g.cpu_buckets << " of " << plan.tree.buckets.size()
+              << " buckets on the CPU");
+  }
+}

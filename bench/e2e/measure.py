@@ -56,7 +56,7 @@ new = not os.path.exists(a.out)
 out = open(a.out, "a")
 if new:
     out.write("network\tdevice\twall_s\tplan_s\tcompute_s\tlog10_pr\treference\test_peak_MiB\t"
-              "rss_MiB\trss_over_est\tused\tnote\tread_s\torder_s\tdevice_start_s\n")
+              "rss_MiB\trss_over_est\tused\test_device_MiB\tdevice_peak_MiB\tslices\tnote\tread_s\torder_s\tdevice_start_s\n")
 for net in a.networks:
     path = os.path.join(a.data, net + ".uai")
     if not os.path.exists(path):
@@ -83,9 +83,13 @@ for net in a.networks:
         est = j.get("memory", {}).get("estimated_peak_bytes", 0) / 2**20
         sch = j.get("schedule") if isinstance(j.get("schedule"), dict) else {}
         note = (sch.get("policy") or "") + (" " + sch.get("note", "") if sch.get("note") else "")
+        est_dev = (j.get("memory", {}).get("estimated_device_bytes") or 0) / 2**20
+        dev_peak = (sch.get("device_peak_bytes") or 0) / 2**20
+        slices = j.get("conditioning", {}).get("slices", 1)
         out.write(f"{net}\t{dev}\t{wall:.3f}\t{t.get('plan', 0):.3f}\t{t.get('compute', 0):.3f}\t"
                   f"{j.get('log10_pr')}\t{refs.get(net, '')}\t{est:.0f}\t{rss:.0f}\t"
-                  f"{rss / est if est else 0:.2f}\t{j.get('device')}\t{note[:150]}\t"
+                  f"{rss / est if est else 0:.2f}\t{j.get('device')}\t{est_dev:.0f}\t"
+                  f"{dev_peak:.0f}\t{slices}\t{note[:150]}\t"
                   f"{t.get('read', 0):.3f}\t{j.get('order', {}).get('seconds', 0):.3f}\t"
                   f"{t.get('device_start', 0):.3f}\n")
         out.flush()
