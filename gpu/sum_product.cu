@@ -586,6 +586,38 @@ __device__ __forceinline__ const T* opaque(const T* p) {
   return p;
 }
 
+// One row (mh) of the lane's summed steps. MODE 1: every input direct; 2: none; 0: direct_mask.
+template <class T, int NF, int GC, int MODE>
+__device__ __forceinline__ void plain3_row(const T* const (&rp)[NF], T c, int g, int G, int Mi,
+                                           unsigned col0, unsigned colstride, unsigned dmask,
+                                           T& mx, T& acc, unsigned tab_a) {
+  auto direct = [&](int f) { return MODE == 1 || (MODE == 0 && (dmask >> f & 1)); };
+  int mi = g;
+  unsigned ad = col0;
+  for (; mi + 3 * G < Mi; mi += 4 * G, ad += 16 * G) {
+    T x[4] = {c, c, c, c};
+#pragma unroll
+    for (int f = 0; f < NF; ++f) {
+      if (direct(f)) {
+        const T* p = rp[f] + mi;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) x[k] += __ldg(p + k * G);
+      } else {
+        const unsigned af = ad + f * colstride;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) x[k] += __ldg(rp[f] + lds32(af + 4 * k * G));
+      }
+    }
+    lse_chunk<4, true>(mx, acc, x, tab_a);
+  }
+  for (; mi < Mi; mi += G, ad += 4 * G) {
+    T x[1] = {c};
+#pragma unroll
+    for (int f = 0; f < NF; ++f) x[0] += __ldg(rp[f] + (direct(f) ? mi : lds32(ad + f * colstride)));
+    lse_chunk<1, true>(mx, acc, x, tab_a);
+  }
+}
+
 template <class T, int NF, int GC>
 __global__ void __launch_bounds__(256, plain2_min_blocks<NF>())
     plain3_kernel(const __grid_constant__ KernelArgs<T> a) {
@@ -630,31 +662,15 @@ __global__ void __launch_bounds__(256, plain2_min_blocks<NF>())
       const T* rp[NF];
 #pragma unroll
       for (int f = 0; f < NF; ++f) rp[f] = opaque(q[f] + __ldg(a.sum_hi + mh * a.nfp + f));
-      int mi = g;
-      unsigned ad = col0;
-      for (; mi + 3 * G < Mi; mi += 4 * G, ad += 16 * G) {
-        T x[4] = {c, c, c, c};
-#pragma unroll
-        for (int f = 0; f < NF; ++f) {
-          if (a.direct_mask >> f & 1) {
-            const T* p = rp[f] + mi;
-#pragma unroll
-            for (int k = 0; k < 4; ++k) x[k] += __ldg(p + k * G);
-          } else {
-            const unsigned af = ad + f * colstride;
-#pragma unroll
-            for (int k = 0; k < 4; ++k) x[k] += __ldg(rp[f] + lds32(af + 4 * k * G));
-          }
-        }
-        lse_chunk<4, true>(mx, acc, x, tab_a);
-      }
-      for (; mi < Mi; mi += G, ad += 4 * G) {
-        T x[1] = {c};
-#pragma unroll
-        for (int f = 0; f < NF; ++f)
-          x[0] += __ldg(rp[f] + ((a.direct_mask >> f & 1) ? mi : lds32(ad + f * colstride)));
-        lse_chunk<1, true>(mx, acc, x, tab_a);
-      }
+      const T* const(&rpc)[NF] = rp;
+      // every input direct, none, or a mix (a uniform branch per row, not per term: with the
+      // mix the compiler predicates both paths of each input, so the pure cases get their own)
+      if (a.direct_mask == (1u << NF) - 1)
+        plain3_row<T, NF, GC, 1>(rpc, c, g, G, Mi, col0, colstride, 0, mx, acc, tab_a);
+      else if (a.direct_mask == 0)
+        plain3_row<T, NF, GC, 2>(rpc, c, g, G, Mi, col0, colstride, 0, mx, acc, tab_a);
+      else
+        plain3_row<T, NF, GC, 0>(rpc, c, g, G, Mi, col0, colstride, a.direct_mask, mx, acc, tab_a);
     }
   }
   lanes_merge2<true>(mx, acc, G, tab_a);

@@ -186,12 +186,14 @@ TEST_CASE("GpuKernel.ManyInputsMatchCpu", "[gpu]") {
 
 TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
   // the inner-loop options of DeviceLimits besides the default (kernel 2 with direct inputs): the
-  // kernels before issue 12, and kernel 2 with the offset table for every input
+  // kernels before issue 12, kernel 2 with the offset table for every input, and kernel 3's plain
+  // kernel (fewer integer instructions per term, off by default until measured)
   struct Setting {
     const char* var;
     const char* value;
   };
-  const Setting variants[] = {{"KINFER_GPU_KERNEL", "1"}, {"KINFER_GPU_DIRECT", "0"}};
+  const Setting variants[] = {
+      {"KINFER_GPU_KERNEL", "1"}, {"KINFER_GPU_DIRECT", "0"}, {"KINFER_GPU_KERNEL", "3"}};
   int direct = 0, buckets = 0;
   for (const Setting& v : variants) {
     setenv(v.var, v.value, 1);
