@@ -52,14 +52,16 @@ bench() {  # NAME ARGS...: every configuration in one process
   over && return
   timeout $(t 120) "$D/new/run" bench/gpu/bucket_bench "$@" --threads 16 --repeats 5 --cpu-runs 1 \
     --no-f32 "${cfg_args[@]}" --out "$OUT/$name.tsv" > "$OUT/bench_$name.log" 2>&1
-  log "bench $name rc=$? ($(($(wc -l < "$OUT/new_$name.tsv" 2> /dev/null || echo 1) - 1)) rows)"
+  local first=${CONFIGS%% *}
+  log "bench $name rc=$? ($(($(wc -l < "$OUT/${first%%:*}_$name.tsv" 2> /dev/null || echo 1) - 1)) rows)"
 }
 MIN=${MIN_LOG2:-27}
 for net in ${NETS:-linkage_18 linkage_13 linkage_17}; do
   bench $net --network "$D/data/uai/$net.uai" --min-log2 $MIN
 done
 bench random --random ${NRANDOM:-8} --min-log2 26 --max-log2 28.5 --seed 5
-grep -h "^#" "$OUT/bench_linkage_18.log" | head -14 | tee -a "$OUT/summary.txt"
+NETS=${NETS:-linkage_18 linkage_13 linkage_17}
+grep -h "^#" "$OUT/bench_${NETS%% *}.log" | head -14 | tee -a "$OUT/summary.txt"
 for c in $CONFIGS; do
   n=${c%%:*}
   [[ $n == main ]] && continue
