@@ -52,8 +52,8 @@ bench() {  # NAME ARGS...: every configuration in one process
   over && return
   timeout $(t 120) "$D/new/run" bench/gpu/bucket_bench "$@" --threads 16 --repeats 5 --cpu-runs 1 \
     --no-f32 "${cfg_args[@]}" --out "$OUT/$name.tsv" > "$OUT/bench_$name.log" 2>&1
-  local first=${CONFIGS%% *}
-  log "bench $name rc=$? ($(($(wc -l < "$OUT/${first%%:*}_$name.tsv" 2> /dev/null || echo 1) - 1)) rows)"
+  local rc=$? first=${CONFIGS%% *}
+  log "bench $name rc=$rc ($(($(wc -l < "$OUT/${first%%:*}_$name.tsv" 2> /dev/null || echo 1) - 1)) rows)"
 }
 MIN=${MIN_LOG2:-27}
 for net in ${NETS:-linkage_18 linkage_13 linkage_17}; do
