@@ -568,7 +568,7 @@ __global__ void __launch_bounds__(256, plain2_min_blocks<NF>())
   }
 }
 
-// ---- plain, kernel 3 (KINFER_GPU_KERNEL=3; issue 12 part 4, third round) ----
+// ---- plain, kernel 3 (the default; KINFER_GPU_KERNEL=2: plain2_kernel; issue 12 part 4) ----
 // plain2_kernel's items, lanes, splits, direct inputs and chunks of four, with the integer work
 // per term cut (counted in the machine code, docs/perf-notes.md): (1) each input's row pointer
 // is made opaque to the compiler, so a table-read address is one IMAD.WIDE (index x 8 + pointer)
@@ -589,8 +589,8 @@ __device__ __forceinline__ const T* opaque(const T* p) {
 // One row (mh) of the lane's summed steps. MODE 1: every input direct; 2: none; 0: direct_mask.
 template <class T, int NF, int GC, int MODE>
 __device__ __forceinline__ void plain3_row(const T* const (&rp)[NF], T c, int g, int G, int Mi,
-                                           unsigned col0, unsigned colstride, unsigned dmask,
-                                           T& mx, T& acc, unsigned tab_a) {
+                                           unsigned col0, unsigned colstride, unsigned dmask, T& mx,
+                                           T& acc, unsigned tab_a) {
   auto direct = [&](int f) { return MODE == 1 || (MODE == 0 && (dmask >> f & 1)); };
   int mi = g;
   unsigned ad = col0;
@@ -613,7 +613,8 @@ __device__ __forceinline__ void plain3_row(const T* const (&rp)[NF], T c, int g,
   for (; mi < Mi; mi += G, ad += 4 * G) {
     T x[1] = {c};
 #pragma unroll
-    for (int f = 0; f < NF; ++f) x[0] += __ldg(rp[f] + (direct(f) ? mi : lds32(ad + f * colstride)));
+    for (int f = 0; f < NF; ++f)
+      x[0] += __ldg(rp[f] + (direct(f) ? mi : lds32(ad + f * colstride)));
     lse_chunk<1, true>(mx, acc, x, tab_a);
   }
 }

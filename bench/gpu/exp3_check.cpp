@@ -7,9 +7,22 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
-static int hi(double d) { uint64_t u; memcpy(&u, &d, 8); return (int)(u >> 32); }
-static int lo(double d) { uint64_t u; memcpy(&u, &d, 8); return (int)(uint32_t)u; }
-static double mk(int h, int l) { uint64_t u = ((uint64_t)(uint32_t)h << 32) | (uint32_t)l; double d; memcpy(&d, &u, 8); return d; }
+static int hi(double d) {
+  uint64_t u;
+  memcpy(&u, &d, 8);
+  return (int)(u >> 32);
+}
+static int lo(double d) {
+  uint64_t u;
+  memcpy(&u, &d, 8);
+  return (int)(uint32_t)u;
+}
+static double mk(int h, int l) {
+  uint64_t u = ((uint64_t)(uint32_t)h << 32) | (uint32_t)l;
+  double d;
+  memcpy(&d, &u, 8);
+  return d;
+}
 double tab[64], tab3[64];
 double e2(double y, double acc) {
   y = mk(std::min(hi(y), 0x40862000), lo(y));
@@ -17,8 +30,11 @@ double e2(double y, double acc) {
   const double t = std::fma(y, -92.332482616893658, sh);
   const double r = std::fma(t - sh, -0.010830424696249145, -y);
   double p = 1.0 / 120.0;
-  p = std::fma(p, r, 1.0 / 24.0); p = std::fma(p, r, 1.0 / 6.0); p = std::fma(p, r, 0.5);
-  p = std::fma(p, r, 1.0); p = std::fma(p, r, 1.0);
+  p = std::fma(p, r, 1.0 / 24.0);
+  p = std::fma(p, r, 1.0 / 6.0);
+  p = std::fma(p, r, 0.5);
+  p = std::fma(p, r, 1.0);
+  p = std::fma(p, r, 1.0);
   const int k = lo(t);
   const double s = tab[k & 63];
   const double scale = mk(hi(s) + ((k >> 6) << 20), lo(s));
@@ -30,8 +46,11 @@ double e3(double y, double acc) {
   const double t = std::fma(y, -92.332482616893658, sh);
   const double r = std::fma(t - sh, -0.010830424696249145, -y);
   double p = 1.0 / 120.0;
-  p = std::fma(p, r, 1.0 / 24.0); p = std::fma(p, r, 1.0 / 6.0); p = std::fma(p, r, 0.5);
-  p = std::fma(p, r, 1.0); p = std::fma(p, r, 1.0);
+  p = std::fma(p, r, 1.0 / 24.0);
+  p = std::fma(p, r, 1.0 / 6.0);
+  p = std::fma(p, r, 0.5);
+  p = std::fma(p, r, 1.0);
+  p = std::fma(p, r, 1.0);
   const int k = lo(t);
   const double s = tab3[(unsigned)(k & 63)];
   const double scale = mk((int)((unsigned)hi(s) + ((unsigned)k << 14)), lo(s));
@@ -44,16 +63,26 @@ int main() {
   }
   std::mt19937_64 rng(1);
   std::uniform_real_distribution<double> u(0, 1);
-  long n = 0, diff = 0; double worst = 0;
+  long n = 0, diff = 0;
+  double worst = 0;
   auto chk = [&](double y) {
     const double a = e2(y, 0), b = e3(y, 0);
     ++n;
-    if (memcmp(&a, &b, 8) != 0) { ++diff; if (diff < 5) printf("y=%.17g %.17g %.17g\n", y, a, b); }
+    if (memcmp(&a, &b, 8) != 0) {
+      ++diff;
+      if (diff < 5) printf("y=%.17g %.17g %.17g\n", y, a, b);
+    }
     const double ref = std::exp(-std::min(y, 708.0));
     if (y < 700) worst = std::max(worst, std::fabs(b - ref) / ref);
   };
   for (int i = 0; i < 20000000; ++i) chk(i % 2 ? u(rng) * 8 : u(rng) * 800);
-  chk(0); chk(INFINITY); chk(708); chk(707.99999); chk(1e300);
-  printf("%ld arguments, %ld differ bitwise from kernel 2's exp; worst rel err vs libm (y<700) %.3g\n", n, diff, worst);
+  chk(0);
+  chk(INFINITY);
+  chk(708);
+  chk(707.99999);
+  chk(1e300);
+  printf(
+      "%ld arguments, %ld differ bitwise from kernel 2's exp; worst rel err vs libm (y<700) %.3g\n",
+      n, diff, worst);
   return diff != 0;
 }
