@@ -196,9 +196,15 @@ TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
       {"KINFER_GPU_KERNEL", "1"}, {"KINFER_GPU_DIRECT", "0"}, {"KINFER_GPU_KERNEL", "2"}};
   int direct = 0, buckets = 0;
   for (const Setting& v : variants) {
+    // restore the variable as it was: a run under KINFER_GPU_KERNEL=N keeps N for later cases
+    const char* before = std::getenv(v.var);
+    const std::string saved = before ? before : "";
     setenv(v.var, v.value, 1);
     std::unique_ptr<gpu::Context> ctx = gpu::Context::create();
-    unsetenv(v.var);
+    if (before)
+      setenv(v.var, saved.c_str(), 1);
+    else
+      unsetenv(v.var);
     std::mt19937_64 rng(4242);
     const int n = std::max(24, static_cast<int>(600 * scale()));
     Compare f64;
