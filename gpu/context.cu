@@ -82,8 +82,11 @@ class CudaContext final : public Context {
     lim_.shared_per_sm = static_cast<int>(prop_.sharedMemPerMultiprocessor);
     const char* tiles = std::getenv("KINFER_GPU_TILES");
     lim_.tiles = tiles && std::string(tiles) == "1";
-    const char* kernel = std::getenv("KINFER_GPU_KERNEL");  // 1: the kernels before issue 12
-    if (kernel && std::string(kernel) == "1") lim_.kernel = 1;
+    // 1: the kernels before issue 12; 2: kernel 2's plain kernel; 3 (default): kernel 3's
+    const char* kernel = std::getenv("KINFER_GPU_KERNEL");
+    if (kernel &&
+        (std::string(kernel) == "1" || std::string(kernel) == "2" || std::string(kernel) == "3"))
+      lim_.kernel = kernel[0] - '0';
     const char* direct = std::getenv("KINFER_GPU_DIRECT");
     if (direct && std::string(direct) == "0") lim_.direct = false;
     streams_.resize(kStreams);

@@ -196,7 +196,7 @@ LaunchPlan plain_launch_plan(const BucketLayout& lay, const DeviceLimits& lim) {
   p.shared_bytes = static_cast<int>(p.Mi * p.nfp * 4);
   // kernel 2 (untiled): inputs whose inner offsets are mi itself skip the table
   p.kernel = p.tile == 1 ? lim.kernel : 1;
-  for (int f = 0; f < p.nf && p.kernel == 2 && lim.direct; ++f) {
+  for (int f = 0; f < p.nf && p.kernel >= 2 && lim.direct; ++f) {
     bool direct = true;
     for (std::int64_t mi = 0; mi < p.Mi && direct; ++mi) direct = p.sum_lo[mi * p.nfp + f] == mi;
     if (direct) p.direct_mask |= 1u << f;

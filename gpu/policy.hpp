@@ -65,8 +65,10 @@ struct DeviceLimits {
   // Planner options for the plain and cached kernels' inner loop (issue 12 part 4,
   // docs/perf-notes.md): kernel 2 sums terms in chunks of four with fewer instructions per term,
   // and the plain kernel skips the offset table for inputs that hold every inner summed variable
-  // (`direct`). The Context reads KINFER_GPU_KERNEL=1|2 and KINFER_GPU_DIRECT=0|1 (measurement).
-  int kernel = 2;
+  // (`direct`); kernel 3 (the default) is kernel 2 with fewer integer instructions per term in
+  // the plain kernel (device call 3: 1.07x summed over the >= 1 GFLOP buckets, 0.99-1.45x).
+  // The Context reads KINFER_GPU_KERNEL=1|2|3 and KINFER_GPU_DIRECT=0|1 (measurement).
+  int kernel = 3;
   bool direct = true;
 };
 

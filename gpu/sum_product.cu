@@ -217,6 +217,53 @@ __device__ __forceinline__ float exp_neg_add(float y, unsigned, float acc) {
   return acc + __expf(-fminf(y, 100.0f));
 }
 
+// ---- kernel 3's exp (issue 12 part 4, third round): the same arithmetic as exp_neg_add with
+// fewer integer instructions per term (counted in the machine code, docs/perf-notes.md).
+// The table entry j holds 2^(j/64) with (j << 14) subtracted from its high word, so the scale
+// 2^(k >> 6) is one shift-add of the whole k: hi + (k << 14) = hi(2^(j/64)) + ((k >> 6) << 20),
+// since k = 64 (k >> 6) + j (two's complement, k >= -65376: no overflow). The polynomial's
+// constants that are no double immediates come from the constant bank (an operand of the DFMA,
+// not a register pair rebuilt every chunk).
+__constant__ double c_exp3[5] = {-92.332482616893658, -0.010830424696249145, 1.0 / 120.0,
+                                 1.0 / 24.0, 1.0 / 6.0};
+
+// Each block copies kernel 3's table to shared memory once.
+__device__ __forceinline__ void load_exp_table3(double* s) {
+  for (int i = threadIdx.x; i < 64; i += blockDim.x)
+    s[i] = __hiloint2double(__double2hiint(c_exp2_64[i]) - (i << 14), __double2loint(c_exp2_64[i]));
+}
+
+// acc + exp(-y), y >= 0: exp_neg_add with kernel 3's table (`tab`: its shared-window address).
+__device__ __forceinline__ double exp_neg_add3(double y, unsigned tab, double acc) {
+  y = __hiloint2double(min(__double2hiint(y), 0x40862000), __double2loint(y));
+  const double shifter = 6755399441055744.0;
+  const double t = fma(y, c_exp3[0], shifter);
+  const double r = fma(t - shifter, c_exp3[1], -y);
+  double p = c_exp3[2];
+  p = fma(p, r, c_exp3[3]);
+  p = fma(p, r, c_exp3[4]);
+  p = fma(p, r, 0.5);
+  p = fma(p, r, 1.0);
+  p = fma(p, r, 1.0);
+  const int k = __double2loint(t);
+  const double s = lds64(tab + (static_cast<unsigned>(k & 63) << 3));
+  const double scale = __hiloint2double(__double2hiint(s) + (k << 14), __double2loint(s));
+  return fma(p, scale, acc);
+}
+
+__device__ __forceinline__ float exp_neg_add3(float y, unsigned, float acc) {
+  return acc + __expf(-fminf(y, 100.0f));
+}
+
+// The exp of kernel 2 (V3 false) or 3 (true), for the templates below.
+template <bool V3, class T>
+__device__ __forceinline__ T exp_neg_add_v(T y, unsigned tab, T acc) {
+  if constexpr (V3)
+    return exp_neg_add3(y, tab, acc);
+  else
+    return exp_neg_add(y, tab, acc);
+}
+
 // The running pair of kernel 2: mx starts at the lowest finite value (never -inf, so mx - x is
 // never NaN), acc >= 1 once a finite term was added (the largest contributes exp(0) = 1), so
 // acc < 0.5 means every term was -inf.
@@ -225,9 +272,9 @@ __device__ __forceinline__ T lse_value2(T mx, T acc) {
   return acc < T(0.5) ? neg_inf(mx) : mx + log_of(acc);
 }
 
-template <class T>
+template <bool V3 = false, class T>
 __device__ __forceinline__ void lse_merge2(T& mx, T& acc, T mx2, T acc2, unsigned tab) {
-  const T e = exp_neg_add(fabs(mx - mx2), tab, T(0));
+  const T e = exp_neg_add_v<V3>(fabs(mx - mx2), tab, T(0));
   acc = mx2 > mx ? fma(acc, e, acc2) : fma(acc2, e, acc);
   mx = fmax(mx, mx2);
 }
@@ -235,7 +282,7 @@ __device__ __forceinline__ void lse_merge2(T& mx, T& acc, T mx2, T acc2, unsigne
 // Adds C terms: each is compared with the running max (a predicate), and only when one exceeds
 // it (rare once the largest terms were seen) the max moves and the sum is rescaled; then one
 // exp and one FMA per term.
-template <int C, class T>
+template <int C, bool V3 = false, class T>
 __device__ __forceinline__ void lse_chunk(T& mx, T& acc, const T (&x)[C], unsigned tab) {
   bool up = x[0] > mx;
 #pragma unroll
@@ -244,19 +291,19 @@ __device__ __forceinline__ void lse_chunk(T& mx, T& acc, const T (&x)[C], unsign
     T cm = x[0];
 #pragma unroll
     for (int c = 1; c < C; ++c) cm = fmax(cm, x[c]);
-    acc *= exp_neg_add(cm - mx, tab, T(0));
+    acc *= exp_neg_add_v<V3>(cm - mx, tab, T(0));
     mx = cm;
   }
 #pragma unroll
-  for (int c = 0; c < C; ++c) acc = exp_neg_add(mx - x[c], tab, acc);
+  for (int c = 0; c < C; ++c) acc = exp_neg_add_v<V3>(mx - x[c], tab, acc);
 }
 
-template <class T>
+template <bool V3 = false, class T>
 __device__ __forceinline__ void lanes_merge2(T& mx, T& acc, int G, unsigned tab) {
   for (int d = G >> 1; d > 0; d >>= 1) {
     const T mx2 = __shfl_xor_sync(kFull, mx, d);
     const T acc2 = __shfl_xor_sync(kFull, acc, d);
-    lse_merge2(mx, acc, mx2, acc2, tab);
+    lse_merge2<V3>(mx, acc, mx2, acc2, tab);
   }
 }
 
@@ -521,6 +568,124 @@ __global__ void __launch_bounds__(256, plain2_min_blocks<NF>())
   }
 }
 
+// ---- plain, kernel 3 (the default; KINFER_GPU_KERNEL=2: plain2_kernel; issue 12 part 4) ----
+// plain2_kernel's items, lanes, splits, direct inputs and chunks of four, with the integer work
+// per term cut (counted in the machine code, docs/perf-notes.md): (1) each input's row pointer
+// is made opaque to the compiler, so a table-read address is one IMAD.WIDE (index x 8 + pointer)
+// instead of a 64-bit add and shift from the element offset; (2) the lane's offset-column address
+// is one register, made opaque so it is kept rather than rebuilt from the shared window every
+// chunk, advanced by 16 G bytes per chunk, with the columns a uniform stride apart; (3) kernel
+// 3's exp (exp_neg_add3): the scale in one shift-add, constants from the constant bank.
+__device__ __forceinline__ unsigned opaque(unsigned v) {
+  asm("" : "+r"(v));
+  return v;
+}
+template <class T>
+__device__ __forceinline__ const T* opaque(const T* p) {
+  asm("" : "+l"(p));
+  return p;
+}
+
+// One row (mh) of the lane's summed steps. MODE 1: every input direct; 2: none; 0: direct_mask.
+template <class T, int NF, int GC, int MODE>
+__device__ __forceinline__ void plain3_row(const T* const (&rp)[NF], T c, int g, int G, int Mi,
+                                           unsigned col0, unsigned colstride, unsigned dmask, T& mx,
+                                           T& acc, unsigned tab_a) {
+  auto direct = [&](int f) { return MODE == 1 || (MODE == 0 && (dmask >> f & 1)); };
+  int mi = g;
+  unsigned ad = col0;
+  for (; mi + 3 * G < Mi; mi += 4 * G, ad += 16 * G) {
+    T x[4] = {c, c, c, c};
+#pragma unroll
+    for (int f = 0; f < NF; ++f) {
+      if (direct(f)) {
+        const T* p = rp[f] + mi;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) x[k] += __ldg(p + k * G);
+      } else {
+        const unsigned af = ad + f * colstride;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) x[k] += __ldg(rp[f] + lds32(af + 4 * k * G));
+      }
+    }
+    lse_chunk<4, true>(mx, acc, x, tab_a);
+  }
+  for (; mi < Mi; mi += G, ad += 4 * G) {
+    T x[1] = {c};
+#pragma unroll
+    for (int f = 0; f < NF; ++f)
+      x[0] += __ldg(rp[f] + (direct(f) ? mi : lds32(ad + f * colstride)));
+    lse_chunk<1, true>(mx, acc, x, tab_a);
+  }
+}
+
+template <class T, int NF, int GC>
+__global__ void __launch_bounds__(256, plain2_min_blocks<NF>())
+    plain3_kernel(const __grid_constant__ KernelArgs<T> a) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ double tab[64];
+  load_exp_table3(tab);
+  int* sumtab = reinterpret_cast<int*>(smem);  // [f][Mi], columns of direct inputs unused
+  const int Mi = a.Mi;
+#pragma unroll
+  for (int f = 0; f < NF; ++f)
+    if (!(a.direct_mask >> f & 1))
+      for (int i = threadIdx.x; i < Mi; i += blockDim.x)
+        sumtab[f * Mi + i] = __ldg(a.sum_lo + i * a.nfp + f);
+  __syncthreads();
+  const unsigned tab_a = opaque(smem_addr(tab));
+  const int G = GC ? GC : 1 << a.lanes_log2;
+  const unsigned long long gid =
+      static_cast<unsigned long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const long long item = static_cast<long long>(gid >> a.lanes_log2);
+  const int g = static_cast<int>(gid & (G - 1));
+  const bool active = item < a.n_items * a.splits;
+  T mx = lowest(T(0)), acc = 0;
+  long long obase = 0, sp = 0;
+  if (active) {
+    sp = a.splits == 1 ? 0 : static_cast<long long>(fdiv64(item, a.div_items));
+    const long long o = item - sp * a.n_items;
+    const long long page = static_cast<long long>(fdiv64(o, a.div_P));
+    const long long ol = o - page * a.P;
+    const int* lo = a.out_lo + ol * a.nip;
+    const long long* hi = a.out_hi + page * a.nip;
+    obase = hi[a.n_in] + lo[a.n_in];
+    T c = 0;
+    for (int s = NF; s < a.n_in; ++s) c += __ldg(a.in[s] + hi[s] + lo[s]);
+    const long long mh0 = sp * a.mh_per_split;
+    const long long mh1 = min(a.Mh, mh0 + a.mh_per_split);
+    const T* q[NF];
+#pragma unroll
+    for (int f = 0; f < NF; ++f) q[f] = a.in[f] + hi[f] + lo[f];
+    const unsigned col0 = opaque(smem_addr(sumtab + g));  // column 0, the lane's first entry
+    const unsigned colstride = 4u * static_cast<unsigned>(Mi);
+    for (long long mh = mh0; mh < mh1; ++mh) {
+      const T* rp[NF];
+#pragma unroll
+      for (int f = 0; f < NF; ++f) rp[f] = opaque(q[f] + __ldg(a.sum_hi + mh * a.nfp + f));
+      const T* const(&rpc)[NF] = rp;
+      // every input direct, none, or a mix (a uniform branch per row, not per term: with the
+      // mix the compiler predicates both paths of each input, so the pure cases get their own)
+      if (a.direct_mask == (1u << NF) - 1)
+        plain3_row<T, NF, GC, 1>(rpc, c, g, G, Mi, col0, colstride, 0, mx, acc, tab_a);
+      else if (a.direct_mask == 0)
+        plain3_row<T, NF, GC, 2>(rpc, c, g, G, Mi, col0, colstride, 0, mx, acc, tab_a);
+      else
+        plain3_row<T, NF, GC, 0>(rpc, c, g, G, Mi, col0, colstride, a.direct_mask, mx, acc, tab_a);
+    }
+  }
+  lanes_merge2<true>(mx, acc, G, tab_a);
+  canonical2(mx, acc);
+  if (active && g == 0) {
+    if (a.splits == 1) {
+      a.out[obase] = lse_value(mx, acc);
+    } else {
+      a.partial[2 * (sp * a.n_out + obase)] = mx;
+      a.partial[2 * (sp * a.n_out + obase) + 1] = acc;
+    }
+  }
+}
+
 // One warp per output merges the splits' partial pairs.
 template <class T>
 __global__ void combine_kernel(const T* __restrict__ partial, T* __restrict__ out, long long n_out,
@@ -674,6 +839,14 @@ void launch_plain2(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t str
       <<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, stream>>>(a);
 }
 
+template <class T, int NF, int GC>
+void launch_plain3(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
+  static std::once_flag flag;
+  allow_shared(plain3_kernel<T, NF, GC>, p.shared_bytes, flag);
+  plain3_kernel<T, NF, GC>
+      <<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, stream>>>(a);
+}
+
 template <class T, int NF, bool ALL, bool CH>
 void launch_cached(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
   static std::once_flag flag;
@@ -684,7 +857,14 @@ void launch_cached(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t str
 
 template <class T, int NF>
 void launch_nf(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
-  if (p.variant == Variant::plain && p.kernel == 2 && p.tile == 1 && NF > 0) {
+  if (p.variant == Variant::plain && p.kernel == 3 && p.tile == 1 && NF > 0) {
+    if constexpr (NF > 0) {
+      if (p.lanes_log2 == 5)
+        launch_plain3<T, NF, 32>(p, a, stream);
+      else
+        launch_plain3<T, NF, 0>(p, a, stream);
+    }
+  } else if (p.variant == Variant::plain && p.kernel == 2 && p.tile == 1 && NF > 0) {
     if constexpr (NF > 0) {
       if (p.lanes_log2 == 5)
         launch_plain2<T, NF, 32>(p, a, stream);
@@ -712,7 +892,7 @@ void launch_nf(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream)
     }
   } else if constexpr (NF > 0 && NF <= kMaxCachedVarying) {
     const bool all = p.cached_mask == (1u << NF) - 1;
-    if (p.kernel == 2) {
+    if (p.kernel >= 2) {  // kernel 3 changes the plain kernel only
       if (all)
         launch_cached<T, NF, true, true>(p, a, stream);
       else

@@ -185,18 +185,26 @@ TEST_CASE("GpuKernel.ManyInputsMatchCpu", "[gpu]") {
 }
 
 TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
-  // the inner-loop options of DeviceLimits besides the default (kernel 2 with direct inputs): the
-  // kernels before issue 12, and kernel 2 with the offset table for every input
+  // the inner-loop options of DeviceLimits besides the default (kernel 3 with direct inputs): the
+  // kernels before issue 12, kernel 3 with the offset table for every input, and kernel 2's plain
+  // kernel (kernel 3 = kernel 2 with fewer integer instructions per term)
   struct Setting {
     const char* var;
     const char* value;
   };
-  const Setting variants[] = {{"KINFER_GPU_KERNEL", "1"}, {"KINFER_GPU_DIRECT", "0"}};
+  const Setting variants[] = {
+      {"KINFER_GPU_KERNEL", "1"}, {"KINFER_GPU_DIRECT", "0"}, {"KINFER_GPU_KERNEL", "2"}};
   int direct = 0, buckets = 0;
   for (const Setting& v : variants) {
+    // restore the variable as it was: a run under KINFER_GPU_KERNEL=N keeps N for later cases
+    const char* before = std::getenv(v.var);
+    const std::string saved = before ? before : "";
     setenv(v.var, v.value, 1);
     std::unique_ptr<gpu::Context> ctx = gpu::Context::create();
-    unsetenv(v.var);
+    if (before)
+      setenv(v.var, saved.c_str(), 1);
+    else
+      unsetenv(v.var);
     std::mt19937_64 rng(4242);
     const int n = std::max(24, static_cast<int>(600 * scale()));
     Compare f64;

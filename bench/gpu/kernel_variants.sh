@@ -7,6 +7,8 @@
 # kernels), the GPU tests at a small scale and the memory checker.
 #
 # usage (on the GPU machine): bench/gpu/kernel_variants.sh DIR OUT [quick]
+# environment: CONFIGS, NETS, MIN_LOG2, NRANDOM, DEADLINE, TEST_ENV, TESTS, TEST_TIME, PROFS
+# (NAME:NETWORK:MIN_LOG2:KERNEL_REGEX[:VAR=VAL] ...), PROFILE_MAIN
 #   DIR holds new/ (bundle-for-device of the build), data/uai/, compare.py
 # Everything is packed into OUT/results.tar.gz; summary.txt and compare.txt are kept beside it.
 set -uo pipefail
@@ -37,7 +39,8 @@ if command -v /usr/local/cuda/bin/cuobjdump > /dev/null; then
   log "sass: $(grep -c 'Function :' "$OUT/all.sass") functions"
   # instructions per kernel (whole function) for the nf = 3 and 5 cases, before and after
   for fn in plain_kernelIdLi3ELi1E plain2_kernelIdLi3ELi32E plain2_kernelIdLi3ELi0E \
-    plain_kernelIdLi5ELi1E plain2_kernelIdLi5ELi32E; do
+    plain_kernelIdLi5ELi1E plain2_kernelIdLi5ELi32E plain3_kernelIdLi3ELi32E plain3_kernelIdLi3ELi0E \
+    plain3_kernelIdLi5ELi32E; do
     awk -v f="$fn" '/Function :/ {on = index($0, f) > 0} on && /^ +\/\*[0-9a-f]+\*\/ / {n++} END {print f, n}' \
       "$OUT/all.sass" | tee -a "$OUT/summary.txt"
   done
@@ -49,14 +52,16 @@ bench() {  # NAME ARGS...: every configuration in one process
   over && return
   timeout $(t 120) "$D/new/run" bench/gpu/bucket_bench "$@" --threads 16 --repeats 5 --cpu-runs 1 \
     --no-f32 "${cfg_args[@]}" --out "$OUT/$name.tsv" > "$OUT/bench_$name.log" 2>&1
-  log "bench $name rc=$? ($(($(wc -l < "$OUT/new_$name.tsv" 2> /dev/null || echo 1) - 1)) rows)"
+  local rc=$? first=${CONFIGS%% *}
+  log "bench $name rc=$rc ($(($(wc -l < "$OUT/${first%%:*}_$name.tsv" 2> /dev/null || echo 1) - 1)) rows)"
 }
 MIN=${MIN_LOG2:-27}
-bench linkage_18 --network "$D/data/uai/linkage_18.uai" --min-log2 $MIN
-bench linkage_13 --network "$D/data/uai/linkage_13.uai" --min-log2 $MIN
-bench linkage_17 --network "$D/data/uai/linkage_17.uai" --min-log2 $MIN
+for net in ${NETS:-linkage_18 linkage_13 linkage_17}; do
+  bench $net --network "$D/data/uai/$net.uai" --min-log2 $MIN
+done
 bench random --random ${NRANDOM:-8} --min-log2 26 --max-log2 28.5 --seed 5
-grep -h "^#" "$OUT/bench_linkage_18.log" | head -14 | tee -a "$OUT/summary.txt"
+NETS=${NETS:-linkage_18 linkage_13 linkage_17}
+grep -h "^#" "$OUT/bench_${NETS%% *}.log" | head -14 | tee -a "$OUT/summary.txt"
 for c in $CONFIGS; do
   n=${c%%:*}
   [[ $n == main ]] && continue
@@ -64,10 +69,12 @@ for c in $CONFIGS; do
 done
 
 # correctness: the GPU tests at a small scale (the 2^31-output bucket skipped), memory checker
-KINFER_GPU_SKIP_LARGE=1 KINFER_GPU_TEST_SCALE=${TEST_SCALE:-0.03} timeout $(t ${TEST_TIME:-120}) \
-  "$D/new/run" tests/test_gpu_kernel > "$OUT/test_gpu_kernel.log" 2>&1
+# TEST_ENV: e.g. KINFER_GPU_KERNEL=3 runs every case under that kernel; TESTS: the cases (Catch2)
+env ${TEST_ENV:-} KINFER_GPU_SKIP_LARGE=1 KINFER_GPU_TEST_SCALE=${TEST_SCALE:-0.03} \
+  timeout $(t ${TEST_TIME:-120}) "$D/new/run" tests/test_gpu_kernel ${TESTS:-} \
+  > "$OUT/test_gpu_kernel.log" 2>&1
 log "test_gpu_kernel rc=$? $(grep -E 'test cases|All tests' "$OUT/test_gpu_kernel.log" | tail -1)"
-grep -E "buckets|variants|=1:|=0:" "$OUT/test_gpu_kernel.log" | tee -a "$OUT/summary.txt"
+grep -E "buckets|variants|=1:|=0:|=3:" "$OUT/test_gpu_kernel.log" | tee -a "$OUT/summary.txt"
 timeout $(t 30) "$D/new/run" tests/test_gpu_policy > "$OUT/test_gpu_policy.log" 2>&1
 log "test_gpu_policy rc=$? $(tail -1 "$OUT/test_gpu_policy.log")"
 # profiler: the kernel before (plain_kernel) and after (plain2_kernel) on the same buckets
@@ -85,13 +92,20 @@ prof() {  # NAME NETWORK MIN_LOG2 KERNEL_REGEX ENV...
   log "ncu $name rc=$? $(grep -E 'Duration|Compute \(SM\) Throughput|L1/TEX Cache Throughput' "$OUT/ncu_$name.txt" | tr -s ' ' | tr '\n' ';')"
 }
 if [[ $MODE != quick ]]; then
-  [[ ${PROFILE_MAIN:-1} == 1 ]] && prof l18_main linkage_18 27.5 'plain_kernel' KINFER_GPU_KERNEL=1
-  prof l18_new linkage_18 27.5 'plain2_kernel'
-  prof l13_new linkage_13 30.9 'plain2_kernel'
+  if [[ -n ${PROFS:-} ]]; then  # NAME:NETWORK:MIN_LOG2:KERNEL_REGEX[:VAR=VAL] ...
+    for pr in $PROFS; do
+      IFS=: read -r pn pnet pmin pre penv <<< "$pr"
+      prof "$pn" "$pnet" "$pmin" "$pre" ${penv:-KINFER_GPU_NONE=0}
+    done
+  else
+    [[ ${PROFILE_MAIN:-1} == 1 ]] && prof l18_main linkage_18 27.5 'plain_kernel' KINFER_GPU_KERNEL=1
+    prof l18_new linkage_18 27.5 'plain2_kernel'
+    prof l13_new linkage_13 30.9 'plain2_kernel'
+  fi
 fi
 
 if ! over; then
-  KINFER_GPU_SKIP_LARGE=1 KINFER_GPU_TEST_SCALE=0.003 timeout $(t 60) /usr/local/cuda/bin/compute-sanitizer \
+  env ${TEST_ENV:-} KINFER_GPU_SKIP_LARGE=1 KINFER_GPU_TEST_SCALE=0.003 timeout $(t 60) /usr/local/cuda/bin/compute-sanitizer \
     --tool memcheck --error-exitcode 9 "$D/new/tests/test_gpu_kernel" \
     "GpuKernel.KernelVariantsMatchCpu,GpuKernel.RandomBucketsMatchCpu,GpuKernel.ManyInputsMatchCpu" \
     > "$OUT/memcheck.log" 2>&1
