@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/plan.hpp"
+#include "linkage/chain.hpp"
 #include "linkage/model.hpp"
 #include "linkage/pedigree.hpp"
 
@@ -32,6 +33,9 @@ struct AnalysisOptions {
   // Runs one compiled plan and returns its ln L (empty: run_plan on the CPU). `kinfer lod
   // --device` puts the GPU here for plans large enough to pay for it.
   std::function<double(const Plan&)> runner;
+  // The backend of the Lander-Green chain for one pedigree's layout (null or returning null:
+  // the CPU). `kinfer lod --device` puts the GPU here (gpu/chain_api.hpp).
+  std::function<std::unique_ptr<ChainBackend>(const ChainLayout&)> chain_backend;
 };
 
 struct Evaluation {
