@@ -349,8 +349,14 @@ std::vector<double> dense_positions(const LocusFile& lf, const PedigreeFile& pf,
       backend = make_cpu_chain(im.layout(), opt.plan.max_memory_bytes);
     }
     double mk = 0;
-    const std::vector<double> v =
-        im.location_scores(idx, mm.male, mm.female, nm, points, &mk, backend.get());
+    std::vector<double> v;
+    try {
+      v = im.location_scores(idx, mm.male, mm.female, nm, points, &mk, backend.get());
+    } catch (const std::length_error& e) {
+      spdlog::warn("pedigree {}: the inheritance chain ({} bits) refused ({}): the network runs it",
+                   pf.pedigrees[p].id, im.bits(), e.what());
+      continue;
+    }
     const auto& pr = im.profile();
     spdlog::debug(
         "pedigree {}: chain on {}: emissions {:.3f} s ({} factors, {} beyond the first region), "

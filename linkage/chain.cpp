@@ -165,7 +165,7 @@ class CpuChain final : public ChainBackend {
     for (std::size_t i = 0; i < vecs_.size(); ++i)
       if (!vecs_[i].used) {
         vecs_[i].used = true;
-        vecs_[i].data.resize(N_);
+        if (static_cast<long>(vecs_[i].data.size()) != N_) vecs_[i].data.resize(N_);
         ++live_;
         return static_cast<int>(i);
       }
@@ -173,10 +173,8 @@ class CpuChain final : public ChainBackend {
     ++live_;
     return static_cast<int>(vecs_.size()) - 1;
   }
-  void release(int v) override {
+  void release(int v) override {  // the memory stays for the next alloc (no page faults)
     vecs_.at(v).used = false;
-    vecs_[v].data.clear();
-    vecs_[v].data.shrink_to_fit();
     --live_;
   }
   void fill(int v, double x) override {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdint>
+#include <exception>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -14,6 +16,8 @@ namespace kinfer::linkage {
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+// The largest emission factor kept (entries, 512 MiB): beyond it the chain refuses the pedigree.
+constexpr double kMaxFactor = 67108864.0;
 
 // A table over variables in ascending order, the last varying fastest.
 struct Tab {
@@ -66,6 +70,32 @@ Tab multiply_sum(const std::vector<const Tab*>& fs, int x, const std::vector<int
     if (j < 0) break;
   }
   return out;
+}
+
+// big *= small in place, small's variables a subset of big's, every variable binary (the state
+// bits): each entry's index into small from two lookup tables (low and high bits of the index).
+void multiply_into(Tab& big, const Tab& small) {
+  const int nb = static_cast<int>(big.vars.size());
+  std::vector<int> at;  // per variable of small: its bit in big's index
+  for (int v : small.vars)
+    at.push_back(nb - 1 -
+                 static_cast<int>(std::lower_bound(big.vars.begin(), big.vars.end(), v) -
+                                  big.vars.begin()));
+  const int ns = static_cast<int>(at.size()), lo = std::min(nb, 12);
+  auto lut = [&](int from, int count) {
+    std::vector<std::uint32_t> t(std::size_t(1) << count, 0);
+    for (std::size_t i = 0; i < t.size(); ++i)
+      for (int k = 0; k < ns; ++k)
+        if (at[k] >= from && at[k] < from + count && ((i >> (at[k] - from)) & 1))
+          t[i] |= 1u << (ns - 1 - k);
+    return t;
+  };
+  const std::vector<std::uint32_t> tl = lut(0, lo), th = lut(lo, nb - lo);
+  const long n = static_cast<long>(big.t.size()), ml = (1L << lo) - 1;
+  double* b = big.t.data();
+  const double* s = small.t.data();
+#pragma omp parallel for schedule(static) if (n > (1L << 18))
+  for (long i = 0; i < n; ++i) b[i] *= s[tl[i & ml] | th[i >> lo]];
 }
 
 // A table over `vars` (any order, distinct) from a function of their values in that order.
@@ -300,6 +330,10 @@ Emission InheritanceModel::emission(int l) const {
       }
     done[best] = 1;
     if (in.empty()) continue;  // a variable in no table (cannot happen: priors, transmissions)
+    if (best_size / card[best] > kMaxFactor)
+      throw std::length_error("an emission factor of 2^" +
+                              std::to_string(static_cast<int>(std::log2(best_size / card[best]))) +
+                              " entries at locus " + std::to_string(l + 1));
     Tab t = multiply_sum(in, best, card);
     pool.push_back(std::move(t));
     alive.push_back(1);
@@ -337,6 +371,12 @@ Emission InheritanceModel::emission(int l) const {
         subset = subset || sub;
       }
     if (!subset && best > 4096) break;
+    if (subset) {  // the smaller one multiplied into the larger in place
+      if (rest[bi].vars.size() < rest[bj].vars.size()) std::swap(rest[bi], rest[bj]);
+      multiply_into(rest[bi], rest[bj]);
+      rest.erase(rest.begin() + bj);
+      continue;
+    }
     Tab t = multiply_sum({&rest[bi], &rest[bj]}, -1, card);
     rest.erase(rest.begin() + bj);
     rest[bi] = std::move(t);
@@ -396,8 +436,17 @@ std::vector<double> InheritanceModel::location_scores(const std::vector<int>& ma
   auto t0 = Clock::now();
   const Emission et = emission(trait);
   std::vector<Emission> em(M);
+  std::exception_ptr failed;  // the first locus that failed (no exception leaves the loop)
 #pragma omp parallel for schedule(dynamic)
-  for (int k = 0; k < M; ++k) em[k] = emission(markers[k]);
+  for (int k = 0; k < M; ++k) {
+    try {
+      em[k] = emission(markers[k]);
+    } catch (...) {
+#pragma omp critical
+      if (!failed) failed = std::current_exception();
+    }
+  }
+  if (failed) std::rethrow_exception(failed);
   for (const Emission& e : em) {
     profile_.factors += static_cast<long>(e.factors.size());
     const std::uint64_t low = (std::uint64_t(1) << layout_.regions[0].second) - 1;
@@ -517,19 +566,23 @@ std::vector<double> InheritanceModel::location_scores(const std::vector<int>& ma
   auto score = [&](bool have_alpha, double as, bool have_beta, double bs, const Point& pt) {
     const auto t = Clock::now();
     double s = as + bs;
+    // A point at a marker (theta 0 on that side) needs no kernel there.
+    // (Thetas below 1e-12, a point at a marker up to rounding, change no digit that matters.)
+    const bool kl = have_alpha && (pt.male_left > 1e-12 || pt.female_left > 1e-12);
+    const bool kr = have_beta && (pt.male_right > 1e-12 || pt.female_right > 1e-12);
     if (have_alpha) {
       B.copy(va, alpha);
-      s += B.step(va, true, pt.male_left, pt.female_left, nullptr);
+      if (kl) s += B.step(va, true, pt.male_left, pt.female_left, nullptr);
     } else {
       B.fill(va, 1.0);
     }
     if (have_beta) {
       B.copy(vb, beta);
-      s += B.step(vb, true, pt.male_right, pt.female_right, nullptr);
+      if (kr) s += B.step(vb, true, pt.male_right, pt.female_right, nullptr);
     } else {
       B.fill(vb, 1.0);
     }
-    profile_.score_steps += have_alpha + have_beta;
+    profile_.score_steps += kl + kr;
     const double d = B.ln_dot(va, &et, vb);
     profile_.score_s += since(t);
     return std::isinf(d) || std::isinf(s) ? kNegInf : d + s;
