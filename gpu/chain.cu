@@ -40,7 +40,8 @@ struct FactorDesc {
 
 __device__ inline unsigned long long pext_dev(unsigned long long x, unsigned long long m) {
   unsigned long long r = 0;
-  for (int k = 0; m; m &= m - 1, ++k) r |= ((x >> (__ffsll(static_cast<long long>(m)) - 1)) & 1ull) << k;
+  for (int k = 0; m; m &= m - 1, ++k)
+    r |= ((x >> (__ffsll(static_cast<long long>(m)) - 1)) & 1ull) << k;
   return r;
 }
 
@@ -108,8 +109,8 @@ __global__ void region_pass(double* x, RegionArgs r, double pre, bool kernel, co
     const long long row = i / C, k = i % C;
     double y = buf[i];
     if (maxv) {
-      if (nf > 0) y *= emission_at(static_cast<unsigned long long>(base + (row << r.a) + k), f, nf,
-                                   tables);
+      if (nf > 0)
+        y *= emission_at(static_cast<unsigned long long>(base + (row << r.a) + k), f, nf, tables);
       mx = fmax(mx, y);
     }
     x[base + (row << r.a) + k] = y;
@@ -121,8 +122,7 @@ __global__ void region_pass(double* x, RegionArgs r, double pre, bool kernel, co
 }
 
 // A founder group wider than a region: pairs w, w ^ mask over the whole vector.
-__global__ void group_pass(double* x, long long half, unsigned long long m, double t,
-                           double pre) {
+__global__ void group_pass(double* x, long long half, unsigned long long m, double t, double pre) {
   const int lb = __ffsll(static_cast<long long>(m)) - 1;
   const double c = 1 - t;
   for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < half;
@@ -173,12 +173,12 @@ class GpuChain final : public linkage::ChainBackend {
     CUDA_CHECK(cudaMalloc(&scratch_, 2 * sizeof(double)));
     // Up to 2^11 rows of 4 doubles: 64 KiB of shared memory per block.
     const int smem = (1 << kMaxRegion) * 4 * static_cast<int>(sizeof(double));
-    CUDA_CHECK(cudaFuncSetAttribute(region_pass<4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    smem));
-    CUDA_CHECK(cudaFuncSetAttribute(region_pass<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    smem));
-    CUDA_CHECK(cudaFuncSetAttribute(region_pass<1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    smem));
+    CUDA_CHECK(
+        cudaFuncSetAttribute(region_pass<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CUDA_CHECK(
+        cudaFuncSetAttribute(region_pass<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CUDA_CHECK(
+        cudaFuncSetAttribute(region_pass<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   }
   ~GpuChain() override {
     for (auto& v : vecs_) free_vec(v);
@@ -196,8 +196,7 @@ class GpuChain final : public linkage::ChainBackend {
     return std::max(0L, static_cast<long>((static_cast<double>(free_b) - margin) / bytes()));
   }
   long vectors_total() const override {
-    return vectors_fast() +
-           std::max(0L, static_cast<long>((host_bytes_ - host_used_) / bytes()));
+    return vectors_fast() + std::max(0L, static_cast<long>((host_bytes_ - host_used_) / bytes()));
   }
   int alloc(bool fast) override {
     Vec v;
@@ -236,9 +235,9 @@ class GpuChain final : public linkage::ChainBackend {
     if (dst == src) return;
     Vec& d = vecs_.at(dst);
     const Vec& s = vecs_.at(src);
-    const cudaMemcpyKind kind = s.host ? (d.host ? cudaMemcpyHostToHost : cudaMemcpyHostToDevice)
-                                       : (d.host ? cudaMemcpyDeviceToHost
-                                                 : cudaMemcpyDeviceToDevice);
+    const cudaMemcpyKind kind = s.host
+                                    ? (d.host ? cudaMemcpyHostToHost : cudaMemcpyHostToDevice)
+                                    : (d.host ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice);
     CUDA_CHECK(cudaMemcpy(d.p, s.p, N_ * sizeof(double), kind));
     d.pending = s.pending;
   }
@@ -321,17 +320,21 @@ class GpuChain final : public linkage::ChainBackend {
     const long long rows = 1LL << (r.b - r.a), inner = 1LL << r.a;
     const int C = static_cast<int>(std::min<long long>(inner, region == 0 ? 1 : 4));
     const long long tiles = N_ / (rows * C);
-    const int threads = static_cast<int>(std::min<long long>(kThreads, std::max(32LL, rows * C / 2)));
+    const int threads =
+        static_cast<int>(std::min<long long>(kThreads, std::max(32LL, rows * C / 2)));
     const size_t smem = static_cast<size_t>(rows * C) * sizeof(double);
     const FactorDesc* fd = e ? e->desc : nullptr;
     const double* tb = e ? e->tables : nullptr;
     const int nf = e ? e->nf : 0;
     if (C == 4)
-      region_pass<4><<<static_cast<unsigned>(tiles), threads, smem>>>(x, r, pre, kernel, fd, nf, tb, maxv);
+      region_pass<4>
+          <<<static_cast<unsigned>(tiles), threads, smem>>>(x, r, pre, kernel, fd, nf, tb, maxv);
     else if (C == 2)
-      region_pass<2><<<static_cast<unsigned>(tiles), threads, smem>>>(x, r, pre, kernel, fd, nf, tb, maxv);
+      region_pass<2>
+          <<<static_cast<unsigned>(tiles), threads, smem>>>(x, r, pre, kernel, fd, nf, tb, maxv);
     else
-      region_pass<1><<<static_cast<unsigned>(tiles), threads, smem>>>(x, r, pre, kernel, fd, nf, tb, maxv);
+      region_pass<1>
+          <<<static_cast<unsigned>(tiles), threads, smem>>>(x, r, pre, kernel, fd, nf, tb, maxv);
     CUDA_CHECK(cudaGetLastError());
   }
 

@@ -361,8 +361,8 @@ std::vector<double> dense_positions(const LocusFile& lf, const PedigreeFile& pf,
     spdlog::debug(
         "pedigree {}: chain on {}: emissions {:.3f} s ({} factors, {} beyond the first region), "
         "{} steps {:.3f} s, {} points ({} kernel steps) {:.3f} s; checkpoint every {} markers{}",
-        pf.pedigrees[p].id, backend->name(), pr.emission_s, pr.factors, pr.mixed_factors,
-        pr.steps, pr.step_s, todo.size(), pr.score_steps, pr.score_s, pr.checkpoint_every,
+        pf.pedigrees[p].id, backend->name(), pr.emission_s, pr.factors, pr.mixed_factors, pr.steps,
+        pr.step_s, todo.size(), pr.score_steps, pr.score_s, pr.checkpoint_every,
         pr.block_cache ? ", block cache" : "");
     // Likelihood 0: the network path says which locus and people (diagnose_zero).
     if (std::isinf(mk)) continue;

@@ -205,8 +205,8 @@ class CpuChain final : public ChainBackend {
     std::vector<double> low;  // the factors inside one block, multiplied (empty: 1)
     struct Mixed {
       const double* table;
-      std::uint64_t mask_hi;  // the mask above the block
-      int shift;              // set bits of the mask inside the block
+      std::uint64_t mask_hi;           // the mask above the block
+      int shift;                       // set bits of the mask inside the block
       std::vector<std::uint32_t> lut;  // pext of the block offset (empty: none inside)
     };
     std::vector<Mixed> mixed;

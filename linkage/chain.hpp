@@ -20,8 +20,8 @@ namespace kinfer::linkage {
 struct ChainLayout {
   static constexpr int kRegionBits = 11;
   int bits = 0;
-  std::vector<char> female;                   // per position: the female theta (else male)
-  std::vector<std::pair<int, int>> regions;   // [lo, hi), region 0 starts at position 0
+  std::vector<char> female;                  // per position: the female theta (else male)
+  std::vector<std::pair<int, int>> regions;  // [lo, hi), region 0 starts at position 0
   struct Group {
     std::uint64_t mask;  // state positions flipped together
     bool female;

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <exception>
-#include <cmath>
 #include <functional>
 #include <limits>
 #include <numeric>
@@ -78,9 +78,9 @@ void multiply_into(Tab& big, const Tab& small) {
   const int nb = static_cast<int>(big.vars.size());
   std::vector<int> at;  // per variable of small: its bit in big's index
   for (int v : small.vars)
-    at.push_back(nb - 1 -
-                 static_cast<int>(std::lower_bound(big.vars.begin(), big.vars.end(), v) -
-                                  big.vars.begin()));
+    at.push_back(
+        nb - 1 -
+        static_cast<int>(std::lower_bound(big.vars.begin(), big.vars.end(), v) - big.vars.begin()));
   const int ns = static_cast<int>(at.size()), lo = std::min(nb, 12);
   auto lut = [&](int from, int count) {
     std::vector<std::uint32_t> t(std::size_t(1) << count, 0);
@@ -181,7 +181,8 @@ InheritanceModel::InheritanceModel(const Pedigree& ped,
       if (ped.people[q].founder() && !child_meioses_[q].empty()) {
         Item it;
         for (int m : child_meioses_[q])
-          if (meiosis_[m].bit >= 0) it.bits.push_back(meiosis_[m].bit), grouped[meiosis_[m].bit] = 1;
+          if (meiosis_[m].bit >= 0)
+            it.bits.push_back(meiosis_[m].bit), grouped[meiosis_[m].bit] = 1;
         it.female = !(ped.people[q].sex == 1 && !sex_linked);
         it.group = true;
         if (!it.bits.empty()) items.push_back(std::move(it));

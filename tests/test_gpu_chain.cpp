@@ -84,8 +84,8 @@ int main() {
     for (int i = 0; i < 12; ++i) {
       const double m = T(rng), f = T(rng);
       const bool kernel = i > 0;
-      check(cpu->step(a1, kernel, m, f, &em[i]), gpu->step(a2, kernel, m, f, &em[i]), "step",
-            bits, i);
+      check(cpu->step(a1, kernel, m, f, &em[i]), gpu->step(a2, kernel, m, f, &em[i]), "step", bits,
+            i);
       cpu->copy(b1, a1), gpu->copy(b2, a2);
       check(cpu->step(b1, true, f, m, nullptr), gpu->step(b2, true, f, m, nullptr),
             "step without emission", bits, i);
