@@ -20,6 +20,7 @@
 #include "dist/distributed.hpp"
 #include "engine/errors.hpp"
 #include "engine/memory_limit.hpp"
+#include "gpu/chain_api.hpp"
 #include "io/linkage.hpp"
 #include "linkage/analysis.hpp"
 #include "scheduler/runner.hpp"
@@ -121,6 +122,7 @@ int run_lod(const LodOptions& o) {
   }
   if (!o.positions.empty()) ao.positions = parse_list("--positions", o.positions);
   ao.moving_locus = o.moving;
+  ao.lander_green_bits = o.bits;
   ao.reduction.recode = !o.no_recode;
   ao.reduction.eliminate = !o.no_elimination;
   ao.plan.order.heuristic = parse_heuristic(o.order);
@@ -145,6 +147,22 @@ int run_lod(const LodOptions& o) {
   // one after another through ao.runner).
   if (o.device != "cpu")
     ao.plan.device_budget = [runner](const Plan& plan) { return runner->device_budget(plan); };
+  // The Lander-Green chain (dense maps) on the GPU: with `gpu` always, with `auto` from 18 bits
+  // (below, a CPU step takes a millisecond); checkpoints beyond device memory go to pinned host
+  // memory within --max-memory. No GPU: the CPU, said once.
+  if (o.device != "cpu")
+    ao.chain_backend = [gpu_only = o.device == "gpu", host = ao.plan.max_memory_bytes,
+                        said = std::make_shared<bool>(false)](
+                           const lk::ChainLayout& l) -> std::unique_ptr<lk::ChainBackend> {
+      if (!gpu_only && l.bits < 18) return nullptr;
+      try {
+        return gpu::make_gpu_chain(l, host);
+      } catch (const std::exception& e) {
+        if (!*said) spdlog::warn("the inheritance chain runs on the CPU: {}", e.what());
+        *said = true;
+        return nullptr;
+      }
+    };
   // --check: the verdict over every plan run (logged), and the exit status
   auto check_status = [&o, runner]() {
     const sched::Runner::Totals& runs = runner->totals();
@@ -289,6 +307,11 @@ void add_lod_options(CLI::App& cmd, LodOptions& o) {
   cmd.add_option("--max-memory", o.max_memory,
                  "memory one pedigree's computation may use, e.g. 8G (a plan that does not fit "
                  "is conditioned: its slices run one after another)");
+  cmd.add_option("--bits", o.bits,
+                 "multipoint: a pedigree whose inheritance vector has at most this many bits "
+                 "(2n - f) runs the Lander-Green chain (on the GPU from 18 bits with --device "
+                 "auto or gpu), larger ones the network (default 24, as MERLIN's --bits)")
+      ->check(CLI::Range(0, 40));
   add_run_options(cmd, o.device, o.schedule, o.profile, o.check, o.explain, o.gpu_memory);
   cmd.add_flag("--no-recode", o.no_recode, "keep every allele (no allele recoding)");
   cmd.add_flag("--no-genotype-elimination", o.no_elimination, "skip genotype elimination");

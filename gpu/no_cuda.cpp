@@ -3,6 +3,7 @@
 // fall back to the CPU with that reason.
 #include <stdexcept>
 
+#include "gpu/chain_api.hpp"
 #include "gpu/device_api.hpp"
 #include "gpu/host_run.hpp"
 
@@ -26,5 +27,9 @@ HostRunResult run_host_bucket(Context&, const BucketShape&, std::span<const Inpu
 }
 
 Ceilings measure_ceilings(Context&) { throw std::runtime_error(kWhy); }
+
+std::unique_ptr<linkage::ChainBackend> make_gpu_chain(const linkage::ChainLayout&, double) {
+  throw std::runtime_error(kWhy);
+}
 
 }  // namespace kinfer::gpu

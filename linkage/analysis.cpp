@@ -356,14 +356,30 @@ std::vector<double> dense_positions(const LocusFile& lf, const PedigreeFile& pf,
         "pedigree {}: inheritance vector of {} bits ({} meioses of {} people, {} founder phases)",
         pf.pedigrees[p].id, im.bits(), im.meioses(), im.people_kept(), im.founder_phases());
     if (im.bits() > opt.lander_green_bits) continue;
-    // Vectors alive at once: about 2 sqrt(markers) for the backward blocks, and a few more.
-    // The emissions are kept when they fit in 1 GiB (inheritance.cpp).
+    // Four state vectors at least (the checkpoints adapt to what is left: inheritance.cpp).
     const double vec = 8.0 * std::exp2(im.bits());
-    const double bytes = vec * (2 * std::ceil(std::sqrt(nm)) + 8) +
-                         (vec * nm <= 1024.0 * 1024 * 1024 ? vec * nm : 0);
-    if (opt.plan.max_memory_bytes > 0 && bytes > opt.plan.max_memory_bytes) continue;
+    std::unique_ptr<ChainBackend> backend;
+    if (opt.chain_backend) backend = opt.chain_backend(im.layout());
+    if (!backend) {
+      if (opt.plan.max_memory_bytes > 0 && 5 * vec > opt.plan.max_memory_bytes) continue;
+      backend = make_cpu_chain(im.layout(), opt.plan.max_memory_bytes);
+    }
     double mk = 0;
-    const std::vector<double> v = im.location_scores(idx, mm.male, mm.female, nm, points, &mk);
+    std::vector<double> v;
+    try {
+      v = im.location_scores(idx, mm.male, mm.female, nm, points, &mk, backend.get());
+    } catch (const std::length_error& e) {
+      spdlog::warn("pedigree {}: the inheritance chain ({} bits) refused ({}): the network runs it",
+                   pf.pedigrees[p].id, im.bits(), e.what());
+      continue;
+    }
+    const auto& pr = im.profile();
+    spdlog::debug(
+        "pedigree {}: chain on {}: emissions {:.3f} s ({} factors, {} beyond the first region), "
+        "{} steps {:.3f} s, {} points ({} kernel steps) {:.3f} s; checkpoint every {} markers{}",
+        pf.pedigrees[p].id, backend->name(), pr.emission_s, pr.factors, pr.mixed_factors, pr.steps,
+        pr.step_s, todo.size(), pr.score_steps, pr.score_s, pr.checkpoint_every,
+        pr.block_cache ? ", block cache" : "");
     // Likelihood 0: the network path says which locus and people (diagnose_zero).
     if (std::isinf(mk)) continue;
     markers[p] = mk;

@@ -11,6 +11,7 @@
 
 #include "engine/condition.hpp"
 #include "engine/plan.hpp"
+#include "linkage/chain.hpp"
 #include "linkage/model.hpp"
 #include "linkage/pedigree.hpp"
 
@@ -38,6 +39,9 @@ struct AnalysisOptions {
   // gives this process (items numbered by a count of (evaluation, pedigree) pairs that every
   // process makes alike) and its combine() fills in the others. Null: all here.
   SliceDealer* dealer = nullptr;
+  // The backend of the Lander-Green chain for one pedigree's layout (null or returning null:
+  // the CPU). `kinfer lod --device` puts the GPU here (gpu/chain_api.hpp).
+  std::function<std::unique_ptr<ChainBackend>(const ChainLayout&)> chain_backend;
 };
 
 struct Evaluation {

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
+#include <cstdint>
+#include <exception>
 #include <functional>
 #include <limits>
 #include <numeric>
@@ -13,6 +16,8 @@ namespace kinfer::linkage {
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+// The largest emission factor kept (entries, 512 MiB): beyond it the chain refuses the pedigree.
+constexpr double kMaxFactor = 67108864.0;
 
 // A table over variables in ascending order, the last varying fastest.
 struct Tab {
@@ -65,6 +70,32 @@ Tab multiply_sum(const std::vector<const Tab*>& fs, int x, const std::vector<int
     if (j < 0) break;
   }
   return out;
+}
+
+// big *= small in place, small's variables a subset of big's, every variable binary (the state
+// bits): each entry's index into small from two lookup tables (low and high bits of the index).
+void multiply_into(Tab& big, const Tab& small) {
+  const int nb = static_cast<int>(big.vars.size());
+  std::vector<int> at;  // per variable of small: its bit in big's index
+  for (int v : small.vars)
+    at.push_back(
+        nb - 1 -
+        static_cast<int>(std::lower_bound(big.vars.begin(), big.vars.end(), v) - big.vars.begin()));
+  const int ns = static_cast<int>(at.size()), lo = std::min(nb, 12);
+  auto lut = [&](int from, int count) {
+    std::vector<std::uint32_t> t(std::size_t(1) << count, 0);
+    for (std::size_t i = 0; i < t.size(); ++i)
+      for (int k = 0; k < ns; ++k)
+        if (at[k] >= from && at[k] < from + count && ((i >> (at[k] - from)) & 1))
+          t[i] |= 1u << (ns - 1 - k);
+    return t;
+  };
+  const std::vector<std::uint32_t> tl = lut(0, lo), th = lut(lo, nb - lo);
+  const long n = static_cast<long>(big.t.size()), ml = (1L << lo) - 1;
+  double* b = big.t.data();
+  const double* s = small.t.data();
+#pragma omp parallel for schedule(static) if (n > (1L << 18))
+  for (long i = 0; i < n; ++i) b[i] *= s[tl[i & ml] | th[i >> lo]];
 }
 
 // A table over `vars` (any order, distinct) from a function of their values in that order.
@@ -137,17 +168,76 @@ InheritanceModel::InheritanceModel(const Pedigree& ped,
   for (std::size_t m = 0; m < meiosis_.size(); ++m)
     if (!fixed[m]) meiosis_[m].bit = bits_++;
   if (bits_ > 40) throw std::logic_error("InheritanceModel: too many bits");
+  // Founder groups: a founder's other children's bits, flipped together.
+  struct Item {
+    std::vector<int> bits;
+    bool female = false;
+    bool group = false;
+  };
+  std::vector<Item> items;
+  std::vector<char> grouped(bits_, 0);
   if (founder_phase)
     for (int q = 0; q < np; ++q)
       if (ped.people[q].founder() && !child_meioses_[q].empty()) {
-        long mask = 0;
+        Item it;
         for (int m : child_meioses_[q])
-          if (meiosis_[m].bit >= 0) mask |= 1L << (bits_ - 1 - meiosis_[m].bit);
-        if (mask) groups_.push_back({mask, ped.people[q].sex == 1 && !sex_linked});
+          if (meiosis_[m].bit >= 0)
+            it.bits.push_back(meiosis_[m].bit), grouped[meiosis_[m].bit] = 1;
+        it.female = !(ped.people[q].sex == 1 && !sex_linked);
+        it.group = true;
+        if (!it.bits.empty()) items.push_back(std::move(it));
       }
+  // Regions of at most kRegionBits positions (chain.hpp): every group inside one (first fit,
+  // largest first), the other bits filling region 0 first (the contiguous, fused pass).
+  const int cap = ChainLayout::kRegionBits;
+  std::stable_sort(items.begin(), items.end(),
+                   [](const Item& x, const Item& y) { return x.bits.size() > y.bits.size(); });
+  std::vector<std::vector<int>> region_bits(std::max(1, (bits_ + cap - 1) / cap));
+  std::vector<int> group_region(items.size(), -1);
+  std::vector<int> spill;  // bits of groups wider than a region
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const int n = static_cast<int>(items[i].bits.size());
+    if (n > cap) {
+      spill.insert(spill.end(), items[i].bits.begin(), items[i].bits.end());
+      continue;
+    }
+    std::size_t r = 0;
+    while (r < region_bits.size() && static_cast<int>(region_bits[r].size()) + n > cap) ++r;
+    if (r == region_bits.size()) region_bits.emplace_back();
+    region_bits[r].insert(region_bits[r].end(), items[i].bits.begin(), items[i].bits.end());
+    group_region[i] = static_cast<int>(r);
+  }
+  for (int b = 0; b < bits_; ++b)
+    if (!grouped[b]) spill.push_back(b);
+  for (int b : spill) {
+    std::size_t r = 0;
+    while (r < region_bits.size() && static_cast<int>(region_bits[r].size()) >= cap) ++r;
+    if (r == region_bits.size()) region_bits.emplace_back();
+    region_bits[r].push_back(b);
+  }
+  pos_.assign(bits_, -1);
+  layout_.bits = bits_;
+  layout_.female.assign(bits_, 0);
+  std::vector<int> region_index(region_bits.size(), -1);
+  int next = 0;
+  for (std::size_t r = 0; r < region_bits.size(); ++r) {
+    if (region_bits[r].empty() && next > 0) continue;
+    region_index[r] = static_cast<int>(layout_.regions.size());
+    const int lo = next;
+    for (int b : region_bits[r]) pos_[b] = next++;
+    layout_.regions.push_back({lo, next});
+  }
+  for (const Meiosis& m : meiosis_)
+    if (m.bit >= 0) layout_.female[pos_[m.bit]] = !(m.side == 0 && !sex_linked);
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    std::uint64_t mask = 0;
+    for (int b : items[i].bits) mask |= std::uint64_t(1) << pos_[b];
+    layout_.groups.push_back(
+        {mask, items[i].female, group_region[i] >= 0 ? region_index[group_region[i]] : -1});
+  }
 }
 
-double InheritanceModel::emission(int l, std::vector<double>& table) const {
+Emission InheritanceModel::emission(int l) const {
   const PedigreeLocus& L = *loci_.at(l);
   const int np = static_cast<int>(ped_.people.size());
   const int n = L.n_alleles;
@@ -241,202 +331,129 @@ double InheritanceModel::emission(int l, std::vector<double>& table) const {
       }
     done[best] = 1;
     if (in.empty()) continue;  // a variable in no table (cannot happen: priors, transmissions)
+    if (best_size / card[best] > kMaxFactor)
+      throw std::length_error("an emission factor of 2^" +
+                              std::to_string(static_cast<int>(std::log2(best_size / card[best]))) +
+                              " entries at locus " + std::to_string(l + 1));
     Tab t = multiply_sum(in, best, card);
     pool.push_back(std::move(t));
     alive.push_back(1);
   }
-  // What is left reads only state bits: multiply the tables, smallest unions first, then
-  // spread over every bit.
+  // What is left reads only state bits: constants go to the scale; small tables are merged
+  // while their union stays within 2^12 entries (or adds no variable), so the step reads few.
+  Emission out;
   std::vector<Tab> rest;
-  double scale = 0;
   for (std::size_t f = 0; f < pool.size(); ++f) {
     if (!alive[f]) continue;
     if (pool[f].vars.empty()) {
       const double c = pool[f].t[0];
       if (c <= 0) {
-        table.assign(std::size_t(1) << bits_, 0.0);
-        return kNegInf;
+        out.zero = true;
+        return out;
       }
-      scale += std::log(c);
+      out.ln_scale += std::log(c);
       continue;
     }
     rest.push_back(std::move(pool[f]));
   }
-  // Merge the small tables among themselves while that stays well below the state vector;
-  // the rest are multiplied into it one pass each.
-  const std::size_t N = std::size_t(1) << bits_;
   while (rest.size() > 1) {
     std::size_t bi = 0, bj = 1;
     double best = std::numeric_limits<double>::infinity();
+    bool subset = false;
     for (std::size_t i = 0; i < rest.size(); ++i)
       for (std::size_t j = i + 1; j < rest.size(); ++j) {
         std::vector<int> u = rest[i].vars;
         u.insert(u.end(), rest[j].vars.begin(), rest[j].vars.end());
         std::sort(u.begin(), u.end());
-        const double size = std::exp2(std::unique(u.begin(), u.end()) - u.begin());
-        if (size < best) best = size, bi = i, bj = j;
+        const std::size_t n = std::unique(u.begin(), u.end()) - u.begin();
+        const bool sub = n == std::max(rest[i].vars.size(), rest[j].vars.size());
+        const double size = std::exp2(static_cast<double>(n));
+        if ((sub && !subset) || (sub == subset && size < best)) best = size, bi = i, bj = j;
+        subset = subset || sub;
       }
-    if (best > static_cast<double>(N) / 16 && best < static_cast<double>(N)) break;
+    if (!subset && best > 4096) break;
+    if (subset) {  // the smaller one multiplied into the larger in place
+      if (rest[bi].vars.size() < rest[bj].vars.size()) std::swap(rest[bi], rest[bj]);
+      multiply_into(rest[bi], rest[bj]);
+      rest.erase(rest.begin() + bj);
+      continue;
+    }
     Tab t = multiply_sum({&rest[bi], &rest[bj]}, -1, card);
     rest.erase(rest.begin() + bj);
     rest[bi] = std::move(t);
   }
-  if (rest.size() == 1 && rest.front().vars.size() == static_cast<std::size_t>(bits_)) {
-    table = std::move(rest.front().t);
-  } else {
-    table.assign(N, 1.0);
-    for (const Tab& f : rest) {
-      // The table index of a state: its bits at the table's variables, the lowest variable
-      // (highest state position) most significant.
-      std::vector<long> pos;
-      for (int b : f.vars) pos.push_back(bits_ - 1 - b);
-      const int k = static_cast<int>(pos.size());
-      const double* ft = f.t.data();
-      double* out = table.data();
-#pragma omp parallel for schedule(static) if (N > 65536)
-      for (long st = 0; st < static_cast<long>(N); ++st) {
-        long idx = 0;
-        for (int i = 0; i < k; ++i) idx = (idx << 1) | ((st >> pos[i]) & 1);
-        out[st] *= ft[idx];
-      }
+  // Each table to a factor over state positions, numbered from the lowest (pext order), scaled
+  // to a maximum of 1.
+  for (Tab& f : rest) {
+    const int k = static_cast<int>(f.vars.size());
+    EmissionFactor ef;
+    std::vector<int> pos(k);
+    for (int i = 0; i < k; ++i) {
+      pos[i] = pos_[f.vars[i]];
+      ef.mask |= std::uint64_t(1) << pos[i];
     }
+    std::vector<int> rank(k);  // the bit of the new index that variable i lands in
+    for (int i = 0; i < k; ++i)
+      rank[i] = __builtin_popcountll(ef.mask & ((std::uint64_t(1) << pos[i]) - 1));
+    ef.table.assign(f.t.size(), 0.0);
+    double mx = 0;
+    for (std::size_t old = 0; old < f.t.size(); ++old) {
+      std::size_t idx = 0;
+      for (int i = 0; i < k; ++i) idx |= ((old >> (k - 1 - i)) & 1) << rank[i];
+      ef.table[idx] = f.t[old];
+      mx = std::max(mx, f.t[old]);
+    }
+    if (!(mx > 0)) {
+      out.zero = true;
+      out.factors.clear();
+      return out;
+    }
+    for (double& x : ef.table) x /= mx;
+    out.ln_scale += std::log(mx);
+    out.factors.push_back(std::move(ef));
   }
-  const double mx = *std::max_element(table.begin(), table.end());
-  if (mx <= 0) return kNegInf;
-  for (double& x : table) x /= mx;
-  return scale + std::log(mx);
+  return out;
 }
-
-void InheritanceModel::transition(std::vector<double>& v, double male, double female) const {
-  const long N = static_cast<long>(v.size());
-  // Per state bit position (mask 1 << pos): the recombination fraction of its meiosis.
-  std::vector<double> theta(bits_, 0);
-  for (const Meiosis& m : meiosis_)
-    if (m.bit >= 0) theta[bits_ - 1 - m.bit] = m.side == 0 ? male : female;
-  // The low positions inside blocks that stay in the cache (one pass over memory for all of
-  // them), then the high positions two at a time (radix 4: half the passes).
-  const int low_bits = std::min(bits_, 12);
-  const long chunk = 1L << low_bits;
-#pragma omp parallel for schedule(static) if (N > 65536)
-  for (long base = 0; base < N; base += chunk) {
-    double* x = v.data() + base;
-    for (int pos = 0; pos < low_bits; ++pos) {
-      const double t = theta[pos], c = 1 - t;
-      const long mask = 1L << pos;
-      for (long i = 0; i < chunk; i += 2 * mask)
-        for (long j = i; j < i + mask; ++j) {
-          const double a = x[j], b = x[j + mask];
-          x[j] = c * a + t * b;
-          x[j + mask] = t * a + c * b;
-        }
-    }
-  }
-  for (int pos = low_bits; pos < bits_; pos += 2) {
-    if (pos + 1 == bits_) {
-      const double t = theta[pos], c = 1 - t;
-      const long mask = 1L << pos;
-#pragma omp parallel for schedule(static) if (N > 65536)
-      for (long k = 0; k < N / 2; ++k) {
-        const long j = ((k & ~(mask - 1)) << 1) | (k & (mask - 1));
-        const double a = v[j], b = v[j | mask];
-        v[j] = c * a + t * b;
-        v[j | mask] = t * a + c * b;
-      }
-      break;
-    }
-    const double tp = theta[pos], cp = 1 - tp, tq = theta[pos + 1], cq = 1 - tq;
-    const long mp = 1L << pos, mq = mp << 1, low = mp - 1;
-#pragma omp parallel for schedule(static) if (N > 65536)
-    for (long k = 0; k < N / 4; ++k) {
-      const long j = ((k & ~low) << 2) | (k & low);
-      const double a = v[j], b = v[j | mp], c = v[j | mq], d = v[j | mp | mq];
-      const double a1 = cp * a + tp * b, b1 = tp * a + cp * b;
-      const double c1 = cp * c + tp * d, d1 = tp * c + cp * d;
-      v[j] = cq * a1 + tq * c1;
-      v[j | mq] = tq * a1 + cq * c1;
-      v[j | mp] = cq * b1 + tq * d1;
-      v[j | mp | mq] = tq * b1 + cq * d1;
-    }
-  }
-  // Founder groups: the next locus may have either phase of the founder. All groups in one
-  // pass: the states one set of group flips apart (2^groups of them) are read once, mixed in
-  // registers and written back (one pass per group when there are too many groups).
-  const int G = static_cast<int>(groups_.size());
-  if (G == 0) return;
-  std::vector<double> tg(G);
-  for (int i = 0; i < G; ++i) tg[i] = groups_[i].male ? male : female;
-  if (G > 10) {
-    for (int i = 0; i < G; ++i) {
-      const double t = tg[i], c = 1 - t;
-      const long mask = groups_[i].mask, low_bit = mask & -mask;
-#pragma omp parallel for schedule(static) if (N > 65536)
-      for (long w = 0; w < N; ++w) {
-        if (w & low_bit) continue;
-        const long x = w ^ mask;
-        const double a = v[w], b = v[x];
-        v[w] = c * a + t * b;
-        v[x] = t * a + c * b;
-      }
-    }
-    return;
-  }
-  const int O = 1 << G;
-  std::vector<long> off(O, 0);
-  long lows = 0;
-  for (int i = 0; i < G; ++i) lows |= groups_[i].mask & -groups_[i].mask;
-  for (int o = 1; o < O; ++o) {
-    const int i = __builtin_ctz(o);
-    off[o] = off[o & (o - 1)] ^ groups_[i].mask;
-  }
-#pragma omp parallel if (N > 65536)
-  {
-    std::vector<double> buf(O);
-#pragma omp for schedule(static)
-    for (long w = 0; w < N; ++w) {
-      if (w & lows) continue;
-      for (int o = 0; o < O; ++o) buf[o] = v[w ^ off[o]];
-      for (int i = 0; i < G; ++i) {
-        const double t = tg[i], c = 1 - t;
-        const int bit = 1 << i;
-        for (int o = 0; o < O; ++o)
-          if (!(o & bit)) {
-            const double a = buf[o], b = buf[o | bit];
-            buf[o] = c * a + t * b;
-            buf[o | bit] = t * a + c * b;
-          }
-      }
-      for (int o = 0; o < O; ++o) v[w ^ off[o]] = buf[o];
-    }
-  }
-}
-
-namespace {
-// Scales v to a maximum of 1; returns the ln of the factor taken out (-inf if v is all 0).
-double normalize(std::vector<double>& v) {
-  double mx = 0;
-  for (double x : v) mx = std::max(mx, x);
-  if (mx <= 0) return kNegInf;
-  const double r = 1 / mx;
-  for (double& x : v) x *= r;
-  return std::log(mx);
-}
-double log_sum(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x;
-  return s > 0 ? std::log(s) : kNegInf;
-}
-}  // namespace
 
 std::vector<double> InheritanceModel::location_scores(const std::vector<int>& markers,
                                                       const std::vector<double>& male,
                                                       const std::vector<double>& female, int trait,
                                                       const std::vector<Point>& points,
-                                                      double* markers_only) {
+                                                      double* markers_only, ChainBackend* backend) {
+  using Clock = std::chrono::steady_clock;
+  auto since = [](Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
+  profile_ = {};
+  std::unique_ptr<ChainBackend> own;
+  if (!backend) {
+    own = make_cpu_chain(layout_, 0);
+    backend = own.get();
+  }
+  ChainBackend& B = *backend;
   const int M = static_cast<int>(markers.size());
-  const std::size_t N = std::size_t(1) << bits_;
   const double ln_prior = -bits_ * std::log(2.0);  // each class of vectors: 2^-bits
-  std::vector<double> et;
-  const double et_scale = emission(trait, et);
+  // Every emission once, as factor tables (small: kept for the whole walk).
+  auto t0 = Clock::now();
+  const Emission et = emission(trait);
+  std::vector<Emission> em(M);
+  std::exception_ptr failed;  // the first locus that failed (no exception leaves the loop)
+#pragma omp parallel for schedule(dynamic)
+  for (int k = 0; k < M; ++k) {
+    try {
+      em[k] = emission(markers[k]);
+    } catch (...) {
+#pragma omp critical
+      if (!failed) failed = std::current_exception();
+    }
+  }
+  if (failed) std::rethrow_exception(failed);
+  for (const Emission& e : em) {
+    profile_.factors += static_cast<long>(e.factors.size());
+    const std::uint64_t low = (std::uint64_t(1) << layout_.regions[0].second) - 1;
+    for (const EmissionFactor& f : e.factors) profile_.mixed_factors += (f.mask & ~low) != 0;
+  }
+  profile_.emission_s = since(t0);
   // Which intervals have points: the forward pass stops there.
   std::vector<std::vector<int>> at(M + 1);  // at[left + 1]: the points after marker `left`
   for (std::size_t p = 0; p < points.size(); ++p) {
@@ -444,115 +461,154 @@ std::vector<double> InheritanceModel::location_scores(const std::vector<int>& ma
     if (l < -1 || l >= M) throw std::logic_error("location_scores: point outside the map");
     at[l + 1].push_back(static_cast<int>(p));
   }
-  // Backward pass: beta_k = E_k * K_k(beta_k+1), ln scale kept beside. Kept at checkpoints
-  // every `block` markers; the forward pass rebuilds one block at a time from them, so memory
-  // holds about 2 sqrt(M) vectors.
-  const int block = std::max(1, static_cast<int>(std::ceil(std::sqrt(static_cast<double>(M)))));
-  std::vector<std::vector<double>> check((M + block - 1) / block);
+  // Memory: four working vectors (alpha, beta, and the two sides of a point) in fast memory;
+  // beta_k kept at checkpoints every `every` markers. With room, the betas of one block of
+  // markers are rebuilt once from the next checkpoint and kept (about 2 sqrt(M) vectors in
+  // all); without, each beta a point needs is rebuilt from the next checkpoint.
+  const long fast = B.vectors_fast(), total = B.vectors_total();
+  if (fast < 4 || total < 4)
+    throw std::runtime_error("the inheritance chain needs four state vectors in memory (" +
+                             std::to_string(bits_) + " bits)");
+  int every = std::max(1, static_cast<int>(std::ceil(std::sqrt(static_cast<double>(M)))));
+  bool block_cache = (M + every - 1) / every + every + 4 <= total;
+  if (!block_cache) {
+    const long room = total - 4;
+    every = room > 0 ? std::max(1, static_cast<int>((M + room - 1) / room)) : M + 1;
+    if (room <= 0) every = M + 1;  // no checkpoint: every beta rebuilt from the end
+  }
+  profile_.checkpoint_every = every;
+  profile_.block_cache = block_cache;
+  const int alpha = B.alloc(true), beta = B.alloc(true), va = B.alloc(true), vb = B.alloc(true);
+  std::vector<int> check(every <= M ? (M + every - 1) / every : 0, -1);
   std::vector<double> check_scale(check.size(), 0);
-  // Each marker's emission is needed three times (backward, block rebuild, forward): kept
-  // when they all fit in 1 GiB, else recomputed.
-  const bool keep = static_cast<double>(M) * N * 8 <= 1024.0 * 1024 * 1024;
-  std::vector<std::vector<double>> kept(keep ? M : 0);
-  std::vector<double> kept_scale(keep ? M : 0, 0);
-  std::vector<double> e;
-  auto emit = [&](int k, std::vector<double>& out) -> double {
-    if (!keep) return emission(markers[k], out);
-    if (kept[k].empty()) kept_scale[k] = emission(markers[k], kept[k]);
-    out = kept[k];
-    return kept_scale[k];
+  auto timed_step = [&](int v, bool kernel, double m, double f, const Emission* e) {
+    const auto t = Clock::now();
+    const double s = B.step(v, kernel, m, f, e);
+    profile_.step_s += since(t);
+    ++profile_.steps;
+    return s;
   };
-  auto step_back = [&](int k, std::vector<double>& beta, double& s) {
-    // beta holds beta_{k+1} (or nothing for k = M - 1); turns it into beta_k.
-    const double es = emit(k, e);
+  // beta_k = E_k * K_k(beta_k+1); `v` holds beta_{k+1} (nothing for k = M - 1).
+  auto step_back = [&](int k, int v, double& s) {
     if (k == M - 1) {
-      beta = e;
-      s = es;
+      B.fill(v, 1.0);
+      s = timed_step(v, false, 0, 0, &em[k]);
     } else {
-      transition(beta, male[k], female[k]);
-      for (std::size_t i = 0; i < N; ++i) beta[i] *= e[i];
-      s += es;
+      s += timed_step(v, true, male[k], female[k], &em[k]);
     }
-    s += normalize(beta);
   };
-  {
-    std::vector<double> beta;
+  if (M > 0) {
     double s = 0;
     for (int k = M - 1; k >= 0; --k) {
       step_back(k, beta, s);
-      if (k % block == 0) check[k / block] = beta, check_scale[k / block] = s;
+      if (k % every == 0 && k / every < static_cast<int>(check.size())) {
+        const int c = B.alloc(false);
+        B.copy(c, beta);
+        check[k / every] = c;
+        check_scale[k / every] = s;
+      }
     }
   }
-  // The block holding beta_k for k in [b * block, (b + 1) * block).
+  // beta_k into `beta` (with its ln scale): from the block cache or rebuilt from a checkpoint.
   int have_block = -1;
-  std::vector<std::vector<double>> betas;
-  std::vector<double> beta_scale;
-  auto beta_at = [&](int k, const std::vector<double>*& v, double& s) {
-    const int b = k / block;
+  std::vector<int> cached;
+  std::vector<double> cached_scale;
+  auto rebuild = [&](int k, int target, double& s) {
+    // From the first checkpoint at or after k (or from the end of the map) down to k.
+    int from = M;
+    const int c = (k + every - 1) / every;
+    if (c < static_cast<int>(check.size())) from = c * every;
+    if (from < M) {
+      B.copy(target, check[from / every]);
+      s = check_scale[from / every];
+    }
+    for (int j = (from < M ? from - 1 : M - 1); j >= k; --j) step_back(j, target, s);
+  };
+  auto beta_at = [&](int k, double& s) {
+    if (!block_cache) {
+      rebuild(k, beta, s);
+      return;
+    }
+    const int b = k / every;
     if (b != have_block) {
-      const int lo = b * block, hi = std::min(M, lo + block);
-      betas.assign(hi - lo, {});
-      beta_scale.assign(hi - lo, 0);
-      betas[0] = check[b];
-      beta_scale[0] = check_scale[b];
-      if (hi - lo > 1) {
-        std::vector<double> beta;
-        double bs = 0;
-        if (hi < M) beta = check[b + 1], bs = check_scale[b + 1];
-        for (int j = hi - 1; j > lo; --j) {
-          step_back(j, beta, bs);
-          betas[j - lo] = beta;
-          beta_scale[j - lo] = bs;
+      const int lo = b * every, hi = std::min(M, lo + every);
+      for (int v : cached)
+        if (v >= 0) B.release(v);
+      cached.assign(hi - lo, -1);
+      cached_scale.assign(hi - lo, 0);
+      double bs = 0;
+      int from = hi;
+      if (hi < M) {
+        B.copy(beta, check[hi / every]);
+        bs = check_scale[hi / every];
+      }
+      for (int j = from - 1; j >= lo; --j) {
+        if (j == lo) {
+          cached[0] = -1;  // the checkpoint itself
+          break;
         }
+        step_back(j, beta, bs);
+        cached[j - lo] = B.alloc(false);
+        B.copy(cached[j - lo], beta);
+        cached_scale[j - lo] = bs;
       }
       have_block = b;
     }
-    v = &betas[k - b * block];
-    s = beta_scale[k - b * block];
+    if (k == b * every) {
+      B.copy(beta, check[b]);
+      s = check_scale[b];
+    } else {
+      B.copy(beta, cached[k - b * every]);
+      s = cached_scale[k - b * every];
+    }
   };
   std::vector<double> out(points.size(), kNegInf);
-  std::vector<double> a, b;
-  auto score = [&](const std::vector<double>* alpha, double as, const std::vector<double>* beta,
-                   double bs, const Point& pt) {
-    // sum_w [K_left alpha](w) E_T(w) [K_right beta](w)
-    if (alpha) {
-      a = *alpha;
-      transition(a, pt.male_left, pt.female_left);
+  // sum_w [K_left alpha](w) E_T(w) [K_right beta](w)
+  auto score = [&](bool have_alpha, double as, bool have_beta, double bs, const Point& pt) {
+    const auto t = Clock::now();
+    double s = as + bs;
+    // A point at a marker (theta 0 on that side) needs no kernel there.
+    // (Thetas below 1e-12, a point at a marker up to rounding, change no digit that matters.)
+    const bool kl = have_alpha && (pt.male_left > 1e-12 || pt.female_left > 1e-12);
+    const bool kr = have_beta && (pt.male_right > 1e-12 || pt.female_right > 1e-12);
+    if (have_alpha) {
+      B.copy(va, alpha);
+      if (kl) s += B.step(va, true, pt.male_left, pt.female_left, nullptr);
     } else {
-      a.assign(N, 1.0);
+      B.fill(va, 1.0);
     }
-    if (beta) {
-      b = *beta;
-      transition(b, pt.male_right, pt.female_right);
+    if (have_beta) {
+      B.copy(vb, beta);
+      if (kr) s += B.step(vb, true, pt.male_right, pt.female_right, nullptr);
     } else {
-      b.assign(N, 1.0);
+      B.fill(vb, 1.0);
     }
-    double s = 0;
-    for (std::size_t i = 0; i < N; ++i) s += a[i] * et[i] * b[i];
-    return s > 0 ? std::log(s) + as + bs + et_scale : kNegInf;
+    profile_.score_steps += kl + kr;
+    const double d = B.ln_dot(va, &et, vb);
+    profile_.score_s += since(t);
+    return std::isinf(d) || std::isinf(s) ? kNegInf : d + s;
   };
   // Forward pass: alpha_k = E_k * K_{k-1}(alpha_k-1), alpha_0 = prior * E_0.
-  std::vector<double> alpha;
   double as = ln_prior;
   for (int k = -1; k < M; ++k) {
-    if (k >= 0) {
-      const double es = emit(k, e);
-      if (k == 0) {
-        alpha = e;
-      } else {
-        transition(alpha, male[k - 1], female[k - 1]);
-        for (std::size_t i = 0; i < N; ++i) alpha[i] *= e[i];
-      }
-      as += es + normalize(alpha);
+    if (k == 0) {
+      B.fill(alpha, 1.0);
+      as += timed_step(alpha, false, 0, 0, &em[0]);
+    } else if (k > 0) {
+      as += timed_step(alpha, true, male[k - 1], female[k - 1], &em[k]);
     }
-    for (int p : at[k + 1]) {
-      const std::vector<double>* beta = nullptr;
-      double bs = 0;
-      if (k + 1 < M) beta_at(k + 1, beta, bs);
-      out[p] = score(k >= 0 ? &alpha : nullptr, k >= 0 ? as : ln_prior, beta, bs, points[p]);
-    }
+    if (at[k + 1].empty()) continue;
+    double bs = 0;
+    if (k + 1 < M) beta_at(k + 1, bs);
+    for (int p : at[k + 1])
+      out[p] = score(k >= 0, k >= 0 ? as : ln_prior, k + 1 < M, bs, points[p]);
   }
-  if (markers_only) *markers_only = M > 0 ? as + log_sum(alpha) : 0.0;
+  if (markers_only) *markers_only = M > 0 ? as + B.ln_dot(alpha, nullptr, -1) : 0.0;
+  for (int v : cached)
+    if (v >= 0) B.release(v);
+  for (int v : check)
+    if (v >= 0) B.release(v);
+  for (int v : {alpha, beta, va, vb}) B.release(v);
   return out;
 }
 

@@ -25,8 +25,12 @@
 //     child fixes one bit: bits = meioses kept - founders with children kept.
 // Positions of a trait locus between markers share one forward and one backward pass over the
 // markers: each position then costs two kernel steps and one product with the trait emission.
+// Each emission is kept as its small factor tables (computed once per locus, a few KB), never as
+// a 2^bits table; the steps run on a ChainBackend (linkage/chain.hpp: the CPU, or a GPU).
+#include <memory>
 #include <vector>
 
+#include "linkage/chain.hpp"
 #include "linkage/model.hpp"
 #include "linkage/pedigree.hpp"
 
@@ -44,6 +48,8 @@ class InheritanceModel {
   int meioses() const { return static_cast<int>(meiosis_.size()); }
   int founder_phases() const { return fixed_; }
   int people_kept() const { return kept_; }
+  // The state layout (bit positions, kernel regions, founder groups) the backends run on.
+  const ChainLayout& layout() const { return layout_; }
 
   // A trait position: between markers[left] and markers[left + 1] (left = -1: before the first
   // marker, left = markers.size() - 1: after the last), with the recombination fractions from
@@ -54,24 +60,31 @@ class InheritanceModel {
   };
   // ln L of the markers (indices into `loci`, map order; thetas between adjacent markers) with
   // the trait locus `trait` (an index into `loci`) at each point; `markers_only` (may be null)
-  // receives ln L of the markers alone. -inf where the likelihood is 0.
+  // receives ln L of the markers alone. -inf where the likelihood is 0. `backend` (null: the
+  // CPU, unbounded) runs the steps; its memory decides how many checkpoints are kept.
   std::vector<double> location_scores(const std::vector<int>& markers,
                                       const std::vector<double>& male,
                                       const std::vector<double>& female, int trait,
-                                      const std::vector<Point>& points, double* markers_only);
+                                      const std::vector<Point>& points, double* markers_only,
+                                      ChainBackend* backend = nullptr);
 
-  // ln of the emission of locus `l` (index into `loci`) scaled to a maximum of 1, and its
-  // scale: emission = exp(scale) * table. The table is over the states (2^bits).
-  double emission(int l, std::vector<double>& table) const;
+  // The emission of locus `l` (index into `loci`) over the states, as small factor tables.
+  Emission emission(int l) const;
+
+  // Where the time of the last location_scores went (seconds; steps counted).
+  struct Profile {
+    double emission_s = 0, step_s = 0, score_s = 0;
+    long steps = 0, score_steps = 0, factors = 0, mixed_factors = 0;
+    int checkpoint_every = 0;
+    bool block_cache = false;
+  };
+  const Profile& profile() const { return profile_; }
 
  private:
   struct Meiosis {
     int child, side, parent;  // side 0 paternal, 1 maternal
     int bit;                  // state bit, or -1 when fixed at 0 (founder phase)
   };
-  // Applies the recombination kernel for these thetas to v in place.
-  void transition(std::vector<double>& v, double male, double female) const;
-
   const Pedigree& ped_;
   std::vector<const PedigreeLocus*> loci_;
   bool sex_linked_;
@@ -79,12 +92,9 @@ class InheritanceModel {
   std::vector<Meiosis> meiosis_;
   std::vector<std::vector<int>> child_meioses_;  // per person: meioses it is the parent of
   int bits_ = 0, fixed_ = 0, kept_ = 0;
-  // Founder groups: the state mask of a founder's other children's bits, and its sex.
-  struct Group {
-    long mask;
-    bool male;
-  };
-  std::vector<Group> groups_;
+  std::vector<int> pos_;  // per bit (the emission's variable id): its state position
+  ChainLayout layout_;
+  Profile profile_;
 };
 
 }  // namespace kinfer::linkage

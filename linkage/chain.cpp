@@ -1,0 +1,414 @@
+#include "linkage/chain.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <unordered_map>
+
+namespace kinfer::linkage {
+
+namespace {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+inline std::uint64_t pext_sw(std::uint64_t x, std::uint64_t m) {
+  std::uint64_t r = 0;
+  for (int k = 0; m; m &= m - 1, ++k) r |= ((x >> __builtin_ctzll(m)) & 1) << k;
+  return r;
+}
+
+// The recombination kernel's butterflies inside one contiguous buffer of n doubles: a level of
+// stride s mixes x[i] and x[i + s] (i with bit s clear) by theta t:
+//   x[i] += t (x[i + s] - x[i]),  x[i + s] -= the same.
+// Strides of 4 and more run as vector loops, two levels per sweep (radix 4); strides 1, 2
+// (the lowest state bits of region 0) as a radix-8 sweep in registers.
+inline void level1(double* __restrict x, long n, long s, double t) {
+  for (long base = 0; base < n; base += 2 * s) {
+    double* __restrict u = x + base;
+    double* __restrict w = x + base + s;
+    for (long i = 0; i < s; ++i) {
+      const double d = t * (w[i] - u[i]);
+      u[i] += d;
+      w[i] -= d;
+    }
+  }
+}
+inline void level2(double* __restrict x, long n, long s, double t1, double t2) {
+  for (long base = 0; base < n; base += 4 * s) {
+    double* __restrict p0 = x + base;
+    double* __restrict p1 = p0 + s;
+    double* __restrict p2 = p0 + 2 * s;
+    double* __restrict p3 = p0 + 3 * s;
+    for (long i = 0; i < s; ++i) {
+      double a = p0[i], b = p1[i], c = p2[i], e = p3[i];
+      double d = t1 * (b - a);
+      a += d, b -= d;
+      d = t1 * (e - c);
+      c += d, e -= d;
+      d = t2 * (c - a);
+      a += d, c -= d;
+      d = t2 * (e - b);
+      b += d, e -= d;
+      p0[i] = a, p1[i] = b, p2[i] = c, p3[i] = e;
+    }
+  }
+}
+// Levels of stride 1, 2 and 4 (k of them, k <= 3) on groups of 8.
+inline void low_levels(double* __restrict x, long n, int k, const double* t) {
+  const double t0 = t[0], t1 = k > 1 ? t[1] : 0, t2 = k > 2 ? t[2] : 0;
+  for (long g = 0; g < n; g += 8) {
+    double v[8];
+    for (int i = 0; i < 8; ++i) v[i] = x[g + i];
+    for (int i = 0; i < 8; i += 2) {
+      const double d = t0 * (v[i + 1] - v[i]);
+      v[i] += d, v[i + 1] -= d;
+    }
+    if (k > 1)
+      for (int i : {0, 1, 4, 5}) {
+        const double d = t1 * (v[i + 2] - v[i]);
+        v[i] += d, v[i + 2] -= d;
+      }
+    if (k > 2)
+      for (int i = 0; i < 4; ++i) {
+        const double d = t2 * (v[i + 4] - v[i]);
+        v[i] += d, v[i + 4] -= d;
+      }
+    for (int i = 0; i < 8; ++i) x[g + i] = v[i];
+  }
+}
+// Every level of strides C, 2C, ..., C 2^(levels - 1) (thetas th[0..levels)) on n doubles.
+inline void butterflies(double* x, long n, long C, int levels, const double* th) {
+  int q = 0;
+  if (C == 1 && levels > 0) {
+    if (n >= 8) {
+      const int k = std::min(levels, 3);
+      low_levels(x, n, k, th);
+      q = k;
+    } else {
+      for (; q < levels; ++q) level1(x, n, 1L << q, th[q]);
+      return;
+    }
+  }
+  for (; q + 1 < levels; q += 2) {
+    const long s = C << q;
+    if (s >= 2)
+      level2(x, n, s, th[q], th[q + 1]);
+    else
+      level1(x, n, s, th[q]), level1(x, n, 2 * s, th[q + 1]);
+  }
+  if (q < levels) level1(x, n, C << q, th[q]);
+}
+// A founder group's flip: x[w] and x[w ^ M] mixed by theta t (M in buffer offsets, rows of C).
+inline void group_mix(double* x, long n, long M, long C, double t) {
+  const long low = M & -M;
+  for (long r = 0; r < n; r += C) {
+    if (r & low) continue;
+    double* __restrict u = x + r;
+    double* __restrict w = x + (r ^ M);
+    for (long i = 0; i < C; ++i) {
+      const double d = t * (w[i] - u[i]);
+      u[i] += d;
+      w[i] -= d;
+    }
+  }
+}
+
+class CpuChain final : public ChainBackend {
+ public:
+  CpuChain(const ChainLayout& layout, double max_bytes)
+      : L_(layout), N_(1L << layout.bits), max_bytes_(max_bytes) {
+    low_bits_ = L_.regions.empty() ? 0 : L_.regions[0].second;
+    block_ = 1L << low_bits_;
+    // Regions above 0 in passes of at most 6 positions (tiles of 64 states or more per row),
+    // cut where no founder group straddles the cut when possible.
+    auto inside = [](std::uint64_t m, int a, int b) {
+      const std::uint64_t r = ((b >= 64 ? ~0ull : (1ull << b) - 1)) & ~((1ull << a) - 1);
+      return (m & ~r) == 0;
+    };
+    for (std::size_t r = 1; r < L_.regions.size(); ++r) {
+      int a = L_.regions[r].first;
+      const int b = L_.regions[r].second;
+      while (a < b) {
+        int cut = std::min(b, a + 6);
+        if (cut < b)
+          for (int c = cut; c > a + 2; --c) {
+            bool ok = true;
+            for (const auto& g : L_.groups)
+              if (g.region == static_cast<int>(r) && !inside(g.mask, a, c) &&
+                  !inside(g.mask, c, b) && inside(g.mask, a, b))
+                ok = false;
+            if (ok) {
+              cut = c;
+              break;
+            }
+          }
+        passes_.push_back({a, cut, {}});
+        a = cut;
+      }
+    }
+    for (const auto& g : L_.groups) {
+      if (g.region == 0) continue;
+      bool placed = false;
+      for (Pass& ps : passes_)
+        if (inside(g.mask, ps.a, ps.b)) ps.groups.push_back(g.mask), placed = true;
+      if (!placed) wide_.push_back(g.mask);
+    }
+  }
+  std::string name() const override { return "cpu"; }
+  long vectors_fast() const override {
+    if (max_bytes_ <= 0) return 1L << 30;
+    return std::max(0L, static_cast<long>(max_bytes_ / (8.0 * N_)) - live_);
+  }
+  long vectors_total() const override { return vectors_fast(); }
+  int alloc(bool) override {
+    for (std::size_t i = 0; i < vecs_.size(); ++i)
+      if (!vecs_[i].used) {
+        vecs_[i].used = true;
+        if (static_cast<long>(vecs_[i].data.size()) != N_) vecs_[i].data.resize(N_);
+        ++live_;
+        return static_cast<int>(i);
+      }
+    vecs_.push_back({std::vector<double>(N_), 1.0, true});
+    ++live_;
+    return static_cast<int>(vecs_.size()) - 1;
+  }
+  void release(int v) override {  // the memory stays for the next alloc (no page faults)
+    vecs_.at(v).used = false;
+    --live_;
+  }
+  void fill(int v, double x) override {
+    std::fill(vecs_.at(v).data.begin(), vecs_[v].data.end(), x);
+    vecs_[v].pending = 1;
+  }
+  void copy(int dst, int src) override {
+    if (dst == src) return;
+    const double* s = vecs_.at(src).data.data();
+    double* d = vecs_.at(dst).data.data();
+#pragma omp parallel for schedule(static) if (N_ > 65536)
+    for (long i = 0; i < N_; ++i) d[i] = s[i];
+    vecs_[dst].pending = vecs_[src].pending;
+  }
+  double step(int v, bool kernel, double male, double female, const Emission* e) override;
+  double ln_dot(int a, const Emission* e, int b) override;
+
+ private:
+  struct Vec {
+    std::vector<double> data;
+    double pending = 1;  // the vector's value is data * pending (scaling deferred to a pass)
+    bool used = false;
+  };
+  // An emission prepared for blocks of 2^low_bits states (region 0).
+  struct Prepared {
+    bool zero = false;
+    double ln_scale = 0;
+    std::vector<double> low;  // the factors inside one block, multiplied (empty: 1)
+    struct Mixed {
+      const double* table;
+      std::uint64_t mask_hi;           // the mask above the block
+      int shift;                       // set bits of the mask inside the block
+      std::vector<std::uint32_t> lut;  // pext of the block offset (empty: none inside)
+    };
+    std::vector<Mixed> mixed;
+  };
+  const Prepared& prepare(const Emission& e);
+  // The emission at the states of block `blk` into out (block_ doubles).
+  void emission_block(const Prepared& p, long blk, double* out) const;
+  // A kernel pass over positions [a, b) of a region above region 0, with its founder groups.
+  struct Pass {
+    int a, b;
+    std::vector<std::uint64_t> groups;
+  };
+  void tile_pass(double* x, const Pass& ps, const std::vector<double>& th, double pre);
+  std::vector<Pass> passes_;
+  std::vector<std::uint64_t> wide_;  // groups in no single pass
+
+  ChainLayout L_;
+  long N_;
+  double max_bytes_;
+  int low_bits_ = 0;
+  long block_ = 1;
+  long live_ = 0;
+  std::vector<Vec> vecs_;
+  std::unordered_map<const Emission*, Prepared> prepared_;
+};
+
+const CpuChain::Prepared& CpuChain::prepare(const Emission& e) {
+  auto it = prepared_.find(&e);
+  if (it != prepared_.end()) return it->second;
+  Prepared p;
+  p.zero = e.zero;
+  p.ln_scale = e.ln_scale;
+  const std::uint64_t in_block = static_cast<std::uint64_t>(block_) - 1;
+  for (const EmissionFactor& f : e.factors) {
+    const std::uint64_t lo = f.mask & in_block, hi = f.mask >> low_bits_;
+    if (hi == 0) {
+      if (p.low.empty()) p.low.assign(block_, 1.0);
+      for (long t = 0; t < block_; ++t) p.low[t] *= f.table[pext_sw(t, lo)];
+      continue;
+    }
+    Prepared::Mixed m{f.table.data(), hi, __builtin_popcountll(lo), {}};
+    if (lo) {
+      m.lut.resize(block_);
+      for (long t = 0; t < block_; ++t) m.lut[t] = static_cast<std::uint32_t>(pext_sw(t, lo));
+    }
+    p.mixed.push_back(std::move(m));
+  }
+  return prepared_.emplace(&e, std::move(p)).first->second;
+}
+
+void CpuChain::emission_block(const Prepared& p, long blk, double* out) const {
+  double c = 1;
+  for (const auto& m : p.mixed)
+    if (m.lut.empty()) c *= m.table[pext_sw(blk, m.mask_hi)];
+  if (p.low.empty())
+    std::fill(out, out + block_, c);
+  else
+    for (long t = 0; t < block_; ++t) out[t] = p.low[t] * c;
+  for (const auto& m : p.mixed) {
+    if (m.lut.empty()) continue;
+    const double* base = m.table + (pext_sw(blk, m.mask_hi) << m.shift);
+    const std::uint32_t* lut = m.lut.data();
+    for (long t = 0; t < block_; ++t) out[t] *= base[lut[t]];
+  }
+}
+
+// The kernel's butterflies for positions [a, b) (a > 0) and the founder groups inside them:
+// tiles of 2^(b - a) rows of C consecutive states (32 KiB in all, so the tile stays in L1 while
+// every level is applied), copied in and out of a buffer.
+void CpuChain::tile_pass(double* x, const Pass& ps, const std::vector<double>& th, double pre) {
+  const int a = ps.a, b = ps.b;
+  const long rows = 1L << (b - a), inner = 1L << a;
+  const long C = std::min<long>(inner, std::max<long>(1, 4096 / rows));
+  const long chunks = inner / C, ntiles = (N_ >> b) * chunks, n = rows * C;
+  std::vector<double> lt(th.begin() + a, th.begin() + b);
+  std::vector<double> gt;
+  for (std::uint64_t m : ps.groups) gt.push_back(th[__builtin_ctzll(m)]);
+#pragma omp parallel if (N_ > 65536)
+  {
+    std::vector<double> buf(n);
+#pragma omp for schedule(static)
+    for (long tile = 0; tile < ntiles; ++tile) {
+      double* base = x + ((tile / chunks) << b) + (tile % chunks) * C;
+      for (long r = 0; r < rows; ++r) {
+        const double* src = base + (r << a);
+        double* dst = buf.data() + r * C;
+        for (long k = 0; k < C; ++k) dst[k] = src[k] * pre;
+      }
+      butterflies(buf.data(), n, C, b - a, lt.data());
+      for (std::size_t g = 0; g < ps.groups.size(); ++g)
+        group_mix(buf.data(), n, static_cast<long>(ps.groups[g] >> a) * C, C, gt[g]);
+      for (long r = 0; r < rows; ++r) {
+        const double* src = buf.data() + r * C;
+        double* dst = base + (r << a);
+        for (long k = 0; k < C; ++k) dst[k] = src[k];
+      }
+    }
+  }
+}
+
+double CpuChain::step(int v, bool kernel, double male, double female, const Emission* e) {
+  Vec& X = vecs_.at(v);
+  double* x = X.data.data();
+  double pre = X.pending;
+  const Prepared* p = e ? &prepare(*e) : nullptr;
+  if (p && p->zero) {
+    fill(v, 0.0);
+    return kNegInf;
+  }
+  std::vector<double> th(L_.bits);
+  for (int i = 0; i < L_.bits; ++i) th[i] = L_.female[i] ? female : male;
+  if (kernel) {
+    for (const Pass& ps : passes_) {
+      tile_pass(x, ps, th, pre);
+      pre = 1;
+    }
+    for (std::uint64_t mask : wide_) {
+      // A founder group across passes: one pass of its own.
+      const double t = th[__builtin_ctzll(mask)];
+      const long m = static_cast<long>(mask), low = m & -m;
+#pragma omp parallel for schedule(static) if (N_ > 65536)
+      for (long w = 0; w < N_; ++w) {
+        if (w & low) continue;
+        const double a = x[w] * pre, b = x[w ^ m] * pre, d = t * (b - a);
+        x[w] = a + d;
+        x[w ^ m] = b - d;
+      }
+      pre = 1;
+    }
+  }
+  // Region 0 in place, block by block: its butterflies, its founder groups, the emission and
+  // the maximum, in one pass over memory.
+  std::vector<std::uint64_t> gm;
+  std::vector<double> gt;
+  if (kernel)
+    for (const auto& g : L_.groups)
+      if (g.region == 0) gm.push_back(g.mask), gt.push_back(th[__builtin_ctzll(g.mask)]);
+  const long blocks = N_ / block_;
+  double mx = 0;
+#pragma omp parallel if (N_ > 65536) reduction(max : mx)
+  {
+    std::vector<double> eb(p ? block_ : 0);
+#pragma omp for schedule(static)
+    for (long blk = 0; blk < blocks; ++blk) {
+      double* y = x + blk * block_;
+      if (pre != 1)
+        for (long i = 0; i < block_; ++i) y[i] *= pre;
+      if (kernel) {
+        butterflies(y, block_, 1, low_bits_, th.data());
+        for (std::size_t g = 0; g < gm.size(); ++g)
+          group_mix(y, block_, static_cast<long>(gm[g]), 1, gt[g]);
+      }
+      if (p) {
+        emission_block(*p, blk, eb.data());
+        for (long i = 0; i < block_; ++i) y[i] *= eb[i];
+      }
+      for (long i = 0; i < block_; ++i) mx = std::max(mx, y[i]);
+    }
+  }
+  if (!(mx > 0)) {
+    X.pending = 1;
+    return kNegInf;
+  }
+  X.pending = 1 / mx;
+  return std::log(mx) + (p ? p->ln_scale : 0.0);
+}
+
+double CpuChain::ln_dot(int a, const Emission* e, int b) {
+  const Vec& A = vecs_.at(a);
+  const Vec* B = b >= 0 ? &vecs_.at(b) : nullptr;
+  const Prepared* p = e ? &prepare(*e) : nullptr;
+  if (p && p->zero) return kNegInf;
+  const long blocks = N_ / block_;
+  const double* x = A.data.data();
+  const double* y = B ? B->data.data() : nullptr;
+  double s = 0;
+#pragma omp parallel if (N_ > 65536) reduction(+ : s)
+  {
+    std::vector<double> eb(block_, 1.0);
+#pragma omp for schedule(static)
+    for (long blk = 0; blk < blocks; ++blk) {
+      if (p) emission_block(*p, blk, eb.data());
+      const double* u = x + blk * block_;
+      const double* w = y ? y + blk * block_ : nullptr;
+      double t = 0;
+      if (w)
+        for (long i = 0; i < block_; ++i) t += u[i] * eb[i] * w[i];
+      else
+        for (long i = 0; i < block_; ++i) t += u[i] * eb[i];
+      s += t;
+    }
+  }
+  if (!(s > 0)) return kNegInf;
+  return std::log(s) + std::log(A.pending) + (B ? std::log(B->pending) : 0.0) +
+         (p ? p->ln_scale : 0.0);
+}
+
+}  // namespace
+
+std::unique_ptr<ChainBackend> make_cpu_chain(const ChainLayout& layout, double max_bytes) {
+  if (layout.bits > 40) throw std::logic_error("make_cpu_chain: too many bits");
+  return std::make_unique<CpuChain>(layout, max_bytes);
+}
+
+}  // namespace kinfer::linkage
