@@ -9,7 +9,7 @@ OUT=${OUT:-/tmp/out}
 R=$OUT/final
 mkdir -p "$R"
 k="$B/run apps/kinfer"
-export XDG_CACHE_HOME=$R/cache KINFER_PROFILES=$B/data/profiles
+export XDG_CACHE_HOME=$R/cache KINFER_PROFILES=$PWD/$B/data/profiles KINFER_DATA=$PWD/data
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$R/gpu.txt" 2>&1
 ( cd "$B" && KINFER_GPU_TEST_SCALE=0.03 timeout 150 ./run tests/test_gpu_kernel ) > "$R/test_gpu_kernel.txt" 2>&1
 echo "exit $?" >> "$R/test_gpu_kernel.txt"
