@@ -230,6 +230,16 @@ bool Runner::auto_gpu(const Plan& plan, std::string& why_not) {
         plan.order.stats.log2_total_state, format_seconds(states / (5e7 * threads)));
     return false;
   }
+  // A plan whose inputs are not restructured yet (the planner asking for the device budget
+  // before conditioning) has no input tables to predict from: the fixed threshold decides there;
+  // the profile decides when the filled plan runs.
+  if (plan.input_scope.size() != plan.model.factors.size()) {
+    if (auto_wants_gpu(plan.flops)) return true;
+    why_not = fmt::format("--device auto: the plan needs {:.3g} FLOP, below the {:.0e} that pay "
+                          "for starting the GPU",
+                          plan.flops, kAutoGpuMinFlops);
+    return false;
+  }
   const std::string& name = gpu_name();
   std::string path;
   const Profile* prof = name.empty() ? nullptr : profile(path);
