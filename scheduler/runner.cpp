@@ -290,6 +290,23 @@ double Runner::device_budget(const Plan& plan) {
   return req_.gpu_memory_bytes > 0 ? std::min(req_.gpu_memory_bytes, usable) : usable;
 }
 
+std::vector<Device> Runner::planned_assignment(const Plan& plan) {
+  // The placement run() will choose (before the executor's own fallbacks, which gpu_host_part
+  // models): the asked policy, from the profile when it needs one, else whole-plan.
+  const Policy p = req_.policy.value_or(kDefaultGpuPolicy);
+  const std::size_t nb = plan.tree.buckets.size();
+  if (p == Policy::cpu_only) return std::vector<Device>(nb, Device::cpu);
+  if (p == Policy::gpu_only) return std::vector<Device>(nb, Device::gpu);
+  if (needs_profile(p) && plan.input_scope.size() == plan.model.factors.size()) {
+    std::string path;
+    const Profile* prof = profile(path);
+    if (prof && prof->has_gpu)
+      return make_schedule(plan_costs(plan, *prof, req_.repeated_plans && gpu_warm_).tree, p)
+          .device;
+  }
+  return whole_plan_schedule(plan.tree).device;
+}
+
 MemoryEstimate Runner::estimate(const Plan& plan) {
   MemoryEstimate m = plan.memory;
   const double budget = device_budget(plan);
@@ -305,7 +322,7 @@ MemoryEstimate Runner::estimate(const Plan& plan) {
   if (req_.check) {  // the CPU computes everything as the reference, the GPU again beside it
     m.device_host_bytes = kGpuContextHostBytes + m.input_bytes;
   } else if (m.device_bytes <= budget && !plan.tree.buckets.empty()) {
-    const GpuHostPart g = gpu_host_part(plan, whole_plan_schedule(plan.tree).device);
+    const GpuHostPart g = gpu_host_part(plan, planned_assignment(plan));
     m.intermediate_bytes = g.intermediates;
     m.device_host_bytes = kGpuContextHostBytes + g.staging;
   } else {

@@ -182,6 +182,9 @@ class Runner {
   // a GPU, the host holds the inputs, their pinned staging copy and the CUDA context instead of
   // the intermediate tables (those live on the device), and device_bytes is the device's part.
   MemoryEstimate estimate(const Plan& plan);
+  // The assignment run(plan) would choose (the policy asked, from the profile when it needs
+  // one): what estimate() counts the host part over.
+  std::vector<Device> planned_assignment(const Plan& plan);
 
   const RunRequest& request() const { return req_; }
   void set_threads(int threads) { req_.threads = threads; }  // for the next runs (batch jobs)
