@@ -55,35 +55,32 @@ void abort(int code) {
   std::_Exit(code);
 }
 
-std::vector<std::vector<double>> allgather(const std::vector<double>& mine) {
+namespace {
+// Every rank's `mine` (a contiguous container of doubles or chars), rank by rank.
+template <class C>
+std::vector<C> allgather_v(const C& mine, MPI_Datatype type) {
   if (g_size == 1) return {mine};
   int n = static_cast<int>(mine.size());
   std::vector<int> counts(g_size), displs(g_size);
   MPI_Allgather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, MPI_COMM_WORLD);
   int total = 0;
   for (int r = 0; r < g_size; ++r) displs[r] = total, total += counts[r];
-  std::vector<double> all(total);
-  MPI_Allgatherv(mine.data(), n, MPI_DOUBLE, all.data(), counts.data(), displs.data(), MPI_DOUBLE,
+  C all(total, typename C::value_type{});
+  MPI_Allgatherv(mine.data(), n, type, all.data(), counts.data(), displs.data(), type,
                  MPI_COMM_WORLD);
-  std::vector<std::vector<double>> out(g_size);
+  std::vector<C> out(g_size);
   for (int r = 0; r < g_size; ++r)
     out[r].assign(all.begin() + displs[r], all.begin() + displs[r] + counts[r]);
   return out;
 }
+}  // namespace
+
+std::vector<std::vector<double>> allgather(const std::vector<double>& mine) {
+  return allgather_v(mine, MPI_DOUBLE);
+}
 
 std::vector<std::string> allgather(const std::string& mine) {
-  if (g_size == 1) return {mine};
-  int n = static_cast<int>(mine.size());
-  std::vector<int> counts(g_size), displs(g_size);
-  MPI_Allgather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, MPI_COMM_WORLD);
-  int total = 0;
-  for (int r = 0; r < g_size; ++r) displs[r] = total, total += counts[r];
-  std::string all(total, '\0');
-  MPI_Allgatherv(mine.data(), n, MPI_CHAR, all.data(), counts.data(), displs.data(), MPI_CHAR,
-                 MPI_COMM_WORLD);
-  std::vector<std::string> out(g_size);
-  for (int r = 0; r < g_size; ++r) out[r] = all.substr(displs[r], counts[r]);
-  return out;
+  return allgather_v(mine, MPI_CHAR);
 }
 
 bool any(bool mine) {
