@@ -231,18 +231,12 @@ bool Runner::auto_gpu(const Plan& plan, std::string& why_not) {
     return false;
   }
   // A plan whose inputs are not restructured yet (the planner asking for the device budget
-  // before conditioning) has no input tables to predict from: the fixed threshold decides there;
-  // the profile decides when the filled plan runs.
-  if (plan.input_scope.size() != plan.model.factors.size()) {
-    if (auto_wants_gpu(plan.flops)) return true;
-    why_not = fmt::format("--device auto: the plan needs {:.3g} FLOP, below the {:.0e} that pay "
-                          "for starting the GPU",
-                          plan.flops, kAutoGpuMinFlops);
-    return false;
-  }
+  // before conditioning) has no input tables to predict from: the fixed threshold below decides
+  // there; the profile decides when the filled plan runs.
+  const bool filled = plan.input_scope.size() == plan.model.factors.size();
   const std::string& name = gpu_name();
   std::string path;
-  const Profile* prof = name.empty() ? nullptr : profile(path);
+  const Profile* prof = name.empty() || !filled ? nullptr : profile(path);
   if (!prof || !prof->has_gpu) {
     // no GPU (open() will say why) or no profile for it: the fixed threshold
     if (auto_wants_gpu(plan.flops)) return true;
