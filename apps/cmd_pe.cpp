@@ -98,6 +98,7 @@ int run_pe(const PeOptions& o) {
   Evidence ev;
   o.net.load(net, ev);
   const auto t1 = clock::now();
+  log_resources("the network read");
   PlanOptions po = o.net.plan_options();
   po.keep_tables = false;  // the plan runs once: its network and model tables are dropped
   po.order.predict_seconds = runner.order_prediction();
@@ -106,6 +107,7 @@ int run_pe(const PeOptions& o) {
   ConditionedPlan cplan = make_conditioned_plan(net, ev, po);
   net = Network{};
   Plan& plan = cplan.plan;
+  log_resources("the plan made");
   plan.memory = runner.estimate(plan);  // for the device that runs it
   // Under mpirun every rank planned alike (the order search is seeded, not timed); a rank whose
   // plan differs (e.g. other hardware sized the order search) would sum other slices: refused.
@@ -173,6 +175,7 @@ int run_pe(const PeOptions& o) {
       impossible = "the evidence is jointly impossible (no single factor is zero on its own)";
   }
   const auto t3 = clock::now();
+  log_resources("the evidence computed");
   // Several ranks: a failed check anywhere fails the run; rank 0 alone reports.
   const bool check_failed_somewhere = dist::any(r.check && !r.check->passed);
   nlohmann::json mpi;

@@ -15,6 +15,7 @@
 #include "dist/distributed.hpp"
 #include "engine/errors.hpp"
 #include "engine/memory_limit.hpp"
+#include "engine/util.hpp"
 
 namespace {
 
@@ -69,10 +70,12 @@ int main(int argc, char** argv) {
   if (kinfer::dist::size() > 1)
     if (const int local = kinfer::dist::ranks_on_this_host(); local > 1 && !threads_given)
       omp_set_num_threads(std::max(1, omp_get_num_procs() / local));
+  kinfer::log_resources("the command line read");
   try {
     for (auto& r : runners) {
       int rc = r();
       if (rc >= 0) {
+        kinfer::log_resources("the command's end");
         kinfer::dist::finalize();
         return rc;
       }

@@ -5,11 +5,17 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <sstream>
+
+#include <spdlog/spdlog.h>
 
 #include "engine/errors.hpp"
 
@@ -84,6 +90,31 @@ std::string human_bytes(double bytes) {
   s.precision(3);
   s << bytes << ' ' << unit[u];
   return s.str();
+}
+
+}  // namespace kinfer
+
+namespace kinfer {
+
+namespace {
+// Set while the program is loaded (static initialisation, before main).
+const auto g_process_start = std::chrono::steady_clock::now();
+
+double status_mib(const std::string& status, const char* key) {
+  const auto at = status.find(key);
+  if (at == std::string::npos) return 0;
+  return std::strtod(status.c_str() + at + std::strlen(key), nullptr) / 1024.0;  // kB
+}
+}  // namespace
+
+void log_resources(const char* where) {
+  if (!spdlog::should_log(spdlog::level::debug)) return;
+  std::ifstream f("/proc/self/status");
+  const std::string status((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  spdlog::debug("resources at {}: {:.3f} s, RSS {:.0f} MiB, peak RSS {:.0f} MiB", where,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - g_process_start)
+                    .count(),
+                status_mib(status, "VmRSS:"), status_mib(status, "VmHWM:"));
 }
 
 }  // namespace kinfer

@@ -17,4 +17,8 @@ double median(std::vector<double> v);
 // Bytes with a binary unit and three significant digits: "183 MiB", "1.5 GiB", "512 B".
 std::string human_bytes(double bytes);
 
+// Logs (at debug level, `-v`) this process's resident and peak resident memory and the seconds
+// since it started, with `where`: the trail that shows where a run's memory and time go.
+void log_resources(const char* where);
+
 }  // namespace kinfer

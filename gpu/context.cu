@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -67,6 +68,24 @@ std::string shape_key(const BucketShape& s, std::span<const std::vector<int>> sc
   return k.str();
 }
 
+// The tables of a launch plan that only the device reads once its image is uploaded.
+void release_device_only_tables(LaunchPlan& p) {
+  std::vector<std::int32_t>().swap(p.out_lo);
+  std::vector<std::int64_t>().swap(p.out_hi);
+  std::vector<std::int32_t>().swap(p.sum_lo);
+  std::vector<std::int64_t>().swap(p.sum_hi);
+  std::vector<std::int32_t>().swap(p.cache_lo);
+  std::vector<std::uint32_t>().swap(p.refetch);
+}
+
+// Host bytes a launch plan still holds.
+double plan_host_bytes(const LaunchPlan& p) {
+  auto b = [](const auto& v) { return static_cast<double>(v.capacity() * sizeof(v[0])); };
+  return b(p.slot_input) + b(p.tile_vars) + b(p.tile_off) + b(p.tile_all) + b(p.seg_off) +
+         b(p.seg_size) + b(p.pitch) + b(p.out_lo) + b(p.out_hi) + b(p.sum_lo) + b(p.sum_hi) +
+         b(p.cache_lo) + b(p.refetch);
+}
+
 class CudaContext final : public Context {
  public:
   explicit CudaContext(int device) : device_(device) {
@@ -107,7 +126,6 @@ class CudaContext final : public Context {
     }
     for (void* p : slabs_) cudaFree(p);
     for (void* p : dev_chunks_) cudaFree(p);
-    for (void* p : host_chunks_) cudaFreeHost(p);
     for (auto e : event_pool_) cudaEventDestroy(e);
     for (auto& [k, pol] : policies_)
       if (pol->ready) cudaEventDestroy(pol->ready);
@@ -178,6 +196,13 @@ class CudaContext final : public Context {
   }
   void synchronize(int s) override { CUDA_CHECK(cudaStreamSynchronize(stream(s))); }
 
+  double own_host_bytes() const override {
+    double b = 0;
+    for (const auto& [key, pe] : policies_) b += plan_host_bytes(pe->p);
+    return b;
+  }
+  double own_setup_seconds() const override { return own_setup_seconds_; }
+
   void stream_wait(int waiter, int waitee) override {
     if (waiter == waitee) return;
     std::lock_guard lock(mu_);
@@ -221,7 +246,6 @@ class CudaContext final : public Context {
     LaunchPlan p;
     Selection sel;
     void* dev = nullptr;
-    void* host = nullptr;
     DeviceTables t;
     cudaEvent_t ready = nullptr;
   };
@@ -231,6 +255,14 @@ class CudaContext final : public Context {
   // that upload.
   PolicyEntry& policy(const BucketShape& shape, std::span<const std::vector<int>> scopes, Variant v,
                       int eb, int s) {
+    const auto t_setup = std::chrono::steady_clock::now();
+    struct AddSeconds {
+      std::chrono::steady_clock::time_point t0;
+      double& to;
+      ~AddSeconds() {
+        to += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      }
+    } add_seconds{t_setup, own_setup_seconds_};
     const std::string key = shape_key(shape, scopes, v, eb);
     auto it = policies_.find(key);
     if (it == policies_.end()) {
@@ -243,10 +275,14 @@ class CudaContext final : public Context {
     if (s < 0) return pe;
     if (!pe.dev) {
       const std::size_t bytes = std::max<std::size_t>(table_image_bytes(pe.p), 16);
-      pe.dev = arena(bytes, dev_chunks_, dev_left_, dev_next_, false);
-      pe.host = arena(bytes, host_chunks_, host_left_, host_next_, true);
-      pe.t = write_table_image(pe.p, pe.host, pe.dev);
-      CUDA_CHECK(cudaMemcpyAsync(pe.dev, pe.host, bytes, cudaMemcpyHostToDevice, stream(s)));
+      pe.dev = arena(bytes);
+      // The image goes through a pageable buffer freed right away (an asynchronous copy from
+      // pageable memory returns once the driver has staged it), and the plan's device-only
+      // tables are dropped: a shape's tables then live on the device alone, not three times.
+      std::unique_ptr<char[]> image(new char[bytes]);
+      pe.t = write_table_image(pe.p, image.get(), pe.dev);
+      CUDA_CHECK(cudaMemcpyAsync(pe.dev, image.get(), bytes, cudaMemcpyHostToDevice, stream(s)));
+      release_device_only_tables(pe.p);
       CUDA_CHECK(cudaEventCreateWithFlags(&pe.ready, cudaEventDisableTiming));
       CUDA_CHECK(cudaEventRecord(pe.ready, stream(s)));
     } else {
@@ -341,29 +377,24 @@ class CudaContext final : public Context {
                         std::to_string(t >> 20) + " MiB)");
   }
 
-  // Bump allocation for policy tables, which live as long as the context: 16-byte aligned
-  // pieces of 8 MiB chunks (pinned host or device), a dedicated chunk for larger images.
-  void* arena(std::size_t bytes, std::vector<void*>& chunks, std::size_t& left, char*& next,
-              bool host) {
+  // Bump allocation for policy tables on the device, which live as long as the context: 16-byte
+  // aligned pieces of 8 MiB chunks, a dedicated chunk for larger images.
+  void* arena(std::size_t bytes) {
     constexpr std::size_t kChunk = std::size_t{8} << 20;
     bytes = (bytes + 15) / 16 * 16;
     auto get = [&](std::size_t n) {
-      void* p = nullptr;
-      if (host)
-        CUDA_CHECK(cudaMallocHost(&p, n));
-      else
-        p = device_malloc(n);
-      chunks.push_back(p);
+      void* p = device_malloc(n);
+      dev_chunks_.push_back(p);
       return p;
     };
     if (bytes > kChunk / 4) return get(bytes);
-    if (left < bytes) {
-      next = static_cast<char*>(get(kChunk));
-      left = kChunk;
+    if (dev_left_ < bytes) {
+      dev_next_ = static_cast<char*>(get(kChunk));
+      dev_left_ = kChunk;
     }
-    void* p = next;
-    next += bytes;
-    left -= bytes;
+    void* p = dev_next_;
+    dev_next_ += bytes;
+    dev_left_ -= bytes;
     return p;
   }
 
@@ -430,11 +461,12 @@ class CudaContext final : public Context {
   std::unordered_map<Handle, Block> live_;
   std::multimap<std::size_t, void*> free_;
   std::map<std::size_t, std::vector<void*>> small_free_;  // by class
-  std::vector<void*> slabs_, dev_chunks_, host_chunks_;
+  std::vector<void*> slabs_, dev_chunks_;
+  double own_setup_seconds_ = 0;  // in policy()
   char* slab_next_ = nullptr;
   std::size_t slab_left_ = 0;
-  char *dev_next_ = nullptr, *host_next_ = nullptr;
-  std::size_t dev_left_ = 0, host_left_ = 0;
+  char* dev_next_ = nullptr;
+  std::size_t dev_left_ = 0;
   std::vector<Pending> pending_;
   std::vector<cudaEvent_t> event_pool_, recycle_;
   std::unordered_map<std::string, std::unique_ptr<PolicyEntry>> policies_;

@@ -88,6 +88,12 @@ class Context {
                               std::span<const std::vector<int>> scopes) = 0;
   // Makes later work on `waiter` wait for the work queued so far on `waitee`.
   virtual void stream_wait(int waiter, int waitee) = 0;
+  // Host bytes the context keeps for itself (what the kernels' launch plans hold on the host
+  // once their tables are on the device).
+  virtual double own_host_bytes() const { return 0; }
+  // Host seconds spent so far building shapes' kernel tables (the selector's work, once per
+  // shape) and writing and queueing their images.
+  virtual double own_setup_seconds() const { return 0; }
 };
 
 }  // namespace kinfer::gpu

@@ -16,6 +16,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "engine/util.hpp"
 #include "gpu/merge_inputs.hpp"
 #include "scheduler/plan_costs.hpp"
 #include "scheduler/staging.hpp"
@@ -121,8 +122,10 @@ void cpu_thread(Run& r) {
     std::vector<InputTable> in;
     int b;
     {
+      const auto tw = clock_type::now();
       std::unique_lock lock(r.sh.m);
       r.sh.cv.wait(lock, [&] { return r.sh.abort || !r.sh.cpu_ready.empty(); });
+      r.st.cpu_wait_s += since(tw);
       if (r.sh.abort) return;
       b = *r.sh.cpu_ready.begin();
       r.sh.cpu_ready.erase(r.sh.cpu_ready.begin());
@@ -135,6 +138,7 @@ void cpu_thread(Run& r) {
     std::unique_ptr<double[]> out(new double[shape.output_size()]);
     const auto t0 = clock_type::now();
     sum_product_log(shape, in, out.get(), r.opt.threads);
+    r.st.cpu_kernel_s += since(t0);
     if (r.opt.time_buckets) r.st.kernel_seconds[b] = since(t0);
     {
       std::lock_guard lock(r.sh.m);
@@ -188,7 +192,9 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
   std::unordered_map<gpu::Handle, double> held;
   double live_bytes = 0;
   auto dev_alloc = [&](std::int64_t n) {
+    const auto ta = clock_type::now();
     const gpu::Handle h = ctx.alloc(n);
+    r.st.gpu_alloc_s += since(ta);
     held[h] = 8.0 * static_cast<double>(n);
     live_bytes += held[h];
     r.st.device_peak_bytes = std::max(r.st.device_peak_bytes, live_bytes);
@@ -217,6 +223,7 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
     xfer_busy = false;
     const auto t0 = clock_type::now();
     ctx.synchronize(xfer);
+    r.st.gpu_upload_wait_s += since(t0);
     if (r.opt.time_buckets) r.st.h2d_seconds += since(t0);
     for (double* p : staged) pool.give(p);
     staged.clear();
@@ -264,6 +271,8 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
         r.st.h2d_bytes += 8.0 * n;
         at += n;
       }
+  r.st.gpu_stage_s = since(pass1);
+  log_resources("the GPU inputs staged");
   if (r.opt.time_buckets) {  // staging, queueing and the wait, all of it
     finish_uploads();
     r.st.h2d_seconds = since(pass1);
@@ -293,8 +302,10 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
       // a CPU child: wait for it, then upload its table and free the host copy
       const double* src;
       {
+        const auto tw = clock_type::now();
         std::unique_lock lock(r.sh.m);
         r.sh.cv.wait(lock, [&] { return r.sh.abort || r.sh.ready[c]; });
+        r.st.gpu_child_wait_s += since(tw);
         if (r.sh.abort) return;
         src = r.sh.host[c];
       }
@@ -316,6 +327,7 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
     if (r.opt.time_buckets) ctx.synchronize(s);
     const auto t0 = clock_type::now();
     ctx.run_bucket(shape, in, o, s);
+    r.st.gpu_launch_s += since(t0);
     if (r.opt.time_buckets) {
       ctx.synchronize(s);
       r.st.kernel_seconds[b] = since(t0);
@@ -331,6 +343,7 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
     const auto t1 = clock_type::now();
     ctx.download(o, p, n_out, s);
     ctx.synchronize(s);
+    r.st.gpu_download_s += since(t1);
     if (r.opt.time_buckets) r.st.d2h_seconds += since(t1);
     dev_release(o);
     r.st.d2h_bytes += 8.0 * n_out;
@@ -464,6 +477,7 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
     }
   }
   for (Device d : dev) (d == Device::gpu ? st.gpu_buckets : st.cpu_buckets)++;
+  log_resources("the executor's GPU inputs merged");
 
   Shared sh(plan.tree, dev);
   std::optional<StagingPool> pool;
@@ -496,6 +510,16 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
         }
     std::rethrow_exception(sh.error);
   }
+  log_resources("the executor's buckets done");
+  if (ctx)
+    spdlog::debug(
+        "executor: {:.3f} s; CPU thread {} buckets: kernels {:.3f} s, waiting {:.3f} s; GPU "
+        "thread {} buckets: staging {:.3f} s, run_bucket (host) {:.3f} s, allocations {:.3f} "
+        "s, waiting for CPU children {:.3f} s and uploads {:.3f} s, downloads {:.3f} s; the "
+        "context holds {} of host memory for kernel plans and spent {:.3f} s building them",
+        since(t0), st.cpu_buckets, st.cpu_kernel_s, st.cpu_wait_s, st.gpu_buckets, st.gpu_stage_s,
+        st.gpu_launch_s, st.gpu_alloc_s, st.gpu_child_wait_s, st.gpu_upload_wait_s,
+        st.gpu_download_s, human_bytes(ctx->own_host_bytes()), ctx->own_setup_seconds());
   const double root_value = sh.host[nb - 1][0];
   if (pool) {
     for (double* p : sh.give_back) pool->give(p);

@@ -379,6 +379,7 @@ RunResult Runner::run(const Plan& plan) {
     const bool first = gpu_->use_given || !gpu_->opened;
     ctx = open();
     if (first) r.device_seconds = since(t0);
+    log_resources("the GPU open");
     if (ctx)
       r.gpu_name = ctx->name();
     else
