@@ -58,18 +58,20 @@ struct DeviceLimits {
   int shared_per_block = 227 * 1024 - kStaticShared;  // dynamic shared memory a block may opt into
   int shared_per_sm = 228 * 1024;
   int block_overhead = 1024 + kStaticShared;  // per resident block: reserved + static shared
-  // Planner option, not a device property: let the plain kernel share loads over tiles. Off
-  // by default: on the H100 the tiles were net-neutral (docs/perf-notes.md, issue 12 run);
-  // the Context turns them on when KINFER_GPU_TILES=1 (for measurement).
+  // Planner option, not a device property: let the plain kernel share loads over tiles. No
+  // kernel takes tiles since kernel 1 was removed (issue 12 part 4; they were net-neutral on
+  // the H100, docs/perf-notes.md): the planner and emulate() keep them for the host tests only.
   bool tiles = false;
-  // Planner options for the plain and cached kernels' inner loop (issue 12 part 4,
-  // docs/perf-notes.md): kernel 2 sums terms in chunks of four with fewer instructions per term,
-  // and the plain kernel skips the offset table for inputs that hold every inner summed variable
-  // (`direct`); kernel 3 (the default) is kernel 2 with fewer integer instructions per term in
-  // the plain kernel (device call 3: 1.07x summed over the >= 1 GFLOP buckets, 0.99-1.45x).
-  // The Context reads KINFER_GPU_KERNEL=1|2|3 and KINFER_GPU_DIRECT=0|1 (measurement).
-  int kernel = 3;
+  // Planner options for the kernels' inner loop (issue 12 part 4, docs/perf-notes.md): the
+  // plain kernel skips the offset table for inputs that hold every inner summed variable
+  // (`direct`); it gives each output the most lanes (at most 32, at least `lanes_min`) that
+  // leave each at least `lane_terms` summed configurations; `cached3`: the cached kernel
+  // computes with kernel 3's exp. The Context reads KINFER_GPU_DIRECT=0|1,
+  // KINFER_GPU_LANES=MIN:TERMS and KINFER_GPU_CACHED3=0|1 (measurement).
   bool direct = true;
+  int lanes_min = 1;
+  int lane_terms = 16;
+  bool cached3 = false;
 };
 
 // The bucket's index space, independent of the kernel variant.
@@ -110,10 +112,10 @@ struct LaunchPlan {
   // summed split (plain: Mi inner; cached: Mi = M)
   std::int64_t Mi = 1, Mh = 1;
   std::int64_t n_items = 1;  // plain: outputs / tile (reduced output space)
-  // inner loop (DeviceLimits::kernel); plain kernel 2: bit f set when input slot f holds every
-  // inner summed variable, so its offset in the inner block is mi itself (no table load)
-  int kernel = 1;
+  // plain: bit f set when input slot f holds every inner summed variable, so its offset in the
+  // inner block is mi itself (no table load); cached: kernel 3's exp (DeviceLimits::cached3)
   std::uint32_t direct_mask = 0;
+  bool cached3 = false;
   // tile (plain)
   int tile = 1;
   bool tile_summed = false;            // tile over summed variables (merged) instead of outputs

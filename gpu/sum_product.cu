@@ -60,19 +60,14 @@ struct KernelArgs {
   const long long* sum_hi;
   const int* cache_lo;
   const unsigned* refetch;
-  const long long* tile_all;  // [tile][nip]: constant slots (output tiles)
   int n_in, nip, nfp;         // n_in: slots; column n_in of the plain tables is the output
   unsigned P;
   long long n_out, n_items, n_pages;
   int Mi, splits, lanes_log2;
   long long Mh, mh_per_split;
   DevDiv64 div_P, div_items;
-  int tile_summed;
-  unsigned tile_dep;  // varying slots that hold a tile variable
-  int tile_off[kMaxTile][kMaxCachedVarying];
-  long long tile_out[kMaxTile];
   unsigned cached_mask;
-  unsigned direct_mask;  // plain kernel 2: slots read at mi (no offset table)
+  unsigned direct_mask;  // plain: slots read at mi (no offset table)
   int seg_off[kMaxVarying], seg_size[kMaxVarying], pitch[kMaxVarying], m_f[kMaxVarying];
   DevDiv div_mf[kMaxVarying];
   int pages_per_block, sum_table_offset;
@@ -347,235 +342,27 @@ __device__ __forceinline__ T const_part(const KernelArgs<T>& a, int nf, const in
   return c;
 }
 
-// ---- plain: global loads through L1/L2 ----
-// R: the tile. Each thread computes R outputs (or R summed configurations, merged) that
-// differ only in the tile variables: an input without them is loaded once for all R, and the
-// offset row once per term for all R; the R running pairs are independent chains.
-template <int NF, int R>
-constexpr int plain_min_blocks() {
-  return NF > 8 || (R == 4 && NF >= 7) ? 1
-         : R == 1                      ? (NF <= 3   ? 4
-                                          : NF <= 6 ? 3
-                                                    : 2)
-                                       : (NF <= 2 && R == 2 ? 3 : 2);
-}
-
-template <class T, int NF, int R>
-__global__ void __launch_bounds__(256, plain_min_blocks<NF, R>())
-    plain_kernel(const __grid_constant__ KernelArgs<T> a) {
-  extern __shared__ __align__(16) unsigned char smem[];
-  __shared__ double tab[64];
-  load_exp_table(tab);
-  int* sumtab = reinterpret_cast<int*>(smem);
-  const int rows = a.Mi * a.nfp;
-  for (int i = threadIdx.x; i < rows; i += blockDim.x) sumtab[i] = __ldg(a.sum_lo + i);
-  __syncthreads();
-  const int G = 1 << a.lanes_log2;
-  const unsigned long long gid =
-      static_cast<unsigned long long>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const long long item = static_cast<long long>(gid >> a.lanes_log2);
-  const int g = static_cast<int>(gid & (G - 1));
-  const bool active = item < a.n_items * a.splits;
-  T mx[R], acc[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    mx[r] = neg_inf(T(0));
-    acc[r] = 0;
-  }
-  long long obase = 0, sp = 0;
-  if (active) {
-    sp = a.splits == 1 ? 0 : static_cast<long long>(fdiv64(item, a.div_items));
-    const long long o = item - sp * a.n_items;
-    const long long page = static_cast<long long>(fdiv64(o, a.div_P));
-    const long long ol = o - page * a.P;
-    const int* lo = a.out_lo + ol * a.nip;
-    const long long* hi = a.out_hi + page * a.nip;
-    obase = hi[a.n_in] + lo[a.n_in];
-    T c[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      c[r] = 0;
-      for (int s = NF; s < a.n_in; ++s)
-        c[r] += __ldg(a.in[s] + hi[s] + lo[s] + (R > 1 ? __ldg(a.tile_all + r * a.nip + s) : 0));
-    }
-    const long long mh0 = sp * a.mh_per_split;
-    const long long mh1 = min(a.Mh, mh0 + a.mh_per_split);
-    if constexpr (NF == 0) {
-      // nothing varies with m: the lane's terms are all c
-      const long long per = (a.Mi - g + G - 1) / G;
-      const T cnt = static_cast<T>(per * (mh1 - mh0));
-      if (cnt > 0 && c[0] != neg_inf(c[0])) {
-        mx[0] = c[0];
-        acc[0] = cnt;
-      }
-    } else {
-      const T* q[NF];
-#pragma unroll
-      for (int f = 0; f < NF; ++f) q[f] = a.in[f] + hi[f] + lo[f];
-      for (long long mh = mh0; mh < mh1; ++mh) {
-        const T* rp[NF];
-#pragma unroll
-        for (int f = 0; f < NF; ++f) rp[f] = q[f] + __ldg(a.sum_hi + mh * a.nfp + f);
-          // dynamic unrolling (paper 000 section 7.3.1): the compiler peels the remainder
-#pragma unroll(R == 1 ? 4 : 2)
-        for (int mi = g; mi < a.Mi; mi += G) {
-          int idx[NF];
-          load_row<NF>(sumtab + mi * a.nfp, idx);
-          T x[R];
-#pragma unroll
-          for (int r = 0; r < R; ++r) x[r] = c[r];
-#pragma unroll
-          for (int f = 0; f < NF; ++f) {
-            if (R > 1 && (a.tile_dep >> f & 1)) {
-              x[0] += __ldg(rp[f] + idx[f]);  // tile_off[0][f] is 0
-#pragma unroll
-              for (int r = 1; r < R; ++r) x[r] += __ldg(rp[f] + (idx[f] + a.tile_off[r][f]));
-            } else {
-              const T v = __ldg(rp[f] + idx[f]);
-#pragma unroll
-              for (int r = 0; r < R; ++r) x[r] += v;
-            }
-          }
-#pragma unroll
-          for (int r = 0; r < R; ++r) lse_add(mx[r], acc[r], x[r], tab);
-        }
-      }
-    }
-  }
-  if (R > 1 && a.tile_summed) {
-#pragma unroll
-    for (int r = 1; r < R; ++r) lse_merge(mx[0], acc[0], mx[r], acc[r], tab);
-    lanes_merge(mx[0], acc[0], G, tab);
-    if (active && g == 0) {
-      if (a.splits == 1) {
-        a.out[obase] = lse_value(mx[0], acc[0]);
-      } else {
-        a.partial[2 * (sp * a.n_out + obase)] = mx[0];
-        a.partial[2 * (sp * a.n_out + obase) + 1] = acc[0];
-      }
-    }
-    return;
-  }
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    lanes_merge(mx[r], acc[r], G, tab);
-    if (active && g == 0) {
-      const long long o = obase + (R > 1 ? a.tile_out[r] : 0);
-      if (a.splits == 1) {
-        a.out[o] = lse_value(mx[r], acc[r]);
-      } else {
-        a.partial[2 * (sp * a.n_out + o)] = mx[r];
-        a.partial[2 * (sp * a.n_out + o) + 1] = acc[r];
-      }
-    }
-  }
-}
-
-// ---- plain, kernel 2 (untiled) ----
-// The same items, lanes and splits as plain_kernel; per lane the summed steps go in chunks of
-// four terms (lse_chunk). GC: lanes per item known at compile time (32, the large sums: the
-// four terms' addresses then differ by immediates), or 0 (a run-time G). The inner-block offset
-// table sits in shared memory column by column (a 4-byte load per input and term, consecutive
-// lanes on consecutive words), and inputs holding every inner summed variable (direct_mask)
-// read at mi itself, without it.
+// ---- plain: global loads through L1/L2 (kernel 3, issue 12 part 4) ----
+// One item = (output, split), 2^lanes lanes per item reading interleaved summed steps; per lane
+// the steps go in chunks of four terms (lse_chunk). GC: lanes per item known at compile time (32,
+// the large sums: the four terms' addresses then differ by immediates), or 0 (a run-time G). The
+// inner-block offset table sits in shared memory column by column (a 4-byte load per input and
+// term, consecutive lanes on consecutive words), and inputs holding every inner summed variable
+// (direct_mask) read at mi itself, without it. Kernels 1 and 2 (the versions before) are gone;
+// their measurements are in docs/perf-notes.md.
 template <int NF>
-constexpr int plain2_min_blocks() {
+constexpr int plain_min_blocks() {
   return NF <= 4 ? 3 : NF <= 8 ? 2 : 1;
 }
 
-template <class T, int NF, int GC>
-__global__ void __launch_bounds__(256, plain2_min_blocks<NF>())
-    plain2_kernel(const __grid_constant__ KernelArgs<T> a) {
-  extern __shared__ __align__(16) unsigned char smem[];
-  __shared__ double tab[64];
-  load_exp_table(tab);
-  int* sumtab = reinterpret_cast<int*>(smem);  // [f][Mi], columns of direct inputs unused
-  const int Mi = a.Mi;
-#pragma unroll
-  for (int f = 0; f < NF; ++f)
-    if (!(a.direct_mask >> f & 1))
-      for (int i = threadIdx.x; i < Mi; i += blockDim.x)
-        sumtab[f * Mi + i] = __ldg(a.sum_lo + i * a.nfp + f);
-  __syncthreads();
-  const unsigned tab_a = smem_addr(tab);
-  const int G = GC ? GC : 1 << a.lanes_log2;
-  const unsigned long long gid =
-      static_cast<unsigned long long>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const long long item = static_cast<long long>(gid >> a.lanes_log2);
-  const int g = static_cast<int>(gid & (G - 1));
-  const bool active = item < a.n_items * a.splits;
-  T mx = lowest(T(0)), acc = 0;
-  long long obase = 0, sp = 0;
-  if (active) {
-    sp = a.splits == 1 ? 0 : static_cast<long long>(fdiv64(item, a.div_items));
-    const long long o = item - sp * a.n_items;
-    const long long page = static_cast<long long>(fdiv64(o, a.div_P));
-    const long long ol = o - page * a.P;
-    const int* lo = a.out_lo + ol * a.nip;
-    const long long* hi = a.out_hi + page * a.nip;
-    obase = hi[a.n_in] + lo[a.n_in];
-    T c = 0;
-    for (int s = NF; s < a.n_in; ++s) c += __ldg(a.in[s] + hi[s] + lo[s]);
-    const long long mh0 = sp * a.mh_per_split;
-    const long long mh1 = min(a.Mh, mh0 + a.mh_per_split);
-    const T* q[NF];
-    unsigned col[NF];  // shared-window address of the lane's first entry in column f
-#pragma unroll
-    for (int f = 0; f < NF; ++f) {
-      q[f] = a.in[f] + hi[f] + lo[f];
-      col[f] = smem_addr(sumtab + f * Mi + g);
-    }
-    for (long long mh = mh0; mh < mh1; ++mh) {
-      const T* rp[NF];
-#pragma unroll
-      for (int f = 0; f < NF; ++f) rp[f] = q[f] + __ldg(a.sum_hi + mh * a.nfp + f);
-      int mi = g;
-      for (; mi + 3 * G < Mi; mi += 4 * G) {
-        T x[4] = {c, c, c, c};
-        const unsigned step = 4 * (mi - g);
-#pragma unroll
-        for (int f = 0; f < NF; ++f) {
-          if (a.direct_mask >> f & 1) {
-            const T* p = rp[f] + mi;
-#pragma unroll
-            for (int k = 0; k < 4; ++k) x[k] += __ldg(p + k * G);
-          } else {
-            const unsigned ad = col[f] + step;
-#pragma unroll
-            for (int k = 0; k < 4; ++k) x[k] += __ldg(rp[f] + lds32(ad + 4 * k * G));
-          }
-        }
-        lse_chunk(mx, acc, x, tab_a);
-      }
-      for (; mi < Mi; mi += G) {
-        T x[1] = {c};
-#pragma unroll
-        for (int f = 0; f < NF; ++f)
-          x[0] += __ldg(rp[f] + ((a.direct_mask >> f & 1) ? mi : lds32(col[f] + 4 * (mi - g))));
-        lse_chunk(mx, acc, x, tab_a);
-      }
-    }
-  }
-  lanes_merge2(mx, acc, G, tab_a);
-  canonical2(mx, acc);
-  if (active && g == 0) {
-    if (a.splits == 1) {
-      a.out[obase] = lse_value(mx, acc);
-    } else {
-      a.partial[2 * (sp * a.n_out + obase)] = mx;
-      a.partial[2 * (sp * a.n_out + obase) + 1] = acc;
-    }
-  }
-}
-
-// ---- plain, kernel 3 (the default; KINFER_GPU_KERNEL=2: plain2_kernel; issue 12 part 4) ----
-// plain2_kernel's items, lanes, splits, direct inputs and chunks of four, with the integer work
-// per term cut (counted in the machine code, docs/perf-notes.md): (1) each input's row pointer
-// is made opaque to the compiler, so a table-read address is one IMAD.WIDE (index x 8 + pointer)
-// instead of a 64-bit add and shift from the element offset; (2) the lane's offset-column address
-// is one register, made opaque so it is kept rather than rebuilt from the shared window every
-// chunk, advanced by 16 G bytes per chunk, with the columns a uniform stride apart; (3) kernel
-// 3's exp (exp_neg_add3): the scale in one shift-add, constants from the constant bank.
+// Kernel 3 is kernel 2 (the chunks of four, direct inputs, column-wise offset table) with the
+// integer work per term cut (counted in the machine code, docs/perf-notes.md): (1) each input's
+// row pointer is made opaque to the compiler, so a table-read address is one IMAD.WIDE (index x 8
+// + pointer) instead of a 64-bit add and shift from the element offset; (2) the lane's
+// offset-column address is one register, made opaque so it is kept rather than rebuilt from the
+// shared window every chunk, advanced by 16 G bytes per chunk, with the columns a uniform stride
+// apart; (3) kernel 3's exp (exp_neg_add3): the scale in one shift-add, constants from the
+// constant bank.
 __device__ __forceinline__ unsigned opaque(unsigned v) {
   asm("" : "+r"(v));
   return v;
@@ -620,7 +407,7 @@ __device__ __forceinline__ void plain3_row(const T* const (&rp)[NF], T c, int g,
 }
 
 template <class T, int NF, int GC>
-__global__ void __launch_bounds__(256, plain2_min_blocks<NF>())
+__global__ void __launch_bounds__(256, plain_min_blocks<NF>())
     plain3_kernel(const __grid_constant__ KernelArgs<T> a) {
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ double tab[64];
@@ -654,6 +441,15 @@ __global__ void __launch_bounds__(256, plain2_min_blocks<NF>())
     for (int s = NF; s < a.n_in; ++s) c += __ldg(a.in[s] + hi[s] + lo[s]);
     const long long mh0 = sp * a.mh_per_split;
     const long long mh1 = min(a.Mh, mh0 + a.mh_per_split);
+    if constexpr (NF == 0) {
+      // nothing varies with m: the lane's terms are all c
+      const long long per = (Mi - g + G - 1) / G;
+      const T cnt = static_cast<T>(per * (mh1 - mh0));
+      if (cnt > 0 && c != neg_inf(c)) {
+        mx = c;
+        acc = cnt;
+      }
+    } else {
     const T* q[NF];
 #pragma unroll
     for (int f = 0; f < NF; ++f) q[f] = a.in[f] + hi[f] + lo[f];
@@ -672,6 +468,7 @@ __global__ void __launch_bounds__(256, plain2_min_blocks<NF>())
         plain3_row<T, NF, GC, 2>(rpc, c, g, G, Mi, col0, colstride, 0, mx, acc, tab_a);
       else
         plain3_row<T, NF, GC, 0>(rpc, c, g, G, Mi, col0, colstride, a.direct_mask, mx, acc, tab_a);
+    }
     }
   }
   lanes_merge2<true>(mx, acc, G, tab_a);
@@ -707,18 +504,21 @@ __global__ void combine_kernel(const T* __restrict__ partial, T* __restrict__ ou
 }
 
 // ---- cached: the software-managed cache ----
-// CH: kernel 2's arithmetic (terms in chunks of four, lse_chunk).
-template <class T, int NF, bool ALL_CACHED, bool CH>
+// Terms in chunks of four (lse_chunk); V3: kernel 3's exp (exp_neg_add3), else kernel 2's.
+template <class T, int NF, bool ALL_CACHED, bool V3>
 __global__ void __launch_bounds__(256, 4) cached_kernel(const __grid_constant__ KernelArgs<T> a) {
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ double tab[64];
-  load_exp_table(tab);
+  if constexpr (V3)
+    load_exp_table3(tab);
+  else
+    load_exp_table(tab);
   T* cache = reinterpret_cast<T*>(smem);
   int* sumtab = reinterpret_cast<int*>(smem + a.sum_table_offset);
   const int rows = a.Mi * a.nfp;
   for (int i = threadIdx.x; i < rows; i += blockDim.x) sumtab[i] = __ldg(a.sum_lo + i);
   // (both made visible by the barrier after the first page's staging: every block stages first)
-  const unsigned tab_a = smem_addr(tab);
+  const unsigned tab_a = V3 ? opaque(smem_addr(tab)) : smem_addr(tab);
   const int G = 1 << a.lanes_log2;
   const int g = threadIdx.x & (G - 1);
   const int item0 = threadIdx.x >> a.lanes_log2;
@@ -748,8 +548,7 @@ __global__ void __launch_bounds__(256, 4) cached_kernel(const __grid_constant__ 
     for (int base = 0; base < static_cast<int>(a.P); base += per_pass) {
       const int ol = base + item0;
       const bool active = ol < static_cast<int>(a.P);
-      T mx = neg_inf(T(0)), acc = 0;
-      T mx2 = lowest(T(0)), acc2 = 0;  // kernel 2's pair (CH)
+      T mx = lowest(T(0)), acc = 0;
       if (active) {
         const int* lo = a.out_lo + static_cast<long long>(ol) * a.nip;
         const int* clo = a.cache_lo + static_cast<long long>(ol) * a.nfp;
@@ -770,29 +569,18 @@ __global__ void __launch_bounds__(256, 4) cached_kernel(const __grid_constant__ 
           for (int f = 0; f < NF; ++f) x += q[f][idx[f]];
           return x;
         };
-        if constexpr (CH) {
-          int m = g;
-          for (; m + 3 * G < a.Mi; m += 4 * G) {
-            const T x[4] = {term(m), term(m + G), term(m + 2 * G), term(m + 3 * G)};
-            lse_chunk(mx2, acc2, x, tab_a);
-          }
-          for (; m < a.Mi; m += G) {
-            const T x[1] = {term(m)};
-            lse_chunk(mx2, acc2, x, tab_a);
-          }
-        } else {
-#pragma unroll 4
-          for (int m = g; m < a.Mi; m += G) lse_add(mx, acc, term(m), tab);
+        int m = g;
+        for (; m + 3 * G < a.Mi; m += 4 * G) {
+          const T x[4] = {term(m), term(m + G), term(m + 2 * G), term(m + 3 * G)};
+          lse_chunk<4, V3>(mx, acc, x, tab_a);
+        }
+        for (; m < a.Mi; m += G) {
+          const T x[1] = {term(m)};
+          lse_chunk<1, V3>(mx, acc, x, tab_a);
         }
       }
-      if constexpr (CH) {
-        lanes_merge2(mx2, acc2, G, tab_a);
-        canonical2(mx2, acc2);
-        mx = mx2;
-        acc = acc2;
-      } else {
-        lanes_merge(mx, acc, G, tab);
-      }
+      lanes_merge2<V3>(mx, acc, G, tab_a);
+      canonical2(mx, acc);
       if (active && g == 0) a.out[page * a.P + ol] = lse_value(mx, acc);
     }
   }
@@ -824,21 +612,6 @@ void allow_shared(K kernel, int bytes, std::once_flag& flag) {
     throw std::invalid_argument("policy needs more shared memory than a block gets");
 }
 
-template <class T, int NF, int R>
-void launch_plain(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
-  static std::once_flag flag;
-  allow_shared(plain_kernel<T, NF, R>, p.shared_bytes, flag);
-  plain_kernel<T, NF, R><<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, stream>>>(a);
-}
-
-template <class T, int NF, int GC>
-void launch_plain2(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
-  static std::once_flag flag;
-  allow_shared(plain2_kernel<T, NF, GC>, p.shared_bytes, flag);
-  plain2_kernel<T, NF, GC>
-      <<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, stream>>>(a);
-}
-
 template <class T, int NF, int GC>
 void launch_plain3(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
   static std::once_flag flag;
@@ -847,52 +620,25 @@ void launch_plain3(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t str
       <<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, stream>>>(a);
 }
 
-template <class T, int NF, bool ALL, bool CH>
+template <class T, int NF, bool ALL, bool V3>
 void launch_cached(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
   static std::once_flag flag;
-  allow_shared(cached_kernel<T, NF, ALL, CH>, p.shared_bytes, flag);
-  cached_kernel<T, NF, ALL, CH>
+  allow_shared(cached_kernel<T, NF, ALL, V3>, p.shared_bytes, flag);
+  cached_kernel<T, NF, ALL, V3>
       <<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, stream>>>(a);
 }
 
 template <class T, int NF>
 void launch_nf(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
-  if (p.variant == Variant::plain && p.kernel == 3 && p.tile == 1 && NF > 0) {
-    if constexpr (NF > 0) {
-      if (p.lanes_log2 == 5)
-        launch_plain3<T, NF, 32>(p, a, stream);
-      else
-        launch_plain3<T, NF, 0>(p, a, stream);
-    }
-  } else if (p.variant == Variant::plain && p.kernel == 2 && p.tile == 1 && NF > 0) {
-    if constexpr (NF > 0) {
-      if (p.lanes_log2 == 5)
-        launch_plain2<T, NF, 32>(p, a, stream);
-      else
-        launch_plain2<T, NF, 0>(p, a, stream);
-    }
-  } else if (p.variant == Variant::plain) {
-    if constexpr (NF == 0 || NF > kMaxCachedVarying) {
-      if (p.tile != 1) throw std::invalid_argument("no tiled kernel for this many inputs");
-      launch_plain<T, NF, 1>(p, a, stream);
-    } else {
-      switch (p.tile) {
-        case 1:
-          launch_plain<T, NF, 1>(p, a, stream);
-          break;
-        case 2:
-          launch_plain<T, NF, 2>(p, a, stream);
-          break;
-        case 4:
-          launch_plain<T, NF, 4>(p, a, stream);
-          break;
-        default:
-          throw std::invalid_argument("no plain kernel for a tile of " + std::to_string(p.tile));
-      }
-    }
+  if (p.variant == Variant::plain) {
+    if (p.tile != 1) throw std::invalid_argument("no kernel takes a tiled plan");
+    if (p.lanes_log2 == 5)
+      launch_plain3<T, NF, 32>(p, a, stream);
+    else
+      launch_plain3<T, NF, 0>(p, a, stream);
   } else if constexpr (NF > 0 && NF <= kMaxCachedVarying) {
     const bool all = p.cached_mask == (1u << NF) - 1;
-    if (p.kernel >= 2) {  // kernel 3 changes the plain kernel only
+    if (p.cached3) {
       if (all)
         launch_cached<T, NF, true, true>(p, a, stream);
       else
@@ -1056,7 +802,6 @@ void launch_sum_product(const LaunchPlan& p, const DeviceTables& t, const T* con
   a.sum_hi = t.sum_hi;
   a.cache_lo = t.cache_lo;
   a.refetch = t.refetch;
-  a.tile_all = t.tile_all;
   a.n_in = n_in;
   a.nip = p.nip;
   a.nfp = p.nfp;
@@ -1071,15 +816,6 @@ void launch_sum_product(const LaunchPlan& p, const DeviceTables& t, const T* con
   a.mh_per_split = p.mh_per_split;
   a.div_P = dev_div(p.div_P);
   a.div_items = dev_div(p.div_items);
-  a.tile_summed = p.tile_summed;
-  if (p.tile > kMaxTile) throw std::invalid_argument("tile larger than the kernels take");
-  for (int r = 0; r < p.tile && p.tile > 1; ++r) {
-    for (int f = 0; f < p.nf; ++f) {
-      a.tile_off[r][f] = p.tile_off[r * p.nfp + f];
-      if (p.tile_off[r * p.nfp + f] != 0) a.tile_dep |= 1u << f;
-    }
-    a.tile_out[r] = p.tile_all[r * p.nip + n_in];
-  }
   a.cached_mask = p.cached_mask;
   a.direct_mask = p.direct_mask;
   for (int f = 0; f < p.nf && p.variant == Variant::cached; ++f) {
