@@ -84,14 +84,13 @@ class CudaContext final : public Context {
     // planner options for measurement (DeviceLimits, docs/perf-notes.md)
     const char* direct = std::getenv("KINFER_GPU_DIRECT");
     if (direct && std::string(direct) == "0") lim_.direct = false;
-    if (const char* lanes = std::getenv("KINFER_GPU_LANES")) {  // MIN:TERMS
+    if (const char* lanes = std::getenv("KINFER_GPU_LANES")) {  // FLOOR:TERMS
       int lo = 0, terms = 0;
       if (std::sscanf(lanes, "%d:%d", &lo, &terms) == 2 && lo >= 1 && lo <= 32 && terms >= 1) {
-        lim_.lanes_min = lo;
+        lim_.lanes_floor = lo;
         lim_.lane_terms = terms;
       }
     }
-    if (const char* c3 = std::getenv("KINFER_GPU_CACHED3")) lim_.cached3 = std::string(c3) == "1";
     streams_.resize(kStreams);
     // non-blocking: no implicit ordering with the legacy default stream
     for (auto& s : streams_) CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));

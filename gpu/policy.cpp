@@ -29,13 +29,15 @@ int lanes_log2_for(std::int64_t m, std::int64_t per_lane) {
 }
 
 // The plain kernel's lanes per output: the most (up to 32) that leave each lane at least 16
-// configurations of the inner block `mi` (the chunks of four) and lim.lane_terms of the whole
-// sum `m` (the per-output work: divisions, the lane merge), but at least lim.lanes_min (no more
-// than the inner block's configurations).
+// configurations of the inner block `mi` (the chunks of four), reduced while a lane would sum
+// fewer than lim.lane_terms configurations of the whole sum `m` (the per-output work: divisions,
+// the lane merge, the store), but not below lim.lanes_floor by that reduction.
 int plain_lanes_log2(std::int64_t mi, std::int64_t m, const DeviceLimits& lim) {
-  int l = std::min(lanes_log2_for(mi, 16), lanes_log2_for(m, std::max(1, lim.lane_terms)));
-  while (l < 5 && (std::int64_t{1} << l) < lim.lanes_min && (std::int64_t{2} << l) <= mi) ++l;
-  return l;
+  const int l = lanes_log2_for(mi, 16);
+  int floor_log2 = 0;
+  while (floor_log2 < 5 && (2 << floor_log2) <= lim.lanes_floor) ++floor_log2;
+  return std::max(std::min(l, floor_log2),
+                  std::min(l, lanes_log2_for(m, std::max(1, lim.lane_terms))));
 }
 
 // Odometer fill: table[row][slot] = sum over vars[first, last) of digit * stride[slot][var],
@@ -417,7 +419,6 @@ LaunchPlan cached_launch_plan(const BucketLayout& lay, const DeviceLimits& lim, 
   p.Mi = lay.M;
   p.Mh = 1;
   p.lanes_log2 = lanes_log2_for(lay.M, 16);
-  p.cached3 = lim.cached3;
   const std::int64_t G = std::int64_t{1} << p.lanes_log2;
   const int sum_table = static_cast<int>(lay.M * p.nfp * 4);
   // pass 1: pick the page. Budgets: a quarter, a half or all of an SM's shared memory; the
@@ -563,13 +564,13 @@ LaunchPlan make_launch_plan(const BucketLayout& lay, Variant want, const DeviceL
       constexpr double kMinReuse = 3, kGoodReuse = 5;
       constexpr double kMinResident = 512, kFullResident = 1536;
       const double fill = static_cast<double>(lim.sm_count) * kMinResident;
-      // One lane per output (M < 32 under the default lanes): the plain kernel's warps read 32
-      // runs M values apart, while staging reads them coalesced, so the cache wins even when a
-      // staged value is used once, as long as the inputs are small next to the terms (reused
-      // through L2). Measured on the H100 (docs/perf-notes.md, kernel 4): linkage buckets of
-      // M = 16 with 0.07-0.2 input bytes per term 1.47x faster cached; random buckets of
-      // M = 18-24 with 9-18 bytes per term 1.3-2.4x slower cached.
-      constexpr double kOneLaneBytesPerTerm = 1;
+      // One lane per output (M < 32): the plain kernel's warps read 32 runs M values apart,
+      // while staging reads them coalesced, so the cache wins even when a staged value is used
+      // once, as long as the varying inputs are small next to the terms (reused through L2).
+      // Measured on the H100 (docs/perf-notes.md, device call 4): linkage buckets of M = 8-16
+      // with 0.06-1.0 input bytes per term 1.4-1.5x faster cached; random buckets of M = 18-24
+      // with 4 and 19 bytes per term 1.3x and 2.4x slower cached (device call 3).
+      constexpr double kOneLaneBytesPerTerm = 2;
       double in_bytes = 0;
       for (int f = 0; f < lay.nf; ++f) in_bytes += static_cast<double>(lay.in_size[f]) * eb;
       const double terms = static_cast<double>(lay.n_out) * static_cast<double>(lay.M);

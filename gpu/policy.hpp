@@ -62,16 +62,16 @@ struct DeviceLimits {
   // kernel takes tiles since kernel 1 was removed (issue 12 part 4; they were net-neutral on
   // the H100, docs/perf-notes.md): the planner and emulate() keep them for the host tests only.
   bool tiles = false;
-  // Planner options for the kernels' inner loop (issue 12 part 4, docs/perf-notes.md): the
-  // plain kernel skips the offset table for inputs that hold every inner summed variable
-  // (`direct`); it gives each output the most lanes (at most 32, at least `lanes_min`) that
-  // leave each at least `lane_terms` summed configurations; `cached3`: the cached kernel
-  // computes with kernel 3's exp. The Context reads KINFER_GPU_DIRECT=0|1,
-  // KINFER_GPU_LANES=MIN:TERMS and KINFER_GPU_CACHED3=0|1 (measurement).
+  // Planner options for the plain kernel (issue 12 part 4, docs/perf-notes.md): skip the offset
+  // table for inputs that hold every inner summed variable (`direct`); lanes per output: the
+  // most (up to 32) that leave each lane 16 configurations of the inner summed block, reduced
+  // while a lane would sum fewer than `lane_terms` configurations of the whole sum, but not
+  // below `lanes_floor` by that reduction (device call 4: 4 and 64 made the M = 144-512 buckets
+  // 1.14-1.46x faster than the 16-term rule, 32:16). The Context reads KINFER_GPU_DIRECT=0|1 and
+  // KINFER_GPU_LANES=FLOOR:TERMS (measurement).
   bool direct = true;
-  int lanes_min = 1;
-  int lane_terms = 16;
-  bool cached3 = false;
+  int lanes_floor = 4;
+  int lane_terms = 64;
 };
 
 // The bucket's index space, independent of the kernel variant.
@@ -113,9 +113,8 @@ struct LaunchPlan {
   std::int64_t Mi = 1, Mh = 1;
   std::int64_t n_items = 1;  // plain: outputs / tile (reduced output space)
   // plain: bit f set when input slot f holds every inner summed variable, so its offset in the
-  // inner block is mi itself (no table load); cached: kernel 3's exp (DeviceLimits::cached3)
+  // inner block is mi itself (no table load)
   std::uint32_t direct_mask = 0;
-  bool cached3 = false;
   // tile (plain)
   int tile = 1;
   bool tile_summed = false;            // tile over summed variables (merged) instead of outputs

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstring>
 #include <mutex>
+#include <type_traits>
 
 #include "gpu/cuda_check.cuh"
 #include "gpu/sum_product.cuh"
@@ -183,38 +184,16 @@ __device__ __forceinline__ double lds64(unsigned a) {
 __device__ __forceinline__ double lowest(double) { return -1.7976931348623157e308; }
 __device__ __forceinline__ float lowest(float) { return -3.402823466e38f; }
 
+// ---- the exp of the kernels' inner loops (kernels 2 and 3, issue 12 part 4) ----
 // acc + exp(-y) for y >= 0 (+inf included). A non-negative double's high word, read as a signed
 // int, grows with its value, so one integer min clamps y to 708 (+inf too; the low word is
 // kept, which moves the clamped value by less than 2^-11: the result stays normal). Table
-// method as expneg: y = -(64 k' + j) ln2/64 + r, exp = 2^(k'/..) 2^(j/64) p(r), degree 5, the
-// last multiply fused into the sum. The low part of ln2/64 is left out: it moves r by at most
+// method: y = -(64 k + j) ln2/64 + r, exp = 2^(k >> 6) 2^(j/64) p(r), p of degree 5, the last
+// multiply fused into the sum. The low part of ln2/64 is left out: it moves r by at most
 // y 3.3e-17, i.e. a term's error by at most y e^-y 3.3e-17 of the largest term (< 1.3e-17);
 // host check over 2e7 arguments: within 3.4 ulp for y <= 5, absolute error <= 2.4e-16.
-// `tab`: the shared-window address of the 64-entry table.
-__device__ __forceinline__ double exp_neg_add(double y, unsigned tab, double acc) {
-  y = __hiloint2double(min(__double2hiint(y), 0x40862000), __double2loint(y));
-  const double shifter = 6755399441055744.0;  // 1.5 * 2^52: adding it rounds to an integer
-  const double t = fma(y, -92.332482616893658, shifter);  // the low word: k = round(-y 64/ln2)
-  const double r = fma(t - shifter, -0.010830424696249145, -y);
-  double p = 1.0 / 120.0;
-  p = fma(p, r, 1.0 / 24.0);
-  p = fma(p, r, 1.0 / 6.0);
-  p = fma(p, r, 0.5);
-  p = fma(p, r, 1.0);
-  p = fma(p, r, 1.0);
-  const int k = __double2loint(t);
-  const double s = lds64(tab + ((k & 63) << 3));  // 2^(j/64) in [1, 2)
-  const double scale = __hiloint2double(__double2hiint(s) + ((k >> 6) << 20), __double2loint(s));
-  return fma(p, scale, acc);
-}
-
-__device__ __forceinline__ float exp_neg_add(float y, unsigned, float acc) {
-  return acc + __expf(-fminf(y, 100.0f));
-}
-
-// ---- kernel 3's exp (issue 12 part 4, third round): the same arithmetic as exp_neg_add with
-// fewer integer instructions per term (counted in the machine code, docs/perf-notes.md).
-// The table entry j holds 2^(j/64) with (j << 14) subtracted from its high word, so the scale
+// Kernel 3 cut its integer instructions (counted in the machine code, docs/perf-notes.md):
+// the table entry j holds 2^(j/64) with (j << 14) subtracted from its high word, so the scale
 // 2^(k >> 6) is one shift-add of the whole k: hi + (k << 14) = hi(2^(j/64)) + ((k >> 6) << 20),
 // since k = 64 (k >> 6) + j (two's complement, k >= -65376: no overflow). The polynomial's
 // constants that are no double immediates come from the constant bank (an operand of the DFMA,
@@ -228,7 +207,7 @@ __device__ __forceinline__ void load_exp_table3(double* s) {
     s[i] = __hiloint2double(__double2hiint(c_exp2_64[i]) - (i << 14), __double2loint(c_exp2_64[i]));
 }
 
-// acc + exp(-y), y >= 0: exp_neg_add with kernel 3's table (`tab`: its shared-window address).
+// acc + exp(-y), y >= 0 (`tab`: the shared-window address of kernel 3's table).
 __device__ __forceinline__ double exp_neg_add3(double y, unsigned tab, double acc) {
   y = __hiloint2double(min(__double2hiint(y), 0x40862000), __double2loint(y));
   const double shifter = 6755399441055744.0;
@@ -250,15 +229,6 @@ __device__ __forceinline__ float exp_neg_add3(float y, unsigned, float acc) {
   return acc + __expf(-fminf(y, 100.0f));
 }
 
-// The exp of kernel 2 (V3 false) or 3 (true), for the templates below.
-template <bool V3, class T>
-__device__ __forceinline__ T exp_neg_add_v(T y, unsigned tab, T acc) {
-  if constexpr (V3)
-    return exp_neg_add3(y, tab, acc);
-  else
-    return exp_neg_add(y, tab, acc);
-}
-
 // The running pair of kernel 2: mx starts at the lowest finite value (never -inf, so mx - x is
 // never NaN), acc >= 1 once a finite term was added (the largest contributes exp(0) = 1), so
 // acc < 0.5 means every term was -inf.
@@ -267,9 +237,9 @@ __device__ __forceinline__ T lse_value2(T mx, T acc) {
   return acc < T(0.5) ? neg_inf(mx) : mx + log_of(acc);
 }
 
-template <bool V3 = false, class T>
+template <class T>
 __device__ __forceinline__ void lse_merge2(T& mx, T& acc, T mx2, T acc2, unsigned tab) {
-  const T e = exp_neg_add_v<V3>(fabs(mx - mx2), tab, T(0));
+  const T e = exp_neg_add3(fabs(mx - mx2), tab, T(0));
   acc = mx2 > mx ? fma(acc, e, acc2) : fma(acc2, e, acc);
   mx = fmax(mx, mx2);
 }
@@ -277,7 +247,7 @@ __device__ __forceinline__ void lse_merge2(T& mx, T& acc, T mx2, T acc2, unsigne
 // Adds C terms: each is compared with the running max (a predicate), and only when one exceeds
 // it (rare once the largest terms were seen) the max moves and the sum is rescaled; then one
 // exp and one FMA per term.
-template <int C, bool V3 = false, class T>
+template <int C, class T>
 __device__ __forceinline__ void lse_chunk(T& mx, T& acc, const T (&x)[C], unsigned tab) {
   bool up = x[0] > mx;
 #pragma unroll
@@ -286,19 +256,19 @@ __device__ __forceinline__ void lse_chunk(T& mx, T& acc, const T (&x)[C], unsign
     T cm = x[0];
 #pragma unroll
     for (int c = 1; c < C; ++c) cm = fmax(cm, x[c]);
-    acc *= exp_neg_add_v<V3>(cm - mx, tab, T(0));
+    acc *= exp_neg_add3(cm - mx, tab, T(0));
     mx = cm;
   }
 #pragma unroll
-  for (int c = 0; c < C; ++c) acc = exp_neg_add_v<V3>(mx - x[c], tab, acc);
+  for (int c = 0; c < C; ++c) acc = exp_neg_add3(mx - x[c], tab, acc);
 }
 
-template <bool V3 = false, class T>
+template <class T>
 __device__ __forceinline__ void lanes_merge2(T& mx, T& acc, int G, unsigned tab) {
   for (int d = G >> 1; d > 0; d >>= 1) {
     const T mx2 = __shfl_xor_sync(kFull, mx, d);
     const T acc2 = __shfl_xor_sync(kFull, acc, d);
-    lse_merge2<V3>(mx, acc, mx2, acc2, tab);
+    lse_merge2(mx, acc, mx2, acc2, tab);
   }
 }
 
@@ -395,14 +365,14 @@ __device__ __forceinline__ void plain3_row(const T* const (&rp)[NF], T c, int g,
         for (int k = 0; k < 4; ++k) x[k] += __ldg(rp[f] + lds32(af + 4 * k * G));
       }
     }
-    lse_chunk<4, true>(mx, acc, x, tab_a);
+    lse_chunk<4>(mx, acc, x, tab_a);
   }
   for (; mi < Mi; mi += G, ad += 4 * G) {
     T x[1] = {c};
 #pragma unroll
     for (int f = 0; f < NF; ++f)
       x[0] += __ldg(rp[f] + (direct(f) ? mi : lds32(ad + f * colstride)));
-    lse_chunk<1, true>(mx, acc, x, tab_a);
+    lse_chunk<1>(mx, acc, x, tab_a);
   }
 }
 
@@ -471,7 +441,7 @@ __global__ void __launch_bounds__(256, plain_min_blocks<NF>())
     }
     }
   }
-  lanes_merge2<true>(mx, acc, G, tab_a);
+  lanes_merge2(mx, acc, G, tab_a);
   canonical2(mx, acc);
   if (active && g == 0) {
     if (a.splits == 1) {
@@ -504,21 +474,18 @@ __global__ void combine_kernel(const T* __restrict__ partial, T* __restrict__ ou
 }
 
 // ---- cached: the software-managed cache ----
-// Terms in chunks of four (lse_chunk); V3: kernel 3's exp (exp_neg_add3), else kernel 2's.
-template <class T, int NF, bool ALL_CACHED, bool V3>
+// Terms in chunks of four (lse_chunk, kernel 3's exp: device call 4, 1.00-1.10x over kernel 2's).
+template <class T, int NF, bool ALL_CACHED>
 __global__ void __launch_bounds__(256, 4) cached_kernel(const __grid_constant__ KernelArgs<T> a) {
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ double tab[64];
-  if constexpr (V3)
-    load_exp_table3(tab);
-  else
-    load_exp_table(tab);
+  load_exp_table3(tab);
   T* cache = reinterpret_cast<T*>(smem);
   int* sumtab = reinterpret_cast<int*>(smem + a.sum_table_offset);
   const int rows = a.Mi * a.nfp;
   for (int i = threadIdx.x; i < rows; i += blockDim.x) sumtab[i] = __ldg(a.sum_lo + i);
   // (both made visible by the barrier after the first page's staging: every block stages first)
-  const unsigned tab_a = V3 ? opaque(smem_addr(tab)) : smem_addr(tab);
+  const unsigned tab_a = opaque(smem_addr(tab));
   const int G = 1 << a.lanes_log2;
   const int g = threadIdx.x & (G - 1);
   const int item0 = threadIdx.x >> a.lanes_log2;
@@ -572,14 +539,14 @@ __global__ void __launch_bounds__(256, 4) cached_kernel(const __grid_constant__ 
         int m = g;
         for (; m + 3 * G < a.Mi; m += 4 * G) {
           const T x[4] = {term(m), term(m + G), term(m + 2 * G), term(m + 3 * G)};
-          lse_chunk<4, V3>(mx, acc, x, tab_a);
+          lse_chunk<4>(mx, acc, x, tab_a);
         }
         for (; m < a.Mi; m += G) {
           const T x[1] = {term(m)};
-          lse_chunk<1, V3>(mx, acc, x, tab_a);
+          lse_chunk<1>(mx, acc, x, tab_a);
         }
       }
-      lanes_merge2<V3>(mx, acc, G, tab_a);
+      lanes_merge2(mx, acc, G, tab_a);
       canonical2(mx, acc);
       if (active && g == 0) a.out[page * a.P + ol] = lse_value(mx, acc);
     }
@@ -620,11 +587,11 @@ void launch_plain3(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t str
       <<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, stream>>>(a);
 }
 
-template <class T, int NF, bool ALL, bool V3>
+template <class T, int NF, bool ALL>
 void launch_cached(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
   static std::once_flag flag;
-  allow_shared(cached_kernel<T, NF, ALL, V3>, p.shared_bytes, flag);
-  cached_kernel<T, NF, ALL, V3>
+  allow_shared(cached_kernel<T, NF, ALL>, p.shared_bytes, flag);
+  cached_kernel<T, NF, ALL>
       <<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, stream>>>(a);
 }
 
@@ -632,23 +599,21 @@ template <class T, int NF>
 void launch_nf(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
   if (p.variant == Variant::plain) {
     if (p.tile != 1) throw std::invalid_argument("no kernel takes a tiled plan");
+    // lanes known at compile time where they are common: 32 (large sums), 8 and 4 (M = 64-512
+    // under the default lanes rule; double only, to bound the number of kernels)
     if (p.lanes_log2 == 5)
       launch_plain3<T, NF, 32>(p, a, stream);
+    else if (std::is_same_v<T, double> && p.lanes_log2 == 3)
+      launch_plain3<T, NF, std::is_same_v<T, double> ? 8 : 0>(p, a, stream);
+    else if (std::is_same_v<T, double> && p.lanes_log2 == 2)
+      launch_plain3<T, NF, std::is_same_v<T, double> ? 4 : 0>(p, a, stream);
     else
       launch_plain3<T, NF, 0>(p, a, stream);
   } else if constexpr (NF > 0 && NF <= kMaxCachedVarying) {
-    const bool all = p.cached_mask == (1u << NF) - 1;
-    if (p.cached3) {
-      if (all)
-        launch_cached<T, NF, true, true>(p, a, stream);
-      else
-        launch_cached<T, NF, false, true>(p, a, stream);
-    } else {
-      if (all)
-        launch_cached<T, NF, true, false>(p, a, stream);
-      else
-        launch_cached<T, NF, false, false>(p, a, stream);
-    }
+    if (p.cached_mask == (1u << NF) - 1)
+      launch_cached<T, NF, true>(p, a, stream);
+    else
+      launch_cached<T, NF, false>(p, a, stream);
   }
   CUDA_CHECK(cudaGetLastError());
 }
@@ -684,13 +649,14 @@ __global__ void __launch_bounds__(256) ceiling_kernel(T* out, int iters, T seed)
   out[blockIdx.x * blockDim.x + threadIdx.x] = lse_value(mx, acc);
 }
 
-// Kernel 2's arithmetic on register operands (terms in chunks of four, lse_chunk).
+// The kernels' arithmetic on register operands (terms in chunks of four, lse_chunk; kernel 2's
+// exp until device call 4, kernel 3's since: the same double operations).
 template <class T, int NF>
 __global__ void __launch_bounds__(256) ceiling2_kernel(T* out, int iters, T seed) {
   __shared__ double tab[64];
-  load_exp_table(tab);
+  load_exp_table3(tab);
   __syncthreads();
-  const unsigned tab_a = smem_addr(tab);
+  const unsigned tab_a = opaque(smem_addr(tab));
   T v[NF];
 #pragma unroll
   for (int f = 0; f < NF; ++f) v[f] = seed * (threadIdx.x % 7 + f + 1);

@@ -185,17 +185,16 @@ TEST_CASE("GpuKernel.ManyInputsMatchCpu", "[gpu]") {
 }
 
 TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
-  // the planner options of DeviceLimits besides the default (kernel 3 with direct inputs): the
-  // offset table for every input, more lanes per output for small sums and fewer for large ones
-  // (KINFER_GPU_LANES=MIN:TERMS), and kernel 3's exp in the cached kernel
+  // the planner options of DeviceLimits besides the default (direct inputs, lanes 4:64): the
+  // offset table for every input, and other lanes per output (KINFER_GPU_LANES=FLOOR:TERMS;
+  // 32:16 is the rule before device call 4, 1:256 gives few lanes, run-time G included)
   struct Setting {
     const char* var;
     const char* value;
   };
   const Setting variants[] = {{"KINFER_GPU_DIRECT", "0"},
-                              {"KINFER_GPU_LANES", "4:64"},
-                              {"KINFER_GPU_LANES", "8:4"},
-                              {"KINFER_GPU_CACHED3", "1"}};
+                              {"KINFER_GPU_LANES", "32:16"},
+                              {"KINFER_GPU_LANES", "1:256"}};
   int direct = 0, buckets = 0;
   for (const Setting& v : variants) {
     // restore the variable as it was (a run of every case under one setting keeps it)
@@ -243,8 +242,8 @@ TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
 
 TEST_CASE("GpuKernel.NothingVariesWithTheSumMatchesCpu", "[gpu]") {
   // no input holds a summed variable (the plain kernel's NF = 0 case: every term is the
-  // constant part, counted): outputs over vars 0-2, vars 3-4 summed (6 and 40 values; also a
-  // split of the summed range), inputs over output variables only, some entries -inf
+  // constant part, counted): outputs over vars 0-2, vars 3-4 summed (6 and 40 values), inputs
+  // over output variables only, some entries -inf
   std::mt19937_64 rng(7);
   for (const int outs : {1, 3}) {
     RandomBucket b;
