@@ -61,7 +61,7 @@ struct KernelArgs {
   const long long* sum_hi;
   const int* cache_lo;
   const unsigned* refetch;
-  int n_in, nip, nfp;         // n_in: slots; column n_in of the plain tables is the output
+  int n_in, nip, nfp;  // n_in: slots; column n_in of the plain tables is the output
   unsigned P;
   long long n_out, n_items, n_pages;
   int Mi, splits, lanes_log2;
@@ -420,25 +420,26 @@ __global__ void __launch_bounds__(256, plain_min_blocks<NF>())
         acc = cnt;
       }
     } else {
-    const T* q[NF];
+      const T* q[NF];
 #pragma unroll
-    for (int f = 0; f < NF; ++f) q[f] = a.in[f] + hi[f] + lo[f];
-    const unsigned col0 = opaque(smem_addr(sumtab + g));  // column 0, the lane's first entry
-    const unsigned colstride = 4u * static_cast<unsigned>(Mi);
-    for (long long mh = mh0; mh < mh1; ++mh) {
-      const T* rp[NF];
+      for (int f = 0; f < NF; ++f) q[f] = a.in[f] + hi[f] + lo[f];
+      const unsigned col0 = opaque(smem_addr(sumtab + g));  // column 0, the lane's first entry
+      const unsigned colstride = 4u * static_cast<unsigned>(Mi);
+      for (long long mh = mh0; mh < mh1; ++mh) {
+        const T* rp[NF];
 #pragma unroll
-      for (int f = 0; f < NF; ++f) rp[f] = opaque(q[f] + __ldg(a.sum_hi + mh * a.nfp + f));
-      const T* const(&rpc)[NF] = rp;
-      // every input direct, none, or a mix (a uniform branch per row, not per term: with the
-      // mix the compiler predicates both paths of each input, so the pure cases get their own)
-      if (a.direct_mask == (1u << NF) - 1)
-        plain3_row<T, NF, GC, 1>(rpc, c, g, G, Mi, col0, colstride, 0, mx, acc, tab_a);
-      else if (a.direct_mask == 0)
-        plain3_row<T, NF, GC, 2>(rpc, c, g, G, Mi, col0, colstride, 0, mx, acc, tab_a);
-      else
-        plain3_row<T, NF, GC, 0>(rpc, c, g, G, Mi, col0, colstride, a.direct_mask, mx, acc, tab_a);
-    }
+        for (int f = 0; f < NF; ++f) rp[f] = opaque(q[f] + __ldg(a.sum_hi + mh * a.nfp + f));
+        const T* const(&rpc)[NF] = rp;
+        // every input direct, none, or a mix (a uniform branch per row, not per term: with the
+        // mix the compiler predicates both paths of each input, so the pure cases get their own)
+        if (a.direct_mask == (1u << NF) - 1)
+          plain3_row<T, NF, GC, 1>(rpc, c, g, G, Mi, col0, colstride, 0, mx, acc, tab_a);
+        else if (a.direct_mask == 0)
+          plain3_row<T, NF, GC, 2>(rpc, c, g, G, Mi, col0, colstride, 0, mx, acc, tab_a);
+        else
+          plain3_row<T, NF, GC, 0>(rpc, c, g, G, Mi, col0, colstride, a.direct_mask, mx, acc,
+                                   tab_a);
+      }
     }
   }
   lanes_merge2(mx, acc, G, tab_a);

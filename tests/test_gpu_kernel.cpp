@@ -192,9 +192,8 @@ TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
     const char* var;
     const char* value;
   };
-  const Setting variants[] = {{"KINFER_GPU_DIRECT", "0"},
-                              {"KINFER_GPU_LANES", "32:16"},
-                              {"KINFER_GPU_LANES", "1:256"}};
+  const Setting variants[] = {
+      {"KINFER_GPU_DIRECT", "0"}, {"KINFER_GPU_LANES", "32:16"}, {"KINFER_GPU_LANES", "1:256"}};
   int direct = 0, buckets = 0;
   for (const Setting& v : variants) {
     // restore the variable as it was (a run of every case under one setting keeps it)

@@ -223,9 +223,9 @@ int print_plans(const Options& o) {
     std::mt19937_64 rng(o.seed);
     for (int i = 0; i < o.random; ++i) {
       const RandomBucket b = random_bucket(rng, random_options(o, i));
-      tsv << (i % 3 == 2 ? "random-bigM" : "random") << '\t' << i << '\t'
-          << b.shape.output_size() << '\t' << b.shape.marg_size() << '\t' << b.scopes.size()
-          << '\t' << plan_features(b.shape, b.inputs(), 132) << '\n';
+      tsv << (i % 3 == 2 ? "random-bigM" : "random") << '\t' << i << '\t' << b.shape.output_size()
+          << '\t' << b.shape.marg_size() << '\t' << b.scopes.size() << '\t'
+          << plan_features(b.shape, b.inputs(), 132) << '\n';
     }
     return 0;
   }
