@@ -79,7 +79,7 @@ RandomBucketOptions random_options(const Options& o, int i) {
   return ro;
 }
 
-// One kernel configuration: a Context made under its environment (KINFER_GPU_KERNEL, ...),
+// One kernel configuration: a Context made under its environment (KINFER_GPU_LANES, ...),
 // with its own TSV.
 struct Config {
   std::string name;
