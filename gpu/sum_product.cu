@@ -714,8 +714,7 @@ double ceiling_nf(cudaStream_t stream) {
 std::size_t table_image_bytes(const LaunchPlan& p) {
   auto a16 = [](std::size_t b) { return (b + 15) / 16 * 16; };
   return a16(4 * p.out_lo.size()) + a16(8 * p.out_hi.size()) + a16(4 * p.sum_lo.size()) +
-         a16(8 * p.sum_hi.size()) + a16(4 * p.cache_lo.size()) + a16(4 * p.refetch.size()) +
-         a16(8 * p.tile_all.size());
+         a16(8 * p.sum_hi.size()) + a16(4 * p.cache_lo.size()) + a16(4 * p.refetch.size());
 }
 
 DeviceTables write_table_image(const LaunchPlan& p, void* host, void* dev) {
@@ -733,7 +732,6 @@ DeviceTables write_table_image(const LaunchPlan& p, void* host, void* dev) {
   t.sum_hi = static_cast<const long long*>(put(p.sum_hi.data(), 8 * p.sum_hi.size()));
   t.cache_lo = static_cast<const int*>(put(p.cache_lo.data(), 4 * p.cache_lo.size()));
   t.refetch = static_cast<const unsigned*>(put(p.refetch.data(), 4 * p.refetch.size()));
-  t.tile_all = static_cast<const long long*>(put(p.tile_all.data(), 8 * p.tile_all.size()));
   return t;
 }
 
