@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -99,15 +100,16 @@ class CudaContext final : public Context {
     lim_.max_threads_per_sm = prop_.maxThreadsPerMultiProcessor;
     lim_.shared_per_block = optin - kStaticShared;
     lim_.shared_per_sm = static_cast<int>(prop_.sharedMemPerMultiprocessor);
-    const char* tiles = std::getenv("KINFER_GPU_TILES");
-    lim_.tiles = tiles && std::string(tiles) == "1";
-    // 1: the kernels before issue 12; 2: kernel 2's plain kernel; 3 (default): kernel 3's
-    const char* kernel = std::getenv("KINFER_GPU_KERNEL");
-    if (kernel &&
-        (std::string(kernel) == "1" || std::string(kernel) == "2" || std::string(kernel) == "3"))
-      lim_.kernel = kernel[0] - '0';
+    // planner options for measurement (DeviceLimits, docs/perf-notes.md)
     const char* direct = std::getenv("KINFER_GPU_DIRECT");
     if (direct && std::string(direct) == "0") lim_.direct = false;
+    if (const char* lanes = std::getenv("KINFER_GPU_LANES")) {  // FLOOR:TERMS
+      int lo = 0, terms = 0;
+      if (std::sscanf(lanes, "%d:%d", &lo, &terms) == 2 && lo >= 1 && lo <= 32 && terms >= 1) {
+        lim_.lanes_floor = lo;
+        lim_.lane_terms = terms;
+      }
+    }
     streams_.resize(kStreams);
     // non-blocking: no implicit ordering with the legacy default stream
     for (auto& s : streams_) CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));

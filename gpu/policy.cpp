@@ -28,6 +28,18 @@ int lanes_log2_for(std::int64_t m, std::int64_t per_lane) {
   return l;
 }
 
+// The plain kernel's lanes per output: the most (up to 32) that leave each lane at least 16
+// configurations of the inner block `mi` (the chunks of four), reduced while a lane would sum
+// fewer than lim.lane_terms configurations of the whole sum `m` (the per-output work: divisions,
+// the lane merge, the store), but not below lim.lanes_floor by that reduction.
+int plain_lanes_log2(std::int64_t mi, std::int64_t m, const DeviceLimits& lim) {
+  const int l = lanes_log2_for(mi, 16);
+  int floor_log2 = 0;
+  while (floor_log2 < 5 && (2 << floor_log2) <= lim.lanes_floor) ++floor_log2;
+  return std::max(std::min(l, floor_log2),
+                  std::min(l, lanes_log2_for(m, std::max(1, lim.lane_terms))));
+}
+
 // Odometer fill: table[row][slot] = sum over vars[first, last) of digit * stride[slot][var],
 // rows in mixed-radix order (last var fastest). Throws when a value does not fit Int.
 template <class Int>
@@ -194,9 +206,8 @@ LaunchPlan plain_launch_plan(const BucketLayout& lay, const DeviceLimits& lim) {
   fill_offsets(L, inner_first, nv, p.nf, p.nfp, p.sum_lo);
   fill_offsets(L, lay.k, inner_first, p.nf, p.nfp, p.sum_hi);
   p.shared_bytes = static_cast<int>(p.Mi * p.nfp * 4);
-  // kernel 2 (untiled): inputs whose inner offsets are mi itself skip the table
-  p.kernel = p.tile == 1 ? lim.kernel : 1;
-  for (int f = 0; f < p.nf && p.kernel >= 2 && lim.direct; ++f) {
+  // inputs whose inner offsets are mi itself skip the table
+  for (int f = 0; f < p.nf && p.tile == 1 && lim.direct; ++f) {
     bool direct = true;
     for (std::int64_t mi = 0; mi < p.Mi && direct; ++mi) direct = p.sum_lo[mi * p.nfp + f] == mi;
     if (direct) p.direct_mask |= 1u << f;
@@ -204,7 +215,7 @@ LaunchPlan plain_launch_plan(const BucketLayout& lay, const DeviceLimits& lim) {
   if (p.shared_bytes > lim.shared_per_block)
     throw std::invalid_argument("the lowest summed variable has too many values for the kernel");
   // pass 3: lanes per output and splits of the summed range so the device fills up
-  p.lanes_log2 = lanes_log2_for(std::min(p.Mi, M), 16);
+  p.lanes_log2 = plain_lanes_log2(std::min(p.Mi, M), M, lim);
   std::int64_t G = std::int64_t{1} << p.lanes_log2;
   const std::int64_t target = std::int64_t{lim.sm_count} * lim.max_threads_per_sm * 2;
   std::int64_t S = 1;
@@ -408,7 +419,6 @@ LaunchPlan cached_launch_plan(const BucketLayout& lay, const DeviceLimits& lim, 
   p.Mi = lay.M;
   p.Mh = 1;
   p.lanes_log2 = lanes_log2_for(lay.M, 16);
-  p.kernel = lim.kernel;
   const std::int64_t G = std::int64_t{1} << p.lanes_log2;
   const int sum_table = static_cast<int>(lay.M * p.nfp * 4);
   // pass 1: pick the page. Budgets: a quarter, a half or all of an SM's shared memory; the
@@ -554,6 +564,25 @@ LaunchPlan make_launch_plan(const BucketLayout& lay, Variant want, const DeviceL
       constexpr double kMinReuse = 3, kGoodReuse = 5;
       constexpr double kMinResident = 512, kFullResident = 1536;
       const double fill = static_cast<double>(lim.sm_count) * kMinResident;
+      // One lane per output (M < 32): the plain kernel's warps read 32 runs M values apart,
+      // while staging reads them coalesced, so the cache wins even when a staged value is used
+      // once, as long as the varying inputs are small next to the terms (reused through L2).
+      // Measured on the H100 (docs/perf-notes.md, device call 4): linkage buckets of M = 8-16
+      // with 0.06-1.0 input bytes per term 1.4-1.5x faster cached; random buckets of M = 18-24
+      // with 4 and 19 bytes per term 1.3x and 2.4x slower cached (device call 3).
+      constexpr double kOneLaneBytesPerTerm = 2;
+      double in_bytes = 0;
+      for (int f = 0; f < lay.nf; ++f) in_bytes += static_cast<double>(lay.in_size[f]) * eb;
+      const double terms = static_cast<double>(lay.n_out) * static_cast<double>(lay.M);
+      const bool one_lane = plain_lanes_log2(lay.M, lay.M, lim) == 0;
+      if (one_lane && in_bytes < kOneLaneBytesPerTerm * terms &&
+          c.resident_threads >= kMinResident && c.launch_threads >= fill) {
+        w << "one lane per output in the plain kernel, inputs " << in_bytes / terms
+          << " bytes per term: staging coalesces the reads, " << c.resident_threads
+          << " threads per SM";
+        if (sel) *sel = {Variant::cached, w.str()};
+        return c;
+      }
       if (c.min_reuse < kMinReuse) {
         w << "staged values would be used only " << c.min_reuse << " times (< " << kMinReuse << ")";
       } else if (c.resident_threads < kMinResident) {

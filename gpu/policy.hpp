@@ -58,18 +58,20 @@ struct DeviceLimits {
   int shared_per_block = 227 * 1024 - kStaticShared;  // dynamic shared memory a block may opt into
   int shared_per_sm = 228 * 1024;
   int block_overhead = 1024 + kStaticShared;  // per resident block: reserved + static shared
-  // Planner option, not a device property: let the plain kernel share loads over tiles. Off
-  // by default: on the H100 the tiles were net-neutral (docs/perf-notes.md, issue 12 run);
-  // the Context turns them on when KINFER_GPU_TILES=1 (for measurement).
+  // Planner option, not a device property: let the plain kernel share loads over tiles. No
+  // kernel takes tiles since kernel 1 was removed (issue 12 part 4; they were net-neutral on
+  // the H100, docs/perf-notes.md): the planner and emulate() keep them for the host tests only.
   bool tiles = false;
-  // Planner options for the plain and cached kernels' inner loop (issue 12 part 4,
-  // docs/perf-notes.md): kernel 2 sums terms in chunks of four with fewer instructions per term,
-  // and the plain kernel skips the offset table for inputs that hold every inner summed variable
-  // (`direct`); kernel 3 (the default) is kernel 2 with fewer integer instructions per term in
-  // the plain kernel (device call 3: 1.07x summed over the >= 1 GFLOP buckets, 0.99-1.45x).
-  // The Context reads KINFER_GPU_KERNEL=1|2|3 and KINFER_GPU_DIRECT=0|1 (measurement).
-  int kernel = 3;
+  // Planner options for the plain kernel (issue 12 part 4, docs/perf-notes.md): skip the offset
+  // table for inputs that hold every inner summed variable (`direct`); lanes per output: the
+  // most (up to 32) that leave each lane 16 configurations of the inner summed block, reduced
+  // while a lane would sum fewer than `lane_terms` configurations of the whole sum, but not
+  // below `lanes_floor` by that reduction (device call 4: 4 and 64 made the M = 144-512 buckets
+  // 1.14-1.46x faster than the 16-term rule, 32:16). The Context reads KINFER_GPU_DIRECT=0|1 and
+  // KINFER_GPU_LANES=FLOOR:TERMS (measurement).
   bool direct = true;
+  int lanes_floor = 4;
+  int lane_terms = 64;
 };
 
 // The bucket's index space, independent of the kernel variant.
@@ -110,9 +112,8 @@ struct LaunchPlan {
   // summed split (plain: Mi inner; cached: Mi = M)
   std::int64_t Mi = 1, Mh = 1;
   std::int64_t n_items = 1;  // plain: outputs / tile (reduced output space)
-  // inner loop (DeviceLimits::kernel); plain kernel 2: bit f set when input slot f holds every
-  // inner summed variable, so its offset in the inner block is mi itself (no table load)
-  int kernel = 1;
+  // plain: bit f set when input slot f holds every inner summed variable, so its offset in the
+  // inner block is mi itself (no table load)
   std::uint32_t direct_mask = 0;
   // tile (plain)
   int tile = 1;

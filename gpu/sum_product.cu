@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstring>
 #include <mutex>
+#include <type_traits>
 
 #include "gpu/cuda_check.cuh"
 #include "gpu/sum_product.cuh"
@@ -60,19 +61,14 @@ struct KernelArgs {
   const long long* sum_hi;
   const int* cache_lo;
   const unsigned* refetch;
-  const long long* tile_all;  // [tile][nip]: constant slots (output tiles)
-  int n_in, nip, nfp;         // n_in: slots; column n_in of the plain tables is the output
+  int n_in, nip, nfp;  // n_in: slots; column n_in of the plain tables is the output
   unsigned P;
   long long n_out, n_items, n_pages;
   int Mi, splits, lanes_log2;
   long long Mh, mh_per_split;
   DevDiv64 div_P, div_items;
-  int tile_summed;
-  unsigned tile_dep;  // varying slots that hold a tile variable
-  int tile_off[kMaxTile][kMaxCachedVarying];
-  long long tile_out[kMaxTile];
   unsigned cached_mask;
-  unsigned direct_mask;  // plain kernel 2: slots read at mi (no offset table)
+  unsigned direct_mask;  // plain: slots read at mi (no offset table)
   int seg_off[kMaxVarying], seg_size[kMaxVarying], pitch[kMaxVarying], m_f[kMaxVarying];
   DevDiv div_mf[kMaxVarying];
   int pages_per_block, sum_table_offset;
@@ -188,38 +184,16 @@ __device__ __forceinline__ double lds64(unsigned a) {
 __device__ __forceinline__ double lowest(double) { return -1.7976931348623157e308; }
 __device__ __forceinline__ float lowest(float) { return -3.402823466e38f; }
 
+// ---- the exp of the kernels' inner loops (kernels 2 and 3, issue 12 part 4) ----
 // acc + exp(-y) for y >= 0 (+inf included). A non-negative double's high word, read as a signed
 // int, grows with its value, so one integer min clamps y to 708 (+inf too; the low word is
 // kept, which moves the clamped value by less than 2^-11: the result stays normal). Table
-// method as expneg: y = -(64 k' + j) ln2/64 + r, exp = 2^(k'/..) 2^(j/64) p(r), degree 5, the
-// last multiply fused into the sum. The low part of ln2/64 is left out: it moves r by at most
+// method: y = -(64 k + j) ln2/64 + r, exp = 2^(k >> 6) 2^(j/64) p(r), p of degree 5, the last
+// multiply fused into the sum. The low part of ln2/64 is left out: it moves r by at most
 // y 3.3e-17, i.e. a term's error by at most y e^-y 3.3e-17 of the largest term (< 1.3e-17);
 // host check over 2e7 arguments: within 3.4 ulp for y <= 5, absolute error <= 2.4e-16.
-// `tab`: the shared-window address of the 64-entry table.
-__device__ __forceinline__ double exp_neg_add(double y, unsigned tab, double acc) {
-  y = __hiloint2double(min(__double2hiint(y), 0x40862000), __double2loint(y));
-  const double shifter = 6755399441055744.0;  // 1.5 * 2^52: adding it rounds to an integer
-  const double t = fma(y, -92.332482616893658, shifter);  // the low word: k = round(-y 64/ln2)
-  const double r = fma(t - shifter, -0.010830424696249145, -y);
-  double p = 1.0 / 120.0;
-  p = fma(p, r, 1.0 / 24.0);
-  p = fma(p, r, 1.0 / 6.0);
-  p = fma(p, r, 0.5);
-  p = fma(p, r, 1.0);
-  p = fma(p, r, 1.0);
-  const int k = __double2loint(t);
-  const double s = lds64(tab + ((k & 63) << 3));  // 2^(j/64) in [1, 2)
-  const double scale = __hiloint2double(__double2hiint(s) + ((k >> 6) << 20), __double2loint(s));
-  return fma(p, scale, acc);
-}
-
-__device__ __forceinline__ float exp_neg_add(float y, unsigned, float acc) {
-  return acc + __expf(-fminf(y, 100.0f));
-}
-
-// ---- kernel 3's exp (issue 12 part 4, third round): the same arithmetic as exp_neg_add with
-// fewer integer instructions per term (counted in the machine code, docs/perf-notes.md).
-// The table entry j holds 2^(j/64) with (j << 14) subtracted from its high word, so the scale
+// Kernel 3 cut its integer instructions (counted in the machine code, docs/perf-notes.md):
+// the table entry j holds 2^(j/64) with (j << 14) subtracted from its high word, so the scale
 // 2^(k >> 6) is one shift-add of the whole k: hi + (k << 14) = hi(2^(j/64)) + ((k >> 6) << 20),
 // since k = 64 (k >> 6) + j (two's complement, k >= -65376: no overflow). The polynomial's
 // constants that are no double immediates come from the constant bank (an operand of the DFMA,
@@ -233,7 +207,7 @@ __device__ __forceinline__ void load_exp_table3(double* s) {
     s[i] = __hiloint2double(__double2hiint(c_exp2_64[i]) - (i << 14), __double2loint(c_exp2_64[i]));
 }
 
-// acc + exp(-y), y >= 0: exp_neg_add with kernel 3's table (`tab`: its shared-window address).
+// acc + exp(-y), y >= 0 (`tab`: the shared-window address of kernel 3's table).
 __device__ __forceinline__ double exp_neg_add3(double y, unsigned tab, double acc) {
   y = __hiloint2double(min(__double2hiint(y), 0x40862000), __double2loint(y));
   const double shifter = 6755399441055744.0;
@@ -255,15 +229,6 @@ __device__ __forceinline__ float exp_neg_add3(float y, unsigned, float acc) {
   return acc + __expf(-fminf(y, 100.0f));
 }
 
-// The exp of kernel 2 (V3 false) or 3 (true), for the templates below.
-template <bool V3, class T>
-__device__ __forceinline__ T exp_neg_add_v(T y, unsigned tab, T acc) {
-  if constexpr (V3)
-    return exp_neg_add3(y, tab, acc);
-  else
-    return exp_neg_add(y, tab, acc);
-}
-
 // The running pair of kernel 2: mx starts at the lowest finite value (never -inf, so mx - x is
 // never NaN), acc >= 1 once a finite term was added (the largest contributes exp(0) = 1), so
 // acc < 0.5 means every term was -inf.
@@ -272,9 +237,9 @@ __device__ __forceinline__ T lse_value2(T mx, T acc) {
   return acc < T(0.5) ? neg_inf(mx) : mx + log_of(acc);
 }
 
-template <bool V3 = false, class T>
+template <class T>
 __device__ __forceinline__ void lse_merge2(T& mx, T& acc, T mx2, T acc2, unsigned tab) {
-  const T e = exp_neg_add_v<V3>(fabs(mx - mx2), tab, T(0));
+  const T e = exp_neg_add3(fabs(mx - mx2), tab, T(0));
   acc = mx2 > mx ? fma(acc, e, acc2) : fma(acc2, e, acc);
   mx = fmax(mx, mx2);
 }
@@ -282,7 +247,7 @@ __device__ __forceinline__ void lse_merge2(T& mx, T& acc, T mx2, T acc2, unsigne
 // Adds C terms: each is compared with the running max (a predicate), and only when one exceeds
 // it (rare once the largest terms were seen) the max moves and the sum is rescaled; then one
 // exp and one FMA per term.
-template <int C, bool V3 = false, class T>
+template <int C, class T>
 __device__ __forceinline__ void lse_chunk(T& mx, T& acc, const T (&x)[C], unsigned tab) {
   bool up = x[0] > mx;
 #pragma unroll
@@ -291,19 +256,19 @@ __device__ __forceinline__ void lse_chunk(T& mx, T& acc, const T (&x)[C], unsign
     T cm = x[0];
 #pragma unroll
     for (int c = 1; c < C; ++c) cm = fmax(cm, x[c]);
-    acc *= exp_neg_add_v<V3>(cm - mx, tab, T(0));
+    acc *= exp_neg_add3(cm - mx, tab, T(0));
     mx = cm;
   }
 #pragma unroll
-  for (int c = 0; c < C; ++c) acc = exp_neg_add_v<V3>(mx - x[c], tab, acc);
+  for (int c = 0; c < C; ++c) acc = exp_neg_add3(mx - x[c], tab, acc);
 }
 
-template <bool V3 = false, class T>
+template <class T>
 __device__ __forceinline__ void lanes_merge2(T& mx, T& acc, int G, unsigned tab) {
   for (int d = G >> 1; d > 0; d >>= 1) {
     const T mx2 = __shfl_xor_sync(kFull, mx, d);
     const T acc2 = __shfl_xor_sync(kFull, acc, d);
-    lse_merge2<V3>(mx, acc, mx2, acc2, tab);
+    lse_merge2(mx, acc, mx2, acc2, tab);
   }
 }
 
@@ -347,235 +312,27 @@ __device__ __forceinline__ T const_part(const KernelArgs<T>& a, int nf, const in
   return c;
 }
 
-// ---- plain: global loads through L1/L2 ----
-// R: the tile. Each thread computes R outputs (or R summed configurations, merged) that
-// differ only in the tile variables: an input without them is loaded once for all R, and the
-// offset row once per term for all R; the R running pairs are independent chains.
-template <int NF, int R>
-constexpr int plain_min_blocks() {
-  return NF > 8 || (R == 4 && NF >= 7) ? 1
-         : R == 1                      ? (NF <= 3   ? 4
-                                          : NF <= 6 ? 3
-                                                    : 2)
-                                       : (NF <= 2 && R == 2 ? 3 : 2);
-}
-
-template <class T, int NF, int R>
-__global__ void __launch_bounds__(256, plain_min_blocks<NF, R>())
-    plain_kernel(const __grid_constant__ KernelArgs<T> a) {
-  extern __shared__ __align__(16) unsigned char smem[];
-  __shared__ double tab[64];
-  load_exp_table(tab);
-  int* sumtab = reinterpret_cast<int*>(smem);
-  const int rows = a.Mi * a.nfp;
-  for (int i = threadIdx.x; i < rows; i += blockDim.x) sumtab[i] = __ldg(a.sum_lo + i);
-  __syncthreads();
-  const int G = 1 << a.lanes_log2;
-  const unsigned long long gid =
-      static_cast<unsigned long long>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const long long item = static_cast<long long>(gid >> a.lanes_log2);
-  const int g = static_cast<int>(gid & (G - 1));
-  const bool active = item < a.n_items * a.splits;
-  T mx[R], acc[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    mx[r] = neg_inf(T(0));
-    acc[r] = 0;
-  }
-  long long obase = 0, sp = 0;
-  if (active) {
-    sp = a.splits == 1 ? 0 : static_cast<long long>(fdiv64(item, a.div_items));
-    const long long o = item - sp * a.n_items;
-    const long long page = static_cast<long long>(fdiv64(o, a.div_P));
-    const long long ol = o - page * a.P;
-    const int* lo = a.out_lo + ol * a.nip;
-    const long long* hi = a.out_hi + page * a.nip;
-    obase = hi[a.n_in] + lo[a.n_in];
-    T c[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      c[r] = 0;
-      for (int s = NF; s < a.n_in; ++s)
-        c[r] += __ldg(a.in[s] + hi[s] + lo[s] + (R > 1 ? __ldg(a.tile_all + r * a.nip + s) : 0));
-    }
-    const long long mh0 = sp * a.mh_per_split;
-    const long long mh1 = min(a.Mh, mh0 + a.mh_per_split);
-    if constexpr (NF == 0) {
-      // nothing varies with m: the lane's terms are all c
-      const long long per = (a.Mi - g + G - 1) / G;
-      const T cnt = static_cast<T>(per * (mh1 - mh0));
-      if (cnt > 0 && c[0] != neg_inf(c[0])) {
-        mx[0] = c[0];
-        acc[0] = cnt;
-      }
-    } else {
-      const T* q[NF];
-#pragma unroll
-      for (int f = 0; f < NF; ++f) q[f] = a.in[f] + hi[f] + lo[f];
-      for (long long mh = mh0; mh < mh1; ++mh) {
-        const T* rp[NF];
-#pragma unroll
-        for (int f = 0; f < NF; ++f) rp[f] = q[f] + __ldg(a.sum_hi + mh * a.nfp + f);
-          // dynamic unrolling (paper 000 section 7.3.1): the compiler peels the remainder
-#pragma unroll(R == 1 ? 4 : 2)
-        for (int mi = g; mi < a.Mi; mi += G) {
-          int idx[NF];
-          load_row<NF>(sumtab + mi * a.nfp, idx);
-          T x[R];
-#pragma unroll
-          for (int r = 0; r < R; ++r) x[r] = c[r];
-#pragma unroll
-          for (int f = 0; f < NF; ++f) {
-            if (R > 1 && (a.tile_dep >> f & 1)) {
-              x[0] += __ldg(rp[f] + idx[f]);  // tile_off[0][f] is 0
-#pragma unroll
-              for (int r = 1; r < R; ++r) x[r] += __ldg(rp[f] + (idx[f] + a.tile_off[r][f]));
-            } else {
-              const T v = __ldg(rp[f] + idx[f]);
-#pragma unroll
-              for (int r = 0; r < R; ++r) x[r] += v;
-            }
-          }
-#pragma unroll
-          for (int r = 0; r < R; ++r) lse_add(mx[r], acc[r], x[r], tab);
-        }
-      }
-    }
-  }
-  if (R > 1 && a.tile_summed) {
-#pragma unroll
-    for (int r = 1; r < R; ++r) lse_merge(mx[0], acc[0], mx[r], acc[r], tab);
-    lanes_merge(mx[0], acc[0], G, tab);
-    if (active && g == 0) {
-      if (a.splits == 1) {
-        a.out[obase] = lse_value(mx[0], acc[0]);
-      } else {
-        a.partial[2 * (sp * a.n_out + obase)] = mx[0];
-        a.partial[2 * (sp * a.n_out + obase) + 1] = acc[0];
-      }
-    }
-    return;
-  }
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    lanes_merge(mx[r], acc[r], G, tab);
-    if (active && g == 0) {
-      const long long o = obase + (R > 1 ? a.tile_out[r] : 0);
-      if (a.splits == 1) {
-        a.out[o] = lse_value(mx[r], acc[r]);
-      } else {
-        a.partial[2 * (sp * a.n_out + o)] = mx[r];
-        a.partial[2 * (sp * a.n_out + o) + 1] = acc[r];
-      }
-    }
-  }
-}
-
-// ---- plain, kernel 2 (untiled) ----
-// The same items, lanes and splits as plain_kernel; per lane the summed steps go in chunks of
-// four terms (lse_chunk). GC: lanes per item known at compile time (32, the large sums: the
-// four terms' addresses then differ by immediates), or 0 (a run-time G). The inner-block offset
-// table sits in shared memory column by column (a 4-byte load per input and term, consecutive
-// lanes on consecutive words), and inputs holding every inner summed variable (direct_mask)
-// read at mi itself, without it.
+// ---- plain: global loads through L1/L2 (kernel 3, issue 12 part 4) ----
+// One item = (output, split), 2^lanes lanes per item reading interleaved summed steps; per lane
+// the steps go in chunks of four terms (lse_chunk). GC: lanes per item known at compile time (32,
+// the large sums: the four terms' addresses then differ by immediates), or 0 (a run-time G). The
+// inner-block offset table sits in shared memory column by column (a 4-byte load per input and
+// term, consecutive lanes on consecutive words), and inputs holding every inner summed variable
+// (direct_mask) read at mi itself, without it. Kernels 1 and 2 (the versions before) are gone;
+// their measurements are in docs/perf-notes.md.
 template <int NF>
-constexpr int plain2_min_blocks() {
+constexpr int plain_min_blocks() {
   return NF <= 4 ? 3 : NF <= 8 ? 2 : 1;
 }
 
-template <class T, int NF, int GC>
-__global__ void __launch_bounds__(256, plain2_min_blocks<NF>())
-    plain2_kernel(const __grid_constant__ KernelArgs<T> a) {
-  extern __shared__ __align__(16) unsigned char smem[];
-  __shared__ double tab[64];
-  load_exp_table(tab);
-  int* sumtab = reinterpret_cast<int*>(smem);  // [f][Mi], columns of direct inputs unused
-  const int Mi = a.Mi;
-#pragma unroll
-  for (int f = 0; f < NF; ++f)
-    if (!(a.direct_mask >> f & 1))
-      for (int i = threadIdx.x; i < Mi; i += blockDim.x)
-        sumtab[f * Mi + i] = __ldg(a.sum_lo + i * a.nfp + f);
-  __syncthreads();
-  const unsigned tab_a = smem_addr(tab);
-  const int G = GC ? GC : 1 << a.lanes_log2;
-  const unsigned long long gid =
-      static_cast<unsigned long long>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const long long item = static_cast<long long>(gid >> a.lanes_log2);
-  const int g = static_cast<int>(gid & (G - 1));
-  const bool active = item < a.n_items * a.splits;
-  T mx = lowest(T(0)), acc = 0;
-  long long obase = 0, sp = 0;
-  if (active) {
-    sp = a.splits == 1 ? 0 : static_cast<long long>(fdiv64(item, a.div_items));
-    const long long o = item - sp * a.n_items;
-    const long long page = static_cast<long long>(fdiv64(o, a.div_P));
-    const long long ol = o - page * a.P;
-    const int* lo = a.out_lo + ol * a.nip;
-    const long long* hi = a.out_hi + page * a.nip;
-    obase = hi[a.n_in] + lo[a.n_in];
-    T c = 0;
-    for (int s = NF; s < a.n_in; ++s) c += __ldg(a.in[s] + hi[s] + lo[s]);
-    const long long mh0 = sp * a.mh_per_split;
-    const long long mh1 = min(a.Mh, mh0 + a.mh_per_split);
-    const T* q[NF];
-    unsigned col[NF];  // shared-window address of the lane's first entry in column f
-#pragma unroll
-    for (int f = 0; f < NF; ++f) {
-      q[f] = a.in[f] + hi[f] + lo[f];
-      col[f] = smem_addr(sumtab + f * Mi + g);
-    }
-    for (long long mh = mh0; mh < mh1; ++mh) {
-      const T* rp[NF];
-#pragma unroll
-      for (int f = 0; f < NF; ++f) rp[f] = q[f] + __ldg(a.sum_hi + mh * a.nfp + f);
-      int mi = g;
-      for (; mi + 3 * G < Mi; mi += 4 * G) {
-        T x[4] = {c, c, c, c};
-        const unsigned step = 4 * (mi - g);
-#pragma unroll
-        for (int f = 0; f < NF; ++f) {
-          if (a.direct_mask >> f & 1) {
-            const T* p = rp[f] + mi;
-#pragma unroll
-            for (int k = 0; k < 4; ++k) x[k] += __ldg(p + k * G);
-          } else {
-            const unsigned ad = col[f] + step;
-#pragma unroll
-            for (int k = 0; k < 4; ++k) x[k] += __ldg(rp[f] + lds32(ad + 4 * k * G));
-          }
-        }
-        lse_chunk(mx, acc, x, tab_a);
-      }
-      for (; mi < Mi; mi += G) {
-        T x[1] = {c};
-#pragma unroll
-        for (int f = 0; f < NF; ++f)
-          x[0] += __ldg(rp[f] + ((a.direct_mask >> f & 1) ? mi : lds32(col[f] + 4 * (mi - g))));
-        lse_chunk(mx, acc, x, tab_a);
-      }
-    }
-  }
-  lanes_merge2(mx, acc, G, tab_a);
-  canonical2(mx, acc);
-  if (active && g == 0) {
-    if (a.splits == 1) {
-      a.out[obase] = lse_value(mx, acc);
-    } else {
-      a.partial[2 * (sp * a.n_out + obase)] = mx;
-      a.partial[2 * (sp * a.n_out + obase) + 1] = acc;
-    }
-  }
-}
-
-// ---- plain, kernel 3 (the default; KINFER_GPU_KERNEL=2: plain2_kernel; issue 12 part 4) ----
-// plain2_kernel's items, lanes, splits, direct inputs and chunks of four, with the integer work
-// per term cut (counted in the machine code, docs/perf-notes.md): (1) each input's row pointer
-// is made opaque to the compiler, so a table-read address is one IMAD.WIDE (index x 8 + pointer)
-// instead of a 64-bit add and shift from the element offset; (2) the lane's offset-column address
-// is one register, made opaque so it is kept rather than rebuilt from the shared window every
-// chunk, advanced by 16 G bytes per chunk, with the columns a uniform stride apart; (3) kernel
-// 3's exp (exp_neg_add3): the scale in one shift-add, constants from the constant bank.
+// Kernel 3 is kernel 2 (the chunks of four, direct inputs, column-wise offset table) with the
+// integer work per term cut (counted in the machine code, docs/perf-notes.md): (1) each input's
+// row pointer is made opaque to the compiler, so a table-read address is one IMAD.WIDE (index x 8
+// + pointer) instead of a 64-bit add and shift from the element offset; (2) the lane's
+// offset-column address is one register, made opaque so it is kept rather than rebuilt from the
+// shared window every chunk, advanced by 16 G bytes per chunk, with the columns a uniform stride
+// apart; (3) kernel 3's exp (exp_neg_add3): the scale in one shift-add, constants from the
+// constant bank.
 __device__ __forceinline__ unsigned opaque(unsigned v) {
   asm("" : "+r"(v));
   return v;
@@ -608,19 +365,19 @@ __device__ __forceinline__ void plain3_row(const T* const (&rp)[NF], T c, int g,
         for (int k = 0; k < 4; ++k) x[k] += __ldg(rp[f] + lds32(af + 4 * k * G));
       }
     }
-    lse_chunk<4, true>(mx, acc, x, tab_a);
+    lse_chunk<4>(mx, acc, x, tab_a);
   }
   for (; mi < Mi; mi += G, ad += 4 * G) {
     T x[1] = {c};
 #pragma unroll
     for (int f = 0; f < NF; ++f)
       x[0] += __ldg(rp[f] + (direct(f) ? mi : lds32(ad + f * colstride)));
-    lse_chunk<1, true>(mx, acc, x, tab_a);
+    lse_chunk<1>(mx, acc, x, tab_a);
   }
 }
 
 template <class T, int NF, int GC>
-__global__ void __launch_bounds__(256, plain2_min_blocks<NF>())
+__global__ void __launch_bounds__(256, plain_min_blocks<NF>())
     plain3_kernel(const __grid_constant__ KernelArgs<T> a) {
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ double tab[64];
@@ -654,27 +411,38 @@ __global__ void __launch_bounds__(256, plain2_min_blocks<NF>())
     for (int s = NF; s < a.n_in; ++s) c += __ldg(a.in[s] + hi[s] + lo[s]);
     const long long mh0 = sp * a.mh_per_split;
     const long long mh1 = min(a.Mh, mh0 + a.mh_per_split);
-    const T* q[NF];
+    if constexpr (NF == 0) {
+      // nothing varies with m: the lane's terms are all c
+      const long long per = (Mi - g + G - 1) / G;
+      const T cnt = static_cast<T>(per * (mh1 - mh0));
+      if (cnt > 0 && c != neg_inf(c)) {
+        mx = c;
+        acc = cnt;
+      }
+    } else {
+      const T* q[NF];
 #pragma unroll
-    for (int f = 0; f < NF; ++f) q[f] = a.in[f] + hi[f] + lo[f];
-    const unsigned col0 = opaque(smem_addr(sumtab + g));  // column 0, the lane's first entry
-    const unsigned colstride = 4u * static_cast<unsigned>(Mi);
-    for (long long mh = mh0; mh < mh1; ++mh) {
-      const T* rp[NF];
+      for (int f = 0; f < NF; ++f) q[f] = a.in[f] + hi[f] + lo[f];
+      const unsigned col0 = opaque(smem_addr(sumtab + g));  // column 0, the lane's first entry
+      const unsigned colstride = 4u * static_cast<unsigned>(Mi);
+      for (long long mh = mh0; mh < mh1; ++mh) {
+        const T* rp[NF];
 #pragma unroll
-      for (int f = 0; f < NF; ++f) rp[f] = opaque(q[f] + __ldg(a.sum_hi + mh * a.nfp + f));
-      const T* const(&rpc)[NF] = rp;
-      // every input direct, none, or a mix (a uniform branch per row, not per term: with the
-      // mix the compiler predicates both paths of each input, so the pure cases get their own)
-      if (a.direct_mask == (1u << NF) - 1)
-        plain3_row<T, NF, GC, 1>(rpc, c, g, G, Mi, col0, colstride, 0, mx, acc, tab_a);
-      else if (a.direct_mask == 0)
-        plain3_row<T, NF, GC, 2>(rpc, c, g, G, Mi, col0, colstride, 0, mx, acc, tab_a);
-      else
-        plain3_row<T, NF, GC, 0>(rpc, c, g, G, Mi, col0, colstride, a.direct_mask, mx, acc, tab_a);
+        for (int f = 0; f < NF; ++f) rp[f] = opaque(q[f] + __ldg(a.sum_hi + mh * a.nfp + f));
+        const T* const(&rpc)[NF] = rp;
+        // every input direct, none, or a mix (a uniform branch per row, not per term: with the
+        // mix the compiler predicates both paths of each input, so the pure cases get their own)
+        if (a.direct_mask == (1u << NF) - 1)
+          plain3_row<T, NF, GC, 1>(rpc, c, g, G, Mi, col0, colstride, 0, mx, acc, tab_a);
+        else if (a.direct_mask == 0)
+          plain3_row<T, NF, GC, 2>(rpc, c, g, G, Mi, col0, colstride, 0, mx, acc, tab_a);
+        else
+          plain3_row<T, NF, GC, 0>(rpc, c, g, G, Mi, col0, colstride, a.direct_mask, mx, acc,
+                                   tab_a);
+      }
     }
   }
-  lanes_merge2<true>(mx, acc, G, tab_a);
+  lanes_merge2(mx, acc, G, tab_a);
   canonical2(mx, acc);
   if (active && g == 0) {
     if (a.splits == 1) {
@@ -707,18 +475,18 @@ __global__ void combine_kernel(const T* __restrict__ partial, T* __restrict__ ou
 }
 
 // ---- cached: the software-managed cache ----
-// CH: kernel 2's arithmetic (terms in chunks of four, lse_chunk).
-template <class T, int NF, bool ALL_CACHED, bool CH>
+// Terms in chunks of four (lse_chunk, kernel 3's exp: device call 4, 1.00-1.10x over kernel 2's).
+template <class T, int NF, bool ALL_CACHED>
 __global__ void __launch_bounds__(256, 4) cached_kernel(const __grid_constant__ KernelArgs<T> a) {
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ double tab[64];
-  load_exp_table(tab);
+  load_exp_table3(tab);
   T* cache = reinterpret_cast<T*>(smem);
   int* sumtab = reinterpret_cast<int*>(smem + a.sum_table_offset);
   const int rows = a.Mi * a.nfp;
   for (int i = threadIdx.x; i < rows; i += blockDim.x) sumtab[i] = __ldg(a.sum_lo + i);
   // (both made visible by the barrier after the first page's staging: every block stages first)
-  const unsigned tab_a = smem_addr(tab);
+  const unsigned tab_a = opaque(smem_addr(tab));
   const int G = 1 << a.lanes_log2;
   const int g = threadIdx.x & (G - 1);
   const int item0 = threadIdx.x >> a.lanes_log2;
@@ -748,8 +516,7 @@ __global__ void __launch_bounds__(256, 4) cached_kernel(const __grid_constant__ 
     for (int base = 0; base < static_cast<int>(a.P); base += per_pass) {
       const int ol = base + item0;
       const bool active = ol < static_cast<int>(a.P);
-      T mx = neg_inf(T(0)), acc = 0;
-      T mx2 = lowest(T(0)), acc2 = 0;  // kernel 2's pair (CH)
+      T mx = lowest(T(0)), acc = 0;
       if (active) {
         const int* lo = a.out_lo + static_cast<long long>(ol) * a.nip;
         const int* clo = a.cache_lo + static_cast<long long>(ol) * a.nfp;
@@ -770,29 +537,18 @@ __global__ void __launch_bounds__(256, 4) cached_kernel(const __grid_constant__ 
           for (int f = 0; f < NF; ++f) x += q[f][idx[f]];
           return x;
         };
-        if constexpr (CH) {
-          int m = g;
-          for (; m + 3 * G < a.Mi; m += 4 * G) {
-            const T x[4] = {term(m), term(m + G), term(m + 2 * G), term(m + 3 * G)};
-            lse_chunk(mx2, acc2, x, tab_a);
-          }
-          for (; m < a.Mi; m += G) {
-            const T x[1] = {term(m)};
-            lse_chunk(mx2, acc2, x, tab_a);
-          }
-        } else {
-#pragma unroll 4
-          for (int m = g; m < a.Mi; m += G) lse_add(mx, acc, term(m), tab);
+        int m = g;
+        for (; m + 3 * G < a.Mi; m += 4 * G) {
+          const T x[4] = {term(m), term(m + G), term(m + 2 * G), term(m + 3 * G)};
+          lse_chunk<4>(mx, acc, x, tab_a);
+        }
+        for (; m < a.Mi; m += G) {
+          const T x[1] = {term(m)};
+          lse_chunk<1>(mx, acc, x, tab_a);
         }
       }
-      if constexpr (CH) {
-        lanes_merge2(mx2, acc2, G, tab_a);
-        canonical2(mx2, acc2);
-        mx = mx2;
-        acc = acc2;
-      } else {
-        lanes_merge(mx, acc, G, tab);
-      }
+      lanes_merge2(mx, acc, G, tab_a);
+      canonical2(mx, acc);
       if (active && g == 0) a.out[page * a.P + ol] = lse_value(mx, acc);
     }
   }
@@ -824,21 +580,6 @@ void allow_shared(K kernel, int bytes, std::once_flag& flag) {
     throw std::invalid_argument("policy needs more shared memory than a block gets");
 }
 
-template <class T, int NF, int R>
-void launch_plain(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
-  static std::once_flag flag;
-  allow_shared(plain_kernel<T, NF, R>, p.shared_bytes, flag);
-  plain_kernel<T, NF, R><<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, stream>>>(a);
-}
-
-template <class T, int NF, int GC>
-void launch_plain2(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
-  static std::once_flag flag;
-  allow_shared(plain2_kernel<T, NF, GC>, p.shared_bytes, flag);
-  plain2_kernel<T, NF, GC>
-      <<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, stream>>>(a);
-}
-
 template <class T, int NF, int GC>
 void launch_plain3(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
   static std::once_flag flag;
@@ -847,62 +588,33 @@ void launch_plain3(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t str
       <<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, stream>>>(a);
 }
 
-template <class T, int NF, bool ALL, bool CH>
+template <class T, int NF, bool ALL>
 void launch_cached(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
   static std::once_flag flag;
-  allow_shared(cached_kernel<T, NF, ALL, CH>, p.shared_bytes, flag);
-  cached_kernel<T, NF, ALL, CH>
+  allow_shared(cached_kernel<T, NF, ALL>, p.shared_bytes, flag);
+  cached_kernel<T, NF, ALL>
       <<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, stream>>>(a);
 }
 
 template <class T, int NF>
 void launch_nf(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
-  if (p.variant == Variant::plain && p.kernel == 3 && p.tile == 1 && NF > 0) {
-    if constexpr (NF > 0) {
-      if (p.lanes_log2 == 5)
-        launch_plain3<T, NF, 32>(p, a, stream);
-      else
-        launch_plain3<T, NF, 0>(p, a, stream);
-    }
-  } else if (p.variant == Variant::plain && p.kernel == 2 && p.tile == 1 && NF > 0) {
-    if constexpr (NF > 0) {
-      if (p.lanes_log2 == 5)
-        launch_plain2<T, NF, 32>(p, a, stream);
-      else
-        launch_plain2<T, NF, 0>(p, a, stream);
-    }
-  } else if (p.variant == Variant::plain) {
-    if constexpr (NF == 0 || NF > kMaxCachedVarying) {
-      if (p.tile != 1) throw std::invalid_argument("no tiled kernel for this many inputs");
-      launch_plain<T, NF, 1>(p, a, stream);
-    } else {
-      switch (p.tile) {
-        case 1:
-          launch_plain<T, NF, 1>(p, a, stream);
-          break;
-        case 2:
-          launch_plain<T, NF, 2>(p, a, stream);
-          break;
-        case 4:
-          launch_plain<T, NF, 4>(p, a, stream);
-          break;
-        default:
-          throw std::invalid_argument("no plain kernel for a tile of " + std::to_string(p.tile));
-      }
-    }
+  if (p.variant == Variant::plain) {
+    if (p.tile != 1) throw std::invalid_argument("no kernel takes a tiled plan");
+    // lanes known at compile time where they are common: 32 (large sums), 8 and 4 (M = 64-512
+    // under the default lanes rule; double only, to bound the number of kernels)
+    if (p.lanes_log2 == 5)
+      launch_plain3<T, NF, 32>(p, a, stream);
+    else if (std::is_same_v<T, double> && p.lanes_log2 == 3)
+      launch_plain3<T, NF, std::is_same_v<T, double> ? 8 : 0>(p, a, stream);
+    else if (std::is_same_v<T, double> && p.lanes_log2 == 2)
+      launch_plain3<T, NF, std::is_same_v<T, double> ? 4 : 0>(p, a, stream);
+    else
+      launch_plain3<T, NF, 0>(p, a, stream);
   } else if constexpr (NF > 0 && NF <= kMaxCachedVarying) {
-    const bool all = p.cached_mask == (1u << NF) - 1;
-    if (p.kernel >= 2) {  // kernel 3 changes the plain kernel only
-      if (all)
-        launch_cached<T, NF, true, true>(p, a, stream);
-      else
-        launch_cached<T, NF, false, true>(p, a, stream);
-    } else {
-      if (all)
-        launch_cached<T, NF, true, false>(p, a, stream);
-      else
-        launch_cached<T, NF, false, false>(p, a, stream);
-    }
+    if (p.cached_mask == (1u << NF) - 1)
+      launch_cached<T, NF, true>(p, a, stream);
+    else
+      launch_cached<T, NF, false>(p, a, stream);
   }
   CUDA_CHECK(cudaGetLastError());
 }
@@ -938,13 +650,14 @@ __global__ void __launch_bounds__(256) ceiling_kernel(T* out, int iters, T seed)
   out[blockIdx.x * blockDim.x + threadIdx.x] = lse_value(mx, acc);
 }
 
-// Kernel 2's arithmetic on register operands (terms in chunks of four, lse_chunk).
+// The kernels' arithmetic on register operands (terms in chunks of four, lse_chunk; kernel 2's
+// exp until device call 4, kernel 3's since: the same double operations).
 template <class T, int NF>
 __global__ void __launch_bounds__(256) ceiling2_kernel(T* out, int iters, T seed) {
   __shared__ double tab[64];
-  load_exp_table(tab);
+  load_exp_table3(tab);
   __syncthreads();
-  const unsigned tab_a = smem_addr(tab);
+  const unsigned tab_a = opaque(smem_addr(tab));
   T v[NF];
 #pragma unroll
   for (int f = 0; f < NF; ++f) v[f] = seed * (threadIdx.x % 7 + f + 1);
@@ -1001,8 +714,7 @@ double ceiling_nf(cudaStream_t stream) {
 std::size_t table_image_bytes(const LaunchPlan& p) {
   auto a16 = [](std::size_t b) { return (b + 15) / 16 * 16; };
   return a16(4 * p.out_lo.size()) + a16(8 * p.out_hi.size()) + a16(4 * p.sum_lo.size()) +
-         a16(8 * p.sum_hi.size()) + a16(4 * p.cache_lo.size()) + a16(4 * p.refetch.size()) +
-         a16(8 * p.tile_all.size());
+         a16(8 * p.sum_hi.size()) + a16(4 * p.cache_lo.size()) + a16(4 * p.refetch.size());
 }
 
 DeviceTables write_table_image(const LaunchPlan& p, void* host, void* dev) {
@@ -1020,7 +732,6 @@ DeviceTables write_table_image(const LaunchPlan& p, void* host, void* dev) {
   t.sum_hi = static_cast<const long long*>(put(p.sum_hi.data(), 8 * p.sum_hi.size()));
   t.cache_lo = static_cast<const int*>(put(p.cache_lo.data(), 4 * p.cache_lo.size()));
   t.refetch = static_cast<const unsigned*>(put(p.refetch.data(), 4 * p.refetch.size()));
-  t.tile_all = static_cast<const long long*>(put(p.tile_all.data(), 8 * p.tile_all.size()));
   return t;
 }
 
@@ -1056,7 +767,6 @@ void launch_sum_product(const LaunchPlan& p, const DeviceTables& t, const T* con
   a.sum_hi = t.sum_hi;
   a.cache_lo = t.cache_lo;
   a.refetch = t.refetch;
-  a.tile_all = t.tile_all;
   a.n_in = n_in;
   a.nip = p.nip;
   a.nfp = p.nfp;
@@ -1071,15 +781,6 @@ void launch_sum_product(const LaunchPlan& p, const DeviceTables& t, const T* con
   a.mh_per_split = p.mh_per_split;
   a.div_P = dev_div(p.div_P);
   a.div_items = dev_div(p.div_items);
-  a.tile_summed = p.tile_summed;
-  if (p.tile > kMaxTile) throw std::invalid_argument("tile larger than the kernels take");
-  for (int r = 0; r < p.tile && p.tile > 1; ++r) {
-    for (int f = 0; f < p.nf; ++f) {
-      a.tile_off[r][f] = p.tile_off[r * p.nfp + f];
-      if (p.tile_off[r * p.nfp + f] != 0) a.tile_dep |= 1u << f;
-    }
-    a.tile_out[r] = p.tile_all[r * p.nip + n_in];
-  }
   a.cached_mask = p.cached_mask;
   a.direct_mask = p.direct_mask;
   for (int f = 0; f < p.nf && p.variant == Variant::cached; ++f) {

@@ -15,7 +15,6 @@ struct DeviceTables {
   const long long* sum_hi = nullptr;
   const int* cache_lo = nullptr;
   const unsigned* refetch = nullptr;
-  const long long* tile_all = nullptr;
 };
 
 // Bytes of the device copy of p's tables, and its host image (written into `host`, which must

@@ -185,18 +185,18 @@ TEST_CASE("GpuKernel.ManyInputsMatchCpu", "[gpu]") {
 }
 
 TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
-  // the inner-loop options of DeviceLimits besides the default (kernel 3 with direct inputs): the
-  // kernels before issue 12, kernel 3 with the offset table for every input, and kernel 2's plain
-  // kernel (kernel 3 = kernel 2 with fewer integer instructions per term)
+  // the planner options of DeviceLimits besides the default (direct inputs, lanes 4:64): the
+  // offset table for every input, and other lanes per output (KINFER_GPU_LANES=FLOOR:TERMS;
+  // 32:16 is the rule before device call 4, 1:256 gives few lanes, run-time G included)
   struct Setting {
     const char* var;
     const char* value;
   };
   const Setting variants[] = {
-      {"KINFER_GPU_KERNEL", "1"}, {"KINFER_GPU_DIRECT", "0"}, {"KINFER_GPU_KERNEL", "2"}};
+      {"KINFER_GPU_DIRECT", "0"}, {"KINFER_GPU_LANES", "32:16"}, {"KINFER_GPU_LANES", "1:256"}};
   int direct = 0, buckets = 0;
   for (const Setting& v : variants) {
-    // restore the variable as it was: a run under KINFER_GPU_KERNEL=N keeps N for later cases
+    // restore the variable as it was (a run of every case under one setting keeps it)
     const char* before = std::getenv(v.var);
     const std::string saved = before ? before : "";
     setenv(v.var, v.value, 1);
@@ -239,39 +239,33 @@ TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
   CHECK(direct > 0);
 }
 
-TEST_CASE("GpuKernel.TiledBucketsMatchCpu", "[gpu]") {
-  // buckets large enough for the plain kernel's tiles on a real device (output tiles need
-  // enough outputs to fill it; summed tiles 64+ summed configurations per tile)
-  // tiles are off by default (net-neutral on the H100): a second context with them on
-  setenv("KINFER_GPU_TILES", "1", 1);
-  std::unique_ptr<gpu::Context> tiled = gpu::Context::create();
-  unsetenv("KINFER_GPU_TILES");
-  std::mt19937_64 rng(93);
-  const int n = std::max(6, static_cast<int>(60 * scale()));
-  Compare f64;
-  int tiles = 0;
-  for (int i = 0; i < n; ++i) {
-    RandomBucketOptions o;
-    o.min_log2_states = 20;
-    o.max_log2_states = 24;
-    o.max_card = 4;
-    o.max_functions = 6;
-    if (i % 2) {
-      o.min_marg = 64;
-      o.max_marg = 8192;
+TEST_CASE("GpuKernel.NothingVariesWithTheSumMatchesCpu", "[gpu]") {
+  // no input holds a summed variable (the plain kernel's NF = 0 case: every term is the
+  // constant part, counted): outputs over vars 0-2, vars 3-4 summed (6 and 40 values), inputs
+  // over output variables only, some entries -inf
+  std::mt19937_64 rng(7);
+  for (const int outs : {1, 3}) {
+    RandomBucket b;
+    b.shape.vars = {0, 1, 2, 3, 4};
+    b.shape.card = {outs, 5, 3, 6, 40};
+    b.shape.n_marg = 2;
+    b.scopes = {{0, 1}, {1, 2}, {2}};
+    for (const auto& sc : b.scopes) {
+      std::int64_t n = 1;
+      for (int v : sc) n *= b.shape.card[v];
+      std::vector<double> d(n);
+      for (auto& x : d)
+        x = rng() % 10 == 0 ? -INFINITY : std::uniform_real_distribution<double>(-30, 5)(rng);
+      b.data.push_back(std::move(d));
     }
-    const RandomBucket b = random_bucket(rng, o);
-    INFO("tiled bucket " << i);
-    check_bucket(b, Variant::plain, Precision::f64, 1e-11, &f64, *tiled);
-    check_bucket(b, Variant::automatic, Precision::f64, 1e-11, &f64, *tiled);
-    if (i % 3 == 0) check_bucket(b, Variant::plain, Precision::f32, 2e-5, &f64, *tiled);
-    HostRunOptions plain;
-    plain.variant = Variant::plain;
-    tiles += run_host_bucket(*tiled, b.shape, b.inputs(), plain).choice.tile > 1;
+    Compare f64;
+    INFO("outputs " << b.shape.output_size());
+    check_bucket(b, Variant::plain, Precision::f64, 1e-11, &f64);
+    check_bucket(b, Variant::automatic, Precision::f64, 1e-11, &f64);
+    check_bucket(b, Variant::automatic, Precision::f32, 2e-5, &f64);
+    std::printf("no input varies with the sum (%lld outputs): largest relative difference %.3g\n",
+                static_cast<long long>(b.shape.output_size()), f64.worst);
   }
-  std::printf("tiled buckets: %d (%d tiled), largest relative difference %.3g\n", n, tiles,
-              f64.worst);
-  CHECK(tiles > 0);
 }
 
 TEST_CASE("GpuKernel.OutputsBeyond2to31MatchCpu", "[gpu][large]") {

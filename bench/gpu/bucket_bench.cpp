@@ -65,13 +65,53 @@ double rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
   return w;
 }
 
-// One kernel configuration: a Context made under its environment (KINFER_GPU_KERNEL, ...),
+// The options of the benchmark's random bucket i: two families, the paper's 2-32 summed
+// configurations, and the larger sums of real linkage buckets (up to 4096).
+RandomBucketOptions random_options(const Options& o, int i) {
+  RandomBucketOptions ro;
+  ro.min_log2_states = o.min_log2;
+  ro.max_log2_states = o.max_log2;
+  ro.zero_fraction = 0.01;
+  if (i % 3 == 2) {
+    ro.min_marg = 33;
+    ro.max_marg = 4096;
+  }
+  return ro;
+}
+
+// One kernel configuration: a Context made under its environment (KINFER_GPU_LANES, ...),
 // with its own TSV.
 struct Config {
   std::string name;
   std::unique_ptr<Context> ctx;
   std::ofstream tsv;
 };
+
+// The selector's inputs for a bucket (host plans under default limits on `sms` SMs): the plain
+// kernel's lanes, and the cached plan's reuse, resident and launch threads and hit fraction.
+std::string plan_features(const BucketShape& shape, std::span<const InputTable> in, int sms) {
+  std::vector<std::vector<int>> scopes;
+  for (const auto& t : in) scopes.push_back(t.scope);
+  const BucketLayout lay = describe(shape, scopes);
+  DeviceLimits lim;
+  lim.sm_count = sms;
+  char buf[256];
+  if (!lay.unsupported.empty()) return "nan\tnan\tnan\tnan\tnan\tnan";
+  const LaunchPlan p = make_launch_plan(lay, Variant::plain, lim);
+  double reuse = NAN, resident = NAN, launch = NAN, hit = NAN, in_mb = 0;
+  for (int s = 0; s < lay.nf; ++s) in_mb += 8e-6 * static_cast<double>(lay.in_size[s]);
+  try {
+    const LaunchPlan c = make_launch_plan(lay, Variant::cached, lim);
+    reuse = c.min_reuse;
+    resident = c.resident_threads;
+    launch = c.launch_threads;
+    hit = c.hit_fraction;
+  } catch (const std::invalid_argument&) {
+  }
+  std::snprintf(buf, sizeof buf, "%d\t%g\t%g\t%g\t%g\t%g", 1 << p.lanes_log2, reuse, resident,
+                launch, hit, in_mb);
+  return buf;
+}
 
 class Bench {
  public:
@@ -81,7 +121,7 @@ class Bench {
       cf.tsv << "source\tbucket\tn_out\tM\tn_in\tnf\tlog2_states\tgflop\tmin_mb\tchoice\thit\t"
                 "t_cpu_ms\tt_plain_ms\tt_cached_ms\tt_auto_ms\tt_f32_ms\troof_ms\tgflops_auto\t"
                 "gbps_auto\troof_frac_auto\tspeedup_cpu\tmax_rel_diff\tf32_rel_diff\troof2_ms\t"
-                "why\n";
+                "p_lanes\tc_reuse\tc_resident\tc_launch\tc_hit\tvarying_in_mb\twhy\n";
     std::printf("%-6s %-14s %5s %9s %7s %2s %6s %8s %-6s %9s %9s %9s %9s %9s %7s %7s %8s\n",
                 "config", "source", "b", "outputs", "M", "in", "log2st", "GFLOP", "choice",
                 "cpu_ms", "plain_ms", "cached_ms", "auto_ms", "f32_ms", "roof%", "x_cpu", "diff");
@@ -114,6 +154,7 @@ class Bench {
     const double tc = median(t_cpu);
     std::vector<std::vector<int>> scopes;
     for (const auto& t : in) scopes.push_back(t.scope);
+    const std::string features = plan_features(shape, in, c_.sm_count);
     for (auto& cf : cfgs_) {
       HostRunOptions opt;
       opt.repeats = o_.repeats;
@@ -153,7 +194,7 @@ class Bench {
              << (o_.no_f32 ? NAN : f32.ms_median) << '\t' << roof_ms << '\t'
              << flop / (t_auto * 1e6) << '\t' << min_bytes / (t_auto * 1e6) << '\t'
              << roof_ms / t_auto << '\t' << tc / t_auto << '\t' << diff << '\t' << diff32 << '\t'
-             << roof2_ms << '\t' << why << '\n';
+             << roof2_ms << '\t' << features << '\t' << why << '\n';
       cf.tsv.flush();
       std::printf(
           "%-6s %-14s %5d %9lld %7lld %2zu %6.1f %8.3f %-6s %9.3f %9.4f %9.4f %9.4f %9.4f %6.1f%% "
@@ -175,13 +216,27 @@ class Bench {
 // The plain kernel's launch plan of every bucket of a network (default device limits): where
 // its loads come from, without a device.
 int print_plans(const Options& o) {
+  if (o.random > 0) {  // the random buckets of --random N --seed S (as the benchmark draws them)
+    std::ofstream tsv(o.out);
+    tsv << "source\tbucket\tn_out\tM\tn_in\tp_lanes\tc_reuse\tc_resident\tc_launch\tc_hit\t"
+           "varying_in_mb\n";
+    std::mt19937_64 rng(o.seed);
+    for (int i = 0; i < o.random; ++i) {
+      const RandomBucket b = random_bucket(rng, random_options(o, i));
+      tsv << (i % 3 == 2 ? "random-bigM" : "random") << '\t' << i << '\t' << b.shape.output_size()
+          << '\t' << b.shape.marg_size() << '\t' << b.scopes.size() << '\t'
+          << plan_features(b.shape, b.inputs(), 132) << '\n';
+    }
+    return 0;
+  }
   const io::NetworkWithEvidence r = io::read_network_and_evidence(o.network);
   PlanOptions po;
   po.order.time_budget = 5;
   const Plan plan = make_plan(r.net, r.ev, po);
   std::ofstream tsv(o.out);
   tsv << "bucket\tlog2_states\tn_out\tM\tn_in\tnf\tMi\tMh\tlanes\tsplits\tblocks\tdirect\t"
-         "summed_cards\tinput_summed_vars\n";
+         "summed_cards\tinput_summed_vars\tp_lanes\tc_reuse\tc_resident\tc_launch\tc_hit\t"
+         "varying_in_mb\n";
   RunOptions ro;
   ro.threads = o.threads;
   ro.after_bucket = [&](int b, const BucketShape& shape, std::span<const InputTable> in,
@@ -206,7 +261,7 @@ int print_plans(const Options& o) {
     tsv << b << '\t' << std::log2(states) << '\t' << lay.n_out << '\t' << lay.M << '\t' << lay.n_in
         << '\t' << lay.nf << '\t' << p.Mi << '\t' << p.Mh << '\t' << (1 << p.lanes_log2) << '\t'
         << p.splits << '\t' << p.blocks << '\t' << __builtin_popcount(p.direct_mask) << '\t'
-        << cards << '\t' << held << '\n';
+        << cards << '\t' << held << '\t' << plan_features(shape, in, 132) << '\n';
   };
   run_plan(plan, ro);
   return 0;
@@ -291,18 +346,8 @@ int main(int argc, char** argv) {
   if (o.random > 0) {
     std::mt19937_64 rng(o.seed);
     for (int i = 0; i < o.random; ++i) {
-      RandomBucketOptions ro;
-      ro.min_log2_states = o.min_log2;
-      ro.max_log2_states = o.max_log2;
-      ro.zero_fraction = 0.01;
-      // two families: the paper's 2-32 summed configurations, and the larger sums of real
-      // linkage buckets (up to 4096)
       const bool big = i % 3 == 2;
-      if (big) {
-        ro.min_marg = 33;
-        ro.max_marg = 4096;
-      }
-      const RandomBucket b = random_bucket(rng, ro);
+      const RandomBucket b = random_bucket(rng, random_options(o, i));
       const auto in = b.inputs();
       bench.bucket(big ? "random-bigM" : "random", i, b.shape, in, nullptr);
     }

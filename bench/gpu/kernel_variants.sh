@@ -2,13 +2,15 @@
 # Kernel configurations of one build side by side in one GPU-machine call (issue 12 part 4):
 # every bucket is timed under each configuration in the same process (bucket_bench --config:
 # one Context per configuration, the same inputs, one CPU reference), so the comparison needs no
-# second build. `main` is KINFER_GPU_KERNEL=1: the kernels and planner of main, unchanged.
+# second build (a before/after against another build: kernel_compare.sh). The default configs:
+# `main` = the defaults, `lanes16` = the lanes rule before device call 4, `nodirect` = no direct
+# inputs.
 # Then the profiler on the root bucket of linkage_18 and the largest linkage_13 bucket (both
 # kernels), the GPU tests at a small scale and the memory checker.
 #
 # usage (on the GPU machine): bench/gpu/kernel_variants.sh DIR OUT [quick]
 # environment: CONFIGS, NETS, MIN_LOG2, NRANDOM, DEADLINE, TEST_ENV, TESTS, TEST_TIME, PROFS
-# (NAME:NETWORK:MIN_LOG2:KERNEL_REGEX[:VAR=VAL] ...), PROFILE_MAIN
+# (NAME:NETWORK:MIN_LOG2:KERNEL_REGEX[:VAR=VAL] ...)
 #   DIR holds new/ (bundle-for-device of the build), data/uai/, compare.py
 # Everything is packed into OUT/results.tar.gz; summary.txt and compare.txt are kept beside it.
 set -uo pipefail
@@ -26,7 +28,7 @@ t() { local left=$((DEADLINE - SECONDS - 10)); ((left < 5)) && left=5; echo $(($
 over() { ((DEADLINE - SECONDS - 10 < 15)); }
 log() { echo "[$(date +%T) +${SECONDS}s] $*" | tee -a "$OUT/summary.txt"; }
 NCU=${NCU:-/usr/local/cuda/bin/ncu}
-CONFIGS=${CONFIGS:-"main:KINFER_GPU_KERNEL=1 new e16:KINFER_GPU_EXP16=1 nodirect:KINFER_GPU_DIRECT=0"}
+CONFIGS=${CONFIGS:-"main lanes16:KINFER_GPU_LANES=32:16 nodirect:KINFER_GPU_DIRECT=0"}
 cfg_args=()
 for c in $CONFIGS; do cfg_args+=(--config "$c"); done
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw,memory.used \
@@ -37,10 +39,9 @@ log "device: $(tail -1 "$OUT/gpu_state.txt"); $(nproc) CPU cores; configs: $CONF
 if command -v /usr/local/cuda/bin/cuobjdump > /dev/null; then
   /usr/local/cuda/bin/cuobjdump -sass "$D/new/bench/gpu/bucket_bench" > "$OUT/all.sass" 2>&1
   log "sass: $(grep -c 'Function :' "$OUT/all.sass") functions"
-  # instructions per kernel (whole function) for the nf = 3 and 5 cases, before and after
-  for fn in plain_kernelIdLi3ELi1E plain2_kernelIdLi3ELi32E plain2_kernelIdLi3ELi0E \
-    plain_kernelIdLi5ELi1E plain2_kernelIdLi5ELi32E plain3_kernelIdLi3ELi32E plain3_kernelIdLi3ELi0E \
-    plain3_kernelIdLi5ELi32E; do
+  # instructions per kernel (whole function) for the nf = 3 and 5 cases, per compile-time lanes
+  for fn in plain3_kernelIdLi3ELi32E plain3_kernelIdLi3ELi8E plain3_kernelIdLi3ELi4E \
+    plain3_kernelIdLi3ELi0E plain3_kernelIdLi5ELi32E plain3_kernelIdLi5ELi0E cached_kernelIdLi3ELb1E; do
     awk -v f="$fn" '/Function :/ {on = index($0, f) > 0} on && /^ +\/\*[0-9a-f]+\*\/ / {n++} END {print f, n}' \
       "$OUT/all.sass" | tee -a "$OUT/summary.txt"
   done
@@ -69,7 +70,7 @@ for c in $CONFIGS; do
 done
 
 # correctness: the GPU tests at a small scale (the 2^31-output bucket skipped), memory checker
-# TEST_ENV: e.g. KINFER_GPU_KERNEL=3 runs every case under that kernel; TESTS: the cases (Catch2)
+# TEST_ENV: e.g. KINFER_GPU_LANES=32:16 runs every case under that setting; TESTS: the cases (Catch2)
 env ${TEST_ENV:-} KINFER_GPU_SKIP_LARGE=1 KINFER_GPU_TEST_SCALE=${TEST_SCALE:-0.03} \
   timeout $(t ${TEST_TIME:-120}) "$D/new/run" tests/test_gpu_kernel ${TESTS:-} \
   > "$OUT/test_gpu_kernel.log" 2>&1
@@ -77,7 +78,7 @@ log "test_gpu_kernel rc=$? $(grep -E 'test cases|All tests' "$OUT/test_gpu_kerne
 grep -E "buckets|variants|=1:|=0:|=3:" "$OUT/test_gpu_kernel.log" | tee -a "$OUT/summary.txt"
 timeout $(t 30) "$D/new/run" tests/test_gpu_policy > "$OUT/test_gpu_policy.log" 2>&1
 log "test_gpu_policy rc=$? $(tail -1 "$OUT/test_gpu_policy.log")"
-# profiler: the kernel before (plain_kernel) and after (plain2_kernel) on the same buckets
+# profiler: the plain kernel on the root bucket of linkage_18 and a large linkage_13 bucket
 SECTIONS="--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
   --section MemoryWorkloadAnalysis_Tables --section Occupancy --section SchedulerStats \
   --section WarpStateStats --section InstructionStats --section LaunchStats"
@@ -98,9 +99,8 @@ if [[ $MODE != quick ]]; then
       prof "$pn" "$pnet" "$pmin" "$pre" ${penv:-KINFER_GPU_NONE=0}
     done
   else
-    [[ ${PROFILE_MAIN:-1} == 1 ]] && prof l18_main linkage_18 27.5 'plain_kernel' KINFER_GPU_KERNEL=1
-    prof l18_new linkage_18 27.5 'plain2_kernel'
-    prof l13_new linkage_13 30.9 'plain2_kernel'
+    prof l18 linkage_18 27 'plain3_kernel'
+    prof l13 linkage_13 29.9 'plain3_kernel'
   fi
 fi
 

@@ -104,7 +104,7 @@ if [[ $MODE == heavy ]]; then
   log "compute-sanitizer racecheck rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$W/racecheck.log" | tail -1)"
   # profiler: the root bucket of linkage_18 (plain, split) and a cached bucket of linkage_14
   NCU="ncu --section SpeedOfLight --section Occupancy --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis -c 1"
-  timeout $(t 120) $NCU -k regex:plain_kernel "$B/bench/gpu/bucket_bench" --network "$B/data/uai/linkage_18.uai" \
+  timeout $(t 120) $NCU -k regex:plain3_kernel "$B/bench/gpu/bucket_bench" --network "$B/data/uai/linkage_18.uai" \
     --min-log2 27.5 --repeats 1 --threads $THREADS --out "$W/ncu_plain.tsv" > "$W/ncu_plain.txt" 2>&1
   log "ncu plain rc=$?"
   timeout $(t 120) $NCU -k regex:cached_kernel "$B/bench/gpu/bucket_bench" --network "$B/data/uai/linkage_14.uai" \
