@@ -236,6 +236,42 @@ class CudaContext final : public Context {
     return summarize(pe.p, pe.sel);
   }
 
+  void prepare(const BucketShape& shape, std::span<const std::vector<int>> scopes,
+               int s) override {
+    const auto t0 = std::chrono::steady_clock::now();
+    CUDA_CHECK(cudaSetDevice(device_));  // the calling thread may not have bound the device
+    const std::string key = shape_key(shape, scopes, Variant::automatic, 8);
+    {
+      std::lock_guard lock(mu_);
+      if (policies_.count(key)) return;
+    }
+    auto pe = std::make_unique<PolicyEntry>();
+    try {
+      pe->lay = describe(shape, scopes);
+      pe->p = make_launch_plan(pe->lay, Variant::automatic, lim_, 8, &pe->sel);
+    } catch (const std::invalid_argument&) {
+      return;  // no kernel takes it: run_bucket says why
+    }
+    const std::size_t bytes = std::max<std::size_t>(table_image_bytes(pe->p), 16);
+    std::unique_ptr<char[]> image(new char[bytes]);
+    void* dev;
+    {
+      std::lock_guard lock(mu_);
+      if (policies_.count(key)) return;  // another thread built it meanwhile
+      dev = arena(bytes);
+    }
+    pe->t = write_table_image(pe->p, image.get(), dev);
+    release_device_only_tables(pe->p);
+    std::lock_guard lock(mu_);
+    pe->dev = dev;
+    CUDA_CHECK(cudaMemcpyAsync(dev, image.get(), bytes, cudaMemcpyHostToDevice, stream(s)));
+    CUDA_CHECK(cudaEventCreateWithFlags(&pe->ready, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventRecord(pe->ready, stream(s)));
+    if (!policies_.count(key)) policies_.emplace(key, std::move(pe));
+    own_setup_seconds_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+
   KernelChoice choose(const BucketShape& shape, std::span<const std::vector<int>> scopes) override {
     std::lock_guard lock(mu_);
     const PolicyEntry& pe = policy(shape, scopes, Variant::automatic, 8, -1);

@@ -88,6 +88,14 @@ class Context {
                               std::span<const std::vector<int>> scopes) = 0;
   // Makes later work on `waiter` wait for the work queued so far on `waitee`.
   virtual void stream_wait(int waiter, int waitee) = 0;
+  // Builds the kernel's launch plan for a bucket of this shape and inputs ahead of its run and
+  // queues its tables' upload on `stream` (run_bucket on any stream waits for that upload).
+  // Safe to call from several threads at once: the building, the costly part, runs outside the
+  // context's lock. A bucket no kernel takes is left for run_bucket to report.
+  virtual void prepare(const BucketShape& shape, std::span<const std::vector<int>> scopes,
+                       int stream) {
+    (void)shape, (void)scopes, (void)stream;
+  }
   // Host bytes the context keeps for itself (what the kernels' launch plans hold on the host
   // once their tables are on the device).
   virtual double own_host_bytes() const { return 0; }

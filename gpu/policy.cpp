@@ -596,6 +596,7 @@ LaunchPlan make_launch_plan(const BucketLayout& lay, Variant want, const DeviceL
           << " threads per SM: not enough to pay for staging";
       }
       if (!w.str().empty()) {
+        c = LaunchPlan{};  // its tables go before the plain plan's are built (peak memory)
         p = plain_launch_plan(lay, lim);
         s = {Variant::plain, w.str()};
       } else {

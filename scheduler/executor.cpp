@@ -1,5 +1,6 @@
 #include "scheduler/executor.hpp"
 
+#include <omp.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -425,6 +426,7 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
   // (the layout check alone: choose() would also build the kernel's tables, which run_bucket
   // builds once per shape anyway)
   std::vector<std::vector<gpu::HostInput>> fin(nb);
+  std::vector<std::vector<std::vector<int>>> kernel_scopes(nb);  // as run_bucket will see them
   std::vector<std::vector<double>> owned;  // products merge_inputs made
   for (int b = 0; b < nb && ctx; ++b) {
     if (dev[b] != Device::gpu) continue;
@@ -441,6 +443,7 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
       continue;
     }
     fin[b] = m.inputs;
+    kernel_scopes[b] = m.scopes;
   }
   // The live device-memory budget, in tree order: every GPU bucket's factor inputs are uploaded
   // at the start; a bucket then needs its output and its CPU children's tables next to the GPU
@@ -478,6 +481,35 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
   }
   for (Device d : dev) (d == Device::gpu ? st.gpu_buckets : st.cpu_buckets)++;
   log_resources("the executor's GPU inputs merged");
+  // The kernels' launch plans, built on every thread before the run (largest buckets first),
+  // their tables queued for upload: built one at a time inside run_bucket they were most of a
+  // GPU run's time (docs/perf-notes.md, "Where a --device auto run's time ... go").
+  if (ctx && st.gpu_buckets > 0) {
+    const auto tp = clock_type::now();
+    std::vector<std::pair<double, int>> order;
+    for (int b = 0; b < nb; ++b)
+      if (dev[b] == Device::gpu)
+        order.emplace_back(-static_cast<double>(bucket_shape(plan, b).output_size()) *
+                               static_cast<double>(bucket_shape(plan, b).marg_size()),
+                           b);
+    std::sort(order.begin(), order.end());
+    const int upload_stream = ctx->num_streams() > 1 ? 1 : 0;
+    std::exception_ptr first_error;
+    std::mutex error_mu;
+    const int threads = opt.threads > 0 ? opt.threads : omp_get_max_threads();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      const int b = order[i].second;
+      try {
+        ctx->prepare(bucket_shape(plan, b), kernel_scopes[b], upload_stream);
+      } catch (...) {
+        const std::lock_guard lock(error_mu);
+        if (!first_error) first_error = std::current_exception();
+      }
+    }
+    if (first_error) std::rethrow_exception(first_error);
+    st.gpu_prepare_s = since(tp);
+  }
 
   Shared sh(plan.tree, dev);
   std::optional<StagingPool> pool;
@@ -513,11 +545,11 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
   log_resources("the executor's buckets done");
   if (ctx)
     spdlog::debug(
-        "executor: {:.3f} s; CPU thread {} buckets: kernels {:.3f} s, waiting {:.3f} s; GPU "
+        "executor: {:.3f} s; kernel plans prepared in {:.3f} s; CPU thread {} buckets: kernels {:.3f} s, waiting {:.3f} s; GPU "
         "thread {} buckets: staging {:.3f} s, run_bucket (host) {:.3f} s, allocations {:.3f} "
         "s, waiting for CPU children {:.3f} s and uploads {:.3f} s, downloads {:.3f} s; the "
         "context holds {} of host memory for kernel plans and spent {:.3f} s building them",
-        since(t0), st.cpu_buckets, st.cpu_kernel_s, st.cpu_wait_s, st.gpu_buckets, st.gpu_stage_s,
+        since(t0), st.gpu_prepare_s, st.cpu_buckets, st.cpu_kernel_s, st.cpu_wait_s, st.gpu_buckets, st.gpu_stage_s,
         st.gpu_launch_s, st.gpu_alloc_s, st.gpu_child_wait_s, st.gpu_upload_wait_s,
         st.gpu_download_s, human_bytes(ctx->own_host_bytes()), ctx->own_setup_seconds());
   const double root_value = sh.host[nb - 1][0];

@@ -7,7 +7,7 @@ export XDG_CACHE_HOME=$R/cache KINFER_PROFILES=$PWD/$B/data/profiles
 k="$B/run apps/kinfer"; D=$B/data/uai
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > $R/gpu.txt 2>&1
 if [ "${GPU_TESTS:-1}" = 1 ]; then  # the context's table handling changed: the kernels' own tests
-  ( cd "$B" && KINFER_GPU_TEST_SCALE=0.03 timeout 120 ./run tests/test_gpu_kernel ) > "$R/test_gpu_kernel.txt" 2>&1
+  ( cd "$B" && KINFER_DATA=$PWD/data KINFER_GPU_TEST_SCALE=0.03 timeout 120 ./run tests/test_gpu_kernel ) > "$R/test_gpu_kernel.txt" 2>&1
   echo "exit $?" >> "$R/test_gpu_kernel.txt"
   ( cd "$B" && timeout 60 ./run tests/test_gpu_policy ) > "$R/test_gpu_policy.txt" 2>&1
   echo "exit $?" >> "$R/test_gpu_policy.txt"
