@@ -400,9 +400,8 @@ bool cached_possible(const BucketLayout& lay, const DeviceLimits& lim, int /*eb*
   return true;
 }
 
-namespace {
-
-LaunchPlan cached_launch_plan(const BucketLayout& lay, const DeviceLimits& lim, int eb) {
+LaunchPlan cached_launch_plan(const BucketLayout& lay, const DeviceLimits& lim, int eb,
+                              bool with_tables) {
   std::string why;
   if (!cached_possible(lay, lim, eb, why)) throw std::invalid_argument(why);
   LaunchPlan p;
@@ -461,7 +460,13 @@ LaunchPlan cached_launch_plan(const BucketLayout& lay, const DeviceLimits& lim, 
   }
   if (!best.ok) throw std::invalid_argument("no input segment fits in shared memory");
   p.page_vars = best.page_vars;
-  fill_output_tables(lay, p, lay.n_in);
+  if (with_tables) {
+    fill_output_tables(lay, p, lay.n_in);
+  } else {
+    p.P = best.P;
+    p.n_pages = best.n_pages;
+    p.div_P = FastDiv64(static_cast<std::uint32_t>(p.P));
+  }
   p.cached_mask = best.mask;
   p.seg_size = best.seg_size;
   p.pitch = best.pitch;
@@ -489,6 +494,34 @@ LaunchPlan cached_launch_plan(const BucketLayout& lay, const DeviceLimits& lim, 
   const double useful = static_cast<double>(std::min<std::int64_t>(p.P * G, p.threads));
   p.resident_threads = per_sm * useful;
   p.launch_threads = static_cast<double>(p.blocks) * useful;
+  if (!with_tables) {
+    // The selector's measures alone. Segment f is fetched on a page where its offset changes
+    // or a block starts. Pages count the output digits above the page, the last fastest; f's
+    // offset changes exactly where the carry reaches its lowest digit with a nonzero stride and
+    // more than one value (row-major strides: a change of a digit f depends on always moves the
+    // offset), i.e. on
+    // the multiples of L = the product of the cardinalities of the digits below that one.
+    const int first = lay.k - p.page_vars;
+    const std::int64_t n = p.n_pages, ppb = p.pages_per_block;
+    auto multiples = [n](std::int64_t x) { return ceil_div(n, x); };  // of x in [0, n)
+    p.min_reuse = std::numeric_limits<double>::infinity();
+    for (int f = 0; f < lay.nf; ++f) {
+      if (!(p.cached_mask >> f & 1)) {
+        p.div_mf.push_back(FastDiv(1));
+        continue;
+      }
+      p.div_mf.push_back(FastDiv(static_cast<std::uint32_t>(lay.m_f[f])));
+      std::int64_t L = 1;
+      for (int i = first - 1; i >= 0 && (lay.stride[f][i] == 0 || lay.card[i] == 1); --i)
+        L *= lay.card[i];  // a digit of cardinality 1 never changes
+      const std::int64_t both = std::lcm(L, ppb);
+      const double fetches =
+          static_cast<double>(multiples(L) + multiples(ppb) - multiples(both));
+      const double uses = static_cast<double>(lay.n_out) * lay.M;
+      p.min_reuse = std::min(p.min_reuse, uses / (fetches * p.seg_size[f]));
+    }
+    return p;
+  }
   // pass 4: tables. Cached inputs are read as cache[s * pitch + lo]; others from global memory.
   std::vector<std::int32_t> sidx;
   fill_offsets(lay, lay.k, nv_of(lay), lay.nf, p.nfp, sidx);
@@ -527,8 +560,6 @@ LaunchPlan cached_launch_plan(const BucketLayout& lay, const DeviceLimits& lim, 
   return p;
 }
 
-}  // namespace
-
 // The selector. Its thresholds come from bench/gpu measurements (docs/perf-notes.md): the
 // software cache pays when the staged data is reused enough to amortize staging and barriers.
 LaunchPlan make_launch_plan(const BucketLayout& lay, Variant want, const DeviceLimits& lim, int eb,
@@ -549,9 +580,9 @@ LaunchPlan make_launch_plan(const BucketLayout& lay, Variant want, const DeviceL
       p = plain_launch_plan(lay, lim);
       s = {Variant::plain, why};
     } else {
-      LaunchPlan c;
+      LaunchPlan c;  // the selector's measures only: its tables are built if it wins
       try {
-        c = cached_launch_plan(lay, lim, eb);
+        c = cached_launch_plan(lay, lim, eb, false);
       } catch (const std::invalid_argument& e) {
         p = plain_launch_plan(lay, lim);
         if (sel) *sel = {Variant::plain, e.what()};
@@ -581,7 +612,7 @@ LaunchPlan make_launch_plan(const BucketLayout& lay, Variant want, const DeviceL
           << " bytes per term: staging coalesces the reads, " << c.resident_threads
           << " threads per SM";
         if (sel) *sel = {Variant::cached, w.str()};
-        return c;
+        return cached_launch_plan(lay, lim, eb, true);
       }
       if (c.min_reuse < kMinReuse) {
         w << "staged values would be used only " << c.min_reuse << " times (< " << kMinReuse << ")";
@@ -602,7 +633,8 @@ LaunchPlan make_launch_plan(const BucketLayout& lay, Variant want, const DeviceL
       } else {
         w << c.hit_fraction * 100 << "% of loads from shared memory, staged values used "
           << c.min_reuse << "+ times, " << c.resident_threads << " threads per SM";
-        p = std::move(c);
+        c = LaunchPlan{};
+        p = cached_launch_plan(lay, lim, eb, true);
         s = {Variant::cached, w.str()};
       }
     }

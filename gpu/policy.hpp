@@ -160,6 +160,13 @@ struct Selection {
 LaunchPlan make_launch_plan(const BucketLayout& lay, Variant want, const DeviceLimits& lim,
                             int elem_bytes = 8, Selection* sel = nullptr);
 
+// The cached variant's launch (throws std::invalid_argument when it cannot take the bucket).
+// Without tables: the launch shape and the selector's measures only (min_reuse counted from the
+// page structure, equal to what the tables give), none of the tables, which for a large bucket
+// are tens of MiB: the selector decides on these and builds the tables of the winner alone.
+LaunchPlan cached_launch_plan(const BucketLayout& lay, const DeviceLimits& lim, int elem_bytes,
+                              bool with_tables = true);
+
 // Does the cached variant fit this bucket? Returns the policy, or an explanation in `why`.
 bool cached_possible(const BucketLayout& lay, const DeviceLimits& lim, int elem_bytes,
                      std::string& why);

@@ -332,3 +332,46 @@ TEST_CASE("GpuPolicy.OutputsBeyond32BitIndices", "[gpu]") {
     }
   }
 }
+
+// The selector decides on the cached candidate's measures without building its tables: the
+// measures must be those the tables give (the refetch walk over every page), bucket by bucket.
+TEST_CASE("GpuPolicy.SelectorMeasuresWithoutTablesEqualTheTables", "[gpu]") {
+  std::mt19937_64 rng(29);
+  RandomBucketOptions o;
+  o.max_log2_states = 14;
+  DeviceLimits tight;  // several pages per block, partial masks (as in CachedTablesReproduceBucket)
+  tight.sm_count = 2;
+  tight.shared_per_block = 1200;
+  tight.shared_per_sm = 2200;
+  tight.block_overhead = 1024;
+  int compared = 0, multi_page = 0;
+  for (int i = 0; i < 500; ++i) {
+    const RandomBucket b = random_bucket(rng, o);
+    const BucketLayout lay = describe(b.shape, b.scopes);
+    for (const DeviceLimits& lim : {DeviceLimits{}, tight}) {
+      std::string why;
+      if (!cached_possible(lay, lim, 8, why)) continue;
+      LaunchPlan with, without;
+      try {
+        with = cached_launch_plan(lay, lim, 8, true);
+      } catch (const std::invalid_argument&) {
+        continue;
+      }
+      without = cached_launch_plan(lay, lim, 8, false);
+      INFO("bucket " << i << ": " << with.n_pages << " pages of " << with.P << ", "
+                     << with.pages_per_block << " per block, mask " << with.cached_mask);
+      REQUIRE(without.min_reuse == with.min_reuse);
+      REQUIRE(without.resident_threads == with.resident_threads);
+      REQUIRE(without.launch_threads == with.launch_threads);
+      REQUIRE(without.hit_fraction == with.hit_fraction);
+      REQUIRE(without.P == with.P);
+      REQUIRE(without.n_pages == with.n_pages);
+      REQUIRE(without.cached_mask == with.cached_mask);
+      REQUIRE(without.out_hi.empty());
+      ++compared;
+      multi_page += with.pages_per_block > 1;
+    }
+  }
+  REQUIRE(compared > 300);
+  REQUIRE(multi_page > 10);
+}
