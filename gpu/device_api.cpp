@@ -9,4 +9,14 @@ std::string why_no_kernel(const BucketShape& shape, std::span<const std::vector<
   return describe(shape, scopes).unsupported;
 }
 
+double kernel_plan_host_bytes(const BucketShape& shape, std::span<const std::vector<int>> scopes) {
+  const BucketLayout lay = describe(shape, scopes);
+  if (!lay.unsupported.empty()) return 0;
+  try {
+    return launch_table_bytes(lay, DeviceLimits{});
+  } catch (const std::exception&) {
+    return 0;  // no launch takes it: it runs on the CPU
+  }
+}
+
 }  // namespace kinfer::gpu

@@ -29,6 +29,11 @@ DeviceInfo probe();
 // alone, no device, no launch, no kernel tables; the same answer with or without CUDA.
 std::string why_no_kernel(const BucketShape& shape, std::span<const std::vector<int>> scopes);
 
+// The host bytes of the tables of the kernel's launch plan for this bucket while it is built
+// (Context::prepare), from the selector's choice without building them; 0 when no kernel takes
+// it. For the memory accountant. Default device limits (an H100's).
+double kernel_plan_host_bytes(const BucketShape& shape, std::span<const std::vector<int>> scopes);
+
 using Handle = std::int64_t;  // a table in device memory
 
 struct DeviceInput {

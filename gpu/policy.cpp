@@ -147,7 +147,8 @@ TileChoice choose_tile(const BucketLayout& L, int nf, int nfp, const DeviceLimit
 }
 
 // Plain variant: global loads through L1/L2, any shape the layout supports.
-LaunchPlan plain_launch_plan(const BucketLayout& lay, const DeviceLimits& lim) {
+LaunchPlan plain_launch_plan(const BucketLayout& lay, const DeviceLimits& lim,
+                             bool with_tables = true) {
   LaunchPlan p;
   p.variant = Variant::plain;
   p.nf_inputs = lay.nf;
@@ -193,7 +194,14 @@ LaunchPlan plain_launch_plan(const BucketLayout& lay, const DeviceLimits& lim) {
   while (p.page_vars < lay.k && (P * L.card[lay.k - p.page_vars - 1] <= kPlainPageMax ||
                                  p.n_items / P > (std::int64_t{1} << 20)))
     P *= L.card[lay.k - ++p.page_vars];
-  fill_output_tables(L, p, slots + 1);
+  if (with_tables) {
+    fill_output_tables(L, p, slots + 1);
+  } else {
+    std::int64_t n = 1;
+    for (int i = 0; i < lay.k; ++i) n *= L.card[i];
+    p.P = P;
+    p.n_pages = n / P;
+  }
   // pass 2: inner summed block, its table in shared memory (one row per configuration)
   const std::int64_t mi_max = p.nfp == 4 ? 2048 : p.nfp == 8 ? 1024 : 512;
   int inner_first = nv;
@@ -203,11 +211,13 @@ LaunchPlan plain_launch_plan(const BucketLayout& lay, const DeviceLimits& lim) {
     p.Mi *= L.card[inner_first];
   }
   p.Mh = M / p.Mi;
-  fill_offsets(L, inner_first, nv, p.nf, p.nfp, p.sum_lo);
-  fill_offsets(L, lay.k, inner_first, p.nf, p.nfp, p.sum_hi);
+  if (with_tables) {
+    fill_offsets(L, inner_first, nv, p.nf, p.nfp, p.sum_lo);
+    fill_offsets(L, lay.k, inner_first, p.nf, p.nfp, p.sum_hi);
+  }
   p.shared_bytes = static_cast<int>(p.Mi * p.nfp * 4);
   // inputs whose inner offsets are mi itself skip the table
-  for (int f = 0; f < p.nf && p.tile == 1 && lim.direct; ++f) {
+  for (int f = 0; f < p.nf && p.tile == 1 && lim.direct && with_tables; ++f) {
     bool direct = true;
     for (std::int64_t mi = 0; mi < p.Mi && direct; ++mi) direct = p.sum_lo[mi * p.nfp + f] == mi;
     if (direct) p.direct_mask |= 1u << f;
@@ -562,29 +572,32 @@ LaunchPlan cached_launch_plan(const BucketLayout& lay, const DeviceLimits& lim, 
 
 // The selector. Its thresholds come from bench/gpu measurements (docs/perf-notes.md): the
 // software cache pays when the staged data is reused enough to amortize staging and barriers.
-LaunchPlan make_launch_plan(const BucketLayout& lay, Variant want, const DeviceLimits& lim, int eb,
-                            Selection* sel) {
+namespace {
+
+// make_launch_plan; without tables: the same choice and launch shape, none of the tables.
+LaunchPlan select_launch_plan(const BucketLayout& lay, Variant want, const DeviceLimits& lim,
+                              int eb, Selection* sel, bool tables) {
   if (!lay.unsupported.empty()) throw std::invalid_argument(lay.unsupported);
   Selection s;
   LaunchPlan p;
   if (want == Variant::plain) {
-    p = plain_launch_plan(lay, lim);
+    p = plain_launch_plan(lay, lim, tables);
     s = {Variant::plain, "plain requested"};
   } else if (want == Variant::cached) {
-    p = cached_launch_plan(lay, lim, eb);
+    p = cached_launch_plan(lay, lim, eb, tables);
     s = {Variant::cached, "cached requested"};
   } else {
     std::string why;
     std::ostringstream w;
     if (!cached_possible(lay, lim, eb, why)) {
-      p = plain_launch_plan(lay, lim);
+      p = plain_launch_plan(lay, lim, tables);
       s = {Variant::plain, why};
     } else {
       LaunchPlan c;  // the selector's measures only: its tables are built if it wins
       try {
         c = cached_launch_plan(lay, lim, eb, false);
       } catch (const std::invalid_argument& e) {
-        p = plain_launch_plan(lay, lim);
+        p = plain_launch_plan(lay, lim, tables);
         if (sel) *sel = {Variant::plain, e.what()};
         return p;
       }
@@ -612,7 +625,7 @@ LaunchPlan make_launch_plan(const BucketLayout& lay, Variant want, const DeviceL
           << " bytes per term: staging coalesces the reads, " << c.resident_threads
           << " threads per SM";
         if (sel) *sel = {Variant::cached, w.str()};
-        return cached_launch_plan(lay, lim, eb, true);
+        return cached_launch_plan(lay, lim, eb, tables);
       }
       if (c.min_reuse < kMinReuse) {
         w << "staged values would be used only " << c.min_reuse << " times (< " << kMinReuse << ")";
@@ -628,19 +641,37 @@ LaunchPlan make_launch_plan(const BucketLayout& lay, Variant want, const DeviceL
       }
       if (!w.str().empty()) {
         c = LaunchPlan{};  // its tables go before the plain plan's are built (peak memory)
-        p = plain_launch_plan(lay, lim);
+        p = plain_launch_plan(lay, lim, tables);
         s = {Variant::plain, w.str()};
       } else {
         w << c.hit_fraction * 100 << "% of loads from shared memory, staged values used "
           << c.min_reuse << "+ times, " << c.resident_threads << " threads per SM";
         c = LaunchPlan{};
-        p = cached_launch_plan(lay, lim, eb, true);
+        p = cached_launch_plan(lay, lim, eb, tables);
         s = {Variant::cached, w.str()};
       }
     }
   }
   if (sel) *sel = s;
   return p;
+}
+
+}  // namespace
+
+LaunchPlan make_launch_plan(const BucketLayout& lay, Variant want, const DeviceLimits& lim, int eb,
+                            Selection* sel) {
+  return select_launch_plan(lay, want, lim, eb, sel, true);
+}
+
+double launch_table_bytes(const BucketLayout& lay, const DeviceLimits& lim, int eb, Variant want) {
+  const LaunchPlan p = select_launch_plan(lay, want, lim, eb, nullptr, false);
+  const double P = static_cast<double>(p.P), pages = static_cast<double>(p.n_pages);
+  double b = 4.0 * P * p.nip + 8.0 * pages * p.nip;  // out_lo, out_hi
+  if (p.variant == Variant::cached)                   // sum_lo [M], sum_hi, cache_lo, refetch
+    b += 4.0 * static_cast<double>(p.M) * p.nfp + 8.0 * p.nfp + 4.0 * P * p.nfp + 4.0 * pages;
+  else  // sum_lo [Mi], sum_hi [Mh]
+    b += 4.0 * static_cast<double>(p.Mi) * p.nfp + 8.0 * static_cast<double>(p.Mh) * p.nfp;
+  return b;
 }
 
 KernelChoice summarize(const LaunchPlan& p, const Selection& s) {

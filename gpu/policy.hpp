@@ -160,6 +160,12 @@ struct Selection {
 LaunchPlan make_launch_plan(const BucketLayout& lay, Variant want, const DeviceLimits& lim,
                             int elem_bytes = 8, Selection* sel = nullptr);
 
+// The bytes of the tables make_launch_plan(lay, want, lim, elem_bytes) builds on the host
+// (before they go to the device), from the selector's choice without building them: what a
+// bucket's kernel plan costs the host while it is prepared (the memory accountant's term).
+double launch_table_bytes(const BucketLayout& lay, const DeviceLimits& lim, int elem_bytes = 8,
+                          Variant want = Variant::automatic);
+
 // The cached variant's launch (throws std::invalid_argument when it cannot take the bucket).
 // Without tables: the launch shape and the selector's measures only (min_reuse counted from the
 // page structure, equal to what the tables give), none of the tables, which for a large bucket

@@ -374,6 +374,7 @@ GpuHostPart gpu_host_part(const Plan& plan, std::span<const Device> assignment) 
       dev[b] = Device::cpu;
       continue;
     }
+    g.kernel_plans += 2 * gpu::kernel_plan_host_bytes(shape, m.scopes);
     for (const gpu::HostInput& h : m.inputs) g.staging += 8.0 * static_cast<double>(h.size);
     for (const auto& o : owned) g.staging += 8.0 * static_cast<double>(o.size());
   }

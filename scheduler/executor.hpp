@@ -75,6 +75,9 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
 // products, both alive for the whole run. Device memory is assumed to suffice.
 struct GpuHostPart {
   double intermediates = 0, staging = 0;
+  // the kernels' launch plans while the executor builds them (all at once, before the run):
+  // each plan's tables and the image they are copied into for the upload
+  double kernel_plans = 0;
   int cpu_buckets = 0;
 };
 GpuHostPart gpu_host_part(const Plan& plan, std::span<const Device> assignment);

@@ -318,7 +318,7 @@ MemoryEstimate Runner::estimate(const Plan& plan) {
   } else if (m.device_bytes <= budget && !plan.tree.buckets.empty()) {
     const GpuHostPart g = gpu_host_part(plan, planned_assignment(plan));
     m.intermediate_bytes = g.intermediates;
-    m.device_host_bytes = kGpuContextHostBytes + g.staging;
+    m.device_host_bytes = kGpuContextHostBytes + g.staging + g.kernel_plans;
   } else {
     m.device_host_bytes = kGpuContextHostBytes + m.input_bytes;
   }

@@ -375,3 +375,38 @@ TEST_CASE("GpuPolicy.SelectorMeasuresWithoutTablesEqualTheTables", "[gpu]") {
   REQUIRE(compared > 300);
   REQUIRE(multi_page > 10);
 }
+
+// The accountant's term: the bytes of a plan's tables predicted without building them equal
+// the built plan's (plain and cached winners, both device sizes).
+TEST_CASE("GpuPolicy.TableBytesPredictedWithoutBuilding", "[gpu]") {
+  std::mt19937_64 rng(41);
+  RandomBucketOptions o;
+  o.max_log2_states = 14;
+  DeviceLimits tight;
+  tight.sm_count = 2;
+  tight.shared_per_block = 1200;
+  tight.shared_per_sm = 2200;
+  tight.block_overhead = 1024;
+  int compared = 0, cached = 0;
+  for (int i = 0; i < 400; ++i) {
+    const RandomBucket b = random_bucket(rng, o);
+    const BucketLayout lay = describe(b.shape, b.scopes);
+    if (!lay.unsupported.empty()) continue;
+    for (const DeviceLimits& lim : {DeviceLimits{}, tight}) {
+      for (Variant v : {Variant::automatic, Variant::plain, Variant::cached}) {
+        LaunchPlan p;
+        try {
+          p = make_launch_plan(lay, v, lim);
+        } catch (const std::invalid_argument&) {
+          continue;
+        }
+        INFO("bucket " << i << ": " << to_string(v) << " -> " << to_string(p.variant));
+        REQUIRE(launch_table_bytes(lay, lim, 8, v) == p.table_bytes());
+        ++compared;
+        cached += p.variant == Variant::cached;
+      }
+    }
+  }
+  REQUIRE(compared > 300);
+  REQUIRE(cached > 10);
+}

@@ -236,7 +236,7 @@ int print_plans(const Options& o) {
   std::ofstream tsv(o.out);
   tsv << "bucket\tlog2_states\tn_out\tM\tn_in\tnf\tMi\tMh\tlanes\tsplits\tblocks\tdirect\t"
          "summed_cards\tinput_summed_vars\tp_lanes\tc_reuse\tc_resident\tc_launch\tc_hit\t"
-         "varying_in_mb\n";
+         "varying_in_mb\tauto_variant\tauto_build_ms\tauto_table_mb\n";
   RunOptions ro;
   ro.threads = o.threads;
   ro.after_bucket = [&](int b, const BucketShape& shape, std::span<const InputTable> in,
@@ -261,7 +261,13 @@ int print_plans(const Options& o) {
     tsv << b << '\t' << std::log2(states) << '\t' << lay.n_out << '\t' << lay.M << '\t' << lay.n_in
         << '\t' << lay.nf << '\t' << p.Mi << '\t' << p.Mh << '\t' << (1 << p.lanes_log2) << '\t'
         << p.splits << '\t' << p.blocks << '\t' << __builtin_popcount(p.direct_mask) << '\t'
-        << cards << '\t' << held << '\t' << plan_features(shape, in, 132) << '\n';
+        << cards << '\t' << held << '\t' << plan_features(shape, in, 132);
+    // what the executor's Context::prepare builds for it: the selector's plan, its host time
+    const auto t0 = std::chrono::steady_clock::now();
+    const LaunchPlan a = make_launch_plan(lay, Variant::automatic, DeviceLimits{});
+    const double ms =
+        1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    tsv << '\t' << to_string(a.variant) << '\t' << ms << '\t' << a.table_bytes() / 1e6 << '\n';
   };
   run_plan(plan, ro);
   return 0;
