@@ -140,11 +140,12 @@ int run_lod(const LodOptions& o) {
   sched::RunRequest req =
       run_request(o.device, o.schedule, o.profile, o.check, o.explain, o.gpu_memory);
   req.repeated_plans = true;
+  req.host_memory_bytes = ao.plan.max_memory_bytes;  // the copies of a plan for several GPUs
   auto runner = std::make_shared<sched::Runner>(req);
   if (o.device != "cpu" || o.check)  // else the engine's own run_plan, as the runner would call
-    ao.runner = [runner](const Plan& plan) { return runner->run(plan).ln_pr; };
+    ao.runner = [runner](ConditionedPlan& cp) { return runner->run(cp).ln_pr; };
   // A plan whose tables do not fit the device that will run it is conditioned (its slices run
-  // one after another through ao.runner).
+  // through ao.runner: one after another, or spread over the GPUs).
   if (o.device != "cpu")
     ao.plan.device_budget = [runner](const Plan& plan) { return runner->device_budget(plan); };
   // The Lander-Green chain (dense maps) on the GPU: with `gpu` always, with `auto` from 18 bits

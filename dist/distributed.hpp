@@ -10,6 +10,7 @@
 //   lod   the (evaluation, pedigree) likelihoods, dealt cyclically in the order every rank counts
 //   batch jobs handed out by rank 0 as ranks become free (apps/batch_supervisor.cpp)
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -77,5 +78,11 @@ class RankDealer : public SliceDealer {
   int verified_ = 0;
   std::vector<Mismatch> mismatches_;
 };
+
+// The slice dealer of a conditioned plan (pe): null with one process; else a RankDealer, after
+// checking that every rank holds the same plan (slices, conditioning variables and order; a
+// rank whose plan differs would sum other slices: ResourceError).
+std::unique_ptr<RankDealer> slice_dealer(const ConditionedPlan& cp, double verify_fraction,
+                                         std::uint64_t seed);
 
 }  // namespace kinfer::dist

@@ -9,6 +9,11 @@
 
 #include "dist/distributed.hpp"
 
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include "engine/errors.hpp"
+
 namespace kinfer::dist {
 
 namespace {
@@ -111,6 +116,25 @@ nlohmann::json RankDealer::per_rank(const char* items_name) const {
                    {items_name, static_cast<std::int64_t>(all[r][0])},
                    {"seconds", all[r][1]}});
   return out;
+}
+
+std::unique_ptr<RankDealer> slice_dealer(const ConditionedPlan& cp, double verify_fraction,
+                                         std::uint64_t seed) {
+  if (size() < 2) return nullptr;
+  std::string fp = fmt::format("{} slices; conditioned on {}; order {}", cp.cond.slices,
+                               fmt::join(cp.cond.vars, " "), fmt::join(cp.plan.order.order, " "));
+  const std::vector<std::string> all = allgather(fp);
+  for (int r = 1; r < size(); ++r)
+    if (all[r] != all[0])
+      throw ResourceError(fmt::format(
+          "the ranks planned differently (rank 0: {}...; rank {}: {}...): give every rank the "
+          "same --order-time/--seed and hardware, or run in one process",
+          all[0].substr(0, 200), r, all[r].substr(0, 200)));
+  spdlog::info("{} ranks: {}", size(),
+               cp.conditioned()
+                   ? std::to_string(cp.cond.slices) + " slices dealt cyclically"
+                   : std::string("the plan is not conditioned (one slice): it runs on rank 0"));
+  return std::make_unique<RankDealer>(verify_fraction, seed);
 }
 
 }  // namespace kinfer::dist

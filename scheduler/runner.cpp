@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <future>
+#include <mutex>
 #include <stdexcept>
 
 #include "engine/errors.hpp"
@@ -326,22 +327,74 @@ MemoryEstimate Runner::estimate(const Plan& plan) {
   return m;
 }
 
-RunResult Runner::run(ConditionedPlan& cp) {
+int slice_lanes(int gpus, const ConditionedPlan& cp, double host_memory_bytes) {
+  if (gpus < 2 || !cp.conditioned() || cp.cond.slices < 2) return 1;
+  int lanes = static_cast<int>(std::min<std::int64_t>(gpus, cp.cond.slices));
+  if (host_memory_bytes > 0 && cp.plan.memory.peak_bytes > 0)
+    lanes = std::max(
+        1, std::min(lanes, static_cast<int>(host_memory_bytes / cp.plan.memory.peak_bytes)));
+  return lanes;
+}
+
+int Runner::lanes(const ConditionedPlan& cp) {
+  if (!cp.conditioned() || cp.cond.slices < 2 || req_.check || !wants_gpu(cp.plan)) return 1;
+  if (!gpu_count_) {
+    if (gpu_->use_given) {
+      gpu_count_ = gpu_->given ? 1 + static_cast<int>(lane_devices_.size()) : 0;
+    } else {
+      const gpu::DeviceInfo info = gpu::probe();
+      gpu_count_ = info.available ? info.count : 0;
+    }
+  }
+  const int n = slice_lanes(*gpu_count_, cp, req_.host_memory_bytes);
+  if (n > 1 && n != lanes_said_)  // once per runner and count (lod runs many plans)
+    spdlog::info("{} GPUs: the {} slices spread over {} of them{}", *gpu_count_, cp.cond.slices, n,
+                 n < *gpu_count_ ? " (what the copies of the plan fit in --max-memory)" : "");
+  lanes_said_ = n;
+  return n;
+}
+
+RunResult Runner::run(ConditionedPlan& cp, SliceDealer* dealer) {
+  const int n = lanes(cp);
+  for (int k = static_cast<int>(lanes_.size()) + 1; k < n; ++k) {  // GPU k's runner, kept
+    RunRequest rk = req_;
+    rk.gpu_index = k;
+    if (gpu_->use_given) {
+      lanes_.push_back(std::make_unique<Runner>(rk, lane_devices_.at(k - 1), profile_));
+    } else {
+      lanes_.push_back(std::make_unique<Runner>(rk));
+      lanes_.back()->start_early();
+    }
+  }
   RunResult r;
   std::optional<CheckReport> failed_check;
+  bool ran_here = false;
   double device_seconds = 0, device_peak = 0;
-  const double ln = run_conditioned(cp, [&](const Plan& p) {
-    RunResult s = run(p);
-    if (s.check && !s.check->passed && !failed_check) failed_check = s.check;
-    device_seconds += s.device_seconds;
-    device_peak = std::max(device_peak, s.device_peak_bytes);
-    r = std::move(s);
-    return r.ln_pr;
-  });
+  std::vector<int> lane_slices;
+  std::vector<std::string> lane_name(std::max(1, n));
+  std::mutex mu;
+  const double ln = run_conditioned_lanes(
+      cp, n,
+      [&](int k, const Plan& p) {
+        RunResult s = (k == 0 ? *this : *lanes_[k - 1]).run(p);
+        const double v = s.ln_pr;
+        const std::lock_guard<std::mutex> lock(mu);
+        if (s.check && !s.check->passed && !failed_check) failed_check = s.check;
+        device_seconds += s.device_seconds;
+        device_peak = std::max(device_peak, s.device_peak_bytes);
+        if (lane_name[k].empty()) lane_name[k] = s.gpu_name.empty() ? "cpu" : s.gpu_name;
+        if (k == 0 || !ran_here) r = std::move(s);  // the schedule reported: GPU 0's last slice
+        ran_here = true;
+        return v;
+      },
+      dealer, &lane_slices);
+  if (!ran_here) r.device = "none";  // e.g. a rank that was dealt no slice
   r.ln_pr = ln;
   r.device_seconds = device_seconds;
   r.device_peak_bytes = device_peak;
   if (failed_check) r.check = failed_check;
+  for (std::size_t k = 0; k < lane_slices.size(); ++k)
+    r.lanes.push_back({lane_name[k], lane_slices[k]});
   return r;
 }
 
