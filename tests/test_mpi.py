@@ -13,8 +13,8 @@ import sys
 import tempfile
 import time
 
-EXE = os.environ["KINFER_EXE"]
-DATA = os.environ["KINFER_DATA"]
+from support import EXE, DATA, check, finish, network, references
+
 if os.environ.get("KINFER_MPI") != "1" or not shutil.which("mpirun"):
     print("SKIP: kinfer built without MPI, or no mpirun")
     sys.exit(77)
@@ -23,12 +23,6 @@ ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIR
            OMPI_MCA_btl="self,vader", OMPI_MCA_rmaps_base_oversubscribe="1",
            OMPI_MCA_btl_vader_single_copy_mechanism="none")  # containers forbid CMA (ptrace)
 MPIRUN = ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", "2"]
-failures, passes = [], []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    (passes if cond else failures).append(what)
 
 
 def run(args, mpi=False, **kw):
@@ -36,28 +30,9 @@ def run(args, mpi=False, **kw):
                           env=ENV, **kw)
 
 
-def net(name):
-    for cand in (name + ".uai", name + ".uai.gz"):
-        if os.path.exists(os.path.join(DATA, "uai", cand)):
-            return os.path.join(DATA, "uai", cand)
-    raise FileNotFoundError(name)
-
-
-def references():
-    """name -> (log10 P(e), tolerance: half the last printed digit)."""
-    ref = {}
-    with open(os.path.join(DATA, "uai", "REFERENCES.tsv")) as f:
-        next(f)
-        for line in f:
-            name, value = line.split("\t")[:2]
-            decimals = len(value.split(".")[1]) if "." in value else 0
-            ref[name] = (float(value), 0.5 * 10 ** -decimals)
-    return ref
-
-
 def test_pe():
     ref = references()
-    args = ["pe", net("linkage_21"), "--json", "--device", "cpu", "--threads", "1",
+    args = ["pe", network("linkage_21"), "--json", "--device", "cpu", "--threads", "1",
             "--order-time", "0.5", "--max-memory", "16M"]
     one, two = run(args), run(args, mpi=True)
     check(one.returncode == 0 and two.returncode == 0,
@@ -91,11 +66,11 @@ def test_pe():
     check(bad.returncode == 5 and "verify: slice" in bad.stderr and "on rank 1" in bad.stderr,
           f"--verify with a wrong rank: exit 5 naming the slices and both values ({bad.returncode})")
     # --verify in one process: nothing to compare with, said with exit 6 (as --check without a GPU)
-    one_v = run(["pe", net("Pedigree_11"), "--device", "cpu", "--verify", "0.5"])
+    one_v = run(["pe", network("Pedigree_11"), "--device", "cpu", "--verify", "0.5"])
     check(one_v.returncode == 6 and "verify: not run" in one_v.stderr,
           f"pe --verify in one process: exit 6, not run ({one_v.returncode})")
     # an unconditioned plan runs on rank 0
-    u = run(["pe", net("Pedigree_11"), "--json", "--device", "cpu", "--threads", "1"], mpi=True)
+    u = run(["pe", network("Pedigree_11"), "--json", "--device", "cpu", "--threads", "1"], mpi=True)
     uj = json.loads(u.stdout) if u.returncode == 0 else {}
     per = uj.get("mpi", {}).get("per_rank", [])
     value, tol = ref["Pedigree_11"]
@@ -129,7 +104,7 @@ def write_manifest(tmp, names, copies):
         for i in range(copies * len(names)):
             n = names[i % len(names)]
             jobs.append((f"j{i:02d}", n))
-            f.write(f"j{i:02d}\tpe\t{net(n)}\t--threads 1\n")
+            f.write(f"j{i:02d}\tpe\t{network(n)}\t--threads 1\n")
     return jobs
 
 
@@ -142,7 +117,7 @@ def read_summary(path):
 def expected(names):
     out = {}
     for n in names:
-        r = run(["pe", "-q", "--json", "--threads", "1", net(n)])
+        r = run(["pe", "-q", "--json", "--threads", "1", network(n)])
         out[n] = json.loads(r.stdout)["log10_pr"]
     return out
 
@@ -194,7 +169,7 @@ def test_group_workers(tmp):
     with open(os.path.join(tmp, "jobs.tsv"), "w") as f:
         f.write("id\tkind\tnetwork\toptions\n")
         for j, n in jobs:
-            f.write(f"{j}\t{'pe'}\t{net(n)}\t--threads 1\n")
+            f.write(f"{j}\t{'pe'}\t{network(n)}\t--threads 1\n")
     expect = expected(["Pedigree_11"])
     out = os.path.join(tmp, "out")
     r = subprocess.run(MPIRUN + [EXE, "batch", os.path.join(tmp, "jobs.tsv"), "--out", out,
@@ -293,5 +268,4 @@ test_lod()
 for t in (test_batch, test_group_workers, test_kill_and_resume, test_worker_killed):
     with tempfile.TemporaryDirectory() as tmp:
         t(tmp)
-print(f"{len(passes)} passed, {len(failures)} failed")
-sys.exit(1 if failures else 0)
+finish()
