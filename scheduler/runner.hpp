@@ -230,6 +230,10 @@ class Runner {
   const Profile* profile(std::string& path);
   // The GPU's name without opening it (probed once); empty when there is none.
   const std::string& gpu_name();
+  // The schedule policy `p` gives `plan`: from `prof` for the profile policies (greedy,
+  // comm-aware), whole-plan instead when there is no profile with a GPU part (Schedule::policy
+  // says what it is). run() and planned_assignment() both place through it.
+  Schedule placement(const Plan& plan, Policy p, const Profile* prof);
   // --device auto: whether this plan goes to the GPU, and why not when it does not.
   bool auto_gpu(const Plan& plan, std::string& why_not);
 
