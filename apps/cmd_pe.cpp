@@ -63,11 +63,12 @@ int run_pe(const PeOptions& o) {
   po.order.predict_seconds = runner.order_prediction();
   if (po.order.predict_seconds) po.order.predict_key = sched::kGpuSizedPredictionKey;
   po.device_budget = [&runner](const Plan& p) { return runner.device_budget(p); };
-  ConditionedPlan cplan = make_conditioned_plan(net, ev, po);
+  // Under mpirun rank 0 plans and the other ranks build its plan (dist/: no search there).
+  ConditionedPlan cplan = dist::conditioned_plan(net, ev, po);
   net = Network{};
   Plan& plan = cplan.plan;
   plan.memory = runner.estimate(plan);  // for the device that runs it
-  // Under mpirun: this process's slices (dist/: every rank's plan checked to be rank 0's).
+  // Under mpirun: this process's slices (every rank's plan checked to be rank 0's).
   const auto dealer = dist::slice_dealer(cplan, o.verify, o.net.seed);
   const auto t2 = clock::now();
   if (cplan.conditioned())

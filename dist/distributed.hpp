@@ -37,7 +37,8 @@ bool is_launcher_variable(const std::string& name);
 // Collectives: every rank calls them, in the same order.
 std::vector<std::vector<double>> allgather(const std::vector<double>& mine);  // per rank
 std::vector<std::string> allgather(const std::string& mine);                  // per rank
-bool any(bool mine);       // true on every rank when it is true on some rank
+bool any(bool mine);  // true on every rank when it is true on some rank
+std::string broadcast(const std::string& from_rank0);  // rank 0's string, on every rank
 int ranks_on_this_host();  // how many ranks share this machine (1 without MPI)
 
 // Point to point (the batch): a message is a tag and a string.
@@ -79,9 +80,15 @@ class RankDealer : public SliceDealer {
   std::vector<Mismatch> mismatches_;
 };
 
+// make_conditioned_plan (engine/condition.hpp) on rank 0 alone: it sends its order and its
+// conditioning choice to the other ranks, which build the same plan from them without searching
+// (rebuild_conditioned_plan). One process: make_conditioned_plan. Collective.
+ConditionedPlan conditioned_plan(const Network& net, const Evidence& ev, const PlanOptions& opt);
+
 // The slice dealer of a conditioned plan (pe): null with one process; else a RankDealer, after
 // checking that every rank holds the same plan (slices, conditioning variables and order; a
-// rank whose plan differs would sum other slices: ResourceError).
+// rank whose plan differs would sum other slices: ResourceError). After conditioned_plan they
+// agree by construction: a cheap assertion.
 std::unique_ptr<RankDealer> slice_dealer(const ConditionedPlan& cp, double verify_fraction,
                                          std::uint64_t seed);
 

@@ -79,15 +79,22 @@ std::vector<std::vector<double>> allgather(const std::vector<double>& mine) {
   return allgather_v(mine, MPI_DOUBLE);
 }
 
-std::vector<std::string> allgather(const std::string& mine) {
-  return allgather_v(mine, MPI_CHAR);
-}
+std::vector<std::string> allgather(const std::string& mine) { return allgather_v(mine, MPI_CHAR); }
 
 bool any(bool mine) {
   if (g_size == 1) return mine;
   int in = mine ? 1 : 0, out = 0;
   MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   return out != 0;
+}
+
+std::string broadcast(const std::string& from_rank0) {
+  if (g_size == 1) return from_rank0;
+  unsigned long long n = from_rank0.size();
+  MPI_Bcast(&n, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
+  std::string out = g_rank == 0 ? from_rank0 : std::string(n, '\0');
+  MPI_Bcast(out.data(), static_cast<int>(n), MPI_CHAR, 0, MPI_COMM_WORLD);
+  return out;
 }
 
 void send(int to, int tag, const std::string& body) {

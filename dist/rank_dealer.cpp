@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <sstream>
 #include <string>
 
 #include "dist/distributed.hpp"
@@ -116,6 +117,48 @@ nlohmann::json RankDealer::per_rank(const char* items_name) const {
                    {items_name, static_cast<std::int64_t>(all[r][0])},
                    {"seconds", all[r][1]}});
   return out;
+}
+
+ConditionedPlan conditioned_plan(const Network& net, const Evidence& ev, const PlanOptions& opt) {
+  if (size() < 2) return make_conditioned_plan(net, ev, opt);
+  // Rank 0's choice as text: heuristic, order, conditioning variables, then the figures and
+  // the reason the log and --json report (an error on rank 0 ends every rank: apps/main.cpp).
+  ConditionedPlan cp;
+  std::ostringstream msg;
+  if (rank() == 0) {
+    cp = make_conditioned_plan(net, ev, opt);
+    msg.precision(17);
+    msg << cp.plan.order.heuristic << '\n'
+        << fmt::format("{}", fmt::join(cp.plan.order.order, " ")) << '\n'
+        << fmt::format("{}", fmt::join(cp.cond.vars, " ")) << '\n'
+        << cp.cond.unconditioned_flops << ' ' << cp.cond.unconditioned_peak_bytes << '\n'
+        << cp.cond.choice;
+  }
+  const std::string text = broadcast(msg.str());
+  if (rank() == 0) return cp;
+  std::istringstream in(text);
+  std::string heuristic, line, choice;
+  std::vector<int> order, vars;
+  std::getline(in, heuristic);
+  std::getline(in, line);
+  for (std::istringstream l(line); l.good();)
+    if (int v; l >> v) order.push_back(v);
+  std::getline(in, line);
+  for (std::istringstream l(line); l.good();)
+    if (int v; l >> v) vars.push_back(v);
+  double flops = 0, peak = 0;
+  std::getline(in, line);
+  std::istringstream(line) >> flops >> peak;
+  std::getline(in, choice, '\0');
+  cp = rebuild_conditioned_plan(net, ev, opt, std::move(order), vars, "rank 0's " + heuristic);
+  if (cp.conditioned()) {
+    cp.cond.unconditioned_flops = flops;
+    cp.cond.unconditioned_peak_bytes = peak;
+    cp.cond.choice = choice;
+  }
+  spdlog::debug("plan: rank 0's order and conditioning ({} variables), not searched here",
+                vars.size());
+  return cp;
 }
 
 std::unique_ptr<RankDealer> slice_dealer(const ConditionedPlan& cp, double verify_fraction,

@@ -69,6 +69,16 @@ def test_pe():
     one_v = run(["pe", network("Pedigree_11"), "--device", "cpu", "--verify", "0.5"])
     check(one_v.returncode == 6 and "verify: not run" in one_v.stderr,
           f"pe --verify in one process: exit 6, not run ({one_v.returncode})")
+    # rank 0 plans and the other ranks build its plan (no search there): a rank 1 whose own search
+    # would find another order (another heuristic) still computes rank 0's slices
+    mpmd = ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", "1", EXE] + args + [":",
+            "-np", "1", EXE] + args + ["--order", "minfill"]
+    d = subprocess.run(mpmd, capture_output=True, text=True, env=ENV)
+    dj = json.loads(d.stdout) if d.returncode == 0 else {}
+    check(d.returncode == 0 and abs(dj["ln_pr"] - a["ln_pr"]) <= 1e-12 * max(1, abs(a["ln_pr"]))
+          and dj["conditioning"]["slices"] == slices,
+          f"rank 1 asked for another order search: it builds rank 0's plan, the same answer "
+          f"({d.returncode}: {dj.get('ln_pr')!r})" + (f": {d.stderr[-400:]}" if d.returncode else ""))
     # an unconditioned plan runs on rank 0
     u = run(["pe", network("Pedigree_11"), "--json", "--device", "cpu", "--threads", "1"], mpi=True)
     uj = json.loads(u.stdout) if u.returncode == 0 else {}
