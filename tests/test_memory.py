@@ -64,6 +64,13 @@ def main():
     check(rc == 0 and c.get("slices", 0) >= 2 and c.get("slice_peak_bytes", 1e99) <= 24 * mib
           and c.get("flops", 0) > 0 and "overhead" in c and j.get("fits_memory_limit") is True,
           f"info DBN_11 --max-memory 24M: conditioning shown ({c})")
+    # and the GPUs it sees (none without CUDA, with the reason) and how the slices would spread
+    g = j.get("gpus", {})
+    spread = g.get("slice_spread", {})
+    check(g.get("count") == len(g.get("devices", [None])) and (g["count"] > 0 or "why_none" in g)
+          and spread.get("slices") == c.get("slices")
+          and 1 <= spread.get("gpus_used", 0) <= max(1, g["count"]),
+          f"info DBN_11: GPUs seen and the slices' spread over them ({g})")
     finish()
 
 
