@@ -49,13 +49,15 @@ std::string receive(int from, int tag);
 
 // The slices of a conditioned plan (and lod's likelihoods) dealt over the ranks: item i runs on
 // rank i mod N; with --verify F a seeded fraction F of the items runs on rank (i + 1) mod N
-// too, and combine() compares the two values (tolerance 1e-9 relative in ln, the --check one).
+// too, and combine() compares the two values (tolerance 1e-9 relative in ln, the --check one;
+// equal infinities and two NaNs, "not computed this way", agree).
 // With one rank and no verification it is never needed (callers pass nullptr).
 class RankDealer : public SliceDealer {
  public:
   explicit RankDealer(double verify_fraction = 0, std::uint64_t seed = 1);
   bool mine(std::uint64_t item) override;
-  void combine(std::vector<double>& value, const std::vector<char>& computed) override;
+  void combine(std::vector<double>& value, const std::vector<char>& computed,
+               std::size_t width = 1) override;
 
   struct Mismatch {
     std::uint64_t item;

@@ -67,43 +67,56 @@ bool RankDealer::mine(std::uint64_t item) {
   return m;
 }
 
-void RankDealer::combine(std::vector<double>& value, const std::vector<char>& computed) {
+void RankDealer::combine(std::vector<double>& value, const std::vector<char>& computed,
+                         std::size_t width) {
   busy_ += now() - start_;
+  const std::size_t items = computed.size(), w = std::max<std::size_t>(1, width);
   if (size() > 1) {
-    // One exchange: per item, whether this rank computed it and the value.
-    std::vector<double> mine(2 * value.size());
-    for (std::size_t i = 0; i < value.size(); ++i)
-      mine[2 * i] = computed[i] ? 1 : 0, mine[2 * i + 1] = value[i];
+    // One exchange: per item, whether this rank computed it, then its values.
+    std::vector<double> mine(items * (w + 1));
+    for (std::size_t i = 0; i < items; ++i) {
+      mine[i * (w + 1)] = computed[i] ? 1 : 0;
+      for (std::size_t k = 0; k < w; ++k) mine[i * (w + 1) + 1 + k] = value[i * w + k];
+    }
     // Tests only (tests/test_mpi.py): a verifying rank's copies made wrong on purpose, so that
     // the mismatch path is exercised; the answer (from the owners) is untouched.
     if (const char* skew = std::getenv("KINFER_TEST_VERIFY_SKEW"))
-      for (std::size_t i = 0; i < value.size(); ++i)
+      for (std::size_t i = 0; i < items; ++i)
         if (computed[i] &&
             (base_ + i) % static_cast<std::uint64_t>(size()) != static_cast<std::uint64_t>(rank()))
-          mine[2 * i + 1] += std::atof(skew);
+          for (std::size_t k = 0; k < w; ++k) mine[i * (w + 1) + 1 + k] += std::atof(skew);
     const auto all = allgather(mine);
-    for (std::size_t i = 0; i < value.size(); ++i) {
-      // The value of the rank the item was dealt to (pe: item = slice, numbered from base_),
+    auto same = [](double a, double v) {
+      return a == v || (std::isnan(a) && std::isnan(v)) ||
+             std::abs(a - v) <= 1e-9 * std::max(1.0, std::abs(a));
+    };
+    for (std::size_t i = 0; i < items; ++i) {
+      const std::size_t at = i * (w + 1);
+      // The values of the rank the item was dealt to (pe: item = slice, numbered from base_),
       // else of the first rank that computed it (lod's entries every rank computes alike).
       int first = static_cast<int>((base_ + i) % static_cast<std::uint64_t>(size()));
-      if (all[first][2 * i] == 0) {
+      if (all[first][at] == 0) {
         first = -1;
         for (int r = 0; r < size() && first < 0; ++r)
-          if (all[r][2 * i] != 0) first = r;
+          if (all[r][at] != 0) first = r;
       }
       if (first < 0) continue;  // nobody computed it: it stays as it is (callers fill all)
-      value[i] = all[first][2 * i + 1];
+      for (std::size_t k = 0; k < w; ++k) value[i * w + k] = all[first][at + 1 + k];
       for (int r = 0; r < size(); ++r) {
-        if (r == first || all[r][2 * i] == 0) continue;
+        if (r == first || all[r][at] == 0) continue;
         // computed twice (verification): the ln values must agree as --check's do
         ++verified_;
-        const double a = value[i], v = all[r][2 * i + 1];
-        const bool same = a == v || std::abs(a - v) <= 1e-9 * std::max(1.0, std::abs(a));
-        if (!same) mismatches_.push_back({base_ + i, a, v, first, r});
+        for (std::size_t k = 0; k < w; ++k) {
+          const double a = value[i * w + k], v = all[r][at + 1 + k];
+          if (!same(a, v)) {
+            mismatches_.push_back({base_ + i, a, v, first, r});
+            break;
+          }
+        }
       }
     }
-    base_ += value.size();
   }
+  base_ += items;
   start_ = now();
 }
 

@@ -102,13 +102,15 @@ bool fill_slice(ConditionedPlan& cp, std::int64_t s);
 
 // Which work items (the slices of a plan, or any list that every process numbers alike) this
 // process computes, when several share a command (dist/: MPI ranks). An item may be computed by
-// more than one process (verification). combine() gets the values with `computed` set where
-// this process computed them, and fills in the others from the processes that did, so that
-// every process ends with the same vector.
+// more than one process (verification). combine() gets the values of the next computed.size()
+// items (`width` values per item, item after item) with `computed` set where this process
+// computed them, and fills in the others from the processes that did, so that every process
+// ends with the same vector.
 struct SliceDealer {
   virtual ~SliceDealer() = default;
   virtual bool mine(std::uint64_t item) = 0;
-  virtual void combine(std::vector<double>& value, const std::vector<char>& computed) = 0;
+  virtual void combine(std::vector<double>& value, const std::vector<char>& computed,
+                       std::size_t width = 1) = 0;
 };
 
 // The seam for executors: runs every slice, one after another, through `run_slice` (which

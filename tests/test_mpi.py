@@ -107,6 +107,44 @@ def test_lod():
           f"both ranks computed likelihoods ({per})")
 
 
+def test_lod_chain():
+    """LINKMAP by the Lander-Green chain: each pedigree's chain on the rank it is dealt to,
+    gathered in pedigree order: the same location scores as one process; --verify 1 recomputes
+    every likelihood and chain on the other rank (a skewed copy: exit 5; one process: exit 6)."""
+    f = os.path.join(DATA, "merlin", "fastlink")
+    args = ["lod", "--ped", os.path.join(f, "fastlink.linkage.pre"), "--dat",
+            os.path.join(f, "fastlink.linkage.dat"), "--program", "linkmap", "--positions",
+            "-5:25:5", "--json", "--threads", "1", "--device", "cpu", "--order", "minfill"]
+    one, two = run(args), run(args, mpi=True)
+    check(one.returncode == 0 and two.returncode == 0,
+          f"lod linkmap (chain): 1 process and 2 ranks exit 0 ({one.returncode}, {two.returncode})"
+          + (f": {two.stderr[-400:]}" if two.returncode else ""))
+    if one.returncode or two.returncode:
+        return
+    a, b = json.loads(one.stdout), json.loads(two.stdout)
+    chain = [n for n in a.get("notes", []) if "Lander-Green" in n]
+    check(chain and chain == [n for n in b.get("notes", []) if "Lander-Green" in n],
+          f"the chain ran, the same note on 2 ranks ({chain})")
+    la = [(e["total"]["lod"], [p["ln_l"] for p in e["pedigrees"]]) for e in a["evaluations"]]
+    lb = [(e["total"]["lod"], [p["ln_l"] for p in e["pedigrees"]]) for e in b["evaluations"]]
+    check(len(la) >= 5 and la == lb,
+          f"{len(la)} positions x {len(la[0][1])} pedigrees: the same ln L and LODs")
+    v = run(args + ["--verify", "1"], mpi=True)
+    vj = json.loads(v.stdout) if v.returncode == 0 else {}
+    ver = vj.get("mpi", {}).get("verify", {})
+    lv = [(e["total"]["lod"], [p["ln_l"] for p in e["pedigrees"]]) for e in vj.get("evaluations", [])]
+    check(v.returncode == 0 and ver.get("recomputed", 0) > 0 and ver.get("mismatches") == 0
+          and lv == la, f"lod --verify 1: likelihoods recomputed on the other rank, no mismatch "
+          f"({v.returncode}: {ver})")
+    bad = subprocess.run(MPIRUN + [EXE] + args + ["--verify", "1"], capture_output=True, text=True,
+                         env=dict(ENV, KINFER_TEST_VERIFY_SKEW="1e-6"))
+    check(bad.returncode == 5 and "verify: likelihood" in bad.stderr,
+          f"lod --verify with a wrong rank: exit 5 with both values ({bad.returncode})")
+    alone = run(args + ["--verify", "0.5"])
+    check(alone.returncode == 6 and "verify: not run" in alone.stderr,
+          f"lod --verify in one process: exit 6, not run ({alone.returncode})")
+
+
 def write_manifest(tmp, names, copies):
     with open(os.path.join(tmp, "jobs.tsv"), "w") as f:
         f.write("id\tkind\tnetwork\toptions\n")
@@ -275,6 +313,7 @@ def test_worker_killed(tmp):
 
 test_pe()
 test_lod()
+test_lod_chain()
 for t in (test_batch, test_group_workers, test_kill_and_resume, test_worker_killed):
     with tempfile.TemporaryDirectory() as tmp:
         t(tmp)
