@@ -17,7 +17,6 @@
 #include "engine/memory_limit.hpp"
 #include "engine/plan.hpp"
 #include "engine/util.hpp"
-#include "gpu/device_api.hpp"
 #include "scheduler/runner.hpp"
 
 namespace kinfer::app {
