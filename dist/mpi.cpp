@@ -7,8 +7,10 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dist/distributed.hpp"
@@ -88,12 +90,26 @@ bool any(bool mine) {
   return out != 0;
 }
 
+// Waits for a nonblocking collective without spinning: Open MPI's blocking calls poll at full
+// speed, so a rank waiting for rank 0's order search would take a core from it (2 ranks on
+// 2 cores: the search ran at half speed).
+static void wait_idle(MPI_Request& req) {
+  for (int done = 0;;) {
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 std::string broadcast(const std::string& from_rank0) {
   if (g_size == 1) return from_rank0;
   unsigned long long n = from_rank0.size();
-  MPI_Bcast(&n, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
+  MPI_Request req;
+  MPI_Ibcast(&n, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD, &req);
+  wait_idle(req);
   std::string out = g_rank == 0 ? from_rank0 : std::string(n, '\0');
-  MPI_Bcast(out.data(), static_cast<int>(n), MPI_CHAR, 0, MPI_COMM_WORLD);
+  MPI_Ibcast(out.data(), static_cast<int>(n), MPI_CHAR, 0, MPI_COMM_WORLD, &req);
+  wait_idle(req);
   return out;
 }
 
