@@ -11,6 +11,8 @@
 #include "engine/condition.hpp"
 #include "engine/errors.hpp"
 #include "engine/plan.hpp"
+#include "gpu/device_api.hpp"
+#include "scheduler/runner.hpp"
 
 namespace kinfer::app {
 
@@ -20,6 +22,17 @@ struct InfoOptions {
   NetworkOptions net;
   bool json = false;
 };
+
+// How a conditioned plan's `lanes` GPUs would share its slices (Runner::run(ConditionedPlan&):
+// each takes the next slice when it is free, so the counts are about even).
+nlohmann::json slice_spread(const ConditionedPlan& cp, int lanes) {
+  const std::int64_t s = cp.cond.slices;
+  std::string text = lanes > 1 ? std::to_string(s) + " slices over " + std::to_string(lanes) +
+                                     " GPUs, about " + std::to_string(s / lanes) + "-" +
+                                     std::to_string((s + lanes - 1) / lanes) + " each"
+                               : std::to_string(s) + " slices one after another on one device";
+  return {{"gpus_used", lanes}, {"slices", s}, {"text", text}};
+}
 
 int run_info(const InfoOptions& o) {
   Network net;
@@ -64,6 +77,18 @@ int run_info(const InfoOptions& o) {
                       {"fits_memory_limit", fits}};
   if (cp.conditioned()) j["conditioning"] = conditioning_json(cp);
   if (!plan.model.impossible.empty()) j["impossible"] = plan.model.impossible;
+  // The GPUs this process sees (probed, not opened) and how a conditioned plan's slices would
+  // spread over them when the plan runs on the GPU (pe --device gpu, or auto when it is chosen).
+  const gpu::DeviceInfo gpus = gpu::probe();
+  const int lanes = sched::slice_lanes(gpus.available ? gpus.count : 0, cp, limit);
+  nlohmann::json devices = nlohmann::json::array();
+  for (std::size_t d = 0; d < gpus.devices.size(); ++d)
+    devices.push_back({{"index", d},
+                       {"name", gpus.devices[d].name},
+                       {"memory_bytes", gpus.devices[d].memory_bytes}});
+  j["gpus"] = {{"count", gpus.available ? gpus.count : 0}, {"devices", devices}};
+  if (!gpus.available) j["gpus"]["why_none"] = gpus.why_not;
+  if (cp.conditioned()) j["gpus"]["slice_spread"] = slice_spread(cp, lanes);
   if (o.json) {
     std::cout << j.dump(2) << std::endl;
     return 0;
@@ -101,6 +126,13 @@ int run_info(const InfoOptions& o) {
   }
   if (!plan.model.impossible.empty())
     std::printf("impossible         %s\n", plan.model.impossible.c_str());
+  if (!gpus.available) std::printf("GPUs               none (%s)\n", gpus.why_not.c_str());
+  for (std::size_t d = 0; d < gpus.devices.size(); ++d)
+    std::printf("GPU %-14zu %s, %.1f GiB\n", d, gpus.devices[d].name.c_str(),
+                gpus.devices[d].memory_bytes / (1 << 30));
+  if (cp.conditioned())
+    std::printf("slices on the GPU  %s\n",
+                j["gpus"]["slice_spread"]["text"].get<std::string>().c_str());
   return 0;
 }
 

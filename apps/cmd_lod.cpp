@@ -140,11 +140,12 @@ int run_lod(const LodOptions& o) {
   sched::RunRequest req =
       run_request(o.device, o.schedule, o.profile, o.check, o.explain, o.gpu_memory);
   req.repeated_plans = true;
+  req.host_memory_bytes = ao.plan.max_memory_bytes;  // the copies of a plan for several GPUs
   auto runner = std::make_shared<sched::Runner>(req);
   if (o.device != "cpu" || o.check)  // else the engine's own run_plan, as the runner would call
-    ao.runner = [runner](const Plan& plan) { return runner->run(plan).ln_pr; };
+    ao.runner = [runner](ConditionedPlan& cp) { return runner->run(cp).ln_pr; };
   // A plan whose tables do not fit the device that will run it is conditioned (its slices run
-  // one after another through ao.runner).
+  // through ao.runner: one after another, or spread over the GPUs).
   if (o.device != "cpu")
     ao.plan.device_budget = [runner](const Plan& plan) { return runner->device_budget(plan); };
   // The Lander-Green chain (dense maps) on the GPU: with `gpu` always, with `auto` from 18 bits
@@ -183,13 +184,31 @@ int run_lod(const LodOptions& o) {
   };
   // Under mpirun: the (evaluation, pedigree) likelihoods dealt over the ranks, gathered after
   // each evaluation in pedigree order (the same sums as one process); rank 0 alone prints.
+  // The Lander-Green chain's pedigrees are dealt the same way (gathered after the chain).
   std::unique_ptr<dist::RankDealer> dealer;
   if (dist::size() > 1) {
-    dealer = std::make_unique<dist::RankDealer>();
+    dealer = std::make_unique<dist::RankDealer>(o.verify, o.seed);
     ao.dealer = dealer.get();
     spdlog::info("{} ranks: the likelihoods of each evaluation's pedigrees dealt cyclically",
                  dist::size());
   }
+  // --verify: every rank knows every mismatch (combine() compares on all of them); exit 5 with
+  // both values, as pe's slices. In one process there is nothing to compare with: exit 6.
+  auto verify_status = [&o, &dealer](int status) {
+    if (dealer && !dealer->mismatches().empty()) {
+      for (const auto& m : dealer->mismatches())
+        spdlog::error("verify: likelihood {} gave ln {:.17g} on rank {} and {:.17g} on rank {}",
+                      m.item, m.a, m.rank_a, m.b, m.rank_b);
+      return kExitCheckFailed;
+    }
+    if (status == 0 && o.verify > 0 && dist::size() < 2) {
+      spdlog::warn(
+          "verify: not run (it recomputes likelihoods on another rank; run under mpirun -np 2 "
+          "or more)");
+      return kExitCheckNotRun;
+    }
+    return status;
+  };
   if (!o.merlin.map.empty()) {
     MerlinLodOptions m = o.merlin;
     m.dat = o.dat;
@@ -199,7 +218,7 @@ int run_lod(const LodOptions& o) {
     m.out = o.out;
     m.thetas = ao.thetas;
     const int rc = run_lod_merlin(m, ao);
-    return rc ? rc : check_status();
+    return verify_status(rc ? rc : check_status());
   }
   const lk::LocusFile lf = io::read_locus_file(o.dat);
   for (const auto& w : lf.warnings) spdlog::warn("{}", w);
@@ -219,10 +238,14 @@ int run_lod(const LodOptions& o) {
   nlohmann::json mpi;
   if (dealer) {
     mpi = {{"ranks", dist::size()},
-           {"dealing", "cyclic over (evaluation, pedigree) pairs"},
+           {"dealing",
+            "cyclic over (evaluation, pedigree) pairs, and the Lander-Green chain's pedigrees"},
            {"per_rank", dealer->per_rank("likelihoods")}};
+    if (dealer->verified() > 0 || !dealer->mismatches().empty())
+      mpi["verify"] = {{"recomputed", dealer->verified()},
+                       {"mismatches", dealer->mismatches().size()}};
     if (dist::any(status != 0) && status == 0) status = kExitCheckFailed;  // failed elsewhere
-    if (dist::rank() > 0) return status;
+    if (dist::rank() > 0) return verify_status(status);
   }
   const double secs = std::chrono::duration<double>(clock::now() - t0).count();
   spdlog::info(
@@ -247,7 +270,7 @@ int run_lod(const LodOptions& o) {
     std::cout << text << std::flush;
   const std::string plot = write_lod_outputs(o.out, o.plot, text, j);
   if (!plot.empty()) write_lod_plot(plot, r, lf);
-  return status;
+  return verify_status(status);
 }
 
 }  // namespace
@@ -313,6 +336,11 @@ void add_lod_options(CLI::App& cmd, LodOptions& o) {
                  "auto or gpu), larger ones the network (default 24, as MERLIN's --bits)")
       ->check(CLI::Range(0, 40));
   add_run_options(cmd, o.device, o.schedule, o.profile, o.check, o.explain, o.gpu_memory);
+  cmd.add_option("--verify", o.verify,
+                 "under mpirun: recompute this fraction (0 to 1, drawn with --seed) of the "
+                 "likelihoods on a second rank and compare (exit 5 on a mismatch, with both "
+                 "values)")
+      ->check(CLI::Range(0.0, 1.0));
   cmd.add_flag("--no-recode", o.no_recode, "keep every allele (no allele recoding)");
   cmd.add_flag("--no-genotype-elimination", o.no_elimination, "skip genotype elimination");
 }

@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "apps/command_options.hpp"
@@ -18,7 +17,6 @@
 #include "engine/memory_limit.hpp"
 #include "engine/plan.hpp"
 #include "engine/util.hpp"
-#include "gpu/device_api.hpp"
 #include "scheduler/runner.hpp"
 
 namespace kinfer::app {
@@ -32,46 +30,6 @@ std::string format_log10(double x) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.10g", x);
   return buf;
-}
-
-// The slice dealer over the ranks (null with one process), after checking that every rank made
-// the same plan.
-std::unique_ptr<dist::RankDealer> slice_dealer(const PeOptions& o, const ConditionedPlan& cp) {
-  if (dist::size() < 2) return nullptr;
-  std::string fp = std::to_string(cp.cond.slices) + " slices; conditioned on";
-  for (int v : cp.cond.vars) fp += " " + std::to_string(v);
-  fp += "; order";
-  for (int v : cp.plan.order.order) fp += " " + std::to_string(v);
-  const std::vector<std::string> all = dist::allgather(fp);
-  for (int r = 1; r < dist::size(); ++r)
-    if (all[r] != all[0])
-      throw ResourceError("the ranks planned differently (rank 0: " + all[0].substr(0, 200) +
-                          "...; rank " + std::to_string(r) + ": " + all[r].substr(0, 200) +
-                          "...): give every rank the same --order-time/--seed and hardware, or "
-                          "run in one process");
-  spdlog::info("{} ranks: {}", dist::size(),
-               cp.conditioned()
-                   ? std::to_string(cp.cond.slices) + " slices dealt cyclically"
-                   : std::string("the plan is not conditioned (one slice): it runs on rank 0"));
-  return std::make_unique<dist::RankDealer>(o.verify, o.net.seed);
-}
-
-// How many GPUs of this process share the slices: every visible one (CUDA_VISIBLE_DEVICES), as
-// many as the plan's copies fit --max-memory (each GPU's runner fills a copy of the plan's
-// inputs: counted at the plan's whole estimated peak, which overstates it) and no more than the
-// slices. 1 for an unconditioned plan, --check, or a plan that stays on the CPU.
-int gpu_lanes(sched::Runner& runner, const ConditionedPlan& cp, double max_memory) {
-  if (!cp.conditioned() || cp.cond.slices < 2 || runner.request().check ||
-      !runner.wants_gpu(cp.plan))
-    return 1;
-  const gpu::DeviceInfo info = gpu::probe();
-  if (!info.available || info.count < 2) return 1;
-  int lanes = static_cast<int>(std::min<std::int64_t>(info.count, cp.cond.slices));
-  if (max_memory > 0 && cp.plan.memory.peak_bytes > 0)
-    lanes = std::max(1, std::min(lanes, static_cast<int>(max_memory / cp.plan.memory.peak_bytes)));
-  spdlog::info("{} GPUs: the {} slices spread over {} of them{}", info.count, cp.cond.slices, lanes,
-               lanes < info.count ? " (what the copies of the plan fit in --max-memory)" : "");
-  return lanes;
 }
 
 // The "mpi" member of --json (collective: every rank calls it).
@@ -92,6 +50,8 @@ int run_pe(const PeOptions& o) {
       run_request(o.device, o.schedule, o.profile, o.check, o.explain, o.gpu_memory);
   req.threads = o.net.threads;
   req.repeat = o.repeat;
+  PlanOptions po = o.net.plan_options();
+  req.host_memory_bytes = po.max_memory_bytes;  // the copies of the plan for several GPUs
   sched::Runner runner(req);
   runner.start_early();  // the device starts while the network is read and planned
   Network net;
@@ -99,23 +59,18 @@ int run_pe(const PeOptions& o) {
   o.net.load(net, ev);
   const auto t1 = clock::now();
   log_resources("the network read");
-  PlanOptions po = o.net.plan_options();
   po.keep_tables = false;  // the plan runs once: its network and model tables are dropped
   po.order.predict_seconds = runner.order_prediction();
   if (po.order.predict_seconds) po.order.predict_key = sched::kGpuSizedPredictionKey;
   po.device_budget = [&runner](const Plan& p) { return runner.device_budget(p); };
-  ConditionedPlan cplan = make_conditioned_plan(net, ev, po);
+  // Under mpirun rank 0 plans and the other ranks build its plan (dist/: no search there).
+  ConditionedPlan cplan = dist::conditioned_plan(net, ev, po);
   net = Network{};
   Plan& plan = cplan.plan;
   log_resources("the plan made");
   plan.memory = runner.estimate(plan);  // for the device that runs it
-  // Under mpirun every rank planned alike (the order search is seeded, not timed); a rank whose
-  // plan differs (e.g. other hardware sized the order search) would sum other slices: refused.
-  const auto dealer = slice_dealer(o, cplan);
-  const int lanes = gpu_lanes(runner, cplan, po.max_memory_bytes);
-  std::vector<std::unique_ptr<sched::Runner>> more;  // lanes > 1: the runners of GPUs 1, 2, ...
-  std::vector<int> lane_slices;
-  std::vector<std::string> lane_gpu(std::max(1, lanes));
+  // Under mpirun: this process's slices (every rank's plan checked to be rank 0's).
+  const auto dealer = dist::slice_dealer(cplan, o.verify, o.net.seed);
   const auto t2 = clock::now();
   if (cplan.conditioned())
     spdlog::info(
@@ -129,51 +84,12 @@ int run_pe(const PeOptions& o) {
       plan.order.heuristic, plan.order.stats.width, plan.order.stats.log2_max_table,
       plan.order.stats.log2_total_state, plan.tree.buckets.size(),
       human_bytes(plan.memory.peak_bytes));
-  std::string impossible = plan.model.impossible;
-  sched::RunResult r;
-  auto t_dev = t2;
-  if (!impossible.empty()) {
-    r.ln_pr = -INFINITY;
-    r.device = "cpu";
-  } else {
-    // Every slice of a conditioned plan runs through the same runner (the device opens once),
-    // or with several GPUs through one runner per GPU, slices spread over them; the slices are
-    // combined in slice order. A failed check in any slice fails the run.
-    std::optional<sched::CheckReport> failed_check;
-    bool ran_here = false;
-    double device_seconds = 0, device_peak = 0;
-    std::mutex mu;
-    for (int k = 1; k < lanes; ++k) {
-      sched::RunRequest rk = req;
-      rk.gpu_index = k;
-      more.push_back(std::make_unique<sched::Runner>(rk));
-      more.back()->start_early();
-    }
-    const double ln = run_conditioned_lanes(
-        cplan, lanes,
-        [&](int k, const Plan& p) {
-          sched::RunResult s = (k == 0 ? runner : *more[k - 1]).run(p);
-          const std::lock_guard<std::mutex> lock(mu);
-          if (s.check && !s.check->passed && !failed_check) failed_check = s.check;
-          device_seconds += s.device_seconds;
-          device_peak = std::max(device_peak, s.device_peak_bytes);
-          if (k == 0 || !ran_here) r = s;  // the schedule reported: GPU 0's last slice
-          ran_here = true;
-          if (k < static_cast<int>(lane_gpu.size()) && lane_gpu[k].empty())
-            lane_gpu[k] = s.gpu_name.empty() ? "cpu" : s.gpu_name;
-          return s.ln_pr;
-        },
-        dealer.get(), &lane_slices);
-    if (!ran_here) r.device = "none";  // a rank that was dealt no slice
-    r.ln_pr = ln;
-    r.device_seconds = device_seconds;
-    r.device_peak_bytes = device_peak;
-    if (failed_check) r.check = failed_check;
-    t_dev = t2 + std::chrono::duration_cast<clock::duration>(
-                     std::chrono::duration<double>(r.device_seconds));
-    if (std::isinf(r.ln_pr) && r.ln_pr < 0)
-      impossible = "the evidence is jointly impossible (no single factor is zero on its own)";
-  }
+  // Every slice through the runner (the device opens once; several GPUs share the slices).
+  std::string impossible;
+  const sched::RunResult r = run_evidence(runner, cplan, impossible, dealer.get());
+  const int lanes = static_cast<int>(r.lanes.size());
+  const auto t_dev = t2 + std::chrono::duration_cast<clock::duration>(
+                              std::chrono::duration<double>(r.device_seconds));
   const auto t3 = clock::now();
   log_resources("the evidence computed");
   // Several ranks: a failed check anywhere fails the run; rank 0 alone reports.
@@ -194,8 +110,8 @@ int run_pe(const PeOptions& o) {
     if (!mpi.is_null()) j["mpi"] = mpi;
     if (lanes > 1 || !r.gpu_name.empty()) {  // how many GPUs, and what each did
       nlohmann::json per = nlohmann::json::array();
-      for (int k = 0; k < static_cast<int>(lane_slices.size()); ++k)
-        per.push_back({{"index", k}, {"name", lane_gpu[k]}, {"slices", lane_slices[k]}});
+      for (int k = 0; k < lanes; ++k)
+        per.push_back({{"index", k}, {"name", r.lanes[k].name}, {"slices", r.lanes[k].slices}});
       j["gpus"] = {{"used", lanes}, {"per_gpu", per}};
     }
     std::cout << j.dump(2) << std::endl;
@@ -213,7 +129,7 @@ int run_pe(const PeOptions& o) {
     }
     if (lanes > 1) {
       std::cout << lanes << " GPUs, slices per GPU:";
-      for (int n : lane_slices) std::cout << ' ' << n;
+      for (const auto& l : r.lanes) std::cout << ' ' << l.slices;
       std::cout << std::endl;
     }
     if (o.repeat > 0 && impossible.empty())
@@ -252,7 +168,8 @@ int run_pe(const PeOptions& o) {
 
 }  // namespace
 
-sched::RunResult run_evidence(sched::Runner& runner, ConditionedPlan& cp, std::string& impossible) {
+sched::RunResult run_evidence(sched::Runner& runner, ConditionedPlan& cp, std::string& impossible,
+                              SliceDealer* dealer) {
   impossible = cp.plan.model.impossible;
   sched::RunResult r;
   if (!impossible.empty()) {
@@ -260,7 +177,7 @@ sched::RunResult run_evidence(sched::Runner& runner, ConditionedPlan& cp, std::s
     r.device = "cpu";
     return r;
   }
-  r = runner.run(cp);
+  r = runner.run(cp, dealer);
   if (std::isinf(r.ln_pr) && r.ln_pr < 0)
     impossible = "the evidence is jointly impossible (no single factor is zero on its own)";
   return r;

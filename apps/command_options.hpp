@@ -54,6 +54,7 @@ struct LodOptions {
   int bits = 24;  // largest inheritance vector for the Lander-Green chain (MERLIN's --bits)
   std::uint64_t seed = 1;
   bool json = false, no_recode = false, no_elimination = false;
+  double verify = 0;        // under mpirun: the fraction of likelihoods recomputed on a second rank
   MerlinLodOptions merlin;  // -m: MERLIN-format input (dat, ped, json, plot, out are copied)
 };
 // Registers the options of `kinfer lod` (defined in cmd_lod.cpp).

@@ -45,7 +45,9 @@ nlohmann::json pe_json(const std::string& network, const Plan& plan, double ln_p
 
 // pe's run block, also the batch worker's: P(e) of a compiled plan (every slice of a
 // conditioned one) through `runner`, or -inf without running when the reduction found the
-// evidence impossible. `impossible` is set to why when P(e) = 0.
-sched::RunResult run_evidence(sched::Runner& runner, ConditionedPlan& cp, std::string& impossible);
+// evidence impossible. `impossible` is set to why when P(e) = 0. With a `dealer` (pe under
+// mpirun), only this process's slices run here (Runner::run(ConditionedPlan&, SliceDealer*)).
+sched::RunResult run_evidence(sched::Runner& runner, ConditionedPlan& cp, std::string& impossible,
+                              SliceDealer* dealer = nullptr);
 
 }  // namespace kinfer::app

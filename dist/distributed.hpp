@@ -10,6 +10,7 @@
 //   lod   the (evaluation, pedigree) likelihoods, dealt cyclically in the order every rank counts
 //   batch jobs handed out by rank 0 as ranks become free (apps/batch_supervisor.cpp)
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -36,7 +37,8 @@ bool is_launcher_variable(const std::string& name);
 // Collectives: every rank calls them, in the same order.
 std::vector<std::vector<double>> allgather(const std::vector<double>& mine);  // per rank
 std::vector<std::string> allgather(const std::string& mine);                  // per rank
-bool any(bool mine);       // true on every rank when it is true on some rank
+bool any(bool mine);  // true on every rank when it is true on some rank
+std::string broadcast(const std::string& from_rank0);  // rank 0's string, on every rank
 int ranks_on_this_host();  // how many ranks share this machine (1 without MPI)
 
 // Point to point (the batch): a message is a tag and a string.
@@ -47,13 +49,15 @@ std::string receive(int from, int tag);
 
 // The slices of a conditioned plan (and lod's likelihoods) dealt over the ranks: item i runs on
 // rank i mod N; with --verify F a seeded fraction F of the items runs on rank (i + 1) mod N
-// too, and combine() compares the two values (tolerance 1e-9 relative in ln, the --check one).
+// too, and combine() compares the two values (tolerance 1e-9 relative in ln, the --check one;
+// equal infinities and two NaNs, "not computed this way", agree).
 // With one rank and no verification it is never needed (callers pass nullptr).
 class RankDealer : public SliceDealer {
  public:
   explicit RankDealer(double verify_fraction = 0, std::uint64_t seed = 1);
   bool mine(std::uint64_t item) override;
-  void combine(std::vector<double>& value, const std::vector<char>& computed) override;
+  void combine(std::vector<double>& value, const std::vector<char>& computed,
+               std::size_t width = 1) override;
 
   struct Mismatch {
     std::uint64_t item;
@@ -77,5 +81,17 @@ class RankDealer : public SliceDealer {
   int verified_ = 0;
   std::vector<Mismatch> mismatches_;
 };
+
+// make_conditioned_plan (engine/condition.hpp) on rank 0 alone: it sends its order and its
+// conditioning choice to the other ranks, which build the same plan from them without searching
+// (rebuild_conditioned_plan). One process: make_conditioned_plan. Collective.
+ConditionedPlan conditioned_plan(const Network& net, const Evidence& ev, const PlanOptions& opt);
+
+// The slice dealer of a conditioned plan (pe): null with one process; else a RankDealer, after
+// checking that every rank holds the same plan (slices, conditioning variables and order; a
+// rank whose plan differs would sum other slices: ResourceError). After conditioned_plan they
+// agree by construction: a cheap assertion.
+std::unique_ptr<RankDealer> slice_dealer(const ConditionedPlan& cp, double verify_fraction,
+                                         std::uint64_t seed);
 
 }  // namespace kinfer::dist

@@ -7,8 +7,10 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dist/distributed.hpp"
@@ -79,15 +81,36 @@ std::vector<std::vector<double>> allgather(const std::vector<double>& mine) {
   return allgather_v(mine, MPI_DOUBLE);
 }
 
-std::vector<std::string> allgather(const std::string& mine) {
-  return allgather_v(mine, MPI_CHAR);
-}
+std::vector<std::string> allgather(const std::string& mine) { return allgather_v(mine, MPI_CHAR); }
 
 bool any(bool mine) {
   if (g_size == 1) return mine;
   int in = mine ? 1 : 0, out = 0;
   MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   return out != 0;
+}
+
+// Waits for a nonblocking collective without spinning: Open MPI's blocking calls poll at full
+// speed, so a rank waiting for rank 0's order search would take a core from it (2 ranks on
+// 2 cores: the search ran at half speed).
+static void wait_idle(MPI_Request& req) {
+  for (int done = 0;;) {
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+std::string broadcast(const std::string& from_rank0) {
+  if (g_size == 1) return from_rank0;
+  unsigned long long n = from_rank0.size();
+  MPI_Request req;
+  MPI_Ibcast(&n, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD, &req);
+  wait_idle(req);
+  std::string out = g_rank == 0 ? from_rank0 : std::string(n, '\0');
+  MPI_Ibcast(out.data(), static_cast<int>(n), MPI_CHAR, 0, MPI_COMM_WORLD, &req);
+  wait_idle(req);
+  return out;
 }
 
 void send(int to, int tag, const std::string& body) {

@@ -5,9 +5,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <sstream>
 #include <string>
 
 #include "dist/distributed.hpp"
+
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include "engine/errors.hpp"
 
 namespace kinfer::dist {
 
@@ -61,43 +67,56 @@ bool RankDealer::mine(std::uint64_t item) {
   return m;
 }
 
-void RankDealer::combine(std::vector<double>& value, const std::vector<char>& computed) {
+void RankDealer::combine(std::vector<double>& value, const std::vector<char>& computed,
+                         std::size_t width) {
   busy_ += now() - start_;
+  const std::size_t items = computed.size(), w = std::max<std::size_t>(1, width);
   if (size() > 1) {
-    // One exchange: per item, whether this rank computed it and the value.
-    std::vector<double> mine(2 * value.size());
-    for (std::size_t i = 0; i < value.size(); ++i)
-      mine[2 * i] = computed[i] ? 1 : 0, mine[2 * i + 1] = value[i];
+    // One exchange: per item, whether this rank computed it, then its values.
+    std::vector<double> mine(items * (w + 1));
+    for (std::size_t i = 0; i < items; ++i) {
+      mine[i * (w + 1)] = computed[i] ? 1 : 0;
+      for (std::size_t k = 0; k < w; ++k) mine[i * (w + 1) + 1 + k] = value[i * w + k];
+    }
     // Tests only (tests/test_mpi.py): a verifying rank's copies made wrong on purpose, so that
     // the mismatch path is exercised; the answer (from the owners) is untouched.
     if (const char* skew = std::getenv("KINFER_TEST_VERIFY_SKEW"))
-      for (std::size_t i = 0; i < value.size(); ++i)
+      for (std::size_t i = 0; i < items; ++i)
         if (computed[i] &&
             (base_ + i) % static_cast<std::uint64_t>(size()) != static_cast<std::uint64_t>(rank()))
-          mine[2 * i + 1] += std::atof(skew);
+          for (std::size_t k = 0; k < w; ++k) mine[i * (w + 1) + 1 + k] += std::atof(skew);
     const auto all = allgather(mine);
-    for (std::size_t i = 0; i < value.size(); ++i) {
-      // The value of the rank the item was dealt to (pe: item = slice, numbered from base_),
+    auto same = [](double a, double v) {
+      return a == v || (std::isnan(a) && std::isnan(v)) ||
+             std::abs(a - v) <= 1e-9 * std::max(1.0, std::abs(a));
+    };
+    for (std::size_t i = 0; i < items; ++i) {
+      const std::size_t at = i * (w + 1);
+      // The values of the rank the item was dealt to (pe: item = slice, numbered from base_),
       // else of the first rank that computed it (lod's entries every rank computes alike).
       int first = static_cast<int>((base_ + i) % static_cast<std::uint64_t>(size()));
-      if (all[first][2 * i] == 0) {
+      if (all[first][at] == 0) {
         first = -1;
         for (int r = 0; r < size() && first < 0; ++r)
-          if (all[r][2 * i] != 0) first = r;
+          if (all[r][at] != 0) first = r;
       }
       if (first < 0) continue;  // nobody computed it: it stays as it is (callers fill all)
-      value[i] = all[first][2 * i + 1];
+      for (std::size_t k = 0; k < w; ++k) value[i * w + k] = all[first][at + 1 + k];
       for (int r = 0; r < size(); ++r) {
-        if (r == first || all[r][2 * i] == 0) continue;
+        if (r == first || all[r][at] == 0) continue;
         // computed twice (verification): the ln values must agree as --check's do
         ++verified_;
-        const double a = value[i], v = all[r][2 * i + 1];
-        const bool same = a == v || std::abs(a - v) <= 1e-9 * std::max(1.0, std::abs(a));
-        if (!same) mismatches_.push_back({base_ + i, a, v, first, r});
+        for (std::size_t k = 0; k < w; ++k) {
+          const double a = value[i * w + k], v = all[r][at + 1 + k];
+          if (!same(a, v)) {
+            mismatches_.push_back({base_ + i, a, v, first, r});
+            break;
+          }
+        }
       }
     }
-    base_ += value.size();
   }
+  base_ += items;
   start_ = now();
 }
 
@@ -111,6 +130,67 @@ nlohmann::json RankDealer::per_rank(const char* items_name) const {
                    {items_name, static_cast<std::int64_t>(all[r][0])},
                    {"seconds", all[r][1]}});
   return out;
+}
+
+ConditionedPlan conditioned_plan(const Network& net, const Evidence& ev, const PlanOptions& opt) {
+  if (size() < 2) return make_conditioned_plan(net, ev, opt);
+  // Rank 0's choice as text: heuristic, order, conditioning variables, then the figures and
+  // the reason the log and --json report (an error on rank 0 ends every rank: apps/main.cpp).
+  ConditionedPlan cp;
+  std::ostringstream msg;
+  if (rank() == 0) {
+    cp = make_conditioned_plan(net, ev, opt);
+    msg.precision(17);
+    msg << cp.plan.order.heuristic << '\n'
+        << fmt::format("{}", fmt::join(cp.plan.order.order, " ")) << '\n'
+        << fmt::format("{}", fmt::join(cp.cond.vars, " ")) << '\n'
+        << cp.cond.unconditioned_flops << ' ' << cp.cond.unconditioned_peak_bytes << '\n'
+        << cp.cond.choice;
+  }
+  const std::string text = broadcast(msg.str());
+  if (rank() == 0) return cp;
+  std::istringstream in(text);
+  std::string heuristic, line, choice;
+  std::vector<int> order, vars;
+  std::getline(in, heuristic);
+  std::getline(in, line);
+  for (std::istringstream l(line); l.good();)
+    if (int v; l >> v) order.push_back(v);
+  std::getline(in, line);
+  for (std::istringstream l(line); l.good();)
+    if (int v; l >> v) vars.push_back(v);
+  double flops = 0, peak = 0;
+  std::getline(in, line);
+  std::istringstream(line) >> flops >> peak;
+  std::getline(in, choice, '\0');
+  cp = rebuild_conditioned_plan(net, ev, opt, std::move(order), vars, "rank 0's " + heuristic);
+  if (cp.conditioned()) {
+    cp.cond.unconditioned_flops = flops;
+    cp.cond.unconditioned_peak_bytes = peak;
+    cp.cond.choice = choice;
+  }
+  spdlog::debug("plan: rank 0's order and conditioning ({} variables), not searched here",
+                vars.size());
+  return cp;
+}
+
+std::unique_ptr<RankDealer> slice_dealer(const ConditionedPlan& cp, double verify_fraction,
+                                         std::uint64_t seed) {
+  if (size() < 2) return nullptr;
+  std::string fp = fmt::format("{} slices; conditioned on {}; order {}", cp.cond.slices,
+                               fmt::join(cp.cond.vars, " "), fmt::join(cp.plan.order.order, " "));
+  const std::vector<std::string> all = allgather(fp);
+  for (int r = 1; r < size(); ++r)
+    if (all[r] != all[0])
+      throw ResourceError(fmt::format(
+          "the ranks planned differently (rank 0: {}...; rank {}: {}...): give every rank the "
+          "same --order-time/--seed and hardware, or run in one process",
+          all[0].substr(0, 200), r, all[r].substr(0, 200)));
+  spdlog::info("{} ranks: {}", size(),
+               cp.conditioned()
+                   ? std::to_string(cp.cond.slices) + " slices dealt cyclically"
+                   : std::string("the plan is not conditioned (one slice): it runs on rank 0"));
+  return std::make_unique<RankDealer>(verify_fraction, seed);
 }
 
 }  // namespace kinfer::dist

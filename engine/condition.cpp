@@ -9,8 +9,8 @@
 #include <exception>
 #include <limits>
 #include <sstream>
-#include <thread>
 #include <stdexcept>
+#include <thread>
 
 #include "engine/errors.hpp"
 #include "engine/util.hpp"
@@ -537,6 +537,40 @@ ConditionedPlan make_conditioned_plan(const Network& net, const Evidence& ev,
   cp.cond.unconditioned_peak_bytes = unlimited_peak;
   cp.cond.choice = why.str();
   return cp;
+}
+
+ConditionedPlan rebuild_conditioned_plan(const Network& net, const Evidence& ev,
+                                         const PlanOptions& opt, std::vector<int> order,
+                                         const std::vector<int>& vars,
+                                         const std::string& heuristic) {
+  ReducedModel model = reduce(net, ev, opt.reduce);
+  // A conditioned plan's order lacks the conditioned variables; condition_plan removes them
+  // from the order again wherever they stand, so they go last.
+  for (int v : vars)
+    if (std::find(order.begin(), order.end(), v) == order.end()) order.push_back(v);
+  std::vector<std::vector<int>> scopes;
+  for (const auto& f : model.factors) scopes.push_back(f.scope);
+  const int n = static_cast<int>(model.card.size());
+  std::vector<char> scoped(n, 0), seen(n, 0);
+  std::size_t n_scoped = 0;
+  for (const auto& sc : scopes)
+    for (int v : sc)
+      if (!scoped[v]) scoped[v] = 1, ++n_scoped;
+  bool valid = order.size() == n_scoped;
+  for (int v : order) {
+    valid = valid && v >= 0 && v < n && scoped[v] && !seen[v];
+    if (valid) seen[v] = 1;
+  }
+  for (int v : vars) valid = valid && v >= 0 && v < n;
+  if (!valid)
+    throw ResourceError("the order given (" + heuristic + ", " + std::to_string(order.size()) +
+                        " variables) is not one of this network's reduced model (" +
+                        std::to_string(n_scoped) + " variables): not the same network or evidence");
+  OrderResult r;
+  r.stats = evaluate_order(n, model.card, scopes, order);
+  r.order = std::move(order);
+  r.heuristic = heuristic;
+  return condition_plan(plan_structure(net, ev, opt, std::move(model), std::move(r)), vars, opt);
 }
 
 }  // namespace kinfer

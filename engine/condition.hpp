@@ -67,6 +67,17 @@ ConditionedPlan condition_to_fit(const Plan& plan, double budget, const PlanOpti
 ConditionedPlan make_conditioned_plan(const Network& net, const Evidence& ev,
                                       const PlanOptions& opt);
 
+// make_conditioned_plan's choice built again without searching (under mpirun the other ranks
+// build rank 0's plan: ranks on other hardware, whose searches were sized differently, cannot
+// disagree): the reduced model, `order` (every variable of a reduced factor once, those of
+// `vars` may be left out as a conditioned plan's order leaves them; ResourceError when it is
+// not, e.g. another network on this node) and conditioning on `vars`. The order's
+// statistics are recomputed; `heuristic` says where it came from.
+ConditionedPlan rebuild_conditioned_plan(const Network& net, const Evidence& ev,
+                                         const PlanOptions& opt, std::vector<int> order,
+                                         const std::vector<int>& vars,
+                                         const std::string& heuristic);
+
 // finish_plan's counterpart that conditions instead of refusing: `plan` (a structure from
 // plan_structure or structure(), inputs not filled) compiled as is when it fits
 // opt.max_memory_bytes, else conditioned to fit it. Throws ResourceError (check_memory's
@@ -91,13 +102,15 @@ bool fill_slice(ConditionedPlan& cp, std::int64_t s);
 
 // Which work items (the slices of a plan, or any list that every process numbers alike) this
 // process computes, when several share a command (dist/: MPI ranks). An item may be computed by
-// more than one process (verification). combine() gets the values with `computed` set where
-// this process computed them, and fills in the others from the processes that did, so that
-// every process ends with the same vector.
+// more than one process (verification). combine() gets the values of the next computed.size()
+// items (`width` values per item, item after item) with `computed` set where this process
+// computed them, and fills in the others from the processes that did, so that every process
+// ends with the same vector.
 struct SliceDealer {
   virtual ~SliceDealer() = default;
   virtual bool mine(std::uint64_t item) = 0;
-  virtual void combine(std::vector<double>& value, const std::vector<char>& computed) = 0;
+  virtual void combine(std::vector<double>& value, const std::vector<char>& computed,
+                       std::size_t width = 1) = 0;
 };
 
 // The seam for executors: runs every slice, one after another, through `run_slice` (which

@@ -50,6 +50,12 @@ DeviceInfo probe() {
   info.count = n;
   info.name = prop.name;
   info.memory_bytes = static_cast<double>(prop.totalGlobalMem);
+  for (int d = 0; d < n; ++d) {
+    cudaDeviceProp p{};
+    if (d > 0 && cudaGetDeviceProperties(&p, d) != cudaSuccess) p = prop;  // as device 0
+    const cudaDeviceProp& q = d == 0 ? prop : p;
+    info.devices.push_back({q.name, static_cast<double>(q.totalGlobalMem)});
+  }
   return info;
 }
 

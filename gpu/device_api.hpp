@@ -19,6 +19,11 @@ struct DeviceInfo {
   std::string why_not;  // when unavailable: "built without CUDA", "no CUDA device", ...
   double memory_bytes = 0;
   int count = 0;  // usable devices (CUDA_VISIBLE_DEVICES respected); the others are as device 0
+  struct Device {
+    std::string name;
+    double memory_bytes = 0;
+  };
+  std::vector<Device> devices;  // every usable device, by index (`kinfer info`)
 };
 
 // Never throws.

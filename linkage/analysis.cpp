@@ -88,6 +88,15 @@ class Analysis {
   // of them (a plan run 50 times deserves a longer search than one run once).
   void expect_runs(const std::vector<int>& chain, int runs) { expected_[chain] += runs; }
 
+  // The numbers of the next `n` items dealt by opt_.dealer ((evaluation, pedigree) pairs, then
+  // the Lander-Green chain's pedigrees), numbered alike on every process; each take is followed
+  // by one combine() of n items, as the dealer counts them.
+  std::uint64_t take_items(std::size_t n) {
+    const std::uint64_t first = items_;
+    items_ += n;
+    return first;
+  }
+
   // ln L of every pedigree for one evaluation over `chain` (input loci in map order); with
   // `skip`, the pedigrees marked 1 are left at 0 (another method computes them).
   void evaluate(Evaluation& e, const std::vector<int>& chain, const std::vector<char>* skip = {}) {
@@ -97,13 +106,12 @@ class Analysis {
     e.ln_l.assign(likes.size(), 0);
     e.total_ln_l = 0;
     const auto t0 = Clock::now();
-    std::vector<char> computed(likes.size(), 1);
+    std::vector<char> computed(likes.size(), 0);
+    const std::uint64_t first_item = take_items(likes.size());
     for (std::size_t p = 0; p < likes.size(); ++p) {
-      if (skip && (*skip)[p]) continue;
-      if (opt_.dealer && !opt_.dealer->mine(items_++)) {
-        computed[p] = 0;  // another process computes it
-        continue;
-      }
+      if (skip && (*skip)[p]) continue;  // left at 0 here and everywhere
+      if (opt_.dealer && !opt_.dealer->mine(first_item + p)) continue;  // another process's
+      computed[p] = 1;
       e.ln_l[p] = likes[p]->ln_likelihood(e.male, e.female);
       ++res_.timing.runs;
       if (std::isinf(e.ln_l[p]) && e.ln_l[p] < 0) diagnose_zero(static_cast<int>(p), chain, e);
@@ -199,7 +207,7 @@ class Analysis {
   std::vector<std::vector<PedigreeLocus>> reduced_;
   std::map<std::vector<int>, std::vector<std::unique_ptr<PedigreeLikelihood>>> cache_;
   std::map<std::vector<int>, int> expected_;
-  std::uint64_t items_ = 0;  // (evaluation, pedigree) pairs counted for opt_.dealer
+  std::uint64_t items_ = 0;  // items numbered for opt_.dealer
 };
 
 // Female thetas for changed male thetas, keeping each interval's female/male Haldane distance
@@ -346,8 +354,14 @@ std::vector<double> dense_positions(const LocusFile& lf, const PedigreeFile& pf,
   }
   std::vector<int> idx(nm);
   for (int i = 0; i < nm; ++i) idx[i] = i;
-  int used = 0, max_bits = 0;
+  // Under mpirun each pedigree's chain runs on the rank it is dealt to (as the network's
+  // likelihoods); its values (markers, bits, one per position) are gathered in pedigree order.
+  const std::uint64_t first_item = an.take_items(np);
+  std::vector<double> bits(np, 0);
+  std::vector<char> computed(np, 0);
   for (std::size_t p = 0; p < np; ++p) {
+    if (opt.dealer && !opt.dealer->mine(first_item + p)) continue;
+    computed[p] = 1;
     std::vector<const PedigreeLocus*> loci;
     for (int k : mm.markers) loci.push_back(&an.reduced(static_cast<int>(p), k));
     loci.push_back(&an.reduced(static_cast<int>(p), moving));
@@ -384,9 +398,26 @@ std::vector<double> dense_positions(const LocusFile& lf, const PedigreeFile& pf,
     if (std::isinf(mk)) continue;
     markers[p] = mk;
     for (std::size_t i = 0; i < todo.size(); ++i) lnl[i][p] = v[i];
-    ++used;
-    max_bits = std::max(max_bits, im.bits());
+    bits[p] = im.bits();
   }
+  if (opt.dealer) {
+    const std::size_t w = 2 + todo.size();
+    std::vector<double> row(np * w);
+    for (std::size_t p = 0; p < np; ++p) {
+      row[p * w] = markers[p];
+      row[p * w + 1] = bits[p];
+      for (std::size_t i = 0; i < todo.size(); ++i) row[p * w + 2 + i] = lnl[i][p];
+    }
+    opt.dealer->combine(row, computed, w);
+    for (std::size_t p = 0; p < np; ++p) {
+      markers[p] = row[p * w];
+      bits[p] = row[p * w + 1];
+      for (std::size_t i = 0; i < todo.size(); ++i) lnl[i][p] = row[p * w + 2 + i];
+    }
+  }
+  int used = 0, max_bits = 0;
+  for (std::size_t p = 0; p < np; ++p)
+    if (!std::isnan(markers[p])) ++used, max_bits = std::max(max_bits, static_cast<int>(bits[p]));
   if (used > 0) {
     an.result().notes.push_back("multipoint by inheritance vectors (Lander-Green chain) for " +
                                 std::to_string(used) + " of " + std::to_string(np) +

@@ -32,9 +32,10 @@ struct AnalysisOptions {
   // (after founder phase) goes through the Lander-Green chain (linkage/inheritance.hpp), one
   // forward and one backward pass for all positions; larger ones (or 0 here) use the network.
   int lander_green_bits = 24;
-  // Runs one compiled plan and returns its ln L (empty: run_plan on the CPU). `kinfer lod
-  // --device` puts the GPU here for plans large enough to pay for it.
-  std::function<double(const Plan&)> runner;
+  // Runs one compiled plan, every slice of it when it is conditioned, and returns its ln L
+  // (empty: run_plan on the CPU, slice by slice). `kinfer lod --device` puts the runner here
+  // (scheduler/runner.hpp: the GPU for plans large enough to pay for it, slices over GPUs).
+  std::function<double(ConditionedPlan&)> runner;
   // Several processes (MPI ranks, dist/): each evaluation computes only the pedigrees the dealer
   // gives this process (items numbered by a count of (evaluation, pedigree) pairs that every
   // process makes alike) and its combine() fills in the others. Null: all here.

@@ -225,7 +225,7 @@ std::vector<double> generic(std::size_t n) { return std::vector<double>(n, 0.25)
 PedigreeLikelihood::PedigreeLikelihood(const Pedigree& ped,
                                        const std::vector<const PedigreeLocus*>& chain, bool kosambi,
                                        const PlanOptions& opt, bool joint,
-                                       std::function<double(const Plan&)> runner)
+                                       std::function<double(ConditionedPlan&)> runner)
     : net_(ped, chain, kosambi, joint), runner_(std::move(runner)) {
   net_.set_thetas(generic(chain.size() - 1), generic(chain.size() - 1));
   // Dimensions a table does not depend on are dropped (a child's allele given the selector of
@@ -312,9 +312,8 @@ double PedigreeLikelihood::ln_likelihood(const std::vector<double>& male,
   if (!p.model.impossible.empty()) return last_ = -std::numeric_limits<double>::infinity();
   if (!plan_.conditioned() && p.tree.buckets.empty()) return last_ = p.model.log_constant();
   // every slice of a conditioned plan (one call when it is not) through the same runner
-  return last_ = run_conditioned(plan_, [this](const Plan& slice) {
-           return runner_ ? runner_(slice) : run_plan(slice);
-         });
+  if (runner_) return last_ = runner_(plan_);
+  return last_ = run_conditioned(plan_, [](const Plan& slice) { return run_plan(slice); });
 }
 
 }  // namespace kinfer::linkage

@@ -65,10 +65,10 @@ class PedigreeNetwork {
 // The likelihood of one pedigree over one chain, compiled once.
 class PedigreeLikelihood {
  public:
-  // `runner` (may be empty: run_plan) evaluates the compiled plan.
+  // `runner` (may be empty: run_plan, slice by slice) evaluates the compiled plan, every slice.
   PedigreeLikelihood(const Pedigree& ped, const std::vector<const PedigreeLocus*>& chain,
                      bool kosambi, const PlanOptions& opt, bool joint = true,
-                     std::function<double(const Plan&)> runner = {});
+                     std::function<double(ConditionedPlan&)> runner = {});
   // ln L at these thetas: refills the selector tables (when they changed), then runs the plan.
   // (Keeping the outputs of buckets that read no changing theta was tried: with the orders
   // the search finds, 99% of the state space reads the varied theta, so it saved nothing.)
@@ -84,7 +84,7 @@ class PedigreeLikelihood {
   void refill();
   PedigreeNetwork net_;
   ConditionedPlan plan_;  // conditioned when its tables do not fit the memory limit
-  std::function<double(const Plan&)> runner_;
+  std::function<double(ConditionedPlan&)> runner_;
   std::vector<double> male_, female_;
   bool have_last_ = false;
   double last_ = 0;

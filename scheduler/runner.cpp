@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <future>
+#include <mutex>
 #include <stdexcept>
 
 #include "engine/errors.hpp"
@@ -284,21 +285,25 @@ double Runner::device_budget(const Plan& plan) {
   return req_.gpu_memory_bytes > 0 ? std::min(req_.gpu_memory_bytes, usable) : usable;
 }
 
+Schedule Runner::placement(const Plan& plan, Policy p, const Profile* prof) {
+  if (needs_profile(p)) {
+    if (prof && prof->has_gpu)
+      return make_schedule(plan_costs(plan, *prof, req_.repeated_plans && gpu_warm_).tree, p);
+    p = Policy::whole_plan;  // the one fallback: no profile with a GPU part
+  }
+  if (p == Policy::whole_plan) return whole_plan_schedule(plan.tree);
+  return uniform(plan.tree.buckets.size(), p, p == Policy::gpu_only ? Device::gpu : Device::cpu,
+                 std::string("policy ") + to_string(p));
+}
+
 std::vector<Device> Runner::planned_assignment(const Plan& plan) {
   // The placement run() will choose (before the executor's own fallbacks, which gpu_host_part
-  // models): the asked policy, from the profile when it needs one, else whole-plan.
+  // models); a plan whose inputs are not filled yet has no tables to predict from: whole-plan.
   const Policy p = req_.policy.value_or(kDefaultGpuPolicy);
-  const std::size_t nb = plan.tree.buckets.size();
-  if (p == Policy::cpu_only) return std::vector<Device>(nb, Device::cpu);
-  if (p == Policy::gpu_only) return std::vector<Device>(nb, Device::gpu);
-  if (needs_profile(p) && plan.input_scope.size() == plan.model.factors.size()) {
-    std::string path;
-    const Profile* prof = profile(path);
-    if (prof && prof->has_gpu)
-      return make_schedule(plan_costs(plan, *prof, req_.repeated_plans && gpu_warm_).tree, p)
-          .device;
-  }
-  return whole_plan_schedule(plan.tree).device;
+  std::string path;
+  const bool filled = plan.input_scope.size() == plan.model.factors.size();
+  const Profile* prof = needs_profile(p) && filled ? profile(path) : nullptr;
+  return placement(plan, p, prof).device;
 }
 
 MemoryEstimate Runner::estimate(const Plan& plan) {
@@ -326,22 +331,74 @@ MemoryEstimate Runner::estimate(const Plan& plan) {
   return m;
 }
 
-RunResult Runner::run(ConditionedPlan& cp) {
+int slice_lanes(int gpus, const ConditionedPlan& cp, double host_memory_bytes) {
+  if (gpus < 2 || !cp.conditioned() || cp.cond.slices < 2) return 1;
+  int lanes = static_cast<int>(std::min<std::int64_t>(gpus, cp.cond.slices));
+  if (host_memory_bytes > 0 && cp.plan.memory.peak_bytes > 0)
+    lanes = std::max(
+        1, std::min(lanes, static_cast<int>(host_memory_bytes / cp.plan.memory.peak_bytes)));
+  return lanes;
+}
+
+int Runner::lanes(const ConditionedPlan& cp) {
+  if (!cp.conditioned() || cp.cond.slices < 2 || req_.check || !wants_gpu(cp.plan)) return 1;
+  if (!gpu_count_) {
+    if (gpu_->use_given) {
+      gpu_count_ = gpu_->given ? 1 + static_cast<int>(lane_devices_.size()) : 0;
+    } else {
+      const gpu::DeviceInfo info = gpu::probe();
+      gpu_count_ = info.available ? info.count : 0;
+    }
+  }
+  const int n = slice_lanes(*gpu_count_, cp, req_.host_memory_bytes);
+  if (n > 1 && n != lanes_said_)  // once per runner and count (lod runs many plans)
+    spdlog::info("{} GPUs: the {} slices spread over {} of them{}", *gpu_count_, cp.cond.slices, n,
+                 n < *gpu_count_ ? " (what the copies of the plan fit in --max-memory)" : "");
+  lanes_said_ = n;
+  return n;
+}
+
+RunResult Runner::run(ConditionedPlan& cp, SliceDealer* dealer) {
+  const int n = lanes(cp);
+  for (int k = static_cast<int>(lanes_.size()) + 1; k < n; ++k) {  // GPU k's runner, kept
+    RunRequest rk = req_;
+    rk.gpu_index = k;
+    if (gpu_->use_given) {
+      lanes_.push_back(std::make_unique<Runner>(rk, lane_devices_.at(k - 1), profile_));
+    } else {
+      lanes_.push_back(std::make_unique<Runner>(rk));
+      lanes_.back()->start_early();
+    }
+  }
   RunResult r;
   std::optional<CheckReport> failed_check;
+  bool ran_here = false;
   double device_seconds = 0, device_peak = 0;
-  const double ln = run_conditioned(cp, [&](const Plan& p) {
-    RunResult s = run(p);
-    if (s.check && !s.check->passed && !failed_check) failed_check = s.check;
-    device_seconds += s.device_seconds;
-    device_peak = std::max(device_peak, s.device_peak_bytes);
-    r = std::move(s);
-    return r.ln_pr;
-  });
+  std::vector<int> lane_slices;
+  std::vector<std::string> lane_name(std::max(1, n));
+  std::mutex mu;
+  const double ln = run_conditioned_lanes(
+      cp, n,
+      [&](int k, const Plan& p) {
+        RunResult s = (k == 0 ? *this : *lanes_[k - 1]).run(p);
+        const double v = s.ln_pr;
+        const std::lock_guard<std::mutex> lock(mu);
+        if (s.check && !s.check->passed && !failed_check) failed_check = s.check;
+        device_seconds += s.device_seconds;
+        device_peak = std::max(device_peak, s.device_peak_bytes);
+        if (lane_name[k].empty()) lane_name[k] = s.gpu_name.empty() ? "cpu" : s.gpu_name;
+        if (k == 0 || !ran_here) r = std::move(s);  // the schedule reported: GPU 0's last slice
+        ran_here = true;
+        return v;
+      },
+      dealer, &lane_slices);
+  if (!ran_here) r.device = "none";  // e.g. a rank that was dealt no slice
   r.ln_pr = ln;
   r.device_seconds = device_seconds;
   r.device_peak_bytes = device_peak;
   if (failed_check) r.check = failed_check;
+  for (std::size_t k = 0; k < lane_slices.size(); ++k)
+    r.lanes.push_back({lane_name[k], lane_slices[k]});
   return r;
 }
 
@@ -467,61 +524,50 @@ RunResult Runner::run(const Plan& plan) {
     return r;
   }
 
-  // Which buckets go where.
+  // Which buckets go where: the policy asked, from the profile when it needs one (calibrated
+  // now when asked for and there is none), else whole-plan (noted).
   const auto t_sched = clock_type::now();
-  Policy p = asked;
-  std::optional<PlanCosts> pc;
-  Schedule s;
-  if (needs_profile(p)) {
-    std::string path;
-    const Profile* prof = profile(path);
-    if ((!prof || !prof->has_gpu) && req_.auto_calibrate_seconds > 0 && !gpu_->use_given &&
-        plan.flops >= kAutoGpuMinFlops && !ctx->name().empty()) {
-      // a new user on a GPU none of the shipped profiles knows: measure it once, briefly
-      const std::string to = auto_profile_path(ctx->name());
-      spdlog::warn(
-          "no calibration profile for the GPU '{}' (none shipped for it, none cached): "
-          "calibrating it for {:.0f} s, once; kept in {} for later runs (a full `kinfer "
-          "calibrate` predicts better)",
-          ctx->name(), req_.auto_calibrate_seconds, to);
-      CalibrateOptions co;
-      co.seconds = req_.auto_calibrate_seconds;
-      co.threads = req_.threads;
-      Profile p = calibrate(co, ctx, ctx->name());
-      p.gpu_start = gpu_->opened ? gpu_->opened->seconds : 0;
-      p.host = "automatic calibration (" + std::to_string(static_cast<int>(co.seconds)) + " s)";
-      try {
-        save_profile(p, to);
-        p.path = to;
-      } catch (const std::exception& e) {
-        spdlog::warn("could not keep the calibration profile: {}", e.what());
-      }
-      profile_ = std::move(p);
-      profile_path_ = to;
-      prof = &*profile_;
-      path = to;
+  std::string path;
+  const Profile* prof = needs_profile(asked) ? profile(path) : nullptr;
+  if (needs_profile(asked) && (!prof || !prof->has_gpu) && req_.auto_calibrate_seconds > 0 &&
+      !gpu_->use_given && plan.flops >= kAutoGpuMinFlops && !ctx->name().empty()) {
+    // a new user on a GPU none of the shipped profiles knows: measure it once, briefly
+    const std::string to = auto_profile_path(ctx->name());
+    spdlog::warn(
+        "no calibration profile for the GPU '{}' (none shipped for it, none cached): "
+        "calibrating it for {:.0f} s, once; kept in {} for later runs (a full `kinfer "
+        "calibrate` predicts better)",
+        ctx->name(), req_.auto_calibrate_seconds, to);
+    CalibrateOptions co;
+    co.seconds = req_.auto_calibrate_seconds;
+    co.threads = req_.threads;
+    Profile p = calibrate(co, ctx, ctx->name());
+    p.gpu_start = gpu_->opened ? gpu_->opened->seconds : 0;
+    p.host = "automatic calibration (" + std::to_string(static_cast<int>(co.seconds)) + " s)";
+    try {
+      save_profile(p, to);
+      p.path = to;
+    } catch (const std::exception& e) {
+      spdlog::warn("could not keep the calibration profile: {}", e.what());
     }
-    if (!prof || !prof->has_gpu) {
-      r.note = (!prof ? "no calibration profile at " + path
-                      : "the profile " + path + " was made without a GPU") +
-               "; running whole-plan instead of " + to_string(p) +
-               " (run `kinfer calibrate` on this machine once)";
-      if (profile_note_ != r.note) spdlog::warn("{}", r.note);  // once per runner
-      profile_note_ = r.note;
-      p = Policy::whole_plan;
-    } else {
-      r.profile = path;
-      pc = plan_costs(plan, *prof, req_.repeated_plans && gpu_warm_);
-      s = make_schedule(pc->tree, p);
-      r.predicted_seconds = s.cost.total();
-    }
+    profile_ = std::move(p);
+    profile_path_ = to;
+    prof = &*profile_;
+    path = to;
   }
-  if (p == Policy::whole_plan)
-    s = whole_plan_schedule(plan.tree);
-  else if (p == Policy::cpu_only || p == Policy::gpu_only)
-    s = uniform(nb, p, p == Policy::gpu_only ? Device::gpu : Device::cpu,
-                std::string("policy ") + to_string(p));
-  r.policy = to_string(p);
+  const Schedule s = placement(plan, asked, prof);
+  if (needs_profile(asked) && s.policy == asked) {
+    r.profile = path;
+    r.predicted_seconds = s.cost.total();
+  } else if (needs_profile(asked)) {
+    r.note = (!prof ? "no calibration profile at " + path
+                    : "the profile " + path + " was made without a GPU") +
+             "; running whole-plan instead of " + to_string(asked) +
+             " (run `kinfer calibrate` on this machine once)";
+    if (profile_note_ != r.note) spdlog::warn("{}", r.note);  // once per runner
+    profile_note_ = r.note;
+  }
+  r.policy = to_string(s.policy);
   r.schedule_seconds = since(t_sched);
 
   ExecOptions eo;

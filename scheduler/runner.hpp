@@ -71,6 +71,9 @@ struct RunRequest {
   // memory when it opens). Plans whose device estimate exceeds it are conditioned
   // (device_budget), and the executor keeps its live device bytes under it.
   double gpu_memory_bytes = 0;
+  // --max-memory: with several GPUs each runs its own copy of a conditioned plan (slice_lanes);
+  // 0: no limit.
+  double host_memory_bytes = 0;
 };
 
 // The CUDA context's own host memory (driver, runtime and kernel images mapped into the
@@ -105,7 +108,21 @@ struct RunResult {
   std::vector<BucketRun> buckets;       // per bucket
   std::optional<CheckReport> check;     // --check with a GPU
   std::string check_not_run;            // --check without a GPU: why
+  // run(ConditionedPlan&): per lane (one per GPU sharing the slices; one lane without), the
+  // device of its first slice ("cpu" when it ran on the CPU, empty when it ran none) and how
+  // many slices it ran.
+  struct Lane {
+    std::string name;
+    int slices = 0;
+  };
+  std::vector<Lane> lanes;
 };
+
+// How many GPUs of this process share a conditioned plan's slices: all `gpus` of them, as many as
+// the plan's copies fit `host_memory_bytes` (each GPU's runner fills a copy of the plan's inputs:
+// counted at the plan's whole estimated peak, which overstates it; 0: no limit) and no more than
+// the slices. 1 for an unconditioned plan or fewer than 2 GPUs.
+int slice_lanes(int gpus, const ConditionedPlan& cp, double host_memory_bytes);
 
 // `--device auto` from a profile: the plan's predicted time on the CPU alone against its best
 // placement with the GPU (`policy`'s schedule, plus `start_seconds` to start the device). The
@@ -172,11 +189,20 @@ class Runner {
   // profile (and may calibrate: see run).
   bool wants_gpu(const Plan& plan);
   RunResult run(const Plan& plan);
-  // Every slice of a plan that may be conditioned (engine/condition.hpp run_conditioned: one call
-  // when it is not) through run(plan): the device opens once, the answer is the slices'
-  // log-sum-exp in slice order, a failed check in any slice is the run's check. The rest of
-  // the result is the last slice's.
-  RunResult run(ConditionedPlan& cp);
+  // Every slice of a plan that may be conditioned (one call when it is not) through run(plan):
+  // the device opens once; with several GPUs wanted for it (lanes(): not for --check), one
+  // runner per GPU, the slices spread over them (engine/condition.hpp run_conditioned_lanes);
+  // with a `dealer` (dist/: MPI ranks), only this process's slices run here and the others'
+  // values come from it. The answer is the slices' log-sum-exp in slice order whatever ran them;
+  // a failed check in any slice is the run's check; device seconds are summed, the device peak
+  // is the largest; the rest of the result is GPU 0's last slice's ("none" when this process ran
+  // no slice), and `lanes` says what each GPU did.
+  RunResult run(ConditionedPlan& cp, SliceDealer* dealer = nullptr);
+  // How many GPUs run(cp) spreads the slices over (slice_lanes over the visible GPUs; 1 when the
+  // plan is not conditioned, with --check, or when the plan stays on the CPU).
+  int lanes(const ConditionedPlan& cp);
+  // For tests (with the test constructor): the devices of GPUs 1, 2, ... for lanes.
+  void set_lane_devices(std::vector<gpu::Context*> devices) { lane_devices_ = std::move(devices); }
   // The device memory budget for `plan` when run(plan) would put it on a GPU (opening it), else
   // 0: --gpu-memory, at most 90% of the device's free memory. For PlanOptions::device_budget.
   double device_budget(const Plan& plan);
@@ -204,6 +230,10 @@ class Runner {
   const Profile* profile(std::string& path);
   // The GPU's name without opening it (probed once); empty when there is none.
   const std::string& gpu_name();
+  // The schedule policy `p` gives `plan`: from `prof` for the profile policies (greedy,
+  // comm-aware), whole-plan instead when there is no profile with a GPU part (Schedule::policy
+  // says what it is). run() and planned_assignment() both place through it.
+  Schedule placement(const Plan& plan, Policy p, const Profile* prof);
   // --device auto: whether this plan goes to the GPU, and why not when it does not.
   bool auto_gpu(const Plan& plan, std::string& why_not);
 
@@ -217,6 +247,10 @@ class Runner {
   bool gpu_warm_ = false;
   bool check_warned_ = false;  // "--check: no GPU" said once
   Totals totals_;
+  std::optional<int> gpu_count_;                // visible GPUs, probed once
+  std::vector<std::unique_ptr<Runner>> lanes_;  // the runners of GPUs 1, 2, ... (run(cp))
+  std::vector<gpu::Context*> lane_devices_;     // tests: their devices
+  int lanes_said_ = 0;                          // the lane count last logged
 };
 
 }  // namespace kinfer::sched

@@ -11,17 +11,7 @@ import sys
 import tempfile
 import time
 
-EXE = os.environ["KINFER_EXE"]
-DATA = os.environ["KINFER_DATA"]
-failures = []
-
-
-passes = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    (passes if cond else failures).append(what)
+from support import EXE, DATA, check, finish
 
 
 def single_pe(network):
@@ -251,5 +241,4 @@ for test in (test_failures_isolated, test_bad_manifests, test_kill_and_resume, t
              test_conditioned_jobs):
     with tempfile.TemporaryDirectory() as tmp:
         test(tmp)
-print(f"{len(passes)} passed, {len(failures)} failed")
-sys.exit(1 if failures else 0)
+finish()

@@ -15,8 +15,8 @@
 #include "engine/condition.hpp"
 #include "engine/errors.hpp"
 #include "engine/plan.hpp"
-#include "tests/brute_force.hpp"
 #include "io/uai.hpp"
+#include "tests/brute_force.hpp"
 #include "tests/support.hpp"
 
 using namespace kinfer;
@@ -69,7 +69,6 @@ Case random_case(std::mt19937_64& rng, bool dense = false) {
     if (real(0, 1) < 0.15) c.ev.observed.push_back({v, uni(0, c.net.card[v] - 1)});
   return c;
 }
-
 
 double run_cpu(ConditionedPlan& cp, int threads = 1) {
   RunOptions ro;
@@ -167,8 +166,9 @@ TEST_CASE("Condition.GreedyChoiceUnderSmallBudgetsMatchesBruteForce", "[engine]"
     ConditionedPlan cp = condition_to_fit(base, budget, po, feasible);
     if (!feasible) continue;
     forced += cp.conditioned();
-    INFO("network " << it << ": " << cp.cond.vars.size() << " variables conditioned, " << cp.cond.slices
-                    << " slices, peak " << cp.plan.memory.peak_bytes << " of " << budget);
+    INFO("network " << it << ": " << cp.cond.vars.size() << " variables conditioned, "
+                    << cp.cond.slices << " slices, peak " << cp.plan.memory.peak_bytes << " of "
+                    << budget);
     CHECK(cp.plan.memory.running_bytes <= budget);
     CHECK(close_ln(run_cpu(cp), want, 1e-9));
   }
@@ -224,4 +224,39 @@ TEST_CASE("Condition.RefusesOnlyWhenConditioningCannotFit", "[engine]") {
   po.max_memory_bytes = 0;
   ConditionedPlan cp = make_conditioned_plan(net, {}, po);
   CHECK(close_ln(run_cpu(cp), 15 * std::log(2.0), 1e-12));
+}
+
+TEST_CASE("Condition.RebuiltFromOrderAndVariables", "[engine]") {
+  // rebuild_conditioned_plan (the other MPI ranks build rank 0's plan without searching): from
+  // a conditioned plan's order and variables, the same order, slices and tree, and the same
+  // ln P(e) bit for bit; an order of another network is refused.
+  for (const std::string name : {"Pedigree_13", "linkage_16"}) {
+    fs::path path = test::data_dir() / "uai" / (name + ".uai");
+    if (!fs::exists(path)) path += ".gz";
+    const Network net = io::read_uai(path.string());
+    Evidence ev;
+    const std::string evpath = io::default_evidence_path(path.string());
+    if (!evpath.empty()) ev = io::read_evidence(evpath, net);
+    PlanOptions po;
+    po.order.heuristic = OrderHeuristic::WeightedMinFill;
+    po.keep_tables = false;
+    const ConditionedPlan whole = make_conditioned_plan(net, ev, po);
+    const MemoryEstimate& m = whole.plan.memory;
+    po.max_memory_bytes = m.peak_bytes - m.intermediate_bytes * 7 / 8 + 2 * m.input_bytes;
+    ConditionedPlan cp = make_conditioned_plan(net, ev, po);
+    ConditionedPlan again =
+        rebuild_conditioned_plan(net, ev, po, cp.plan.order.order, cp.cond.vars, "rank 0's");
+    INFO(name << ": " << cp.cond.slices << " slices");
+    CHECK(again.cond.vars == cp.cond.vars);
+    CHECK(again.cond.slices == cp.cond.slices);
+    CHECK(again.plan.order.order == cp.plan.order.order);
+    CHECK(again.plan.tree.buckets.size() == cp.plan.tree.buckets.size());
+    CHECK(run_cpu(again, 2) == run_cpu(cp, 2));
+    std::vector<int> wrong = cp.plan.order.order;
+    wrong.pop_back();
+    if (!cp.conditioned())
+      CHECK_THROWS_AS(rebuild_conditioned_plan(net, ev, po, wrong, {}, "x"), ResourceError);
+    wrong.push_back(static_cast<int>(net.num_vars()) + 5);
+    CHECK_THROWS_AS(rebuild_conditioned_plan(net, ev, po, wrong, cp.cond.vars, "x"), ResourceError);
+  }
 }

@@ -9,33 +9,7 @@ import subprocess
 import sys
 import tempfile
 
-EXE = os.environ["KINFER_EXE"]
-DATA = os.environ["KINFER_DATA"]
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
-
-
-def references():
-    ref = {}
-    with open(os.path.join(DATA, "uai", "REFERENCES.tsv")) as f:
-        next(f)
-        for line in f:
-            name, value = line.split("\t")[:2]
-            ref[name] = value
-    return ref
-
-
-def network(name):
-    for cand in (name + ".uai", name + ".uai.gz"):
-        p = os.path.join(DATA, "uai", cand)
-        if os.path.exists(p):
-            return p
-    raise FileNotFoundError(name)
+from support import EXE, check, finish, network, references
 
 
 def run_measured(args):
@@ -72,10 +46,8 @@ def main():
         check(unconditioned > lim, f"{name}: unconditioned estimate {unconditioned / mib:.1f} MiB "
               f"is above the limit (the test forces a change)")
         check(j["memory"]["estimated_peak_bytes"] <= lim, f"{name}: estimated peak within the limit")
-        r = ref[name]
-        decimals = len(r.split(".")[1]) if "." in r else 0
-        tol = 0.5 * 10 ** -decimals
-        check(abs(j["log10_pr"] - float(r)) <= tol,
+        r, tol = ref[name]
+        check(abs(j["log10_pr"] - r) <= tol,
               f"{name}: log10 P(e) {j['log10_pr']:.6f} equals the reference {r} (within {tol})")
         if cond:
             check(cond["slices"] >= 2 and len(cond["variables"]) >= 1,
@@ -92,8 +64,14 @@ def main():
     check(rc == 0 and c.get("slices", 0) >= 2 and c.get("slice_peak_bytes", 1e99) <= 24 * mib
           and c.get("flops", 0) > 0 and "overhead" in c and j.get("fits_memory_limit") is True,
           f"info DBN_11 --max-memory 24M: conditioning shown ({c})")
-    print(f"{len(failures)} failure(s)")
-    sys.exit(1 if failures else 0)
+    # and the GPUs it sees (none without CUDA, with the reason) and how the slices would spread
+    g = j.get("gpus", {})
+    spread = g.get("slice_spread", {})
+    check(g.get("count") == len(g.get("devices", [None])) and (g["count"] > 0 or "why_none" in g)
+          and spread.get("slices") == c.get("slices")
+          and 1 <= spread.get("gpus_used", 0) <= max(1, g["count"]),
+          f"info DBN_11: GPUs seen and the slices' spread over them ({g})")
+    finish()
 
 
 if __name__ == "__main__":

@@ -13,8 +13,8 @@ import sys
 import tempfile
 import time
 
-EXE = os.environ["KINFER_EXE"]
-DATA = os.environ["KINFER_DATA"]
+from support import EXE, DATA, check, finish, network, references
+
 if os.environ.get("KINFER_MPI") != "1" or not shutil.which("mpirun"):
     print("SKIP: kinfer built without MPI, or no mpirun")
     sys.exit(77)
@@ -23,12 +23,6 @@ ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIR
            OMPI_MCA_btl="self,vader", OMPI_MCA_rmaps_base_oversubscribe="1",
            OMPI_MCA_btl_vader_single_copy_mechanism="none")  # containers forbid CMA (ptrace)
 MPIRUN = ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", "2"]
-failures, passes = [], []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    (passes if cond else failures).append(what)
 
 
 def run(args, mpi=False, **kw):
@@ -36,28 +30,9 @@ def run(args, mpi=False, **kw):
                           env=ENV, **kw)
 
 
-def net(name):
-    for cand in (name + ".uai", name + ".uai.gz"):
-        if os.path.exists(os.path.join(DATA, "uai", cand)):
-            return os.path.join(DATA, "uai", cand)
-    raise FileNotFoundError(name)
-
-
-def references():
-    """name -> (log10 P(e), tolerance: half the last printed digit)."""
-    ref = {}
-    with open(os.path.join(DATA, "uai", "REFERENCES.tsv")) as f:
-        next(f)
-        for line in f:
-            name, value = line.split("\t")[:2]
-            decimals = len(value.split(".")[1]) if "." in value else 0
-            ref[name] = (float(value), 0.5 * 10 ** -decimals)
-    return ref
-
-
 def test_pe():
     ref = references()
-    args = ["pe", net("linkage_21"), "--json", "--device", "cpu", "--threads", "1",
+    args = ["pe", network("linkage_21"), "--json", "--device", "cpu", "--threads", "1",
             "--order-time", "0.5", "--max-memory", "16M"]
     one, two = run(args), run(args, mpi=True)
     check(one.returncode == 0 and two.returncode == 0,
@@ -91,11 +66,21 @@ def test_pe():
     check(bad.returncode == 5 and "verify: slice" in bad.stderr and "on rank 1" in bad.stderr,
           f"--verify with a wrong rank: exit 5 naming the slices and both values ({bad.returncode})")
     # --verify in one process: nothing to compare with, said with exit 6 (as --check without a GPU)
-    one_v = run(["pe", net("Pedigree_11"), "--device", "cpu", "--verify", "0.5"])
+    one_v = run(["pe", network("Pedigree_11"), "--device", "cpu", "--verify", "0.5"])
     check(one_v.returncode == 6 and "verify: not run" in one_v.stderr,
           f"pe --verify in one process: exit 6, not run ({one_v.returncode})")
+    # rank 0 plans and the other ranks build its plan (no search there): a rank 1 whose own search
+    # would find another order (another heuristic) still computes rank 0's slices
+    mpmd = ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", "1", EXE] + args + [":",
+            "-np", "1", EXE] + args + ["--order", "minfill"]
+    d = subprocess.run(mpmd, capture_output=True, text=True, env=ENV)
+    dj = json.loads(d.stdout) if d.returncode == 0 else {}
+    check(d.returncode == 0 and abs(dj["ln_pr"] - a["ln_pr"]) <= 1e-12 * max(1, abs(a["ln_pr"]))
+          and dj["conditioning"]["slices"] == slices,
+          f"rank 1 asked for another order search: it builds rank 0's plan, the same answer "
+          f"({d.returncode}: {dj.get('ln_pr')!r})" + (f": {d.stderr[-400:]}" if d.returncode else ""))
     # an unconditioned plan runs on rank 0
-    u = run(["pe", net("Pedigree_11"), "--json", "--device", "cpu", "--threads", "1"], mpi=True)
+    u = run(["pe", network("Pedigree_11"), "--json", "--device", "cpu", "--threads", "1"], mpi=True)
     uj = json.loads(u.stdout) if u.returncode == 0 else {}
     per = uj.get("mpi", {}).get("per_rank", [])
     value, tol = ref["Pedigree_11"]
@@ -122,6 +107,44 @@ def test_lod():
           f"both ranks computed likelihoods ({per})")
 
 
+def test_lod_chain():
+    """LINKMAP by the Lander-Green chain: each pedigree's chain on the rank it is dealt to,
+    gathered in pedigree order: the same location scores as one process; --verify 1 recomputes
+    every likelihood and chain on the other rank (a skewed copy: exit 5; one process: exit 6)."""
+    f = os.path.join(DATA, "merlin", "fastlink")
+    args = ["lod", "--ped", os.path.join(f, "fastlink.linkage.pre"), "--dat",
+            os.path.join(f, "fastlink.linkage.dat"), "--program", "linkmap", "--positions",
+            "-5:25:5", "--json", "--threads", "1", "--device", "cpu", "--order", "minfill"]
+    one, two = run(args), run(args, mpi=True)
+    check(one.returncode == 0 and two.returncode == 0,
+          f"lod linkmap (chain): 1 process and 2 ranks exit 0 ({one.returncode}, {two.returncode})"
+          + (f": {two.stderr[-400:]}" if two.returncode else ""))
+    if one.returncode or two.returncode:
+        return
+    a, b = json.loads(one.stdout), json.loads(two.stdout)
+    chain = [n for n in a.get("notes", []) if "Lander-Green" in n]
+    check(chain and chain == [n for n in b.get("notes", []) if "Lander-Green" in n],
+          f"the chain ran, the same note on 2 ranks ({chain})")
+    la = [(e["total"]["lod"], [p["ln_l"] for p in e["pedigrees"]]) for e in a["evaluations"]]
+    lb = [(e["total"]["lod"], [p["ln_l"] for p in e["pedigrees"]]) for e in b["evaluations"]]
+    check(len(la) >= 5 and la == lb,
+          f"{len(la)} positions x {len(la[0][1])} pedigrees: the same ln L and LODs")
+    v = run(args + ["--verify", "1"], mpi=True)
+    vj = json.loads(v.stdout) if v.returncode == 0 else {}
+    ver = vj.get("mpi", {}).get("verify", {})
+    lv = [(e["total"]["lod"], [p["ln_l"] for p in e["pedigrees"]]) for e in vj.get("evaluations", [])]
+    check(v.returncode == 0 and ver.get("recomputed", 0) > 0 and ver.get("mismatches") == 0
+          and lv == la, f"lod --verify 1: likelihoods recomputed on the other rank, no mismatch "
+          f"({v.returncode}: {ver})")
+    bad = subprocess.run(MPIRUN + [EXE] + args + ["--verify", "1"], capture_output=True, text=True,
+                         env=dict(ENV, KINFER_TEST_VERIFY_SKEW="1e-6"))
+    check(bad.returncode == 5 and "verify: likelihood" in bad.stderr,
+          f"lod --verify with a wrong rank: exit 5 with both values ({bad.returncode})")
+    alone = run(args + ["--verify", "0.5"])
+    check(alone.returncode == 6 and "verify: not run" in alone.stderr,
+          f"lod --verify in one process: exit 6, not run ({alone.returncode})")
+
+
 def write_manifest(tmp, names, copies):
     with open(os.path.join(tmp, "jobs.tsv"), "w") as f:
         f.write("id\tkind\tnetwork\toptions\n")
@@ -129,7 +152,7 @@ def write_manifest(tmp, names, copies):
         for i in range(copies * len(names)):
             n = names[i % len(names)]
             jobs.append((f"j{i:02d}", n))
-            f.write(f"j{i:02d}\tpe\t{net(n)}\t--threads 1\n")
+            f.write(f"j{i:02d}\tpe\t{network(n)}\t--threads 1\n")
     return jobs
 
 
@@ -142,7 +165,7 @@ def read_summary(path):
 def expected(names):
     out = {}
     for n in names:
-        r = run(["pe", "-q", "--json", "--threads", "1", net(n)])
+        r = run(["pe", "-q", "--json", "--threads", "1", network(n)])
         out[n] = json.loads(r.stdout)["log10_pr"]
     return out
 
@@ -194,7 +217,7 @@ def test_group_workers(tmp):
     with open(os.path.join(tmp, "jobs.tsv"), "w") as f:
         f.write("id\tkind\tnetwork\toptions\n")
         for j, n in jobs:
-            f.write(f"{j}\t{'pe'}\t{net(n)}\t--threads 1\n")
+            f.write(f"{j}\t{'pe'}\t{network(n)}\t--threads 1\n")
     expect = expected(["Pedigree_11"])
     out = os.path.join(tmp, "out")
     r = subprocess.run(MPIRUN + [EXE, "batch", os.path.join(tmp, "jobs.tsv"), "--out", out,
@@ -290,8 +313,8 @@ def test_worker_killed(tmp):
 
 test_pe()
 test_lod()
+test_lod_chain()
 for t in (test_batch, test_group_workers, test_kill_and_resume, test_worker_killed):
     with tempfile.TemporaryDirectory() as tmp:
         t(tmp)
-print(f"{len(passes)} passed, {len(failures)} failed")
-sys.exit(1 if failures else 0)
+finish()

@@ -456,6 +456,56 @@ TEST_CASE("Scheduler.SlicesOverTwoFakeDevices", "[scheduler]") {
   CHECK(conditioned > 0);
 }
 
+TEST_CASE("Scheduler.RunnerSpreadsSlicesOverItsGpus", "[scheduler]") {
+  // Runner::run(ConditionedPlan&) with two (fake) GPUs: one runner per GPU inside the runner,
+  // the slices spread over both, the unconditioned plan's ln P(e), bit for bit the answer of one
+  // GPU; `lanes` says what each did. With --check the slices stay on one lane.
+  EmptyCache cache;
+  int conditioned = 0;
+  for (const std::string name : {"Pedigree_13.uai", "linkage_16.uai.gz", "Pedigree_11.uai"}) {
+    const io::NetworkWithEvidence in = io::read_network_and_evidence(data_path("uai/" + name));
+    PlanOptions po;
+    po.order.heuristic = OrderHeuristic::WeightedMinFill;
+    po.keep_tables = false;
+    ConditionedPlan whole = make_conditioned_plan(in.net, in.ev, po);
+    REQUIRE(!whole.conditioned());
+    const double ln_whole = run_plan(whole.plan, {});
+    const MemoryEstimate& m = whole.plan.memory;
+    po.max_memory_bytes = m.peak_bytes - m.intermediate_bytes * 7 / 8 + 2 * m.input_bytes;
+    ConditionedPlan cp = make_conditioned_plan(in.net, in.ev, po);
+    if (!cp.conditioned() || cp.cond.slices < 4) continue;
+    ++conditioned;
+    RunRequest req;
+    req.device = DeviceChoice::gpu;
+    req.policy = Policy::gpu_only;
+    test::FakeDevice dev0(2, 50, 1), dev1(2, 50, 2), dev2(2, 50, 3);
+    Runner two(req, &dev0), one(req, &dev2);
+    two.set_lane_devices({&dev1});
+    CHECK(two.lanes(cp) == 2);
+    CHECK(one.lanes(cp) == 1);
+    const RunResult a = two.run(cp), b = one.run(cp);
+    INFO(name << ": " << cp.cond.slices << " slices");
+    CHECK(close(a.ln_pr, ln_whole));
+    CHECK(a.ln_pr == b.ln_pr);
+    REQUIRE(a.lanes.size() == 2);
+    CHECK(a.lanes[0].slices + a.lanes[1].slices == cp.cond.slices);
+    CHECK(b.lanes.size() == 1);
+    CHECK(b.lanes[0].slices == cp.cond.slices);
+    // --max-memory that holds one copy of the plan only: one lane
+    RunRequest small = req;
+    small.host_memory_bytes = 1.5 * cp.plan.memory.peak_bytes;
+    Runner capped(small, &dev0);
+    capped.set_lane_devices({&dev1});
+    CHECK(capped.lanes(cp) == 1);
+    RunRequest checked = req;
+    checked.check = true;
+    Runner check(checked, &dev0);
+    check.set_lane_devices({&dev1});
+    CHECK(check.lanes(cp) == 1);
+  }
+  CHECK(conditioned > 0);
+}
+
 TEST_CASE("Scheduler.GpuMemoryConditionsToFitTheDevice", "[scheduler]") {
   // --gpu-memory below a plan's device estimate: the plan is conditioned so that each slice's
   // device estimate fits, the slices run one after another on the (fake) device, the answer is
@@ -514,7 +564,7 @@ TEST_CASE("Scheduler.GpuHostPartOfRealPlans", "[scheduler]") {
     INFO(name << ": cpu intermediates " << plan.memory.intermediate_bytes << ", gpu host tables "
               << g.intermediates << ", staging " << g.staging << ", " << g.cpu_buckets
               << " CPU buckets; device " << m.device_bytes);
-    CHECK(m.device_host_bytes == Approx(kGpuContextHostBytes + g.staging));
+    CHECK(m.device_host_bytes == Approx(kGpuContextHostBytes + g.staging + g.kernel_plans));
     CHECK(m.intermediate_bytes == Approx(g.intermediates));
     CHECK(g.staging >= 0);
     CHECK(m.peak_bytes >= m.process_bytes + kGpuContextHostBytes);
