@@ -32,6 +32,10 @@ struct AnalysisOptions {
   // (after founder phase) goes through the Lander-Green chain (linkage/inheritance.hpp), one
   // forward and one backward pass for all positions; larger ones (or 0 here) use the network.
   int lander_green_bits = 24;
+  // The chain keeps a locus's emission as factor tables up to this many entries each; a locus
+  // whose elimination would build a larger one is evaluated per inheritance vector on the fly
+  // (linkage/emission_program.hpp); 0: every locus on the fly.
+  double emission_table_entries = 67108864.0;
   // Runs one compiled plan and returns its ln L (empty: run_plan on the CPU). `kinfer lod
   // --device` puts the GPU here for plans large enough to pay for it.
   std::function<double(const Plan&)> runner;

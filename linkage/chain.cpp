@@ -1,6 +1,7 @@
 #include "linkage/chain.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -210,10 +211,18 @@ class CpuChain final : public ChainBackend {
       std::vector<std::uint32_t> lut;  // pext of the block offset (empty: none inside)
     };
     std::vector<Mixed> mixed;
+    const EmissionProgram* program = nullptr;  // evaluated per state (null: none)
   };
   const Prepared& prepare(const Emission& e);
   // The emission at the states of block `blk` into out (block_ doubles).
   void emission_block(const Prepared& p, long blk, double* out) const;
+  void check_program() const {
+    if (program_failed_)
+      throw std::runtime_error(
+          "an emission evaluated per state met a core of the founder-allele graph too large to "
+          "enumerate");
+  }
+  mutable std::atomic<bool> program_failed_{false};  // set by emission_block (any thread), read after
   // A kernel pass over positions [a, b) of a region above region 0, with its founder groups.
   struct Pass {
     int a, b;
@@ -239,6 +248,7 @@ const CpuChain::Prepared& CpuChain::prepare(const Emission& e) {
   Prepared p;
   p.zero = e.zero;
   p.ln_scale = e.ln_scale;
+  if (e.program.n > 0) p.program = &e.program;
   const std::uint64_t in_block = static_cast<std::uint64_t>(block_) - 1;
   for (const EmissionFactor& f : e.factors) {
     const std::uint64_t lo = f.mask & in_block, hi = f.mask >> low_bits_;
@@ -270,6 +280,21 @@ void CpuChain::emission_block(const Prepared& p, long blk, double* out) const {
     const double* base = m.table + (pext_sw(blk, m.mask_hi) << m.shift);
     const std::uint32_t* lut = m.lut.data();
     for (long t = 0; t < block_; ++t) out[t] *= base[lut[t]];
+  }
+  if (p.program) {
+    const EmissionProgram& g = *p.program;
+    const std::uint64_t first = static_cast<std::uint64_t>(blk) << low_bits_;
+    const int np = static_cast<int>(g.people.size());
+    for (long t = 0; t < block_; ++t) {
+      const double v = evaluate_program(g.n, g.people.data(), np, g.freq.data(), g.weights.data(),
+                                        first + static_cast<std::uint64_t>(t));
+      if (v < 0) {
+        out[t] = std::nan("");
+        program_failed_.store(true, std::memory_order_relaxed);
+      } else {
+        out[t] *= v;
+      }
+    }
   }
 }
 
@@ -366,6 +391,7 @@ double CpuChain::step(int v, bool kernel, double male, double female, const Emis
       for (long i = 0; i < block_; ++i) mx = std::max(mx, y[i]);
     }
   }
+  check_program();
   if (!(mx > 0)) {
     X.pending = 1;
     return kNegInf;
@@ -399,6 +425,7 @@ double CpuChain::ln_dot(int a, const Emission* e, int b) {
       s += t;
     }
   }
+  check_program();
   if (!(s > 0)) return kNegInf;
   return std::log(s) + std::log(A.pending) + (B ? std::log(B->pending) : 0.0) +
          (p ? p->ln_scale : 0.0);

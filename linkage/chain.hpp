@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "linkage/emission_program.hpp"
+
 namespace kinfer::linkage {
 
 // How a state index is laid out. Bit p of the index is one meiosis; its kernel reads the male or
@@ -31,8 +33,10 @@ struct ChainLayout {
 };
 
 // One locus's emission as a product of small tables: value(state) = exp(ln_scale) *
-// prod_f f.table[pext(state, f.mask)], pext numbering the mask's set bits from the lowest.
-// No factor: the locus is uninformative given the inheritance vector (a constant).
+// prod_f f.table[pext(state, f.mask)] (times evaluate_program(state) when `program.n` > 0: the
+// emission computed per state on the fly, linkage/emission_program.hpp), pext numbering the
+// mask's set bits from the lowest. No factor and no program: the locus is uninformative given
+// the inheritance vector (a constant).
 struct EmissionFactor {
   std::uint64_t mask = 0;
   std::vector<double> table;
@@ -41,6 +45,7 @@ struct Emission {
   double ln_scale = 0;
   bool zero = false;  // the likelihood is 0 whatever the inheritance vector
   std::vector<EmissionFactor> factors;
+  EmissionProgram program;
 };
 
 class ChainBackend {

@@ -59,6 +59,34 @@ Emission random_emission(std::mt19937& rng, int bits) {
     for (double& x : ef.table) x = rng() % 7 == 0 ? 0.0 : U(rng);
     e.factors.push_back(std::move(ef));
   }
+  // Every other emission also evaluated per state (linkage/emission_program.hpp): founders, then
+  // children of random earlier people through random state bits, random genotype weights.
+  if (rng() % 2) {
+    linkage::EmissionProgram& g = e.program;
+    g.n = 1 + static_cast<int>(rng() % 4);
+    g.freq.resize(g.n);
+    for (double& x : g.freq) x = U(rng);
+    const int founders = 2 + static_cast<int>(rng() % 5), kids = 3 + static_cast<int>(rng() % 12);
+    g.vertices = 2 * founders;
+    for (int i = 0; i < founders + kids; ++i) {
+      linkage::ProgramPerson q{};
+      for (int s = 0; s < 2; ++s) {
+        if (i < founders) {
+          q.kind[s] = 0, q.src[s] = 2 * i + s, q.pos[s] = 0;
+        } else {
+          q.kind[s] = rng() % 4 ? 1 : 2;
+          q.src[s] = static_cast<int>(rng() % i);
+          q.pos[s] = static_cast<int>(q.kind[s] == 1 ? rng() % bits : rng() % 2);
+        }
+      }
+      q.weight = -1;
+      if (rng() % 3) {
+        q.weight = static_cast<int>(g.weights.size());
+        for (int k = 0; k < g.n * g.n; ++k) g.weights.push_back(rng() % 5 == 0 ? 0.0 : U(rng));
+      }
+      g.people.push_back(q);
+    }
+  }
   return e;
 }
 
