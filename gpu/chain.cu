@@ -54,12 +54,22 @@ __device__ inline unsigned long long pext_dev(unsigned long long x, unsigned lon
   return r;
 }
 
-__device__ inline double emission_at(unsigned long long st, const FactorDesc* f, int nf,
-                                     const double* tables, const ProgramArgs& g) {
+__device__ inline double tables_at(unsigned long long st, const FactorDesc* f, int nf,
+                                   const double* tables) {
   double e = 1;
   for (int i = 0; i < nf; ++i) e *= tables[f[i].offset + pext_dev(st, f[i].mask)];
-  if (g.np > 0) {
-    const double v = linkage::evaluate_program(g.n, g.people, g.np, g.freq, g.weights, st);
+  return e;
+}
+
+// The tables times the program evaluated at this state (kernels of their own, so that the
+// table-only passes keep a small stack frame).
+// One kernel per number of alleles N: the stack frame (edge tables of N x N) is sized for it.
+template <int N>
+__device__ inline double emission_at(unsigned long long st, const FactorDesc* f, int nf,
+                                     const double* tables, const ProgramArgs& g) {
+  double e = tables_at(st, f, nf, tables);
+  {
+    const double v = linkage::evaluate_program<N>(g.people, g.np, g.freq, g.weights, st);
     if (v < 0) {
       atomicOr(g.failed, 1);
       return 0;
@@ -77,7 +87,7 @@ __device__ inline void atomic_max_nonneg(double* addr, double v) {
 // C columns per row; region 0 (a == 0) uses C = 1 and fuses the emission and the maximum.
 template <int C>
 __global__ void region_pass(double* x, RegionArgs r, double pre, bool kernel, const FactorDesc* f,
-                            int nf, const double* tables, ProgramArgs g, double* maxv) {
+                            int nf, const double* tables, double* maxv) {
   extern __shared__ double buf[];
   const long long rows = 1LL << (r.b - r.a), inner = 1LL << r.a;
   const long long chunks = inner / C;
@@ -126,9 +136,8 @@ __global__ void region_pass(double* x, RegionArgs r, double pre, bool kernel, co
     const long long row = i / C, k = i % C;
     double y = buf[i];
     if (maxv) {
-      if (nf > 0 || g.np > 0)
-        y *= emission_at(static_cast<unsigned long long>(base + (row << r.a) + k), f, nf, tables,
-                         g);
+      if (nf > 0)
+        y *= tables_at(static_cast<unsigned long long>(base + (row << r.a) + k), f, nf, tables);
       mx = fmax(mx, y);
     }
     x[base + (row << r.a) + k] = y;
@@ -160,14 +169,43 @@ __global__ void fill_kernel(double* x, long long n, double v) {
 }
 
 __global__ void dot_kernel(const double* a, const double* b, long long n, const FactorDesc* f,
-                           int nf, const double* tables, ProgramArgs g, double* out) {
+                           int nf, const double* tables, double* out) {
   double s = 0;
   for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<long long>(gridDim.x) * blockDim.x) {
     double y = a[i];
     if (b) y *= b[i];
-    if (nf > 0 || g.np > 0) y *= emission_at(static_cast<unsigned long long>(i), f, nf, tables, g);
+    if (nf > 0) y *= tables_at(static_cast<unsigned long long>(i), f, nf, tables);
     s += y;
+  }
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
+  if ((threadIdx.x & 31) == 0) atomicAdd(out, s);
+}
+
+// An emission with a per-state program: x <- x * e and the maximum (after the region-0 pass).
+template <int N>
+__global__ void program_pass(double* x, long long n, const FactorDesc* f, int nf,
+                             const double* tables, ProgramArgs g, double* maxv) {
+  double mx = 0;
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const double y = x[i] * emission_at<N>(static_cast<unsigned long long>(i), f, nf, tables, g);
+    x[i] = y;
+    mx = fmax(mx, y);
+  }
+  for (int o = 16; o > 0; o >>= 1) mx = fmax(mx, __shfl_down_sync(0xffffffffu, mx, o));
+  if ((threadIdx.x & 31) == 0) atomic_max_nonneg(maxv, mx);
+}
+
+template <int N>
+__global__ void program_dot(const double* a, const double* b, long long n, const FactorDesc* f,
+                            int nf, const double* tables, ProgramArgs g, double* out) {
+  double s = 0;
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    double y = a[i];
+    if (b) y *= b[i];
+    s += y * emission_at<N>(static_cast<unsigned long long>(i), f, nf, tables, g);
   }
   for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
   if ((threadIdx.x & 31) == 0) atomicAdd(out, s);
@@ -377,16 +415,16 @@ class GpuChain final : public linkage::ChainBackend {
     const FactorDesc* fd = e ? e->desc : nullptr;
     const double* tb = e ? e->tables : nullptr;
     const int nf = e ? e->nf : 0;
-    const ProgramArgs g = e ? e->program : ProgramArgs{};
+
     if (C == 4)
       region_pass<4>
-          <<<static_cast<unsigned>(tiles), threads, smem>>>(x, r, pre, kernel, fd, nf, tb, g, maxv);
+          <<<static_cast<unsigned>(tiles), threads, smem>>>(x, r, pre, kernel, fd, nf, tb, maxv);
     else if (C == 2)
       region_pass<2>
-          <<<static_cast<unsigned>(tiles), threads, smem>>>(x, r, pre, kernel, fd, nf, tb, g, maxv);
+          <<<static_cast<unsigned>(tiles), threads, smem>>>(x, r, pre, kernel, fd, nf, tb, maxv);
     else
       region_pass<1>
-          <<<static_cast<unsigned>(tiles), threads, smem>>>(x, r, pre, kernel, fd, nf, tb, g, maxv);
+          <<<static_cast<unsigned>(tiles), threads, smem>>>(x, r, pre, kernel, fd, nf, tb, maxv);
     CUDA_CHECK(cudaGetLastError());
   }
 
@@ -422,7 +460,17 @@ double GpuChain::step(int i, bool kernel, double male, double female, const Emis
     }
   }
   CUDA_CHECK(cudaMemset(scratch_, 0, sizeof(double)));
-  launch(v.p, 0, th, pre, kernel, de, scratch_);
+  if (de && de->program.np > 0) {  // region 0's butterflies, then the emission in its own pass
+    launch(v.p, 0, th, pre, kernel, nullptr, nullptr);
+    const auto k = de->program.n == 1   ? program_pass<1>
+                   : de->program.n == 2 ? program_pass<2>
+                   : de->program.n == 3 ? program_pass<3>
+                                        : program_pass<4>;
+    k<<<grid(N_), kThreads>>>(v.p, N_, de->desc, de->nf, de->tables, de->program, scratch_);
+    CUDA_CHECK(cudaGetLastError());
+  } else {
+    launch(v.p, 0, th, pre, kernel, de, scratch_);
+  }
   double mx = 0;
   CUDA_CHECK(cudaMemcpy(&mx, scratch_, sizeof(double), cudaMemcpyDeviceToHost));
   if (de && de->program.np > 0) check_program();
@@ -440,9 +488,17 @@ double GpuChain::ln_dot(int a, const Emission* e, int b) {
   const DevEmission* de = e ? &upload(*e) : nullptr;
   if (de && de->zero) return -std::numeric_limits<double>::infinity();
   CUDA_CHECK(cudaMemset(scratch_ + 1, 0, sizeof(double)));
-  dot_kernel<<<grid(N_), kThreads>>>(A.p, B ? B->p : nullptr, N_, de ? de->desc : nullptr,
-                                     de ? de->nf : 0, de ? de->tables : nullptr,
-                                     de ? de->program : ProgramArgs{}, scratch_ + 1);
+  if (de && de->program.np > 0) {
+    const auto k = de->program.n == 1   ? program_dot<1>
+                   : de->program.n == 2 ? program_dot<2>
+                   : de->program.n == 3 ? program_dot<3>
+                                        : program_dot<4>;
+    k<<<grid(N_), kThreads>>>(A.p, B ? B->p : nullptr, N_, de->desc, de->nf, de->tables,
+                              de->program, scratch_ + 1);
+  } else {
+    dot_kernel<<<grid(N_), kThreads>>>(A.p, B ? B->p : nullptr, N_, de ? de->desc : nullptr,
+                                       de ? de->nf : 0, de ? de->tables : nullptr, scratch_ + 1);
+  }
   CUDA_CHECK(cudaGetLastError());
   double s = 0;
   CUDA_CHECK(cudaMemcpy(&s, scratch_ + 1, sizeof(double), cudaMemcpyDeviceToHost));

@@ -376,13 +376,12 @@ std::vector<double> dense_positions(const LocusFile& lf, const PedigreeFile& pf,
     }
     const auto& pr = im.profile();
     spdlog::debug(
-        "pedigree {}: chain on {}: emissions {:.3f} s ({} factors of {:.0f} MiB, {} beyond the first "
-        "region, {} loci per state on the fly), "
-        "{} steps {:.3f} s, {} points ({} kernel steps) {:.3f} s; checkpoint every {} markers{}",
+        "pedigree {}: chain on {}: emissions {:.3f} s ({} factors of {:.0f} MiB, {} beyond the "
+        "first region, {} loci per state on the fly), {} steps {:.3f} s, {} points ({} kernel "
+        "steps) {:.3f} s; checkpoint every {} markers{}",
         pf.pedigrees[p].id, backend->name(), pr.emission_s, pr.factors, pr.table_bytes / 1048576.0,
-        pr.mixed_factors, pr.programs, pr.steps,
-        pr.step_s, todo.size(), pr.score_steps, pr.score_s, pr.checkpoint_every,
-        pr.block_cache ? ", block cache" : "");
+        pr.mixed_factors, pr.programs, pr.steps, pr.step_s, todo.size(), pr.score_steps, pr.score_s,
+        pr.checkpoint_every, pr.block_cache ? ", block cache" : "");
     // Likelihood 0: the network path says which locus and people (diagnose_zero).
     if (std::isinf(mk)) continue;
     markers[p] = mk;

@@ -66,6 +66,23 @@ class ChainBackend {
   virtual double step(int v, bool kernel, double male, double female, const Emission* e) = 0;
   // ln sum_w a(w) e(w) b(w): e null means 1, b < 0 means 1.
   virtual double ln_dot(int a, const Emission* e, int b) = 0;
+  // A trait position's score: ln sum_w [K_left a](w) e(w) [K_right b](w), K_side the kernel at
+  // its thetas when `kernel` (else 1); a and b unchanged, va and vb scratch vectors. The
+  // default composes copy, step and ln_dot; a backend may fuse them (the CPU: the copies ride
+  // on the kernel's first pass, the right side's last pass takes the sum).
+  struct Side {
+    bool kernel;
+    double male, female;
+  };
+  virtual double ln_score(int a, const Side& left, const Emission* e, int b, const Side& right,
+                          int va, int vb) {
+    copy(va, a);
+    double s = left.kernel ? step(va, true, left.male, left.female, nullptr) : 0.0;
+    copy(vb, b);
+    if (right.kernel) s += step(vb, true, right.male, right.female, nullptr);
+    const double d = ln_dot(va, e, vb);
+    return d + s;
+  }
 };
 
 // The CPU backend: OpenMP over tiles; `max_bytes` bounds the vectors it holds (0: no bound).

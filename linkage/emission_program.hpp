@@ -4,11 +4,11 @@
 // of founder alleles (the founder-allele graph: one vertex per founder allele, one edge per
 // person with a phenotype, weighted by that person's genotype weights), and the emission is
 //   sum over founder-allele values a of prod_v freq(a_v) prod_i w_i(a_lab(i,0), a_lab(i,1)).
-// The sum is taken by eliminating vertices of degree 0, 1 and 2 (series-parallel reduction:
-// every table stays n x n); what remains (a core where every vertex has 3 or more neighbours)
-// is enumerated, up to kMaxEnumeration assignments. Cost per state: O(people + vertices^2)
-// operations and a few KB of working memory, against a factor table that can reach 2^bits
-// entries (8 GB at 30 bits). Plain data and one function template, compiled by the host
+// The sum is taken by eliminating vertices of degree 0, 1 and 2 in sweeps over the vertices
+// (series-parallel reduction: every table stays n x n); what remains (a core where every vertex has
+// 3 or more neighbours) is enumerated, up to kMaxEnumeration assignments. Cost per state: O(people
+// + vertices^2) operations and a few KB of working memory, against a factor table that can reach
+// 2^bits entries (8 GB at 30 bits). Plain data and one function template, compiled by the host
 // compiler and (through KINFER_HD) by nvcc for gpu/chain.cu; no CUDA type.
 #include <cstdint>
 #include <vector>
@@ -69,7 +69,8 @@ KINFER_HD inline double evaluate_program(const ProgramPerson* people, int np, co
   std::int8_t lab[2 * 64];  // per person and side: its founder allele (people <= 64)
   double U[V][N];           // per vertex: prior times unary weights
   std::int8_t ea[E], eb[E];
-  double et[E][N * N];  // edge tables, t[x_a * N + x_b]
+  const double* tp[E];  // edge tables, t[x_a * N + x_b]: a person's weights, or `made`
+  double made[E][N * N];
   int ne = 0;
   std::uint32_t alive = 0, nb[V];
   for (int i = 0; i < np; ++i) {
@@ -101,61 +102,67 @@ KINFER_HD inline double evaluate_program(const ProgramPerson* people, int np, co
       for (int x = 0; x < N; ++x) U[a][x] *= w[x * N + x];
     } else {
       ea[ne] = static_cast<std::int8_t>(a), eb[ne] = static_cast<std::int8_t>(b);
-      for (int x = 0; x < N * N; ++x) et[ne][x] = w[x];
+      tp[ne] = w;
       ++ne;
       nb[a] |= 1u << b, nb[b] |= 1u << a;
     }
   }
   double result = 1;
-  while (alive) {
-    // The vertex with the fewest neighbours.
-    int v = -1, d = 99;
-    for (std::uint32_t m = alive; m; m &= m - 1) {
-      const int u = program_ctz(m), du = program_popcount(nb[u] & alive);
-      if (du < d) v = u, d = du;
-    }
-    if (d > 2) break;
-    double G[2][N][N];  // per neighbour: the product of its edges, oriented [x_v][x_u]
-    int nbr[2] = {-1, -1};
-    for (std::uint32_t m = nb[v] & alive, j = 0; m; m &= m - 1, ++j) nbr[j] = program_ctz(m);
-    for (int j = 0; j < d; ++j)
-      for (int x = 0; x < N; ++x)
-        for (int y = 0; y < N; ++y) G[j][x][y] = 1;
-    int free_slot = -1;
-    for (int e = 0; e < ne; ++e) {
-      if (ea[e] < 0 || (ea[e] != v && eb[e] != v)) continue;
-      const bool first = ea[e] == v;
-      const int u = first ? eb[e] : ea[e];
-      const int j = u == nbr[0] ? 0 : 1;
-      for (int x = 0; x < N; ++x)
-        for (int y = 0; y < N; ++y) G[j][x][y] *= first ? et[e][x * N + y] : et[e][y * N + x];
-      ea[e] = eb[e] = -1;
-      free_slot = e;
-    }
-    if (d == 0) {
-      double s = 0;
-      for (int x = 0; x < N; ++x) s += U[v][x];
-      result *= s;
-    } else if (d == 1) {
-      const int u = nbr[0];
-      for (int y = 0; y < N; ++y) {
-        double s = 0;
-        for (int x = 0; x < N; ++x) s += U[v][x] * G[0][x][y];
-        U[u][y] *= s;
+  // Sweeps over the vertices, eliminating each one with at most two neighbours left, until a
+  // sweep eliminates none.
+  for (bool again = true; again && alive;) {
+    again = false;
+    for (std::uint32_t sweep = alive; sweep; sweep &= sweep - 1) {
+      const int v = program_ctz(sweep);
+      const std::uint32_t nv = nb[v] & alive;
+      const int d = program_popcount(nv);
+      if (d > 2) continue;
+      again = true;
+      double G[2][N][N];  // per neighbour: the product of its edges, oriented [x_v][x_u]
+      int nbr[2] = {-1, -1};
+      for (std::uint32_t m = nv, j = 0; m; m &= m - 1, ++j) nbr[j] = program_ctz(m);
+      bool have[2] = {false, false};
+      int free_slot = -1;
+      for (int e = 0; e < ne; ++e) {
+        if (ea[e] != v && eb[e] != v) continue;
+        const bool first = ea[e] == v;
+        const int u = first ? eb[e] : ea[e];
+        const int j = u == nbr[0] ? 0 : 1;
+        const double* t = tp[e];
+        for (int x = 0; x < N; ++x)
+          for (int y = 0; y < N; ++y) {
+            const double w = first ? t[x * N + y] : t[y * N + x];
+            G[j][x][y] = have[j] ? G[j][x][y] * w : w;
+          }
+        have[j] = true;
+        ea[e] = eb[e] = -1;
+        free_slot = e;
       }
-    } else {  // a new edge between the two neighbours, in a freed slot
-      const int u = nbr[0], w = nbr[1], e = free_slot;
-      for (int y = 0; y < N; ++y)
-        for (int z = 0; z < N; ++z) {
+      if (d == 0) {
+        double s = 0;
+        for (int x = 0; x < N; ++x) s += U[v][x];
+        result *= s;
+      } else if (d == 1) {
+        const int u = nbr[0];
+        for (int y = 0; y < N; ++y) {
           double s = 0;
-          for (int x = 0; x < N; ++x) s += U[v][x] * G[0][x][y] * G[1][x][z];
-          et[e][y * N + z] = s;
+          for (int x = 0; x < N; ++x) s += U[v][x] * G[0][x][y];
+          U[u][y] *= s;
         }
-      ea[e] = static_cast<std::int8_t>(u), eb[e] = static_cast<std::int8_t>(w);
-      nb[u] |= 1u << w, nb[w] |= 1u << u;
+      } else {  // a new edge between the two neighbours, in a freed slot
+        const int u = nbr[0], w = nbr[1], e = free_slot;
+        for (int y = 0; y < N; ++y)
+          for (int z = 0; z < N; ++z) {
+            double s = 0;
+            for (int x = 0; x < N; ++x) s += U[v][x] * G[0][x][y] * G[1][x][z];
+            made[e][y * N + z] = s;
+          }
+        ea[e] = static_cast<std::int8_t>(u), eb[e] = static_cast<std::int8_t>(w);
+        tp[e] = made[e];
+        nb[u] |= 1u << w, nb[w] |= 1u << u;
+      }
+      alive &= ~(1u << v);
     }
-    alive &= ~(1u << v);
-    for (std::uint32_t m = alive; m; m &= m - 1) nb[program_ctz(m)] &= ~(1u << v);
   }
   if (!alive) return result;
   // A core of degree >= 3 everywhere: enumerate its vertices' alleles.
@@ -178,7 +185,7 @@ KINFER_HD inline double evaluate_program(const ProgramPerson* people, int np, co
       p *= U[core[j]][val[core[j]]];
     }
     for (int e = 0; e < ne && p != 0; ++e)
-      if (ea[e] >= 0) p *= et[e][val[ea[e]] * N + val[eb[e]]];
+      if (ea[e] >= 0) p *= tp[e][val[ea[e]] * N + val[eb[e]]];
     total += p;
   }
   return result * total;

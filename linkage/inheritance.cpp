@@ -643,6 +643,13 @@ std::vector<double> InheritanceModel::location_scores(const std::vector<int>& ma
     // (Thetas below 1e-12, a point at a marker up to rounding, change no digit that matters.)
     const bool kl = have_alpha && (pt.male_left > 1e-12 || pt.female_left > 1e-12);
     const bool kr = have_beta && (pt.male_right > 1e-12 || pt.female_right > 1e-12);
+    if (have_alpha && have_beta) {
+      s += B.ln_score(alpha, {kl, pt.male_left, pt.female_left}, &et, beta,
+                      {kr, pt.male_right, pt.female_right}, va, vb);
+      profile_.score_steps += kl + kr;
+      profile_.score_s += since(t);
+      return std::isinf(s) ? kNegInf : s;
+    }
     if (have_alpha) {
       B.copy(va, alpha);
       if (kl) s += B.step(va, true, pt.male_left, pt.female_left, nullptr);

@@ -120,6 +120,12 @@ int main() {
       check(cpu->ln_dot(a1, &em[(i + 5) % 12], b1), gpu->ln_dot(a2, &em[(i + 5) % 12], b2),
             "ln_dot", bits, i);
       check(cpu->ln_dot(a1, nullptr, -1), gpu->ln_dot(a2, nullptr, -1), "ln sum", bits, i);
+      const linkage::ChainBackend::Side l{i % 2 == 0, m, f}, r{i % 3 != 0, f, m};
+      const int c1 = cpu->alloc(true), d1 = cpu->alloc(true);
+      const int c2 = gpu->alloc(true), d2 = gpu->alloc(true);
+      check(cpu->ln_score(a1, l, &em[(i + 3) % 12], b1, r, c1, d1),
+            gpu->ln_score(a2, l, &em[(i + 3) % 12], b2, r, c2, d2), "ln_score", bits, i);
+      cpu->release(c1), cpu->release(d1), gpu->release(c2), gpu->release(d2);
     }
     std::printf("%d bits: %s\n", bits, failures ? "failures so far" : "cpu and gpu agree");
   }

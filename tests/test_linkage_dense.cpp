@@ -298,6 +298,17 @@ TEST_CASE("LinkageDense.CpuChainStepMatchesNaiveKernel", "[engine]") {
     double tot = 0;
     for (long w = 0; w < N; ++w) tot += naive[w] / m1 * wts.factors[0].table[w];
     CHECK(cpu->ln_dot(v, &wts, -1) == Approx(std::log(tot)).margin(1e-10));
+    // The fused point score against its composition from copy, step and ln_dot (the default).
+    const int w = cpu->alloc(true), s1v = cpu->alloc(true), s2v = cpu->alloc(true);
+    cpu->fill(w, 1.0);
+    cpu->step(w, true, female, male, &e);
+    for (bool kl : {false, true})
+      for (bool kr : {false, true}) {
+        const ChainBackend::Side l{kl, 0.1, 0.2}, r{kr, 0.3, 0.05};
+        const double fused = cpu->ln_score(v, l, &wts, w, r, s1v, s2v);
+        const double plain = cpu->ChainBackend::ln_score(v, l, &wts, w, r, s1v, s2v);
+        CHECK(fused == Approx(plain).margin(1e-10));
+      }
   }
 }
 
