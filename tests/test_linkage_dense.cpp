@@ -150,6 +150,21 @@ TEST_CASE("LinkageDense.MapPositionsMatchLanderGreen", "[engine]") {
     std::vector<int> markers(lf.map_order.begin() + 1, lf.map_order.end());
     const double base = lg.ln_l({0}, {}, {}) + lg.ln_l(markers, r.baseline.male, r.baseline.female);
     CHECK(r.baseline.ln_l[0] == Approx(base).margin(1e-8));
+    // Every emission per state on the fly (--emission-tables 0), against the same reference.
+    if (t % 2 == 0 || x) {
+      AnalysisOptions f = o;
+      f.emission_table_entries = 0;
+      const AnalysisResult q = analyze(lf, pf, f);
+      REQUIRE(q.evaluations.size() == r.evaluations.size());
+      for (const auto& e : q.evaluations) {
+        const double ref = lg.ln_l(chain_of(lf, e), e.male, e.female);
+        if (std::isinf(ref))
+          CHECK(std::isinf(e.ln_l[0]));
+        else
+          CHECK(e.ln_l[0] == Approx(ref).margin(1e-8));
+      }
+      CHECK(q.baseline.ln_l[0] == Approx(base).margin(1e-8));
+    }
   }
   CHECK(loops > 0);
   CHECK(lumped == 8);
@@ -405,4 +420,20 @@ TEST_CASE("LinkageDense.EmissionProgramCoreIsEnumerated", "[engine]") {
   }
   const double got = evaluate_program(n, g.people.data(), 6, g.freq.data(), g.weights.data(), 0);
   CHECK(got == Approx(ref).epsilon(1e-13));
+
+  // A 3-regular graph on 18 founder alleles (a ring and its diameters): a core of 2^18
+  // assignments, beyond the enumeration's 2^16: refused (-1), not guessed.
+  EmissionProgram h;
+  h.n = n;
+  h.vertices = 18;
+  h.freq = g.freq;
+  h.weights = wk;
+  for (int f = 0; f < 9; ++f) h.people.push_back({{0, 0}, {2 * f, 2 * f + 1}, {0, 0}, 0, 0});
+  auto edge = [&](int u, int v) {  // a child of the founders holding u and v
+    h.people.push_back({{2, 2}, {u / 2, v / 2}, {u % 2, v % 2}, 0, 0});
+  };
+  for (int v = 1; v < 18; v += 2) edge(v, (v + 1) % 18);
+  for (int v = 0; v < 9; ++v) edge(v, v + 9);
+  CHECK(evaluate_program(n, h.people.data(), static_cast<int>(h.people.size()), h.freq.data(),
+                         h.weights.data(), 0) == -1);
 }
