@@ -28,6 +28,13 @@ KINFER_HD inline int program_ctz(std::uint32_t m) {
   return __builtin_ctz(m);
 #endif
 }
+KINFER_HD inline int program_ctz64(std::uint64_t m) {
+#ifdef __CUDA_ARCH__
+  return __ffsll(static_cast<long long>(m)) - 1;
+#else
+  return __builtin_ctzll(m);
+#endif
+}
 KINFER_HD inline int program_popcount(std::uint32_t m) {
 #ifdef __CUDA_ARCH__
   return __popc(m);
@@ -73,6 +80,7 @@ KINFER_HD inline double evaluate_program(const ProgramPerson* people, int np, co
   double made[E][N * N];
   int ne = 0;
   std::uint32_t alive = 0, nb[V];
+  std::uint64_t inc[V];  // per vertex: its edges (bits of edge slots)
   for (int i = 0; i < np; ++i) {
     const ProgramPerson& p = people[i];
     for (int s = 0; s < 2; ++s) {
@@ -94,6 +102,7 @@ KINFER_HD inline double evaluate_program(const ProgramPerson* people, int np, co
       if (v < 0 || (alive >> v) & 1) continue;
       alive |= 1u << v;
       nb[v] = 0;
+      inc[v] = 0;
       for (int x = 0; x < N; ++x) U[v][x] = freq[x];
     }
     if (p.hemi) {
@@ -103,6 +112,7 @@ KINFER_HD inline double evaluate_program(const ProgramPerson* people, int np, co
     } else {
       ea[ne] = static_cast<std::int8_t>(a), eb[ne] = static_cast<std::int8_t>(b);
       tp[ne] = w;
+      inc[a] |= std::uint64_t(1) << ne, inc[b] |= std::uint64_t(1) << ne;
       ++ne;
       nb[a] |= 1u << b, nb[b] |= 1u << a;
     }
@@ -123,8 +133,8 @@ KINFER_HD inline double evaluate_program(const ProgramPerson* people, int np, co
       for (std::uint32_t m = nv, j = 0; m; m &= m - 1, ++j) nbr[j] = program_ctz(m);
       bool have[2] = {false, false};
       int free_slot = -1;
-      for (int e = 0; e < ne; ++e) {
-        if (ea[e] != v && eb[e] != v) continue;
+      for (std::uint64_t m = inc[v]; m; m &= m - 1) {
+        const int e = program_ctz64(m);
         const bool first = ea[e] == v;
         const int u = first ? eb[e] : ea[e];
         const int j = u == nbr[0] ? 0 : 1;
@@ -135,9 +145,11 @@ KINFER_HD inline double evaluate_program(const ProgramPerson* people, int np, co
             G[j][x][y] = have[j] ? G[j][x][y] * w : w;
           }
         have[j] = true;
+        inc[u] &= ~(std::uint64_t(1) << e);
         ea[e] = eb[e] = -1;
         free_slot = e;
       }
+      inc[v] = 0;
       if (d == 0) {
         double s = 0;
         for (int x = 0; x < N; ++x) s += U[v][x];
@@ -159,6 +171,7 @@ KINFER_HD inline double evaluate_program(const ProgramPerson* people, int np, co
           }
         ea[e] = static_cast<std::int8_t>(u), eb[e] = static_cast<std::int8_t>(w);
         tp[e] = made[e];
+        inc[u] |= std::uint64_t(1) << e, inc[w] |= std::uint64_t(1) << e;
         nb[u] |= 1u << w, nb[w] |= 1u << u;
       }
       alive &= ~(1u << v);
