@@ -123,6 +123,7 @@ int run_lod(const LodOptions& o) {
   if (!o.positions.empty()) ao.positions = parse_list("--positions", o.positions);
   ao.moving_locus = o.moving;
   ao.lander_green_bits = o.bits;
+  ao.emission_table_entries = o.emission_tables;
   ao.reduction.recode = !o.no_recode;
   ao.reduction.eliminate = !o.no_elimination;
   ao.plan.order.heuristic = parse_heuristic(o.order);
@@ -335,6 +336,11 @@ void add_lod_options(CLI::App& cmd, LodOptions& o) {
                  "(2n - f) runs the Lander-Green chain (on the GPU from 18 bits with --device "
                  "auto or gpu), larger ones the network (default 24, as MERLIN's --bits)")
       ->check(CLI::Range(0, 40));
+  cmd.add_option("--emission-tables", o.emission_tables,
+                 "multipoint chain: a marker's emission is kept as factor tables of at most this "
+                 "many entries each (default 2^26); a larger one is computed per inheritance "
+                 "vector on the fly (less memory, more time per step); 0: every locus on the fly")
+      ->check(CLI::NonNegativeNumber);
   add_run_options(cmd, o.device, o.schedule, o.profile, o.check, o.explain, o.gpu_memory);
   cmd.add_option("--verify", o.verify,
                  "under mpirun: recompute this fraction (0 to 1, drawn with --seed) of the "

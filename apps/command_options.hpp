@@ -52,6 +52,7 @@ struct LodOptions {
   double order_time = 2.0;
   int threads = 0, moving = 0;
   int bits = 24;  // largest inheritance vector for the Lander-Green chain (MERLIN's --bits)
+  double emission_tables = 67108864;  // largest emission factor table (entries); 0: on the fly
   std::uint64_t seed = 1;
   bool json = false, no_recode = false, no_elimination = false;
   double verify = 0;        // under mpirun: the fraction of likelihoods recomputed on a second rank

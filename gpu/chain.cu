@@ -38,6 +38,15 @@ struct FactorDesc {
   long long offset;  // into the concatenated tables
 };
 
+// An emission evaluated per state (linkage/emission_program.hpp), in device memory.
+struct ProgramArgs {
+  const linkage::ProgramPerson* people = nullptr;
+  const double* freq = nullptr;
+  const double* weights = nullptr;
+  int np = 0, n = 0;
+  int* failed = nullptr;  // set when a state's core is too large to enumerate
+};
+
 __device__ inline unsigned long long pext_dev(unsigned long long x, unsigned long long m) {
   unsigned long long r = 0;
   for (int k = 0; m; m &= m - 1, ++k)
@@ -45,10 +54,28 @@ __device__ inline unsigned long long pext_dev(unsigned long long x, unsigned lon
   return r;
 }
 
-__device__ inline double emission_at(unsigned long long st, const FactorDesc* f, int nf,
-                                     const double* tables) {
+__device__ inline double tables_at(unsigned long long st, const FactorDesc* f, int nf,
+                                   const double* tables) {
   double e = 1;
   for (int i = 0; i < nf; ++i) e *= tables[f[i].offset + pext_dev(st, f[i].mask)];
+  return e;
+}
+
+// The tables times the program evaluated at this state (kernels of their own, so that the
+// table-only passes keep a small stack frame).
+// One kernel per number of alleles N: the stack frame (edge tables of N x N) is sized for it.
+template <int N>
+__device__ inline double emission_at(unsigned long long st, const FactorDesc* f, int nf,
+                                     const double* tables, const ProgramArgs& g) {
+  double e = tables_at(st, f, nf, tables);
+  {
+    const double v = linkage::evaluate_program<N>(g.people, g.np, g.freq, g.weights, st);
+    if (v < 0) {
+      atomicOr(g.failed, 1);
+      return 0;
+    }
+    e *= v;
+  }
   return e;
 }
 
@@ -110,7 +137,7 @@ __global__ void region_pass(double* x, RegionArgs r, double pre, bool kernel, co
     double y = buf[i];
     if (maxv) {
       if (nf > 0)
-        y *= emission_at(static_cast<unsigned long long>(base + (row << r.a) + k), f, nf, tables);
+        y *= tables_at(static_cast<unsigned long long>(base + (row << r.a) + k), f, nf, tables);
       mx = fmax(mx, y);
     }
     x[base + (row << r.a) + k] = y;
@@ -148,8 +175,37 @@ __global__ void dot_kernel(const double* a, const double* b, long long n, const 
        i += static_cast<long long>(gridDim.x) * blockDim.x) {
     double y = a[i];
     if (b) y *= b[i];
-    if (nf > 0) y *= emission_at(static_cast<unsigned long long>(i), f, nf, tables);
+    if (nf > 0) y *= tables_at(static_cast<unsigned long long>(i), f, nf, tables);
     s += y;
+  }
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
+  if ((threadIdx.x & 31) == 0) atomicAdd(out, s);
+}
+
+// An emission with a per-state program: x <- x * e and the maximum (after the region-0 pass).
+template <int N>
+__global__ void program_pass(double* x, long long n, const FactorDesc* f, int nf,
+                             const double* tables, ProgramArgs g, double* maxv) {
+  double mx = 0;
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const double y = x[i] * emission_at<N>(static_cast<unsigned long long>(i), f, nf, tables, g);
+    x[i] = y;
+    mx = fmax(mx, y);
+  }
+  for (int o = 16; o > 0; o >>= 1) mx = fmax(mx, __shfl_down_sync(0xffffffffu, mx, o));
+  if ((threadIdx.x & 31) == 0) atomic_max_nonneg(maxv, mx);
+}
+
+template <int N>
+__global__ void program_dot(const double* a, const double* b, long long n, const FactorDesc* f,
+                            int nf, const double* tables, ProgramArgs g, double* out) {
+  double s = 0;
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    double y = a[i];
+    if (b) y *= b[i];
+    s += y * emission_at<N>(static_cast<unsigned long long>(i), f, nf, tables, g);
   }
   for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
   if ((threadIdx.x & 31) == 0) atomicAdd(out, s);
@@ -170,7 +226,8 @@ class GpuChain final : public linkage::ChainBackend {
     name_ = std::string("gpu (") + prop.name + ")";
     for (auto [a, b] : L_.regions)
       if (b - a > kMaxRegion) throw std::logic_error("GpuChain: region wider than kRegionBits");
-    CUDA_CHECK(cudaMalloc(&scratch_, 2 * sizeof(double)));
+    CUDA_CHECK(cudaMalloc(&scratch_, 3 * sizeof(double)));  // max, dot, the program's flag
+    CUDA_CHECK(cudaMemset(scratch_, 0, 3 * sizeof(double)));
     // Up to 2^11 rows of 4 doubles: 64 KiB of shared memory per block.
     const int smem = (1 << kMaxRegion) * 4 * static_cast<int>(sizeof(double));
     CUDA_CHECK(
@@ -185,6 +242,7 @@ class GpuChain final : public linkage::ChainBackend {
     for (auto& [k, e] : emissions_) {
       cudaFree(e.desc);
       cudaFree(e.tables);
+      cudaFree(e.program_mem);
     }
     cudaFree(scratch_);
   }
@@ -192,7 +250,9 @@ class GpuChain final : public linkage::ChainBackend {
   long vectors_fast() const override {
     size_t free_b = 0, total_b = 0;
     if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) return 0;
-    const double margin = 1.5 * 1024 * 1024 * 1024.0;  // emissions, scratch, the runtime
+    // Emissions, scratch, the runtime, and the local memory of kernels that evaluate an emission
+    // per state (a few KB per resident thread).
+    const double margin = 4.0 * 1024 * 1024 * 1024.0;
     return std::max(0L, static_cast<long>((static_cast<double>(free_b) - margin) / bytes()));
   }
   long vectors_total() const override {
@@ -256,8 +316,18 @@ class GpuChain final : public linkage::ChainBackend {
     int nf = 0;
     bool zero = false;
     double ln_scale = 0;
+    ProgramArgs program;  // np == 0: none
+    void* program_mem = nullptr;
   };
   double bytes() const { return 8.0 * static_cast<double>(N_); }
+  void check_program() {
+    int failed = 0;
+    CUDA_CHECK(cudaMemcpy(&failed, scratch_ + 2, sizeof(int), cudaMemcpyDeviceToHost));
+    if (failed)
+      throw std::runtime_error(
+          "an emission evaluated per state met a core of the founder-allele graph too large to "
+          "enumerate");
+  }
   long reserve_fast() const { return 4 - std::min(4L, fast_live()); }
   long fast_live() const {
     long n = 0;
@@ -303,6 +373,25 @@ class GpuChain final : public linkage::ChainBackend {
       CUDA_CHECK(cudaMemcpy(d.tables, tables.data(), tables.size() * sizeof(double),
                             cudaMemcpyHostToDevice));
     }
+    if (e.program.n > 0) {
+      // One allocation: people, then freq and weights (doubles, aligned after the people).
+      const auto& g = e.program;
+      const size_t pb = (g.people.size() * sizeof(linkage::ProgramPerson) + 15) / 16 * 16;
+      const size_t fb = g.freq.size() * sizeof(double), wb = g.weights.size() * sizeof(double);
+      char* mem = nullptr;
+      CUDA_CHECK(cudaMalloc(&mem, pb + fb + wb));
+      CUDA_CHECK(cudaMemcpy(mem, g.people.data(), g.people.size() * sizeof(linkage::ProgramPerson),
+                            cudaMemcpyHostToDevice));
+      CUDA_CHECK(cudaMemcpy(mem + pb, g.freq.data(), fb, cudaMemcpyHostToDevice));
+      if (wb) CUDA_CHECK(cudaMemcpy(mem + pb + fb, g.weights.data(), wb, cudaMemcpyHostToDevice));
+      d.program_mem = mem;
+      d.program.people = reinterpret_cast<const linkage::ProgramPerson*>(mem);
+      d.program.freq = reinterpret_cast<const double*>(mem + pb);
+      d.program.weights = reinterpret_cast<const double*>(mem + pb + fb);
+      d.program.np = static_cast<int>(g.people.size());
+      d.program.n = g.n;
+      d.program.failed = reinterpret_cast<int*>(scratch_ + 2);
+    }
     return emissions_.emplace(&e, d).first->second;
   }
   void launch(double* x, int region, const std::vector<double>& th, double pre, bool kernel,
@@ -326,6 +415,7 @@ class GpuChain final : public linkage::ChainBackend {
     const FactorDesc* fd = e ? e->desc : nullptr;
     const double* tb = e ? e->tables : nullptr;
     const int nf = e ? e->nf : 0;
+
     if (C == 4)
       region_pass<4>
           <<<static_cast<unsigned>(tiles), threads, smem>>>(x, r, pre, kernel, fd, nf, tb, maxv);
@@ -370,9 +460,20 @@ double GpuChain::step(int i, bool kernel, double male, double female, const Emis
     }
   }
   CUDA_CHECK(cudaMemset(scratch_, 0, sizeof(double)));
-  launch(v.p, 0, th, pre, kernel, de, scratch_);
+  if (de && de->program.np > 0) {  // region 0's butterflies, then the emission in its own pass
+    launch(v.p, 0, th, pre, kernel, nullptr, nullptr);
+    const auto k = de->program.n == 1   ? program_pass<1>
+                   : de->program.n == 2 ? program_pass<2>
+                   : de->program.n == 3 ? program_pass<3>
+                                        : program_pass<4>;
+    k<<<grid(N_), kThreads>>>(v.p, N_, de->desc, de->nf, de->tables, de->program, scratch_);
+    CUDA_CHECK(cudaGetLastError());
+  } else {
+    launch(v.p, 0, th, pre, kernel, de, scratch_);
+  }
   double mx = 0;
   CUDA_CHECK(cudaMemcpy(&mx, scratch_, sizeof(double), cudaMemcpyDeviceToHost));
+  if (de && de->program.np > 0) check_program();
   if (!(mx > 0)) {
     v.pending = 1;
     return -std::numeric_limits<double>::infinity();
@@ -387,11 +488,21 @@ double GpuChain::ln_dot(int a, const Emission* e, int b) {
   const DevEmission* de = e ? &upload(*e) : nullptr;
   if (de && de->zero) return -std::numeric_limits<double>::infinity();
   CUDA_CHECK(cudaMemset(scratch_ + 1, 0, sizeof(double)));
-  dot_kernel<<<grid(N_), kThreads>>>(A.p, B ? B->p : nullptr, N_, de ? de->desc : nullptr,
-                                     de ? de->nf : 0, de ? de->tables : nullptr, scratch_ + 1);
+  if (de && de->program.np > 0) {
+    const auto k = de->program.n == 1   ? program_dot<1>
+                   : de->program.n == 2 ? program_dot<2>
+                   : de->program.n == 3 ? program_dot<3>
+                                        : program_dot<4>;
+    k<<<grid(N_), kThreads>>>(A.p, B ? B->p : nullptr, N_, de->desc, de->nf, de->tables,
+                              de->program, scratch_ + 1);
+  } else {
+    dot_kernel<<<grid(N_), kThreads>>>(A.p, B ? B->p : nullptr, N_, de ? de->desc : nullptr,
+                                       de ? de->nf : 0, de ? de->tables : nullptr, scratch_ + 1);
+  }
   CUDA_CHECK(cudaGetLastError());
   double s = 0;
   CUDA_CHECK(cudaMemcpy(&s, scratch_ + 1, sizeof(double), cudaMemcpyDeviceToHost));
+  if (de && de->program.np > 0) check_program();
   if (!(s > 0)) return -std::numeric_limits<double>::infinity();
   return std::log(s) + std::log(A.pending) + (B ? std::log(B->pending) : 0.0) +
          (de ? de->ln_scale : 0.0);

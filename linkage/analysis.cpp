@@ -370,6 +370,7 @@ std::vector<double> dense_positions(const LocusFile& lf, const PedigreeFile& pf,
         "pedigree {}: inheritance vector of {} bits ({} meioses of {} people, {} founder phases)",
         pf.pedigrees[p].id, im.bits(), im.meioses(), im.people_kept(), im.founder_phases());
     if (im.bits() > opt.lander_green_bits) continue;
+    im.set_table_limit(opt.emission_table_entries);
     // Four state vectors at least (the checkpoints adapt to what is left: inheritance.cpp).
     const double vec = 8.0 * std::exp2(im.bits());
     std::unique_ptr<ChainBackend> backend;
@@ -389,11 +390,12 @@ std::vector<double> dense_positions(const LocusFile& lf, const PedigreeFile& pf,
     }
     const auto& pr = im.profile();
     spdlog::debug(
-        "pedigree {}: chain on {}: emissions {:.3f} s ({} factors, {} beyond the first region), "
-        "{} steps {:.3f} s, {} points ({} kernel steps) {:.3f} s; checkpoint every {} markers{}",
-        pf.pedigrees[p].id, backend->name(), pr.emission_s, pr.factors, pr.mixed_factors, pr.steps,
-        pr.step_s, todo.size(), pr.score_steps, pr.score_s, pr.checkpoint_every,
-        pr.block_cache ? ", block cache" : "");
+        "pedigree {}: chain on {}: emissions {:.3f} s ({} factors of {:.0f} MiB, {} beyond the "
+        "first region, {} loci per state on the fly), {} steps {:.3f} s, {} points ({} kernel "
+        "steps) {:.3f} s; checkpoint every {} markers{}",
+        pf.pedigrees[p].id, backend->name(), pr.emission_s, pr.factors, pr.table_bytes / 1048576.0,
+        pr.mixed_factors, pr.programs, pr.steps, pr.step_s, todo.size(), pr.score_steps, pr.score_s,
+        pr.checkpoint_every, pr.block_cache ? ", block cache" : "");
     // Likelihood 0: the network path says which locus and people (diagnose_zero).
     if (std::isinf(mk)) continue;
     markers[p] = mk;

@@ -32,6 +32,10 @@ struct AnalysisOptions {
   // (after founder phase) goes through the Lander-Green chain (linkage/inheritance.hpp), one
   // forward and one backward pass for all positions; larger ones (or 0 here) use the network.
   int lander_green_bits = 24;
+  // The chain keeps a locus's emission as factor tables up to this many entries each; a locus
+  // whose elimination would build a larger one is evaluated per inheritance vector on the fly
+  // (linkage/emission_program.hpp); 0: every locus on the fly.
+  double emission_table_entries = 67108864.0;
   // Runs one compiled plan, every slice of it when it is conditioned, and returns its ln L
   // (empty: run_plan on the CPU, slice by slice). `kinfer lod --device` puts the runner here
   // (scheduler/runner.hpp: the GPU for plans large enough to pay for it, slices over GPUs).

@@ -1,6 +1,7 @@
 #include "linkage/chain.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -191,6 +192,8 @@ class CpuChain final : public ChainBackend {
   }
   double step(int v, bool kernel, double male, double female, const Emission* e) override;
   double ln_dot(int a, const Emission* e, int b) override;
+  double ln_score(int a, const Side& left, const Emission* e, int b, const Side& right, int va,
+                  int vb) override;
 
  private:
   struct Vec {
@@ -210,16 +213,38 @@ class CpuChain final : public ChainBackend {
       std::vector<std::uint32_t> lut;  // pext of the block offset (empty: none inside)
     };
     std::vector<Mixed> mixed;
+    const EmissionProgram* program = nullptr;  // evaluated per state (null: none)
   };
   const Prepared& prepare(const Emission& e);
   // The emission at the states of block `blk` into out (block_ doubles).
   void emission_block(const Prepared& p, long blk, double* out) const;
+  void check_program() const {
+    if (program_failed_)
+      throw std::runtime_error(
+          "an emission evaluated per state met a core of the founder-allele graph too large to "
+          "enumerate");
+  }
+  mutable std::atomic<bool> program_failed_{
+      false};  // set by emission_block (any thread), read after
   // A kernel pass over positions [a, b) of a region above region 0, with its founder groups.
   struct Pass {
     int a, b;
     std::vector<std::uint64_t> groups;
   };
-  void tile_pass(double* x, const Pass& ps, const std::vector<double>& th, double pre);
+  void tile_pass(const double* src, double* x, const Pass& ps, const std::vector<double>& th,
+                 double pre);
+  // The kernel's passes above region 0 (and the wide groups), reading `src` (times `pre`) and
+  // leaving the result in x (src == x: in place). Returns the factor still to apply.
+  double upper_passes(const double* src, double* x, const std::vector<double>& th, double pre);
+  // Region 0 in place, block by block: its butterflies (when `kernel`), its founder groups, the
+  // emission; returns the maximum, or with `other` the sum of y * other.
+  double region0(double* x, double pre, bool kernel, const std::vector<double>& th,
+                 const Prepared* p, const double* other);
+  std::vector<double> thetas(double male, double female) const {
+    std::vector<double> th(L_.bits);
+    for (int i = 0; i < L_.bits; ++i) th[i] = L_.female[i] ? female : male;
+    return th;
+  }
   std::vector<Pass> passes_;
   std::vector<std::uint64_t> wide_;  // groups in no single pass
 
@@ -239,6 +264,7 @@ const CpuChain::Prepared& CpuChain::prepare(const Emission& e) {
   Prepared p;
   p.zero = e.zero;
   p.ln_scale = e.ln_scale;
+  if (e.program.n > 0) p.program = &e.program;
   const std::uint64_t in_block = static_cast<std::uint64_t>(block_) - 1;
   for (const EmissionFactor& f : e.factors) {
     const std::uint64_t lo = f.mask & in_block, hi = f.mask >> low_bits_;
@@ -271,12 +297,28 @@ void CpuChain::emission_block(const Prepared& p, long blk, double* out) const {
     const std::uint32_t* lut = m.lut.data();
     for (long t = 0; t < block_; ++t) out[t] *= base[lut[t]];
   }
+  if (p.program) {
+    const EmissionProgram& g = *p.program;
+    const std::uint64_t first = static_cast<std::uint64_t>(blk) << low_bits_;
+    const int np = static_cast<int>(g.people.size());
+    for (long t = 0; t < block_; ++t) {
+      const double v = evaluate_program(g.n, g.people.data(), np, g.freq.data(), g.weights.data(),
+                                        first + static_cast<std::uint64_t>(t));
+      if (v < 0) {
+        out[t] = std::nan("");
+        program_failed_.store(true, std::memory_order_relaxed);
+      } else {
+        out[t] *= v;
+      }
+    }
+  }
 }
 
 // The kernel's butterflies for positions [a, b) (a > 0) and the founder groups inside them:
 // tiles of 2^(b - a) rows of C consecutive states (32 KiB in all, so the tile stays in L1 while
 // every level is applied), copied in and out of a buffer.
-void CpuChain::tile_pass(double* x, const Pass& ps, const std::vector<double>& th, double pre) {
+void CpuChain::tile_pass(const double* src_all, double* x, const Pass& ps,
+                         const std::vector<double>& th, double pre) {
   const int a = ps.a, b = ps.b;
   const long rows = 1L << (b - a), inner = 1L << a;
   const long C = std::min<long>(inner, std::max<long>(1, 4096 / rows));
@@ -289,9 +331,10 @@ void CpuChain::tile_pass(double* x, const Pass& ps, const std::vector<double>& t
     std::vector<double> buf(n);
 #pragma omp for schedule(static)
     for (long tile = 0; tile < ntiles; ++tile) {
-      double* base = x + ((tile / chunks) << b) + (tile % chunks) * C;
+      const long off = ((tile / chunks) << b) + (tile % chunks) * C;
+      double* base = x + off;
       for (long r = 0; r < rows; ++r) {
-        const double* src = base + (r << a);
+        const double* src = src_all + off + (r << a);
         double* dst = buf.data() + r * C;
         for (long k = 0; k < C; ++k) dst[k] = src[k] * pre;
       }
@@ -307,46 +350,43 @@ void CpuChain::tile_pass(double* x, const Pass& ps, const std::vector<double>& t
   }
 }
 
-double CpuChain::step(int v, bool kernel, double male, double female, const Emission* e) {
-  Vec& X = vecs_.at(v);
-  double* x = X.data.data();
-  double pre = X.pending;
-  const Prepared* p = e ? &prepare(*e) : nullptr;
-  if (p && p->zero) {
-    fill(v, 0.0);
-    return kNegInf;
+double CpuChain::upper_passes(const double* src, double* x, const std::vector<double>& th,
+                              double pre) {
+  for (const Pass& ps : passes_) {
+    tile_pass(src, x, ps, th, pre);
+    src = x;
+    pre = 1;
   }
-  std::vector<double> th(L_.bits);
-  for (int i = 0; i < L_.bits; ++i) th[i] = L_.female[i] ? female : male;
-  if (kernel) {
-    for (const Pass& ps : passes_) {
-      tile_pass(x, ps, th, pre);
-      pre = 1;
-    }
-    for (std::uint64_t mask : wide_) {
-      // A founder group across passes: one pass of its own.
-      const double t = th[__builtin_ctzll(mask)];
-      const long m = static_cast<long>(mask), low = m & -m;
+  if (src != x) {
 #pragma omp parallel for schedule(static) if (N_ > 65536)
-      for (long w = 0; w < N_; ++w) {
-        if (w & low) continue;
-        const double a = x[w] * pre, b = x[w ^ m] * pre, d = t * (b - a);
-        x[w] = a + d;
-        x[w ^ m] = b - d;
-      }
-      pre = 1;
-    }
+    for (long i = 0; i < N_; ++i) x[i] = src[i];
   }
-  // Region 0 in place, block by block: its butterflies, its founder groups, the emission and
-  // the maximum, in one pass over memory.
+  for (std::uint64_t mask : wide_) {
+    // A founder group across passes: one pass of its own.
+    const double t = th[__builtin_ctzll(mask)];
+    const long m = static_cast<long>(mask), low = m & -m;
+#pragma omp parallel for schedule(static) if (N_ > 65536)
+    for (long w = 0; w < N_; ++w) {
+      if (w & low) continue;
+      const double a = x[w] * pre, b = x[w ^ m] * pre, d = t * (b - a);
+      x[w] = a + d;
+      x[w ^ m] = b - d;
+    }
+    pre = 1;
+  }
+  return pre;
+}
+
+double CpuChain::region0(double* x, double pre, bool kernel, const std::vector<double>& th,
+                         const Prepared* p, const double* other) {
   std::vector<std::uint64_t> gm;
   std::vector<double> gt;
   if (kernel)
     for (const auto& g : L_.groups)
       if (g.region == 0) gm.push_back(g.mask), gt.push_back(th[__builtin_ctzll(g.mask)]);
   const long blocks = N_ / block_;
-  double mx = 0;
-#pragma omp parallel if (N_ > 65536) reduction(max : mx)
+  double mx = 0, sum = 0;
+#pragma omp parallel if (N_ > 65536) reduction(max : mx) reduction(+ : sum)
   {
     std::vector<double> eb(p ? block_ : 0);
 #pragma omp for schedule(static)
@@ -363,15 +403,66 @@ double CpuChain::step(int v, bool kernel, double male, double female, const Emis
         emission_block(*p, blk, eb.data());
         for (long i = 0; i < block_; ++i) y[i] *= eb[i];
       }
-      for (long i = 0; i < block_; ++i) mx = std::max(mx, y[i]);
+      if (other) {
+        const double* o = other + blk * block_;
+        double t = 0;
+        for (long i = 0; i < block_; ++i) t += y[i] * o[i];
+        sum += t;
+      } else {
+        for (long i = 0; i < block_; ++i) mx = std::max(mx, y[i]);
+      }
     }
   }
+  return other ? sum : mx;
+}
+
+double CpuChain::step(int v, bool kernel, double male, double female, const Emission* e) {
+  Vec& X = vecs_.at(v);
+  double* x = X.data.data();
+  double pre = X.pending;
+  const Prepared* p = e ? &prepare(*e) : nullptr;
+  if (p && p->zero) {
+    fill(v, 0.0);
+    return kNegInf;
+  }
+  const std::vector<double> th = thetas(male, female);
+  if (kernel) pre = upper_passes(x, x, th, pre);
+  const double mx = region0(x, pre, kernel, th, p, nullptr);
+  check_program();
   if (!(mx > 0)) {
     X.pending = 1;
     return kNegInf;
   }
   X.pending = 1 / mx;
   return std::log(mx) + (p ? p->ln_scale : 0.0);
+}
+
+double CpuChain::ln_score(int a, const Side& left, const Emission* e, int b, const Side& right,
+                          int va, int vb) {
+  const Prepared* p = e ? &prepare(*e) : nullptr;
+  if (p && p->zero) return kNegInf;
+  // y = K(s) (times s's pending factor) without touching s: the kernel's upper passes read s
+  // and write y (no separate copy); returns the factor still to apply in region 0.
+  auto start = [&](const Vec& S, double* y, const Side& sd, const std::vector<double>& th) {
+    if (sd.kernel) return upper_passes(S.data.data(), y, th, S.pending);
+    const double* src = S.data.data();
+#pragma omp parallel for schedule(static) if (N_ > 65536)
+    for (long i = 0; i < N_; ++i) y[i] = src[i];
+    return S.pending;
+  };
+  double* ya = vecs_.at(va).data.data();
+  double* yb = vecs_.at(vb).data.data();
+  const std::vector<double> tl = thetas(left.male, left.female);
+  const double pa = start(vecs_.at(a), ya, left, tl);
+  region0(ya, pa, left.kernel, tl, nullptr, nullptr);
+  // The right side's region-0 pass fused with the emission and the sum against the left.
+  const std::vector<double> tr = thetas(right.male, right.female);
+  const double pb = start(vecs_.at(b), yb, right, tr);
+  const double s = region0(yb, pb, right.kernel, tr, p, ya);
+  vecs_[va].pending = vecs_[vb].pending = 1;
+  check_program();
+  if (!(s > 0)) return kNegInf;
+  return std::log(s) + (p ? p->ln_scale : 0.0);
 }
 
 double CpuChain::ln_dot(int a, const Emission* e, int b) {
@@ -399,6 +490,7 @@ double CpuChain::ln_dot(int a, const Emission* e, int b) {
       s += t;
     }
   }
+  check_program();
   if (!(s > 0)) return kNegInf;
   return std::log(s) + std::log(A.pending) + (B ? std::log(B->pending) : 0.0) +
          (p ? p->ln_scale : 0.0);

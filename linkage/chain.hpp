@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "linkage/emission_program.hpp"
+
 namespace kinfer::linkage {
 
 // How a state index is laid out. Bit p of the index is one meiosis; its kernel reads the male or
@@ -31,8 +33,10 @@ struct ChainLayout {
 };
 
 // One locus's emission as a product of small tables: value(state) = exp(ln_scale) *
-// prod_f f.table[pext(state, f.mask)], pext numbering the mask's set bits from the lowest.
-// No factor: the locus is uninformative given the inheritance vector (a constant).
+// prod_f f.table[pext(state, f.mask)] (times evaluate_program(state) when `program.n` > 0: the
+// emission computed per state on the fly, linkage/emission_program.hpp), pext numbering the
+// mask's set bits from the lowest. No factor and no program: the locus is uninformative given
+// the inheritance vector (a constant).
 struct EmissionFactor {
   std::uint64_t mask = 0;
   std::vector<double> table;
@@ -41,6 +45,7 @@ struct Emission {
   double ln_scale = 0;
   bool zero = false;  // the likelihood is 0 whatever the inheritance vector
   std::vector<EmissionFactor> factors;
+  EmissionProgram program;
 };
 
 class ChainBackend {
@@ -61,6 +66,23 @@ class ChainBackend {
   virtual double step(int v, bool kernel, double male, double female, const Emission* e) = 0;
   // ln sum_w a(w) e(w) b(w): e null means 1, b < 0 means 1.
   virtual double ln_dot(int a, const Emission* e, int b) = 0;
+  // A trait position's score: ln sum_w [K_left a](w) e(w) [K_right b](w), K_side the kernel at
+  // its thetas when `kernel` (else 1); a and b unchanged, va and vb scratch vectors. The
+  // default composes copy, step and ln_dot; a backend may fuse them (the CPU: the copies ride
+  // on the kernel's first pass, the right side's last pass takes the sum).
+  struct Side {
+    bool kernel;
+    double male, female;
+  };
+  virtual double ln_score(int a, const Side& left, const Emission* e, int b, const Side& right,
+                          int va, int vb) {
+    copy(va, a);
+    double s = left.kernel ? step(va, true, left.male, left.female, nullptr) : 0.0;
+    copy(vb, b);
+    if (right.kernel) s += step(vb, true, right.male, right.female, nullptr);
+    const double d = ln_dot(va, e, vb);
+    return d + s;
+  }
 };
 
 // The CPU backend: OpenMP over tiles; `max_bytes` bounds the vectors it holds (0: no bound).

@@ -16,8 +16,6 @@ namespace kinfer::linkage {
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-// The largest emission factor kept (entries, 512 MiB): beyond it the chain refuses the pedigree.
-constexpr double kMaxFactor = 67108864.0;
 
 // A table over variables in ascending order, the last varying fastest.
 struct Tab {
@@ -237,7 +235,73 @@ InheritanceModel::InheritanceModel(const Pedigree& ped,
   }
 }
 
+EmissionProgram InheritanceModel::program(int l) const {
+  const PedigreeLocus& L = *loci_.at(l);
+  using P = EmissionProgram;
+  EmissionProgram out;
+  const int np = static_cast<int>(ped_.people.size()), n = L.n_alleles;
+  if (n < 1 || n > P::kMaxAlleles) return out;
+  // Kept people, parents first.
+  std::vector<int> order, at(np, -1);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int i = 0; i < np; ++i) {
+      const Person& p = ped_.people[i];
+      if (!keep_[i] || at[i] >= 0) continue;
+      if (!p.founder() && (at[p.father] < 0 || at[p.mother] < 0)) continue;
+      at[i] = static_cast<int>(order.size());
+      order.push_back(i);
+      changed = true;
+    }
+  }
+  if (order.size() > 64) return out;
+  std::vector<std::array<int, 2>> bit_of(np, {-2, -2});  // per child and side: the meiosis's bit
+  for (const Meiosis& m : meiosis_) bit_of[m.child][m.side] = m.bit;
+  int vertices = 0, edges = 0;
+  for (int i : order) {
+    const Person& p = ped_.people[i];
+    ProgramPerson q{};
+    const bool hemi = !L.carries_paternal(p);
+    q.hemi = hemi;
+    for (int side = 0; side < 2; ++side) {
+      if (side == 0 && hemi) {
+        q.kind[0] = 3, q.src[0] = q.pos[0] = 0;
+      } else if (p.founder()) {
+        q.kind[side] = 0, q.src[side] = vertices++, q.pos[side] = 0;
+      } else if (side == 0 && L.sex_linked) {  // a daughter's paternal X: her father's own
+        q.kind[0] = 2, q.src[0] = at[p.father], q.pos[0] = 1;
+      } else {
+        const int parent = side == 0 ? p.father : p.mother, bit = bit_of[i][side];
+        if (bit == -2) throw std::logic_error("InheritanceModel::program: a meiosis is missing");
+        q.src[side] = at[parent];
+        if (bit < 0)
+          q.kind[side] = 2, q.pos[side] = 0;  // fixed by founder phase: the parent's paternal
+        else
+          q.kind[side] = 1, q.pos[side] = pos_[bit];
+      }
+    }
+    const std::vector<double>& w = L.weight[i];
+    q.weight = -1;
+    if (std::any_of(w.begin(), w.end(), [](double y) { return y != 1.0; })) {
+      q.weight = static_cast<std::int32_t>(out.weights.size());
+      out.weights.insert(out.weights.end(), w.begin(), w.end());
+      ++edges;
+    }
+    out.people.push_back(q);
+  }
+  if (vertices > P::kMaxVertices || edges > P::kMaxEdges) return EmissionProgram{};
+  out.n = n;
+  out.vertices = vertices;
+  out.freq = L.freq;
+  return out;
+}
+
 Emission InheritanceModel::emission(int l) const {
+  if (table_limit_ <= 0) {
+    Emission p;
+    p.program = program(l);
+    if (p.program.n > 0) return p;
+  }
   const PedigreeLocus& L = *loci_.at(l);
   const int np = static_cast<int>(ped_.people.size());
   const int n = L.n_alleles;
@@ -331,7 +395,12 @@ Emission InheritanceModel::emission(int l) const {
       }
     done[best] = 1;
     if (in.empty()) continue;  // a variable in no table (cannot happen: priors, transmissions)
-    if (best_size / card[best] > kMaxFactor)
+    if (best_size / card[best] > table_limit_) {
+      Emission p;
+      p.program = program(l);
+      if (p.program.n > 0) return p;
+    }
+    if (best_size / card[best] > table_limit_)
       throw std::length_error("an emission factor of 2^" +
                               std::to_string(static_cast<int>(std::log2(best_size / card[best]))) +
                               " entries at locus " + std::to_string(l + 1));
@@ -448,8 +517,11 @@ std::vector<double> InheritanceModel::location_scores(const std::vector<int>& ma
     }
   }
   if (failed) std::rethrow_exception(failed);
+  profile_.programs += et.program.n > 0;
   for (const Emission& e : em) {
     profile_.factors += static_cast<long>(e.factors.size());
+    profile_.programs += e.program.n > 0;
+    for (const EmissionFactor& f : e.factors) profile_.table_bytes += 8.0 * f.table.size();
     const std::uint64_t low = (std::uint64_t(1) << layout_.regions[0].second) - 1;
     for (const EmissionFactor& f : e.factors) profile_.mixed_factors += (f.mask & ~low) != 0;
   }
@@ -571,6 +643,13 @@ std::vector<double> InheritanceModel::location_scores(const std::vector<int>& ma
     // (Thetas below 1e-12, a point at a marker up to rounding, change no digit that matters.)
     const bool kl = have_alpha && (pt.male_left > 1e-12 || pt.female_left > 1e-12);
     const bool kr = have_beta && (pt.male_right > 1e-12 || pt.female_right > 1e-12);
+    if (have_alpha && have_beta) {
+      s += B.ln_score(alpha, {kl, pt.male_left, pt.female_left}, &et, beta,
+                      {kr, pt.male_right, pt.female_right}, va, vb);
+      profile_.score_steps += kl + kr;
+      profile_.score_s += since(t);
+      return std::isinf(s) ? kNegInf : s;
+    }
     if (have_alpha) {
       B.copy(va, alpha);
       if (kl) s += B.step(va, true, pt.male_left, pt.female_left, nullptr);

@@ -68,13 +68,20 @@ class InheritanceModel {
                                       const std::vector<Point>& points, double* markers_only,
                                       ChainBackend* backend = nullptr);
 
-  // The emission of locus `l` (index into `loci`) over the states, as small factor tables.
+  // The emission of locus `l` (index into `loci`) over the states, as small factor tables;
+  // when the elimination would build a factor of more than `table_limit` entries, as a program
+  // evaluated per state on the fly instead (linkage/emission_program.hpp; table_limit 0: always).
+  // Throws std::length_error when neither fits.
   Emission emission(int l) const;
+  // The per-state program of locus `l` (n == 0: this pedigree is beyond the program's limits).
+  EmissionProgram program(int l) const;
+  void set_table_limit(double entries) { table_limit_ = entries; }
 
   // Where the time of the last location_scores went (seconds; steps counted).
   struct Profile {
     double emission_s = 0, step_s = 0, score_s = 0;
-    long steps = 0, score_steps = 0, factors = 0, mixed_factors = 0;
+    long steps = 0, score_steps = 0, factors = 0, mixed_factors = 0, programs = 0;
+    double table_bytes = 0;  // the emissions' factor tables, all loci
     int checkpoint_every = 0;
     bool block_cache = false;
   };
@@ -95,6 +102,7 @@ class InheritanceModel {
   std::vector<int> pos_;  // per bit (the emission's variable id): its state position
   ChainLayout layout_;
   Profile profile_;
+  double table_limit_ = 67108864.0;  // 2^26 entries (512 MiB)
 };
 
 }  // namespace kinfer::linkage

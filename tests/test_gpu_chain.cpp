@@ -59,6 +59,34 @@ Emission random_emission(std::mt19937& rng, int bits) {
     for (double& x : ef.table) x = rng() % 7 == 0 ? 0.0 : U(rng);
     e.factors.push_back(std::move(ef));
   }
+  // Every other emission also evaluated per state (linkage/emission_program.hpp): founders, then
+  // children of random earlier people through random state bits, random genotype weights.
+  if (rng() % 2) {
+    linkage::EmissionProgram& g = e.program;
+    g.n = 1 + static_cast<int>(rng() % 4);
+    g.freq.resize(g.n);
+    for (double& x : g.freq) x = U(rng);
+    const int founders = 2 + static_cast<int>(rng() % 5), kids = 3 + static_cast<int>(rng() % 12);
+    g.vertices = 2 * founders;
+    for (int i = 0; i < founders + kids; ++i) {
+      linkage::ProgramPerson q{};
+      for (int s = 0; s < 2; ++s) {
+        if (i < founders) {
+          q.kind[s] = 0, q.src[s] = 2 * i + s, q.pos[s] = 0;
+        } else {
+          q.kind[s] = rng() % 4 ? 1 : 2;
+          q.src[s] = static_cast<int>(rng() % i);
+          q.pos[s] = static_cast<int>(q.kind[s] == 1 ? rng() % bits : rng() % 2);
+        }
+      }
+      q.weight = -1;
+      if (rng() % 3) {
+        q.weight = static_cast<int>(g.weights.size());
+        for (int k = 0; k < g.n * g.n; ++k) g.weights.push_back(rng() % 5 == 0 ? 0.0 : U(rng));
+      }
+      g.people.push_back(q);
+    }
+  }
   return e;
 }
 
@@ -92,6 +120,12 @@ int main() {
       check(cpu->ln_dot(a1, &em[(i + 5) % 12], b1), gpu->ln_dot(a2, &em[(i + 5) % 12], b2),
             "ln_dot", bits, i);
       check(cpu->ln_dot(a1, nullptr, -1), gpu->ln_dot(a2, nullptr, -1), "ln sum", bits, i);
+      const linkage::ChainBackend::Side l{i % 2 == 0, m, f}, r{i % 3 != 0, f, m};
+      const int c1 = cpu->alloc(true), d1 = cpu->alloc(true);
+      const int c2 = gpu->alloc(true), d2 = gpu->alloc(true);
+      check(cpu->ln_score(a1, l, &em[(i + 3) % 12], b1, r, c1, d1),
+            gpu->ln_score(a2, l, &em[(i + 3) % 12], b2, r, c2, d2), "ln_score", bits, i);
+      cpu->release(c1), cpu->release(d1), gpu->release(c2), gpu->release(d2);
     }
     std::printf("%d bits: %s\n", bits, failures ? "failures so far" : "cpu and gpu agree");
   }

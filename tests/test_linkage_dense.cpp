@@ -150,6 +150,21 @@ TEST_CASE("LinkageDense.MapPositionsMatchLanderGreen", "[engine]") {
     std::vector<int> markers(lf.map_order.begin() + 1, lf.map_order.end());
     const double base = lg.ln_l({0}, {}, {}) + lg.ln_l(markers, r.baseline.male, r.baseline.female);
     CHECK(r.baseline.ln_l[0] == Approx(base).margin(1e-8));
+    // Every emission per state on the fly (--emission-tables 0), against the same reference.
+    if (t % 2 == 0 || x) {
+      AnalysisOptions f = o;
+      f.emission_table_entries = 0;
+      const AnalysisResult q = analyze(lf, pf, f);
+      REQUIRE(q.evaluations.size() == r.evaluations.size());
+      for (const auto& e : q.evaluations) {
+        const double ref = lg.ln_l(chain_of(lf, e), e.male, e.female);
+        if (std::isinf(ref))
+          CHECK(std::isinf(e.ln_l[0]));
+        else
+          CHECK(e.ln_l[0] == Approx(ref).margin(1e-8));
+      }
+      CHECK(q.baseline.ln_l[0] == Approx(base).margin(1e-8));
+    }
   }
   CHECK(loops > 0);
   CHECK(lumped == 8);
@@ -298,5 +313,127 @@ TEST_CASE("LinkageDense.CpuChainStepMatchesNaiveKernel", "[engine]") {
     double tot = 0;
     for (long w = 0; w < N; ++w) tot += naive[w] / m1 * wts.factors[0].table[w];
     CHECK(cpu->ln_dot(v, &wts, -1) == Approx(std::log(tot)).margin(1e-10));
+    // The fused point score against its composition from copy, step and ln_dot (the default).
+    const int w = cpu->alloc(true), s1v = cpu->alloc(true), s2v = cpu->alloc(true);
+    cpu->fill(w, 1.0);
+    cpu->step(w, true, female, male, &e);
+    for (bool kl : {false, true})
+      for (bool kr : {false, true}) {
+        const ChainBackend::Side l{kl, 0.1, 0.2}, r{kr, 0.3, 0.05};
+        const double fused = cpu->ln_score(v, l, &wts, w, r, s1v, s2v);
+        const double plain = cpu->ChainBackend::ln_score(v, l, &wts, w, r, s1v, s2v);
+        CHECK(fused == Approx(plain).margin(1e-10));
+      }
   }
+}
+
+TEST_CASE("LinkageDense.EmissionsOnTheFlyMatchTables", "[engine]") {
+  // The emission evaluated per state (founder-allele graph, linkage/emission_program.hpp)
+  // against the factor tables at every state of every locus, and the whole walk with every
+  // emission on the fly against the walk on tables (inbred, looped and X-linked pedigrees).
+  std::mt19937 rng(31);
+  int states = 0, programs = 0;
+  for (int t = 0; t < 6; ++t) {
+    const bool x = t % 3 == 2;
+    auto [lf, pf] = dense_case(rng, x, 4, 5 + t, 10);
+    const Pedigree& ped = pf.pedigrees[0];
+    ReductionOptions ro;
+    std::vector<PedigreeLocus> red;
+    for (int k = 0; k < lf.n_loci(); ++k) {
+      Inconsistency err;
+      red.push_back(reduce_locus(ped, lf, k, ro, &err));
+    }
+    std::vector<const PedigreeLocus*> loci;
+    for (int k = 1; k < lf.n_loci(); ++k) loci.push_back(&red[k]);
+    loci.push_back(&red[0]);
+    InheritanceModel im(ped, loci, lf.sex_linked);
+    INFO("case " << t << ": " << im.bits() << " bits" << (x ? ", X-linked" : ""));
+    REQUIRE(im.bits() <= 16);
+    for (int l = 0; l < static_cast<int>(loci.size()); ++l) {
+      const Emission tab = im.emission(l);
+      const EmissionProgram prog = im.program(l);
+      REQUIRE(prog.n > 0);
+      ++programs;
+      for (std::uint64_t w = 0; w < (1ull << im.bits()); ++w) {
+        double ref = 0;
+        if (!tab.zero) {
+          ref = std::exp(tab.ln_scale);
+          for (const auto& f : tab.factors) {
+            std::uint64_t i = 0, m = f.mask;
+            for (int k = 0; m; m &= m - 1, ++k) i |= ((w >> __builtin_ctzll(m)) & 1) << k;
+            ref *= f.table[i];
+          }
+        }
+        const double v =
+            evaluate_program(prog.n, prog.people.data(), static_cast<int>(prog.people.size()),
+                             prog.freq.data(), prog.weights.data(), w);
+        REQUIRE(v >= 0);
+        CHECK(v == Approx(ref).epsilon(1e-11).margin(1e-300));
+        ++states;
+      }
+    }
+    std::vector<int> idx;
+    for (int k = 0; k + 1 < lf.n_loci(); ++k) idx.push_back(k);
+    std::vector<double> male(lf.male_theta.begin() + 1, lf.male_theta.end());
+    std::vector<double> female(male.size());
+    for (std::size_t i = 0; i < male.size(); ++i) female[i] = std::min(0.5, 1.3 * male[i]);
+    std::vector<InheritanceModel::Point> pts;
+    for (int left = -1; left < static_cast<int>(idx.size()); left += 2)
+      pts.push_back({left, 0.02, 0.03, 0.01, 0.04});
+    double m1 = 0, m2 = 0;
+    const auto a = im.location_scores(idx, male, female, static_cast<int>(idx.size()), pts, &m1);
+    im.set_table_limit(0);
+    const auto b = im.location_scores(idx, male, female, static_cast<int>(idx.size()), pts, &m2);
+    CHECK(im.profile().programs == static_cast<long>(idx.size()) + 1);
+    CHECK(m1 == Approx(m2).margin(1e-9));
+    for (std::size_t i = 0; i < pts.size(); ++i) CHECK(a[i] == Approx(b[i]).margin(1e-9));
+  }
+  CHECK(programs > 50);
+  CHECK(states > 1000);
+}
+
+TEST_CASE("LinkageDense.EmissionProgramCoreIsEnumerated", "[engine]") {
+  // A founder-allele graph with no vertex of degree 2 or less (K4: two founders, four children
+  // typed with the four allele combinations) goes to the enumeration; against a brute force
+  // over the four founder alleles.
+  const int n = 2;
+  EmissionProgram g;
+  g.n = n;
+  g.vertices = 4;
+  g.freq = {0.3, 0.7};
+  auto add_weight = [&](std::vector<double> w) {
+    g.weights.insert(g.weights.end(), w.begin(), w.end());
+    return static_cast<std::int32_t>(g.weights.size() - w.size());
+  };
+  const std::vector<double> wf = {0.2, 0.9, 0.9, 0.5}, wk = {0.1, 0.8, 0.6, 0.3};
+  g.people.push_back({{0, 0}, {0, 1}, {0, 0}, add_weight(wf), 0});
+  g.people.push_back({{0, 0}, {2, 3}, {0, 0}, add_weight(wf), 0});
+  for (int k = 0; k < 4; ++k)  // child k: slots (k & 1) of the father, (k >> 1) of the mother
+    g.people.push_back({{2, 2}, {0, 1}, {k & 1, k >> 1}, add_weight(wk), 0});
+  double ref = 0;
+  for (int a = 0; a < 16; ++a) {
+    const int v[4] = {a & 1, (a >> 1) & 1, (a >> 2) & 1, (a >> 3) & 1};
+    double p = g.freq[v[0]] * g.freq[v[1]] * g.freq[v[2]] * g.freq[v[3]];
+    p *= wf[v[0] * n + v[1]] * wf[v[2] * n + v[3]];
+    for (int k = 0; k < 4; ++k) p *= wk[v[k & 1] * n + v[2 + (k >> 1)]];
+    ref += p;
+  }
+  const double got = evaluate_program(n, g.people.data(), 6, g.freq.data(), g.weights.data(), 0);
+  CHECK(got == Approx(ref).epsilon(1e-13));
+
+  // A 3-regular graph on 18 founder alleles (a ring and its diameters): a core of 2^18
+  // assignments, beyond the enumeration's 2^16: refused (-1), not guessed.
+  EmissionProgram h;
+  h.n = n;
+  h.vertices = 18;
+  h.freq = g.freq;
+  h.weights = wk;
+  for (int f = 0; f < 9; ++f) h.people.push_back({{0, 0}, {2 * f, 2 * f + 1}, {0, 0}, 0, 0});
+  auto edge = [&](int u, int v) {  // a child of the founders holding u and v
+    h.people.push_back({{2, 2}, {u / 2, v / 2}, {u % 2, v % 2}, 0, 0});
+  };
+  for (int v = 1; v < 18; v += 2) edge(v, (v + 1) % 18);
+  for (int v = 0; v < 9; ++v) edge(v, v + 9);
+  CHECK(evaluate_program(n, h.people.data(), static_cast<int>(h.people.size()), h.freq.data(),
+                         h.weights.data(), 0) == -1);
 }
