@@ -26,6 +26,15 @@ done
 timeout 90 $k pe "$B/data/uai/linkage_14.uai" --device gpu --gpu-memory 32M --json \
   > "$R/gpumem-linkage_14.json" 2> "$R/gpumem-linkage_14.log"
 echo "exit $?" >> "$R/gpumem-linkage_14.log"
+# the runner's conditioned-plan path from lod (network path: --bits 0) and info's GPU list
+F=data/merlin/fastlink/fastlink
+for d in cpu gpu; do
+  timeout 90 $k lod -d $F.dat -p $F.ped -m $F.map -f $F.freq --model $F.model --grid 5 \
+    --start 0 --stop 25 --bits 0 --device $d --max-memory 24M --json \
+    > "$R/lod-$d.json" 2> "$R/lod-$d.log"
+  echo "exit $?" >> "$R/lod-$d.log"
+done
+timeout 60 $k info "$B/data/uai/linkage_14.uai" --json > "$R/info-linkage_14.json" 2>&1
 M() { python3 "$B/measure.py" --kinfer "$k" --data "$B/data/uai" "$@"; }
 M --out "$R/after.tsv" --devices auto,cpu --timeout 40 --deadline 170 \
   Pedigree_11 Pedigree_13 pedigree1 linkage_14 linkage_16 linkage_18 linkage_21 linkage_24 \
