@@ -259,21 +259,14 @@ class CudaContext final : public Context {
       return;  // no kernel takes it: run_bucket says why
     }
     const std::size_t bytes = std::max<std::size_t>(table_image_bytes(pe->p), 16);
-    std::unique_ptr<char[]> image(new char[bytes]);
-    void* dev;
-    {
-      std::lock_guard lock(mu_);
-      if (policies_.count(key)) return;  // another thread built it meanwhile
-      dev = arena(bytes);
-    }
-    pe->t = write_table_image(pe->p, image.get(), dev);
-    release_device_only_tables(pe->p);
     std::lock_guard lock(mu_);
-    pe->dev = dev;
-    CUDA_CHECK(cudaMemcpyAsync(dev, image.get(), bytes, cudaMemcpyHostToDevice, stream(s)));
+    if (policies_.count(key)) return;  // another thread built it meanwhile
+    pe->dev = arena(bytes);
+    pe->t = upload_table_image(pe->p, pe->dev, stream(s));
+    release_device_only_tables(pe->p);
     CUDA_CHECK(cudaEventCreateWithFlags(&pe->ready, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventRecord(pe->ready, stream(s)));
-    if (!policies_.count(key)) policies_.emplace(key, std::move(pe));
+    policies_.emplace(key, std::move(pe));
     own_setup_seconds_ +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
@@ -320,12 +313,10 @@ class CudaContext final : public Context {
     if (!pe.dev) {
       const std::size_t bytes = std::max<std::size_t>(table_image_bytes(pe.p), 16);
       pe.dev = arena(bytes);
-      // The image goes through a pageable buffer freed right away (an asynchronous copy from
-      // pageable memory returns once the driver has staged it), and the plan's device-only
-      // tables are dropped: a shape's tables then live on the device alone, not three times.
-      std::unique_ptr<char[]> image(new char[bytes]);
-      pe.t = write_table_image(pe.p, image.get(), pe.dev);
-      CUDA_CHECK(cudaMemcpyAsync(pe.dev, image.get(), bytes, cudaMemcpyHostToDevice, stream(s)));
+      // Each table goes straight from the plan to the device (copies from pageable memory
+      // return once the driver has staged them) and the plan's device-only tables are dropped:
+      // a shape's tables then live on the device alone.
+      pe.t = upload_table_image(pe.p, pe.dev, stream(s));
       release_device_only_tables(pe.p);
       CUDA_CHECK(cudaEventCreateWithFlags(&pe.ready, cudaEventDisableTiming));
       CUDA_CHECK(cudaEventRecord(pe.ready, stream(s)));

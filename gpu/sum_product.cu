@@ -717,14 +717,15 @@ std::size_t table_image_bytes(const LaunchPlan& p) {
          a16(8 * p.sum_hi.size()) + a16(4 * p.cache_lo.size()) + a16(4 * p.refetch.size());
 }
 
-DeviceTables write_table_image(const LaunchPlan& p, void* host, void* dev) {
+DeviceTables upload_table_image(const LaunchPlan& p, void* dev, cudaStream_t stream) {
   DeviceTables t;
   std::size_t off = 0;
   auto put = [&](const void* src, std::size_t bytes) {
-    std::memcpy(static_cast<char*>(host) + off, src, bytes);
-    const void* d = static_cast<const char*>(dev) + off;
+    void* d = static_cast<char*>(dev) + off;
+    if (bytes > 0)
+      CUDA_CHECK(cudaMemcpyAsync(d, src, bytes, cudaMemcpyHostToDevice, stream));
     off += (bytes + 15) / 16 * 16;
-    return d;
+    return static_cast<const void*>(d);
   };
   t.out_lo = static_cast<const int*>(put(p.out_lo.data(), 4 * p.out_lo.size()));
   t.out_hi = static_cast<const long long*>(put(p.out_hi.data(), 8 * p.out_hi.size()));

@@ -17,10 +17,11 @@ struct DeviceTables {
   const unsigned* refetch = nullptr;
 };
 
-// Bytes of the device copy of p's tables, and its host image (written into `host`, which must
-// hold table_image_bytes(p) bytes); `dev` is where the image will live on the device.
+// Bytes of the device copy of p's tables (16-byte aligned tables one after another), and that
+// copy made at `dev`: each table straight from p's vectors on `stream` (from pageable memory,
+// staged by the driver before each call returns, so p's tables may be dropped right after).
 std::size_t table_image_bytes(const LaunchPlan& p);
-DeviceTables write_table_image(const LaunchPlan& p, void* host, void* dev);
+DeviceTables upload_table_image(const LaunchPlan& p, void* dev, cudaStream_t stream);
 
 // in[s]: input of slot s (p.slot_input order; nullptr for padding slots: the zero table). partial:
 // 2 * splits * n_out elements, needed when p.splits > 1. Checks the launch.

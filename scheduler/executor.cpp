@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -358,11 +359,12 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
 
 }  // namespace
 
-GpuHostPart gpu_host_part(const Plan& plan, std::span<const Device> assignment) {
+GpuHostPart gpu_host_part(const Plan& plan, std::span<const Device> assignment, int threads) {
   const auto& buckets = plan.tree.buckets;
   const int nb = static_cast<int>(buckets.size());
   std::vector<Device> dev(assignment.begin(), assignment.end());
   GpuHostPart g;
+  std::vector<double> plan_bytes;
   std::vector<double> out(nb);
   for (int b = 0; b < nb; ++b) {
     const BucketShape shape = bucket_shape(plan, b);
@@ -374,7 +376,7 @@ GpuHostPart gpu_host_part(const Plan& plan, std::span<const Device> assignment) 
       dev[b] = Device::cpu;
       continue;
     }
-    g.kernel_plans += 2 * gpu::kernel_plan_host_bytes(shape, m.scopes);
+    plan_bytes.push_back(gpu::kernel_plan_host_bytes(shape, m.scopes));
     for (const gpu::HostInput& h : m.inputs) g.staging += 8.0 * static_cast<double>(h.size);
     for (const auto& o : owned) g.staging += 8.0 * static_cast<double>(o.size());
   }
@@ -388,6 +390,13 @@ GpuHostPart gpu_host_part(const Plan& plan, std::span<const Device> assignment) 
       if (dev[c] == Device::cpu || dev[b] == Device::cpu) live -= out[c];
     g.cpu_buckets += dev[b] == Device::cpu;
   }
+  // Context::prepare builds `threads` plans at a time, each holding its tables until they are
+  // copied to the device: at most the largest `threads` plans' tables at once.
+  std::sort(plan_bytes.begin(), plan_bytes.end(), std::greater<>());
+  const std::size_t at_once =
+      static_cast<std::size_t>(std::max(1, threads > 0 ? threads : omp_get_max_threads()));
+  for (std::size_t i = 0; i < std::min(at_once, plan_bytes.size()); ++i)
+    g.kernel_plans += plan_bytes[i];
   return g;
 }
 

@@ -75,12 +75,13 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
 // products, both alive for the whole run. Device memory is assumed to suffice.
 struct GpuHostPart {
   double intermediates = 0, staging = 0;
-  // the kernels' launch plans while the executor builds them (all at once, before the run):
-  // each plan's tables and the image they are copied into for the upload
+  // the kernels' launch plans while the executor builds them (`threads` at a time, before the
+  // run): the largest plans' tables until they are copied to the device
   double kernel_plans = 0;
   int cpu_buckets = 0;
 };
-GpuHostPart gpu_host_part(const Plan& plan, std::span<const Device> assignment);
+// `threads`: the executor's (0: OpenMP's default), how many launch plans it builds at once.
+GpuHostPart gpu_host_part(const Plan& plan, std::span<const Device> assignment, int threads = 0);
 
 // Check mode. A bucket's outputs agree when |gpu - cpu| <= tolerance * max(1, |cpu|) for every
 // entry (ln values; equal infinities agree, NaN never does).

@@ -321,7 +321,7 @@ MemoryEstimate Runner::estimate(const Plan& plan) {
   if (req_.check) {  // the CPU computes everything as the reference, the GPU again beside it
     m.device_host_bytes = kGpuContextHostBytes + m.input_bytes;
   } else if (m.device_bytes <= budget && !plan.tree.buckets.empty()) {
-    const GpuHostPart g = gpu_host_part(plan, planned_assignment(plan));
+    const GpuHostPart g = gpu_host_part(plan, planned_assignment(plan), req_.threads);
     m.intermediate_bytes = g.intermediates;
     m.device_host_bytes = kGpuContextHostBytes + g.staging + g.kernel_plans;
   } else {
