@@ -47,6 +47,17 @@ std::vector<double> emulated(const RandomBucket& b, Variant v, const DeviceLimit
   return out;
 }
 
+// A small device: few SMs so blocks walk several pages (refetch table in use), and little shared
+// memory so the knapsack leaves some inputs in global memory.
+DeviceLimits tight_limits() {
+  DeviceLimits tight;
+  tight.sm_count = 2;
+  tight.shared_per_block = 1200;
+  tight.shared_per_sm = 2200;
+  tight.block_overhead = 1024;
+  return tight;
+}
+
 }  // namespace
 
 TEST_CASE("GpuPolicy.FastDivMatchesDivision", "[gpu]") {
@@ -123,13 +134,7 @@ TEST_CASE("GpuPolicy.CachedTablesReproduceBucket", "[gpu]") {
   std::mt19937_64 rng(13);
   RandomBucketOptions o;
   o.max_log2_states = 13;
-  // a small device: few SMs so blocks walk several pages (refetch table in use), and little
-  // shared memory so the knapsack leaves some inputs in global memory
-  DeviceLimits tight;
-  tight.sm_count = 2;
-  tight.shared_per_block = 1200;
-  tight.shared_per_sm = 2200;
-  tight.block_overhead = 1024;
+  const DeviceLimits tight = tight_limits();
   int tested = 0, partial = 0, multi_page = 0;
   for (int i = 0; i < 400; ++i) {
     const RandomBucket b = random_bucket(rng, o);
@@ -339,11 +344,7 @@ TEST_CASE("GpuPolicy.SelectorMeasuresWithoutTablesEqualTheTables", "[gpu]") {
   std::mt19937_64 rng(29);
   RandomBucketOptions o;
   o.max_log2_states = 14;
-  DeviceLimits tight;  // several pages per block, partial masks (as in CachedTablesReproduceBucket)
-  tight.sm_count = 2;
-  tight.shared_per_block = 1200;
-  tight.shared_per_sm = 2200;
-  tight.block_overhead = 1024;
+  const DeviceLimits tight = tight_limits();
   int compared = 0, multi_page = 0;
   for (int i = 0; i < 500; ++i) {
     const RandomBucket b = random_bucket(rng, o);
@@ -382,11 +383,7 @@ TEST_CASE("GpuPolicy.TableBytesPredictedWithoutBuilding", "[gpu]") {
   std::mt19937_64 rng(41);
   RandomBucketOptions o;
   o.max_log2_states = 14;
-  DeviceLimits tight;
-  tight.sm_count = 2;
-  tight.shared_per_block = 1200;
-  tight.shared_per_sm = 2200;
-  tight.block_overhead = 1024;
+  const DeviceLimits tight = tight_limits();
   int compared = 0, cached = 0;
   for (int i = 0; i < 400; ++i) {
     const RandomBucket b = random_bucket(rng, o);
