@@ -242,8 +242,7 @@ class CudaContext final : public Context {
     return summarize(pe.p, pe.sel);
   }
 
-  void prepare(const BucketShape& shape, std::span<const std::vector<int>> scopes,
-               int s) override {
+  void prepare(const BucketShape& shape, std::span<const std::vector<int>> scopes, int s) override {
     const auto t0 = std::chrono::steady_clock::now();
     CUDA_CHECK(cudaSetDevice(device_));  // the calling thread may not have bound the device
     const std::string key = shape_key(shape, scopes, Variant::automatic, 8);
@@ -251,21 +250,15 @@ class CudaContext final : public Context {
       std::lock_guard lock(mu_);
       if (policies_.count(key)) return;
     }
-    auto pe = std::make_unique<PolicyEntry>();
+    std::unique_ptr<PolicyEntry> pe;
     try {
-      pe->lay = describe(shape, scopes);
-      pe->p = make_launch_plan(pe->lay, Variant::automatic, lim_, 8, &pe->sel);
+      pe = build_policy(shape, scopes, Variant::automatic, 8);  // outside the lock
     } catch (const std::invalid_argument&) {
       return;  // no kernel takes it: run_bucket says why
     }
-    const std::size_t bytes = std::max<std::size_t>(table_image_bytes(pe->p), 16);
     std::lock_guard lock(mu_);
     if (policies_.count(key)) return;  // another thread built it meanwhile
-    pe->dev = arena(bytes);
-    pe->t = upload_table_image(pe->p, pe->dev, stream(s));
-    release_device_only_tables(pe->p);
-    CUDA_CHECK(cudaEventCreateWithFlags(&pe->ready, cudaEventDisableTiming));
-    CUDA_CHECK(cudaEventRecord(pe->ready, stream(s)));
+    upload_policy(*pe, s);
     policies_.emplace(key, std::move(pe));
     own_setup_seconds_ +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -287,42 +280,49 @@ class CudaContext final : public Context {
     cudaEvent_t ready = nullptr;
   };
 
-  // The policy of a shape: built on first use (the selector's work, done once per shape), its
-  // tables uploaded on the first stream s >= 0 that needs them; users on other streams wait for
-  // that upload.
+  // A shape's launch plan: the selector's work (no lock needed).
+  std::unique_ptr<PolicyEntry> build_policy(const BucketShape& shape,
+                                            std::span<const std::vector<int>> scopes, Variant v,
+                                            int eb) const {
+    auto pe = std::make_unique<PolicyEntry>();
+    pe->lay = describe(shape, scopes);
+    pe->p = make_launch_plan(pe->lay, v, lim_, eb, &pe->sel);
+    return pe;
+  }
+
+  // Under mu_: the plan's tables to the device on stream s, straight from the plan (copies from
+  // pageable memory return once the driver has staged them), then the plan's device-only tables
+  // dropped: a shape's tables live on the device alone. Users on other streams wait for `ready`.
+  void upload_policy(PolicyEntry& pe, int s) {
+    pe.dev = arena(std::max<std::size_t>(table_image_bytes(pe.p), 16));
+    pe.t = upload_table_image(pe.p, pe.dev, stream(s));
+    release_device_only_tables(pe.p);
+    CUDA_CHECK(cudaEventCreateWithFlags(&pe.ready, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventRecord(pe.ready, stream(s)));
+  }
+
+  // The policy of a shape (under mu_): built on first use, its tables uploaded on the first
+  // stream s >= 0 that needs them; users on other streams wait for that upload.
   PolicyEntry& policy(const BucketShape& shape, std::span<const std::vector<int>> scopes, Variant v,
                       int eb, int s) {
-    const auto t_setup = std::chrono::steady_clock::now();
+    const auto t0 = std::chrono::steady_clock::now();
     struct AddSeconds {
       std::chrono::steady_clock::time_point t0;
       double& to;
       ~AddSeconds() {
         to += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       }
-    } add_seconds{t_setup, own_setup_seconds_};
+    } add_seconds{t0, own_setup_seconds_};
     const std::string key = shape_key(shape, scopes, v, eb);
     auto it = policies_.find(key);
-    if (it == policies_.end()) {
-      auto pe = std::make_unique<PolicyEntry>();
-      pe->lay = describe(shape, scopes);
-      pe->p = make_launch_plan(pe->lay, v, lim_, eb, &pe->sel);
-      it = policies_.emplace(key, std::move(pe)).first;
-    }
+    if (it == policies_.end())
+      it = policies_.emplace(key, build_policy(shape, scopes, v, eb)).first;
     PolicyEntry& pe = *it->second;
     if (s < 0) return pe;
-    if (!pe.dev) {
-      const std::size_t bytes = std::max<std::size_t>(table_image_bytes(pe.p), 16);
-      pe.dev = arena(bytes);
-      // Each table goes straight from the plan to the device (copies from pageable memory
-      // return once the driver has staged them) and the plan's device-only tables are dropped:
-      // a shape's tables then live on the device alone.
-      pe.t = upload_table_image(pe.p, pe.dev, stream(s));
-      release_device_only_tables(pe.p);
-      CUDA_CHECK(cudaEventCreateWithFlags(&pe.ready, cudaEventDisableTiming));
-      CUDA_CHECK(cudaEventRecord(pe.ready, stream(s)));
-    } else {
+    if (!pe.dev)
+      upload_policy(pe, s);
+    else
       CUDA_CHECK(cudaStreamWaitEvent(stream(s), pe.ready, 0));
-    }
     return pe;
   }
 
@@ -497,7 +497,7 @@ class CudaContext final : public Context {
   std::multimap<std::size_t, void*> free_;
   std::map<std::size_t, std::vector<void*>> small_free_;  // by class
   std::vector<void*> slabs_, dev_chunks_;
-  double own_setup_seconds_ = 0;  // in policy()
+  double own_setup_seconds_ = 0;  // in policy() and prepare()
   char* slab_next_ = nullptr;
   std::size_t slab_left_ = 0;
   char* dev_next_ = nullptr;

@@ -437,7 +437,7 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
   // builds once per shape anyway)
   std::vector<std::vector<gpu::HostInput>> fin(nb);
   std::vector<std::vector<std::vector<int>>> kernel_scopes(nb);  // as run_bucket will see them
-  std::vector<std::vector<double>> owned;  // products merge_inputs made
+  std::vector<std::vector<double>> owned;                        // products merge_inputs made
   for (int b = 0; b < nb && ctx; ++b) {
     if (dev[b] != Device::gpu) continue;
     const BucketShape shape = bucket_shape(plan, b);
@@ -498,10 +498,11 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
     const auto tp = clock_type::now();
     std::vector<std::pair<double, int>> order;
     for (int b = 0; b < nb; ++b)
-      if (dev[b] == Device::gpu)
-        order.emplace_back(-static_cast<double>(bucket_shape(plan, b).output_size()) *
-                               static_cast<double>(bucket_shape(plan, b).marg_size()),
-                           b);
+      if (dev[b] == Device::gpu) {
+        const BucketShape shape = bucket_shape(plan, b);
+        order.emplace_back(
+            -static_cast<double>(shape.output_size()) * static_cast<double>(shape.marg_size()), b);
+      }
     std::sort(order.begin(), order.end());
     const int upload_stream = ctx->num_streams() > 1 ? 1 : 0;
     std::exception_ptr first_error;
@@ -555,12 +556,13 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
   log_resources("the executor's buckets done");
   if (ctx)
     spdlog::debug(
-        "executor: {:.3f} s; kernel plans prepared in {:.3f} s; CPU thread {} buckets: kernels {:.3f} s, waiting {:.3f} s; GPU "
+        "executor: {:.3f} s; kernel plans prepared in {:.3f} s; CPU thread {} buckets: kernels "
+        "{:.3f} s, waiting {:.3f} s; GPU "
         "thread {} buckets: staging {:.3f} s, run_bucket (host) {:.3f} s, allocations {:.3f} "
         "s, waiting for CPU children {:.3f} s and uploads {:.3f} s, downloads {:.3f} s; the "
         "context holds {} of host memory for kernel plans and spent {:.3f} s building them",
-        since(t0), st.gpu_prepare_s, st.cpu_buckets, st.cpu_kernel_s, st.cpu_wait_s, st.gpu_buckets, st.gpu_stage_s,
-        st.gpu_launch_s, st.gpu_alloc_s, st.gpu_child_wait_s, st.gpu_upload_wait_s,
+        since(t0), st.gpu_prepare_s, st.cpu_buckets, st.cpu_kernel_s, st.cpu_wait_s, st.gpu_buckets,
+        st.gpu_stage_s, st.gpu_launch_s, st.gpu_alloc_s, st.gpu_child_wait_s, st.gpu_upload_wait_s,
         st.gpu_download_s, human_bytes(ctx->own_host_bytes()), ctx->own_setup_seconds());
   const double root_value = sh.host[nb - 1][0];
   if (pool) {
