@@ -59,6 +59,22 @@ struct EmptyCache {
   }
 };
 
+// `name`'s plan (weighted min-fill) unconditioned, run on the CPU into ln_whole, then again
+// under a --max-memory that leaves an eighth of its intermediates: the conditioned plan that the
+// lane tests use.
+ConditionedPlan forced_slices(const std::string& name, double& ln_whole) {
+  const io::NetworkWithEvidence in = io::read_network_and_evidence(data_path("uai/" + name));
+  PlanOptions po;
+  po.order.heuristic = OrderHeuristic::WeightedMinFill;
+  po.keep_tables = false;
+  ConditionedPlan whole = make_conditioned_plan(in.net, in.ev, po);
+  REQUIRE(!whole.conditioned());
+  ln_whole = run_plan(whole.plan, {});
+  const MemoryEstimate& m = whole.plan.memory;
+  po.max_memory_bytes = m.peak_bytes - m.intermediate_bytes * 7 / 8 + 2 * m.input_bytes;
+  return make_conditioned_plan(in.net, in.ev, po);
+}
+
 }  // namespace
 
 TEST_CASE("Scheduler.RunnerEveryPolicyOnTheFakeDevice", "[scheduler]") {
@@ -413,16 +429,8 @@ TEST_CASE("Scheduler.SlicesOverTwoFakeDevices", "[scheduler]") {
   EmptyCache cache;
   int conditioned = 0;
   for (const std::string name : {"Pedigree_13.uai", "linkage_16.uai.gz", "Pedigree_11.uai"}) {
-    const io::NetworkWithEvidence in = io::read_network_and_evidence(data_path("uai/" + name));
-    PlanOptions po;
-    po.order.heuristic = OrderHeuristic::WeightedMinFill;
-    po.keep_tables = false;
-    ConditionedPlan whole = make_conditioned_plan(in.net, in.ev, po);
-    REQUIRE(!whole.conditioned());
-    const double ln_whole = run_plan(whole.plan, {});
-    const MemoryEstimate& m = whole.plan.memory;
-    po.max_memory_bytes = m.peak_bytes - m.intermediate_bytes * 7 / 8 + 2 * m.input_bytes;
-    ConditionedPlan cp = make_conditioned_plan(in.net, in.ev, po);
+    double ln_whole = 0;
+    ConditionedPlan cp = forced_slices(name, ln_whole);
     if (!cp.conditioned() || cp.cond.slices < 3) continue;
     ++conditioned;
     RunRequest req;
@@ -463,16 +471,8 @@ TEST_CASE("Scheduler.RunnerSpreadsSlicesOverItsGpus", "[scheduler]") {
   EmptyCache cache;
   int conditioned = 0;
   for (const std::string name : {"Pedigree_13.uai", "linkage_16.uai.gz", "Pedigree_11.uai"}) {
-    const io::NetworkWithEvidence in = io::read_network_and_evidence(data_path("uai/" + name));
-    PlanOptions po;
-    po.order.heuristic = OrderHeuristic::WeightedMinFill;
-    po.keep_tables = false;
-    ConditionedPlan whole = make_conditioned_plan(in.net, in.ev, po);
-    REQUIRE(!whole.conditioned());
-    const double ln_whole = run_plan(whole.plan, {});
-    const MemoryEstimate& m = whole.plan.memory;
-    po.max_memory_bytes = m.peak_bytes - m.intermediate_bytes * 7 / 8 + 2 * m.input_bytes;
-    ConditionedPlan cp = make_conditioned_plan(in.net, in.ev, po);
+    double ln_whole = 0;
+    ConditionedPlan cp = forced_slices(name, ln_whole);
     if (!cp.conditioned() || cp.cond.slices < 4) continue;
     ++conditioned;
     RunRequest req;
