@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -59,6 +60,20 @@ DeviceInfo probe() {
   return info;
 }
 
+bool likely_present() {
+  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) {
+    const std::string s(v);
+    if (s.empty() || s[0] == '-') return false;  // "" or "-1": every device hidden
+  }
+  std::error_code ec;
+  if (std::filesystem::exists("/dev/nvidia0", ec)) return true;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/driver/nvidia/gpus", ec)) {
+    (void)e;
+    return true;
+  }
+  return false;
+}
+
 namespace {
 
 constexpr int kStreams = 4;
@@ -81,6 +96,7 @@ void release_device_only_tables(LaunchPlan& p) {
   std::vector<std::int64_t>().swap(p.out_hi);
   std::vector<std::int32_t>().swap(p.sum_lo);
   std::vector<std::int64_t>().swap(p.sum_hi);
+  std::vector<std::int64_t>().swap(p.sum_mid);
   std::vector<std::int32_t>().swap(p.cache_lo);
   std::vector<std::uint32_t>().swap(p.refetch);
 }
@@ -89,7 +105,7 @@ void release_device_only_tables(LaunchPlan& p) {
 double plan_host_bytes(const LaunchPlan& p) {
   auto b = [](const auto& v) { return static_cast<double>(v.capacity() * sizeof(v[0])); };
   return b(p.slot_input) + b(p.tile_vars) + b(p.tile_off) + b(p.tile_all) + b(p.seg_off) +
-         b(p.seg_size) + b(p.pitch) + b(p.out_lo) + b(p.out_hi) + b(p.sum_lo) + b(p.sum_hi) +
+         b(p.seg_size) + b(p.pitch) + b(p.out_lo) + b(p.out_hi) + b(p.sum_lo) + b(p.sum_hi) + b(p.sum_mid) +
          b(p.cache_lo) + b(p.refetch);
 }
 
@@ -115,6 +131,10 @@ class CudaContext final : public Context {
         lim_.lanes_floor = lo;
         lim_.lane_terms = terms;
       }
+    }
+    if (const char* mid = std::getenv("KINFER_GPU_MID_ROWS")) {  // the two-level outer table
+      const long long rows = std::atoll(mid);
+      if (rows >= 1) lim_.mid_rows_max = rows;
     }
     streams_.resize(kStreams);
     // non-blocking: no implicit ordering with the legacy default stream
@@ -256,12 +276,18 @@ class CudaContext final : public Context {
     } catch (const std::invalid_argument&) {
       return;  // no kernel takes it: run_bucket says why
     }
+    const auto t1 = std::chrono::steady_clock::now();
+    const double table_bytes = pe->p.table_bytes();
     std::lock_guard lock(mu_);
     if (policies_.count(key)) return;  // another thread built it meanwhile
+    const auto t2 = std::chrono::steady_clock::now();
     upload_policy(*pe, s);
+    const auto t3 = std::chrono::steady_clock::now();
+    auto ms = [](auto a, auto b) { return 1e3 * std::chrono::duration<double>(b - a).count(); };
+    if (ms(t0, t3) > 5)  // where a GPU run's preparation goes (docs/perf-notes.md)
+      log_plan_prepared(pe->p, table_bytes, ms(t0, t1), ms(t1, t2), ms(t2, t3));
     policies_.emplace(key, std::move(pe));
-    own_setup_seconds_ +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    own_setup_seconds_ += ms(t0, t3) / 1e3;
   }
 
   KernelChoice choose(const BucketShape& shape, std::span<const std::vector<int>> scopes) override {

@@ -29,6 +29,11 @@ struct DeviceInfo {
 // Never throws.
 DeviceInfo probe();
 
+// Whether a usable GPU is likely, without starting the driver (probe() costs ~0.1 s): CUDA is
+// compiled in, CUDA_VISIBLE_DEVICES does not hide every device, and the NVIDIA device nodes
+// exist. Deterministic on a machine; probe() or Context::create have the last word.
+bool likely_present();
+
 // Does a kernel take this bucket (inputs with these scopes, in launch order), and if not, why:
 // empty when one does, else the reason ("more than 16 inputs", ...). Cheap: the layout check
 // alone, no device, no launch, no kernel tables; the same answer with or without CUDA.

@@ -19,6 +19,8 @@ DeviceInfo probe() {
   return info;
 }
 
+bool likely_present() { return false; }
+
 std::unique_ptr<Context> Context::create(int) { throw std::runtime_error(kWhy); }
 
 HostRunResult run_host_bucket(Context&, const BucketShape&, std::span<const InputTable>,

@@ -1,5 +1,7 @@
 #include "gpu/policy.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -211,9 +213,16 @@ LaunchPlan plain_launch_plan(const BucketLayout& lay, const DeviceLimits& lim,
     p.Mi *= L.card[inner_first];
   }
   p.Mh = M / p.Mi;
+  // the outer summed block in two levels: the middle one (just above the inner block) of at
+  // most mid_rows_max rows, the top one of the rest
+  int mid_first = inner_first;
+  p.Mh2 = 1;
+  while (mid_first > lay.k && p.Mh2 * L.card[mid_first - 1] <= lim.mid_rows_max)
+    p.Mh2 *= L.card[--mid_first];
   if (with_tables) {
     fill_offsets(L, inner_first, nv, p.nf, p.nfp, p.sum_lo);
-    fill_offsets(L, lay.k, inner_first, p.nf, p.nfp, p.sum_hi);
+    fill_offsets(L, mid_first, inner_first, p.nf, p.nfp, p.sum_mid);
+    fill_offsets(L, lay.k, mid_first, p.nf, p.nfp, p.sum_hi);
   }
   p.shared_bytes = static_cast<int>(p.Mi * p.nfp * 4);
   // inputs whose inner offsets are mi itself skip the table
@@ -340,7 +349,7 @@ const char* to_string(Variant v) {
 
 double LaunchPlan::table_bytes() const {
   return 4.0 * (out_lo.size() + sum_lo.size() + cache_lo.size() + refetch.size()) +
-         8.0 * (out_hi.size() + sum_hi.size());
+         8.0 * (out_hi.size() + sum_hi.size() + sum_mid.size());
 }
 
 BucketLayout describe(const BucketShape& shape, std::span<const std::vector<int>> scopes) {
@@ -669,9 +678,19 @@ double launch_table_bytes(const BucketLayout& lay, const DeviceLimits& lim, int 
   double b = 4.0 * P * p.nip + 8.0 * pages * p.nip;  // out_lo, out_hi
   if (p.variant == Variant::cached)                   // sum_lo [M], sum_hi, cache_lo, refetch
     b += 4.0 * static_cast<double>(p.M) * p.nfp + 8.0 * p.nfp + 4.0 * P * p.nfp + 4.0 * pages;
-  else  // sum_lo [Mi], sum_hi [Mh]
-    b += 4.0 * static_cast<double>(p.Mi) * p.nfp + 8.0 * static_cast<double>(p.Mh) * p.nfp;
+  else  // sum_lo [Mi], sum_hi [Mh / Mh2], sum_mid [Mh2]
+    b += 4.0 * static_cast<double>(p.Mi) * p.nfp +
+         8.0 * static_cast<double>(p.Mh / p.Mh2 + p.Mh2) * p.nfp;
   return b;
+}
+
+void log_plan_prepared(const LaunchPlan& p, double table_bytes, double build_ms, double wait_ms,
+                       double upload_ms) {
+  spdlog::debug(
+      "kernel plan of {} outputs x {} terms ({}, {} varying inputs, Mi {}, Mh {} = {} x {}): "
+      "built in {:.1f} ms, {:.1f} MB of tables, lock waited {:.1f} ms, uploaded in {:.1f} ms",
+      p.n_out, p.M, to_string(p.variant), p.nf_inputs, p.Mi, p.Mh, p.Mh / p.Mh2, p.Mh2, build_ms,
+      table_bytes / 1e6, wait_ms, upload_ms);
 }
 
 KernelChoice summarize(const LaunchPlan& p, const Selection& s) {
@@ -753,16 +772,19 @@ void emulate(const LaunchPlan& p, const BucketLayout& lay, std::span<const Input
         for (int g = 0; g < G; ++g) {
           HostLse l;
           const std::int64_t mh_end = std::min(p.Mh, (sp + 1) * p.mh_per_split);
-          for (std::int64_t mh = sp * p.mh_per_split; mh < mh_end; ++mh)
+          for (std::int64_t mh = sp * p.mh_per_split; mh < mh_end; ++mh) {
+            const std::int64_t mt = mh / p.Mh2, mm = mh % p.Mh2;
             for (std::int64_t mi = g; mi < p.Mi; mi += G) {
               double x = c;
               for (int f = 0; f < nf; ++f) {
                 // kernel 2 reads a direct input at mi itself, without the table
                 const std::int64_t lo = (p.direct_mask >> f & 1) ? mi : p.sum_lo[mi * p.nfp + f];
-                x += in[f][base[f] + p.sum_hi[mh * p.nfp + f] + lo + p.tile_off[r * p.nfp + f]];
+                x += in[f][base[f] + p.sum_hi[mt * p.nfp + f] + p.sum_mid[mm * p.nfp + f] + lo +
+                           p.tile_off[r * p.nfp + f]];
               }
               l.add(x);
             }
+          }
           acc[r].merge(l);
         }
       }

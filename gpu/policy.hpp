@@ -9,7 +9,8 @@
 // contiguous run of M_f values (M_f = product of f's summed cardinalities).
 //   o = page * P + ol   (ol: the lowest output variables, "cache tag" digits above the summed ones)
 //   m = mh * Mi + mi    (mi: the lowest summed variables)
-//   offset_f(o, m) = out_hi[page][f] + out_lo[ol][f] + sum_hi[mh][f] + sum_lo[mi][f]
+//   mh = mt * Mh2 + mm  (plain: the outer summed configuration in two levels)
+//   offset_f(o, m) = out_hi[page][f] + out_lo[ol][f] + sum_hi[mt][f] + sum_mid[mm][f] + sum_lo[mi][f]
 #include <cstdint>
 #include <span>
 #include <string>
@@ -72,6 +73,12 @@ struct DeviceLimits {
   bool direct = true;
   int lanes_floor = 4;
   int lane_terms = 64;
+  // Planner option: rows of the plain kernel's middle summed table (sum_mid); the outer summed
+  // block goes through two tables of at most this many and Mh / this many rows instead of one
+  // of Mh rows (a one-output bucket of 2^30 terms had 2^20 rows, 67 MB built in 74-155 ms on
+  // the H100's host: docs/perf-notes.md). Tests set it small to walk both levels; the Context
+  // reads KINFER_GPU_MID_ROWS=N (measurement and the device tests).
+  std::int64_t mid_rows_max = 4096;
 };
 
 // The bucket's index space, independent of the kernel variant.
@@ -109,8 +116,8 @@ struct LaunchPlan {
   // output split: P outputs per page
   int page_vars = 0;
   std::int64_t P = 1, n_pages = 1;
-  // summed split (plain: Mi inner; cached: Mi = M)
-  std::int64_t Mi = 1, Mh = 1;
+  // summed split (plain: Mi inner; cached: Mi = M); plain: Mh = (Mh / Mh2) x Mh2
+  std::int64_t Mi = 1, Mh = 1, Mh2 = 1;
   std::int64_t n_items = 1;  // plain: outputs / tile (reduced output space)
   // plain: bit f set when input slot f holds every inner summed variable, so its offset in the
   // inner block is mi itself (no table load)
@@ -141,7 +148,8 @@ struct LaunchPlan {
   std::vector<std::int32_t> out_lo;    // [P][nip]   global offset of a page-local output
   std::vector<std::int64_t> out_hi;    // [n_pages][nip]   ("PageOffsets")
   std::vector<std::int32_t> sum_lo;    // [Mi][nfp]  plain: global offset; cached: cache offset
-  std::vector<std::int64_t> sum_hi;    // [Mh][nfp]
+  std::vector<std::int64_t> sum_hi;    // [Mh / Mh2][nfp]
+  std::vector<std::int64_t> sum_mid;   // [Mh2][nfp]
   std::vector<std::int32_t> cache_lo;  // [P][nfp]   cached: cache row or global offset per input
   std::vector<std::uint32_t> refetch;  // [n_pages]  bit f: segment f changes ("PageValid", negated)
   FastDiv64 div_P, div_items;
@@ -178,6 +186,11 @@ bool cached_possible(const BucketLayout& lay, const DeviceLimits& lim, int elem_
                      std::string& why);
 
 KernelChoice summarize(const LaunchPlan& p, const Selection& s);
+
+// Debug log of one shape's kernel plan prepared ahead of its run (Context::prepare), with its
+// tables then on the host (table_bytes): milliseconds building it, waiting for the context's lock, uploading.
+void log_plan_prepared(const LaunchPlan& p, double table_bytes, double build_ms, double wait_ms,
+                       double upload_ms);
 
 // Runs the kernel's table walk on the host (same staging, layouts, splits and combines), in
 // double. For tests without a GPU: the tables are right when this matches the reference.

@@ -59,13 +59,14 @@ struct KernelArgs {
   const long long* out_hi;
   const int* sum_lo;
   const long long* sum_hi;
+  const long long* sum_mid;
   const int* cache_lo;
   const unsigned* refetch;
   int n_in, nip, nfp;  // n_in: slots; column n_in of the plain tables is the output
   unsigned P;
   long long n_out, n_items, n_pages;
   int Mi, splits, lanes_log2;
-  long long Mh, mh_per_split;
+  long long Mh, Mh2, mh_per_split;
   DevDiv64 div_P, div_items;
   unsigned cached_mask;
   unsigned direct_mask;  // plain: slots read at mi (no offset table)
@@ -425,10 +426,20 @@ __global__ void __launch_bounds__(256, plain_min_blocks<NF>())
       for (int f = 0; f < NF; ++f) q[f] = a.in[f] + hi[f] + lo[f];
       const unsigned col0 = opaque(smem_addr(sumtab + g));  // column 0, the lane's first entry
       const unsigned colstride = 4u * static_cast<unsigned>(Mi);
+      // mh = mt * Mh2 + mm: one division per thread, then a carry per row
+      long long mm = mh0 % a.Mh2;
+      const long long* top = a.sum_hi + (mh0 / a.Mh2) * a.nfp;
+      const long long* mid = a.sum_mid + mm * a.nfp;
       for (long long mh = mh0; mh < mh1; ++mh) {
         const T* rp[NF];
 #pragma unroll
-        for (int f = 0; f < NF; ++f) rp[f] = opaque(q[f] + __ldg(a.sum_hi + mh * a.nfp + f));
+        for (int f = 0; f < NF; ++f) rp[f] = opaque(q[f] + (__ldg(top + f) + __ldg(mid + f)));
+        mid += a.nfp;
+        if (++mm == a.Mh2) {
+          mm = 0;
+          mid = a.sum_mid;
+          top += a.nfp;
+        }
         const T* const(&rpc)[NF] = rp;
         // every input direct, none, or a mix (a uniform branch per row, not per term: with the
         // mix the compiler predicates both paths of each input, so the pure cases get their own)
@@ -714,7 +725,8 @@ double ceiling_nf(cudaStream_t stream) {
 std::size_t table_image_bytes(const LaunchPlan& p) {
   auto a16 = [](std::size_t b) { return (b + 15) / 16 * 16; };
   return a16(4 * p.out_lo.size()) + a16(8 * p.out_hi.size()) + a16(4 * p.sum_lo.size()) +
-         a16(8 * p.sum_hi.size()) + a16(4 * p.cache_lo.size()) + a16(4 * p.refetch.size());
+         a16(8 * p.sum_hi.size()) + a16(8 * p.sum_mid.size()) + a16(4 * p.cache_lo.size()) +
+         a16(4 * p.refetch.size());
 }
 
 DeviceTables upload_table_image(const LaunchPlan& p, void* dev, cudaStream_t stream) {
@@ -731,6 +743,7 @@ DeviceTables upload_table_image(const LaunchPlan& p, void* dev, cudaStream_t str
   t.out_hi = static_cast<const long long*>(put(p.out_hi.data(), 8 * p.out_hi.size()));
   t.sum_lo = static_cast<const int*>(put(p.sum_lo.data(), 4 * p.sum_lo.size()));
   t.sum_hi = static_cast<const long long*>(put(p.sum_hi.data(), 8 * p.sum_hi.size()));
+  t.sum_mid = static_cast<const long long*>(put(p.sum_mid.data(), 8 * p.sum_mid.size()));
   t.cache_lo = static_cast<const int*>(put(p.cache_lo.data(), 4 * p.cache_lo.size()));
   t.refetch = static_cast<const unsigned*>(put(p.refetch.data(), 4 * p.refetch.size()));
   return t;
@@ -766,6 +779,7 @@ void launch_sum_product(const LaunchPlan& p, const DeviceTables& t, const T* con
   a.out_hi = t.out_hi;
   a.sum_lo = t.sum_lo;
   a.sum_hi = t.sum_hi;
+  a.sum_mid = t.sum_mid;
   a.cache_lo = t.cache_lo;
   a.refetch = t.refetch;
   a.n_in = n_in;
@@ -779,6 +793,7 @@ void launch_sum_product(const LaunchPlan& p, const DeviceTables& t, const T* con
   a.splits = p.splits;
   a.lanes_log2 = p.lanes_log2;
   a.Mh = p.Mh;
+  a.Mh2 = p.Mh2;
   a.mh_per_split = p.mh_per_split;
   a.div_P = dev_div(p.div_P);
   a.div_items = dev_div(p.div_items);

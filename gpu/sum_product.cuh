@@ -13,6 +13,7 @@ struct DeviceTables {
   const long long* out_hi = nullptr;
   const int* sum_lo = nullptr;
   const long long* sum_hi = nullptr;
+  const long long* sum_mid = nullptr;
   const int* cache_lo = nullptr;
   const unsigned* refetch = nullptr;
 };

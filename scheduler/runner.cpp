@@ -44,7 +44,7 @@ Schedule uniform(std::size_t n, Policy p, Device d, const std::string& why) {
 
 OpenedDevice open_gpu(int device) {
   const auto t0 = clock_type::now();
-  OpenedDevice d = [device] {
+  OpenedDevice d = [device, t0] {
     OpenedDevice d;
     const gpu::DeviceInfo info = gpu::probe();
     if (!info.available) {
@@ -52,9 +52,12 @@ OpenedDevice open_gpu(int device) {
       return d;
     }
     try {
+      const double probed = since(t0);
       d.ctx = gpu::Context::create(device);
       d.name = info.name;
       d.memory_bytes = info.memory_bytes;
+      spdlog::debug("GPU {} opened in {:.3f} s (the driver's probe {:.3f} s, the context {:.3f} s)",
+                    device, since(t0), probed, since(t0) - probed);
     } catch (const std::exception& e) {
       d.ctx.reset();
       d.name = std::string("the GPU could not be opened: ") + e.what();
@@ -64,6 +67,11 @@ OpenedDevice open_gpu(int device) {
   d.seconds = since(t0);
   return d;
 }
+
+// The search's first rounds start the GPU early only if it would win with this many times
+// (log2) fewer states than their best order: the search's answer has 2^3-2^6 fewer
+// (linkage_17: 2^39.0 at round 0, 2^33.2 in the end; linkage_16: 2^29.5 and 2^24.3).
+constexpr double kEarlyStartDiscountLog2 = 6;
 
 AutoChoice auto_choice(const Plan& plan, const Profile& profile, Policy policy,
                        double start_seconds) {
@@ -104,15 +112,27 @@ std::function<double(const OrderStats&)> Runner::order_prediction() {
     const double cpu = std::exp2(s.log2_total_state) / 5e7;  // the engine's own prediction
     if (*calls < 8)
       spdlog::debug("order search round {}: best 2^{:.2f} states", *calls, s.log2_total_state);
-    // The first rounds' best orders are far worse than the search's answer (2^3-2^5 states):
-    // sized for the CPU, they never touch the GPU's driver, which a small network cannot afford.
-    if ((*calls)++ < kCpuSizedRounds) return cpu;
+    // The first rounds' best orders are far worse than the search's answer (2^3-2^6 states):
+    // sized for the CPU, so that a small network never touches the GPU's driver.
+    // They start the GPU in the background only when even 2^6 fewer states would make it win
+    // clearly, so that its start (~0.3 s) begins with the search instead of after its first
+    // rounds and a probe on the search's thread.
+    if ((*calls)++ < kCpuSizedRounds) {
+      OrderStats discounted = s;
+      discounted.log2_total_state -= kEarlyStartDiscountLog2;
+      start_if_likely(discounted);
+      return cpu;
+    }
     // GPU-sized only when the GPU wins clearly (2x): a best order still shrinking near the line
-    // (linkage_21's 2^27.7 at round 2, 2^25.3 in the end) must not probe the driver
+    // (linkage_21's 2^27.7 at round 2, 2^25.3 in the end) must not start the driver
     const double gpu = gpu_sized_prediction(s);
-    if (2 * gpu >= cpu || gpu_name().empty()) return cpu;  // probes the GPU once, only here
+    if (2 * gpu >= cpu) return cpu;
     start_if_likely(s);
-    return gpu;
+    // Whether there is a GPU, without waiting for the driver (a probe costs ~0.1 s on the
+    // search's thread): the device nodes decide, so that the same seed gives the same order on
+    // the machine whatever the threads, the load and the background start's progress.
+    const bool likely = gpu_->use_given ? gpu_->given != nullptr : gpu::likely_present();
+    return likely ? gpu : cpu;
   };
 }
 

@@ -178,10 +178,11 @@ class Runner {
   void start_early();
   // The order search's compute prediction for the plans this runner will run (OrderOptions::
   // predict_seconds): unless --device cpu, after kCpuSizedRounds calls, the GPU-sized one
-  // (gpu_sized_prediction) when it is below the CPU's and there is a GPU (probed then, once);
+  // (gpu_sized_prediction) when it is below the CPU's and there is a GPU (gpu::likely_present);
   // the engine's own CPU prediction otherwise; empty with --device cpu.
   // With --device auto it also starts the GPU in the background once the search's best order
-  // looks like a GPU plan (start_if_likely), so that the device's start overlaps the planning.
+  // looks like a GPU plan (start_if_likely; in the first rounds, with 2^6 fewer states), so
+  // that the device's start overlaps the planning.
   std::function<double(const OrderStats&)> order_prediction();
   // Whether a GPU context is open or opening.
   bool holds_gpu() const;

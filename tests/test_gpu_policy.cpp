@@ -55,6 +55,7 @@ DeviceLimits tight_limits() {
   tight.shared_per_block = 1200;
   tight.shared_per_sm = 2200;
   tight.block_overhead = 1024;
+  tight.mid_rows_max = 4;  // the plain kernel's outer summed block in two levels
   return tight;
 }
 
@@ -117,17 +118,26 @@ TEST_CASE("GpuPolicy.PlainSplitsLargeSums", "[gpu]") {
   DeviceLimits small;
   small.sm_count = 4;
   small.tiles = true;
-  int split_seen = 0, split_tiles = 0;
+  int split_seen = 0, split_tiles = 0, nested = 0, split_inside = 0;
   for (int i = 0; i < 40; ++i) {
     const RandomBucket b = random_bucket(rng, o);
     LaunchPlan p;
     INFO("bucket " << i << ": " << b.shape.output_size() << " outputs x " << b.shape.marg_size());
+    small.mid_rows_max = DeviceLimits{}.mid_rows_max;
     REQUIRE(max_error(emulated(b, Variant::plain, small, &p), reference(b)) < 1e-10);
     split_seen += p.splits > 1 && p.Mh > 1 && p.lanes_log2 > 0;
     split_tiles += p.splits > 1 && p.tile > 1;
+    // again with the outer summed block in two small levels: splits that start inside a middle
+    // block walk the kernel's carry from one top row to the next
+    small.mid_rows_max = 4;
+    REQUIRE(max_error(emulated(b, Variant::plain, small, &p), reference(b)) < 1e-10);
+    nested += p.Mh2 > 1 && p.Mh / p.Mh2 > 1;
+    split_inside += p.splits > 1 && p.Mh2 > 1 && p.mh_per_split % p.Mh2 != 0;
   }
   REQUIRE(split_seen >= 4);
   REQUIRE(split_tiles >= 1);
+  REQUIRE(nested >= 3);
+  REQUIRE(split_inside >= 1);
 }
 
 TEST_CASE("GpuPolicy.CachedTablesReproduceBucket", "[gpu]") {
