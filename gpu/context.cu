@@ -105,8 +105,8 @@ void release_device_only_tables(LaunchPlan& p) {
 double plan_host_bytes(const LaunchPlan& p) {
   auto b = [](const auto& v) { return static_cast<double>(v.capacity() * sizeof(v[0])); };
   return b(p.slot_input) + b(p.tile_vars) + b(p.tile_off) + b(p.tile_all) + b(p.seg_off) +
-         b(p.seg_size) + b(p.pitch) + b(p.out_lo) + b(p.out_hi) + b(p.sum_lo) + b(p.sum_hi) + b(p.sum_mid) +
-         b(p.cache_lo) + b(p.refetch);
+         b(p.seg_size) + b(p.pitch) + b(p.out_lo) + b(p.out_hi) + b(p.sum_lo) + b(p.sum_hi) +
+         b(p.sum_mid) + b(p.cache_lo) + b(p.refetch);
 }
 
 class CudaContext final : public Context {

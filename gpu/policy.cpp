@@ -534,8 +534,7 @@ LaunchPlan cached_launch_plan(const BucketLayout& lay, const DeviceLimits& lim, 
       for (int i = first - 1; i >= 0 && (lay.stride[f][i] == 0 || lay.card[i] == 1); --i)
         L *= lay.card[i];  // a digit of cardinality 1 never changes
       const std::int64_t both = std::lcm(L, ppb);
-      const double fetches =
-          static_cast<double>(multiples(L) + multiples(ppb) - multiples(both));
+      const double fetches = static_cast<double>(multiples(L) + multiples(ppb) - multiples(both));
       const double uses = static_cast<double>(lay.n_out) * lay.M;
       p.min_reuse = std::min(p.min_reuse, uses / (fetches * p.seg_size[f]));
     }
@@ -676,7 +675,7 @@ double launch_table_bytes(const BucketLayout& lay, const DeviceLimits& lim, int 
   const LaunchPlan p = select_launch_plan(lay, want, lim, eb, nullptr, false);
   const double P = static_cast<double>(p.P), pages = static_cast<double>(p.n_pages);
   double b = 4.0 * P * p.nip + 8.0 * pages * p.nip;  // out_lo, out_hi
-  if (p.variant == Variant::cached)                   // sum_lo [M], sum_hi, cache_lo, refetch
+  if (p.variant == Variant::cached)                  // sum_lo [M], sum_hi, cache_lo, refetch
     b += 4.0 * static_cast<double>(p.M) * p.nfp + 8.0 * p.nfp + 4.0 * P * p.nfp + 4.0 * pages;
   else  // sum_lo [Mi], sum_hi [Mh / Mh2], sum_mid [Mh2]
     b += 4.0 * static_cast<double>(p.Mi) * p.nfp +

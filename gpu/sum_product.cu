@@ -734,8 +734,7 @@ DeviceTables upload_table_image(const LaunchPlan& p, void* dev, cudaStream_t str
   std::size_t off = 0;
   auto put = [&](const void* src, std::size_t bytes) {
     void* d = static_cast<char*>(dev) + off;
-    if (bytes > 0)
-      CUDA_CHECK(cudaMemcpyAsync(d, src, bytes, cudaMemcpyHostToDevice, stream));
+    if (bytes > 0) CUDA_CHECK(cudaMemcpyAsync(d, src, bytes, cudaMemcpyHostToDevice, stream));
     off += (bytes + 15) / 16 * 16;
     return static_cast<const void*>(d);
   };

@@ -103,6 +103,20 @@ struct Runner::Gpu {
   std::future<OpenedDevice> early;
   clock_type::time_point early_at;  // when `early` was started
   std::optional<OpenedDevice> opened;
+  // The last --device auto decision made with the GPU open, for the plan it was made for (the
+  // planner, the accountant and run() each ask; a prediction is ~10 ms on a large network).
+  struct AutoDecision {
+    const Plan* plan = nullptr;
+    std::size_t buckets = 0, inputs = 0;
+    double flops = 0, states = 0;
+    bool gpu = false;
+    std::string why;
+    bool same(const Plan& p) const {
+      return plan == &p && buckets == p.tree.buckets.size() && inputs == p.input_scope.size() &&
+             flops == p.flops && states == p.order.stats.log2_total_state;
+    }
+  };
+  std::optional<AutoDecision> decided;
 };
 
 std::function<double(const OrderStats&)> Runner::order_prediction() {
@@ -271,6 +285,10 @@ bool Runner::auto_gpu(const Plan& plan, std::string& why_not) {
   }
   // what is left of the GPU's start: nothing when open, less when it started in the background
   const bool open = gpu_->use_given || (gpu_->opened && gpu_->opened->ctx);
+  if (open && gpu_->decided && gpu_->decided->same(plan)) {
+    if (!gpu_->decided->gpu) why_not = gpu_->decided->why;
+    return gpu_->decided->gpu;
+  }
   double start = open ? 0.0 : prof->gpu_start > 0 ? prof->gpu_start : kGpuStartSeconds;
   if (!open && gpu_->early.valid()) start = std::max(0.0, start - since(gpu_->early_at));
   const Policy asked = req_.policy.value_or(kDefaultGpuPolicy);
@@ -278,6 +296,11 @@ bool Runner::auto_gpu(const Plan& plan, std::string& why_not) {
       auto_choice(plan, *prof, asked == Policy::gpu_only ? asked : Policy::comm_aware, start);
   spdlog::debug("{}: {}", c.gpu ? "GPU" : "CPU", c.why);
   if (!c.gpu) why_not = c.why;
+  if (open)
+    gpu_->decided =
+        Gpu::AutoDecision{&plan,      plan.tree.buckets.size(),          plan.input_scope.size(),
+                          plan.flops, plan.order.stats.log2_total_state, c.gpu,
+                          c.why};
   return c.gpu;
 }
 

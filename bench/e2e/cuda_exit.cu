@@ -19,7 +19,9 @@ __global__ void touch(double* p, long n) {
 
 int main(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
-  auto now = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  auto now = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
   const char* mode = argc > 1 ? argv[1] : "none";
   const long mib = argc > 2 ? std::atol(argv[2]) : 0;
   if (!std::strcmp(mode, "none")) return std::printf("none %.4f\n", now()), 0;
