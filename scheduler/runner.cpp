@@ -91,8 +91,8 @@ AutoChoice auto_choice(const Plan& plan, const Profile& profile, Policy policy,
 double gpu_sized_prediction(const OrderStats& s) {
   const double states = std::exp2(s.log2_total_state);
   const double cpu = states / 5e7;
-  const double gpu_wall =
-      std::max(4 * kGpuStartSeconds, kGpuComputeBase + states / kGpuStatesPerSecond);
+  const double gpu_wall = std::max(kGpuSearchFloorStarts * kGpuStartSeconds,
+                                   kGpuComputeBase + states / kGpuStatesPerSecond);
   return std::min(cpu, gpu_wall * kSearchCoreSecondsPerSecond);
 }
 

@@ -152,15 +152,19 @@ double gpu_sized_prediction(const OrderStats& s);
 // Its rates, measured on the H100 (docs/perf-notes.md, "Plan time and a GPU run out of the box"):
 // the GPU computes a plan in about kGpuComputeBase + states / kGpuStatesPerSecond once started,
 // and the search does kSearchCoreSecondsPerSecond nominal core-seconds per second on 16 cores.
-// The GPU's part is at least 4 x kGpuStartSeconds: the search runs while the device starts in
-// the background, so a quarter of it (the search's fraction) costs nothing.
+// The GPU's part is at least kGpuSearchFloorStarts x kGpuStartSeconds: the search runs while the
+// device starts in the background, so a quarter of it (the search's fraction) costs nothing.
+// 3 (was 4 while the GPU started after the search's second round): the device, started at its
+// first round, is open 0.24-0.30 s into the run on the H100 machine, and 0.6 nominal core-s of
+// search take 0.18-0.27 s on its 16 cores (docs/perf-notes.md, "The GPU's start and exit").
+inline constexpr double kGpuSearchFloorStarts = 3;
 inline constexpr double kGpuComputeBase = 0.03;
 inline constexpr double kGpuStatesPerSecond = 8e10;
 inline constexpr double kSearchCoreSecondsPerSecond = 4;
 // The order_prediction's first calls (the search's first rounds) predict for the CPU alone.
 inline constexpr int kCpuSizedRounds = 2;
 // Names gpu_sized_prediction in the order cache's key (OrderOptions::predict_key).
-inline constexpr const char* kGpuSizedPredictionKey = "gpu-sized-2";
+inline constexpr const char* kGpuSizedPredictionKey = "gpu-sized-3";
 
 class Runner {
  public:
