@@ -10,6 +10,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/condition.hpp"
@@ -24,6 +25,14 @@ using namespace kinfer::test;
 namespace fs = std::filesystem;
 
 namespace {
+
+// A shared network with its default evidence (the .uai or .uai.gz in KINFER_DATA/uai).
+std::pair<Network, Evidence> shared_network(const std::string& name) {
+  fs::path path = test::data_dir() / "uai" / (name + ".uai");
+  if (!fs::exists(path)) path += ".gz";
+  io::NetworkWithEvidence r = io::read_network_and_evidence(path.string());
+  return {std::move(r.net), std::move(r.ev)};
+}
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
@@ -179,12 +188,7 @@ TEST_CASE("Condition.GreedyChoiceUnderSmallBudgetsMatchesBruteForce", "[engine]"
 TEST_CASE("Condition.RealNetworksUnderForcedBudgets", "[engine]") {
   const auto ref = references();
   for (const std::string name : {"Pedigree_11", "Pedigree_13", "pedigree1", "linkage_16"}) {
-    fs::path path = test::data_dir() / "uai" / (name + ".uai");
-    if (!fs::exists(path)) path += ".gz";
-    const Network net = io::read_uai(path.string());
-    Evidence ev;
-    const std::string evpath = io::default_evidence_path(path.string());
-    if (!evpath.empty()) ev = io::read_evidence(evpath, net);
+    const auto [net, ev] = shared_network(name);
     PlanOptions po;
     po.order.heuristic = OrderHeuristic::WeightedMinFill;
     po.keep_tables = false;
@@ -231,12 +235,7 @@ TEST_CASE("Condition.RebuiltFromOrderAndVariables", "[engine]") {
   // a conditioned plan's order and variables, the same order, slices and tree, and the same
   // ln P(e) bit for bit; an order of another network is refused.
   for (const std::string name : {"Pedigree_13", "linkage_16"}) {
-    fs::path path = test::data_dir() / "uai" / (name + ".uai");
-    if (!fs::exists(path)) path += ".gz";
-    const Network net = io::read_uai(path.string());
-    Evidence ev;
-    const std::string evpath = io::default_evidence_path(path.string());
-    if (!evpath.empty()) ev = io::read_evidence(evpath, net);
+    const auto [net, ev] = shared_network(name);
     PlanOptions po;
     po.order.heuristic = OrderHeuristic::WeightedMinFill;
     po.keep_tables = false;

@@ -59,6 +59,21 @@ DeviceLimits tight_limits() {
   return tight;
 }
 
+// fn(i, layout, limits) for `n` random buckets of up to 2^14 states (seeded), each under the
+// default limits and tight_limits().
+template <class Fn>
+void for_each_layout(unsigned seed, int n, Fn fn) {
+  std::mt19937_64 rng(seed);
+  RandomBucketOptions o;
+  o.max_log2_states = 14;
+  const DeviceLimits tight = tight_limits();
+  for (int i = 0; i < n; ++i) {
+    const RandomBucket b = random_bucket(rng, o);
+    const BucketLayout lay = describe(b.shape, b.scopes);
+    for (const DeviceLimits& lim : {DeviceLimits{}, tight}) fn(i, lay, lim);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("GpuPolicy.FastDivMatchesDivision", "[gpu]") {
@@ -351,38 +366,30 @@ TEST_CASE("GpuPolicy.OutputsBeyond32BitIndices", "[gpu]") {
 // The selector decides on the cached candidate's measures without building its tables: the
 // measures must be those the tables give (the refetch walk over every page), bucket by bucket.
 TEST_CASE("GpuPolicy.SelectorMeasuresWithoutTablesEqualTheTables", "[gpu]") {
-  std::mt19937_64 rng(29);
-  RandomBucketOptions o;
-  o.max_log2_states = 14;
-  const DeviceLimits tight = tight_limits();
   int compared = 0, multi_page = 0;
-  for (int i = 0; i < 500; ++i) {
-    const RandomBucket b = random_bucket(rng, o);
-    const BucketLayout lay = describe(b.shape, b.scopes);
-    for (const DeviceLimits& lim : {DeviceLimits{}, tight}) {
-      std::string why;
-      if (!cached_possible(lay, lim, 8, why)) continue;
-      LaunchPlan with, without;
-      try {
-        with = cached_launch_plan(lay, lim, 8, true);
-      } catch (const std::invalid_argument&) {
-        continue;
-      }
-      without = cached_launch_plan(lay, lim, 8, false);
-      INFO("bucket " << i << ": " << with.n_pages << " pages of " << with.P << ", "
-                     << with.pages_per_block << " per block, mask " << with.cached_mask);
-      REQUIRE(without.min_reuse == with.min_reuse);
-      REQUIRE(without.resident_threads == with.resident_threads);
-      REQUIRE(without.launch_threads == with.launch_threads);
-      REQUIRE(without.hit_fraction == with.hit_fraction);
-      REQUIRE(without.P == with.P);
-      REQUIRE(without.n_pages == with.n_pages);
-      REQUIRE(without.cached_mask == with.cached_mask);
-      REQUIRE(without.out_hi.empty());
-      ++compared;
-      multi_page += with.pages_per_block > 1;
+  for_each_layout(29, 500, [&](int i, const BucketLayout& lay, const DeviceLimits& lim) {
+    std::string why;
+    if (!cached_possible(lay, lim, 8, why)) return;
+    LaunchPlan with, without;
+    try {
+      with = cached_launch_plan(lay, lim, 8, true);
+    } catch (const std::invalid_argument&) {
+      return;
     }
-  }
+    without = cached_launch_plan(lay, lim, 8, false);
+    INFO("bucket " << i << ": " << with.n_pages << " pages of " << with.P << ", "
+                   << with.pages_per_block << " per block, mask " << with.cached_mask);
+    REQUIRE(without.min_reuse == with.min_reuse);
+    REQUIRE(without.resident_threads == with.resident_threads);
+    REQUIRE(without.launch_threads == with.launch_threads);
+    REQUIRE(without.hit_fraction == with.hit_fraction);
+    REQUIRE(without.P == with.P);
+    REQUIRE(without.n_pages == with.n_pages);
+    REQUIRE(without.cached_mask == with.cached_mask);
+    REQUIRE(without.out_hi.empty());
+    ++compared;
+    multi_page += with.pages_per_block > 1;
+  });
   REQUIRE(compared > 300);
   REQUIRE(multi_page > 10);
 }
@@ -390,30 +397,22 @@ TEST_CASE("GpuPolicy.SelectorMeasuresWithoutTablesEqualTheTables", "[gpu]") {
 // The accountant's term: the bytes of a plan's tables predicted without building them equal
 // the built plan's (plain and cached winners, both device sizes).
 TEST_CASE("GpuPolicy.TableBytesPredictedWithoutBuilding", "[gpu]") {
-  std::mt19937_64 rng(41);
-  RandomBucketOptions o;
-  o.max_log2_states = 14;
-  const DeviceLimits tight = tight_limits();
   int compared = 0, cached = 0;
-  for (int i = 0; i < 400; ++i) {
-    const RandomBucket b = random_bucket(rng, o);
-    const BucketLayout lay = describe(b.shape, b.scopes);
-    if (!lay.unsupported.empty()) continue;
-    for (const DeviceLimits& lim : {DeviceLimits{}, tight}) {
-      for (Variant v : {Variant::automatic, Variant::plain, Variant::cached}) {
-        LaunchPlan p;
-        try {
-          p = make_launch_plan(lay, v, lim);
-        } catch (const std::invalid_argument&) {
-          continue;
-        }
-        INFO("bucket " << i << ": " << to_string(v) << " -> " << to_string(p.variant));
-        REQUIRE(launch_table_bytes(lay, lim, 8, v) == p.table_bytes());
-        ++compared;
-        cached += p.variant == Variant::cached;
+  for_each_layout(41, 400, [&](int i, const BucketLayout& lay, const DeviceLimits& lim) {
+    if (!lay.unsupported.empty()) return;
+    for (Variant v : {Variant::automatic, Variant::plain, Variant::cached}) {
+      LaunchPlan p;
+      try {
+        p = make_launch_plan(lay, v, lim);
+      } catch (const std::invalid_argument&) {
+        continue;
       }
+      INFO("bucket " << i << ": " << to_string(v) << " -> " << to_string(p.variant));
+      REQUIRE(launch_table_bytes(lay, lim, 8, v) == p.table_bytes());
+      ++compared;
+      cached += p.variant == Variant::cached;
     }
-  }
+  });
   REQUIRE(compared > 300);
   REQUIRE(cached > 10);
 }
