@@ -1,5 +1,12 @@
 #include "linkage/chain.hpp"
 
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define KINFER_CHAIN_AVX2 1
+#else
+#define KINFER_CHAIN_AVX2 0
+#endif
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -56,6 +63,68 @@ inline void level2(double* __restrict x, long n, long s, double t1, double t2) {
   }
 }
 // Levels of stride 1, 2 and 4 (k of them, k <= 3) on groups of 8.
+#if KINFER_CHAIN_AVX2
+// x[i] and x[i ^ m] for the lane bits m of a 4-double vector: a permutation in registers.
+template <int m>
+inline __m256d lane_xor(__m256d v) {
+  if constexpr (m == 1) return _mm256_permute_pd(v, 0b0101);
+  if constexpr (m == 2) return _mm256_permute2f128_pd(v, v, 1);
+  if constexpr (m == 3) return _mm256_permute4x64_pd(v, 0b00011011);
+  return v;
+}
+// One level on pairs inside a vector: v[i] += t (v[i ^ m] - v[i]) for every lane at once
+// (the partner lane gets the mirror update, so each pair is mixed once).
+template <int m>
+inline __m256d mix_lanes(__m256d v, __m256d t) {
+  return _mm256_fmadd_pd(t, _mm256_sub_pd(lane_xor<m>(v), v), v);
+}
+inline void low_levels(double* __restrict x, long n, int k, const double* t) {
+  const __m256d t0 = _mm256_set1_pd(t[0]), t1 = _mm256_set1_pd(k > 1 ? t[1] : 0),
+                t2 = _mm256_set1_pd(k > 2 ? t[2] : 0);
+  for (long g = 0; g < n; g += 8) {
+    __m256d a = _mm256_loadu_pd(x + g), b = _mm256_loadu_pd(x + g + 4);
+    a = mix_lanes<1>(a, t0), b = mix_lanes<1>(b, t0);
+    if (k > 1) a = mix_lanes<2>(a, t1), b = mix_lanes<2>(b, t1);
+    if (k > 2) {
+      const __m256d d = _mm256_sub_pd(b, a);
+      a = _mm256_fmadd_pd(t2, d, a);
+      b = _mm256_fnmadd_pd(t2, d, b);
+    }
+    _mm256_storeu_pd(x + g, a);
+    _mm256_storeu_pd(x + g + 4, b);
+  }
+}
+// x[w] and x[w ^ M] mixed by theta t for every w (a founder group's flip, or one bit's
+// butterfly) in a buffer of n doubles, n a multiple of 4 and M < n: the mask's two lowest bits
+// permute lanes, the rest pairs vectors (contiguous runs of `low`, the lowest of those bits).
+template <int m>
+void xor_mix_lanes(double* x, long n, long high, double t) {
+  const __m256d tv = _mm256_set1_pd(t);
+  if (high == 0) {
+    for (long i = 0; i < n; i += 4) _mm256_storeu_pd(x + i, mix_lanes<m>(_mm256_loadu_pd(x + i), tv));
+    return;
+  }
+  const long low = high & -high;
+  for (long base = 0; base < n; base += 2 * low) {
+    double* __restrict u = x + base;
+    double* __restrict w = x + (base ^ high);
+    for (long i = 0; i < low; i += 4) {
+      const __m256d a = _mm256_loadu_pd(u + i), b = _mm256_loadu_pd(w + i);
+      _mm256_storeu_pd(u + i, _mm256_fmadd_pd(tv, _mm256_sub_pd(lane_xor<m>(b), a), a));
+      _mm256_storeu_pd(w + i, _mm256_fmadd_pd(tv, _mm256_sub_pd(lane_xor<m>(a), b), b));
+    }
+  }
+}
+inline void xor_mix(double* x, long n, long M, double t) {
+  const long high = M & ~3L;
+  switch (M & 3) {
+    case 0: return xor_mix_lanes<0>(x, n, high, t);
+    case 1: return xor_mix_lanes<1>(x, n, high, t);
+    case 2: return xor_mix_lanes<2>(x, n, high, t);
+    default: return xor_mix_lanes<3>(x, n, high, t);
+  }
+}
+#else
 inline void low_levels(double* __restrict x, long n, int k, const double* t) {
   const double t0 = t[0], t1 = k > 1 ? t[1] : 0, t2 = k > 2 ? t[2] : 0;
   for (long g = 0; g < n; g += 8) {
@@ -78,6 +147,7 @@ inline void low_levels(double* __restrict x, long n, int k, const double* t) {
     for (int i = 0; i < 8; ++i) x[g + i] = v[i];
   }
 }
+#endif
 // Every level of strides C, 2C, ..., C 2^(levels - 1) (thetas th[0..levels)) on n doubles.
 inline void butterflies(double* x, long n, long C, int levels, const double* th) {
   int q = 0;
@@ -102,6 +172,9 @@ inline void butterflies(double* x, long n, long C, int levels, const double* th)
 }
 // A founder group's flip: x[w] and x[w ^ M] mixed by theta t (M in buffer offsets, rows of C).
 inline void group_mix(double* x, long n, long M, long C, double t) {
+#if KINFER_CHAIN_AVX2
+  if (C == 1 && n >= 4) return xor_mix(x, n, M, t);
+#endif
   const long low = M & -M;
   for (long r = 0; r < n; r += C) {
     if (r & low) continue;
