@@ -49,13 +49,52 @@ Tab multiply_sum(const std::vector<const Tab*>& fs, int x, const std::vector<int
   };
   for (int f = 0; f < nf; ++f) fill(fs[f]->vars, st[f]);
   fill(out.vars, st[nf]);
-  std::vector<int> digit(nu, 0);
+  // The last variables of u (at most 4096 combinations) form an inner block whose offsets into
+  // every table are listed once; the odometer then steps over the outer variables only, and each
+  // block is a few gathers (same products, same order of the sums as entry by entry).
+  int ni = 0;
+  long inner = 1;
+  while (ni < nu && inner * card[u[nu - 1 - ni]] <= 4096) inner *= card[u[nu - 1 - ni++]];
+  const int no = nu - ni;
+  std::vector<std::vector<long>> off(nf + 1, std::vector<long>(inner, 0));
+  std::vector<char> constant(nf, 1);  // the factor reads no inner variable
+  {
+    std::vector<int> d(ni, 0);
+    for (long k = 0; k < inner; ++k) {
+      for (int f = 0; f <= nf; ++f) {
+        long o = 0;
+        for (int q = 0; q < ni; ++q) o += d[q] * st[f][no + q];
+        off[f][k] = o;
+      }
+      for (int q = ni - 1; q >= 0 && ++d[q] == card[u[no + q]]; --q) d[q] = 0;
+    }
+    for (int f = 0; f < nf; ++f)
+      for (int q = 0; q < ni; ++q)
+        if (st[f][no + q] != 0) constant[f] = 0;
+  }
+  std::vector<double> p(inner);
+  std::vector<int> digit(no, 0);
   std::vector<long> idx(nf + 1, 0);
   while (true) {
-    double p = 1;
-    for (int f = 0; f < nf && p != 0; ++f) p *= fs[f]->t[idx[f]];
-    out.t[idx[nf]] += p;
-    int j = nu - 1;
+    bool zero = false;
+    for (int f = 0; f < nf && !zero; ++f) zero = constant[f] && fs[f]->t[idx[f]] == 0;
+    if (!zero) {
+      std::fill(p.begin(), p.end(), 1.0);
+      for (int f = 0; f < nf; ++f) {
+        const double* t = fs[f]->t.data() + idx[f];
+        if (constant[f]) {
+          const double c = *t;
+          for (long k = 0; k < inner; ++k) p[k] *= c;
+        } else {
+          const long* o = off[f].data();
+          for (long k = 0; k < inner; ++k) p[k] *= t[o[k]];
+        }
+      }
+      double* y = out.t.data() + idx[nf];
+      const long* o = off[nf].data();
+      for (long k = 0; k < inner; ++k) y[o[k]] += p[k];
+    }
+    int j = no - 1;
     for (; j >= 0; --j) {
       const int c = card[u[j]];
       if (++digit[j] < c) {
