@@ -209,6 +209,43 @@ inline double block_max(const double* y, long n) {
   return m;
 }
 
+// sum_i x[i] y[i] and sum_i x[i] e[i] y[i] over n >= 0 doubles, in four vector lanes of partial
+// sums (one dependent add per element otherwise).
+inline double block_dot(const double* x, const double* y, long n) {
+  double s = 0;
+  long i = 0;
+#if KINFER_CHAIN_AVX2
+  __m256d a = _mm256_setzero_pd(), b = a;
+  for (; i + 8 <= n; i += 8) {
+    a = _mm256_fmadd_pd(_mm256_loadu_pd(x + i), _mm256_loadu_pd(y + i), a);
+    b = _mm256_fmadd_pd(_mm256_loadu_pd(x + i + 4), _mm256_loadu_pd(y + i + 4), b);
+  }
+  alignas(32) double l[4];
+  _mm256_store_pd(l, _mm256_add_pd(a, b));
+  s = (l[0] + l[1]) + (l[2] + l[3]);
+#endif
+  for (; i < n; ++i) s += x[i] * y[i];
+  return s;
+}
+inline double block_dot3(const double* x, const double* e, const double* y, long n) {
+  double s = 0;
+  long i = 0;
+#if KINFER_CHAIN_AVX2
+  __m256d a = _mm256_setzero_pd(), b = a;
+  for (; i + 8 <= n; i += 8) {
+    a = _mm256_fmadd_pd(_mm256_mul_pd(_mm256_loadu_pd(x + i), _mm256_loadu_pd(e + i)),
+                        _mm256_loadu_pd(y + i), a);
+    b = _mm256_fmadd_pd(_mm256_mul_pd(_mm256_loadu_pd(x + i + 4), _mm256_loadu_pd(e + i + 4)),
+                        _mm256_loadu_pd(y + i + 4), b);
+  }
+  alignas(32) double l[4];
+  _mm256_store_pd(l, _mm256_add_pd(a, b));
+  s = (l[0] + l[1]) + (l[2] + l[3]);
+#endif
+  for (; i < n; ++i) s += x[i] * e[i] * y[i];
+  return s;
+}
+
 class CpuChain final : public ChainBackend {
  public:
   CpuChain(const ChainLayout& layout, double max_bytes)
@@ -310,6 +347,8 @@ class CpuChain final : public ChainBackend {
     const EmissionProgram* program = nullptr;  // evaluated per state (null: none)
   };
   const Prepared& prepare(const Emission& e);
+  // sum_w x(w) e(w) y(w) (p null: e = 1; y null: y = 1), no pending factors.
+  double dot(const double* x, const Prepared* p, const double* y);
   // The emission at the states of block `blk` into out (block_ doubles).
   void emission_block(const Prepared& p, long blk, double* out) const;
   void check_program() const {
@@ -498,10 +537,7 @@ double CpuChain::region0(double* x, double pre, bool kernel, const std::vector<d
         for (long i = 0; i < block_; ++i) y[i] *= eb[i];
       }
       if (other) {
-        const double* o = other + blk * block_;
-        double t = 0;
-        for (long i = 0; i < block_; ++i) t += y[i] * o[i];
-        sum += t;
+        sum += block_dot(y, other + blk * block_, block_);
       } else {
         mx = std::max(mx, block_max(y, block_));
       }
@@ -535,38 +571,40 @@ double CpuChain::ln_score(int a, const Side& left, const Emission* e, int b, con
                           int va, int vb) {
   const Prepared* p = e ? &prepare(*e) : nullptr;
   if (p && p->zero) return kNegInf;
-  // y = K(s) (times s's pending factor) without touching s: the kernel's upper passes read s
-  // and write y (no separate copy); returns the factor still to apply in region 0.
-  auto start = [&](const Vec& S, double* y, const Side& sd, const std::vector<double>& th) {
-    if (sd.kernel) return upper_passes(S.data.data(), y, th, S.pending);
-    const double* src = S.data.data();
-#pragma omp parallel for schedule(static) if (N_ > 65536)
-    for (long i = 0; i < N_; ++i) y[i] = src[i];
-    return S.pending;
-  };
-  double* ya = vecs_.at(va).data.data();
-  double* yb = vecs_.at(vb).data.data();
-  const std::vector<double> tl = thetas(left.male, left.female);
-  const double pa = start(vecs_.at(a), ya, left, tl);
-  region0(ya, pa, left.kernel, tl, nullptr, nullptr);
-  // The right side's region-0 pass fused with the emission and the sum against the left.
-  const std::vector<double> tr = thetas(right.male, right.female);
-  const double pb = start(vecs_.at(b), yb, right, tr);
-  const double s = region0(yb, pb, right.kernel, tr, p, ya);
-  vecs_[va].pending = vecs_[vb].pending = 1;
+  // A side with a kernel: K(s) into the scratch vector (its upper passes read s and write the
+  // scratch, no separate copy). A side without: s itself, read in place (its pending factor
+  // goes to the log).
+  const Vec& A = vecs_.at(a);
+  const Vec& B = vecs_.at(b);
+  const double* left_y = A.data.data();
+  double ln_s = (p ? p->ln_scale : 0.0);
+  if (left.kernel) {
+    double* ya = vecs_.at(va).data.data();
+    const std::vector<double> tl = thetas(left.male, left.female);
+    region0(ya, upper_passes(A.data.data(), ya, tl, A.pending), true, tl, nullptr, nullptr);
+    vecs_[va].pending = 1;
+    left_y = ya;
+  } else {
+    ln_s += std::log(A.pending);
+  }
+  double s;
+  if (right.kernel) {
+    // The right side's region-0 pass fused with the emission and the sum against the left.
+    double* yb = vecs_.at(vb).data.data();
+    const std::vector<double> tr = thetas(right.male, right.female);
+    s = region0(yb, upper_passes(B.data.data(), yb, tr, B.pending), true, tr, p, left_y);
+    vecs_[vb].pending = 1;
+  } else {
+    s = dot(left_y, p, B.data.data());
+    ln_s += std::log(B.pending);
+  }
   check_program();
   if (!(s > 0)) return kNegInf;
-  return std::log(s) + (p ? p->ln_scale : 0.0);
+  return std::log(s) + ln_s;
 }
 
-double CpuChain::ln_dot(int a, const Emission* e, int b) {
-  const Vec& A = vecs_.at(a);
-  const Vec* B = b >= 0 ? &vecs_.at(b) : nullptr;
-  const Prepared* p = e ? &prepare(*e) : nullptr;
-  if (p && p->zero) return kNegInf;
+double CpuChain::dot(const double* x, const Prepared* p, const double* y) {
   const long blocks = N_ / block_;
-  const double* x = A.data.data();
-  const double* y = B ? B->data.data() : nullptr;
   double s = 0;
 #pragma omp parallel if (N_ > 65536) reduction(+ : s)
   {
@@ -576,14 +614,18 @@ double CpuChain::ln_dot(int a, const Emission* e, int b) {
       if (p) emission_block(*p, blk, eb.data());
       const double* u = x + blk * block_;
       const double* w = y ? y + blk * block_ : nullptr;
-      double t = 0;
-      if (w)
-        for (long i = 0; i < block_; ++i) t += u[i] * eb[i] * w[i];
-      else
-        for (long i = 0; i < block_; ++i) t += u[i] * eb[i];
-      s += t;
+      s += w ? block_dot3(u, eb.data(), w, block_) : block_dot(u, eb.data(), block_);
     }
   }
+  return s;
+}
+
+double CpuChain::ln_dot(int a, const Emission* e, int b) {
+  const Vec& A = vecs_.at(a);
+  const Vec* B = b >= 0 ? &vecs_.at(b) : nullptr;
+  const Prepared* p = e ? &prepare(*e) : nullptr;
+  if (p && p->zero) return kNegInf;
+  const double s = dot(A.data.data(), p, B ? B->data.data() : nullptr);
   check_program();
   if (!(s > 0)) return kNegInf;
   return std::log(s) + std::log(A.pending) + (B ? std::log(B->pending) : 0.0) +
