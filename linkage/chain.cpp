@@ -322,6 +322,8 @@ class CpuChain final : public ChainBackend {
     vecs_[dst].pending = vecs_[src].pending;
   }
   double step(int v, bool kernel, double male, double female, const Emission* e) override;
+  double step_from(int dst, int src, bool kernel, double male, double female,
+                   const Emission* e) override;
   double ln_dot(int a, const Emission* e, int b) override;
   double ln_score(int a, const Side& left, const Emission* e, int b, const Side& right, int va,
                   int vb) override;
@@ -544,6 +546,29 @@ double CpuChain::region0(double* x, double pre, bool kernel, const std::vector<d
     }
   }
   return other ? sum : mx;
+}
+
+double CpuChain::step_from(int v, int src, bool kernel, double male, double female,
+                           const Emission* e) {
+  if (!kernel || src == v) return ChainBackend::step_from(v, src, kernel, male, female, e);
+  Vec& X = vecs_.at(v);
+  const Vec& S = vecs_.at(src);
+  double* x = X.data.data();
+  const Prepared* p = e ? &prepare(*e) : nullptr;
+  if (p && p->zero) {
+    fill(v, 0.0);
+    return kNegInf;
+  }
+  const std::vector<double> th = thetas(male, female);
+  // The upper passes read src and write x (with no upper pass: a copy).
+  const double mx = region0(x, upper_passes(S.data.data(), x, th, S.pending), true, th, p, nullptr);
+  check_program();
+  if (!(mx > 0)) {
+    X.pending = 1;
+    return kNegInf;
+  }
+  X.pending = 1 / mx;
+  return std::log(mx) + (p ? p->ln_scale : 0.0);
 }
 
 double CpuChain::step(int v, bool kernel, double male, double female, const Emission* e) {

@@ -589,6 +589,13 @@ std::vector<double> InheritanceModel::location_scores(const std::vector<int>& ma
   }
   profile_.checkpoint_every = every;
   profile_.block_cache = block_cache;
+  // When the checkpoints and the block all fit in fast memory (the CPU: always), they are read
+  // in place: a rebuilt beta is stepped from the next one into its own vector (step_from), and
+  // a point reads the cached beta itself; otherwise (a GPU with checkpoints in host memory)
+  // each is copied into `beta` first.
+  const bool direct =
+      block_cache && static_cast<long>((M + every - 1) / every) + every + 4 <= fast;
+  profile_.direct = direct;
   const int alpha = B.alloc(true), beta = B.alloc(true), va = B.alloc(true), vb = B.alloc(true);
   std::vector<int> check(every <= M ? (M + every - 1) / every : 0, -1);
   std::vector<double> check_scale(check.size(), 0);
@@ -599,6 +606,23 @@ std::vector<double> InheritanceModel::location_scores(const std::vector<int>& ma
     ++profile_.steps;
     return s;
   };
+  // beta_k = E_k * K_k(beta_k+1) into `dst` from `src` (which holds beta_{k+1}; unchanged when
+  // it is another vector).
+  auto step_back_from = [&](int k, int dst, int src, double& s) {
+    if (k == M - 1) {
+      B.fill(dst, 1.0);
+      s = timed_step(dst, false, 0, 0, &em[k]);
+      return;
+    }
+    if (dst == src) {
+      s += timed_step(dst, true, male[k], female[k], &em[k]);
+      return;
+    }
+    const auto t = Clock::now();
+    s += B.step_from(dst, src, true, male[k], female[k], &em[k]);
+    profile_.step_s += since(t);
+    ++profile_.steps;
+  };
   // beta_k = E_k * K_k(beta_k+1); `v` holds beta_{k+1} (nothing for k = M - 1).
   auto step_back = [&](int k, int v, double& s) {
     if (k == M - 1) {
@@ -608,7 +632,20 @@ std::vector<double> InheritanceModel::location_scores(const std::vector<int>& ma
       s += timed_step(v, true, male[k], female[k], &em[k]);
     }
   };
-  if (M > 0) {
+  if (M > 0 && direct) {
+    double s = 0;
+    int cur = beta;
+    for (int k = M - 1; k >= 0; --k) {
+      const bool at_check = k % every == 0 && k / every < static_cast<int>(check.size());
+      const int dst = at_check ? B.alloc(true) : beta;
+      step_back_from(k, dst, cur, s);
+      if (at_check) {
+        check[k / every] = dst;
+        check_scale[k / every] = s;
+      }
+      cur = dst;
+    }
+  } else if (M > 0) {
     double s = 0;
     for (int k = M - 1; k >= 0; --k) {
       step_back(k, beta, s);
@@ -635,12 +672,34 @@ std::vector<double> InheritanceModel::location_scores(const std::vector<int>& ma
     }
     for (int j = (from < M ? from - 1 : M - 1); j >= k; --j) step_back(j, target, s);
   };
-  auto beta_at = [&](int k, double& s) {
+  // beta_k (with its ln scale): the vector that holds it, `beta` or (direct) a cached one.
+  auto beta_at = [&](int k, double& s) -> int {
     if (!block_cache) {
       rebuild(k, beta, s);
-      return;
+      return beta;
     }
     const int b = k / every;
+    if (b != have_block && direct) {
+      const int lo = b * every, hi = std::min(M, lo + every);
+      for (int v : cached)
+        if (v >= 0) B.release(v);
+      cached.assign(hi - lo, -1);
+      cached_scale.assign(hi - lo, 0);
+      int prev = hi < M ? check[hi / every] : -1;
+      double bs = hi < M ? check_scale[hi / every] : 0;
+      for (int j = hi - 1; j > lo; --j) {
+        const int v = B.alloc(true);
+        step_back_from(j, v, prev, bs);
+        cached[j - lo] = v;
+        cached_scale[j - lo] = bs;
+        prev = v;
+      }
+      have_block = b;
+    }
+    if (direct) {
+      s = k == b * every ? check_scale[b] : cached_scale[k - b * every];
+      return k == b * every ? check[b] : cached[k - b * every];
+    }
     if (b != have_block) {
       const int lo = b * every, hi = std::min(M, lo + every);
       for (int v : cached)
@@ -672,10 +731,12 @@ std::vector<double> InheritanceModel::location_scores(const std::vector<int>& ma
       B.copy(beta, cached[k - b * every]);
       s = cached_scale[k - b * every];
     }
+    return beta;
   };
   std::vector<double> out(points.size(), kNegInf);
   // sum_w [K_left alpha](w) E_T(w) [K_right beta](w)
-  auto score = [&](bool have_alpha, double as, bool have_beta, double bs, const Point& pt) {
+  auto score = [&](bool have_alpha, double as, int bv, double bs, const Point& pt) {
+    const bool have_beta = bv >= 0;
     const auto t = Clock::now();
     double s = as + bs;
     // A point at a marker (theta 0 on that side) needs no kernel there.
@@ -683,7 +744,7 @@ std::vector<double> InheritanceModel::location_scores(const std::vector<int>& ma
     const bool kl = have_alpha && (pt.male_left > 1e-12 || pt.female_left > 1e-12);
     const bool kr = have_beta && (pt.male_right > 1e-12 || pt.female_right > 1e-12);
     if (have_alpha && have_beta) {
-      s += B.ln_score(alpha, {kl, pt.male_left, pt.female_left}, &et, beta,
+      s += B.ln_score(alpha, {kl, pt.male_left, pt.female_left}, &et, bv,
                       {kr, pt.male_right, pt.female_right}, va, vb);
       profile_.score_steps += kl + kr;
       profile_.score_s += since(t);
@@ -696,7 +757,7 @@ std::vector<double> InheritanceModel::location_scores(const std::vector<int>& ma
       B.fill(va, 1.0);
     }
     if (have_beta) {
-      B.copy(vb, beta);
+      B.copy(vb, bv);
       if (kr) s += B.step(vb, true, pt.male_right, pt.female_right, nullptr);
     } else {
       B.fill(vb, 1.0);
@@ -717,9 +778,8 @@ std::vector<double> InheritanceModel::location_scores(const std::vector<int>& ma
     }
     if (at[k + 1].empty()) continue;
     double bs = 0;
-    if (k + 1 < M) beta_at(k + 1, bs);
-    for (int p : at[k + 1])
-      out[p] = score(k >= 0, k >= 0 ? as : ln_prior, k + 1 < M, bs, points[p]);
+    const int bv = k + 1 < M ? beta_at(k + 1, bs) : -1;
+    for (int p : at[k + 1]) out[p] = score(k >= 0, k >= 0 ? as : ln_prior, bv, bs, points[p]);
   }
   if (markers_only) *markers_only = M > 0 ? as + B.ln_dot(alpha, nullptr, -1) : 0.0;
   for (int v : cached)
