@@ -344,6 +344,10 @@ class CpuChain final : public ChainBackend {
       std::uint64_t mask_hi;           // the mask above the block
       int shift;                       // set bits of the mask inside the block
       std::vector<std::uint32_t> lut;  // pext of the block offset (empty: none inside)
+      // When the mask's bits inside the block start with a run of bits 0..run-1 (run >= 2):
+      // the block is chunks of 2^run states that read 2^run consecutive entries, at chunk_off.
+      int run = 0;
+      std::vector<std::uint32_t> chunk_off;
     };
     std::vector<Mixed> mixed;
     const EmissionProgram* program = nullptr;  // evaluated per state (null: none)
@@ -408,10 +412,15 @@ const CpuChain::Prepared& CpuChain::prepare(const Emission& e) {
       for (long t = 0; t < block_; ++t) p.low[t] *= f.table[pext_sw(t, lo)];
       continue;
     }
-    Prepared::Mixed m{f.table.data(), hi, __builtin_popcountll(lo), {}};
+    Prepared::Mixed m{f.table.data(), hi, __builtin_popcountll(lo), {}, 0, {}};
     if (lo) {
       m.lut.resize(block_);
       for (long t = 0; t < block_; ++t) m.lut[t] = static_cast<std::uint32_t>(pext_sw(t, lo));
+      const int run = __builtin_ctzll(~lo);
+      if (run >= 2) {
+        m.run = run;
+        for (long t = 0; t < block_; t += 1L << run) m.chunk_off.push_back(m.lut[t]);
+      }
     }
     p.mixed.push_back(std::move(m));
   }
@@ -429,6 +438,15 @@ void CpuChain::emission_block(const Prepared& p, long blk, double* out) const {
   for (const auto& m : p.mixed) {
     if (m.lut.empty()) continue;
     const double* base = m.table + (pext_sw(blk, m.mask_hi) << m.shift);
+    if (m.run > 0) {
+      const long len = 1L << m.run;
+      for (std::size_t c = 0; c < m.chunk_off.size(); ++c) {
+        double* __restrict o = out + (static_cast<long>(c) << m.run);
+        const double* __restrict b = base + m.chunk_off[c];
+        for (long i = 0; i < len; ++i) o[i] *= b[i];
+      }
+      continue;
+    }
     const std::uint32_t* lut = m.lut.data();
     for (long t = 0; t < block_; ++t) out[t] *= base[lut[t]];
   }
