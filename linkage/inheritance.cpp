@@ -503,13 +503,26 @@ Emission InheritanceModel::emission(int l) const {
     std::vector<int> rank(k);  // the bit of the new index that variable i lands in
     for (int i = 0; i < k; ++i)
       rank[i] = __builtin_popcountll(ef.mask & ((std::uint64_t(1) << pos[i]) - 1));
-    ef.table.assign(f.t.size(), 0.0);
+    // Read in the new order (sequential writes): the old index of each new one from two lookup
+    // tables, its low 12 bits and the rest.
+    std::vector<int> from(k);  // per bit of the new index: the bit of the old index
+    for (int i = 0; i < k; ++i) from[rank[i]] = k - 1 - i;
+    const int lo = std::min(k, 12);
+    auto lut = [&](int first, int count) {
+      std::vector<std::size_t> t(std::size_t(1) << count, 0);
+      for (std::size_t j = 0; j < t.size(); ++j)
+        for (int b = 0; b < count; ++b)
+          if ((j >> b) & 1) t[j] |= std::size_t(1) << from[first + b];
+      return t;
+    };
+    const std::vector<std::size_t> tl = lut(0, lo), th = lut(lo, k - lo);
+    const std::size_t ml = (std::size_t(1) << lo) - 1;
+    ef.table.resize(f.t.size());
     double mx = 0;
-    for (std::size_t old = 0; old < f.t.size(); ++old) {
-      std::size_t idx = 0;
-      for (int i = 0; i < k; ++i) idx |= ((old >> (k - 1 - i)) & 1) << rank[i];
-      ef.table[idx] = f.t[old];
-      mx = std::max(mx, f.t[old]);
+    for (std::size_t idx = 0; idx < f.t.size(); ++idx) {
+      const double y = f.t[tl[idx & ml] | th[idx >> lo]];
+      ef.table[idx] = y;
+      mx = std::max(mx, y);
     }
     if (!(mx > 0)) {
       out.zero = true;
