@@ -482,7 +482,7 @@ void CpuChain::tile_pass(const double* src_all, double* x, const Pass& ps,
 #pragma omp parallel if (N_ > 65536)
   {
     std::vector<double> buf(n);
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 16)
     for (long tile = 0; tile < ntiles; ++tile) {
       const long off = ((tile / chunks) << b) + (tile % chunks) * C;
       double* base = x + off;
@@ -542,7 +542,7 @@ double CpuChain::region0(double* x, double pre, bool kernel, const std::vector<d
 #pragma omp parallel if (N_ > 65536) reduction(max : mx) reduction(+ : sum)
   {
     std::vector<double> eb(p ? block_ : 0);
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 16)
     for (long blk = 0; blk < blocks; ++blk) {
       double* y = x + blk * block_;
       if (pre != 1)
@@ -652,7 +652,7 @@ double CpuChain::dot(const double* x, const Prepared* p, const double* y) {
 #pragma omp parallel if (N_ > 65536) reduction(+ : s)
   {
     std::vector<double> eb(block_, 1.0);
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 16)
     for (long blk = 0; blk < blocks; ++blk) {
       if (p) emission_block(*p, blk, eb.data());
       const double* u = x + blk * block_;
