@@ -280,6 +280,10 @@ class CpuChain final : public ChainBackend {
       }
     }
     for (const auto& g : L_.groups) {
+      if (__builtin_popcountll(g.mask) == 1) {
+        folded_.push_back(__builtin_ctzll(g.mask));
+        continue;
+      }
       if (g.region == 0) continue;
       bool placed = false;
       for (Pass& ps : passes_)
@@ -379,13 +383,19 @@ class CpuChain final : public ChainBackend {
   // emission; returns the maximum, or with `other` the sum of y * other.
   double region0(double* x, double pre, bool kernel, const std::vector<double>& th,
                  const Prepared* p, const double* other);
+  // Per state position p: th[p] the theta of its butterfly, th[bits + p] the theta of a founder
+  // group whose lowest position is p. A group of one bit (a founder with two children kept)
+  // mixes the same pair again with the same theta: the two butterflies are one, of theta
+  // 2t(1 - t), and the group has no pass of its own.
   std::vector<double> thetas(double male, double female) const {
-    std::vector<double> th(L_.bits);
-    for (int i = 0; i < L_.bits; ++i) th[i] = L_.female[i] ? female : male;
+    std::vector<double> th(2 * L_.bits);
+    for (int i = 0; i < L_.bits; ++i) th[i] = th[L_.bits + i] = L_.female[i] ? female : male;
+    for (int p : folded_) th[p] = 2 * th[p] * (1 - th[p]);
     return th;
   }
   std::vector<Pass> passes_;
   std::vector<std::uint64_t> wide_;  // groups in no single pass
+  std::vector<int> folded_;          // positions whose one-bit group rides on their butterfly
 
   ChainLayout L_;
   long N_;
@@ -478,7 +488,7 @@ void CpuChain::tile_pass(const double* src_all, double* x, const Pass& ps,
   const long chunks = inner / C, ntiles = (N_ >> b) * chunks, n = rows * C;
   std::vector<double> lt(th.begin() + a, th.begin() + b);
   std::vector<double> gt;
-  for (std::uint64_t m : ps.groups) gt.push_back(th[__builtin_ctzll(m)]);
+  for (std::uint64_t m : ps.groups) gt.push_back(th[L_.bits + __builtin_ctzll(m)]);
 #pragma omp parallel if (N_ > 65536)
   {
     std::vector<double> buf(n);
@@ -516,7 +526,7 @@ double CpuChain::upper_passes(const double* src, double* x, const std::vector<do
   }
   for (std::uint64_t mask : wide_) {
     // A founder group across passes: one pass of its own.
-    const double t = th[__builtin_ctzll(mask)];
+    const double t = th[L_.bits + __builtin_ctzll(mask)];
     const long m = static_cast<long>(mask), low = m & -m;
 #pragma omp parallel for schedule(static) if (N_ > 65536)
     for (long w = 0; w < N_; ++w) {
@@ -536,7 +546,8 @@ double CpuChain::region0(double* x, double pre, bool kernel, const std::vector<d
   std::vector<double> gt;
   if (kernel)
     for (const auto& g : L_.groups)
-      if (g.region == 0) gm.push_back(g.mask), gt.push_back(th[__builtin_ctzll(g.mask)]);
+      if (g.region == 0 && __builtin_popcountll(g.mask) > 1)
+        gm.push_back(g.mask), gt.push_back(th[L_.bits + __builtin_ctzll(g.mask)]);
   const long blocks = N_ / block_;
   double mx = 0, sum = 0;
 #pragma omp parallel if (N_ > 65536) reduction(max : mx) reduction(+ : sum)
