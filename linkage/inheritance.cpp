@@ -344,8 +344,10 @@ Emission InheritanceModel::emission(int l) const {
   const PedigreeLocus& L = *loci_.at(l);
   const int np = static_cast<int>(ped_.people.size());
   const int n = L.n_alleles;
-  // Variables: the state bits first (ids 0..bits-1, so that a table over all of them is the
-  // state vector), then the allele variables of the kept people.
+  // Variables: the state bits first, the bit at state position p as id bits-1-p (a table lists
+  // its variables in ascending id, the last fastest: so a table over bits is already in the
+  // state's index order, and its factor needs no reordering), then the allele variables of the
+  // kept people.
   std::vector<int> card(bits_, 2);
   std::vector<std::vector<int>> dom;  // per allele variable: recoded alleles
   std::vector<std::array<int, 2>> var(np, {-1, -1});
@@ -401,7 +403,8 @@ Emission InheritanceModel::emission(int l) const {
         return values(pa)[x[0]] == values(c)[x[1]] ? 1.0 : 0.0;
       }));
     } else {
-      tabs.push_back(make_tab({pa, ma, m.bit, c}, card, [&](const std::vector<int>& x) {
+      const int sel = bits_ - 1 - pos_[m.bit];
+      tabs.push_back(make_tab({pa, ma, sel, c}, card, [&](const std::vector<int>& x) {
         const int from = x[2] == 0 ? values(pa)[x[0]] : values(ma)[x[1]];
         return from == values(c)[x[3]] ? 1.0 : 0.0;
       }));
@@ -491,39 +494,14 @@ Emission InheritanceModel::emission(int l) const {
     rest[bi] = std::move(t);
   }
   // Each table to a factor over state positions, numbered from the lowest (pext order), scaled
-  // to a maximum of 1.
+  // to a maximum of 1. A table's index is already that order: its variables ascend in id, so
+  // descend in state position, the last (lowest position) fastest.
   for (Tab& f : rest) {
-    const int k = static_cast<int>(f.vars.size());
     EmissionFactor ef;
-    std::vector<int> pos(k);
-    for (int i = 0; i < k; ++i) {
-      pos[i] = pos_[f.vars[i]];
-      ef.mask |= std::uint64_t(1) << pos[i];
-    }
-    std::vector<int> rank(k);  // the bit of the new index that variable i lands in
-    for (int i = 0; i < k; ++i)
-      rank[i] = __builtin_popcountll(ef.mask & ((std::uint64_t(1) << pos[i]) - 1));
-    // Read in the new order (sequential writes): the old index of each new one from two lookup
-    // tables, its low 12 bits and the rest.
-    std::vector<int> from(k);  // per bit of the new index: the bit of the old index
-    for (int i = 0; i < k; ++i) from[rank[i]] = k - 1 - i;
-    const int lo = std::min(k, 12);
-    auto lut = [&](int first, int count) {
-      std::vector<std::size_t> t(std::size_t(1) << count, 0);
-      for (std::size_t j = 0; j < t.size(); ++j)
-        for (int b = 0; b < count; ++b)
-          if ((j >> b) & 1) t[j] |= std::size_t(1) << from[first + b];
-      return t;
-    };
-    const std::vector<std::size_t> tl = lut(0, lo), th = lut(lo, k - lo);
-    const std::size_t ml = (std::size_t(1) << lo) - 1;
-    ef.table.resize(f.t.size());
+    for (int v : f.vars) ef.mask |= std::uint64_t(1) << (bits_ - 1 - v);
     double mx = 0;
-    for (std::size_t idx = 0; idx < f.t.size(); ++idx) {
-      const double y = f.t[tl[idx & ml] | th[idx >> lo]];
-      ef.table[idx] = y;
-      mx = std::max(mx, y);
-    }
+    for (double y : f.t) mx = std::max(mx, y);
+    ef.table = std::move(f.t);
     if (!(mx > 0)) {
       out.zero = true;
       out.factors.clear();
