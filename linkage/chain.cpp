@@ -361,6 +361,8 @@ class CpuChain final : public ChainBackend {
   double dot(const double* x, const Prepared* p, const double* y);
   // The emission at the states of block `blk` into out (block_ doubles).
   void emission_block(const Prepared& p, long blk, double* out) const;
+  // The same multiplied into y (one sweep per factor, no buffer).
+  void emission_into(const Prepared& p, long blk, double* y) const;
   void check_program() const {
     if (program_failed_)
       throw std::runtime_error(
@@ -477,6 +479,48 @@ void CpuChain::emission_block(const Prepared& p, long blk, double* out) const {
   }
 }
 
+void CpuChain::emission_into(const Prepared& p, long blk, double* __restrict y) const {
+  double c = 1;
+  for (const auto& m : p.mixed)
+    if (m.lut.empty()) c *= m.table[pext_sw(blk, m.mask_hi)];
+  if (!p.low.empty()) {
+    const double* __restrict low = p.low.data();
+    for (long t = 0; t < block_; ++t) y[t] *= low[t] * c;
+  } else if (c != 1) {
+    for (long t = 0; t < block_; ++t) y[t] *= c;
+  }
+  for (const auto& m : p.mixed) {
+    if (m.lut.empty()) continue;
+    const double* base = m.table + (pext_sw(blk, m.mask_hi) << m.shift);
+    if (m.run > 0) {
+      const long len = 1L << m.run;
+      for (std::size_t c = 0; c < m.chunk_off.size(); ++c) {
+        double* __restrict o = y + (static_cast<long>(c) << m.run);
+        const double* __restrict b = base + m.chunk_off[c];
+        for (long i = 0; i < len; ++i) o[i] *= b[i];
+      }
+      continue;
+    }
+    const std::uint32_t* lut = m.lut.data();
+    for (long t = 0; t < block_; ++t) y[t] *= base[lut[t]];
+  }
+  if (p.program) {
+    const EmissionProgram& g = *p.program;
+    const std::uint64_t first = static_cast<std::uint64_t>(blk) << low_bits_;
+    const int np = static_cast<int>(g.people.size());
+    for (long t = 0; t < block_; ++t) {
+      const double v = evaluate_program(g.n, g.people.data(), np, g.freq.data(), g.weights.data(),
+                                        first + static_cast<std::uint64_t>(t));
+      if (v < 0) {
+        y[t] = std::nan("");
+        program_failed_.store(true, std::memory_order_relaxed);
+      } else {
+        y[t] *= v;
+      }
+    }
+  }
+}
+
 // The kernel's butterflies for positions [a, b) (a > 0) and the founder groups inside them:
 // tiles of 2^(b - a) rows of C consecutive states (32 KiB in all, so the tile stays in L1 while
 // every level is applied), copied in and out of a buffer.
@@ -552,7 +596,6 @@ double CpuChain::region0(double* x, double pre, bool kernel, const std::vector<d
   double mx = 0, sum = 0;
 #pragma omp parallel if (N_ > 65536) reduction(max : mx) reduction(+ : sum)
   {
-    std::vector<double> eb(p ? block_ : 0);
 #pragma omp for schedule(dynamic, 16)
     for (long blk = 0; blk < blocks; ++blk) {
       double* y = x + blk * block_;
@@ -563,10 +606,7 @@ double CpuChain::region0(double* x, double pre, bool kernel, const std::vector<d
         for (std::size_t g = 0; g < gm.size(); ++g)
           group_mix(y, block_, static_cast<long>(gm[g]), 1, gt[g]);
       }
-      if (p) {
-        emission_block(*p, blk, eb.data());
-        for (long i = 0; i < block_; ++i) y[i] *= eb[i];
-      }
+      if (p) emission_into(*p, blk, y);
       if (other) {
         sum += block_dot(y, other + blk * block_, block_);
       } else {
