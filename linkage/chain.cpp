@@ -12,6 +12,7 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <tuple>
 #include <unordered_map>
 
 namespace kinfer::linkage {
@@ -357,6 +358,14 @@ class CpuChain final : public ChainBackend {
     const EmissionProgram* program = nullptr;  // evaluated per state (null: none)
   };
   const Prepared& prepare(const Emission& e);
+  // The founder groups of region 0 (more than one bit) and their thetas, appended.
+  void region0_groups(const std::vector<double>& th, std::vector<std::uint64_t>& gm,
+                      std::vector<double>& gt) const;
+  // A point whose two sides both have a kernel, after both sides' upper passes: each block of
+  // both gets its region-0 butterflies and groups (times pre), the right one the emission, and
+  // the sum of their product is returned.
+  double score_pass(double* yb, double pb, const std::vector<double>& tr, const Prepared* p,
+                    double* ya, double pa, const std::vector<double>& tl);
   // sum_w x(w) e(w) y(w) (p null: e = 1; y null: y = 1), no pending factors.
   double dot(const double* x, const Prepared* p, const double* y);
   // The emission at the states of block `blk` into out (block_ doubles).
@@ -617,6 +626,43 @@ double CpuChain::region0(double* x, double pre, bool kernel, const std::vector<d
   return other ? sum : mx;
 }
 
+void CpuChain::region0_groups(const std::vector<double>& th, std::vector<std::uint64_t>& gm,
+                              std::vector<double>& gt) const {
+  for (const auto& g : L_.groups)
+    if (g.region == 0 && __builtin_popcountll(g.mask) > 1)
+      gm.push_back(g.mask), gt.push_back(th[L_.bits + __builtin_ctzll(g.mask)]);
+}
+
+double CpuChain::score_pass(double* yb, double pb, const std::vector<double>& tr,
+                            const Prepared* p, double* ya, double pa,
+                            const std::vector<double>& tl) {
+  std::vector<std::uint64_t> gm;
+  std::vector<double> gr, gl;
+  region0_groups(tr, gm, gr);
+  gm.clear();
+  region0_groups(tl, gm, gl);
+  const long blocks = N_ / block_;
+  double sum = 0;
+#pragma omp parallel if (N_ > 65536) reduction(+ : sum)
+  {
+#pragma omp for schedule(dynamic, 16)
+    for (long blk = 0; blk < blocks; ++blk) {
+      double* y = yb + blk * block_;
+      double* o = ya + blk * block_;
+      for (auto [v, pre, th, gt] : {std::tuple{y, pb, &tr, &gr}, std::tuple{o, pa, &tl, &gl}}) {
+        if (pre != 1)
+          for (long i = 0; i < block_; ++i) v[i] *= pre;
+        butterflies(v, block_, 1, low_bits_, th->data());
+        for (std::size_t g = 0; g < gm.size(); ++g)
+          group_mix(v, block_, static_cast<long>(gm[g]), 1, (*gt)[g]);
+      }
+      if (p) emission_into(*p, blk, y);
+      sum += block_dot(y, o, block_);
+    }
+  }
+  return sum;
+}
+
 double CpuChain::step_from(int v, int src, bool kernel, double male, double female,
                            const Emission* e) {
   if (!kernel || src == v) return ChainBackend::step_from(v, src, kernel, male, female, e);
@@ -672,6 +718,22 @@ double CpuChain::ln_score(int a, const Side& left, const Emission* e, int b, con
   const Vec& B = vecs_.at(b);
   const double* left_y = A.data.data();
   double ln_s = (p ? p->ln_scale : 0.0);
+  double s;
+  if (left.kernel && right.kernel) {
+    // Both sides' upper passes, then one pass over region 0 that applies both sides' region-0
+    // butterflies block by block, the emission to the right one, and the sum.
+    double* ya = vecs_.at(va).data.data();
+    double* yb = vecs_.at(vb).data.data();
+    const std::vector<double> tl = thetas(left.male, left.female);
+    const std::vector<double> tr = thetas(right.male, right.female);
+    const double pa = upper_passes(A.data.data(), ya, tl, A.pending);
+    const double pb = upper_passes(B.data.data(), yb, tr, B.pending);
+    s = score_pass(yb, pb, tr, p, ya, pa, tl);
+    vecs_[va].pending = vecs_[vb].pending = 1;
+    check_program();
+    if (!(s > 0)) return kNegInf;
+    return std::log(s) + ln_s;
+  }
   if (left.kernel) {
     double* ya = vecs_.at(va).data.data();
     const std::vector<double> tl = thetas(left.male, left.female);
@@ -681,7 +743,6 @@ double CpuChain::ln_score(int a, const Side& left, const Emission* e, int b, con
   } else {
     ln_s += std::log(A.pending);
   }
-  double s;
   if (right.kernel) {
     // The right side's region-0 pass fused with the emission and the sum against the left.
     double* yb = vecs_.at(vb).data.data();
