@@ -102,7 +102,8 @@ template <int m>
 void xor_mix_lanes(double* x, long n, long high, double t) {
   const __m256d tv = _mm256_set1_pd(t);
   if (high == 0) {
-    for (long i = 0; i < n; i += 4) _mm256_storeu_pd(x + i, mix_lanes<m>(_mm256_loadu_pd(x + i), tv));
+    for (long i = 0; i < n; i += 4)
+      _mm256_storeu_pd(x + i, mix_lanes<m>(_mm256_loadu_pd(x + i), tv));
     return;
   }
   const long low = high & -high;
@@ -119,10 +120,14 @@ void xor_mix_lanes(double* x, long n, long high, double t) {
 inline void xor_mix(double* x, long n, long M, double t) {
   const long high = M & ~3L;
   switch (M & 3) {
-    case 0: return xor_mix_lanes<0>(x, n, high, t);
-    case 1: return xor_mix_lanes<1>(x, n, high, t);
-    case 2: return xor_mix_lanes<2>(x, n, high, t);
-    default: return xor_mix_lanes<3>(x, n, high, t);
+    case 0:
+      return xor_mix_lanes<0>(x, n, high, t);
+    case 1:
+      return xor_mix_lanes<1>(x, n, high, t);
+    case 2:
+      return xor_mix_lanes<2>(x, n, high, t);
+    default:
+      return xor_mix_lanes<3>(x, n, high, t);
   }
 }
 #else
@@ -633,9 +638,8 @@ void CpuChain::region0_groups(const std::vector<double>& th, std::vector<std::ui
       gm.push_back(g.mask), gt.push_back(th[L_.bits + __builtin_ctzll(g.mask)]);
 }
 
-double CpuChain::score_pass(double* yb, double pb, const std::vector<double>& tr,
-                            const Prepared* p, double* ya, double pa,
-                            const std::vector<double>& tl) {
+double CpuChain::score_pass(double* yb, double pb, const std::vector<double>& tr, const Prepared* p,
+                            double* ya, double pa, const std::vector<double>& tl) {
   std::vector<std::uint64_t> gm;
   std::vector<double> gr, gl;
   region0_groups(tr, gm, gr);

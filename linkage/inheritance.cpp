@@ -584,8 +584,7 @@ std::vector<double> InheritanceModel::location_scores(const std::vector<int>& ma
   // in place: a rebuilt beta is stepped from the next one into its own vector (step_from), and
   // a point reads the cached beta itself; otherwise (a GPU with checkpoints in host memory)
   // each is copied into `beta` first.
-  const bool direct =
-      block_cache && static_cast<long>((M + every - 1) / every) + every + 4 <= fast;
+  const bool direct = block_cache && static_cast<long>((M + every - 1) / every) + every + 4 <= fast;
   profile_.direct = direct;
   const int alpha = B.alloc(true), beta = B.alloc(true), va = B.alloc(true), vb = B.alloc(true);
   std::vector<int> check(every <= M ? (M + every - 1) / every : 0, -1);
