@@ -64,6 +64,13 @@ class ChainBackend {
   // v <- e ⊙ K(v) (K when `kernel`: the recombination kernel at these thetas; e when not null),
   // then v scaled to a maximum of 1: returns the ln of the factor taken out (-inf when v is 0).
   virtual double step(int v, bool kernel, double male, double female, const Emission* e) = 0;
+  // The same step into `dst` from `src` (both fast vectors; src unchanged). The default copies,
+  // then steps in place; the CPU reads src in the kernel's first pass instead of copying.
+  virtual double step_from(int dst, int src, bool kernel, double male, double female,
+                           const Emission* e) {
+    copy(dst, src);
+    return step(dst, kernel, male, female, e);
+  }
   // ln sum_w a(w) e(w) b(w): e null means 1, b < 0 means 1.
   virtual double ln_dot(int a, const Emission* e, int b) = 0;
   // A trait position's score: ln sum_w [K_left a](w) e(w) [K_right b](w), K_side the kernel at

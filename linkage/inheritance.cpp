@@ -49,13 +49,52 @@ Tab multiply_sum(const std::vector<const Tab*>& fs, int x, const std::vector<int
   };
   for (int f = 0; f < nf; ++f) fill(fs[f]->vars, st[f]);
   fill(out.vars, st[nf]);
-  std::vector<int> digit(nu, 0);
+  // The last variables of u (at most 4096 combinations) form an inner block whose offsets into
+  // every table are listed once; the odometer then steps over the outer variables only, and each
+  // block is a few gathers (same products, same order of the sums as entry by entry).
+  int ni = 0;
+  long inner = 1;
+  while (ni < nu && inner * card[u[nu - 1 - ni]] <= 4096) inner *= card[u[nu - 1 - ni++]];
+  const int no = nu - ni;
+  std::vector<std::vector<long>> off(nf + 1, std::vector<long>(inner, 0));
+  std::vector<char> constant(nf, 1);  // the factor reads no inner variable
+  {
+    std::vector<int> d(ni, 0);
+    for (long k = 0; k < inner; ++k) {
+      for (int f = 0; f <= nf; ++f) {
+        long o = 0;
+        for (int q = 0; q < ni; ++q) o += d[q] * st[f][no + q];
+        off[f][k] = o;
+      }
+      for (int q = ni - 1; q >= 0 && ++d[q] == card[u[no + q]]; --q) d[q] = 0;
+    }
+    for (int f = 0; f < nf; ++f)
+      for (int q = 0; q < ni; ++q)
+        if (st[f][no + q] != 0) constant[f] = 0;
+  }
+  std::vector<double> p(inner);
+  std::vector<int> digit(no, 0);
   std::vector<long> idx(nf + 1, 0);
   while (true) {
-    double p = 1;
-    for (int f = 0; f < nf && p != 0; ++f) p *= fs[f]->t[idx[f]];
-    out.t[idx[nf]] += p;
-    int j = nu - 1;
+    bool zero = false;
+    for (int f = 0; f < nf && !zero; ++f) zero = constant[f] && fs[f]->t[idx[f]] == 0;
+    if (!zero) {
+      std::fill(p.begin(), p.end(), 1.0);
+      for (int f = 0; f < nf; ++f) {
+        const double* t = fs[f]->t.data() + idx[f];
+        if (constant[f]) {
+          const double c = *t;
+          for (long k = 0; k < inner; ++k) p[k] *= c;
+        } else {
+          const long* o = off[f].data();
+          for (long k = 0; k < inner; ++k) p[k] *= t[o[k]];
+        }
+      }
+      double* y = out.t.data() + idx[nf];
+      const long* o = off[nf].data();
+      for (long k = 0; k < inner; ++k) y[o[k]] += p[k];
+    }
+    int j = no - 1;
     for (; j >= 0; --j) {
       const int c = card[u[j]];
       if (++digit[j] < c) {
@@ -305,8 +344,10 @@ Emission InheritanceModel::emission(int l) const {
   const PedigreeLocus& L = *loci_.at(l);
   const int np = static_cast<int>(ped_.people.size());
   const int n = L.n_alleles;
-  // Variables: the state bits first (ids 0..bits-1, so that a table over all of them is the
-  // state vector), then the allele variables of the kept people.
+  // Variables: the state bits first, the bit at state position p as id bits-1-p (a table lists
+  // its variables in ascending id, the last fastest: so a table over bits is already in the
+  // state's index order, and its factor needs no reordering), then the allele variables of the
+  // kept people.
   std::vector<int> card(bits_, 2);
   std::vector<std::vector<int>> dom;  // per allele variable: recoded alleles
   std::vector<std::array<int, 2>> var(np, {-1, -1});
@@ -362,7 +403,8 @@ Emission InheritanceModel::emission(int l) const {
         return values(pa)[x[0]] == values(c)[x[1]] ? 1.0 : 0.0;
       }));
     } else {
-      tabs.push_back(make_tab({pa, ma, m.bit, c}, card, [&](const std::vector<int>& x) {
+      const int sel = bits_ - 1 - pos_[m.bit];
+      tabs.push_back(make_tab({pa, ma, sel, c}, card, [&](const std::vector<int>& x) {
         const int from = x[2] == 0 ? values(pa)[x[0]] : values(ma)[x[1]];
         return from == values(c)[x[3]] ? 1.0 : 0.0;
       }));
@@ -452,26 +494,14 @@ Emission InheritanceModel::emission(int l) const {
     rest[bi] = std::move(t);
   }
   // Each table to a factor over state positions, numbered from the lowest (pext order), scaled
-  // to a maximum of 1.
+  // to a maximum of 1. A table's index is already that order: its variables ascend in id, so
+  // descend in state position, the last (lowest position) fastest.
   for (Tab& f : rest) {
-    const int k = static_cast<int>(f.vars.size());
     EmissionFactor ef;
-    std::vector<int> pos(k);
-    for (int i = 0; i < k; ++i) {
-      pos[i] = pos_[f.vars[i]];
-      ef.mask |= std::uint64_t(1) << pos[i];
-    }
-    std::vector<int> rank(k);  // the bit of the new index that variable i lands in
-    for (int i = 0; i < k; ++i)
-      rank[i] = __builtin_popcountll(ef.mask & ((std::uint64_t(1) << pos[i]) - 1));
-    ef.table.assign(f.t.size(), 0.0);
+    for (int v : f.vars) ef.mask |= std::uint64_t(1) << (bits_ - 1 - v);
     double mx = 0;
-    for (std::size_t old = 0; old < f.t.size(); ++old) {
-      std::size_t idx = 0;
-      for (int i = 0; i < k; ++i) idx |= ((old >> (k - 1 - i)) & 1) << rank[i];
-      ef.table[idx] = f.t[old];
-      mx = std::max(mx, f.t[old]);
-    }
+    for (double y : f.t) mx = std::max(mx, y);
+    ef.table = std::move(f.t);
     if (!(mx > 0)) {
       out.zero = true;
       out.factors.clear();
@@ -550,6 +580,12 @@ std::vector<double> InheritanceModel::location_scores(const std::vector<int>& ma
   }
   profile_.checkpoint_every = every;
   profile_.block_cache = block_cache;
+  // When the checkpoints and the block all fit in fast memory (the CPU: always), they are read
+  // in place: a rebuilt beta is stepped from the next one into its own vector (step_from), and
+  // a point reads the cached beta itself; otherwise (a GPU with checkpoints in host memory)
+  // each is copied into `beta` first.
+  const bool direct = block_cache && static_cast<long>((M + every - 1) / every) + every + 4 <= fast;
+  profile_.direct = direct;
   const int alpha = B.alloc(true), beta = B.alloc(true), va = B.alloc(true), vb = B.alloc(true);
   std::vector<int> check(every <= M ? (M + every - 1) / every : 0, -1);
   std::vector<double> check_scale(check.size(), 0);
@@ -560,6 +596,23 @@ std::vector<double> InheritanceModel::location_scores(const std::vector<int>& ma
     ++profile_.steps;
     return s;
   };
+  // beta_k = E_k * K_k(beta_k+1) into `dst` from `src` (which holds beta_{k+1}; unchanged when
+  // it is another vector).
+  auto step_back_from = [&](int k, int dst, int src, double& s) {
+    if (k == M - 1) {
+      B.fill(dst, 1.0);
+      s = timed_step(dst, false, 0, 0, &em[k]);
+      return;
+    }
+    if (dst == src) {
+      s += timed_step(dst, true, male[k], female[k], &em[k]);
+      return;
+    }
+    const auto t = Clock::now();
+    s += B.step_from(dst, src, true, male[k], female[k], &em[k]);
+    profile_.step_s += since(t);
+    ++profile_.steps;
+  };
   // beta_k = E_k * K_k(beta_k+1); `v` holds beta_{k+1} (nothing for k = M - 1).
   auto step_back = [&](int k, int v, double& s) {
     if (k == M - 1) {
@@ -569,7 +622,20 @@ std::vector<double> InheritanceModel::location_scores(const std::vector<int>& ma
       s += timed_step(v, true, male[k], female[k], &em[k]);
     }
   };
-  if (M > 0) {
+  if (M > 0 && direct) {
+    double s = 0;
+    int cur = beta;
+    for (int k = M - 1; k >= 0; --k) {
+      const bool at_check = k % every == 0 && k / every < static_cast<int>(check.size());
+      const int dst = at_check ? B.alloc(true) : beta;
+      step_back_from(k, dst, cur, s);
+      if (at_check) {
+        check[k / every] = dst;
+        check_scale[k / every] = s;
+      }
+      cur = dst;
+    }
+  } else if (M > 0) {
     double s = 0;
     for (int k = M - 1; k >= 0; --k) {
       step_back(k, beta, s);
@@ -596,12 +662,34 @@ std::vector<double> InheritanceModel::location_scores(const std::vector<int>& ma
     }
     for (int j = (from < M ? from - 1 : M - 1); j >= k; --j) step_back(j, target, s);
   };
-  auto beta_at = [&](int k, double& s) {
+  // beta_k (with its ln scale): the vector that holds it, `beta` or (direct) a cached one.
+  auto beta_at = [&](int k, double& s) -> int {
     if (!block_cache) {
       rebuild(k, beta, s);
-      return;
+      return beta;
     }
     const int b = k / every;
+    if (b != have_block && direct) {
+      const int lo = b * every, hi = std::min(M, lo + every);
+      for (int v : cached)
+        if (v >= 0) B.release(v);
+      cached.assign(hi - lo, -1);
+      cached_scale.assign(hi - lo, 0);
+      int prev = hi < M ? check[hi / every] : -1;
+      double bs = hi < M ? check_scale[hi / every] : 0;
+      for (int j = hi - 1; j > lo; --j) {
+        const int v = B.alloc(true);
+        step_back_from(j, v, prev, bs);
+        cached[j - lo] = v;
+        cached_scale[j - lo] = bs;
+        prev = v;
+      }
+      have_block = b;
+    }
+    if (direct) {
+      s = k == b * every ? check_scale[b] : cached_scale[k - b * every];
+      return k == b * every ? check[b] : cached[k - b * every];
+    }
     if (b != have_block) {
       const int lo = b * every, hi = std::min(M, lo + every);
       for (int v : cached)
@@ -633,10 +721,12 @@ std::vector<double> InheritanceModel::location_scores(const std::vector<int>& ma
       B.copy(beta, cached[k - b * every]);
       s = cached_scale[k - b * every];
     }
+    return beta;
   };
   std::vector<double> out(points.size(), kNegInf);
   // sum_w [K_left alpha](w) E_T(w) [K_right beta](w)
-  auto score = [&](bool have_alpha, double as, bool have_beta, double bs, const Point& pt) {
+  auto score = [&](bool have_alpha, double as, int bv, double bs, const Point& pt) {
+    const bool have_beta = bv >= 0;
     const auto t = Clock::now();
     double s = as + bs;
     // A point at a marker (theta 0 on that side) needs no kernel there.
@@ -644,7 +734,7 @@ std::vector<double> InheritanceModel::location_scores(const std::vector<int>& ma
     const bool kl = have_alpha && (pt.male_left > 1e-12 || pt.female_left > 1e-12);
     const bool kr = have_beta && (pt.male_right > 1e-12 || pt.female_right > 1e-12);
     if (have_alpha && have_beta) {
-      s += B.ln_score(alpha, {kl, pt.male_left, pt.female_left}, &et, beta,
+      s += B.ln_score(alpha, {kl, pt.male_left, pt.female_left}, &et, bv,
                       {kr, pt.male_right, pt.female_right}, va, vb);
       profile_.score_steps += kl + kr;
       profile_.score_s += since(t);
@@ -657,7 +747,7 @@ std::vector<double> InheritanceModel::location_scores(const std::vector<int>& ma
       B.fill(va, 1.0);
     }
     if (have_beta) {
-      B.copy(vb, beta);
+      B.copy(vb, bv);
       if (kr) s += B.step(vb, true, pt.male_right, pt.female_right, nullptr);
     } else {
       B.fill(vb, 1.0);
@@ -678,9 +768,8 @@ std::vector<double> InheritanceModel::location_scores(const std::vector<int>& ma
     }
     if (at[k + 1].empty()) continue;
     double bs = 0;
-    if (k + 1 < M) beta_at(k + 1, bs);
-    for (int p : at[k + 1])
-      out[p] = score(k >= 0, k >= 0 ? as : ln_prior, k + 1 < M, bs, points[p]);
+    const int bv = k + 1 < M ? beta_at(k + 1, bs) : -1;
+    for (int p : at[k + 1]) out[p] = score(k >= 0, k >= 0 ? as : ln_prior, bv, bs, points[p]);
   }
   if (markers_only) *markers_only = M > 0 ? as + B.ln_dot(alpha, nullptr, -1) : 0.0;
   for (int v : cached)

@@ -84,6 +84,7 @@ class InheritanceModel {
     double table_bytes = 0;  // the emissions' factor tables, all loci
     int checkpoint_every = 0;
     bool block_cache = false;
+    bool direct = false;  // checkpoints and cached betas read in place (no copies)
   };
   const Profile& profile() const { return profile_; }
 

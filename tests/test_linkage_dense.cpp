@@ -327,6 +327,90 @@ TEST_CASE("LinkageDense.CpuChainStepMatchesNaiveKernel", "[engine]") {
   }
 }
 
+TEST_CASE("LinkageDense.CpuChainLanesFoldsAndSlices", "[engine]") {
+  // The CPU kernel's special paths against the kernel applied butterfly by butterfly: founder
+  // groups whose masks reach the two lowest state bits (every lane permutation, with and
+  // without higher bits), one-bit groups (folded into their bit's butterfly), emission factors
+  // whose bits in region 0 start at bit 0 (consecutive slices) or not (lookups); and step_from
+  // against copy and step.
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> U(0.05, 1.0), T(0.0, 0.5);
+  const std::vector<std::vector<std::uint64_t>> group_sets = {
+      {0x11, 0x122, 0xc, 0x40, 0x280, 0x1000, 0x6000},
+      {0x403, 0x4, 0x18, 0x60, 0x2800},
+      {0x3, 0x5c, 0x1, 0x800}};
+  for (const auto& groups : group_sets) {
+    const int bits = 15;
+    ChainLayout L;
+    L.bits = bits;
+    for (int i = 0; i < bits; ++i) L.female.push_back(rng() % 2);
+    L.regions = {{0, 11}, {11, bits}};
+    for (std::uint64_t m : groups) L.groups.push_back({m, false, m < 0x800 ? 0 : 1});
+    Emission e;
+    for (std::uint64_t m : {0x7full | 0x6000ull, 0x3ull | 0x800ull, 0xcull, 0x1ull | 0x100ull}) {
+      EmissionFactor ef;
+      ef.mask = m;
+      ef.table.resize(std::size_t(1) << __builtin_popcountll(m));
+      for (double& x : ef.table) x = U(rng);
+      e.factors.push_back(ef);
+    }
+    const long N = 1L << bits;
+    auto pext = [](std::uint64_t x, std::uint64_t m) {
+      std::uint64_t r = 0;
+      for (int k = 0; m; m &= m - 1, ++k) r |= ((x >> __builtin_ctzll(m)) & 1) << k;
+      return r;
+    };
+    const double male = T(rng), female = T(rng);
+    std::vector<double> v0(N);
+    for (double& x : v0) x = U(rng);
+    std::vector<double> naive = v0;
+    for (int p = 0; p < bits; ++p) {
+      const double t = L.female[p] ? female : male;
+      for (long w = 0; w < N; ++w)
+        if (!(w & (1L << p))) {
+          const double a = naive[w], b = naive[w | (1L << p)];
+          naive[w] = (1 - t) * a + t * b, naive[w | (1L << p)] = t * a + (1 - t) * b;
+        }
+    }
+    for (const auto& g : L.groups) {
+      const double t = L.female[__builtin_ctzll(g.mask)] ? female : male;
+      const long m = static_cast<long>(g.mask), low = m & -m;
+      for (long w = 0; w < N; ++w)
+        if (!(w & low)) {
+          const double a = naive[w], b = naive[w ^ m];
+          naive[w] = (1 - t) * a + t * b, naive[w ^ m] = t * a + (1 - t) * b;
+        }
+    }
+    for (long w = 0; w < N; ++w)
+      for (const auto& f : e.factors) naive[w] *= f.table[pext(w, f.mask)];
+    // The CPU backend from v0: loaded through an emission over every bit (a table of v0).
+    auto cpu = make_cpu_chain(L, 0);
+    Emission load;
+    load.factors.push_back({static_cast<std::uint64_t>(N - 1), v0});
+    const int v = cpu->alloc(true), w = cpu->alloc(true);
+    cpu->fill(v, 1.0);
+    const double s0 = cpu->step(v, false, 0, 0, &load);
+    const double s1 = cpu->step_from(w, v, true, male, female, &e);
+    const double s2 = cpu->step(v, true, male, female, &e);
+    const double m1 = *std::max_element(naive.begin(), naive.end());
+    INFO("groups " << groups.size() << " first " << groups[0]);
+    CHECK(s0 + s1 == Approx(std::log(m1)).margin(1e-12));
+    CHECK(s0 + s2 == Approx(std::log(m1)).margin(1e-12));
+    // Every state at once: sums against random weights, and v and w against each other.
+    Emission wts;
+    wts.factors.push_back({static_cast<std::uint64_t>(N - 1), std::vector<double>(N)});
+    for (double& x : wts.factors[0].table) x = U(rng);
+    double tot = 0, sq = 0;
+    for (long k = 0; k < N; ++k) {
+      tot += naive[k] / m1 * wts.factors[0].table[k];
+      sq += (naive[k] / m1) * (naive[k] / m1);
+    }
+    CHECK(cpu->ln_dot(v, &wts, -1) == Approx(std::log(tot)).margin(1e-11));
+    CHECK(cpu->ln_dot(w, &wts, -1) == Approx(std::log(tot)).margin(1e-11));
+    CHECK(cpu->ln_dot(v, nullptr, w) == Approx(std::log(sq)).margin(1e-11));
+  }
+}
+
 TEST_CASE("LinkageDense.EmissionsOnTheFlyMatchTables", "[engine]") {
   // The emission evaluated per state (founder-allele graph, linkage/emission_program.hpp)
   // against the factor tables at every state of every locus, and the whole walk with every
