@@ -8,6 +8,7 @@
 #include <memory>
 #include <sstream>
 
+#include <omp.h>
 #include <spdlog/spdlog.h>
 
 #include "engine/errors.hpp"
@@ -24,6 +25,12 @@ double AnalysisResult::lod(double ln_l, double ln_base) {
 }
 
 namespace {
+
+// Host bytes of a lod run besides the chain's tables and vectors and process_bytes(): the
+// pedigrees, loci and results (a few MiB here), and with the chain on a GPU the CUDA context's
+// host memory (~120 MiB measured on the H100 machine, docs/perf-notes.md).
+constexpr double kChainReserve = 32.0 * 1024 * 1024;
+constexpr double kChainGpuReserve = 160.0 * 1024 * 1024;
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) {
@@ -375,14 +382,36 @@ std::vector<double> dense_positions(const LocusFile& lf, const PedigreeFile& pf,
     const double vec = 8.0 * std::exp2(im.bits());
     std::unique_ptr<ChainBackend> backend;
     if (opt.chain_backend) backend = opt.chain_backend(im.layout());
+    const bool on_gpu = backend != nullptr;
     if (!backend) {
       if (opt.plan.max_memory_bytes > 0 && 5 * vec > opt.plan.max_memory_bytes) continue;
       backend = make_cpu_chain(im.layout(), opt.plan.max_memory_bytes);
     }
+    // --max-memory holds the emission tables and the state vectors together, less the rest of
+    // the process (the program, the pedigrees and results; a GPU's context on the host)
+    if (opt.plan.max_memory_bytes > 0)
+      im.set_memory_limit(std::max(1.0, opt.plan.max_memory_bytes -
+                                            process_bytes(omp_get_max_threads()) -
+                                            (on_gpu ? kChainGpuReserve : kChainReserve)));
     double mk = 0;
     std::vector<double> v;
     try {
-      v = im.location_scores(idx, mm.male, mm.female, nm, points, &mk, backend.get());
+      try {
+        v = im.location_scores(idx, mm.male, mm.female, nm, points, &mk, backend.get());
+      } catch (const std::length_error& e) {
+        // the GPU keeps every emission's tables: under a tight --max-memory the CPU chain,
+        // which recomputes those without room, still fits
+        if (!on_gpu || (opt.plan.max_memory_bytes > 0 && 5 * vec > opt.plan.max_memory_bytes))
+          throw;
+        spdlog::warn("pedigree {}: the chain on {} refused ({}): it runs on the CPU",
+                     pf.pedigrees[p].id, backend->name(), e.what());
+        backend = make_cpu_chain(im.layout(), opt.plan.max_memory_bytes);
+        if (opt.plan.max_memory_bytes > 0)  // the CUDA context stays on the host
+          im.set_memory_limit(std::max(
+              1.0,
+              opt.plan.max_memory_bytes - process_bytes(omp_get_max_threads()) - kChainGpuReserve));
+        v = im.location_scores(idx, mm.male, mm.female, nm, points, &mk, backend.get());
+      }
     } catch (const std::length_error& e) {
       spdlog::warn("pedigree {}: the inheritance chain ({} bits) refused ({}): the network runs it",
                    pf.pedigrees[p].id, im.bits(), e.what());
@@ -391,11 +420,11 @@ std::vector<double> dense_positions(const LocusFile& lf, const PedigreeFile& pf,
     const auto& pr = im.profile();
     spdlog::debug(
         "pedigree {}: chain on {}: emissions {:.3f} s ({} factors of {:.0f} MiB, {} beyond the "
-        "first region, {} loci per state on the fly), {} steps {:.3f} s, {} points ({} kernel "
-        "steps) {:.3f} s; checkpoint every {} markers{}",
+        "first region, {} loci per state on the fly, {} without room recomputed {} times), {} "
+        "steps {:.3f} s, {} points ({} kernel steps) {:.3f} s; checkpoint every {} markers{}",
         pf.pedigrees[p].id, backend->name(), pr.emission_s, pr.factors, pr.table_bytes / 1048576.0,
-        pr.mixed_factors, pr.programs, pr.steps, pr.step_s, todo.size(), pr.score_steps, pr.score_s,
-        pr.checkpoint_every, pr.block_cache ? ", block cache" : "");
+        pr.mixed_factors, pr.programs, pr.dropped, pr.recomputed, pr.steps, pr.step_s, todo.size(),
+        pr.score_steps, pr.score_s, pr.checkpoint_every, pr.block_cache ? ", block cache" : "");
     // Likelihood 0: the network path says which locus and people (diagnose_zero).
     if (std::isinf(mk)) continue;
     markers[p] = mk;

@@ -297,6 +297,10 @@ class CpuChain final : public ChainBackend {
       if (!placed) wide_.push_back(g.mask);
     }
   }
+  bool forget(const Emission* e) override {
+    if (e) prepared_.erase(e);
+    return true;
+  }
   std::string name() const override { return "cpu"; }
   long vectors_fast() const override {
     if (max_bytes_ <= 0) return 1L << 30;

@@ -90,6 +90,14 @@ class ChainBackend {
     const double d = ln_dot(va, e, vb);
     return d + s;
   }
+  // Drops what the backend keeps for emission `e` (prepared from its tables and kept by its
+  // address) before the caller changes or frees it; forget(nullptr) asks whether it can.
+  // Returns false when it cannot: an emission it has seen must then stay unchanged at its
+  // address for the backend's life (the GPU keeps device copies).
+  virtual bool forget(const Emission* e) {
+    (void)e;
+    return false;
+  }
 };
 
 // The CPU backend: OpenMP over tiles; `max_bytes` bounds the vectors it holds (0: no bound).

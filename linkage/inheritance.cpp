@@ -335,8 +335,9 @@ EmissionProgram InheritanceModel::program(int l) const {
   return out;
 }
 
-Emission InheritanceModel::emission(int l) const {
-  if (table_limit_ <= 0) {
+Emission InheritanceModel::emission(int l, double table_limit) const {
+  const double limit = table_limit < 0 ? table_limit_ : table_limit;
+  if (limit <= 0) {
     Emission p;
     p.program = program(l);
     if (p.program.n > 0) return p;
@@ -437,12 +438,12 @@ Emission InheritanceModel::emission(int l) const {
       }
     done[best] = 1;
     if (in.empty()) continue;  // a variable in no table (cannot happen: priors, transmissions)
-    if (best_size / card[best] > table_limit_) {
+    if (best_size / card[best] > limit) {
       Emission p;
       p.program = program(l);
       if (p.program.n > 0) return p;
     }
-    if (best_size / card[best] > table_limit_)
+    if (best_size / card[best] > limit)
       throw std::length_error("an emission factor of 2^" +
                               std::to_string(static_cast<int>(std::log2(best_size / card[best]))) +
                               " entries at locus " + std::to_string(l + 1));
@@ -532,21 +533,100 @@ std::vector<double> InheritanceModel::location_scores(const std::vector<int>& ma
   ChainBackend& B = *backend;
   const int M = static_cast<int>(markers.size());
   const double ln_prior = -bits_ * std::log(2.0);  // each class of vectors: 2^-bits
-  // Every emission once, as factor tables (small: kept for the whole walk).
+  // Every emission once, as factor tables (kept for the whole walk). Under a memory limit, in
+  // chunks of loci, each locus's factors limited to its share of what is left for tables after
+  // four state vectors (set_memory_limit); beyond it a locus goes per state on the fly.
   auto t0 = Clock::now();
-  const Emission et = emission(trait);
+  const double vec = 8.0 * std::exp2(bits_);
+  const bool bounded = memory_limit_ > 0;
+  auto bytes_of = [](const Emission& e) {
+    double b = 0;
+    for (const EmissionFactor& f : e.factors) b += 8.0 * static_cast<double>(f.table.size());
+    return b;
+  };
+  auto too_much = [&](double tables) {
+    auto mib = [](double b) { return std::to_string(static_cast<long>(std::ceil(b / 1048576))); };
+    return std::length_error("emission tables of " + mib(tables) +
+                             " MiB and four state vectors of " + mib(vec) +
+                             " MiB exceed the chain's memory, " + mib(memory_limit_) + " MiB");
+  };
+  // `room0`: bytes for the tables (after four state vectors). A factor of at most room0 / 8
+  // bytes (a locus beyond goes per state on the fly); loci computed in chunks that fit in what
+  // is free (the first chunk one locus, then as many as fit at kScratchTimes the largest so far,
+  // at most kEmissionChunk), each chunk followed by dropping the largest tables until the kept
+  // ones and one dropped locus (recomputed into `scratch` when a step needs it) fit. A locus
+  // being computed holds its elimination's intermediate tables too: kScratchTimes its own
+  // (measured on c250: 1.5 exceeded --max-memory by 4-7%).
+  constexpr double kScratchTimes = 3;
+  const double room0 = bounded ? memory_limit_ - 4 * vec : 0;
+  if (bounded && room0 < 0) throw too_much(0);
+  const double limit = bounded ? std::min(table_limit_, room0 / 8 / 8) : -1.0;
+  const Emission et = emission(trait, limit);
+  double kept_bytes = bytes_of(et), dropped_max = 0;
   std::vector<Emission> em(M);
-  std::exception_ptr failed;  // the first locus that failed (no exception leaves the loop)
-#pragma omp parallel for schedule(dynamic)
-  for (int k = 0; k < M; ++k) {
-    try {
-      em[k] = emission(markers[k]);
-    } catch (...) {
-#pragma omp critical
-      if (!failed) failed = std::current_exception();
+  std::vector<char> kept(M, 1);
+  // Drops the largest kept table among loci [a, b) while the tables do not fit; false when
+  // nothing is left to drop there. Only with a backend that can forget an emission (the CPU):
+  // the GPU keeps each emission's device copy by its address, which `scratch` reuses.
+  const bool may_drop = B.forget(nullptr);
+  auto fit = [&](int a, int b) {
+    while (kept_bytes + kScratchTimes * dropped_max > room0) {
+      if (!may_drop) return false;
+      int worst = -1;
+      for (int k = a; k < b; ++k)
+        if (kept[k] && bytes_of(em[k]) > 0 && (worst < 0 || bytes_of(em[k]) > bytes_of(em[worst])))
+          worst = k;
+      if (worst < 0) return false;
+      const double w = bytes_of(em[worst]);
+      kept_bytes -= w;
+      dropped_max = std::max(dropped_max, w);
+      kept[worst] = 0;
+      em[worst] = Emission{};
     }
+    return true;
+  };
+  double largest = 0;  // the largest locus's tables so far
+  for (int c0 = 0, chunk = 1; c0 < M; c0 += chunk) {
+    if (!bounded)
+      chunk = M;
+    else if (c0 > 0)
+      chunk = static_cast<int>(std::clamp((room0 - kept_bytes - kScratchTimes * dropped_max) /
+                                              std::max(kScratchTimes * largest, 1048576.0),
+                                          1.0, static_cast<double>(kEmissionChunk)));
+    const int c1 = std::min(M, c0 + chunk);
+    std::exception_ptr failed;  // the first locus that failed (no exception leaves the loop)
+#pragma omp parallel for schedule(dynamic)
+    for (int k = c0; k < c1; ++k) {
+      try {
+        em[k] = emission(markers[k], limit);
+      } catch (...) {
+#pragma omp critical
+        if (!failed) failed = std::current_exception();
+      }
+    }
+    if (failed) std::rethrow_exception(failed);
+    for (int k = c0; k < c1; ++k) {
+      kept_bytes += bytes_of(em[k]);
+      largest = std::max(largest, bytes_of(em[k]));
+    }
+    if (bounded && !fit(c0, c1) && !may_drop) throw too_much(kept_bytes);
   }
-  if (failed) std::rethrow_exception(failed);
+  if (bounded && !fit(0, M)) throw too_much(kept_bytes + kScratchTimes * dropped_max);
+  // A dropped locus's emission, recomputed (the same tables: emission() is deterministic).
+  Emission scratch;
+  int scratch_k = -1;
+  auto E = [&](int k) -> const Emission* {
+    if (kept[k]) return &em[k];
+    if (scratch_k != k) {
+      B.forget(&scratch);
+      scratch = Emission{};  // its tables go before the next are built
+      scratch = emission(markers[k], limit);
+      scratch_k = k;
+      ++profile_.recomputed;
+    }
+    return &scratch;
+  };
+  profile_.dropped = static_cast<long>(std::count(kept.begin(), kept.end(), 0));
   profile_.programs += et.program.n > 0;
   for (const Emission& e : em) {
     profile_.factors += static_cast<long>(e.factors.size());
@@ -567,7 +647,12 @@ std::vector<double> InheritanceModel::location_scores(const std::vector<int>& ma
   // beta_k kept at checkpoints every `every` markers. With room, the betas of one block of
   // markers are rebuilt once from the next checkpoint and kept (about 2 sqrt(M) vectors in
   // all); without, each beta a point needs is rebuilt from the next checkpoint.
-  const long fast = B.vectors_fast(), total = B.vectors_total();
+  long fast = B.vectors_fast(), total = B.vectors_total();
+  if (bounded) {  // the checkpoints get what the tables leave
+    total = std::min(
+        total, 4 + static_cast<long>((room0 - kept_bytes - kScratchTimes * dropped_max) / vec));
+    fast = std::min(fast, total);
+  }
   if (fast < 4 || total < 4)
     throw std::runtime_error("the inheritance chain needs four state vectors in memory (" +
                              std::to_string(bits_) + " bits)");
@@ -601,15 +686,15 @@ std::vector<double> InheritanceModel::location_scores(const std::vector<int>& ma
   auto step_back_from = [&](int k, int dst, int src, double& s) {
     if (k == M - 1) {
       B.fill(dst, 1.0);
-      s = timed_step(dst, false, 0, 0, &em[k]);
+      s = timed_step(dst, false, 0, 0, E(k));
       return;
     }
     if (dst == src) {
-      s += timed_step(dst, true, male[k], female[k], &em[k]);
+      s += timed_step(dst, true, male[k], female[k], E(k));
       return;
     }
     const auto t = Clock::now();
-    s += B.step_from(dst, src, true, male[k], female[k], &em[k]);
+    s += B.step_from(dst, src, true, male[k], female[k], E(k));
     profile_.step_s += since(t);
     ++profile_.steps;
   };
@@ -617,9 +702,9 @@ std::vector<double> InheritanceModel::location_scores(const std::vector<int>& ma
   auto step_back = [&](int k, int v, double& s) {
     if (k == M - 1) {
       B.fill(v, 1.0);
-      s = timed_step(v, false, 0, 0, &em[k]);
+      s = timed_step(v, false, 0, 0, E(k));
     } else {
-      s += timed_step(v, true, male[k], female[k], &em[k]);
+      s += timed_step(v, true, male[k], female[k], E(k));
     }
   };
   if (M > 0 && direct) {
@@ -762,9 +847,9 @@ std::vector<double> InheritanceModel::location_scores(const std::vector<int>& ma
   for (int k = -1; k < M; ++k) {
     if (k == 0) {
       B.fill(alpha, 1.0);
-      as += timed_step(alpha, false, 0, 0, &em[0]);
+      as += timed_step(alpha, false, 0, 0, E(0));
     } else if (k > 0) {
-      as += timed_step(alpha, true, male[k - 1], female[k - 1], &em[k]);
+      as += timed_step(alpha, true, male[k - 1], female[k - 1], E(k));
     }
     if (at[k + 1].empty()) continue;
     double bs = 0;

@@ -71,17 +71,28 @@ class InheritanceModel {
   // The emission of locus `l` (index into `loci`) over the states, as small factor tables;
   // when the elimination would build a factor of more than `table_limit` entries, as a program
   // evaluated per state on the fly instead (linkage/emission_program.hpp; table_limit 0: always).
-  // Throws std::length_error when neither fits.
-  Emission emission(int l) const;
+  // Throws std::length_error when neither fits. `table_limit` >= 0: instead of the model's.
+  Emission emission(int l, double table_limit = -1) const;
   // The per-state program of locus `l` (n == 0: this pedigree is beyond the program's limits).
   EmissionProgram program(int l) const;
   void set_table_limit(double entries) { table_limit_ = entries; }
+  // Host bytes location_scores may hold (0: unbounded): the emissions' factor tables and the
+  // state vectors together (--max-memory less the rest of the process). A factor is limited to
+  // an eighth of what four state vectors leave (a locus beyond: per state on the fly); the
+  // emissions are computed in chunks (at most kEmissionChunk loci) that fit in what is free,
+  // the largest tables dropped until the rest and one dropped locus fit, and a dropped locus
+  // recomputed each time a step needs it (only with a backend that can forget an emission: the
+  // CPU); the checkpoints get what is left. Throws std::length_error with the numbers when four
+  // vectors and the tables do not fit.
+  void set_memory_limit(double bytes) { memory_limit_ = bytes; }
+  static constexpr int kEmissionChunk = 16;
 
   // Where the time of the last location_scores went (seconds; steps counted).
   struct Profile {
     double emission_s = 0, step_s = 0, score_s = 0;
     long steps = 0, score_steps = 0, factors = 0, mixed_factors = 0, programs = 0;
-    double table_bytes = 0;  // the emissions' factor tables, all loci
+    long dropped = 0, recomputed = 0;  // loci whose tables did not fit: recomputed when needed
+    double table_bytes = 0;            // the emissions' factor tables, all loci
     int checkpoint_every = 0;
     bool block_cache = false;
     bool direct = false;  // checkpoints and cached betas read in place (no copies)
@@ -104,6 +115,7 @@ class InheritanceModel {
   ChainLayout layout_;
   Profile profile_;
   double table_limit_ = 67108864.0;  // 2^26 entries (512 MiB)
+  double memory_limit_ = 0;
 };
 
 }  // namespace kinfer::linkage

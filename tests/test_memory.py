@@ -2,7 +2,9 @@
 """`kinfer pe` under --max-memory far below a network's unconditioned need: it conditions
 instead of refusing, the process's peak RSS (wait4's ru_maxrss) stays under the limit, and the
 answer equals the UAI reference (data/uai/REFERENCES.tsv). A limit that not even conditioning
-can meet is refused with exit 3. Run by meson with KINFER_EXE and KINFER_DATA set."""
+can meet is refused with exit 3. `kinfer lod` on a dense map (the Lander-Green chain, 1.4 GiB of
+emission tables) under a limit of half that: within it, the same ln L as without a limit.
+Run by meson with KINFER_EXE and KINFER_DATA set."""
 import json
 import os
 import subprocess
@@ -56,6 +58,26 @@ def main():
     rc, out, err, rss = pe("linkage_16", "4M")
     check(rc == 3 and "conditioning cannot fit" in err,
           f"linkage_16 --max-memory 4M: exit 3 with the numbers (got {rc}: {err.strip()[-200:]})")
+    # The dense-map chain (22 bits, 250 SNPs): its emission tables (1.4 GiB) do not fit in 700
+    # MiB; the largest are recomputed when a step needs them, within the limit, same ln L.
+    dense = os.path.join(os.environ["KINFER_DATA"], "linkage", "dense", "c250")
+    lod = ["lod", "--ped", dense + ".ped", "--dat", dense + ".dat", "--json", "--device", "cpu",
+           "--threads", "2", "--program", "linkmap", "--moving", "1", "--positions", "60", "-v"]
+    rc0, out0, err0, rss0 = run_measured(lod + ["--max-memory", "8G"])
+    rc, out, err, rss = run_measured(lod + ["--max-memory", "700M"])
+    check(rc0 == 0 and rc == 0, f"lod c250: exit 0 with and without the limit (got {rc0}, {rc}: "
+          f"{err.strip()[-300:]})")
+    if rc0 == 0 and rc == 0:
+        check(rss0 > 700 * mib, f"lod c250 without a limit: {rss0 / mib:.0f} MiB (the test forces "
+              f"a change)")
+        check(rss <= 700 * mib, f"lod c250 --max-memory 700M: peak RSS {rss / mib:.0f} MiB")
+        check("recomputed" in err and " 0 without room" not in err,
+              "lod c250 --max-memory 700M: loci without room recomputed (the -v log)")
+        a, b = json.loads(out0), json.loads(out)
+        la = [e["total"]["ln_l"] for e in a["evaluations"]]
+        lb = [e["total"]["ln_l"] for e in b["evaluations"]]
+        check(len(la) == len(lb) and all(abs(x - y) <= 1e-9 * max(1, abs(x)) for x, y in zip(la, lb)),
+              f"lod c250: ln L {lb} under the limit equals {la}")
     # kinfer info shows the conditioning it would use
     rc, out, err, rss = run_measured(["info", network("DBN_11"), "--json", "--order-time", "0.5",
                                       "--max-memory", "24M"])
