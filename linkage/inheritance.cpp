@@ -550,7 +550,10 @@ std::vector<double> InheritanceModel::location_scores(const std::vector<int>& ma
                              " MiB and four state vectors of " + mib(vec) +
                              " MiB exceed the chain's memory, " + mib(memory_limit_) + " MiB");
   };
-  // `room0`: bytes for the tables (after four state vectors). A factor of at most room0 / 8
+  // `room0`: bytes for the tables after the state vectors: the block cache's (2 sqrt(M) + 4, the
+  // walk's 734 steps on c250) while that is at most half of the memory, else at least four
+  // (with fewer checkpoints each point's beta is rebuilt from further away: 16375 steps on c250
+  // under 1500M when the tables took all but four). A factor of at most room0 / 8
   // bytes (a locus beyond goes per state on the fly); loci computed in chunks that fit in what
   // is free (the first chunk one locus, then as many as fit at kScratchTimes the largest so far,
   // at most kEmissionChunk), each chunk followed by dropping the largest tables until the kept
@@ -558,7 +561,9 @@ std::vector<double> InheritanceModel::location_scores(const std::vector<int>& ma
   // being computed holds its elimination's intermediate tables too: kScratchTimes its own
   // (measured on c250: 1.5 exceeded --max-memory by 4-7%).
   constexpr double kScratchTimes = 3;
-  const double room0 = bounded ? memory_limit_ - 4 * vec : 0;
+  const double vectors_wanted = (2 * std::ceil(std::sqrt(static_cast<double>(M))) + 4) * vec;
+  const double room0 =
+      bounded ? memory_limit_ - std::max(4 * vec, std::min(vectors_wanted, memory_limit_ / 2)) : 0;
   if (bounded && room0 < 0) throw too_much(0);
   const double limit = bounded ? std::min(table_limit_, room0 / 8 / 8) : -1.0;
   const Emission et = emission(trait, limit);
@@ -650,7 +655,7 @@ std::vector<double> InheritanceModel::location_scores(const std::vector<int>& ma
   long fast = B.vectors_fast(), total = B.vectors_total();
   if (bounded) {  // the checkpoints get what the tables leave
     total = std::min(
-        total, 4 + static_cast<long>((room0 - kept_bytes - kScratchTimes * dropped_max) / vec));
+        total, static_cast<long>((memory_limit_ - kept_bytes - kScratchTimes * dropped_max) / vec));
     fast = std::min(fast, total);
   }
   if (fast < 4 || total < 4)
