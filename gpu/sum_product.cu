@@ -13,9 +13,11 @@
 // merge their pairs with shuffles, splits through a second kernel.
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <mutex>
+#include <stdexcept>
 #include <type_traits>
 
 #include "gpu/cuda_check.cuh"
@@ -565,22 +567,37 @@ __global__ void __launch_bounds__(256, 4) cached_kernel(const __grid_constant__ 
   }
 }
 
+// A kernel's opt-in to shared memory is an attribute per device, and a __device__ variable has
+// an address per device: what is looked up once is looked up once per device (with once per
+// process, every launch needing more than 48 KiB failed on the second GPU, issue 13).
+constexpr int kMaxDevices = 64;
+using DeviceFlags = std::array<std::once_flag, kMaxDevices>;
+
+int current_device() {
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev >= kMaxDevices) throw std::runtime_error("more CUDA devices than kinfer takes");
+  return dev;
+}
+
 int max_dynamic_shared() {
-  static const int value = [] {
-    int dev = 0, max_optin = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
+  static std::array<int, kMaxDevices> value{};
+  static DeviceFlags flags;
+  const int dev = current_device();
+  std::call_once(flags[dev], [&] {
+    int max_optin = 0;
     CUDA_CHECK(cudaDeviceGetAttribute(&max_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    return max_optin - kStaticShared;
-  }();
-  return value;
+    value[dev] = max_optin - kStaticShared;
+  });
+  return value[dev];
 }
 
 template <class K>
-void allow_shared(K kernel, int bytes, std::once_flag& flag) {
+void allow_shared(K kernel, int bytes, DeviceFlags& flags) {
   // opt in to all the dynamic shared memory the device allows next to the static exp table
-  std::call_once(flag, [&] {
-    int dev = 0, max_optin = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
+  const int dev = current_device();
+  std::call_once(flags[dev], [&] {
+    int max_optin = 0;
     CUDA_CHECK(cudaDeviceGetAttribute(&max_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     cudaFuncAttributes attr{};
     CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
@@ -593,16 +610,16 @@ void allow_shared(K kernel, int bytes, std::once_flag& flag) {
 
 template <class T, int NF, int GC>
 void launch_plain3(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
-  static std::once_flag flag;
-  allow_shared(plain3_kernel<T, NF, GC>, p.shared_bytes, flag);
+  static DeviceFlags flags;
+  allow_shared(plain3_kernel<T, NF, GC>, p.shared_bytes, flags);
   plain3_kernel<T, NF, GC>
       <<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, stream>>>(a);
 }
 
 template <class T, int NF, bool ALL>
 void launch_cached(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
-  static std::once_flag flag;
-  allow_shared(cached_kernel<T, NF, ALL>, p.shared_bytes, flag);
+  static DeviceFlags flags;
+  allow_shared(cached_kernel<T, NF, ALL>, p.shared_bytes, flags);
   cached_kernel<T, NF, ALL>
       <<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, stream>>>(a);
 }
@@ -751,18 +768,21 @@ DeviceTables upload_table_image(const LaunchPlan& p, void* dev, cudaStream_t str
 __device__ double g_zero_f64 = 0;
 __device__ float g_zero_f32 = 0;
 
-// The one-entry zero table that padding slots read.
+// The one-entry zero table that padding slots read (its address looked up per device).
 template <class T>
 const T* zero_table() {
-  static const T* ptr = [] {
+  static std::array<const T*, kMaxDevices> ptr{};
+  static DeviceFlags flags;
+  const int dev = current_device();
+  std::call_once(flags[dev], [&] {
     void* p = nullptr;
     if constexpr (sizeof(T) == 8)
       CUDA_CHECK(cudaGetSymbolAddress(&p, g_zero_f64));
     else
       CUDA_CHECK(cudaGetSymbolAddress(&p, g_zero_f32));
-    return static_cast<const T*>(p);
-  }();
-  return ptr;
+    ptr[dev] = static_cast<const T*>(p);
+  });
+  return ptr[dev];
 }
 
 template <class T>

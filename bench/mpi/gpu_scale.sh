@@ -30,6 +30,8 @@ for rep in 1 2; do
   run l11-1gpu-$rep 0 $D/linkage_11.uai --device gpu --gpu-memory 256M --order-cache none
   run l11-2gpu-$rep 0,1 $D/linkage_11.uai --device gpu --gpu-memory 256M --order-cache none
 done
+run l14-1gpu 0 $D/linkage_14.uai --device gpu --gpu-memory 32M --order-cache none
+run l14-2gpu 0,1 $D/linkage_14.uai --device gpu --gpu-memory 32M --order-cache none
 run p50-1gpu 0 $D/pedigree50.uai --max-memory 60G --order-cache none
 run p50-2gpu 0,1 $D/pedigree50.uai --max-memory 60G --order-cache none
 run p50-1gpu-gm 0 $D/pedigree50.uai --max-memory 60G --gpu-memory 16G --order-cache none
