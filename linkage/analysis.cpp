@@ -383,8 +383,9 @@ std::vector<double> dense_positions(const LocusFile& lf, const PedigreeFile& pf,
     std::unique_ptr<ChainBackend> backend;
     if (opt.chain_backend) backend = opt.chain_backend(im.layout());
     const bool on_gpu = backend != nullptr;
+    const bool cpu_fits = opt.plan.max_memory_bytes <= 0 || 5 * vec <= opt.plan.max_memory_bytes;
     if (!backend) {
-      if (opt.plan.max_memory_bytes > 0 && 5 * vec > opt.plan.max_memory_bytes) continue;
+      if (!cpu_fits) continue;
       backend = make_cpu_chain(im.layout(), opt.plan.max_memory_bytes);
     }
     // --max-memory holds the emission tables and the state vectors together, less the rest of
@@ -400,16 +401,12 @@ std::vector<double> dense_positions(const LocusFile& lf, const PedigreeFile& pf,
         v = im.location_scores(idx, mm.male, mm.female, nm, points, &mk, backend.get());
       } catch (const std::length_error& e) {
         // the GPU keeps every emission's tables: under a tight --max-memory the CPU chain,
-        // which recomputes those without room, still fits
-        if (!on_gpu || (opt.plan.max_memory_bytes > 0 && 5 * vec > opt.plan.max_memory_bytes))
-          throw;
+        // which recomputes those without room, still fits (in the same memory limit: the CUDA
+        // context stays on the host)
+        if (!on_gpu || !cpu_fits) throw;
         spdlog::warn("pedigree {}: the chain on {} refused ({}): it runs on the CPU",
                      pf.pedigrees[p].id, backend->name(), e.what());
         backend = make_cpu_chain(im.layout(), opt.plan.max_memory_bytes);
-        if (opt.plan.max_memory_bytes > 0)  // the CUDA context stays on the host
-          im.set_memory_limit(std::max(
-              1.0,
-              opt.plan.max_memory_bytes - process_bytes(omp_get_max_threads()) - kChainGpuReserve));
         v = im.location_scores(idx, mm.male, mm.female, nm, points, &mk, backend.get());
       }
     } catch (const std::length_error& e) {

@@ -636,7 +636,7 @@ std::vector<double> InheritanceModel::location_scores(const std::vector<int>& ma
   for (const Emission& e : em) {
     profile_.factors += static_cast<long>(e.factors.size());
     profile_.programs += e.program.n > 0;
-    for (const EmissionFactor& f : e.factors) profile_.table_bytes += 8.0 * f.table.size();
+    profile_.table_bytes += bytes_of(e);
     const std::uint64_t low = (std::uint64_t(1) << layout_.regions[0].second) - 1;
     for (const EmissionFactor& f : e.factors) profile_.mixed_factors += (f.mask & ~low) != 0;
   }
