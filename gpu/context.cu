@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <sstream>
+#include <type_traits>
 #include <unordered_map>
 
 #include "engine/errors.hpp"
@@ -92,21 +93,16 @@ std::string shape_key(const BucketShape& s, std::span<const std::vector<int>> sc
 
 // The tables of a launch plan that only the device reads once its image is uploaded.
 void release_device_only_tables(LaunchPlan& p) {
-  std::vector<std::int32_t>().swap(p.out_lo);
-  std::vector<std::int64_t>().swap(p.out_hi);
-  std::vector<std::int32_t>().swap(p.sum_lo);
-  std::vector<std::int64_t>().swap(p.sum_hi);
-  std::vector<std::int64_t>().swap(p.sum_mid);
-  std::vector<std::int32_t>().swap(p.cache_lo);
-  std::vector<std::uint32_t>().swap(p.refetch);
+  LaunchPlan::for_each_device_table(p, [](auto& t) { std::decay_t<decltype(t)>().swap(t); });
 }
 
 // Host bytes a launch plan still holds.
 double plan_host_bytes(const LaunchPlan& p) {
   auto b = [](const auto& v) { return static_cast<double>(v.capacity() * sizeof(v[0])); };
+  double tables = 0;
+  LaunchPlan::for_each_device_table(p, [&](const auto& t) { tables += b(t); });
   return b(p.slot_input) + b(p.tile_vars) + b(p.tile_off) + b(p.tile_all) + b(p.seg_off) +
-         b(p.seg_size) + b(p.pitch) + b(p.out_lo) + b(p.out_hi) + b(p.sum_lo) + b(p.sum_hi) +
-         b(p.sum_mid) + b(p.cache_lo) + b(p.refetch);
+         b(p.seg_size) + b(p.pitch) + tables;
 }
 
 class CudaContext final : public Context {

@@ -348,8 +348,9 @@ const char* to_string(Variant v) {
 }
 
 double LaunchPlan::table_bytes() const {
-  return 4.0 * (out_lo.size() + sum_lo.size() + cache_lo.size() + refetch.size()) +
-         8.0 * (out_hi.size() + sum_hi.size() + sum_mid.size());
+  double b = 0;
+  for_each_device_table(*this, [&](const auto& t) { b += sizeof(t[0]) * t.size(); });
+  return b;
 }
 
 BucketLayout describe(const BucketShape& shape, std::span<const std::vector<int>> scopes) {

@@ -10,7 +10,8 @@
 //   o = page * P + ol   (ol: the lowest output variables, "cache tag" digits above the summed ones)
 //   m = mh * Mi + mi    (mi: the lowest summed variables)
 //   mh = mt * Mh2 + mm  (plain: the outer summed configuration in two levels)
-//   offset_f(o, m) = out_hi[page][f] + out_lo[ol][f] + sum_hi[mt][f] + sum_mid[mm][f] + sum_lo[mi][f]
+//   offset_f(o, m) = out_hi[page][f] + out_lo[ol][f] + sum_hi[mt][f] + sum_mid[mm][f] +
+//   sum_lo[mi][f]
 #include <cstdint>
 #include <span>
 #include <string>
@@ -155,6 +156,18 @@ struct LaunchPlan {
   FastDiv64 div_P, div_items;
   std::vector<FastDiv> div_mf;  // [varying slot] for staging
   double table_bytes() const;
+  // f(table) for each table the device reads, in the order of its device image (sum_product.cu:
+  // table_image_bytes, upload_table_image); `P` is LaunchPlan or const LaunchPlan.
+  template <class P, class F>
+  static void for_each_device_table(P& p, F&& f) {
+    f(p.out_lo);
+    f(p.out_hi);
+    f(p.sum_lo);
+    f(p.sum_hi);
+    f(p.sum_mid);
+    f(p.cache_lo);
+    f(p.refetch);
+  }
 };
 
 // The selector's decision for a bucket, with the numbers behind it.
@@ -188,7 +201,8 @@ bool cached_possible(const BucketLayout& lay, const DeviceLimits& lim, int elem_
 KernelChoice summarize(const LaunchPlan& p, const Selection& s);
 
 // Debug log of one shape's kernel plan prepared ahead of its run (Context::prepare), with its
-// tables then on the host (table_bytes): milliseconds building it, waiting for the context's lock, uploading.
+// tables then on the host (table_bytes): milliseconds building it, waiting for the context's lock,
+// uploading.
 void log_plan_prepared(const LaunchPlan& p, double table_bytes, double build_ms, double wait_ms,
                        double upload_ms);
 

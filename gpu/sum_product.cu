@@ -740,10 +740,10 @@ double ceiling_nf(cudaStream_t stream) {
 }  // namespace
 
 std::size_t table_image_bytes(const LaunchPlan& p) {
-  auto a16 = [](std::size_t b) { return (b + 15) / 16 * 16; };
-  return a16(4 * p.out_lo.size()) + a16(8 * p.out_hi.size()) + a16(4 * p.sum_lo.size()) +
-         a16(8 * p.sum_hi.size()) + a16(8 * p.sum_mid.size()) + a16(4 * p.cache_lo.size()) +
-         a16(4 * p.refetch.size());
+  std::size_t b = 0;
+  LaunchPlan::for_each_device_table(
+      p, [&](const auto& t) { b += (sizeof(t[0]) * t.size() + 15) / 16 * 16; });
+  return b;
 }
 
 DeviceTables upload_table_image(const LaunchPlan& p, void* dev, cudaStream_t stream) {
