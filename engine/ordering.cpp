@@ -514,7 +514,9 @@ OrderStats evaluate_order(int num_vars, const std::vector<int>& card,
 
 OrderResult find_order(int num_vars, const std::vector<int>& card,
                        const std::vector<std::vector<int>>& scopes, const OrderOptions& opt) {
-  constexpr int kRestarts = 16, kChains = 4, kMoves = 12;
+  const int n_restarts = std::max(1, opt.round_restarts);
+  const int n_chains = std::max(0, opt.round_chains);
+  const int n_moves = std::max(1, opt.round_moves);
   constexpr std::size_t kElite = 4;
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
@@ -557,16 +559,17 @@ OrderResult find_order(int num_vars, const std::vector<int>& card,
     ++res.restarts;
     greedy_ops = std::max(greedy_ops, det_ops[i]);
   }
+  std::uint64_t span_ops = greedy_ops;
   res.log2_total_greedy = best.answer().total;
   // Threads only pay when a round is long enough to amortise waking them (a few milliseconds).
-  const bool parallel = greedy_ops * kRestarts > 4'000'000;
+  const bool parallel = greedy_ops * n_restarts > 4'000'000;
 
   auto predicted = [&](const Candidate& c) {
     const OrderStats st = c.stats();
     return opt.predict_seconds ? opt.predict_seconds(st)
                                : std::exp2(st.log2_total_state) / opt.states_per_second;
   };
-  // Rounds of fixed work: kRestarts greedy restarts and kChains annealing chains of kMoves moves
+  // Rounds of fixed work: n_restarts greedy restarts and n_chains annealing chains of n_moves moves
   // on the best orders so far (the elite), all from the state at the start of the round; their
   // results merge in index order. The stopping rule is checked between rounds on counted work.
   std::vector<Candidate> elite{best.overall};
@@ -584,29 +587,38 @@ OrderResult find_order(int num_vars, const std::vector<int>& card,
       break;
     }
     const std::uint64_t r = res.rounds++;
-    const int chains = opt.refine ? kChains : 0;
+    const int chains = opt.refine ? n_chains : 0;
     const double abort_total = best.overall.total;
-    std::vector<Candidate> out(kRestarts + chains);
+    std::vector<Candidate> out(n_restarts + chains);
     std::vector<std::uint64_t> out_ops(out.size(), 0);
-    // The chains (kMoves greedy-sized moves each) are handed out first, so that the restarts
+    // The chains (n_moves greedy-sized moves each) are handed out first, so that the restarts
     // fill the other threads while they run; results stay at their index.
 #pragma omp parallel for schedule(dynamic, 1) if (parallel)
     for (int k = 0; k < static_cast<int>(out.size()); ++k) {
-      const int t = k < chains ? kRestarts + k : k - chains;
-      if (t < kRestarts)
-        out[t] = restart(g, initial, opt.seed, r * kRestarts + t, abort_total, kInf, out_ops[t]);
+      const int t = k < chains ? n_restarts + k : k - chains;
+      if (t < n_restarts)
+        out[t] = restart(g, initial, opt.seed, r * n_restarts + t, abort_total, kInf, out_ops[t]);
       else {
-        const int c = t - kRestarts;
-        out[t] =
-            anneal(g, elite[c % elite.size()], opt.seed, r * kChains + c, kMoves, kInf, out_ops[t]);
+        const int c = t - n_restarts;
+        out[t] = anneal(g, elite[c % elite.size()], opt.seed, r * n_chains + c, n_moves, kInf,
+                        out_ops[t]);
       }
+    }
+    {  // the round's wall time on 16 threads (schedule(dynamic, 1) hands the tasks out in order)
+      std::vector<std::uint64_t> free_at(16, 0);
+      for (int k = 0; k < static_cast<int>(out.size()); ++k) {
+        const int t = k < chains ? n_restarts + k : k - chains;
+        auto it = std::min_element(free_at.begin(), free_at.end());
+        *it += out_ops[t] + kTaskOps;
+      }
+      span_ops += *std::max_element(free_at.begin(), free_at.end());
     }
     for (std::size_t t = 0; t < out.size(); ++t) {
       ops += out_ops[t] + kTaskOps;
-      if (t < kRestarts)
+      if (static_cast<int>(t) < n_restarts)
         ++res.restarts;
       else
-        res.moves += kMoves;
+        res.moves += n_moves;
       if (!out[t].complete) continue;
       best.consider(out[t]);
       // the elite: the best distinct orders, best first (stable: earlier ones win ties)
@@ -629,6 +641,7 @@ OrderResult find_order(int num_vars, const std::vector<int>& card,
   res.heuristic = answer.name;
   res.fits = answer.max_msg <= max_msg;
   res.work = work();
+  res.span16 = static_cast<double>(span_ops) / kOpsPerSecond;
   res.seconds = std::chrono::duration<double>(clock::now() - t0).count();
   return res;
 }

@@ -19,7 +19,7 @@
 namespace kinfer {
 
 // Changes when the search may find other orders for the same options (the order cache's key).
-inline constexpr int kOrderSearchVersion = 2;
+inline constexpr int kOrderSearchVersion = 3;
 
 enum class OrderHeuristic { MinFill, MinWeight, WeightedMinFill, Stochastic };
 
@@ -58,16 +58,28 @@ struct OrderOptions {
   double min_search_seconds = 0.05;
   // Local refinement of the best orders (simulated annealing) besides fresh greedy restarts.
   bool refine = true;
+  // One round of the search: `round_restarts` randomized greedy restarts and `round_chains`
+  // annealing chains of `round_moves` moves on the best orders, run in parallel, merged in index
+  // order. Many tasks of similar length keep 16 threads busy: 16 restarts + 4 chains of 12
+  // moves kept them 6.7x busy (the chains' length was each round's wall time), 32 + 12 x 8 11.6x
+  // at the same quality per work (bench/order/RESULTS.md, "Rounds that keep the threads busy").
+  int round_restarts = 32;
+  int round_chains = 12;
+  int round_moves = 8;
 };
 
 struct OrderResult {
   std::vector<int> order;  // variables in elimination order (only scoped variables)
   OrderStats stats;
-  std::string heuristic;         // what produced it, e.g. "stochastic(min-fill)"
-  int restarts = 0;              // greedy runs, deterministic and randomized
-  int moves = 0;                 // annealing moves tried on the best orders
-  int rounds = 0;                // rounds of restarts and annealing chains
-  double work = 0;               // nominal core-seconds of search (deterministic)
+  std::string heuristic;  // what produced it, e.g. "stochastic(min-fill)"
+  int restarts = 0;       // greedy runs, deterministic and randomized
+  int moves = 0;          // annealing moves tried on the best orders
+  int rounds = 0;         // rounds of restarts and annealing chains
+  double work = 0;        // nominal core-seconds of search (deterministic)
+  // nominal seconds of the search's critical path on 16 threads: each round's tasks handed out
+  // in order to the first free thread (deterministic; work / span16 is the most 16 threads can
+  // speed the search up)
+  double span16 = 0;
   double seconds = 0;            // wall time of the search
   double log2_total_greedy = 0;  // the best deterministic greedy order's total state space
   std::string stopped_by;        // "target" (fraction of the predicted compute), "budget", ""

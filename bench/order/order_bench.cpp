@@ -2,6 +2,7 @@
 // JSON object per run with the order's statistics, the search's work and wall time.
 //   order_bench NETWORK [--evidence FILE] [--seed N] [--threads N] [--budget S] [--refine 0|1]
 //               [--fraction F] [--states-per-second R] [--repeat K]
+//               [--round-restarts R] [--round-chains C] [--round-moves M]
 #include <omp.h>
 #include <sys/resource.h>
 
@@ -35,6 +36,9 @@ int main(int argc, char** argv) {
   app.add_option("--fraction", oo.search_fraction);
   app.add_option("--states-per-second", oo.states_per_second);
   app.add_option("--repeat", repeat);
+  app.add_option("--round-restarts", oo.round_restarts, "greedy restarts per round");
+  app.add_option("--round-chains", oo.round_chains, "annealing chains per round");
+  app.add_option("--round-moves", oo.round_moves, "moves per annealing chain");
   CLI11_PARSE(app, argc, argv);
   if (threads > 0) omp_set_num_threads(threads);
   const Network net = io::read_uai(network);
@@ -55,6 +59,7 @@ int main(int argc, char** argv) {
                               {"threads", omp_get_max_threads()},
                               {"seed", oo.seed},
                               {"refine", oo.refine},
+                              {"round", {oo.round_restarts, oo.round_chains, oo.round_moves}},
                               {"heuristic", r.heuristic},
                               {"width", r.stats.width},
                               {"log2_total_state", r.stats.log2_total_state},
@@ -64,6 +69,7 @@ int main(int argc, char** argv) {
                               {"moves", r.moves},
                               {"rounds", r.rounds},
                               {"work", r.work},
+                              {"span16", r.span16},
                               {"seconds", r.seconds},
                               {"cpu_seconds", cpu},
                               {"stopped_by", r.stopped_by},
