@@ -42,7 +42,7 @@ Schedule uniform(std::size_t n, Policy p, Device d, const std::string& why) {
 
 }  // namespace
 
-OpenedDevice open_gpu(int device) {
+OpenedDevice open_gpu(int device, bool with_profile) {
   const auto t0 = clock_type::now();
   OpenedDevice d = [device, t0] {
     OpenedDevice d;
@@ -65,6 +65,16 @@ OpenedDevice open_gpu(int device) {
     return d;
   }();
   d.seconds = since(t0);
+  if (with_profile && d.ctx) {
+    d.profile_looked = true;
+    d.profile_path = find_profile_for_gpu(d.name);
+    if (d.profile_path.empty()) d.profile_path = default_profile_path();
+    try {
+      if (std::filesystem::exists(d.profile_path)) d.profile = load_profile(d.profile_path, false);
+    } catch (const std::exception&) {
+      d.profile_looked = false;  // Runner::profile reads it again and reports the error
+    }
+  }
   return d;
 }
 
@@ -72,13 +82,19 @@ OpenedDevice open_gpu(int device) {
 // (log2) fewer states than their best order: the search's answer has 2^3-2^6 fewer
 // (linkage_17: 2^39.0 at round 0, 2^33.2 in the end; linkage_16: 2^29.5 and 2^24.3).
 constexpr double kEarlyStartDiscountLog2 = 6;
+// The later rounds, only if it would win with 2x fewer states than their best: a best order
+// still shrinking near the line must not start the driver (linkage_21: 2^28.6 at round 2, 2^26.8
+// in the end, 0.03 s on 16 cores; linkage_14: 2^29.7 at round 2, 2^29.0, 0.23 s).
+constexpr double kLateStartDiscountLog2 = 1;
 
 AutoChoice auto_choice(const Plan& plan, const Profile& profile, Policy policy,
-                       double start_seconds) {
+                       double start_seconds, Schedule* gpu_schedule) {
   AutoChoice c;
   const PlanCosts pc = plan_costs(plan, profile);
   c.cpu_seconds = make_schedule(pc.tree, Policy::cpu_only).cost.total();
-  c.gpu_seconds = make_schedule(pc.tree, policy).cost.total() + start_seconds;
+  Schedule gs = make_schedule(pc.tree, policy);
+  c.gpu_seconds = gs.cost.total() + start_seconds;
+  if (gpu_schedule) *gpu_schedule = std::move(gs);
   c.gpu = c.gpu_seconds < c.cpu_seconds;
   c.why = fmt::format(
       "--device auto: predicted {} on the CPU, {} with the GPU ({}, {} of it to start the "
@@ -96,6 +112,32 @@ double gpu_sized_prediction(const OrderStats& s) {
   return std::min(cpu, gpu_wall * kSearchCoreSecondsPerSecond);
 }
 
+namespace {
+// A plan as the runner's caches know it: the object and its sizes (a plan is not changed once
+// made; the sizes catch one that was).
+struct PlanKey {
+  const Plan* plan = nullptr;
+  std::size_t buckets = 0, inputs = 0;
+  double flops = 0, states = 0;
+  explicit PlanKey(const Plan& p)
+      : plan(&p),
+        buckets(p.tree.buckets.size()),
+        inputs(p.input_scope.size()),
+        flops(p.flops),
+        states(p.order.stats.log2_total_state) {}
+  bool operator==(const PlanKey&) const = default;
+};
+}  // namespace
+
+// The last profile schedule placement() made (or auto_gpu's prediction did), for its plan.
+struct Runner::Placed {
+  PlanKey key;
+  Policy policy;
+  const Profile* profile;
+  bool warm;
+  Schedule schedule;
+};
+
 // The GPU: the machine's (opened once, maybe in the background) or one given by a test.
 struct Runner::Gpu {
   gpu::Context* given = nullptr;
@@ -106,15 +148,9 @@ struct Runner::Gpu {
   // The last --device auto decision made with the GPU open, for the plan it was made for (the
   // planner, the accountant and run() each ask; a prediction is ~10 ms on a large network).
   struct AutoDecision {
-    const Plan* plan = nullptr;
-    std::size_t buckets = 0, inputs = 0;
-    double flops = 0, states = 0;
+    PlanKey key;
     bool gpu = false;
     std::string why;
-    bool same(const Plan& p) const {
-      return plan == &p && buckets == p.tree.buckets.size() && inputs == p.input_scope.size() &&
-             flops == p.flops && states == p.order.stats.log2_total_state;
-    }
   };
   std::optional<AutoDecision> decided;
 };
@@ -131,6 +167,7 @@ std::function<double(const OrderStats&)> Runner::order_prediction() {
     // They start the GPU in the background only when even 2^6 fewer states would make it win
     // clearly, so that its start (~0.3 s) begins with the search instead of after its first
     // rounds and a probe on the search's thread.
+    search_gpu_sized_ = false;
     if ((*calls)++ < kCpuSizedRounds) {
       OrderStats discounted = s;
       discounted.log2_total_state -= kEarlyStartDiscountLog2;
@@ -141,12 +178,22 @@ std::function<double(const OrderStats&)> Runner::order_prediction() {
     // (linkage_21's 2^27.7 at round 2, 2^25.3 in the end) must not start the driver
     const double gpu = gpu_sized_prediction(s);
     if (2 * gpu >= cpu) return cpu;
-    start_if_likely(s);
+    OrderStats discounted = s;
+    discounted.log2_total_state -= kLateStartDiscountLog2;
+    start_if_likely(discounted);
     // Whether there is a GPU, without waiting for the driver (a probe costs ~0.1 s on the
     // search's thread): the device nodes decide, so that the same seed gives the same order on
     // the machine whatever the threads, the load and the background start's progress.
     const bool likely = gpu_->use_given ? gpu_->given != nullptr : gpu::likely_present();
+    search_gpu_sized_ = likely;
     return likely ? gpu : cpu;
+  };
+}
+
+std::function<bool()> Runner::search_while_device_starts() {
+  return [this] {
+    return search_gpu_sized_ && !gpu_->opened && gpu_->early.valid() &&
+           gpu_->early.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
   };
 }
 
@@ -163,7 +210,7 @@ void Runner::start_if_likely(const OrderStats& s) {
   if (2 * gpu >= cpu) return;
   spdlog::debug("starting the GPU in the background (2^{:.1f} states: about {} on the CPU)",
                 s.log2_total_state, format_seconds(cpu));
-  gpu_->early = std::async(std::launch::async, open_gpu, req_.gpu_index);
+  gpu_->early = std::async(std::launch::async, open_gpu, req_.gpu_index, !profile_read_);
   gpu_->early_at = clock_type::now();
 }
 
@@ -221,7 +268,7 @@ Runner::~Runner() {
 void Runner::start_early() {
   if (gpu_->use_given || gpu_->opened || gpu_->early.valid()) return;
   if (req_.device == DeviceChoice::gpu || req_.check) {
-    gpu_->early = std::async(std::launch::async, open_gpu, req_.gpu_index);
+    gpu_->early = std::async(std::launch::async, open_gpu, req_.gpu_index, !profile_read_);
     gpu_->early_at = clock_type::now();
   }
 }
@@ -259,7 +306,10 @@ bool Runner::auto_gpu(const Plan& plan, std::string& why_not) {
   // start and teardown alone would make a small run several times slower).
   const double states = std::exp2(plan.order.stats.log2_total_state);
   const int threads = req_.threads > 0 ? req_.threads : omp_get_max_threads();
-  if (!gpu_->use_given && !holds_gpu() && states / (5e7 * threads) < kGpuStartSeconds) {
+  // Also while a background start on the search's early guess is still under way: such a plan
+  // does not wait for the driver (once open, the profile decides: batch and lod plans).
+  const bool opened = gpu_->opened && gpu_->opened->ctx;
+  if (!gpu_->use_given && !opened && states / (5e7 * threads) < kGpuStartSeconds) {
     why_not = fmt::format(
         "--device auto: 2^{:.1f} states, about {} on the CPU, less than starting the GPU takes",
         plan.order.stats.log2_total_state, format_seconds(states / (5e7 * threads)));
@@ -284,23 +334,25 @@ bool Runner::auto_gpu(const Plan& plan, std::string& why_not) {
     return false;
   }
   // what is left of the GPU's start: nothing when open, less when it started in the background
-  const bool open = gpu_->use_given || (gpu_->opened && gpu_->opened->ctx);
-  if (open && gpu_->decided && gpu_->decided->same(plan)) {
+  const bool open = gpu_->use_given || opened;
+  if (open && gpu_->decided && gpu_->decided->key == PlanKey(plan)) {
     if (!gpu_->decided->gpu) why_not = gpu_->decided->why;
     return gpu_->decided->gpu;
   }
   double start = open ? 0.0 : prof->gpu_start > 0 ? prof->gpu_start : kGpuStartSeconds;
   if (!open && gpu_->early.valid()) start = std::max(0.0, start - since(gpu_->early_at));
   const Policy asked = req_.policy.value_or(kDefaultGpuPolicy);
-  const AutoChoice c =
-      auto_choice(plan, *prof, asked == Policy::gpu_only ? asked : Policy::comm_aware, start);
+  const Policy predicted = asked == Policy::gpu_only ? asked : Policy::comm_aware;
+  Schedule s;
+  const AutoChoice c = auto_choice(plan, *prof, predicted, start, &s);
   spdlog::debug("{}: {}", c.gpu ? "GPU" : "CPU", c.why);
   if (!c.gpu) why_not = c.why;
-  if (open)
-    gpu_->decided =
-        Gpu::AutoDecision{&plan,      plan.tree.buckets.size(),          plan.input_scope.size(),
-                          plan.flops, plan.order.stats.log2_total_state, c.gpu,
-                          c.why};
+  if (open) {
+    gpu_->decided = Gpu::AutoDecision{PlanKey(plan), c.gpu, c.why};
+    // the schedule run() places by, when it asks for the same (auto_choice's costs are cold)
+    if (!(req_.repeated_plans && gpu_warm_))
+      placed_.reset(new Placed{PlanKey(plan), predicted, prof, false, std::move(s)});
+  }
   return c.gpu;
 }
 
@@ -330,8 +382,15 @@ double Runner::device_budget(const Plan& plan) {
 
 Schedule Runner::placement(const Plan& plan, Policy p, const Profile* prof) {
   if (needs_profile(p)) {
-    if (prof && prof->has_gpu)
-      return make_schedule(plan_costs(plan, *prof, req_.repeated_plans && gpu_warm_).tree, p);
+    if (prof && prof->has_gpu) {
+      const bool warm = req_.repeated_plans && gpu_warm_;
+      if (placed_ && placed_->key == PlanKey(plan) && placed_->policy == p &&
+          placed_->profile == prof && placed_->warm == warm)
+        return placed_->schedule;
+      Schedule s = make_schedule(plan_costs(plan, *prof, warm).tree, p);
+      placed_.reset(new Placed{PlanKey(plan), p, prof, warm, s});
+      return s;
+    }
     p = Policy::whole_plan;  // the one fallback: no profile with a GPU part
   }
   if (p == Policy::whole_plan) return whole_plan_schedule(plan.tree);
@@ -449,12 +508,15 @@ const Profile* Runner::profile(std::string& path) {
   if (!profile_read_) {
     profile_read_ = true;
     // the one for this GPU; else whatever the user's cache holds (e.g. a CPU-only calibration)
-    profile_path_ = find_profile_for_gpu(gpu_name());
-    if (profile_path_.empty()) profile_path_ = default_profile_path();
-    if (std::filesystem::exists(profile_path_)) {
-      profile_ = load_profile(profile_path_, false);
-      spdlog::info("profile: {}", profile_path_);
+    if (gpu_->opened && gpu_->opened->profile_looked) {  // read beside the GPU's opening
+      profile_path_ = gpu_->opened->profile_path;
+      profile_ = std::move(gpu_->opened->profile);
+    } else {
+      profile_path_ = find_profile_for_gpu(gpu_name());
+      if (profile_path_.empty()) profile_path_ = default_profile_path();
+      if (std::filesystem::exists(profile_path_)) profile_ = load_profile(profile_path_, false);
     }
+    if (profile_) spdlog::info("profile: {}", profile_path_);
   }
   path = profile_path_.empty() ? default_profile_path() : profile_path_;
   return profile_ ? &*profile_ : nullptr;
@@ -594,6 +656,7 @@ RunResult Runner::run(const Plan& plan) {
       spdlog::warn("could not keep the calibration profile: {}", e.what());
     }
     profile_ = std::move(p);
+    placed_.reset();  // schedules from the profile it replaces
     profile_path_ = to;
     prof = &*profile_;
     path = to;

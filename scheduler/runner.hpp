@@ -28,8 +28,16 @@ struct OpenedDevice {
   std::string name;                   // the GPU's name, or why there is none
   double memory_bytes = 0;
   double seconds = 0;  // probing and opening it took (the driver's start included)
+  // The calibration profile for it, looked up and read beside the opening when asked for
+  // (open_gpu's `with_profile`: the background start; reading ~0.4 MB of JSON takes ~10 ms):
+  // `profile_looked` says it was; `profile_path` is where it was looked for (find_profile_for_gpu,
+  // else default_profile_path()), `profile` empty when there is none or it could not be read.
+  bool profile_looked = false;
+  std::string profile_path;
+  std::optional<Profile> profile;
 };
-OpenedDevice open_gpu(int device = 0);  // device: an index among the visible GPUs
+// device: an index among the visible GPUs
+OpenedDevice open_gpu(int device = 0, bool with_profile = false);
 
 enum class DeviceChoice { automatic, cpu, gpu };
 const char* to_string(DeviceChoice d);
@@ -132,8 +140,9 @@ struct AutoChoice {
   double cpu_seconds = 0, gpu_seconds = 0;  // predicted, the GPU's with its start
   std::string why;
 };
+// `gpu_schedule`, when given, receives `policy`'s schedule (the placement run() would use).
 AutoChoice auto_choice(const Plan& plan, const Profile& profile, Policy policy,
-                       double start_seconds);
+                       double start_seconds, Schedule* gpu_schedule = nullptr);
 
 // The "schedule", "gpu" and "check" members of `kinfer pe --json` (and of a batch pe job's
 // result), from a run.
@@ -151,20 +160,22 @@ std::string check_report_verdict(const CheckReport& c);
 double gpu_sized_prediction(const OrderStats& s);
 // Its rates, measured on the H100 (docs/perf-notes.md, "Plan time and a GPU run out of the box"):
 // the GPU computes a plan in about kGpuComputeBase + states / kGpuStatesPerSecond once started,
-// and the search does kSearchCoreSecondsPerSecond nominal core-seconds per second on 16 cores.
-// The GPU's part is at least kGpuSearchFloorStarts x kGpuStartSeconds: the search runs while the
-// device starts in the background, so a quarter of it (the search's fraction) costs nothing.
-// 3 (was 4 while the GPU started after the search's second round): the device, started at its
-// first round, is open 0.24-0.30 s into the run on the H100 machine, and 0.6 nominal core-s of
-// search take 0.18-0.27 s on its 16 cores (docs/perf-notes.md, "The GPU's start and exit").
-inline constexpr double kGpuSearchFloorStarts = 3;
+// and the search does kSearchCoreSecondsPerSecond nominal core-seconds per second on 16 cores
+// (5.7-7.6 with rounds of 32 restarts + 12 chains, order_bench on the H100 machine; 4 before).
+// The GPU's part is at least kGpuSearchFloorStarts x kGpuStartSeconds (0.6 nominal core-s of
+// search: 0.09-0.16 s on the H100 machine's 16 cores); without a seed given, the search then goes
+// on while the device is still starting (Runner::search_while_device_starts: it is open 0.20-0.35
+// s into the run there). With 4 starts (1.2 core-s) and no such extension, linkage_14's search
+// (4 core-s per second) outlasted the device's start by 0.05-0.08 s (docs/perf-notes.md, "The
+// search's rounds and the device's start").
+inline constexpr double kGpuSearchFloorStarts = 2;
 inline constexpr double kGpuComputeBase = 0.03;
 inline constexpr double kGpuStatesPerSecond = 8e10;
-inline constexpr double kSearchCoreSecondsPerSecond = 4;
+inline constexpr double kSearchCoreSecondsPerSecond = 6;
 // The order_prediction's first calls (the search's first rounds) predict for the CPU alone.
 inline constexpr int kCpuSizedRounds = 2;
 // Names gpu_sized_prediction in the order cache's key (OrderOptions::predict_key).
-inline constexpr const char* kGpuSizedPredictionKey = "gpu-sized-3";
+inline constexpr const char* kGpuSizedPredictionKey = "gpu-sized-4";
 
 class Runner {
  public:
@@ -188,6 +199,10 @@ class Runner {
   // looks like a GPU plan (start_if_likely; in the first rounds, with 2^6 fewer states), so
   // that the device's start overlaps the planning.
   std::function<double(const OrderStats&)> order_prediction();
+  // For OrderOptions::keep_searching (runs without a seed given): true while the GPU started in
+  // the background is still opening and the search's latest prediction was the GPU's; the plan
+  // would wait for the device anyway, so the search goes on meanwhile.
+  std::function<bool()> search_while_device_starts();
   // Whether a GPU context is open or opening.
   bool holds_gpu() const;
   // Whether run(plan) would use the GPU (if there is one); for --device auto, reads the
@@ -237,8 +252,11 @@ class Runner {
   const std::string& gpu_name();
   // The schedule policy `p` gives `plan`: from `prof` for the profile policies (greedy,
   // comm-aware), whole-plan instead when there is no profile with a GPU part (Schedule::policy
-  // says what it is). run() and planned_assignment() both place through it.
+  // says what it is). run() and planned_assignment() both place through it; the last profile
+  // schedule is kept for its plan (auto_gpu's too: a schedule takes ~5 ms on a large network).
   Schedule placement(const Plan& plan, Policy p, const Profile* prof);
+  struct Placed;
+  std::unique_ptr<Placed> placed_;
   // --device auto: whether this plan goes to the GPU, and why not when it does not.
   bool auto_gpu(const Plan& plan, std::string& why_not);
 
@@ -250,6 +268,7 @@ class Runner {
   std::string profile_note_;
   std::optional<std::string> gpu_name_;
   bool gpu_warm_ = false;
+  bool search_gpu_sized_ = false;  // order_prediction's latest answer was the GPU-sized one
   bool check_warned_ = false;  // "--check: no GPU" said once
   Totals totals_;
   std::optional<int> gpu_count_;                // visible GPUs, probed once
