@@ -62,9 +62,6 @@ int run_pe(const PeOptions& o) {
   po.keep_tables = false;  // the plan runs once: its network and model tables are dropped
   po.order.predict_seconds = runner.order_prediction();
   if (po.order.predict_seconds) po.order.predict_key = sched::kGpuSizedPredictionKey;
-  // Without a seed, the search also uses the device's start (the plan waits for it anyway).
-  if (po.order.predict_seconds && !o.net.seed_given)
-    po.order.keep_searching = runner.search_while_device_starts();
   po.device_budget = [&runner](const Plan& p) { return runner.device_budget(p); };
   // Under mpirun rank 0 plans and the other ranks build its plan (dist/: no search there).
   ConditionedPlan cplan = dist::conditioned_plan(net, ev, po);

@@ -29,15 +29,10 @@ void NetworkOptions::add(CLI::App& cmd) {
                  "compute time of the best order found")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd.add_option_function<std::uint64_t>(
-         "--seed",
-         [this](const std::uint64_t& v) {
-           seed = v;
-           seed_given = true;
-         },
-         "seed of the stochastic order search: the same seed gives the same order on any machine "
-         "and thread count (without one, a GPU run's search also uses the device's start)")
-      ->default_str(std::to_string(seed));
+  cmd.add_option("--seed", seed,
+                 "seed of the stochastic order search: the same seed gives the same order on any "
+                 "machine and thread count")
+      ->capture_default_str();
   cmd.add_option("--threads", threads, "CPU threads (default: all cores)")
       ->check(CLI::NonNegativeNumber);
   cmd.add_option("--order-cache", order_cache,

@@ -17,7 +17,6 @@ struct NetworkOptions {
   double order_time = 10.0;  // nominal core-seconds of order-search work at most
   int threads = 0;
   std::uint64_t seed = 1;
-  bool seed_given = false;  // --seed on the command line (set by add's parse callback)
 
   void add(CLI::App& cmd);
   // Reads the network and the evidence (NETWORK.evid when -e is absent, logged).

@@ -583,11 +583,8 @@ OrderResult find_order(int num_vars, const std::vector<int>& card,
       break;
     }
     if (work() >= target) {
-      if (!opt.keep_searching || !opt.keep_searching()) {
-        res.stopped_by = "target";
-        break;
-      }
-      ++res.extra_rounds;
+      res.stopped_by = "target";
+      break;
     }
     const std::uint64_t r = res.rounds++;
     const int chains = opt.refine ? n_chains : 0;

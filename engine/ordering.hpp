@@ -66,11 +66,6 @@ struct OrderOptions {
   int round_restarts = 32;
   int round_chains = 12;
   int round_moves = 8;
-  // When set, the search goes on past its target (never past time_budget) while this returns
-  // true, e.g. while the GPU that will run the plan is still starting: time that costs nothing.
-  // The rounds are the same, so the answer is at least as good as the target's; which one it is
-  // depends on timing. For runs without a seed given: a seed's order stays reproducible.
-  std::function<bool()> keep_searching;
 };
 
 struct OrderResult {
@@ -88,7 +83,6 @@ struct OrderResult {
   double seconds = 0;            // wall time of the search
   double log2_total_greedy = 0;  // the best deterministic greedy order's total state space
   std::string stopped_by;        // "target" (fraction of the predicted compute), "budget", ""
-  int extra_rounds = 0;          // rounds past the target (keep_searching)
   bool fits = true;              // largest table within max_table_entries
 };
 

@@ -47,7 +47,6 @@ std::string structure_key(const ReducedModel& m, const OrderOptions& o) {
     mix_double(o.search_fraction);
     mix_double(o.min_search_seconds);
     mix(o.refine);
-    mix(o.keep_searching ? 1 : 0);
     mix(static_cast<std::uint64_t>(o.round_restarts));
     mix(static_cast<std::uint64_t>(o.round_chains));
     mix(static_cast<std::uint64_t>(o.round_moves));
@@ -224,13 +223,10 @@ OrderedModel order_model(const Network& net, const Evidence& ev, const PlanOptio
   auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
   spdlog::debug(
       "plan: reduction {:.3f} s, components {:.3f} s, order {:.3f} s ({}; search {:.3f} s, "
-      "{:.3g} nominal core-s ({:.3g} on 16 threads), {} restarts, {} moves, stopped by {}{})",
+      "{:.3g} nominal core-s ({:.3g} on 16 threads), {} restarts, {} moves, stopped by {})",
       secs(t0, t1), secs(t1, t2), secs(t2, clock::now()), om.order.heuristic, om.order.seconds,
       om.order.work, om.order.span16, om.order.restarts, om.order.moves,
-      om.order.stopped_by.empty() ? "-" : om.order.stopped_by,
-      om.order.extra_rounds > 0
-          ? fmt::format(", {} rounds past it (keep_searching)", om.order.extra_rounds)
-          : "");
+      om.order.stopped_by.empty() ? "-" : om.order.stopped_by);
   return om;
 }
 

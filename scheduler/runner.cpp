@@ -167,7 +167,6 @@ std::function<double(const OrderStats&)> Runner::order_prediction() {
     // They start the GPU in the background only when even 2^6 fewer states would make it win
     // clearly, so that its start (~0.3 s) begins with the search instead of after its first
     // rounds and a probe on the search's thread.
-    search_gpu_sized_ = false;
     if ((*calls)++ < kCpuSizedRounds) {
       OrderStats discounted = s;
       discounted.log2_total_state -= kEarlyStartDiscountLog2;
@@ -185,15 +184,7 @@ std::function<double(const OrderStats&)> Runner::order_prediction() {
     // search's thread): the device nodes decide, so that the same seed gives the same order on
     // the machine whatever the threads, the load and the background start's progress.
     const bool likely = gpu_->use_given ? gpu_->given != nullptr : gpu::likely_present();
-    search_gpu_sized_ = likely;
     return likely ? gpu : cpu;
-  };
-}
-
-std::function<bool()> Runner::search_while_device_starts() {
-  return [this] {
-    return search_gpu_sized_ && !gpu_->opened && gpu_->early.valid() &&
-           gpu_->early.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
   };
 }
 

@@ -163,11 +163,11 @@ double gpu_sized_prediction(const OrderStats& s);
 // and the search does kSearchCoreSecondsPerSecond nominal core-seconds per second on 16 cores
 // (5.7-7.6 with rounds of 32 restarts + 12 chains, order_bench on the H100 machine; 4 before).
 // The GPU's part is at least kGpuSearchFloorStarts x kGpuStartSeconds (0.6 nominal core-s of
-// search: 0.09-0.16 s on the H100 machine's 16 cores); without a seed given, the search then goes
-// on while the device is still starting (Runner::search_while_device_starts: it is open 0.20-0.35
-// s into the run there). With 4 starts (1.2 core-s) and no such extension, linkage_14's search
-// (4 core-s per second) outlasted the device's start by 0.05-0.08 s (docs/perf-notes.md, "The
-// search's rounds and the device's start").
+// search, 0.09-0.16 s on the H100 machine's 16 cores): the search runs while the device starts
+// in the background (open 0.20-0.35 s into the run there), so it costs nothing. With 4 starts
+// (1.2 core-s) linkage_14's search (4 core-s per second) outlasted the device's start; searching
+// on until the device was open (unseeded runs) cost more in rounds past its opening than the
+// better orders saved (docs/perf-notes.md, "The search's rounds and the device's start").
 inline constexpr double kGpuSearchFloorStarts = 2;
 inline constexpr double kGpuComputeBase = 0.03;
 inline constexpr double kGpuStatesPerSecond = 8e10;
@@ -199,10 +199,6 @@ class Runner {
   // looks like a GPU plan (start_if_likely; in the first rounds, with 2^6 fewer states), so
   // that the device's start overlaps the planning.
   std::function<double(const OrderStats&)> order_prediction();
-  // For OrderOptions::keep_searching (runs without a seed given): true while the GPU started in
-  // the background is still opening and the search's latest prediction was the GPU's; the plan
-  // would wait for the device anyway, so the search goes on meanwhile.
-  std::function<bool()> search_while_device_starts();
   // Whether a GPU context is open or opening.
   bool holds_gpu() const;
   // Whether run(plan) would use the GPU (if there is one); for --device auto, reads the
@@ -268,7 +264,6 @@ class Runner {
   std::string profile_note_;
   std::optional<std::string> gpu_name_;
   bool gpu_warm_ = false;
-  bool search_gpu_sized_ = false;  // order_prediction's latest answer was the GPU-sized one
   bool check_warned_ = false;  // "--check: no GPU" said once
   Totals totals_;
   std::optional<int> gpu_count_;                // visible GPUs, probed once

@@ -176,36 +176,6 @@ TEST_CASE("Ordering.StopsAtAFractionOfThePredictedCompute", "[engine]") {
   check_valid(in, mf);
 }
 
-TEST_CASE("Ordering.KeepSearchingGoesOnPastTheTargetNeverWorse", "[engine]") {
-  const Instance in = real_instance("linkage_21.uai.gz");
-  OrderOptions oo;
-  oo.time_budget = 5;
-  oo.min_search_seconds = 0.01;
-  oo.predict_seconds = [](const OrderStats&) { return 0.0; };  // the target: the floor
-  const OrderResult base = find_order(in.num_vars, in.card, in.scopes, oo);
-  REQUIRE(base.stopped_by == "target");
-  // Never asked to go on: the same order as without the function.
-  oo.keep_searching = [] { return false; };
-  const OrderResult same = find_order(in.num_vars, in.card, in.scopes, oo);
-  CHECK(same.order == base.order);
-  CHECK(same.extra_rounds == 0);
-  // Three more rounds: the same rounds first, so an answer at least as good; then the target.
-  int calls = 0;
-  oo.keep_searching = [&calls] { return ++calls <= 3; };
-  const OrderResult more = find_order(in.num_vars, in.card, in.scopes, oo);
-  check_valid(in, more);
-  CHECK(more.extra_rounds == 3);
-  CHECK(more.rounds == base.rounds + 3);
-  CHECK(more.stopped_by == "target");
-  CHECK(more.stats.log2_total_state <= base.stats.log2_total_state + 1e-12);
-  // Always: the budget still stops it.
-  oo.time_budget = 0.3;
-  oo.keep_searching = [] { return true; };
-  const OrderResult capped = find_order(in.num_vars, in.card, in.scopes, oo);
-  CHECK(capped.stopped_by == "budget");
-  CHECK(capped.work < 0.6);
-}
-
 TEST_CASE("Ordering.CacheKeepsTheOrder", "[engine]") {
   namespace fs = std::filesystem;
   const fs::path dir =
