@@ -220,12 +220,17 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
     r.st.h2d_bytes += 8.0 * n;
     return h;
   };
-  auto finish_uploads = [&] {
+  const auto gpu_t0 = clock_type::now();
+  auto finish_uploads = [&](int b) {
     if (!xfer_busy) return;
     xfer_busy = false;
     const auto t0 = clock_type::now();
     ctx.synchronize(xfer);
     r.st.gpu_upload_wait_s += since(t0);
+    if (since(t0) > 0.002)  // where a GPU run waits (docs/perf-notes.md)
+      spdlog::debug("executor: bucket {} waited {:.1f} ms for its uploads, {:.3f} s into the GPU "
+                    "thread",
+                    b, 1e3 * since(t0), since(gpu_t0));
     if (r.opt.time_buckets) r.st.h2d_seconds += since(t0);
     for (double* p : staged) pool.give(p);
     staged.clear();
@@ -276,7 +281,7 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
   r.st.gpu_stage_s = since(pass1);
   log_resources("the GPU inputs staged");
   if (r.opt.time_buckets) {  // staging, queueing and the wait, all of it
-    finish_uploads();
+    finish_uploads(-1);
     r.st.h2d_seconds = since(pass1);
   }
 
@@ -320,7 +325,7 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
       in.push_back({h, buckets[c].output_vars()});
       used.push_back(h);
     }
-    finish_uploads();  // the kernel reads what was just uploaded
+    finish_uploads(b);  // the kernel reads what was just uploaded
     const BucketShape shape = bucket_shape(r.plan, b);
     const std::int64_t n_out = shape.output_size();
     if (s < 0) s = compute_streams[next_stream++ % compute_streams.size()];
