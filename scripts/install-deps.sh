@@ -6,6 +6,7 @@ set -euo pipefail
 PKGS=(build-essential pkg-config meson ninja-build
       libboost-graph-dev libspdlog-dev libfmt-dev catch2 libcli11-dev nlohmann-json3-dev zlib1g-dev
       fastlink gnuplot-nox python3
+      time  # GNU time: tests/test_memory.py's peak RSS of kinfer alone (wait4 from Python counts Python's)
       openmpi-bin libopenmpi-dev)  # optional MPI (-Dmpi=auto): `mpirun kinfer ...`, tests/test_mpi.py
 if [ "${1:-}" != "--force" ]; then
   missing=()
