@@ -592,10 +592,11 @@ OrderResult find_order(int num_vars, const std::vector<int>& card,
     std::vector<Candidate> out(n_restarts + chains);
     std::vector<std::uint64_t> out_ops(out.size(), 0);
     // The chains (n_moves greedy-sized moves each) are handed out first, so that the restarts
-    // fill the other threads while they run; results stay at their index.
+    // fill the other threads while they run; results stay at their index: task k is out[task(k)].
+    const auto task = [&](int k) { return k < chains ? n_restarts + k : k - chains; };
 #pragma omp parallel for schedule(dynamic, 1) if (parallel)
     for (int k = 0; k < static_cast<int>(out.size()); ++k) {
-      const int t = k < chains ? n_restarts + k : k - chains;
+      const int t = task(k);
       if (t < n_restarts)
         out[t] = restart(g, initial, opt.seed, r * n_restarts + t, abort_total, kInf, out_ops[t]);
       else {
@@ -607,9 +608,8 @@ OrderResult find_order(int num_vars, const std::vector<int>& card,
     {  // the round's wall time on 16 threads (schedule(dynamic, 1) hands the tasks out in order)
       std::vector<std::uint64_t> free_at(16, 0);
       for (int k = 0; k < static_cast<int>(out.size()); ++k) {
-        const int t = k < chains ? n_restarts + k : k - chains;
         auto it = std::min_element(free_at.begin(), free_at.end());
-        *it += out_ops[t] + kTaskOps;
+        *it += out_ops[task(k)] + kTaskOps;
       }
       span_ops += *std::max_element(free_at.begin(), free_at.end());
     }

@@ -226,12 +226,14 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
     xfer_busy = false;
     const auto t0 = clock_type::now();
     ctx.synchronize(xfer);
-    r.st.gpu_upload_wait_s += since(t0);
-    if (since(t0) > 0.002)  // where a GPU run waits (docs/perf-notes.md)
-      spdlog::debug("executor: bucket {} waited {:.1f} ms for its uploads, {:.3f} s into the GPU "
-                    "thread",
-                    b, 1e3 * since(t0), since(gpu_t0));
-    if (r.opt.time_buckets) r.st.h2d_seconds += since(t0);
+    const double waited = since(t0);
+    r.st.gpu_upload_wait_s += waited;
+    if (waited > 0.002)  // where a GPU run waits (docs/perf-notes.md)
+      spdlog::debug(
+          "executor: bucket {} waited {:.1f} ms for its uploads, {:.3f} s into the "
+          "GPU thread",
+          b, 1e3 * waited, since(gpu_t0));
+    if (r.opt.time_buckets) r.st.h2d_seconds += waited;
     for (double* p : staged) pool.give(p);
     staged.clear();
   };

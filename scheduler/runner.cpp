@@ -40,6 +40,15 @@ Schedule uniform(std::size_t n, Policy p, Device d, const std::string& why) {
   return s;
 }
 
+// The calibration profile for the GPU `gpu_name`: the one made with it, else whatever the user's
+// cache holds (e.g. a CPU-only calibration); `profile` empty when the file is not there. Throws
+// InputError for a malformed file.
+void find_and_read_profile(const std::string& gpu_name, std::string& path,
+                           std::optional<Profile>& profile) {
+  path = find_profile_for_gpu(gpu_name);
+  if (path.empty()) path = default_profile_path();
+  if (std::filesystem::exists(path)) profile = load_profile(path, false);
+}
 }  // namespace
 
 OpenedDevice open_gpu(int device, bool with_profile) {
@@ -66,13 +75,10 @@ OpenedDevice open_gpu(int device, bool with_profile) {
   }();
   d.seconds = since(t0);
   if (with_profile && d.ctx) {
-    d.profile_looked = true;
-    d.profile_path = find_profile_for_gpu(d.name);
-    if (d.profile_path.empty()) d.profile_path = default_profile_path();
     try {
-      if (std::filesystem::exists(d.profile_path)) d.profile = load_profile(d.profile_path, false);
-    } catch (const std::exception&) {
-      d.profile_looked = false;  // Runner::profile reads it again and reports the error
+      find_and_read_profile(d.name, d.profile_path, d.profile);
+      d.profile_looked = true;
+    } catch (const std::exception&) {  // Runner::profile reads it again and reports the error
     }
   }
   return d;
@@ -168,18 +174,14 @@ std::function<double(const OrderStats&)> Runner::order_prediction() {
     // clearly, so that its start (~0.3 s) begins with the search instead of after its first
     // rounds and a probe on the search's thread.
     if ((*calls)++ < kCpuSizedRounds) {
-      OrderStats discounted = s;
-      discounted.log2_total_state -= kEarlyStartDiscountLog2;
-      start_if_likely(discounted);
+      start_if_likely(s, kEarlyStartDiscountLog2);
       return cpu;
     }
     // GPU-sized only when the GPU wins clearly (2x): a best order still shrinking near the line
     // (linkage_21's 2^27.7 at round 2, 2^25.3 in the end) must not start the driver
     const double gpu = gpu_sized_prediction(s);
     if (2 * gpu >= cpu) return cpu;
-    OrderStats discounted = s;
-    discounted.log2_total_state -= kLateStartDiscountLog2;
-    start_if_likely(discounted);
+    start_if_likely(s, kLateStartDiscountLog2);
     // Whether there is a GPU, without waiting for the driver (a probe costs ~0.1 s on the
     // search's thread): the device nodes decide, so that the same seed gives the same order on
     // the machine whatever the threads, the load and the background start's progress.
@@ -188,19 +190,20 @@ std::function<double(const OrderStats&)> Runner::order_prediction() {
   };
 }
 
-void Runner::start_if_likely(const OrderStats& s) {
+void Runner::start_if_likely(const OrderStats& s, double discount_log2) {
   if (req_.device != DeviceChoice::automatic || gpu_->use_given || gpu_->opened ||
       gpu_->early.valid())
     return;
   // The same rates as gpu_sized_prediction, on this machine's threads: a guess only (the
   // profile decides in run()), so that the device starts while the plan is being made.
-  const double states = std::exp2(s.log2_total_state);
+  const double log2_states = s.log2_total_state - discount_log2;
+  const double states = std::exp2(log2_states);
   const int threads = req_.threads > 0 ? req_.threads : omp_get_max_threads();
   const double cpu = states / (5e7 * threads);
   const double gpu = kGpuStartSeconds + kGpuComputeBase + states / kGpuStatesPerSecond;
   if (2 * gpu >= cpu) return;
   spdlog::debug("starting the GPU in the background (2^{:.1f} states: about {} on the CPU)",
-                s.log2_total_state, format_seconds(cpu));
+                log2_states, format_seconds(cpu));
   gpu_->early = std::async(std::launch::async, open_gpu, req_.gpu_index, !profile_read_);
   gpu_->early_at = clock_type::now();
 }
@@ -498,14 +501,11 @@ RunResult Runner::run(ConditionedPlan& cp, SliceDealer* dealer) {
 const Profile* Runner::profile(std::string& path) {
   if (!profile_read_) {
     profile_read_ = true;
-    // the one for this GPU; else whatever the user's cache holds (e.g. a CPU-only calibration)
     if (gpu_->opened && gpu_->opened->profile_looked) {  // read beside the GPU's opening
       profile_path_ = gpu_->opened->profile_path;
       profile_ = std::move(gpu_->opened->profile);
     } else {
-      profile_path_ = find_profile_for_gpu(gpu_name());
-      if (profile_path_.empty()) profile_path_ = default_profile_path();
-      if (std::filesystem::exists(profile_path_)) profile_ = load_profile(profile_path_, false);
+      find_and_read_profile(gpu_name(), profile_path_, profile_);
     }
     if (profile_) spdlog::info("profile: {}", profile_path_);
   }

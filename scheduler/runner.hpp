@@ -242,7 +242,9 @@ class Runner {
  private:
   struct Gpu;
   gpu::Context* open();  // the GPU, opened on first call; nullptr when there is none
-  void start_if_likely(const OrderStats& s);
+  // Starts the GPU in the background when a plan of `s`'s states less `discount_log2` (the
+  // search's answer is smaller than its early rounds' best) would clearly win on it.
+  void start_if_likely(const OrderStats& s, double discount_log2);
   const Profile* profile(std::string& path);
   // The GPU's name without opening it (probed once); empty when there is none.
   const std::string& gpu_name();
