@@ -102,6 +102,36 @@ std::pair<LocusFile, PedigreeFile> dense_case(std::mt19937& rng, bool x_linked, 
   return {lf, pf};
 }
 
+// The bits of x at the set bits of m, packed (BMI2's pext, by hand).
+std::uint64_t pext(std::uint64_t x, std::uint64_t m) {
+  std::uint64_t r = 0;
+  for (int k = 0; m; m &= m - 1, ++k) r |= ((x >> __builtin_ctzll(m)) & 1) << k;
+  return r;
+}
+
+// The chain's transition by definition, on the whole vector: every bit flips with its sex's
+// recombination fraction, then every lumped founder group flips its bits together.
+void naive_transition(std::vector<double>& v, const ChainLayout& L, double male, double female) {
+  const long N = static_cast<long>(v.size());
+  for (int p = 0; p < L.bits; ++p) {
+    const double t = L.female[p] ? female : male;
+    for (long w = 0; w < N; ++w)
+      if (!(w & (1L << p))) {
+        const double a = v[w], b = v[w | (1L << p)];
+        v[w] = (1 - t) * a + t * b, v[w | (1L << p)] = t * a + (1 - t) * b;
+      }
+  }
+  for (const auto& g : L.groups) {
+    const double t = L.female[__builtin_ctzll(g.mask)] ? female : male;
+    const long m = static_cast<long>(g.mask), low = m & -m;
+    for (long w = 0; w < N; ++w)
+      if (!(w & low)) {
+        const double a = v[w], b = v[w ^ m];
+        v[w] = (1 - t) * a + t * b, v[w ^ m] = t * a + (1 - t) * b;
+      }
+  }
+}
+
 std::vector<int> chain_of(const LocusFile& lf, const Evaluation& e) {
   std::vector<int> chain;
   for (const auto& name : e.order)
@@ -264,11 +294,6 @@ TEST_CASE("LinkageDense.CpuChainStepMatchesNaiveKernel", "[engine]") {
     cpu->fill(v, 1.0);
     const double s0 = cpu->step(v, false, 0, 0, &e);  // v = e / max
     std::vector<double> naive(N);
-    auto pext = [](std::uint64_t x, std::uint64_t m) {
-      std::uint64_t r = 0;
-      for (int k = 0; m; m &= m - 1, ++k) r |= ((x >> __builtin_ctzll(m)) & 1) << k;
-      return r;
-    };
     for (long w = 0; w < N; ++w) {
       double y = 1;
       for (const auto& f : e.factors) y *= f.table[pext(w, f.mask)];
@@ -280,23 +305,7 @@ TEST_CASE("LinkageDense.CpuChainStepMatchesNaiveKernel", "[engine]") {
     const double male = T(rng), female = T(rng);
     const double s1 = cpu->step(v, true, male, female, &e);
     // Naive: every bit, every group, over the whole vector; then the emission.
-    for (int p = 0; p < bits; ++p) {
-      const double t = L.female[p] ? female : male;
-      for (long w = 0; w < N; ++w)
-        if (!(w & (1L << p))) {
-          const double a = naive[w], b = naive[w | (1L << p)];
-          naive[w] = (1 - t) * a + t * b, naive[w | (1L << p)] = t * a + (1 - t) * b;
-        }
-    }
-    for (const auto& g : L.groups) {
-      const double t = L.female[__builtin_ctzll(g.mask)] ? female : male;
-      const long m = static_cast<long>(g.mask), low = m & -m;
-      for (long w = 0; w < N; ++w)
-        if (!(w & low)) {
-          const double a = naive[w], b = naive[w ^ m];
-          naive[w] = (1 - t) * a + t * b, naive[w ^ m] = t * a + (1 - t) * b;
-        }
-    }
+    naive_transition(naive, L, male, female);
     for (long w = 0; w < N; ++w) {
       double y = 1;
       for (const auto& f : e.factors) y *= f.table[pext(w, f.mask)];
@@ -355,32 +364,11 @@ TEST_CASE("LinkageDense.CpuChainLanesFoldsAndSlices", "[engine]") {
       e.factors.push_back(ef);
     }
     const long N = 1L << bits;
-    auto pext = [](std::uint64_t x, std::uint64_t m) {
-      std::uint64_t r = 0;
-      for (int k = 0; m; m &= m - 1, ++k) r |= ((x >> __builtin_ctzll(m)) & 1) << k;
-      return r;
-    };
     const double male = T(rng), female = T(rng);
     std::vector<double> v0(N);
     for (double& x : v0) x = U(rng);
     std::vector<double> naive = v0;
-    for (int p = 0; p < bits; ++p) {
-      const double t = L.female[p] ? female : male;
-      for (long w = 0; w < N; ++w)
-        if (!(w & (1L << p))) {
-          const double a = naive[w], b = naive[w | (1L << p)];
-          naive[w] = (1 - t) * a + t * b, naive[w | (1L << p)] = t * a + (1 - t) * b;
-        }
-    }
-    for (const auto& g : L.groups) {
-      const double t = L.female[__builtin_ctzll(g.mask)] ? female : male;
-      const long m = static_cast<long>(g.mask), low = m & -m;
-      for (long w = 0; w < N; ++w)
-        if (!(w & low)) {
-          const double a = naive[w], b = naive[w ^ m];
-          naive[w] = (1 - t) * a + t * b, naive[w ^ m] = t * a + (1 - t) * b;
-        }
-    }
+    naive_transition(naive, L, male, female);
     for (long w = 0; w < N; ++w)
       for (const auto& f : e.factors) naive[w] *= f.table[pext(w, f.mask)];
     // The CPU backend from v0: loaded through an emission over every bit (a table of v0).
