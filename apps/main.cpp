@@ -12,6 +12,7 @@
 
 #include "apps/command_options.hpp"
 #include "apps/commands.hpp"
+#include "apps/process_exit.hpp"
 #include "dist/distributed.hpp"
 #include "engine/errors.hpp"
 #include "engine/memory_limit.hpp"
@@ -27,9 +28,7 @@ int fail(int code) {
   return code;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   kinfer::bound_allocator();
   kinfer::dist::init(&argc, &argv);  // MPI, only when started by mpirun or srun
   auto logger = spdlog::stderr_color_mt("kinfer");
@@ -97,4 +96,13 @@ int main(int argc, char** argv) {
     spdlog::error("internal error: {}", e.what());
     return fail(1);
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int status = run(argc, argv);
+  // After a GPU run the driver's release of the device (~0.1 s) is left to a helper process.
+  kinfer::app::leave_gpu_teardown_to_helper(status);
+  return status;
 }

@@ -216,6 +216,7 @@ class GpuChain final : public linkage::ChainBackend {
   GpuChain(const ChainLayout& layout, double host_bytes)
       : L_(layout), N_(1LL << layout.bits), host_bytes_(host_bytes) {
     int n = 0;
+    mark_driver_started();
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
       cudaGetLastError();
       throw std::runtime_error("no CUDA device");

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -24,7 +25,15 @@
 
 namespace kinfer::gpu {
 
+namespace {
+std::atomic<bool> g_driver_started{false};
+}
+
+bool driver_started() { return g_driver_started.load(); }
+void mark_driver_started() { g_driver_started = true; }
+
 DeviceInfo probe() {
+  mark_driver_started();
   DeviceInfo info;
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
@@ -612,6 +621,7 @@ HostRunResult run_host_typed(CudaContext& ctx, const BucketShape& shape,
 }  // namespace
 
 std::unique_ptr<Context> Context::create(int device) {
+  mark_driver_started();
   return std::make_unique<CudaContext>(device);
 }
 

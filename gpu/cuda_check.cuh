@@ -15,6 +15,10 @@ namespace kinfer::gpu {
                            ":" + std::to_string(line));
 }
 
+// Records that this process starts the CUDA driver (driver_started() in device_api.hpp); called
+// before the first CUDA call of every way in (gpu/context.cu).
+void mark_driver_started();
+
 }  // namespace kinfer::gpu
 
 #define CUDA_CHECK(expr)                                                               \

@@ -29,6 +29,10 @@ struct DeviceInfo {
 // Never throws.
 DeviceInfo probe();
 
+// Whether this process has started the CUDA driver (probe() or Context::create began): its exit
+// then includes the driver's release of the device (~0.1 s on an H100 machine).
+bool driver_started();
+
 // Whether a usable GPU is likely, without starting the driver (probe() costs ~0.1 s): CUDA is
 // compiled in, CUDA_VISIBLE_DEVICES does not hide every device, and the NVIDIA device nodes
 // exist. Deterministic on a machine; probe() or Context::create have the last word.

@@ -1,0 +1,85 @@
+#include "apps/process_exit.hpp"
+
+#include <dirent.h>
+#include <sched.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "dist/distributed.hpp"
+#include "gpu/device_api.hpp"
+
+namespace kinfer::app {
+
+namespace {
+
+pid_t g_parent = 0;
+
+// The helper: raw system calls only (it runs on a small stack of its own, in the memory of a
+// process that is ending). Polls until it is re-parented, i.e. the kinfer process has ended,
+// then exits, releasing the descriptors and the memory it shares.
+int helper(void*) {
+  const struct timespec ms{0, 1'000'000};
+  while (static_cast<pid_t>(syscall(SYS_getppid)) == g_parent) syscall(SYS_nanosleep, &ms, nullptr);
+  syscall(SYS_exit_group, 0);
+  return 0;
+}
+
+bool is_gpu_driver(int fd) {
+  char link[64], target[256];
+  std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  const ssize_t n = readlink(link, target, sizeof target - 1);
+  if (n <= 0) return false;
+  target[n] = 0;
+  return std::strncmp(target, "/dev/nvidia", 11) == 0;
+}
+
+}  // namespace
+
+void leave_gpu_teardown_to_helper(int status) {
+  if (!gpu::driver_started() || dist::size() > 1) return;
+  if (const char* e = std::getenv("KINFER_EXIT"); e && std::string(e) == "wait") return;
+  if (std::getenv("CUDA_INJECTION64_PATH") || std::getenv("NV_COMPUTE_SANITIZER") ||
+      std::getenv("NSYS_PROFILING_SESSION_ID"))
+    return;
+  // The descriptors to close: all but the driver's, listed before the helper exists.
+  std::vector<int> close_fds;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    const int self = dirfd(d);
+    while (const dirent* e = readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      const int fd = std::atoi(e->d_name);
+      if (fd != self && !is_gpu_driver(fd)) close_fds.push_back(fd);
+    }
+    closedir(d);
+  } else {
+    return;  // no /proc: cannot tell the driver's descriptors from the others
+  }
+  constexpr std::size_t kStack = 64 * 1024;
+  void* stack = mmap(nullptr, kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (stack == MAP_FAILED) return;
+  spdlog::default_logger()->flush();
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  g_parent = getpid();
+  const pid_t pid = clone(helper, static_cast<char*>(stack) + kStack, CLONE_VM | CLONE_FILES | SIGCHLD,
+                          nullptr);
+  if (pid < 0) {
+    munmap(stack, kStack);
+    return;
+  }
+  for (int fd : close_fds) close(fd);
+  std::_Exit(status);
+}
+
+}  // namespace kinfer::app

@@ -1,0 +1,17 @@
+#pragma once
+// The end of a kinfer process that used the GPU. Its exit includes the CUDA driver's release of
+// the device, ~0.1 s on an H100 machine (docs/perf-notes.md "The process's end"), paid after
+// the answer is out. leave_gpu_teardown_to_helper() hands that release to a helper process
+// sharing this one's memory and descriptor table, so that this process ends at once: the helper
+// holds the last references to the driver's descriptors and the memory, waits until this
+// process has ended, and exits, which is when the kernel releases the device.
+namespace kinfer::app {
+
+// Flushes stdout and stderr, closes every descriptor but the GPU driver's (so that no reader of
+// this process's output waits for the helper), starts the helper and ends the process with
+// `status`. Returns (having done nothing) when it should not or cannot: no CUDA driver started
+// in this process, under MPI, under a CUDA tool (compute-sanitizer, Nsight: they report at the
+// context's teardown), with KINFER_EXIT=wait, or when the helper cannot be started.
+void leave_gpu_teardown_to_helper(int status);
+
+}  // namespace kinfer::app
