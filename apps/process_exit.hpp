@@ -12,6 +12,7 @@ namespace kinfer::app {
 // `status`. Returns (having done nothing) when it should not or cannot: no CUDA driver started
 // in this process, under MPI, under a CUDA tool (compute-sanitizer, Nsight: they report at the
 // context's teardown), with KINFER_EXIT=wait, or when the helper cannot be started.
+// KINFER_EXIT=helper starts the helper even without a GPU (the tests check the exit this way).
 void leave_gpu_teardown_to_helper(int status);
 
 }  // namespace kinfer::app

@@ -3,8 +3,12 @@
 // (--json, --uai-output) and exit codes are what the README promises.
 #include <zlib.h>
 
+#include <unistd.h>
 #include <catch2/catch.hpp>
+
 #include <cmath>
+#include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -409,4 +413,43 @@ TEST_CASE("Check.PeAndLodGiveAVerdict", "[io][apps]") {
     CHECK(lj.at("check").at("passed").is_null());
   else
     CHECK(lj.at("check").at("passed") == true);
+}
+
+// The end of a process that used the GPU (apps/process_exit.cpp): the driver's release is left to
+// a helper process sharing the memory and the descriptors. KINFER_EXIT=helper takes that path
+// without a GPU: the answer still comes out whole through a pipe, the exit status is kinfer's,
+// and no process is left once the helper is done.
+TEST_CASE("Exit.HelperKeepsTheOutputAndTheStatus", "[io][apps]") {
+  TempDir t;
+  const std::string name = "exit-helper-" + std::to_string(getpid());
+  const fs::path net = t / (name + ".uai");
+  fs::copy_file(uai_network_path("Pedigree_11"), net);
+  fs::copy_file(data_dir() / "uai" / "Pedigree_11.uai.evid", t / (name + ".uai.evid"));
+  const std::string exe = shell_quote(env_or_throw("KINFER_EXE"));
+  const ProcessResult ok = run_shell(t.path(), "(KINFER_EXIT=helper " + exe + " pe " +
+                                                   shell_quote(net.string()) + " --json -v | cat)");
+  INFO("stderr:\n" << ok.err);
+  REQUIRE(ok.rc == 0);
+  CHECK(!lines_with(ok.err, "left to a helper process").empty());
+  const auto j = nlohmann::json::parse(ok.out);
+  const double ref = std::stod(read_references().at("Pedigree_11"));
+  CHECK(j.at("log10_pr").get<double>() == Approx(ref).margin(5e-5));
+  // A failing run keeps its status (3: over --max-memory).
+  const ProcessResult over =
+      run_shell(t.path(), "KINFER_EXIT=helper " + exe + " pe " + shell_quote(net.string()) +
+                              " --max-memory 1K");
+  CHECK(over.rc == 3);
+  // No process with the network's name on its command line is left (the helper shares it).
+  auto left = [&] {
+    int n = 0;
+    for (const auto& e : fs::directory_iterator("/proc")) {
+      std::ifstream f(e.path() / "cmdline", std::ios::binary);
+      std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      if (cmd.find(name) != std::string::npos) ++n;
+    }
+    return n;
+  };
+  int n = left();
+  for (int i = 0; i < 100 && n > 0; ++i) usleep(10'000), n = left();
+  CHECK(n == 0);
 }
