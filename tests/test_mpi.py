@@ -88,17 +88,26 @@ def test_pe():
           [p["slices"] for p in per] == [1, 0], f"unconditioned plan: rank 0 runs it ({per})")
 
 
+def one_and_two(args, what):
+    """Runs `args` in one process and on 2 ranks; their JSON outputs, or None (reported) when
+    either failed."""
+    one, two = run(args), run(args, mpi=True)
+    check(one.returncode == 0 and two.returncode == 0,
+          f"{what}: 1 process and 2 ranks exit 0 ({one.returncode}, {two.returncode})"
+          + (f": {two.stderr[-400:]}" if two.returncode else ""))
+    if one.returncode or two.returncode:
+        return None
+    return json.loads(one.stdout), json.loads(two.stdout)
+
+
 def test_lod():
     v = os.path.join(DATA, "linkage", "variants")
     args = ["lod", "--ped", os.path.join(v, "twopoint.ped"), "--dat", os.path.join(v, "twopoint.dat"),
             "--json", "--threads", "1", "--device", "cpu", "--order", "minfill"]
-    one, two = run(args), run(args, mpi=True)
-    check(one.returncode == 0 and two.returncode == 0,
-          f"lod twopoint: 1 process and 2 ranks exit 0 ({one.returncode}, {two.returncode})"
-          + (f": {two.stderr[-400:]}" if two.returncode else ""))
-    if one.returncode or two.returncode:
+    both = one_and_two(args, "lod twopoint")
+    if not both:
         return
-    a, b = json.loads(one.stdout), json.loads(two.stdout)
+    a, b = both
     la = [(e["total"]["lod"], [p["lod"] for p in e["pedigrees"]]) for e in a["evaluations"]]
     lb = [(e["total"]["lod"], [p["lod"] for p in e["pedigrees"]]) for e in b["evaluations"]]
     check(len(la) >= 5 and la == lb, f"{len(la)} thetas x {len(la[0][1])} pedigrees: the same LODs")
@@ -115,13 +124,10 @@ def test_lod_chain():
     args = ["lod", "--ped", os.path.join(f, "fastlink.linkage.pre"), "--dat",
             os.path.join(f, "fastlink.linkage.dat"), "--program", "linkmap", "--positions",
             "-5:25:5", "--json", "--threads", "1", "--device", "cpu", "--order", "minfill"]
-    one, two = run(args), run(args, mpi=True)
-    check(one.returncode == 0 and two.returncode == 0,
-          f"lod linkmap (chain): 1 process and 2 ranks exit 0 ({one.returncode}, {two.returncode})"
-          + (f": {two.stderr[-400:]}" if two.returncode else ""))
-    if one.returncode or two.returncode:
+    both = one_and_two(args, "lod linkmap (chain)")
+    if not both:
         return
-    a, b = json.loads(one.stdout), json.loads(two.stdout)
+    a, b = both
     chain = [n for n in a.get("notes", []) if "Lander-Green" in n]
     check(chain and chain == [n for n in b.get("notes", []) if "Lander-Green" in n],
           f"the chain ran, the same note on 2 ranks ({chain})")
