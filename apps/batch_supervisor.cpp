@@ -96,7 +96,7 @@ pid_t spawn_child(const std::string& exe, std::vector<std::string> args,
     const std::string kv = *e;
     const std::string name = kv.substr(0, kv.find('='));
     if (dist::is_launcher_variable(name) || name == "OMP_NUM_THREADS" ||
-        name == "KINFER_ORDER_CACHE" || name == "KINFER_NO_MPI" ||
+        name == "KINFER_ORDER_CACHE" || name == "KINFER_NO_MPI" || name == "KINFER_EXIT" ||
         (!visible.empty() && name == "CUDA_VISIBLE_DEVICES"))
       continue;
     env.push_back(kv);
@@ -104,6 +104,10 @@ pid_t spawn_child(const std::string& exe, std::vector<std::string> args,
   env.push_back("OMP_NUM_THREADS=" + std::to_string(threads));
   env.push_back("KINFER_ORDER_CACHE=" + order_cache);
   env.push_back("KINFER_NO_MPI=1");
+  // A job's process releases its GPU itself before the next job on that GPU starts: a release
+  // left to a helper (apps/process_exit.hpp) would overlap the next job's device start and slow
+  // both (back-to-back GPU processes: 0.52-0.57 s each against 0.49-0.51, docs/perf-notes.md).
+  env.push_back("KINFER_EXIT=wait");
   if (!visible.empty()) env.push_back("CUDA_VISIBLE_DEVICES=" + visible);
   std::vector<char*> argv, envp;
   for (auto& a : args) argv.push_back(a.data());
