@@ -6,7 +6,7 @@
 # table, pedigree50, --check and the GPU kernel test.
 # Bundle: bench/e2e/bundle.sh build .dev-exit SHARED_UAI
 . "$(dirname "$0")/lib.sh"
-e2e_begin exit
+e2e_begin ${EXIT_NAME:-exit}
 python3 - "$B/run apps/kinfer" "$D" > $R/exit.tsv 2> $R/exit.err <<'PY'
 import json, os, subprocess, sys, time
 kinfer, D = sys.argv[1].split(), sys.argv[2]
