@@ -1,6 +1,7 @@
 #include "apps/process_exit.hpp"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -75,9 +76,15 @@ void leave_gpu_teardown_to_helper(int status) {
   std::cerr.flush();
   std::fflush(nullptr);
   g_parent = getpid();
+  // The helper starts with every signal blocked (it inherits this thread's mask): no handler of
+  // kinfer's may run on its small stack; this thread ends right after anyway.
+  sigset_t all, before;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &before);
   const pid_t pid =
       clone(helper, static_cast<char*>(stack) + kStack, CLONE_VM | CLONE_FILES | SIGCHLD, nullptr);
   if (pid < 0) {
+    pthread_sigmask(SIG_SETMASK, &before, nullptr);
     munmap(stack, kStack);
     return;
   }
