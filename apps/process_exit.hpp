@@ -11,8 +11,10 @@ namespace kinfer::app {
 // this process's output waits for the helper), starts the helper and ends the process with
 // `status`. Returns (having done nothing) when it should not or cannot: no CUDA driver started
 // in this process, under MPI, under a CUDA tool (compute-sanitizer, Nsight: they report at the
-// context's teardown), with KINFER_EXIT=wait, or when the helper cannot be started.
-// KINFER_EXIT=helper starts the helper even without a GPU (the tests check the exit this way).
+// context's teardown), with KINFER_EXIT=wait, when process 1 is not an init known to reap
+// orphans (systemd, tini, ...: elsewhere each helper would be left a zombie; KINFER_EXIT=fast
+// uses the helper anyway), or when the helper cannot be started. KINFER_EXIT=helper starts it
+// even without a GPU (the tests check the exit this way).
 void leave_gpu_teardown_to_helper(int status);
 
 }  // namespace kinfer::app
