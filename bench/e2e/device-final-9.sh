@@ -12,5 +12,5 @@ for n in linkage_11 linkage_17 linkage_12 linkage_13; do
 done
 e2e_tables linkage_11 linkage_12 linkage_13 linkage_17 linkage_14 linkage_18 linkage_16 linkage_21 Pedigree_11
 grep -h "" $R/trail/trail.tsv | cut -f1-4
-echo "kinfer processes left: $(pgrep -fc 'apps/kinfer' || true)"
+echo "kinfer processes left (zombies included): $(ps -eo comm | grep -cx kinfer || true)"
 e2e_end 5

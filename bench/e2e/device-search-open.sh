@@ -38,5 +38,5 @@ PY
 cat $R/search.tsv
 e2e_tables linkage_11 linkage_12 linkage_13 linkage_17 linkage_14 linkage_18 linkage_21 Pedigree_11
 e2e_check linkage_17
-echo "kinfer processes left: $(pgrep -fc 'apps/kinfer' || true)"
+echo "kinfer processes left (zombies included): $(ps -eo comm | grep -cx kinfer || true)"
 e2e_end 5
