@@ -11,9 +11,9 @@ python3 - "$B/run apps/kinfer" "$D" > $R/exit.tsv 2> $R/exit.err <<'PY'
 import json, os, subprocess, sys, time
 kinfer, D = sys.argv[1].split(), sys.argv[2]
 print("condition\texit\tnetwork\trun\twall_s\tcompute_s\tplan_s\tdevice\tlog10_pr\thelper_alive_s")
-def helpers():  # processes still running kinfer's image (the helper shares its command line)
-    out = subprocess.run(["pgrep", "-f", "apps/kinfer pe"], capture_output=True, text=True).stdout
-    return [p for p in out.split() if p.strip()]
+def helpers():  # kinfer processes still running (zombies, state Z, have ended: not counted)
+    out = subprocess.run(["ps", "-eo", "stat=,comm="], capture_output=True, text=True).stdout
+    return [l for l in out.splitlines() if l.split()[1:] == ["kinfer"] and not l.startswith("Z")]
 def one(cond, mode, net, i):
     env = dict(os.environ)
     env["KINFER_EXIT"] = "wait" if mode == "wait" else "fast"  # fast: the helper even where process 1 does not reap (zombies)
