@@ -130,6 +130,10 @@ class CudaContext final : public Context {
     // planner options for measurement (DeviceLimits, docs/perf-notes.md)
     const char* direct = std::getenv("KINFER_GPU_DIRECT");
     if (direct && std::string(direct) == "0") lim_.direct = false;
+    if (const char* tiles = std::getenv("KINFER_GPU_TILES")) {  // 0, 1, force
+      lim_.tiles = std::string(tiles) != "0";
+      lim_.tile_fill = std::string(tiles) != "force";
+    }
     if (const char* lanes = std::getenv("KINFER_GPU_LANES")) {  // FLOOR:TERMS
       int lo = 0, terms = 0;
       if (std::sscanf(lanes, "%d:%d", &lo, &terms) == 2 && lo >= 1 && lo <= 32 && terms >= 1) {
@@ -317,7 +321,9 @@ class CudaContext final : public Context {
                                             int eb) const {
     auto pe = std::make_unique<PolicyEntry>();
     pe->lay = describe(shape, scopes);
-    pe->p = make_launch_plan(pe->lay, v, lim_, eb, &pe->sel);
+    DeviceLimits lim = lim_;
+    if (eb != 8) lim.tiles = false;  // the tiled kernels are double only
+    pe->p = make_launch_plan(pe->lay, v, lim, eb, &pe->sel);
     return pe;
   }
 

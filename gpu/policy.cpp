@@ -131,8 +131,9 @@ TileChoice choose_tile(const BucketLayout& L, int nf, int nfp, const DeviceLimit
     const bool summed = c[0] >= L.k;
     int R = 1;
     for (int i : c) R *= L.card[i];
+    if (R > lim.max_tile) continue;
     if (summed && L.M / R < 64) continue;
-    if (!summed && (L.n_out / R) * G < fill) continue;  // the tile would idle the device
+    if (!summed && lim.tile_fill && (L.n_out / R) * G < fill) continue;  // would idle it
     std::vector<char> dep(nf, 0);
     bool fits = true;
     for (int f = 0; f < nf; ++f)
@@ -226,7 +227,7 @@ LaunchPlan plain_launch_plan(const BucketLayout& lay, const DeviceLimits& lim,
   }
   p.shared_bytes = static_cast<int>(p.Mi * p.nfp * 4);
   // inputs whose inner offsets are mi itself skip the table
-  for (int f = 0; f < p.nf && p.tile == 1 && lim.direct && with_tables; ++f) {
+  for (int f = 0; f < p.nf && lim.direct && with_tables; ++f) {
     bool direct = true;
     for (std::int64_t mi = 0; mi < p.Mi && direct; ++mi) direct = p.sum_lo[mi * p.nfp + f] == mi;
     if (direct) p.direct_mask |= 1u << f;

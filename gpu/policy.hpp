@@ -60,10 +60,14 @@ struct DeviceLimits {
   int shared_per_block = 227 * 1024 - kStaticShared;  // dynamic shared memory a block may opt into
   int shared_per_sm = 228 * 1024;
   int block_overhead = 1024 + kStaticShared;  // per resident block: reserved + static shared
-  // Planner option, not a device property: let the plain kernel share loads over tiles. No
-  // kernel takes tiles since kernel 1 was removed (issue 12 part 4; they were net-neutral on
-  // the H100, docs/perf-notes.md): the planner and emulate() keep them for the host tests only.
+  // Planner option, not a device property: let the plain kernel share loads over tiles of at
+  // most `max_tile` configurations (kernel 1's tiles were net-neutral on the H100; kernel 3's
+  // tiles of 2, double only, are measured in docs/perf-notes.md). The Context reads
+  // KINFER_GPU_TILES=0|1 (measurement); float plans never tile.
+  // KINFER_GPU_TILES=force also tiles outputs that then leave the device idle (tests).
   bool tiles = false;
+  int max_tile = 2;
+  bool tile_fill = true;  // output tiles only where the launch still fills the device
   // Planner options for the plain kernel (issue 12 part 4, docs/perf-notes.md): skip the offset
   // table for inputs that hold every inner summed variable (`direct`); lanes per output: the
   // most (up to 32) that leave each lane 16 configurations of the inner summed block, reduced

@@ -75,6 +75,12 @@ struct KernelArgs {
   int seg_off[kMaxVarying], seg_size[kMaxVarying], pitch[kMaxVarying], m_f[kMaxVarying];
   DevDiv div_mf[kMaxVarying];
   int pages_per_block, sum_table_offset;
+  // plain, tile of 2 (tiled kernel): slots whose offsets differ between the two configurations,
+  // their varying offsets and every slot's (and the output column's) offset of configuration 1
+  unsigned tile_dep;
+  bool tile_summed;
+  int tile_off1[kMaxVarying];
+  long long tile_all1[kMaxSlots + 1];
 };
 
 // 2^(j/64), j = 0..63, correctly rounded: the table of the double-precision exp below.
@@ -323,9 +329,9 @@ __device__ __forceinline__ T const_part(const KernelArgs<T>& a, int nf, const in
 // term, consecutive lanes on consecutive words), and inputs holding every inner summed variable
 // (direct_mask) read at mi itself, without it. Kernels 1 and 2 (the versions before) are gone;
 // their measurements are in docs/perf-notes.md.
-template <int NF>
+template <int NF, int R = 1>
 constexpr int plain_min_blocks() {
-  return NF <= 4 ? 3 : NF <= 8 ? 2 : 1;
+  return R > 1 ? 2 : NF <= 4 ? 3 : NF <= 8 ? 2 : 1;  // a tile's second chain: registers
 }
 
 // Kernel 3 is kernel 2 (the chunks of four, direct inputs, column-wise offset table) with the
@@ -379,9 +385,64 @@ __device__ __forceinline__ void plain3_row(const T* const (&rp)[NF], T c, int g,
   }
 }
 
-template <class T, int NF, int GC>
-__global__ void __launch_bounds__(256, plain_min_blocks<NF>())
+// One row of the tiled kernel (R = 2): the lane's summed steps for two configurations of the
+// tile variables (two outputs, or two summed configurations of one output). An input without
+// the tile variables (tdep bit clear) is loaded once for both, the offset column once for both;
+// the other inputs load a second value at toff[f] further (a predicated load).
+template <class T, int NF, int GC, int MODE>
+__device__ __forceinline__ void plain3_row2(const T* const (&rp)[NF], T c0, T c1, int g, int G,
+                                            int Mi, unsigned col0, unsigned colstride,
+                                            unsigned dmask, unsigned tdep, const int* toff,
+                                            T (&mx)[2], T (&acc)[2], unsigned tab_a) {
+  auto direct = [&](int f) { return MODE == 1 || (MODE == 0 && (dmask >> f & 1)); };
+  int mi = g;
+  unsigned ad = col0;
+  for (; mi + 3 * G < Mi; mi += 4 * G, ad += 16 * G) {
+    T x[4] = {c0, c0, c0, c0}, y[4] = {c1, c1, c1, c1};
+#pragma unroll
+    for (int f = 0; f < NF; ++f) {
+      const bool dep = tdep >> f & 1;
+      const int d = toff[f];
+      if (direct(f)) {
+        const T* p = rp[f] + mi;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          const T v = __ldg(p + k * G);
+          x[k] += v;
+          y[k] += dep ? __ldg(p + k * G + d) : v;
+        }
+      } else {
+        const unsigned af = ad + f * colstride;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          const T* p = rp[f] + lds32(af + 4 * k * G);
+          const T v = __ldg(p);
+          x[k] += v;
+          y[k] += dep ? __ldg(p + d) : v;
+        }
+      }
+    }
+    lse_chunk<4>(mx[0], acc[0], x, tab_a);
+    lse_chunk<4>(mx[1], acc[1], y, tab_a);
+  }
+  for (; mi < Mi; mi += G, ad += 4 * G) {
+    T x[1] = {c0}, y[1] = {c1};
+#pragma unroll
+    for (int f = 0; f < NF; ++f) {
+      const T* p = rp[f] + (direct(f) ? mi : lds32(ad + f * colstride));
+      const T v = __ldg(p);
+      x[0] += v;
+      y[0] += (tdep >> f & 1) ? __ldg(p + toff[f]) : v;
+    }
+    lse_chunk<1>(mx[0], acc[0], x, tab_a);
+    lse_chunk<1>(mx[1], acc[1], y, tab_a);
+  }
+}
+
+template <class T, int NF, int GC, int R>
+__global__ void __launch_bounds__(256, plain_min_blocks<NF, R>())
     plain3_kernel(const __grid_constant__ KernelArgs<T> a) {
+  static_assert(R == 1 || (R == 2 && NF > 0), "the plain kernel's tiles: 1 or 2 configurations");
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ double tab[64];
   load_exp_table3(tab);
@@ -400,7 +461,12 @@ __global__ void __launch_bounds__(256, plain_min_blocks<NF>())
   const long long item = static_cast<long long>(gid >> a.lanes_log2);
   const int g = static_cast<int>(gid & (G - 1));
   const bool active = item < a.n_items * a.splits;
-  T mx = lowest(T(0)), acc = 0;
+  T mx[R], acc[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    mx[r] = lowest(T(0));
+    acc[r] = 0;
+  }
   long long obase = 0, sp = 0;
   if (active) {
     sp = a.splits == 1 ? 0 : static_cast<long long>(fdiv64(item, a.div_items));
@@ -410,8 +476,12 @@ __global__ void __launch_bounds__(256, plain_min_blocks<NF>())
     const int* lo = a.out_lo + ol * a.nip;
     const long long* hi = a.out_hi + page * a.nip;
     obase = hi[a.n_in] + lo[a.n_in];
-    T c = 0;
-    for (int s = NF; s < a.n_in; ++s) c += __ldg(a.in[s] + hi[s] + lo[s]);
+    T c = 0, c1 = 0;
+    for (int s = NF; s < a.n_in; ++s) {
+      const T* p = a.in[s] + hi[s] + lo[s];
+      c += __ldg(p);
+      if constexpr (R == 2) c1 += __ldg(p + a.tile_all1[s]);
+    }
     const long long mh0 = sp * a.mh_per_split;
     const long long mh1 = min(a.Mh, mh0 + a.mh_per_split);
     if constexpr (NF == 0) {
@@ -419,8 +489,8 @@ __global__ void __launch_bounds__(256, plain_min_blocks<NF>())
       const long long per = (Mi - g + G - 1) / G;
       const T cnt = static_cast<T>(per * (mh1 - mh0));
       if (cnt > 0 && c != neg_inf(c)) {
-        mx = c;
-        acc = cnt;
+        mx[0] = c;
+        acc[0] = cnt;
       }
     } else {
       const T* q[NF];
@@ -445,24 +515,44 @@ __global__ void __launch_bounds__(256, plain_min_blocks<NF>())
         const T* const(&rpc)[NF] = rp;
         // every input direct, none, or a mix (a uniform branch per row, not per term: with the
         // mix the compiler predicates both paths of each input, so the pure cases get their own)
-        if (a.direct_mask == (1u << NF) - 1)
-          plain3_row<T, NF, GC, 1>(rpc, c, g, G, Mi, col0, colstride, 0, mx, acc, tab_a);
-        else if (a.direct_mask == 0)
-          plain3_row<T, NF, GC, 2>(rpc, c, g, G, Mi, col0, colstride, 0, mx, acc, tab_a);
-        else
-          plain3_row<T, NF, GC, 0>(rpc, c, g, G, Mi, col0, colstride, a.direct_mask, mx, acc,
-                                   tab_a);
+        if constexpr (R == 1) {
+          if (a.direct_mask == (1u << NF) - 1)
+            plain3_row<T, NF, GC, 1>(rpc, c, g, G, Mi, col0, colstride, 0, mx[0], acc[0], tab_a);
+          else if (a.direct_mask == 0)
+            plain3_row<T, NF, GC, 2>(rpc, c, g, G, Mi, col0, colstride, 0, mx[0], acc[0], tab_a);
+          else
+            plain3_row<T, NF, GC, 0>(rpc, c, g, G, Mi, col0, colstride, a.direct_mask, mx[0],
+                                     acc[0], tab_a);
+        } else {
+          if (a.direct_mask == (1u << NF) - 1)
+            plain3_row2<T, NF, GC, 1>(rpc, c, c1, g, G, Mi, col0, colstride, 0, a.tile_dep,
+                                      a.tile_off1, mx, acc, tab_a);
+          else if (a.direct_mask == 0)
+            plain3_row2<T, NF, GC, 2>(rpc, c, c1, g, G, Mi, col0, colstride, 0, a.tile_dep,
+                                      a.tile_off1, mx, acc, tab_a);
+          else
+            plain3_row2<T, NF, GC, 0>(rpc, c, c1, g, G, Mi, col0, colstride, a.direct_mask,
+                                      a.tile_dep, a.tile_off1, mx, acc, tab_a);
+        }
       }
     }
   }
-  lanes_merge2(mx, acc, G, tab_a);
-  canonical2(mx, acc);
-  if (active && g == 0) {
-    if (a.splits == 1) {
-      a.out[obase] = lse_value(mx, acc);
-    } else {
-      a.partial[2 * (sp * a.n_out + obase)] = mx;
-      a.partial[2 * (sp * a.n_out + obase) + 1] = acc;
+  // a summed tile is one output: its two configurations' pairs merge first
+  const bool summed = R == 2 && a.tile_summed;
+  if (summed) lse_merge2(mx[0], acc[0], mx[R - 1], acc[R - 1], tab_a);
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    if (r > 0 && summed) break;
+    lanes_merge2(mx[r], acc[r], G, tab_a);
+    canonical2(mx[r], acc[r]);
+    if (active && g == 0) {
+      const long long ob = obase + (r > 0 ? a.tile_all1[a.n_in] : 0);
+      if (a.splits == 1) {
+        a.out[ob] = lse_value(mx[r], acc[r]);
+      } else {
+        a.partial[2 * (sp * a.n_out + ob)] = mx[r];
+        a.partial[2 * (sp * a.n_out + ob) + 1] = acc[r];
+      }
     }
   }
 }
@@ -608,11 +698,11 @@ void allow_shared(K kernel, int bytes, DeviceFlags& flags) {
     throw std::invalid_argument("policy needs more shared memory than a block gets");
 }
 
-template <class T, int NF, int GC>
+template <class T, int NF, int GC, int R = 1>
 void launch_plain3(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
   static DeviceFlags flags;
-  allow_shared(plain3_kernel<T, NF, GC>, p.shared_bytes, flags);
-  plain3_kernel<T, NF, GC>
+  allow_shared(plain3_kernel<T, NF, GC, R>, p.shared_bytes, flags);
+  plain3_kernel<T, NF, GC, R>
       <<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, stream>>>(a);
 }
 
@@ -626,8 +716,22 @@ void launch_cached(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t str
 
 template <class T, int NF>
 void launch_nf(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
-  if (p.variant == Variant::plain) {
-    if (p.tile != 1) throw std::invalid_argument("no kernel takes a tiled plan");
+  if (p.variant == Variant::plain && p.tile != 1) {
+    // tiles of 2 (double, 1-8 varying inputs): lanes as below
+    if constexpr (std::is_same_v<T, double> && NF > 0 && NF <= kMaxCachedVarying) {
+      if (p.tile != 2) throw std::invalid_argument("no kernel takes a tile of more than 2");
+      if (p.lanes_log2 == 5)
+        launch_plain3<T, NF, 32, 2>(p, a, stream);
+      else if (p.lanes_log2 == 3)
+        launch_plain3<T, NF, 8, 2>(p, a, stream);
+      else if (p.lanes_log2 == 2)
+        launch_plain3<T, NF, 4, 2>(p, a, stream);
+      else
+        launch_plain3<T, NF, 0, 2>(p, a, stream);
+    } else {
+      throw std::invalid_argument("no kernel takes a tiled plan of this element type or size");
+    }
+  } else if (p.variant == Variant::plain) {
     // lanes known at compile time where they are common: 32 (large sums), 8 and 4 (M = 64-512
     // under the default lanes rule; double only, to bound the number of kernels)
     if (p.lanes_log2 == 5)
@@ -827,6 +931,14 @@ void launch_sum_product(const LaunchPlan& p, const DeviceTables& t, const T* con
   }
   a.pages_per_block = p.pages_per_block;
   a.sum_table_offset = p.sum_table_offset;
+  if (p.variant == Variant::plain && p.tile == 2) {
+    a.tile_summed = p.tile_summed;
+    for (int f = 0; f < p.nf; ++f) {
+      a.tile_off1[f] = p.tile_off[p.nfp + f];
+      if (a.tile_off1[f] != 0) a.tile_dep |= 1u << f;
+    }
+    for (int s = 0; s <= n_in; ++s) a.tile_all1[s] = p.tile_all[p.nip + s];
+  }
   switch (p.nf) {
     case 0:
       launch_nf<T, 0>(p, a, stream);

@@ -77,8 +77,9 @@ std::vector<double> cpu_result(const BucketShape& shape, std::span<const InputTa
   return out;
 }
 
-void check_bucket(const RandomBucket& b, Variant v, Precision prec, double tol, Compare* total,
-                  gpu::Context& ctx = context()) {
+// Returns the plan's tile (0 when the variant declined the bucket).
+int check_bucket(const RandomBucket& b, Variant v, Precision prec, double tol, Compare* total,
+                 gpu::Context& ctx = context()) {
   const auto in = b.inputs();
   const std::vector<double> cpu = cpu_result(b.shape, in);
   HostRunOptions opt;
@@ -89,18 +90,19 @@ void check_bucket(const RandomBucket& b, Variant v, Precision prec, double tol, 
     r = run_host_bucket(ctx, b.shape, in, opt);
   } catch (const std::invalid_argument&) {
     REQUIRE(v == Variant::cached);  // only the cached variant may decline a bucket
-    return;
+    return 0;
   }
   const Compare c = compare(r.out, cpu);
   INFO(to_string(r.choice.variant)
        << " " << (prec == Precision::f64 ? "f64" : "f32") << ": " << b.shape.output_size()
        << " outputs x " << b.shape.marg_size() << " summed, " << b.scopes.size()
        << " inputs, lanes " << r.choice.lanes << ", splits " << r.choice.splits << ", pages/block "
-       << r.choice.pages_per_block);
+       << r.choice.pages_per_block << ", tile " << r.choice.tile);
   REQUIRE(c.unwritten == 0);
   REQUIRE(c.inf_mismatch == 0);
   REQUIRE(c.worst <= tol);
   total->worst = std::max(total->worst, c.worst);
+  return r.choice.tile;
 }
 
 }  // namespace
@@ -193,8 +195,11 @@ TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
     const char* value;
   };
   const Setting variants[] = {
-      {"KINFER_GPU_DIRECT", "0"}, {"KINFER_GPU_LANES", "32:16"}, {"KINFER_GPU_LANES", "1:256"}};
-  int direct = 0, buckets = 0;
+      {"KINFER_GPU_DIRECT", "0"},
+      {"KINFER_GPU_LANES", "32:16"},
+      {"KINFER_GPU_LANES", "1:256"},
+      {"KINFER_GPU_TILES", "force"}};  // tiles of 2, outputs even where the device would idle
+  int direct = 0, buckets = 0, tiled = 0;
   for (const Setting& v : variants) {
     // restore the variable as it was (a run of every case under one setting keeps it)
     const char* before = std::getenv(v.var);
@@ -221,7 +226,7 @@ TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
       }
       const RandomBucket b = random_bucket(rng, o);
       INFO(v.var << "=" << v.value << ", bucket " << i);
-      check_bucket(b, Variant::plain, Precision::f64, 1e-11, &f64, *ctx);
+      tiled += check_bucket(b, Variant::plain, Precision::f64, 1e-11, &f64, *ctx) > 1;
       check_bucket(b, Variant::cached, Precision::f64, 1e-11, &f64, *ctx);
       check_bucket(b, Variant::automatic, Precision::f64, 1e-11, &f64, *ctx);
       if (i % 4 == 0) check_bucket(b, Variant::automatic, Precision::f32, 2e-5, &f64, *ctx);
@@ -234,9 +239,12 @@ TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
     std::printf("%s=%s: %d buckets, largest relative difference %.3g\n", v.var, v.value, n,
                 f64.worst);
   }
-  std::printf("kernel variants: %d of %d buckets have direct inputs (default limits)\n", direct,
-              buckets);
+  std::printf(
+      "kernel variants: %d of %d buckets have direct inputs (default limits), %d plain plans "
+      "tiled\n",
+      direct, buckets, tiled);
   CHECK(direct > 0);
+  CHECK(tiled > 0);
 }
 
 TEST_CASE("GpuKernel.NothingVariesWithTheSumMatchesCpu", "[gpu]") {

@@ -184,7 +184,7 @@ class Bench {
       double diff = std::max(rel_diff(autom.out, cpu), rel_diff(plain.out, cpu));
       if (has_cached) diff = std::max(diff, rel_diff(cached.out, cpu));
       const double diff32 = o_.no_f32 ? NAN : rel_diff(f32.out, cpu);
-      std::string why = k.why;
+      std::string why = "plain tile " + std::to_string(plain.choice.tile) + "; " + k.why;
       std::replace(why.begin(), why.end(), '\t', ' ');
       cf.tsv << source << '\t' << id << '\t' << shape.output_size() << '\t' << shape.marg_size()
              << '\t' << in.size() << '\t' << nf << '\t' << std::log2(states) << '\t' << flop / 1e9
@@ -236,7 +236,7 @@ int print_plans(const Options& o) {
   std::ofstream tsv(o.out);
   tsv << "bucket\tlog2_states\tn_out\tM\tn_in\tnf\tMi\tMh\tlanes\tsplits\tblocks\tdirect\t"
          "summed_cards\tinput_summed_vars\tp_lanes\tc_reuse\tc_resident\tc_launch\tc_hit\t"
-         "varying_in_mb\tauto_variant\tauto_build_ms\tauto_table_mb\n";
+         "varying_in_mb\tauto_variant\tauto_build_ms\tauto_table_mb\ttile\n";
   RunOptions ro;
   ro.threads = o.threads;
   ro.after_bucket = [&](int b, const BucketShape& shape, std::span<const InputTable> in,
@@ -267,7 +267,16 @@ int print_plans(const Options& o) {
     const LaunchPlan a = make_launch_plan(lay, Variant::automatic, DeviceLimits{});
     const double ms =
         1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    tsv << '\t' << to_string(a.variant) << '\t' << ms << '\t' << a.table_bytes() / 1e6 << '\n';
+    tsv << '\t' << to_string(a.variant) << '\t' << ms << '\t' << a.table_bytes() / 1e6;
+    // the plain plan with tiles (KINFER_GPU_TILES=1): R, outputs (o) or summed (s), and how
+    // many varying inputs load twice
+    DeviceLimits tl;
+    tl.tiles = true;
+    const LaunchPlan t = make_launch_plan(lay, Variant::plain, tl);
+    int dep = 0;
+    for (int f = 0; f < t.nf && t.tile > 1; ++f) dep += t.tile_off[t.nfp + f] != 0;
+    tsv << '\t' << t.tile << (t.tile > 1 ? (t.tile_summed ? "s:" : "o:") : ":") << dep << "/"
+        << lay.nf << '\n';
   };
   run_plan(plan, ro);
   return 0;
