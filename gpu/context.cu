@@ -132,7 +132,10 @@ class CudaContext final : public Context {
     if (direct && std::string(direct) == "0") lim_.direct = false;
     if (const char* tiles = std::getenv("KINFER_GPU_TILES")) {  // 0, 1, force
       lim_.tiles = std::string(tiles) != "0";
-      lim_.tile_fill = std::string(tiles) != "force";
+      if (std::string(tiles) == "force") {
+        lim_.tile_fill = false;
+        lim_.tile_min_nf = 1;
+      }
     }
     if (const char* lanes = std::getenv("KINFER_GPU_LANES")) {  // FLOOR:TERMS
       int lo = 0, terms = 0;

@@ -114,7 +114,7 @@ TileChoice choose_tile(const BucketLayout& L, int nf, int nfp, const DeviceLimit
   TileChoice best;
   std::vector<char> none(nf, 0);
   best.loads = loads_per_term(nfp, nf, 1, none);
-  if (!lim.tiles || nf == 0 || nf > kMaxCachedVarying) return best;
+  if (!lim.tiles || nf == 0 || nf > kMaxCachedVarying || nf < lim.tile_min_nf) return best;
   const double base = best.loads;
   const std::int64_t G = std::int64_t{1} << lanes_log2_for(L.M, 16);
   const std::int64_t fill = std::int64_t{2} * lim.sm_count * lim.max_threads_per_sm;
@@ -142,6 +142,7 @@ TileChoice choose_tile(const BucketLayout& L, int nf, int nfp, const DeviceLimit
         fits = fits && (L.card[i] - 1) * L.stride[f][i] <= INT32_MAX / 2;
       }
     if (!fits) continue;
+    if (std::count(dep.begin(), dep.end(), 1) > lim.max_tile_dep) continue;
     const double l = loads_per_term(nfp, nf, R, dep);
     if (l < best.loads - 1e-9) best = {c, R, summed, l};
   }
@@ -173,6 +174,25 @@ LaunchPlan plain_launch_plan(const BucketLayout& lay, const DeviceLimits& lim,
   p.M = lay.M;
   // pass 0: the tile; its variables drop out of the index space (cardinality 1)
   const TileChoice tc = choose_tile(L, p.nf, p.nfp, lim);
+  if (tc.R > 1) {
+    // the varying slots holding a tile variable go first (the kernel loads those per
+    // configuration, the rest once): a stable partition of [0, nf)
+    std::vector<int> perm(p.nf);
+    std::iota(perm.begin(), perm.end(), 0);
+    auto holds = [&](int f) {
+      for (int i : tc.vars)
+        if (L.stride[f][i] != 0) return true;
+      return false;
+    };
+    std::stable_partition(perm.begin(), perm.end(), holds);
+    std::vector<int> si(p.slot_input);
+    std::vector<std::vector<std::int64_t>> st(L.stride);
+    for (int f = 0; f < p.nf; ++f) {
+      p.slot_input[f] = si[perm[f]];
+      L.stride[f] = st[perm[f]];
+      p.tile_dep += holds(f) ? 1 : 0;
+    }
+  }
   p.tile = tc.R;
   p.tile_summed = tc.summed;
   p.tile_vars = tc.vars;

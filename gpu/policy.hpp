@@ -61,13 +61,15 @@ struct DeviceLimits {
   int shared_per_sm = 228 * 1024;
   int block_overhead = 1024 + kStaticShared;  // per resident block: reserved + static shared
   // Planner option, not a device property: let the plain kernel share loads over tiles of at
-  // most `max_tile` configurations (kernel 1's tiles were net-neutral on the H100; kernel 3's
+  // most `max_tile` configurations (kernel 1's tiles were net-neutral on the H100; kernel 5's
   // tiles of 2, double only, are measured in docs/perf-notes.md). The Context reads
   // KINFER_GPU_TILES=0|1 (measurement); float plans never tile.
   // KINFER_GPU_TILES=force also tiles outputs that then leave the device idle (tests).
-  bool tiles = false;
+  bool tiles = true;
   int max_tile = 2;
-  bool tile_fill = true;  // output tiles only where the launch still fills the device
+  int max_tile_dep = 2;    // varying inputs holding a tile variable (the kernels' template cases)
+  int tile_min_nf = 3;     // tiles only for buckets with this many varying inputs or more
+  bool tile_fill = true;   // output tiles only where the launch still fills the device
   // Planner options for the plain kernel (issue 12 part 4, docs/perf-notes.md): skip the offset
   // table for inputs that hold every inner summed variable (`direct`); lanes per output: the
   // most (up to 32) that leave each lane 16 configurations of the inner summed block, reduced
@@ -133,6 +135,7 @@ struct LaunchPlan {
   std::vector<int> tile_vars;          // bucket var positions
   std::vector<std::int32_t> tile_off;  // [tile][nfp] varying slots
   std::vector<std::int64_t> tile_all;  // [tile][nip] every slot and the output column
+  int tile_dep = 0;  // varying slots holding a tile variable: the first ones, [0, tile_dep)
   // launch shape
   int lanes_log2 = 0;  // 2^lanes_log2 threads share one output (interleaved m)
   int threads = 256;

@@ -75,9 +75,8 @@ struct KernelArgs {
   int seg_off[kMaxVarying], seg_size[kMaxVarying], pitch[kMaxVarying], m_f[kMaxVarying];
   DevDiv div_mf[kMaxVarying];
   int pages_per_block, sum_table_offset;
-  // plain, tile of 2 (tiled kernel): slots whose offsets differ between the two configurations,
-  // their varying offsets and every slot's (and the output column's) offset of configuration 1
-  unsigned tile_dep;
+  // plain, tile of 2 (tiled kernel): the varying offsets of configuration 1 (the first
+  // tile_dep slots), every slot's and the output column's
   bool tile_summed;
   int tile_off1[kMaxVarying];
   long long tile_all1[kMaxSlots + 1];
@@ -385,15 +384,15 @@ __device__ __forceinline__ void plain3_row(const T* const (&rp)[NF], T c, int g,
   }
 }
 
-// One row of the tiled kernel (R = 2): the lane's summed steps for two configurations of the
-// tile variables (two outputs, or two summed configurations of one output). An input without
-// the tile variables (tdep bit clear) is loaded once for both, the offset column once for both;
-// the other inputs load a second value at toff[f] further (a predicated load).
-template <class T, int NF, int GC, int MODE>
+// One row of the tiled kernel: the lane's summed steps for two configurations of a binary tile
+// variable (two outputs, or two summed configurations of one output). The first TD varying
+// slots hold the tile variable and load a second value toff[f] further; the others are loaded
+// once and added to both, and the offset column is read once for both.
+template <class T, int NF, int GC, int MODE, int TD>
 __device__ __forceinline__ void plain3_row2(const T* const (&rp)[NF], T c0, T c1, int g, int G,
                                             int Mi, unsigned col0, unsigned colstride,
-                                            unsigned dmask, unsigned tdep, const int* toff,
-                                            T (&mx)[2], T (&acc)[2], unsigned tab_a) {
+                                            unsigned dmask, const int* toff, T (&mx)[2],
+                                            T (&acc)[2], unsigned tab_a) {
   auto direct = [&](int f) { return MODE == 1 || (MODE == 0 && (dmask >> f & 1)); };
   int mi = g;
   unsigned ad = col0;
@@ -401,15 +400,13 @@ __device__ __forceinline__ void plain3_row2(const T* const (&rp)[NF], T c0, T c1
     T x[4] = {c0, c0, c0, c0}, y[4] = {c1, c1, c1, c1};
 #pragma unroll
     for (int f = 0; f < NF; ++f) {
-      const bool dep = tdep >> f & 1;
-      const int d = toff[f];
       if (direct(f)) {
         const T* p = rp[f] + mi;
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
           const T v = __ldg(p + k * G);
           x[k] += v;
-          y[k] += dep ? __ldg(p + k * G + d) : v;
+          y[k] += f < TD ? __ldg(p + k * G + toff[f]) : v;
         }
       } else {
         const unsigned af = ad + f * colstride;
@@ -418,7 +415,7 @@ __device__ __forceinline__ void plain3_row2(const T* const (&rp)[NF], T c0, T c1
           const T* p = rp[f] + lds32(af + 4 * k * G);
           const T v = __ldg(p);
           x[k] += v;
-          y[k] += dep ? __ldg(p + d) : v;
+          y[k] += f < TD ? __ldg(p + toff[f]) : v;
         }
       }
     }
@@ -432,17 +429,19 @@ __device__ __forceinline__ void plain3_row2(const T* const (&rp)[NF], T c0, T c1
       const T* p = rp[f] + (direct(f) ? mi : lds32(ad + f * colstride));
       const T v = __ldg(p);
       x[0] += v;
-      y[0] += (tdep >> f & 1) ? __ldg(p + toff[f]) : v;
+      y[0] += f < TD ? __ldg(p + toff[f]) : v;
     }
     lse_chunk<1>(mx[0], acc[0], x, tab_a);
     lse_chunk<1>(mx[1], acc[1], y, tab_a);
   }
 }
 
-template <class T, int NF, int GC, int R>
-__global__ void __launch_bounds__(256, plain_min_blocks<NF, R>())
+// TD: 0 untiled; 1 or 2: a tile of two configurations, TD varying slots holding its variable.
+template <class T, int NF, int GC, int TD>
+__global__ void __launch_bounds__(256, plain_min_blocks<NF, TD ? 2 : 1>())
     plain3_kernel(const __grid_constant__ KernelArgs<T> a) {
-  static_assert(R == 1 || (R == 2 && NF > 0), "the plain kernel's tiles: 1 or 2 configurations");
+  constexpr int R = TD ? 2 : 1;
+  static_assert(TD <= NF, "the tile's slots are varying slots");
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ double tab[64];
   load_exp_table3(tab);
@@ -525,14 +524,14 @@ __global__ void __launch_bounds__(256, plain_min_blocks<NF, R>())
                                      acc[0], tab_a);
         } else {
           if (a.direct_mask == (1u << NF) - 1)
-            plain3_row2<T, NF, GC, 1>(rpc, c, c1, g, G, Mi, col0, colstride, 0, a.tile_dep,
-                                      a.tile_off1, mx, acc, tab_a);
+            plain3_row2<T, NF, GC, 1, TD>(rpc, c, c1, g, G, Mi, col0, colstride, 0,
+                                          a.tile_off1, mx, acc, tab_a);
           else if (a.direct_mask == 0)
-            plain3_row2<T, NF, GC, 2>(rpc, c, c1, g, G, Mi, col0, colstride, 0, a.tile_dep,
-                                      a.tile_off1, mx, acc, tab_a);
+            plain3_row2<T, NF, GC, 2, TD>(rpc, c, c1, g, G, Mi, col0, colstride, 0,
+                                          a.tile_off1, mx, acc, tab_a);
           else
-            plain3_row2<T, NF, GC, 0>(rpc, c, c1, g, G, Mi, col0, colstride, a.direct_mask,
-                                      a.tile_dep, a.tile_off1, mx, acc, tab_a);
+            plain3_row2<T, NF, GC, 0, TD>(rpc, c, c1, g, G, Mi, col0, colstride, a.direct_mask,
+                                          a.tile_off1, mx, acc, tab_a);
         }
       }
     }
@@ -698,11 +697,11 @@ void allow_shared(K kernel, int bytes, DeviceFlags& flags) {
     throw std::invalid_argument("policy needs more shared memory than a block gets");
 }
 
-template <class T, int NF, int GC, int R = 1>
+template <class T, int NF, int GC, int TD = 0>
 void launch_plain3(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
   static DeviceFlags flags;
-  allow_shared(plain3_kernel<T, NF, GC, R>, p.shared_bytes, flags);
-  plain3_kernel<T, NF, GC, R>
+  allow_shared(plain3_kernel<T, NF, GC, TD>, p.shared_bytes, flags);
+  plain3_kernel<T, NF, GC, TD>
       <<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, stream>>>(a);
 }
 
@@ -714,20 +713,29 @@ void launch_cached(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t str
       <<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, stream>>>(a);
 }
 
+template <class T, int NF, int TD>
+void launch_tiled(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
+  if (p.lanes_log2 == 5)
+    launch_plain3<T, NF, 32, TD>(p, a, stream);
+  else if (p.lanes_log2 == 3)
+    launch_plain3<T, NF, 8, TD>(p, a, stream);
+  else if (p.lanes_log2 == 2)
+    launch_plain3<T, NF, 4, TD>(p, a, stream);
+  else
+    launch_plain3<T, NF, 0, TD>(p, a, stream);
+}
+
 template <class T, int NF>
 void launch_nf(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
   if (p.variant == Variant::plain && p.tile != 1) {
-    // tiles of 2 (double, 1-8 varying inputs): lanes as below
+    // tiles of 2 (double, 1-8 varying inputs, 1 or 2 of them holding the tile variable)
     if constexpr (std::is_same_v<T, double> && NF > 0 && NF <= kMaxCachedVarying) {
-      if (p.tile != 2) throw std::invalid_argument("no kernel takes a tile of more than 2");
-      if (p.lanes_log2 == 5)
-        launch_plain3<T, NF, 32, 2>(p, a, stream);
-      else if (p.lanes_log2 == 3)
-        launch_plain3<T, NF, 8, 2>(p, a, stream);
-      else if (p.lanes_log2 == 2)
-        launch_plain3<T, NF, 4, 2>(p, a, stream);
-      else
-        launch_plain3<T, NF, 0, 2>(p, a, stream);
+      if (p.tile != 2 || p.tile_dep < 1 || p.tile_dep > 2)
+        throw std::invalid_argument("no kernel takes this tile");
+      if (p.tile_dep == 1)
+        launch_tiled<T, NF, 1>(p, a, stream);
+      else if constexpr (NF >= 2)
+        launch_tiled<T, NF, 2>(p, a, stream);
     } else {
       throw std::invalid_argument("no kernel takes a tiled plan of this element type or size");
     }
@@ -933,10 +941,7 @@ void launch_sum_product(const LaunchPlan& p, const DeviceTables& t, const T* con
   a.sum_table_offset = p.sum_table_offset;
   if (p.variant == Variant::plain && p.tile == 2) {
     a.tile_summed = p.tile_summed;
-    for (int f = 0; f < p.nf; ++f) {
-      a.tile_off1[f] = p.tile_off[p.nfp + f];
-      if (a.tile_off1[f] != 0) a.tile_dep |= 1u << f;
-    }
+    for (int f = 0; f < p.nf; ++f) a.tile_off1[f] = p.tile_off[p.nfp + f];
     for (int s = 0; s <= n_in; ++s) a.tile_all1[s] = p.tile_all[p.nip + s];
   }
   switch (p.nf) {

@@ -198,7 +198,8 @@ TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
       {"KINFER_GPU_DIRECT", "0"},
       {"KINFER_GPU_LANES", "32:16"},
       {"KINFER_GPU_LANES", "1:256"},
-      {"KINFER_GPU_TILES", "force"}};  // tiles of 2, outputs even where the device would idle
+      {"KINFER_GPU_TILES", "0"},        // no tiles (the default tiles 3+ varying inputs)
+      {"KINFER_GPU_TILES", "force"}};  // tiles of 2, 1+ inputs, outputs even where the device idles
   int direct = 0, buckets = 0, tiled = 0;
   for (const Setting& v : variants) {
     // restore the variable as it was (a run of every case under one setting keeps it)

@@ -134,6 +134,8 @@ TEST_CASE("GpuPolicy.PlainSplitsLargeSums", "[gpu]") {
   small.sm_count = 4;
   small.tiles = true;
   small.max_tile = 4;  // the planner's tiles of 4 too (no kernel takes them)
+  small.max_tile_dep = 16;
+  small.tile_min_nf = 1;
   int split_seen = 0, split_tiles = 0, nested = 0, split_inside = 0;
   for (int i = 0; i < 40; ++i) {
     const RandomBucket b = random_bucket(rng, o);
@@ -262,6 +264,8 @@ TEST_CASE("GpuPolicy.PlainTilesReproduceBucket", "[gpu]") {
   small.max_threads_per_sm = 64;
   small.tiles = true;
   small.max_tile = 4;  // the planner's tiles of 4 too (no kernel takes them)
+  small.max_tile_dep = 16;
+  small.tile_min_nf = 1;
   std::mt19937_64 rng(19);
   int out_tiles = 0, sum_tiles = 0;
   for (int i = 0; i < 400; ++i) {
@@ -280,9 +284,52 @@ TEST_CASE("GpuPolicy.PlainTilesReproduceBucket", "[gpu]") {
                  << ", lanes " << (1 << p.lanes_log2));
     REQUIRE(max_error(out, reference(b)) < 1e-10);
     if (p.tile > 1) (p.tile_summed ? sum_tiles : out_tiles)++;
+    // the varying slots holding a tile variable come first (the kernel's TD slots)
+    for (int f = 0; f < p.nf && p.tile > 1; ++f) {
+      bool held = false;
+      for (int r = 1; r < p.tile; ++r) held = held || p.tile_off[r * p.nfp + f] != 0;
+      REQUIRE(held == (f < p.tile_dep));
+    }
   }
   CHECK(out_tiles > 20);
   CHECK(sum_tiles > 50);
+}
+
+TEST_CASE("GpuPolicy.KernelTilesReproduceBucket", "[gpu]") {
+  // The kernels' tiles: 2 configurations, at most 2 varying inputs holding the tile variable,
+  // 3 or more varying inputs (the defaults but the device-fill rule, as KINFER_GPU_TILES=1 on
+  // a small device). Those slots first, and the host walk reproduces the bucket.
+  DeviceLimits small;
+  small.sm_count = 1;
+  small.max_threads_per_sm = 64;
+  small.tiles = true;
+  std::mt19937_64 rng(23);
+  int tiled = 0, two = 0;
+  for (int i = 0; i < 300; ++i) {
+    RandomBucketOptions o;
+    o.max_log2_states = 13;
+    o.max_card = 3;
+    o.min_functions = 3;
+    if (i % 2) {
+      o.min_marg = 64;
+      o.max_marg = 4096;
+    }
+    const RandomBucket b = random_bucket(rng, o);
+    LaunchPlan p;
+    const auto out = emulated(b, Variant::plain, small, &p);
+    INFO("bucket " << i << ", tile " << p.tile << ", slots holding it " << p.tile_dep);
+    REQUIRE(max_error(out, reference(b)) < 1e-10);
+    if (p.tile == 1) continue;
+    ++tiled;
+    two += p.tile_dep == 2;
+    REQUIRE(p.tile == 2);
+    REQUIRE(p.nf_inputs >= 3);
+    REQUIRE(p.tile_dep >= 1);
+    REQUIRE(p.tile_dep <= 2);
+    for (int f = 0; f < p.nf; ++f) REQUIRE((p.tile_off[p.nfp + f] != 0) == (f < p.tile_dep));
+  }
+  CHECK(tiled > 30);
+  CHECK(two > 5);
 }
 
 TEST_CASE("GpuPolicy.ManyInputsReproduceBucket", "[gpu]") {
