@@ -114,7 +114,7 @@ TileChoice choose_tile(const BucketLayout& L, int nf, int nfp, const DeviceLimit
   TileChoice best;
   std::vector<char> none(nf, 0);
   best.loads = loads_per_term(nfp, nf, 1, none);
-  if (!lim.tiles || nf == 0 || nf > kMaxCachedVarying || nf < lim.tile_min_nf) return best;
+  if (!lim.tiles || nf == 0 || nf > kMaxTiledVarying || nf < lim.tile_min_nf) return best;
   const double base = best.loads;
   const std::int64_t G = std::int64_t{1} << lanes_log2_for(L.M, 16);
   const std::int64_t fill = std::int64_t{2} * lim.sm_count * lim.max_threads_per_sm;
@@ -142,7 +142,10 @@ TileChoice choose_tile(const BucketLayout& L, int nf, int nfp, const DeviceLimit
         fits = fits && (L.card[i] - 1) * L.stride[f][i] <= INT32_MAX / 2;
       }
     if (!fits) continue;
-    if (std::count(dep.begin(), dep.end(), 1) > lim.max_tile_dep) continue;
+    // 1 to max_tile_dep varying inputs hold the tile variables (none: the configurations would
+    // differ in constant inputs only, which no kernel's tile takes)
+    const auto nd = std::count(dep.begin(), dep.end(), 1);
+    if (nd < 1 || nd > lim.max_tile_dep) continue;
     const double l = loads_per_term(nfp, nf, R, dep);
     if (l < best.loads - 1e-9) best = {c, R, summed, l};
   }

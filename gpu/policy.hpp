@@ -25,6 +25,7 @@ namespace kinfer::gpu {
 constexpr int kMaxInputs = 60;        // input tables one kernel launch takes
 constexpr int kMaxVarying = 16;       // inputs that vary with the summed variables (plain kernel)
 constexpr int kMaxCachedVarying = 8;  // the cached kernel's template cases
+constexpr int kMaxTiledVarying = 12;  // the tiled plain kernel's (1-8, 12)
 constexpr int kMaxSlots = 64;         // kernel slots: inputs plus the zero tables that pad NF
 constexpr int kMaxTile = 4;         // outputs or summed configurations one thread shares loads over
 constexpr int kStaticShared = 512;  // static shared memory of every kernel (the exp table)
@@ -68,7 +69,7 @@ struct DeviceLimits {
   bool tiles = true;
   int max_tile = 2;
   int max_tile_dep = 2;    // varying inputs holding a tile variable (the kernels' template cases)
-  int tile_min_nf = 3;     // tiles only for buckets with this many varying inputs or more
+  int tile_min_nf = 2;     // tiles only for buckets with this many varying inputs or more
   bool tile_fill = true;   // output tiles only where the launch still fills the device
   // Planner options for the plain kernel (issue 12 part 4, docs/perf-notes.md): skip the offset
   // table for inputs that hold every inner summed variable (`direct`); lanes per output: the

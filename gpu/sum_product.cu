@@ -330,7 +330,7 @@ __device__ __forceinline__ T const_part(const KernelArgs<T>& a, int nf, const in
 // their measurements are in docs/perf-notes.md.
 template <int NF, int R = 1>
 constexpr int plain_min_blocks() {
-  return R > 1 ? 2 : NF <= 4 ? 3 : NF <= 8 ? 2 : 1;  // a tile's second chain: registers
+  return NF > 8 ? 1 : R > 1 ? 2 : NF <= 4 ? 3 : 2;  // a tile's second chain: registers
 }
 
 // Kernel 3 is kernel 2 (the chunks of four, direct inputs, column-wise offset table) with the
@@ -728,8 +728,8 @@ void launch_tiled(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stre
 template <class T, int NF>
 void launch_nf(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
   if (p.variant == Variant::plain && p.tile != 1) {
-    // tiles of 2 (double, 1-8 varying inputs, 1 or 2 of them holding the tile variable)
-    if constexpr (std::is_same_v<T, double> && NF > 0 && NF <= kMaxCachedVarying) {
+    // tiles of 2 (double, 1-8 or 12 varying inputs, 1 or 2 of them holding the tile variable)
+    if constexpr (std::is_same_v<T, double> && NF > 0 && NF <= kMaxTiledVarying) {
       if (p.tile != 2 || p.tile_dep < 1 || p.tile_dep > 2)
         throw std::invalid_argument("no kernel takes this tile");
       if (p.tile_dep == 1)

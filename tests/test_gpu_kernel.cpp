@@ -198,7 +198,7 @@ TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
       {"KINFER_GPU_DIRECT", "0"},
       {"KINFER_GPU_LANES", "32:16"},
       {"KINFER_GPU_LANES", "1:256"},
-      {"KINFER_GPU_TILES", "0"},        // no tiles (the default tiles 3+ varying inputs)
+      {"KINFER_GPU_TILES", "0"},        // no tiles (the default tiles 2+ varying inputs)
       {"KINFER_GPU_TILES", "force"}};  // tiles of 2, 1+ inputs, outputs even where the device idles
   int direct = 0, buckets = 0, tiled = 0;
   for (const Setting& v : variants) {
