@@ -622,7 +622,21 @@ LaunchPlan select_launch_plan(const BucketLayout& lay, Variant want, const Devic
   } else {
     std::string why;
     std::ostringstream w;
-    if (!cached_possible(lay, lim, eb, why)) {
+    // 4 or more lanes per output in the plain kernel (its inner summed block of 64+ terms): the
+    // plain kernel, tiled or not, was as fast or faster than the cache on every such bucket of
+    // device calls 5-6 (kernel 5, nvidia-h100-x1: 0.58-1.04x of the cached time over 129
+    // linkage and random buckets; docs/perf-notes.md); the cached kernel's thresholds below were
+    // fitted before the plain kernel's chunks, direct inputs and tiles.
+    int plain_lanes = 0;  // a plain plan that cannot be made leaves the choice to the cache
+    try {
+      plain_lanes = plain_launch_plan(lay, lim, false).lanes_log2;
+    } catch (const std::invalid_argument&) {
+    }
+    if (plain_lanes >= 2) {
+      p = plain_launch_plan(lay, lim, tables);
+      w << (1 << plain_lanes) << " lanes per output in the plain kernel";
+      s = {Variant::plain, w.str()};
+    } else if (!cached_possible(lay, lim, eb, why)) {
       p = plain_launch_plan(lay, lim, tables);
       s = {Variant::plain, why};
     } else {
