@@ -187,13 +187,13 @@ LaunchPlan plain_launch_plan(const BucketLayout& lay, const DeviceLimits& lim,
         if (L.stride[f][i] != 0) return true;
       return false;
     };
-    std::stable_partition(perm.begin(), perm.end(), holds);
+    p.tile_dep =
+        static_cast<int>(std::stable_partition(perm.begin(), perm.end(), holds) - perm.begin());
     std::vector<int> si(p.slot_input);
     std::vector<std::vector<std::int64_t>> st(L.stride);
     for (int f = 0; f < p.nf; ++f) {
       p.slot_input[f] = si[perm[f]];
       L.stride[f] = st[perm[f]];
-      p.tile_dep += holds(f) ? 1 : 0;
     }
   }
   p.tile = tc.R;
@@ -627,13 +627,14 @@ LaunchPlan select_launch_plan(const BucketLayout& lay, Variant want, const Devic
     // device calls 5-6 (kernel 5, nvidia-h100-x1: 0.58-1.04x of the cached time over 129
     // linkage and random buckets; docs/perf-notes.md); the cached kernel's thresholds below were
     // fitted before the plain kernel's chunks, direct inputs and tiles.
-    int plain_lanes = 0;  // a plain plan that cannot be made leaves the choice to the cache
+    LaunchPlan shape;  // the plain launch's shape (no tables); none: the cache decides
     try {
-      plain_lanes = plain_launch_plan(lay, lim, false).lanes_log2;
+      shape = plain_launch_plan(lay, lim, false);
     } catch (const std::invalid_argument&) {
     }
+    const int plain_lanes = shape.lanes_log2;
     if (plain_lanes >= 2) {
-      p = plain_launch_plan(lay, lim, tables);
+      p = tables ? plain_launch_plan(lay, lim, true) : std::move(shape);
       w << (1 << plain_lanes) << " lanes per output in the plain kernel";
       s = {Variant::plain, w.str()};
     } else if (!cached_possible(lay, lim, eb, why)) {

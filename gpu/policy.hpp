@@ -27,8 +27,7 @@ constexpr int kMaxVarying = 16;       // inputs that vary with the summed variab
 constexpr int kMaxCachedVarying = 8;  // the cached kernel's template cases
 constexpr int kMaxTiledVarying = 12;  // the tiled plain kernel's (1-8, 12)
 constexpr int kMaxSlots = 64;         // kernel slots: inputs plus the zero tables that pad NF
-constexpr int kMaxTile = 4;         // outputs or summed configurations one thread shares loads over
-constexpr int kStaticShared = 512;  // static shared memory of every kernel (the exp table)
+constexpr int kStaticShared = 512;    // static shared memory of every kernel (the exp table)
 
 // n / d for 0 <= n < 2^31 with a multiply and a shift (Granlund-Montgomery, round-up variant).
 struct FastDiv {
@@ -68,9 +67,9 @@ struct DeviceLimits {
   // KINFER_GPU_TILES=force also tiles outputs that then leave the device idle (tests).
   bool tiles = true;
   int max_tile = 2;
-  int max_tile_dep = 2;    // varying inputs holding a tile variable (the kernels' template cases)
-  int tile_min_nf = 2;     // tiles only for buckets with this many varying inputs or more
-  bool tile_fill = true;   // output tiles only where the launch still fills the device
+  int max_tile_dep = 2;   // varying inputs holding a tile variable (the kernels' template cases)
+  int tile_min_nf = 2;    // tiles only for buckets with this many varying inputs or more
+  bool tile_fill = true;  // output tiles only where the launch still fills the device
   // Planner options for the plain kernel (issue 12 part 4, docs/perf-notes.md): skip the offset
   // table for inputs that hold every inner summed variable (`direct`); lanes per output: the
   // most (up to 32) that leave each lane 16 configurations of the inner summed block, reduced

@@ -524,11 +524,11 @@ __global__ void __launch_bounds__(256, plain_min_blocks<NF, TD ? 2 : 1>())
                                      acc[0], tab_a);
         } else {
           if (a.direct_mask == (1u << NF) - 1)
-            plain3_row2<T, NF, GC, 1, TD>(rpc, c, c1, g, G, Mi, col0, colstride, 0,
-                                          a.tile_off1, mx, acc, tab_a);
+            plain3_row2<T, NF, GC, 1, TD>(rpc, c, c1, g, G, Mi, col0, colstride, 0, a.tile_off1, mx,
+                                          acc, tab_a);
           else if (a.direct_mask == 0)
-            plain3_row2<T, NF, GC, 2, TD>(rpc, c, c1, g, G, Mi, col0, colstride, 0,
-                                          a.tile_off1, mx, acc, tab_a);
+            plain3_row2<T, NF, GC, 2, TD>(rpc, c, c1, g, G, Mi, col0, colstride, 0, a.tile_off1, mx,
+                                          acc, tab_a);
           else
             plain3_row2<T, NF, GC, 0, TD>(rpc, c, c1, g, G, Mi, col0, colstride, a.direct_mask,
                                           a.tile_off1, mx, acc, tab_a);
@@ -713,14 +713,18 @@ void launch_cached(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t str
       <<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, stream>>>(a);
 }
 
-template <class T, int NF, int TD>
-void launch_tiled(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
+// The plain kernel (TD: the tile's slots, 0 untiled) with its lanes per output known at compile
+// time where they are common: 32 (large sums), 8 and 4 (M = 64-512 under the default lanes rule;
+// double only, to bound the number of kernels).
+template <class T, int NF, int TD = 0>
+void launch_plain_lanes(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
+  constexpr bool dbl = std::is_same_v<T, double>;
   if (p.lanes_log2 == 5)
     launch_plain3<T, NF, 32, TD>(p, a, stream);
-  else if (p.lanes_log2 == 3)
-    launch_plain3<T, NF, 8, TD>(p, a, stream);
-  else if (p.lanes_log2 == 2)
-    launch_plain3<T, NF, 4, TD>(p, a, stream);
+  else if (dbl && p.lanes_log2 == 3)
+    launch_plain3<T, NF, dbl ? 8 : 0, TD>(p, a, stream);
+  else if (dbl && p.lanes_log2 == 2)
+    launch_plain3<T, NF, dbl ? 4 : 0, TD>(p, a, stream);
   else
     launch_plain3<T, NF, 0, TD>(p, a, stream);
 }
@@ -733,23 +737,14 @@ void launch_nf(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream)
       if (p.tile != 2 || p.tile_dep < 1 || p.tile_dep > 2)
         throw std::invalid_argument("no kernel takes this tile");
       if (p.tile_dep == 1)
-        launch_tiled<T, NF, 1>(p, a, stream);
+        launch_plain_lanes<T, NF, 1>(p, a, stream);
       else if constexpr (NF >= 2)
-        launch_tiled<T, NF, 2>(p, a, stream);
+        launch_plain_lanes<T, NF, 2>(p, a, stream);
     } else {
       throw std::invalid_argument("no kernel takes a tiled plan of this element type or size");
     }
   } else if (p.variant == Variant::plain) {
-    // lanes known at compile time where they are common: 32 (large sums), 8 and 4 (M = 64-512
-    // under the default lanes rule; double only, to bound the number of kernels)
-    if (p.lanes_log2 == 5)
-      launch_plain3<T, NF, 32>(p, a, stream);
-    else if (std::is_same_v<T, double> && p.lanes_log2 == 3)
-      launch_plain3<T, NF, std::is_same_v<T, double> ? 8 : 0>(p, a, stream);
-    else if (std::is_same_v<T, double> && p.lanes_log2 == 2)
-      launch_plain3<T, NF, std::is_same_v<T, double> ? 4 : 0>(p, a, stream);
-    else
-      launch_plain3<T, NF, 0>(p, a, stream);
+    launch_plain_lanes<T, NF>(p, a, stream);
   } else if constexpr (NF > 0 && NF <= kMaxCachedVarying) {
     if (p.cached_mask == (1u << NF) - 1)
       launch_cached<T, NF, true>(p, a, stream);

@@ -273,9 +273,7 @@ int print_plans(const Options& o) {
     DeviceLimits tl;
     tl.tiles = true;
     const LaunchPlan t = make_launch_plan(lay, Variant::plain, tl);
-    int dep = 0;
-    for (int f = 0; f < t.nf && t.tile > 1; ++f) dep += t.tile_off[t.nfp + f] != 0;
-    tsv << '\t' << t.tile << (t.tile > 1 ? (t.tile_summed ? "s:" : "o:") : ":") << dep << "/"
+    tsv << '\t' << t.tile << (t.tile > 1 ? (t.tile_summed ? "s:" : "o:") : ":") << t.tile_dep << "/"
         << lay.nf << '\n';
   };
   run_plan(plan, ro);
