@@ -1,6 +1,8 @@
 #include "gpu/merge_inputs.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "gpu/policy.hpp"
 
@@ -12,61 +14,140 @@ bool contains(const std::vector<int>& scope, int v) {
   return std::find(scope.begin(), scope.end(), v) != scope.end();
 }
 
-// The product of two inputs over the union of their scopes, in the bucket's variable order.
-std::vector<double> product_table(const BucketShape& shape, const HostInput& a, const HostInput& b,
-                                  std::vector<int>& scope) {
-  BucketShape sub;
+// The union of two scopes in the bucket's variable order, and its entries.
+std::vector<int> union_scope(const BucketShape& shape, const std::vector<int>& a,
+                             const std::vector<int>& b, double& entries) {
+  std::vector<int> u;
+  entries = 1;
   for (std::size_t i = 0; i < shape.vars.size(); ++i) {
     const int v = shape.vars[i];
-    if (contains(a.scope, v) || contains(b.scope, v))
-      sub.vars.push_back(v), sub.card.push_back(shape.card[i]);
+    if (contains(a, v) || contains(b, v)) u.push_back(v), entries *= shape.card[i];
   }
-  const InputTable in[] = {{a.data, a.scope}, {b.data, b.scope}};
-  std::vector<double> out(sub.output_size());
-  sum_product_log(sub, in, out.data(), 1);
-  scope = sub.vars;
-  return out;
+  return u;
 }
 
 }  // namespace
 
-std::vector<HostInput> merge_inputs(const BucketShape& shape, std::vector<HostInput> in,
-                                    const std::vector<std::vector<int>>& child_scopes,
-                                    std::vector<std::vector<double>>& owned) {
+bool MergePlan::merged() const {
+  for (const auto& g : groups)
+    if (g.size() > 1) return true;
+  return false;
+}
+
+bool small_products_default() {
+  static const bool on = [] {
+    const char* e = std::getenv("KINFER_GPU_MERGE_SMALL");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
+}
+
+MergePlan merge_plan(const BucketShape& shape, const std::vector<std::vector<int>>& factor_scopes,
+                     const std::vector<std::vector<int>>& child_scopes) {
+  return merge_plan(shape, factor_scopes, child_scopes, small_products_default());
+}
+
+MergePlan merge_plan(const BucketShape& shape, const std::vector<std::vector<int>>& factor_scopes,
+                     const std::vector<std::vector<int>>& child_scopes, bool small_products) {
   const std::vector<int> summed(shape.vars.end() - shape.n_marg, shape.vars.end());
   auto varies = [&](const std::vector<int>& sc) {
     for (int v : sc)
       if (contains(summed, v)) return true;
     return false;
   };
+  MergePlan p;
+  for (std::size_t i = 0; i < factor_scopes.size(); ++i) {
+    p.groups.push_back({static_cast<int>(i)});
+    double entries;
+    p.scopes.push_back(union_scope(shape, factor_scopes[i], {}, entries));
+    p.sizes.push_back(static_cast<std::int64_t>(entries));
+  }
+  // Merges kernel inputs i < j into i.
+  auto merge = [&](int i, int j) {
+    double entries;
+    p.scopes[i] = union_scope(shape, p.scopes[i], p.scopes[j], entries);
+    p.sizes[i] = static_cast<std::int64_t>(entries);
+    p.groups[i].insert(p.groups[i].end(), p.groups[j].begin(), p.groups[j].end());
+    p.groups.erase(p.groups.begin() + j);
+    p.scopes.erase(p.scopes.begin() + j);
+    p.sizes.erase(p.sizes.begin() + j);
+  };
+  // The pair with the smallest product of at most `limit` entries among those `ok` allows.
+  auto best_pair = [&](double limit, auto ok, int& bi, int& bj) {
+    bi = bj = -1;
+    double best = 0;
+    for (std::size_t i = 0; i < p.scopes.size(); ++i)
+      for (std::size_t j = i + 1; j < p.scopes.size(); ++j) {
+        if (!ok(p.scopes[i], p.scopes[j])) continue;
+        double entries;
+        union_scope(shape, p.scopes[i], p.scopes[j], entries);
+        if (entries <= limit && (bi < 0 || entries < best))
+          bi = static_cast<int>(i), bj = static_cast<int>(j), best = entries;
+      }
+    return bi >= 0;
+  };
+  int bi, bj;
+  // Rule 1: small products within a class (an input constant over the summed block is added
+  // once per output; merged with a varying one it would be added once per term).
+  if (small_products)
+    while (best_pair(
+        static_cast<double>(kSmallProduct),
+        [&](const auto& a, const auto& b) { return varies(a) == varies(b); }, bi, bj))
+      merge(bi, bj);
+  // Rule 2: the kernels' limits.
   int child_varying = 0;
   for (const auto& sc : child_scopes) child_varying += varies(sc);
   const int n_children = static_cast<int>(child_scopes.size());
   while (true) {
     int varying = child_varying;
-    for (const HostInput& h : in) varying += varies(h.scope);
+    for (const auto& sc : p.scopes) varying += varies(sc);
     const bool over_varying = varying > kMaxVarying;
-    if (!over_varying && static_cast<int>(in.size()) + n_children <= kMaxInputs) break;
-    // The pair (both varying when that is the excess) with the smallest product.
-    int bi = -1, bj = -1;
-    double best = 0;
-    for (std::size_t i = 0; i < in.size(); ++i)
-      for (std::size_t j = i + 1; j < in.size(); ++j) {
-        if (over_varying && (!varies(in[i].scope) || !varies(in[j].scope))) continue;
-        double entries = 1;
-        for (std::size_t v = 0; v < shape.vars.size(); ++v)
-          if (contains(in[i].scope, shape.vars[v]) || contains(in[j].scope, shape.vars[v]))
-            entries *= shape.card[v];
-        if (entries <= double(1 << 20) && (bi < 0 || entries < best))
-          bi = static_cast<int>(i), bj = static_cast<int>(j), best = entries;
-      }
-    if (bi < 0) break;  // nothing small enough to merge: the selector says why
-    std::vector<int> scope;
-    owned.push_back(product_table(shape, in[bi], in[bj], scope));
-    in[bi] = {owned.back().data(), static_cast<std::int64_t>(owned.back().size()), scope};
-    in.erase(in.begin() + bj);
+    if (!over_varying && static_cast<int>(p.scopes.size()) + n_children <= kMaxInputs) break;
+    // the pair (both varying when that is the excess) with the smallest product
+    if (!best_pair(
+            static_cast<double>(kLimitProduct),
+            [&](const auto& a, const auto& b) { return !over_varying || (varies(a) && varies(b)); },
+            bi, bj))
+      break;  // nothing small enough to merge: the selector says why
+    merge(bi, bj);
   }
-  return in;
+  return p;
+}
+
+std::vector<HostInput> merge_inputs(const BucketShape& shape, std::vector<HostInput> in,
+                                    const std::vector<std::vector<int>>& child_scopes,
+                                    std::vector<std::vector<double>>& owned) {
+  return merge_inputs(shape, std::move(in), child_scopes, owned, small_products_default());
+}
+
+std::vector<HostInput> merge_inputs(const BucketShape& shape, std::vector<HostInput> in,
+                                    const std::vector<std::vector<int>>& child_scopes,
+                                    std::vector<std::vector<double>>& owned, bool small_products) {
+  std::vector<std::vector<int>> scopes;
+  for (const HostInput& h : in) scopes.push_back(h.scope);
+  const MergePlan p = merge_plan(shape, scopes, child_scopes, small_products);
+  if (!p.merged()) return in;
+  std::vector<HostInput> out;
+  for (std::size_t k = 0; k < p.groups.size(); ++k) {
+    const auto& g = p.groups[k];
+    if (g.size() == 1) {
+      out.push_back(std::move(in[g[0]]));
+      continue;
+    }
+    // the product over the union of the group's scopes, nothing summed
+    BucketShape sub;
+    for (std::size_t i = 0; i < shape.vars.size(); ++i)
+      if (contains(p.scopes[k], shape.vars[i]))
+        sub.vars.push_back(shape.vars[i]), sub.card.push_back(shape.card[i]);
+    std::vector<InputTable> group_in;
+    for (int f : g) group_in.push_back({in[f].data, in[f].scope});
+    std::vector<double> table(sub.output_size());
+    sum_product_log(sub, group_in, table.data(), 1);
+    owned.push_back(std::move(table));
+    out.push_back({owned.back().data(), static_cast<std::int64_t>(owned.back().size()),
+                   p.scopes[k]});
+  }
+  return out;
 }
 
 }  // namespace kinfer::gpu

@@ -1,16 +1,29 @@
 #pragma once
-// Fitting a bucket's factor inputs to what the GPU kernels take (plain C++): a bucket with more
-// inputs than a launch takes (kMaxInputs), or more inputs varying with the summed variables than
-// the kernels have cases for (kMaxVarying), gets its smallest factor inputs multiplied together
-// on the host, as long as the products stay small (2^20 entries). Exact: only the grouping of
-// the product changes. The products come from the CPU kernel (sum_product_log) on the bucket
-// restricted to the union of the two scopes, with nothing summed.
+// Fitting a bucket's factor inputs to the GPU kernels (plain C++). Two rules, both exact (only
+// the grouping of the product changes) and both on the host's factor tables, never on the
+// children's outputs (those are computed on either device):
+//  1. Small products. Factor inputs of one class (both varying with the summed variables, or
+//     both not) whose product has at most kSmallProduct entries are multiplied together: a
+//     linkage bucket's single-variable factors (selector priors, penetrances sliced by the
+//     evidence) otherwise cost one load and one add per term each. E.g. linkage_17's largest
+//     buckets go from 7, 6, 7 and 10 inputs to 4, 3, 4 and 5 (docs/perf-notes.md, "Kernel 6").
+//  2. Limits. A bucket with more inputs than a launch takes (kMaxInputs), or more inputs
+//     varying with the summed variables than the kernels have cases for (kMaxVarying), gets its
+//     smallest factor inputs multiplied together as long as the products stay at most 2^20
+//     entries.
+// The products come from the CPU kernel (sum_product_log) on the bucket restricted to the union
+// of the scopes, with nothing summed. merge_plan() says what is merged without computing a
+// table: the cost model (scheduler/plan_costs.cpp) sees the kernel's inputs as the executor
+// uploads them.
 #include <cstdint>
 #include <vector>
 
 #include "engine/cpu_kernel.hpp"
 
 namespace kinfer::gpu {
+
+constexpr std::int64_t kSmallProduct = 4096;     // rule 1: 32 KiB, resident in L1
+constexpr std::int64_t kLimitProduct = 1 << 20;  // rule 2
 
 // A factor input as the GPU path feeds it: a table of the plan, or a product owned by the caller.
 struct HostInput {
@@ -19,14 +32,31 @@ struct HostInput {
   std::vector<int> scope;  // a subsequence of the bucket's vars
 };
 
-// `factors`: the bucket's factor inputs; `child_scopes`: the scopes of its children's outputs
-// (they are not merged: they are computed on either device). Returns the factor inputs to upload;
-// merged products are appended to `owned`, which must outlive the returned inputs (they point
-// into its tables; moving `owned` keeps them valid). When nothing small
-// enough can be merged, returns what it has: the kernel selector then says why the bucket is not
-// taken.
+// The kernel's factor inputs: each the product of a group of the bucket's factor inputs.
+struct MergePlan {
+  std::vector<std::vector<int>> groups;  // per kernel input: indices into the factor inputs
+  std::vector<std::vector<int>> scopes;  // per kernel input: its scope (bucket order)
+  std::vector<std::int64_t> sizes;       // per kernel input: its entries
+  bool merged() const;                   // some group has more than one factor
+};
+
+// `factor_scopes`: the scopes of the bucket's factor inputs; `child_scopes`: those of its
+// children's outputs. `small_products`: rule 1 (on unless KINFER_GPU_MERGE_SMALL=0, read once).
+MergePlan merge_plan(const BucketShape& shape, const std::vector<std::vector<int>>& factor_scopes,
+                     const std::vector<std::vector<int>>& child_scopes);
+MergePlan merge_plan(const BucketShape& shape, const std::vector<std::vector<int>>& factor_scopes,
+                     const std::vector<std::vector<int>>& child_scopes, bool small_products);
+bool small_products_default();
+
+// Returns the factor inputs to upload (merge_plan's); merged products are appended to `owned`,
+// which must outlive the returned inputs (they point into its tables; moving `owned` keeps them
+// valid). When nothing small enough can be merged under rule 2, returns what it has: the kernel
+// selector then says why the bucket is not taken.
 std::vector<HostInput> merge_inputs(const BucketShape& shape, std::vector<HostInput> factors,
                                     const std::vector<std::vector<int>>& child_scopes,
                                     std::vector<std::vector<double>>& owned);
+std::vector<HostInput> merge_inputs(const BucketShape& shape, std::vector<HostInput> factors,
+                                    const std::vector<std::vector<int>>& child_scopes,
+                                    std::vector<std::vector<double>>& owned, bool small_products);
 
 }  // namespace kinfer::gpu

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "gpu/merge_inputs.hpp"
 #include "gpu/policy.hpp"
 
 namespace kinfer::sched {
@@ -37,27 +38,42 @@ PlanCosts plan_costs(const Plan& plan, const Profile& profile, bool warm_gpu) {
     n.children = bk.children;
     n.parent = b == nb - 1 ? -1 : bk.parent;
     n.cpu = profile.cpu_seconds(f);
-    n.gpu = profile.gpu_seconds(f, !warm_gpu);
-    for (int fi : bk.factors) {
-      const double bytes = 8.0 * static_cast<double>(plan.input_data[fi].size());
+    if (!profile.has_gpu) {
+      for (int fi : bk.factors)
+        pc.input_bytes[b] += 8.0 * static_cast<double>(plan.input_data[fi].size());
+      pc.input_tables[b] = static_cast<int>(bk.factors.size());
+      n.gpu = profile.gpu_seconds(f, !warm_gpu);
+      continue;
+    }
+    // On the GPU the kernel takes the factor inputs as the executor merges them
+    // (gpu/merge_inputs.hpp): its features, uploads and layout are those of the merged inputs.
+    const std::vector<std::vector<int>> factor_scopes(scopes.begin(),
+                                                      scopes.begin() + bk.factors.size());
+    const std::vector<std::vector<int>> child_scopes(scopes.begin() + bk.factors.size(),
+                                                     scopes.end());
+    const gpu::MergePlan mp = gpu::merge_plan(shape, factor_scopes, child_scopes);
+    std::vector<std::vector<int>> kernel_scopes = mp.scopes;
+    kernel_scopes.insert(kernel_scopes.end(), child_scopes.begin(), child_scopes.end());
+    n.gpu = profile.gpu_seconds(mp.merged() ? bucket_features(shape, kernel_scopes) : f,
+                                !warm_gpu);
+    // the executor queues all inputs at once: the per-copy cost of a batch
+    const TransferModel& up = profile.h2d_batch.bandwidth > 0 ? profile.h2d_batch : profile.h2d;
+    for (std::int64_t entries : mp.sizes) {
+      const double bytes = 8.0 * static_cast<double>(entries);
       pc.input_bytes[b] += bytes;
-      // the executor queues all original inputs at once: the per-copy cost of a batch
-      const TransferModel& up = profile.h2d_batch.bandwidth > 0 ? profile.h2d_batch : profile.h2d;
-      n.upload += profile.has_gpu ? up.seconds(bytes) : 0;
+      n.upload += up.seconds(bytes);
     }
-    pc.input_tables[b] = static_cast<int>(bk.factors.size());
-    if (profile.has_gpu) {
-      n.to_gpu = profile.h2d.seconds(pc.out_bytes[b]);
-      n.to_cpu = profile.d2h.seconds(pc.out_bytes[b]);
-      // A bucket whose own tables would not fit in the GPU's memory stays on the CPU.
-      double need = pc.out_bytes[b] + pc.input_bytes[b];
-      for (int c : bk.children) need += pc.out_bytes[c];
-      if (profile.gpu.memory_bytes > 0 && need > 0.9 * profile.gpu.memory_bytes)
-        n.gpu = std::numeric_limits<double>::infinity();
-      // a layout no GPU kernel takes (too many inputs, too many varying inputs, ...)
-      if (!gpu::describe(shape, scopes).unsupported.empty())
-        n.gpu = std::numeric_limits<double>::infinity();
-    }
+    pc.input_tables[b] = static_cast<int>(mp.sizes.size());
+    n.to_gpu = profile.h2d.seconds(pc.out_bytes[b]);
+    n.to_cpu = profile.d2h.seconds(pc.out_bytes[b]);
+    // A bucket whose own tables would not fit in the GPU's memory stays on the CPU.
+    double need = pc.out_bytes[b] + pc.input_bytes[b];
+    for (int c : bk.children) need += pc.out_bytes[c];
+    if (profile.gpu.memory_bytes > 0 && need > 0.9 * profile.gpu.memory_bytes)
+      n.gpu = std::numeric_limits<double>::infinity();
+    // a layout no GPU kernel takes (too many inputs, too many varying inputs, ...)
+    if (!gpu::describe(shape, kernel_scopes).unsupported.empty())
+      n.gpu = std::numeric_limits<double>::infinity();
   }
   return pc;
 }

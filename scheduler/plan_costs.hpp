@@ -1,6 +1,6 @@
 #pragma once
 // A Plan's task tree as a cost tree: per bucket, the predicted kernel time on each device from
-// the profile's models, the upload of its original input tables, and the move of its output.
+// the profile's models, the upload of its factor input tables (as the executor merges them for the kernels), and the move of its output.
 #include <span>
 #include <vector>
 
@@ -13,10 +13,12 @@ namespace kinfer::sched {
 
 struct PlanCosts {
   CostTree tree;                         // node b is bucket b; the root is the last bucket
-  std::vector<BucketFeatures> features;  // per bucket
+  std::vector<BucketFeatures> features;  // per bucket, of its inputs as the plan has them
   std::vector<double> out_bytes;         // per bucket: its output table
-  std::vector<double> input_bytes;       // per bucket: its original (factor) input tables
-  std::vector<int> input_tables;         // per bucket: how many factor tables
+  // per bucket: its factor input tables as the GPU executor uploads them (merged by
+  // gpu::merge_plan; the plan's own tables when the profile has no GPU), and how many
+  std::vector<double> input_bytes;
+  std::vector<int> input_tables;
 };
 
 // The input scopes of bucket b, in the order the kernels take them: factors, then children.

@@ -74,7 +74,7 @@ TEST_CASE("Scheduler.ExecutorMatchesRunPlanUnderEveryAssignment", "[scheduler]")
       const Traffic t = schedule_traffic(pc, st.ran_on);
       // (uploads differ when factor inputs were merged for the kernels: products, not the
       // plan's tables, cross)
-      if (st.merged_buckets == 0) CHECK(st.h2d_bytes == t.h2d);
+      CHECK(st.h2d_bytes == t.h2d);
       CHECK(st.d2h_bytes == t.d2h);
       CHECK(dev.h2d_bytes == st.h2d_bytes);
       CHECK(dev.d2h_bytes == t.d2h);

@@ -6,8 +6,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <random>
+#include <set>
 
 #include "engine/errors.hpp"
+#include "gpu/merge_inputs.hpp"
 #include "io/uai.hpp"
 #include "scheduler/calibrate.hpp"
 #include "scheduler/plan_costs.hpp"
@@ -65,12 +67,33 @@ TEST_CASE("Scheduler.FixedProfileCostTree", "[scheduler]") {
           return;
         }
     };
+    std::vector<std::vector<int>> factor_scopes, child_scopes;
     for (int f : bk.factors) {
       count(plan.input_scope[f]);
-      factor_bytes += 8.0 * plan.input_data[f].size();
-      upload += 1e-5 + 8.0 * plan.input_data[f].size() / 1e10;
+      factor_scopes.push_back(plan.input_scope[f]);
     }
-    for (int c : bk.children) count(plan.tree.buckets[c].output_vars());
+    for (int c : bk.children) {
+      count(plan.tree.buckets[c].output_vars());
+      child_scopes.push_back(plan.tree.buckets[c].output_vars());
+    }
+    // the uploads are the factor inputs as the executor merges them: each factor in one group,
+    // a group's table over the union of its factors' scopes
+    const gpu::MergePlan mp = gpu::merge_plan(bucket_shape(plan, b), factor_scopes, child_scopes);
+    std::vector<int> seen(bk.factors.size(), 0);
+    for (std::size_t k = 0; k < mp.groups.size(); ++k) {
+      std::set<int> vars;
+      for (int i : mp.groups[k]) {
+        ++seen.at(i);
+        vars.insert(factor_scopes[i].begin(), factor_scopes[i].end());
+      }
+      CHECK(std::set<int>(mp.scopes[k].begin(), mp.scopes[k].end()) == vars);
+      double entries = 1;
+      for (int v : vars) entries *= plan.model.card[v];
+      CHECK(mp.sizes[k] == entries);
+      factor_bytes += 8.0 * entries;
+      upload += 1e-5 + 8.0 * entries / 1e10;
+    }
+    CHECK(std::count(seen.begin(), seen.end(), 1) == static_cast<long>(seen.size()));
     const CostNode& n = pc.tree.nodes[b];
     INFO("bucket " << b);
     CHECK(n.cpu == Approx(1e-5 + 1e-9 * states * std::exp(0.1 * varying)));
@@ -113,7 +136,7 @@ TEST_CASE("Scheduler.GpuMemoryAndInputLimits", "[scheduler]") {
   f.inputs = 16;
   CHECK(std::isfinite(p.gpu_seconds(f)));
   // a GPU with almost no memory: every bucket with tables stays on the CPU
-  p.gpu.memory_bytes = 64;
+  p.gpu.memory_bytes = 8;  // less than one entry of any table
   const Plan plan = uai_plan("Pedigree_11.uai");
   const PlanCosts pc = plan_costs(plan, p);
   int finite = 0;

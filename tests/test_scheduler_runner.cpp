@@ -313,6 +313,68 @@ TEST_CASE("Scheduler.ExecutorLiveMemoryBudget", "[scheduler]") {
   CHECK(dev.live_tables() == 0);
 }
 
+TEST_CASE("Scheduler.MergeInputsMultipliesSmallFactorsExactly", "[scheduler]") {
+  // A linkage-like bucket: 8 variables (cardinalities 2-3, the last 3 summed), six factors over
+  // one or two variables (as selector priors and sliced penetrances are), a large child over
+  // all of them and a child over the outputs only. Rule 1 multiplies the small factors of a
+  // class (varying with the summed variables, or not) together, never across classes; the
+  // bucket's result is the same (brute-force reference kernel).
+  std::mt19937_64 rng(11);
+  BucketShape shape;
+  const int card[] = {2, 3, 2, 2, 3, 2, 3, 2};
+  for (int v = 0; v < 8; ++v) shape.vars.push_back(v), shape.card.push_back(card[v]);
+  shape.n_marg = 3;  // vars 5, 6, 7
+  const std::vector<std::vector<int>> scopes = {{5}, {6}, {1, 7}, {0}, {2, 3}, {6, 7}};
+  std::vector<std::vector<double>> tables;
+  auto random_table = [&](const std::vector<int>& sc) {
+    std::size_t n = 1;
+    for (int v : sc) n *= card[v];
+    std::vector<double> t(n);
+    for (double& x : t) x = std::log(std::uniform_real_distribution<double>(0.05, 1)(rng));
+    return t;
+  };
+  for (const auto& sc : scopes) tables.push_back(random_table(sc));
+  const std::vector<std::vector<int>> children = {{0, 1, 2, 3, 4, 5, 6, 7}, {1, 4}};
+  std::vector<std::vector<double>> child_tables;
+  for (const auto& sc : children) child_tables.push_back(random_table(sc));
+  std::vector<gpu::HostInput> in;
+  std::vector<InputTable> all;
+  for (std::size_t k = 0; k < scopes.size(); ++k) {
+    in.push_back({tables[k].data(), static_cast<std::int64_t>(tables[k].size()), scopes[k]});
+    all.push_back({tables[k].data(), scopes[k]});
+  }
+  for (std::size_t k = 0; k < children.size(); ++k)
+    all.push_back({child_tables[k].data(), children[k]});
+  std::vector<double> want(shape.output_size()), got(shape.output_size());
+  sum_product_log_reference(shape, all, want.data());
+
+  std::vector<std::vector<double>> owned;
+  const auto off = gpu::merge_inputs(shape, in, children, owned, false);
+  CHECK(off.size() == in.size());  // within the kernels' limits: rule 2 merges nothing
+  const auto merged = gpu::merge_inputs(shape, in, children, owned, true);
+  // the four varying factors ({5}, {6}, {1,7}, {6,7}: 2*3*3*2 = 36 entries) become one, the two
+  // output-only ones ({0}, {2,3}) another
+  REQUIRE(merged.size() == 2);
+  const auto varies = [](const std::vector<int>& sc) {
+    return std::any_of(sc.begin(), sc.end(), [](int v) { return v >= 5; });
+  };
+  CHECK(varies(merged[0].scope) != varies(merged[1].scope));
+  for (const auto& h : merged) {
+    std::int64_t n = 1;
+    for (int v : h.scope) n *= card[v];
+    CHECK(h.size == n);
+  }
+  const gpu::MergePlan mp = gpu::merge_plan(shape, scopes, children, true);
+  REQUIRE(mp.groups.size() == 2);
+  CHECK(mp.merged());
+  std::vector<InputTable> kernel_in;
+  for (const auto& h : merged) kernel_in.push_back({h.data, h.scope});
+  for (std::size_t k = 0; k < children.size(); ++k)
+    kernel_in.push_back({child_tables[k].data(), children[k]});
+  sum_product_log(shape, kernel_in, got.data(), 1);
+  for (std::size_t i = 0; i < want.size(); ++i) CHECK(got[i] == Approx(want[i]).epsilon(1e-12));
+}
+
 TEST_CASE("Scheduler.MergeInputsFitsTheKernelsExactly", "[scheduler]") {
   // A bucket of 24 pairwise factors over 10 binary variables (3 summed): more inputs than a
   // launch takes. Merged, it fits, and the bucket's result is the same.

@@ -24,6 +24,7 @@
 
 #include "engine/plan.hpp"
 #include "gpu/host_run.hpp"
+#include "gpu/merge_inputs.hpp"
 #include "gpu/policy.hpp"
 #include "gpu/random_bucket.hpp"
 #include "io/uai.hpp"
@@ -37,6 +38,7 @@ struct Options {
   bool ceilings = false;
   bool plans = false;
   bool no_f32 = false;
+  bool merge = false;
   int cpu_runs = 3;
   std::vector<std::string> configs;
   int random = 0;
@@ -236,7 +238,7 @@ int print_plans(const Options& o) {
   std::ofstream tsv(o.out);
   tsv << "bucket\tlog2_states\tn_out\tM\tn_in\tnf\tMi\tMh\tlanes\tsplits\tblocks\tdirect\t"
          "summed_cards\tinput_summed_vars\tp_lanes\tc_reuse\tc_resident\tc_launch\tc_hit\t"
-         "varying_in_mb\tauto_variant\tauto_build_ms\tauto_table_mb\ttile\n";
+         "varying_in_mb\tauto_variant\tauto_build_ms\tauto_table_mb\ttile\tinput_sizes\tn_in_merged\n";
   RunOptions ro;
   ro.threads = o.threads;
   ro.after_bucket = [&](int b, const BucketShape& shape, std::span<const InputTable> in,
@@ -274,7 +276,20 @@ int print_plans(const Options& o) {
     tl.tiles = true;
     const LaunchPlan t = make_launch_plan(lay, Variant::plain, tl);
     tsv << '\t' << t.tile << (t.tile > 1 ? (t.tile_summed ? "s:" : "o:") : ":") << t.tile_dep << "/"
-        << lay.nf << '\n';
+        << lay.nf << '\t';
+    // each input's entries (log2; f: a factor, c: a child's output) and the kernel inputs
+    // after gpu::merge_plan
+    std::vector<std::int64_t> st(shape.vars.size());
+    const std::size_t nfac = plan.tree.buckets[b].factors.size();
+    std::vector<std::vector<int>> fs, cs;
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      tsv << (i < nfac ? "f" : "c") << std::log2(double(input_strides(shape, in[i].scope, st.data())))
+          << ",";
+      (i < nfac ? fs : cs).push_back(in[i].scope);
+    }
+    const MergePlan mp = merge_plan(shape, fs, cs, true);
+    tsv << '\t' << mp.scopes.size() + cs.size();
+    tsv << '\n';
   };
   run_plan(plan, ro);
   return 0;
@@ -287,6 +302,9 @@ int main(int argc, char** argv) {
   CLI::App app{"per-bucket GPU kernel benchmark"};
   app.add_flag("--ceilings", o.ceilings, "measure and print the device's ceilings only");
   app.add_flag("--no-f32", o.no_f32, "skip the float runs");
+  app.add_flag("--merge", o.merge,
+               "network buckets: also time each bucket whose factor inputs the executor merges "
+               "(gpu/merge_inputs.hpp), as it merges them (source NAME+merge)");
   app.add_option("--cpu-runs", o.cpu_runs, "timed CPU runs per bucket (median; default 3)");
   app.add_option("--config", o.configs,
                  "NAME[:VAR=VAL,...]: a kernel configuration (a Context made with those "
@@ -380,6 +398,24 @@ int main(int argc, char** argv) {
       if (std::log2(states) < o.min_log2) return;
       const std::vector<double> cpu(out, out + shape.output_size());
       bench.bucket(name, b, shape, in, &cpu);
+      if (!o.merge) return;
+      // the same bucket with its factor inputs as the executor merges them (gpu/merge_inputs)
+      const std::size_t nfac = plan.tree.buckets[b].factors.size();
+      std::vector<HostInput> factors;
+      std::vector<std::vector<int>> children;
+      std::vector<std::int64_t> st(shape.vars.size());
+      for (std::size_t i = 0; i < in.size(); ++i)
+        if (i < nfac)
+          factors.push_back({in[i].data, input_strides(shape, in[i].scope, st.data()), in[i].scope});
+        else
+          children.push_back(in[i].scope);
+      std::vector<std::vector<double>> owned;
+      const std::vector<HostInput> merged = merge_inputs(shape, factors, children, owned, true);
+      if (merged.size() == factors.size()) return;
+      std::vector<InputTable> min;
+      for (const HostInput& h : merged) min.push_back({h.data, h.scope});
+      for (std::size_t i = nfac; i < in.size(); ++i) min.push_back(in[i]);
+      bench.bucket(name + "+merge", b, shape, min, &cpu);
     };
     run_plan(plan, ro);
   }
