@@ -144,6 +144,7 @@ class CudaContext final : public Context {
         lim_.lane_terms = terms;
       }
     }
+    if (const char* lean = std::getenv("KINFER_GPU_LEAN")) lim_.lean = std::string(lean) != "0";
     if (const char* mid = std::getenv("KINFER_GPU_MID_ROWS")) {  // the two-level outer table
       const long long rows = std::atoll(mid);
       if (rows >= 1) lim_.mid_rows_max = rows;

@@ -117,6 +117,7 @@ TileChoice choose_tile(const BucketLayout& L, int nf, int nfp, const DeviceLimit
   if (!lim.tiles || nf == 0 || nf > kMaxTiledVarying || nf < lim.tile_min_nf) return best;
   const double base = best.loads;
   const std::int64_t G = std::int64_t{1} << lanes_log2_for(L.M, 16);
+  if (lim.lean && L.M <= 16 && nf <= 3) return best;  // the one-lane kernel instead
   const std::int64_t fill = std::int64_t{2} * lim.sm_count * lim.max_threads_per_sm;
   std::vector<std::vector<int>> cands;
   for (int i = 0; i < nv; ++i) {
@@ -276,6 +277,7 @@ LaunchPlan plain_launch_plan(const BucketLayout& lay, const DeviceLimits& lim,
   p.blocks = ceil_div(p.n_items * p.splits * G, p.threads);
   if (p.blocks > kMaxIndex)
     throw std::invalid_argument("bucket has too many outputs for one launch");
+  p.lean = lim.lean && p.M <= 16 && p.lanes_log2 == 0 && p.tile == 1 && p.nf <= 3;
   p.div_items = FastDiv64(static_cast<std::uint32_t>(std::min<std::int64_t>(p.n_items, 1)));
   if (p.n_items < (std::int64_t{1} << 32))
     p.div_items = FastDiv64(static_cast<std::uint32_t>(p.n_items));

@@ -86,6 +86,11 @@ struct DeviceLimits {
   // the H100's host: docs/perf-notes.md). Tests set it small to walk both levels; the Context
   // reads KINFER_GPU_MID_ROWS=N (measurement and the device tests).
   std::int64_t mid_rows_max = 4096;
+  // Planner option (kernel 7): plain plans of at most 16 summed configurations per output (one
+  // lane) and at most 3 varying inputs run untiled in a kernel compiled for one lane that holds
+  // 4 blocks of 256 per SM (the general one holds 2-3: registers); 1.08-1.22x on such buckets,
+  // slower at M = 24-28 (docs/perf-notes.md, "Kernel 7"). The Context reads KINFER_GPU_LEAN=0|1.
+  bool lean = true;
 };
 
 // The bucket's index space, independent of the kernel variant.
@@ -138,6 +143,7 @@ struct LaunchPlan {
   int tile_dep = 0;  // varying slots holding a tile variable: the first ones, [0, tile_dep)
   // launch shape
   int lanes_log2 = 0;  // 2^lanes_log2 threads share one output (interleaved m)
+  bool lean = false;   // plain, M <= 16, untiled, <= 3 varying: the one-lane kernel
   int threads = 256;
   std::int64_t blocks = 1;
   int splits = 1;  // plain: blocks of outputs split over mh (partials combined)

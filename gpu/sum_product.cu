@@ -322,15 +322,17 @@ __device__ __forceinline__ T const_part(const KernelArgs<T>& a, int nf, const in
 
 // ---- plain: global loads through L1/L2 (kernel 3, issue 12 part 4) ----
 // One item = (output, split), 2^lanes lanes per item reading interleaved summed steps; per lane
-// the steps go in chunks of four terms (lse_chunk). GC: lanes per item known at compile time (32,
+// the steps go in chunks of four terms (lse_chunk). GC: lanes per item known at compile time (1:
+// kernel 7, one lane and 4 blocks per SM, M <= 16 and NF <= 3 (KINFER_GPU_LEAN=0: off); 32,
 // the large sums: the four terms' addresses then differ by immediates), or 0 (a run-time G). The
 // inner-block offset table sits in shared memory column by column (a 4-byte load per input and
 // term, consecutive lanes on consecutive words), and inputs holding every inner summed variable
 // (direct_mask) read at mi itself, without it. Kernels 1 and 2 (the versions before) are gone;
 // their measurements are in docs/perf-notes.md.
-template <int NF, int R = 1>
+template <int NF, int R = 1, int GC = 0>
 constexpr int plain_min_blocks() {
-  return NF > 8 ? 1 : R > 1 ? 2 : NF <= 4 ? 3 : 2;  // a tile's second chain: registers
+  // a tile's second chain: registers; the one-lane kernel (GC 1, kernel 7): 64 registers
+  return NF > 8 ? 1 : R > 1 ? 2 : GC == 1 && NF <= 3 ? 4 : NF <= 4 ? 3 : 2;
 }
 
 // Kernel 3 is kernel 2 (the chunks of four, direct inputs, column-wise offset table) with the
@@ -438,7 +440,7 @@ __device__ __forceinline__ void plain3_row2(const T* const (&rp)[NF], T c0, T c1
 
 // TD: 0 untiled; 1 or 2: a tile of two configurations, TD varying slots holding its variable.
 template <class T, int NF, int GC, int TD>
-__global__ void __launch_bounds__(256, plain_min_blocks<NF, TD ? 2 : 1>())
+__global__ void __launch_bounds__(256, plain_min_blocks<NF, TD ? 2 : 1, GC>())
     plain3_kernel(const __grid_constant__ KernelArgs<T> a) {
   constexpr int R = TD ? 2 : 1;
   static_assert(TD <= NF, "the tile's slots are varying slots");
@@ -719,6 +721,9 @@ void launch_cached(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t str
 template <class T, int NF, int TD = 0>
 void launch_plain_lanes(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
   constexpr bool dbl = std::is_same_v<T, double>;
+  if constexpr (dbl && TD == 0 && NF <= 3) {
+    if (p.lean && p.lanes_log2 == 0) return launch_plain3<T, NF, 1, 0>(p, a, stream);
+  }
   if (p.lanes_log2 == 5)
     launch_plain3<T, NF, 32, TD>(p, a, stream);
   else if (dbl && p.lanes_log2 == 3)

@@ -199,8 +199,9 @@ TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
       {"KINFER_GPU_LANES", "32:16"},
       {"KINFER_GPU_LANES", "1:256"},
       {"KINFER_GPU_TILES", "0"},        // no tiles (the default tiles 2+ varying inputs)
-      {"KINFER_GPU_TILES", "force"}};  // tiles of 2, 1+ inputs, outputs even where the device idles
-  int direct = 0, buckets = 0, tiled = 0;
+      {"KINFER_GPU_TILES", "force"},  // tiles of 2, 1+ inputs, outputs even where the device idles
+      {"KINFER_GPU_LEAN", "0"}};      // one-lane plans (M <= 16, <= 3 varying) in kernel 3, not 7
+  int direct = 0, buckets = 0, tiled = 0, lean = 0;
   for (const Setting& v : variants) {
     // restore the variable as it was (a run of every case under one setting keeps it)
     const char* before = std::getenv(v.var);
@@ -233,8 +234,10 @@ TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
       if (i % 4 == 0) check_bucket(b, Variant::automatic, Precision::f32, 2e-5, &f64, *ctx);
       std::vector<std::vector<int>> scopes(b.scopes.begin(), b.scopes.end());
       const BucketLayout lay = describe(b.shape, scopes);
-      if (lay.unsupported.empty())
+      if (lay.unsupported.empty()) {
         direct += make_launch_plan(lay, Variant::plain, DeviceLimits{}).direct_mask != 0;
+        lean += make_launch_plan(lay, Variant::plain, DeviceLimits{}).lean;  // on by default
+      }
       ++buckets;
     }
     std::printf("%s=%s: %d buckets, largest relative difference %.3g\n", v.var, v.value, n,
@@ -242,10 +245,11 @@ TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
   }
   std::printf(
       "kernel variants: %d of %d buckets have direct inputs (default limits), %d plain plans "
-      "tiled\n",
-      direct, buckets, tiled);
+      "tiled, %d one-lane plans in kernel 7\n",
+      direct, buckets, tiled, lean);
   CHECK(direct > 0);
   CHECK(tiled > 0);
+  CHECK(lean > 0);
 }
 
 TEST_CASE("GpuKernel.NothingVariesWithTheSumMatchesCpu", "[gpu]") {
