@@ -53,32 +53,49 @@ void find_and_read_profile(const std::string& gpu_name, std::string& path,
 
 OpenedDevice open_gpu(int device, bool with_profile) {
   const auto t0 = clock_type::now();
-  OpenedDevice d = [device, t0] {
-    OpenedDevice d;
-    const gpu::DeviceInfo info = gpu::probe();
-    if (!info.available) {
-      d.name = info.why_not.empty() ? "no GPU" : info.why_not;
-      return d;
-    }
-    try {
-      const double probed = since(t0);
-      d.ctx = gpu::Context::create(device);
-      d.name = info.name;
-      d.memory_bytes = info.memory_bytes;
-      spdlog::debug("GPU {} opened in {:.3f} s (the driver's probe {:.3f} s, the context {:.3f} s)",
-                    device, since(t0), probed, since(t0) - probed);
-    } catch (const std::exception& e) {
-      d.ctx.reset();
-      d.name = std::string("the GPU could not be opened: ") + e.what();
-    }
+  OpenedDevice d;
+  const gpu::DeviceInfo info = gpu::probe();
+  if (!info.available) {
+    d.name = info.why_not.empty() ? "no GPU" : info.why_not;
+    d.seconds = since(t0);
     return d;
-  }();
+  }
+  // The profile is read (3-4 ms of JSON) while the context is made: the GPU's name is known
+  // from the probe.
+  struct Read {
+    std::string path;
+    std::optional<Profile> profile;
+    bool looked = false;
+  };
+  std::future<Read> read;
+  if (with_profile)
+    read = std::async(std::launch::async, [name = info.name] {
+      Read r;
+      try {
+        find_and_read_profile(name, r.path, r.profile);
+        r.looked = true;
+      } catch (const std::exception&) {  // Runner::profile reads it again and reports the error
+      }
+      return r;
+    });
+  try {
+    const double probed = since(t0);
+    d.ctx = gpu::Context::create(device);
+    d.name = info.name;
+    d.memory_bytes = info.memory_bytes;
+    spdlog::debug("GPU {} opened in {:.3f} s (the driver's probe {:.3f} s, the context {:.3f} s)",
+                  device, since(t0), probed, since(t0) - probed);
+  } catch (const std::exception& e) {
+    d.ctx.reset();
+    d.name = std::string("the GPU could not be opened: ") + e.what();
+  }
   d.seconds = since(t0);
-  if (with_profile && d.ctx) {
-    try {
-      find_and_read_profile(d.name, d.profile_path, d.profile);
-      d.profile_looked = true;
-    } catch (const std::exception&) {  // Runner::profile reads it again and reports the error
+  if (read.valid()) {
+    Read r = read.get();
+    if (d.ctx) {
+      d.profile_path = std::move(r.path);
+      d.profile = std::move(r.profile);
+      d.profile_looked = r.looked;
     }
   }
   return d;

@@ -28,8 +28,8 @@ struct OpenedDevice {
   std::string name;                   // the GPU's name, or why there is none
   double memory_bytes = 0;
   double seconds = 0;  // probing and opening it took (the driver's start included)
-  // The calibration profile for it, looked up and read beside the opening when asked for
-  // (open_gpu's `with_profile`: the background start; reading ~0.4 MB of JSON takes ~10 ms):
+  // The calibration profile for it, looked up and read while the context is made when asked for
+  // (open_gpu's `with_profile`: the background start; reading ~0.2 MB of JSON takes 3-4 ms):
   // `profile_looked` says it was; `profile_path` is where it was looked for (find_profile_for_gpu,
   // else default_profile_path()), `profile` empty when there is none or it could not be read.
   bool profile_looked = false;
