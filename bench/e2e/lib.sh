@@ -33,6 +33,35 @@ e2e_check() {  # pe --check of each network
     timeout 60 $k pe $D/$n.uai --check > $R/check-$n.txt 2>&1; echo "exit $?" >> $R/check-$n.txt
   done
 }
+# e2e_calibrate PROFILE: `kinfer calibrate` (45 s, linkage_11/17's buckets in the sweep) into
+# $R/PROFILE, the old one kept as $R/PROFILE-old.json, the new one installed as the bundle's
+# shipped profile for the steps that follow.
+e2e_calibrate() {
+  local p=$1
+  cp $B/data/profiles/$p.json $R/$p-old.json
+  timeout 150 $k calibrate --seconds 45 --network $D/linkage_11.uai --network $D/linkage_17.uai \
+    -o $R/$p.json > $R/calibrate.txt 2> $R/calibrate.log
+  echo "calibrate rc=$? $(tail -8 $R/calibrate.txt | tr '\n' ' ')"
+  [ -s $R/$p.json ] && cp $R/$p.json $B/data/profiles/$p.json
+}
+# e2e_bucket_logs PROFILE NETWORK...: each bucket's predicted and measured kernel time
+# (schedule-compare --bucket-log with the tree and summary, for bench/scheduler/repredict).
+e2e_bucket_logs() {
+  local p=$1 n
+  shift
+  for n in "$@"; do
+    timeout 100 $k schedule-compare $D/$n.uai --seed 1 --order-time 1.5 --order-cache none --repeat 1 \
+      --profile $B/data/profiles/$p.json --save-tree $R/$n.tree.json --bucket-log $R/$n.buckets.tsv \
+      --json > $R/$n.json 2> $R/$n-schedule.log
+    echo "schedule-compare $n rc=$?"
+  done
+}
+# The auto rows again with the helper exit (KINFER_EXIT=fast), and the kinfer processes left.
+e2e_helper_rows() {
+  KINFER_EXIT=fast M --out "$R/helper.tsv" --devices auto --timeout 40 --deadline 60 "$@"
+  cut -f1-5 $R/helper.tsv
+  echo "kinfer processes left (zombies included): $(ps -eo comm | grep -cx kinfer || true)"
+}
 # e2e_end COLUMNS: the verdicts and the table's first COLUMNS columns printed, the results packed.
 e2e_end() {
   for f in $R/*.txt; do echo "$f: $(grep -E 'passed|PASSED|FAILED|failed|exit' $f | tail -2 | tr '\n' ' ')"; done
