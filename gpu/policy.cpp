@@ -663,8 +663,12 @@ LaunchPlan select_launch_plan(const BucketLayout& lay, Variant want, const Devic
       // once, as long as the varying inputs are small next to the terms (reused through L2).
       // Measured on the H100 (docs/perf-notes.md, device call 4): linkage buckets of M = 8-16
       // with 0.06-1.0 input bytes per term 1.4-1.5x faster cached; random buckets of M = 18-24
-      // with 4 and 19 bytes per term 1.3x and 2.4x slower cached (device call 3).
-      constexpr double kOneLaneBytesPerTerm = 2;
+      // with 4 and 19 bytes per term 1.3x and 2.4x slower cached (device call 3). Lowered from 2
+      // to 1 after kernels 6-7 (fifth session): random buckets of 1.2-1.5 bytes per term were 2x
+      // slower cached; replayed on the three H100 bucket sets with both variants timed (129, 68
+      // and 49 buckets) the selected time fell 80.61 -> 80.53, 78.64 -> 77.76, 57.76 -> 57.33 ms,
+      // the worst choice 2.07x -> 1.24x off the faster (docs/perf-notes.md, "Kernel 7").
+      constexpr double kOneLaneBytesPerTerm = 1;
       double in_bytes = 0;
       for (int f = 0; f < lay.nf; ++f) in_bytes += static_cast<double>(lay.in_size[f]) * eb;
       const double terms = static_cast<double>(lay.n_out) * static_cast<double>(lay.M);
