@@ -472,6 +472,7 @@ Profile calibrate(const CalibrateOptions& opt, gpu::Context* ctx, const std::str
     }
     p.gpu.samples = std::move(s);
     p.gpu.model = RuntimeModel::fit(p.gpu.samples);
+    p.gpu_kernels = gpu::kKernelGeneration;
     std::sort(first_use.begin(), first_use.end());
     if (!first_use.empty()) p.gpu_first_use = first_use[first_use.size() / 2];
   }

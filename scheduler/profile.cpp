@@ -198,6 +198,7 @@ json to_json(const Profile& p) {
     j["gpu"]["max_inputs"] = p.gpu_max_inputs;
     j["gpu"]["first_use_seconds"] = p.gpu_first_use;
     if (p.gpu_start > 0) j["gpu"]["start_seconds"] = p.gpu_start;
+    j["gpu"]["kernels"] = p.gpu_kernels;
     j["transfer"] = {{"h2d", transfer_json(p.h2d)}, {"d2h", transfer_json(p.d2h)}};
     if (p.h2d_batch.bandwidth > 0) j["transfer"]["h2d_batch"] = transfer_json(p.h2d_batch);
   }
@@ -223,6 +224,7 @@ Profile profile_from_json(const json& j, const std::string& source) {
       p.gpu_max_inputs = j["gpu"].value("max_inputs", 16);
       p.gpu_first_use = j["gpu"].value("first_use_seconds", 0.0);
       p.gpu_start = j["gpu"].value("start_seconds", 0.0);
+      p.gpu_kernels = j["gpu"].value("kernels", 0);
       p.h2d = transfer_from(j.at("transfer").at("h2d"));
       p.d2h = transfer_from(j.at("transfer").at("d2h"));
       if (j["transfer"].contains("h2d_batch"))

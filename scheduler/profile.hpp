@@ -46,6 +46,9 @@ struct Profile {
   // Seconds from a fresh process to a usable GPU (driver start and context), as `kinfer
   // calibrate` measured it; 0: not measured (the runner assumes kGpuStartSeconds).
   double gpu_start = 0;
+  // The GPU kernels' generation it was fitted on (gpu::kKernelGeneration at calibration; 0:
+  // before generations were recorded).
+  int gpu_kernels = 0;
   TransferModel h2d, d2h;   // one copy, waited for
   TransferModel h2d_batch;  // per copy of many queued back to back (bandwidth 0: not measured)
 

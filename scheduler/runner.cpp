@@ -525,6 +525,12 @@ const Profile* Runner::profile(std::string& path) {
       find_and_read_profile(gpu_name(), profile_path_, profile_);
     }
     if (profile_) spdlog::info("profile: {}", profile_path_);
+    if (profile_ && profile_->has_gpu && profile_->gpu_kernels < gpu::kKernelGeneration)
+      spdlog::warn(
+          "the profile {} was fitted on GPU kernels of generation {}, this kinfer's are of "
+          "generation {}: its GPU predictions (the --device auto choice, the placement) may be "
+          "off; run `kinfer calibrate` again",
+          profile_path_, profile_->gpu_kernels, gpu::kKernelGeneration);
   }
   path = profile_path_.empty() ? default_profile_path() : profile_path_;
   return profile_ ? &*profile_ : nullptr;

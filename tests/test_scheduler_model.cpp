@@ -185,6 +185,23 @@ TEST_CASE("Scheduler.ProfileRoundTrip", "[scheduler]") {
   CHECK(q.h2d.seconds(1e6) == Approx(1e-5 + 1e-4));
   CHECK(q.gpu_first_use == p.gpu_first_use);
   CHECK(q.gpu.dispatch == p.gpu.dispatch);
+  CHECK(p.gpu_kernels == 0);  // a profile from before kernel generations were recorded
+  Profile r = p;
+  r.gpu_kernels = gpu::kKernelGeneration;
+  save_profile(r, path);
+  CHECK(load_profile(path).gpu_kernels == gpu::kKernelGeneration);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("Scheduler.ShippedProfilesAreOfTheseKernels", "[scheduler]") {
+  // The shipped profiles must be refitted (kinfer calibrate on their machines) when the
+  // kernels' generation is raised: a profile of older kernels mispredicts the GPU's times.
+  for (const char* name : {"profiles/h100.json", "profiles/h200.json"}) {
+    INFO(name);
+    const Profile p = load_profile(data_path(name));
+    CHECK(p.has_gpu);
+    CHECK(p.gpu_kernels == gpu::kKernelGeneration);
+  }
 }
 
 TEST_CASE("Scheduler.ProfileWithoutSamplesPredictsTheSame", "[scheduler]") {
