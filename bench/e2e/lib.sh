@@ -1,9 +1,15 @@
 # The shared steps of the device-e2e-*.sh calls (sourced; bundle.sh copies it beside them).
-# e2e_begin NAME: the bundle $B (default .dev-NAME), results in $R=$OUT/NAME, the caches and
+# e2e_begin NAME: the bundle $B (default: the calling script's folder when it holds the bundle's
+# `run`, else .dev-NAME), results in $R=$OUT/NAME, the caches and
 # profiles inside them, $k (kinfer), $D (networks), $t (trail.py), the machine's description.
 set -u
 e2e_begin() {
-  NAME=$1; B=${B:-.dev-$NAME}; R=$OUT/$NAME; mkdir -p $R
+  # the bundle: $B, else the folder the calling script runs from when it is a bundle (bundle.sh
+  # copies the scripts into it), else .dev-NAME
+  NAME=$1; R=$OUT/$NAME; mkdir -p $R
+  if [ -z "${B:-}" ]; then
+    if [ -x "$(dirname "$0")/run" ]; then B=$(dirname "$0"); else B=.dev-$NAME; fi
+  fi
   export XDG_CACHE_HOME=$R/cache KINFER_PROFILES=$PWD/$B/data/profiles KINFER_DATA=$PWD/data
   k="$B/run apps/kinfer"; D=$B/data/uai
   t="python3 $B/trail.py --kinfer \"$k\" --out $R/trail"
