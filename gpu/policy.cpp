@@ -681,6 +681,19 @@ LaunchPlan select_launch_plan(const BucketLayout& lay, Variant want, const Devic
         if (sel) *sel = {Variant::cached, w.str()};
         return cached_launch_plan(lay, lim, eb, tables);
       }
+      // Two lanes per output (M = 32-63): staging pays once a staged value is used twice, at any
+      // occupancy the thresholds below allow. linkage_11 82 and linkage_17 290 (reuse 2, 1280
+      // and 1536 threads per SM) ran 1.05-1.25x faster cached in calls 2, 6 and 8 of the fifth
+      // session; replayed on the four H100 bucket sets the selected time fell on each
+      // (docs/perf-notes.md, "Kernel 7").
+      const bool two_lanes = plain_lanes_log2(lay.M, lay.M, lim) == 1;
+      if (two_lanes && c.min_reuse >= 2 && c.resident_threads >= kMinResident &&
+          c.launch_threads >= fill) {
+        w << "two lanes per output in the plain kernel, staged values used " << c.min_reuse
+          << "+ times, " << c.resident_threads << " threads per SM";
+        if (sel) *sel = {Variant::cached, w.str()};
+        return cached_launch_plan(lay, lim, eb, tables);
+      }
       if (c.min_reuse < kMinReuse) {
         w << "staged values would be used only " << c.min_reuse << " times (< " << kMinReuse << ")";
       } else if (c.resident_threads < kMinResident) {
