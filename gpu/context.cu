@@ -145,6 +145,13 @@ class CudaContext final : public Context {
       }
     }
     if (const char* lean = std::getenv("KINFER_GPU_LEAN")) lim_.lean = std::string(lean) != "0";
+    if (const char* sel = std::getenv("KINFER_GPU_SELECT")) {  // BYTES:REUSE, the selector's
+      double bytes = 0, reuse = 0;
+      if (std::sscanf(sel, "%lf:%lf", &bytes, &reuse) == 2 && bytes >= 0 && reuse >= 0) {
+        lim_.one_lane_bytes_per_term = bytes;
+        lim_.two_lane_min_reuse = reuse;
+      }
+    }
     if (const char* mid = std::getenv("KINFER_GPU_MID_ROWS")) {  // the two-level outer table
       const long long rows = std::atoll(mid);
       if (rows >= 1) lim_.mid_rows_max = rows;

@@ -668,7 +668,7 @@ LaunchPlan select_launch_plan(const BucketLayout& lay, Variant want, const Devic
       // slower cached; replayed on the three H100 bucket sets with both variants timed (129, 68
       // and 49 buckets) the selected time fell 80.61 -> 80.53, 78.64 -> 77.76, 57.76 -> 57.33 ms,
       // the worst choice 2.07x -> 1.24x off the faster (docs/perf-notes.md, "Kernel 7").
-      constexpr double kOneLaneBytesPerTerm = 1;
+      const double kOneLaneBytesPerTerm = lim.one_lane_bytes_per_term;
       double in_bytes = 0;
       for (int f = 0; f < lay.nf; ++f) in_bytes += static_cast<double>(lay.in_size[f]) * eb;
       const double terms = static_cast<double>(lay.n_out) * static_cast<double>(lay.M);
@@ -687,7 +687,8 @@ LaunchPlan select_launch_plan(const BucketLayout& lay, Variant want, const Devic
       // session; replayed on the four H100 bucket sets the selected time fell on each
       // (docs/perf-notes.md, "Kernel 7").
       const bool two_lanes = plain_lanes_log2(lay.M, lay.M, lim) == 1;
-      if (two_lanes && c.min_reuse >= 2 && c.resident_threads >= kMinResident &&
+      if (two_lanes && lim.two_lane_min_reuse > 0 && c.min_reuse >= lim.two_lane_min_reuse &&
+          c.resident_threads >= kMinResident &&
           c.launch_threads >= fill) {
         w << "two lanes per output in the plain kernel, staged values used " << c.min_reuse
           << "+ times, " << c.resident_threads << " threads per SM";

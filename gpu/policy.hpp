@@ -91,6 +91,12 @@ struct DeviceLimits {
   // 4 blocks of 256 per SM (the general one holds 2-3: registers); 1.08-1.22x on such buckets,
   // slower at M = 24-28 (docs/perf-notes.md, "Kernel 7"). The Context reads KINFER_GPU_LEAN=0|1.
   bool lean = true;
+  // Selector thresholds of the fifth session (docs/perf-notes.md, "Kernel 7"): one-lane buckets
+  // go to the cached kernel below this many input bytes per term; two-lane buckets once staged
+  // values are used this many times (0: no two-lane rule). The Context reads
+  // KINFER_GPU_SELECT=BYTES:REUSE (measurement).
+  double one_lane_bytes_per_term = 1;
+  double two_lane_min_reuse = 2;
 };
 
 // The bucket's index space, independent of the kernel variant.
