@@ -681,11 +681,10 @@ LaunchPlan select_launch_plan(const BucketLayout& lay, Variant want, const Devic
         if (sel) *sel = {Variant::cached, w.str()};
         return cached_launch_plan(lay, lim, eb, tables);
       }
-      // Two lanes per output (M = 32-63): staging pays once a staged value is used twice, at any
-      // occupancy the thresholds below allow. linkage_11 82 and linkage_17 290 (reuse 2, 1280
-      // and 1536 threads per SM) ran 1.05-1.25x faster cached in calls 2, 6 and 8 of the fifth
-      // session; replayed on the four H100 bucket sets the selected time fell on each
-      // (docs/perf-notes.md, "Kernel 7").
+      // Two lanes per output (M = 32-63), off by default (lim.two_lane_min_reuse = 0): at reuse 2
+      // it made linkage_11 82 and linkage_17 290 1.05-1.25x faster, but linkage_17's largest
+      // bucket of its pe order (2^33.3 states, M = 36) 1.5x slower, and that run's compute
+      // 0.09 -> 0.13 s (docs/perf-notes.md, "Kernel 7": calls 9-11 of the fifth session).
       const bool two_lanes = plain_lanes_log2(lay.M, lay.M, lim) == 1;
       if (two_lanes && lim.two_lane_min_reuse > 0 && c.min_reuse >= lim.two_lane_min_reuse &&
           c.resident_threads >= kMinResident &&

@@ -93,10 +93,11 @@ struct DeviceLimits {
   bool lean = true;
   // Selector thresholds of the fifth session (docs/perf-notes.md, "Kernel 7"): one-lane buckets
   // go to the cached kernel below this many input bytes per term; two-lane buckets once staged
-  // values are used this many times (0: no two-lane rule). The Context reads
+  // values are used this many times (0: no two-lane rule, the default: at 2 it sent linkage_17's
+  // largest bucket of its pe order to the cache, 29 -> 44 ms). The Context reads
   // KINFER_GPU_SELECT=BYTES:REUSE (measurement).
   double one_lane_bytes_per_term = 1;
-  double two_lane_min_reuse = 2;
+  double two_lane_min_reuse = 0;
 };
 
 // The bucket's index space, independent of the kernel variant.
