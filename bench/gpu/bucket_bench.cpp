@@ -9,6 +9,8 @@
 //   bucket_bench --random 300 --out random.tsv [--max-log2 28] [--threads 16]
 //   bucket_bench --network linkage_14.uai --out linkage_14.tsv [--min-log2 12]
 //   bucket_bench --network linkage_14.uai --plans --out plans.tsv   (no GPU: the launch plans)
+//   bucket_bench --network linkage_17.uai --merge --out l17.tsv  (also each bucket as the
+//                                       executor merges its small factor inputs: NAME+merge)
 #include <omp.h>
 
 #include <CLI/CLI.hpp>
