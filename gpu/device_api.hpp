@@ -15,8 +15,8 @@ namespace kinfer::gpu {
 
 // The GPU kernels' generation (docs/perf-notes.md, "Kernel N"): raised whenever a change moves
 // the kernels' times enough that a calibration profile fitted before it predicts them wrongly
-// (the profiles of kernel 5 predicted linkage_11 on the H100 at 2.3x its time with kernels 6-7).
-// `kinfer calibrate` records it in the profile; the runner warns about an older one.
+// (docs/perf-notes.md, "The shipped profiles recalibrated with kernels 6-7"). `kinfer
+// calibrate` records it in the profile; the runner warns about an older one.
 inline constexpr int kKernelGeneration = 7;
 
 struct DeviceInfo {

@@ -5,8 +5,8 @@
 //  1. Small products. Factor inputs of one class (both varying with the summed variables, or
 //     both not) whose product has at most kSmallProduct entries are multiplied together: a
 //     linkage bucket's single-variable factors (selector priors, penetrances sliced by the
-//     evidence) otherwise cost one load and one add per term each. E.g. linkage_17's largest
-//     buckets go from 7, 6, 7 and 10 inputs to 4, 3, 4 and 5 (docs/perf-notes.md, "Kernel 6").
+//     evidence) otherwise cost one load and one add per term each (docs/perf-notes.md,
+//     "Kernel 6").
 //  2. Limits. A bucket with more inputs than a launch takes (kMaxInputs), or more inputs
 //     varying with the summed variables than the kernels have cases for (kMaxVarying), gets its
 //     smallest factor inputs multiplied together as long as the products stay at most 2^20

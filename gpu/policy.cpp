@@ -663,11 +663,8 @@ LaunchPlan select_launch_plan(const BucketLayout& lay, Variant want, const Devic
       // once, as long as the varying inputs are small next to the terms (reused through L2).
       // Measured on the H100 (docs/perf-notes.md, device call 4): linkage buckets of M = 8-16
       // with 0.06-1.0 input bytes per term 1.4-1.5x faster cached; random buckets of M = 18-24
-      // with 4 and 19 bytes per term 1.3x and 2.4x slower cached (device call 3). Lowered from 2
-      // to 1 after kernels 6-7 (fifth session): random buckets of 1.2-1.5 bytes per term were 2x
-      // slower cached; replayed on the three H100 bucket sets with both variants timed (129, 68
-      // and 49 buckets) the selected time fell 80.61 -> 80.53, 78.64 -> 77.76, 57.76 -> 57.33 ms,
-      // the worst choice 2.07x -> 1.24x off the faster (docs/perf-notes.md, "Kernel 7").
+      // with 4 and 19 bytes per term 1.3x and 2.4x slower cached (device call 3). The threshold
+      // is lim.one_lane_bytes_per_term, 1 since kernels 6-7 (docs/perf-notes.md, "Kernel 7").
       const double kOneLaneBytesPerTerm = lim.one_lane_bytes_per_term;
       double in_bytes = 0;
       for (int f = 0; f < lay.nf; ++f) in_bytes += static_cast<double>(lay.in_size[f]) * eb;
@@ -681,10 +678,9 @@ LaunchPlan select_launch_plan(const BucketLayout& lay, Variant want, const Devic
         if (sel) *sel = {Variant::cached, w.str()};
         return cached_launch_plan(lay, lim, eb, tables);
       }
-      // Two lanes per output (M = 32-63), off by default (lim.two_lane_min_reuse = 0): at reuse 2
-      // it made linkage_11 82 and linkage_17 290 1.05-1.25x faster, but linkage_17's largest
-      // bucket of its pe order (2^33.3 states, M = 36) 1.5x slower, and that run's compute
-      // 0.09 -> 0.13 s (docs/perf-notes.md, "Kernel 7": calls 9-11 of the fifth session).
+      // Two lanes per output (M = 32-63): cached once staged values are used
+      // lim.two_lane_min_reuse times; off by default (0): it helped the benchmark's buckets but
+      // slowed the largest bucket of linkage_17's own order (docs/perf-notes.md, "Kernel 7").
       const bool two_lanes = plain_lanes_log2(lay.M, lay.M, lim) == 1;
       if (two_lanes && lim.two_lane_min_reuse > 0 && c.min_reuse >= lim.two_lane_min_reuse &&
           c.resident_threads >= kMinResident &&

@@ -88,14 +88,13 @@ struct DeviceLimits {
   std::int64_t mid_rows_max = 4096;
   // Planner option (kernel 7): plain plans of at most 16 summed configurations per output (one
   // lane) and at most 3 varying inputs run untiled in a kernel compiled for one lane that holds
-  // 4 blocks of 256 per SM (the general one holds 2-3: registers); 1.08-1.22x on such buckets,
-  // slower at M = 24-28 (docs/perf-notes.md, "Kernel 7"). The Context reads KINFER_GPU_LEAN=0|1.
+  // 4 blocks of 256 per SM (the general one holds 2-3: registers); measured in
+  // docs/perf-notes.md, "Kernel 7". The Context reads KINFER_GPU_LEAN=0|1.
   bool lean = true;
   // Selector thresholds of the fifth session (docs/perf-notes.md, "Kernel 7"): one-lane buckets
   // go to the cached kernel below this many input bytes per term; two-lane buckets once staged
-  // values are used this many times (0: no two-lane rule, the default: at 2 it sent linkage_17's
-  // largest bucket of its pe order to the cache, 29 -> 44 ms). The Context reads
-  // KINFER_GPU_SELECT=BYTES:REUSE (measurement).
+  // values are used this many times (0: no two-lane rule, the default; why in the notes). The
+  // Context reads KINFER_GPU_SELECT=BYTES:REUSE (measurement).
   double one_lane_bytes_per_term = 1;
   double two_lane_min_reuse = 0;
 };

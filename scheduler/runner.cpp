@@ -60,8 +60,7 @@ OpenedDevice open_gpu(int device, bool with_profile) {
     d.seconds = since(t0);
     return d;
   }
-  // The profile is read (3-4 ms of JSON) while the context is made: the GPU's name is known
-  // from the probe.
+  // The profile is read while the context is made: the GPU's name is known from the probe.
   struct Read {
     std::string path;
     std::optional<Profile> profile;
