@@ -42,6 +42,12 @@ int plain_lanes_log2(std::int64_t mi, std::int64_t m, const DeviceLimits& lim) {
                   std::min(l, lanes_log2_for(m, std::max(1, lim.lane_terms))));
 }
 
+// Whether kernel 7 (the one-lane plain kernel) takes a plain plan of M summed configurations and
+// nf varying inputs: the planner then leaves it untiled.
+bool lean_shape(const DeviceLimits& lim, std::int64_t M, int nf) {
+  return lim.lean && M <= kLeanMaxTerms && nf <= kLeanMaxVarying;
+}
+
 // Odometer fill: table[row][slot] = sum over vars[first, last) of digit * stride[slot][var],
 // rows in mixed-radix order (last var fastest). Throws when a value does not fit Int.
 template <class Int>
@@ -117,7 +123,7 @@ TileChoice choose_tile(const BucketLayout& L, int nf, int nfp, const DeviceLimit
   if (!lim.tiles || nf == 0 || nf > kMaxTiledVarying || nf < lim.tile_min_nf) return best;
   const double base = best.loads;
   const std::int64_t G = std::int64_t{1} << lanes_log2_for(L.M, 16);
-  if (lim.lean && L.M <= 16 && nf <= 3) return best;  // the one-lane kernel instead
+  if (lean_shape(lim, L.M, nf)) return best;  // the one-lane kernel instead
   const std::int64_t fill = std::int64_t{2} * lim.sm_count * lim.max_threads_per_sm;
   std::vector<std::vector<int>> cands;
   for (int i = 0; i < nv; ++i) {
@@ -277,7 +283,7 @@ LaunchPlan plain_launch_plan(const BucketLayout& lay, const DeviceLimits& lim,
   p.blocks = ceil_div(p.n_items * p.splits * G, p.threads);
   if (p.blocks > kMaxIndex)
     throw std::invalid_argument("bucket has too many outputs for one launch");
-  p.lean = lim.lean && p.M <= 16 && p.lanes_log2 == 0 && p.tile == 1 && p.nf <= 3;
+  p.lean = lean_shape(lim, p.M, p.nf) && p.lanes_log2 == 0 && p.tile == 1;
   p.div_items = FastDiv64(static_cast<std::uint32_t>(std::min<std::int64_t>(p.n_items, 1)));
   if (p.n_items < (std::int64_t{1} << 32))
     p.div_items = FastDiv64(static_cast<std::uint32_t>(p.n_items));
@@ -669,7 +675,8 @@ LaunchPlan select_launch_plan(const BucketLayout& lay, Variant want, const Devic
       double in_bytes = 0;
       for (int f = 0; f < lay.nf; ++f) in_bytes += static_cast<double>(lay.in_size[f]) * eb;
       const double terms = static_cast<double>(lay.n_out) * static_cast<double>(lay.M);
-      const bool one_lane = plain_lanes_log2(lay.M, lay.M, lim) == 0;
+      const int lanes_log2 = plain_lanes_log2(lay.M, lay.M, lim);
+      const bool one_lane = lanes_log2 == 0;
       if (one_lane && in_bytes < kOneLaneBytesPerTerm * terms &&
           c.resident_threads >= kMinResident && c.launch_threads >= fill) {
         w << "one lane per output in the plain kernel, inputs " << in_bytes / terms
@@ -681,7 +688,7 @@ LaunchPlan select_launch_plan(const BucketLayout& lay, Variant want, const Devic
       // Two lanes per output (M = 32-63): cached once staged values are used
       // lim.two_lane_min_reuse times; off by default (0): it helped the benchmark's buckets but
       // slowed the largest bucket of linkage_17's own order (docs/perf-notes.md, "Kernel 7").
-      const bool two_lanes = plain_lanes_log2(lay.M, lay.M, lim) == 1;
+      const bool two_lanes = lanes_log2 == 1;
       if (two_lanes && lim.two_lane_min_reuse > 0 && c.min_reuse >= lim.two_lane_min_reuse &&
           c.resident_threads >= kMinResident &&
           c.launch_threads >= fill) {

@@ -28,6 +28,11 @@ constexpr int kMaxCachedVarying = 8;  // the cached kernel's template cases
 constexpr int kMaxTiledVarying = 12;  // the tiled plain kernel's (1-8, 12)
 constexpr int kMaxSlots = 64;         // kernel slots: inputs plus the zero tables that pad NF
 constexpr int kStaticShared = 512;    // static shared memory of every kernel (the exp table)
+// Kernel 7, the one-lane plain kernel: plans of at most kLeanMaxTerms summed configurations per
+// output and kLeanMaxVarying varying inputs (its template cases: at 4 blocks per SM a fourth
+// input spills).
+constexpr std::int64_t kLeanMaxTerms = 16;
+constexpr int kLeanMaxVarying = 3;
 
 // n / d for 0 <= n < 2^31 with a multiply and a shift (Granlund-Montgomery, round-up variant).
 struct FastDiv {

@@ -323,7 +323,7 @@ __device__ __forceinline__ T const_part(const KernelArgs<T>& a, int nf, const in
 // ---- plain: global loads through L1/L2 (kernel 3, issue 12 part 4) ----
 // One item = (output, split), 2^lanes lanes per item reading interleaved summed steps; per lane
 // the steps go in chunks of four terms (lse_chunk). GC: lanes per item known at compile time (1:
-// kernel 7, one lane and 4 blocks per SM, M <= 16 and NF <= 3 (KINFER_GPU_LEAN=0: off); 32,
+// kernel 7, one lane and 4 blocks per SM for LaunchPlan::lean (KINFER_GPU_LEAN=0: off); 32,
 // the large sums: the four terms' addresses then differ by immediates), or 0 (a run-time G). The
 // inner-block offset table sits in shared memory column by column (a 4-byte load per input and
 // term, consecutive lanes on consecutive words), and inputs holding every inner summed variable
@@ -332,7 +332,7 @@ __device__ __forceinline__ T const_part(const KernelArgs<T>& a, int nf, const in
 template <int NF, int R = 1, int GC = 0>
 constexpr int plain_min_blocks() {
   // a tile's second chain: registers; the one-lane kernel (GC 1, kernel 7): 64 registers
-  return NF > 8 ? 1 : R > 1 ? 2 : GC == 1 && NF <= 3 ? 4 : NF <= 4 ? 3 : 2;
+  return NF > 8 ? 1 : R > 1 ? 2 : GC == 1 && NF <= kLeanMaxVarying ? 4 : NF <= 4 ? 3 : 2;
 }
 
 // Kernel 3 is kernel 2 (the chunks of four, direct inputs, column-wise offset table) with the
@@ -721,8 +721,8 @@ void launch_cached(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t str
 template <class T, int NF, int TD = 0>
 void launch_plain_lanes(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
   constexpr bool dbl = std::is_same_v<T, double>;
-  if constexpr (dbl && TD == 0 && NF <= 3) {
-    if (p.lean && p.lanes_log2 == 0) return launch_plain3<T, NF, 1, 0>(p, a, stream);
+  if constexpr (dbl && TD == 0 && NF <= kLeanMaxVarying) {
+    if (p.lean) return launch_plain3<T, NF, 1, 0>(p, a, stream);  // lean plans have one lane
   }
   if (p.lanes_log2 == 5)
     launch_plain3<T, NF, 32, TD>(p, a, stream);
