@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <set>
 
@@ -232,6 +233,13 @@ TEST_CASE("Scheduler.BadProfilesAreInputErrors", "[scheduler]") {
                     Catch::Contains("x.json") && Catch::Contains("not a kinfer profile"));
   auto j = nlohmann::json::parse(R"({"kinfer_profile": 99})");
   CHECK_THROWS_WITH(profile_from_json(j, "y.json"), Catch::Contains("calibrate again"));
+  // the GPU kernels' generation must be a number
+  std::ifstream in(data_path("profiles/fixed-test.json"));
+  auto k = nlohmann::json::parse(in);
+  REQUIRE(k.at("gpu").is_object());
+  k["gpu"]["kernels"] = "seven";
+  CHECK_THROWS_WITH(profile_from_json(k, "z.json"),
+                    Catch::Contains("z.json") && Catch::Contains("malformed profile"));
 }
 
 TEST_CASE("Scheduler.LoglinearFitRecoversAKnownLaw", "[scheduler]") {
