@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <sstream>
+#include <thread>
 #include <type_traits>
 #include <unordered_map>
 
@@ -160,10 +161,22 @@ class CudaContext final : public Context {
     // non-blocking: no implicit ordering with the legacy default stream
     for (auto& s : streams_) CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     scratch_.assign(kStreams, {nullptr, 0});
+    // The kernels' module loaded beside whatever the caller does next (planning, the kernel
+    // plans), not at the first launch (load_module); KINFER_GPU_PRELOAD=0 leaves it to CUDA.
+    if (const char* pre = std::getenv("KINFER_GPU_PRELOAD")) preload_ = std::string(pre) != "0";
+    if (preload_)
+      loader_ = std::thread([dev = device_] {
+        try {
+          CUDA_CHECK(cudaSetDevice(dev));
+          load_module();
+        } catch (...) {  // not loaded now: the first launch loads it, and reports what fails
+        }
+      });
   }
 
   ~CudaContext() override {
     // Destructors must not throw: errors here are ignored on purpose.
+    if (loader_.joinable()) loader_.join();
     cudaDeviceSynchronize();
     for (auto& [h, b] : live_)
       if (!b.small) cudaFree(b.ptr);
@@ -175,6 +188,7 @@ class CudaContext final : public Context {
     for (void* p : slabs_) cudaFree(p);
     for (void* p : dev_chunks_) cudaFree(p);
     for (auto e : event_pool_) cudaEventDestroy(e);
+    for (auto e : marks_) cudaEventDestroy(e);
     for (auto& [k, pol] : policies_)
       if (pol->ready) cudaEventDestroy(pol->ready);
     for (auto& s : scratch_) cudaFree(s.first);
@@ -260,6 +274,28 @@ class CudaContext final : public Context {
     recycle_.push_back(e);  // reusable once recorded work passed; recycled at the next sweep
   }
 
+  int mark(int s) override {
+    std::lock_guard lock(mu_);
+    cudaEvent_t e;
+    CUDA_CHECK(cudaEventCreate(&e));
+    CUDA_CHECK(cudaEventRecord(e, stream(s)));
+    marks_.push_back(e);
+    return static_cast<int>(marks_.size()) - 1;
+  }
+  std::vector<double> mark_seconds() override {
+    std::lock_guard lock(mu_);
+    std::vector<double> t;
+    for (cudaEvent_t e : marks_) {
+      CUDA_CHECK(cudaEventSynchronize(e));
+      float ms = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&ms, marks_.front(), e));
+      t.push_back(1e-3 * ms);
+    }
+    for (cudaEvent_t e : marks_) cudaEventDestroy(e);
+    marks_.clear();
+    return t;
+  }
+
   void run_bucket(const BucketShape& shape, std::span<const DeviceInput> inputs, Handle out,
                   int s) override {
     run_bucket(shape, inputs, out, s, Variant::automatic);
@@ -295,6 +331,12 @@ class CudaContext final : public Context {
       pe = build_policy(shape, scopes, Variant::automatic, 8);  // outside the lock
     } catch (const std::invalid_argument&) {
       return;  // no kernel takes it: run_bucket says why
+    }
+    if (preload_) {
+      try {
+        load_kernels<double>(pe->p);  // its kernels loaded now rather than at their launch
+      } catch (...) {  // the launch loads them, and reports what fails
+      }
     }
     const auto t1 = std::chrono::steady_clock::now();
     const double table_bytes = pe->p.table_bytes();
@@ -552,6 +594,9 @@ class CudaContext final : public Context {
   std::size_t dev_left_ = 0;
   std::vector<Pending> pending_;
   std::vector<cudaEvent_t> event_pool_, recycle_;
+  std::vector<cudaEvent_t> marks_;  // mark(): timed events, for diagnostics
+  bool preload_ = true;             // kernels loaded ahead of their launch (KINFER_GPU_PRELOAD)
+  std::thread loader_;              // loads the kernels' module after the context is made
   std::unordered_map<std::string, std::unique_ptr<PolicyEntry>> policies_;
   std::vector<std::pair<void*, std::size_t>> scratch_;
   Handle next_handle_ = 1;

@@ -699,18 +699,23 @@ void allow_shared(K kernel, int bytes, DeviceFlags& flags) {
     throw std::invalid_argument("policy needs more shared memory than a block gets");
 }
 
+// load_only: the kernel loaded (and its shared memory allowed) but not launched (load_kernels).
 template <class T, int NF, int GC, int TD = 0>
-void launch_plain3(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
+void launch_plain3(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream,
+                   bool load_only) {
   static DeviceFlags flags;
   allow_shared(plain3_kernel<T, NF, GC, TD>, p.shared_bytes, flags);
+  if (load_only) return;
   plain3_kernel<T, NF, GC, TD>
       <<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, stream>>>(a);
 }
 
 template <class T, int NF, bool ALL>
-void launch_cached(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
+void launch_cached(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream,
+                   bool load_only) {
   static DeviceFlags flags;
   allow_shared(cached_kernel<T, NF, ALL>, p.shared_bytes, flags);
+  if (load_only) return;
   cached_kernel<T, NF, ALL>
       <<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, stream>>>(a);
 }
@@ -719,42 +724,44 @@ void launch_cached(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t str
 // time where they are common: 32 (large sums), 8 and 4 (M = 64-512 under the default lanes rule;
 // double only, to bound the number of kernels).
 template <class T, int NF, int TD = 0>
-void launch_plain_lanes(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
+void launch_plain_lanes(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream,
+                        bool load_only) {
   constexpr bool dbl = std::is_same_v<T, double>;
   if constexpr (dbl && TD == 0 && NF <= kLeanMaxVarying) {
-    if (p.lean) return launch_plain3<T, NF, 1, 0>(p, a, stream);  // lean plans have one lane
+    if (p.lean)  // lean plans have one lane
+      return launch_plain3<T, NF, 1, 0>(p, a, stream, load_only);
   }
   if (p.lanes_log2 == 5)
-    launch_plain3<T, NF, 32, TD>(p, a, stream);
+    launch_plain3<T, NF, 32, TD>(p, a, stream, load_only);
   else if (dbl && p.lanes_log2 == 3)
-    launch_plain3<T, NF, dbl ? 8 : 0, TD>(p, a, stream);
+    launch_plain3<T, NF, dbl ? 8 : 0, TD>(p, a, stream, load_only);
   else if (dbl && p.lanes_log2 == 2)
-    launch_plain3<T, NF, dbl ? 4 : 0, TD>(p, a, stream);
+    launch_plain3<T, NF, dbl ? 4 : 0, TD>(p, a, stream, load_only);
   else
-    launch_plain3<T, NF, 0, TD>(p, a, stream);
+    launch_plain3<T, NF, 0, TD>(p, a, stream, load_only);
 }
 
 template <class T, int NF>
-void launch_nf(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream) {
+void launch_nf(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream, bool load_only) {
   if (p.variant == Variant::plain && p.tile != 1) {
     // tiles of 2 (double, 1-8 or 12 varying inputs, 1 or 2 of them holding the tile variable)
     if constexpr (std::is_same_v<T, double> && NF > 0 && NF <= kMaxTiledVarying) {
       if (p.tile != 2 || p.tile_dep < 1 || p.tile_dep > 2)
         throw std::invalid_argument("no kernel takes this tile");
       if (p.tile_dep == 1)
-        launch_plain_lanes<T, NF, 1>(p, a, stream);
+        launch_plain_lanes<T, NF, 1>(p, a, stream, load_only);
       else if constexpr (NF >= 2)
-        launch_plain_lanes<T, NF, 2>(p, a, stream);
+        launch_plain_lanes<T, NF, 2>(p, a, stream, load_only);
     } else {
       throw std::invalid_argument("no kernel takes a tiled plan of this element type or size");
     }
   } else if (p.variant == Variant::plain) {
-    launch_plain_lanes<T, NF>(p, a, stream);
+    launch_plain_lanes<T, NF>(p, a, stream, load_only);
   } else if constexpr (NF > 0 && NF <= kMaxCachedVarying) {
     if (p.cached_mask == (1u << NF) - 1)
-      launch_cached<T, NF, true>(p, a, stream);
+      launch_cached<T, NF, true>(p, a, stream, load_only);
     else
-      launch_cached<T, NF, false>(p, a, stream);
+      launch_cached<T, NF, false>(p, a, stream, load_only);
   }
   CUDA_CHECK(cudaGetLastError());
 }
@@ -897,6 +904,48 @@ const T* zero_table() {
   return ptr[dev];
 }
 
+// The kernel of p's number of varying inputs.
+template <class T>
+void dispatch_nf(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream, bool load_only) {
+  switch (p.nf) {
+    case 0:
+      launch_nf<T, 0>(p, a, stream, load_only);
+      break;
+    case 1:
+      launch_nf<T, 1>(p, a, stream, load_only);
+      break;
+    case 2:
+      launch_nf<T, 2>(p, a, stream, load_only);
+      break;
+    case 3:
+      launch_nf<T, 3>(p, a, stream, load_only);
+      break;
+    case 4:
+      launch_nf<T, 4>(p, a, stream, load_only);
+      break;
+    case 5:
+      launch_nf<T, 5>(p, a, stream, load_only);
+      break;
+    case 6:
+      launch_nf<T, 6>(p, a, stream, load_only);
+      break;
+    case 7:
+      launch_nf<T, 7>(p, a, stream, load_only);
+      break;
+    case 8:
+      launch_nf<T, 8>(p, a, stream, load_only);
+      break;
+    case 12:
+      launch_nf<T, 12>(p, a, stream, load_only);
+      break;
+    case 16:
+      launch_nf<T, 16>(p, a, stream, load_only);
+      break;
+    default:
+      throw std::invalid_argument("more varying inputs than the kernels take");
+  }
+}
+
 template <class T>
 void launch_sum_product(const LaunchPlan& p, const DeviceTables& t, const T* const* in, T* out,
                         T* partial, cudaStream_t stream) {
@@ -944,43 +993,7 @@ void launch_sum_product(const LaunchPlan& p, const DeviceTables& t, const T* con
     for (int f = 0; f < p.nf; ++f) a.tile_off1[f] = p.tile_off[p.nfp + f];
     for (int s = 0; s <= n_in; ++s) a.tile_all1[s] = p.tile_all[p.nip + s];
   }
-  switch (p.nf) {
-    case 0:
-      launch_nf<T, 0>(p, a, stream);
-      break;
-    case 1:
-      launch_nf<T, 1>(p, a, stream);
-      break;
-    case 2:
-      launch_nf<T, 2>(p, a, stream);
-      break;
-    case 3:
-      launch_nf<T, 3>(p, a, stream);
-      break;
-    case 4:
-      launch_nf<T, 4>(p, a, stream);
-      break;
-    case 5:
-      launch_nf<T, 5>(p, a, stream);
-      break;
-    case 6:
-      launch_nf<T, 6>(p, a, stream);
-      break;
-    case 7:
-      launch_nf<T, 7>(p, a, stream);
-      break;
-    case 8:
-      launch_nf<T, 8>(p, a, stream);
-      break;
-    case 12:
-      launch_nf<T, 12>(p, a, stream);
-      break;
-    case 16:
-      launch_nf<T, 16>(p, a, stream);
-      break;
-    default:
-      throw std::invalid_argument("more varying inputs than the kernels take");
-  }
+  dispatch_nf(p, a, stream, false);
   if (p.variant == Variant::plain && p.splits > 1) {
     const unsigned warps_per_block = 8;
     const unsigned blocks =
@@ -988,6 +1001,20 @@ void launch_sum_product(const LaunchPlan& p, const DeviceTables& t, const T* con
     combine_kernel<T><<<blocks, 32 * warps_per_block, 0, stream>>>(partial, out, p.n_out, p.splits);
     CUDA_CHECK(cudaGetLastError());
   }
+}
+
+template <class T>
+void load_kernels(const LaunchPlan& p) {
+  dispatch_nf(p, KernelArgs<T>{}, nullptr, true);
+  if (p.variant == Variant::plain && p.splits > 1) {
+    cudaFuncAttributes attr{};
+    CUDA_CHECK(cudaFuncGetAttributes(&attr, combine_kernel<T>));
+  }
+}
+
+void load_module() {
+  cudaFuncAttributes attr{};
+  CUDA_CHECK(cudaFuncGetAttributes(&attr, combine_kernel<double>));
 }
 
 template <class T>
@@ -1037,6 +1064,8 @@ template void launch_sum_product<double>(const LaunchPlan&, const DeviceTables&,
                                          const double* const*, double*, double*, cudaStream_t);
 template void launch_sum_product<float>(const LaunchPlan&, const DeviceTables&, const float* const*,
                                         float*, float*, cudaStream_t);
+template void load_kernels<double>(const LaunchPlan&);
+template void load_kernels<float>(const LaunchPlan&);
 template double measure_element_rate<double>(int, cudaStream_t);
 template double measure_element_rate<float>(int, cudaStream_t);
 

@@ -7,8 +7,10 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -158,6 +160,24 @@ void cpu_thread(Run& r) {
   }
 }
 
+// KINFER_GPU_TIMELINE's file: per GPU bucket, host seconds from the GPU thread's start (the
+// bucket's turn, its wait for uploads, its launch call) and the kernel's start and end on the
+// device (from timed events; the first event was queued at host time 0, so the device's times
+// lag the host's by at most that event's queueing).
+template <class Row>
+void write_timeline(const char* path, const std::vector<Row>& rows, const std::vector<double>& t) {
+  std::ofstream f(path);
+  f << "bucket\tstream\thost_begin\thost_wait0\thost_wait1\thost_launch0\thost_launch1\tgpu_begin"
+       "\tgpu_end\n";
+  for (const Row& x : rows) {
+    const bool timed = x.m0 >= 0 && x.m1 >= 0 && static_cast<std::size_t>(x.m1) < t.size();
+    f << x.b << '\t' << x.stream << '\t' << x.begin << '\t' << x.wait0 << '\t' << x.wait1 << '\t'
+      << x.launch0 << '\t' << x.launch1 << '\t' << (timed ? t[x.m0] : -1.0) << '\t'
+      << (timed ? t[x.m1] : -1.0) << '\n';
+  }
+  spdlog::info("GPU timeline of {} buckets written to {}", rows.size(), path);
+}
+
 // The GPU management thread.
 void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
   const auto& buckets = r.plan.tree.buckets;
@@ -221,12 +241,24 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
     return h;
   };
   const auto gpu_t0 = clock_type::now();
+  // KINFER_GPU_TIMELINE=FILE: each GPU bucket's host steps and kernel times, written as a TSV
+  // (where a GPU run waits; docs/perf-notes.md)
+  struct TimelineRow {
+    int b, stream, m0, m1;
+    double begin, wait0, wait1, launch0, launch1;
+  };
+  const char* timeline_path = std::getenv("KINFER_GPU_TIMELINE");
+  std::vector<TimelineRow> timeline;
+  if (timeline_path) ctx.mark(0);  // time 0 of the marks, at host time 0
+  double wait0 = 0, wait1 = 0;
   auto finish_uploads = [&](int b) {
     if (!xfer_busy) return;
     xfer_busy = false;
     const auto t0 = clock_type::now();
     ctx.synchronize(xfer);
     const double waited = since(t0);
+    wait0 = std::chrono::duration<double>(t0 - gpu_t0).count();
+    wait1 = since(gpu_t0);
     r.st.gpu_upload_wait_s += waited;
     if (waited > 0.002)  // where a GPU run waits (docs/perf-notes.md)
       spdlog::debug(
@@ -290,6 +322,8 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
   // pass 2: the GPU buckets in tree order (children first)
   for (int b = 0; b < nb; ++b) {
     if (r.dev[b] != Device::gpu) continue;
+    const double begin = since(gpu_t0);
+    wait0 = wait1 = begin;
     const Bucket& bk = buckets[b];
     std::vector<gpu::DeviceInput> in;
     used = factors[b];
@@ -334,9 +368,13 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
     stream_of[b] = s;
     const gpu::Handle o = dev_alloc(n_out);
     if (r.opt.time_buckets) ctx.synchronize(s);
+    const int m0 = timeline_path ? ctx.mark(s) : -1;
     const auto t0 = clock_type::now();
     ctx.run_bucket(shape, in, o, s);
     r.st.gpu_launch_s += since(t0);
+    if (timeline_path)
+      timeline.push_back({b, s, m0, ctx.mark(s), begin, wait0, wait1,
+                          std::chrono::duration<double>(t0 - gpu_t0).count(), since(gpu_t0)});
     if (r.opt.time_buckets) {
       ctx.synchronize(s);
       r.st.kernel_seconds[b] = since(t0);
@@ -362,6 +400,7 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
     }
     r.sh.cv.notify_all();
   }
+  if (timeline_path) write_timeline(timeline_path, timeline, ctx.mark_seconds());
 }
 
 }  // namespace

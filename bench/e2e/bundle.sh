@@ -23,5 +23,5 @@ tool=${BUNDLE_TOOL:-/work/shared/tools/bundle-for-device}
 mkdir -p "$out/data/uai" "$out/data/profiles"
 cp "$uai"/*.uai "$uai"/*.evid "$uai"/REFERENCES.tsv "$out/data/uai/" 2>/dev/null || true
 cp "$here"/../../data/profiles/*.json "$out/data/profiles/"
-cp "$here"/*.sh "$here"/measure.py "$here"/trail.py "$out/"
+cp "$here"/*.sh "$here"/*.py "$out/"
 du -sh "$out"
