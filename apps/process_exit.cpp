@@ -70,9 +70,7 @@ void leave_gpu_teardown_to_helper(int status) {
   const bool forced = mode == "fast" || mode == "helper";  // "helper": the tests, without a GPU
   if (!gpu::driver_started() && mode != "helper") return;
   if (!forced && !init_reaps_orphans()) return;
-  if (std::getenv("CUDA_INJECTION64_PATH") || std::getenv("NV_COMPUTE_SANITIZER") ||
-      std::getenv("NSYS_PROFILING_SESSION_ID"))
-    return;
+  if (gpu::under_cuda_tool()) return;
   // The descriptors to close: all but the driver's, listed before the helper exists.
   std::vector<int> close_fds;
   if (DIR* d = opendir("/proc/self/fd")) {

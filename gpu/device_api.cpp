@@ -1,9 +1,16 @@
 // The parts of device_api.hpp that need no device.
 #include "gpu/device_api.hpp"
 
+#include <cstdlib>
+
 #include "gpu/policy.hpp"
 
 namespace kinfer::gpu {
+
+bool under_cuda_tool() {
+  return std::getenv("CUDA_INJECTION64_PATH") || std::getenv("NV_COMPUTE_SANITIZER") ||
+         std::getenv("NSYS_PROFILING_SESSION_ID");
+}
 
 std::string why_no_kernel(const BucketShape& shape, std::span<const std::vector<int>> scopes) {
   return describe(shape, scopes).unsupported;

@@ -39,6 +39,10 @@ DeviceInfo probe();
 // then includes the driver's release of the device (~0.1 s on an H100 machine).
 bool driver_started();
 
+// Whether this process runs under a CUDA tool (compute-sanitizer, Nsight Systems: they report
+// what a context still holds when it is torn down, so kinfer tears its contexts down itself).
+bool under_cuda_tool();
+
 // Whether a usable GPU is likely, without starting the driver (probe() costs ~0.1 s): CUDA is
 // compiled in, CUDA_VISIBLE_DEVICES does not hide every device, and the NVIDIA device nodes
 // exist. Deterministic on a machine; probe() or Context::create have the last word.
