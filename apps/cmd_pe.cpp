@@ -87,7 +87,6 @@ int run_pe(const PeOptions& o) {
   // Every slice through the runner (the device opens once; several GPUs share the slices).
   std::string impossible;
   const sched::RunResult r = run_evidence(runner, cplan, impossible, dealer.get());
-  runner.leave_device_to_exit();  // the process ends after the output
   const int lanes = static_cast<int>(r.lanes.size());
   const auto t_dev = t2 + std::chrono::duration_cast<clock::duration>(
                               std::chrono::duration<double>(r.device_seconds));

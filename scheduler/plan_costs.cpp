@@ -26,10 +26,6 @@ PlanCosts plan_costs(const Plan& plan, const Profile& profile, bool warm_gpu) {
   pc.out_bytes.resize(nb);
   pc.input_bytes.resize(nb);
   pc.input_tables.resize(nb);
-  // Buckets are costed independently (each writes its own entries): on every thread, as the
-  // --device auto decision waits for it on a GPU run's critical path (5 ms for linkage_17's 659
-  // buckets on one thread, docs/perf-notes.md "The GPU thread's timeline").
-#pragma omp parallel for schedule(dynamic, 16) if (nb >= 128)
   for (int b = 0; b < nb; ++b) {
     const Bucket& bk = buckets[b];
     const BucketShape shape = bucket_shape(plan, b);

@@ -224,14 +224,6 @@ void Runner::start_if_likely(const OrderStats& s, double discount_log2) {
   gpu_->early_at = clock_type::now();
 }
 
-void Runner::leave_device_to_exit() {
-  if (gpu_->use_given || !gpu_->opened || !gpu_->opened->ctx || gpu::under_cuda_tool()) return;
-  if (const char* t = std::getenv("KINFER_GPU_TEARDOWN"); t && std::string(t) == "1") return;
-  // never destroyed: the driver's release at the process's exit frees what the context holds
-  static auto* kept = new std::vector<std::unique_ptr<gpu::Context>>;
-  kept->push_back(std::move(gpu_->opened->ctx));
-}
-
 bool Runner::holds_gpu() const {
   return gpu_->early.valid() || (gpu_->opened && gpu_->opened->ctx);
 }

@@ -201,12 +201,6 @@ class Runner {
   std::function<double(const OrderStats&)> order_prediction();
   // Whether a GPU context is open or opening.
   bool holds_gpu() const;
-  // For a command whose process ends after this runner's last run: its GPU context is kept to
-  // the end instead of torn down table by table (3-9 ms of every GPU run's end on an H100,
-  // docs/perf-notes.md "The GPU thread's timeline"); the driver's release at the process's exit
-  // frees it. Not under a CUDA tool (gpu::under_cuda_tool) nor with KINFER_GPU_TEARDOWN=1, and
-  // the runner uses the CPU after it.
-  void leave_device_to_exit();
   // Whether run(plan) would use the GPU (if there is one); for --device auto, reads the
   // profile (and may calibrate: see run).
   bool wants_gpu(const Plan& plan);

@@ -1,8 +1,8 @@
 #!/bin/bash
-# Sixth session's closing check of main (the module preloaded, plan_costs on every thread, the
-# context left to the driver's release at pe's exit): the teardown A/B (KINFER_GPU_TEARDOWN=1 is
-# the old end), GPU kernel test, --check, the cold auto vs cpu table and pedigree50, trails, and
-# the auto rows with the helper exit.
+# Sixth session, call 4 (the module preloaded, plan_costs on every thread, the context left to
+# the driver's release at pe's exit; the last two measured here and taken out again): the
+# teardown A/B (KINFER_GPU_TEARDOWN=1 was the old end), GPU kernel test, --check, the cold auto vs
+# cpu table and pedigree50, trails, and the auto rows with the helper exit.
 # Bundle: bench/e2e/bundle.sh build .dev-final16 SHARED_UAI
 . "$(dirname "$0")/lib.sh"
 e2e_begin final16
