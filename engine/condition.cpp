@@ -543,9 +543,9 @@ ConditionedPlan make_conditioned_plan(const Network& net, const Evidence& ev,
       << (c.cp.conditioned() ? ", conditioned" : "") << " (estimated " << c.flops
       << " FLOP; the other: ";
   if (!search_limited)
-    why << "not searched: this one is "
-        << fmt::format("{:.1f}", 100 * (a.flops / unlimited_flops - 1))
-        << "% over the order without conditioning)";
+    why << "not searched: this one is within "
+        << fmt::format("{:.0f}% of the order without conditioning, {:+.1f}%)",
+                       100 * kConditionedSlack, 100 * (a.flops / unlimited_flops - 1));
   else if (o.feasible)
     why << o.flops << " FLOP" << (o.cp.conditioned() ? " conditioned" : "") << ")";
   else

@@ -63,6 +63,13 @@ def main():
         if cond:
             check(cond["slices"] >= 2 and len(cond["variables"]) >= 1,
                   f"{name}: {cond['slices']} slices over {cond['variables']}")
+            # the search under the limit is skipped exactly when the best order conditioned costs
+            # at most 5% more than unconditioned (engine/condition.cpp, kConditionedSlack)
+            first = cond["choice"].startswith("best order without a limit")
+            skipped = "not searched" in cond["choice"]
+            check(skipped == (first and cond["overhead"] <= 0.05),
+                  f"{name}: the search under the limit skipped iff the overhead "
+                  f"({100 * cond['overhead']:.1f}%) is within 5% ({cond['choice']})")
     # A limit below what the program and the tables alone need: refused with the numbers.
     rc, out, err, rss = pe("linkage_16", "4M")
     check(rc == 3 and "conditioning cannot fit" in err,
