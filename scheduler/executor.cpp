@@ -242,7 +242,7 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
   };
   const auto gpu_t0 = clock_type::now();
   // KINFER_GPU_TIMELINE=FILE: each GPU bucket's host steps and kernel times, written as a TSV
-  // (where a GPU run waits; docs/perf-notes.md)
+  // (where a GPU run waits; docs/perf-notes.md); each run rewrites it (diagnostics, one GPU)
   struct TimelineRow {
     int b, stream, m0, m1;
     double begin, wait0, wait1, launch0, launch1;
