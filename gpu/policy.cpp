@@ -284,6 +284,10 @@ LaunchPlan plain_launch_plan(const BucketLayout& lay, const DeviceLimits& lim,
   if (p.blocks > kMaxIndex)
     throw std::invalid_argument("bucket has too many outputs for one launch");
   p.lean = lean_shape(lim, p.M, p.nf) && p.lanes_log2 == 0 && p.tile == 1;
+  if (p.lean && lim.lean_two_min_items > 0 && p.n_items * p.splits >= lim.lean_two_min_items) {
+    p.outs = 2;
+    p.blocks = ceil_div(ceil_div(p.n_items * p.splits, std::int64_t{2}), p.threads);
+  }
   p.div_items = FastDiv64(static_cast<std::uint32_t>(std::min<std::int64_t>(p.n_items, 1)));
   if (p.n_items < (std::int64_t{1} << 32))
     p.div_items = FastDiv64(static_cast<std::uint32_t>(p.n_items));

@@ -439,9 +439,11 @@ __device__ __forceinline__ void plain3_row2(const T* const (&rp)[NF], T c0, T c1
 }
 
 // TD: 0 untiled; 1 or 2: a tile of two configurations, TD varying slots holding its variable.
-template <class T, int NF, int GC, int TD>
+// OUTS (kernel 8, one lane only): outputs per thread, a grid-stride apart.
+template <class T, int NF, int GC, int TD, int OUTS = 1>
 __global__ void __launch_bounds__(256, plain_min_blocks<NF, TD ? 2 : 1, GC>())
     plain3_kernel(const __grid_constant__ KernelArgs<T> a) {
+  static_assert(OUTS == 1 || (GC == 1 && TD == 0), "several outputs per thread: one lane, untiled");
   constexpr int R = TD ? 2 : 1;
   static_assert(TD <= NF, "the tile's slots are varying slots");
   extern __shared__ __align__(16) unsigned char smem[];
@@ -457,102 +459,107 @@ __global__ void __launch_bounds__(256, plain_min_blocks<NF, TD ? 2 : 1, GC>())
   __syncthreads();
   const unsigned tab_a = opaque(smem_addr(tab));
   const int G = GC ? GC : 1 << a.lanes_log2;
-  const unsigned long long gid =
-      static_cast<unsigned long long>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const long long item = static_cast<long long>(gid >> a.lanes_log2);
-  const int g = static_cast<int>(gid & (G - 1));
-  const bool active = item < a.n_items * a.splits;
-  T mx[R], acc[R];
+  const unsigned long long stride =
+      OUTS > 1 ? static_cast<unsigned long long>(gridDim.x) * blockDim.x : 0;
 #pragma unroll
-  for (int r = 0; r < R; ++r) {
-    mx[r] = lowest(T(0));
-    acc[r] = 0;
-  }
-  long long obase = 0, sp = 0;
-  if (active) {
-    sp = a.splits == 1 ? 0 : static_cast<long long>(fdiv64(item, a.div_items));
-    const long long o = item - sp * a.n_items;
-    const long long page = static_cast<long long>(fdiv64(o, a.div_P));
-    const long long ol = o - page * a.P;
-    const int* lo = a.out_lo + ol * a.nip;
-    const long long* hi = a.out_hi + page * a.nip;
-    obase = hi[a.n_in] + lo[a.n_in];
-    T c = 0, c1 = 0;
-    for (int s = NF; s < a.n_in; ++s) {
-      const T* p = a.in[s] + hi[s] + lo[s];
-      c += __ldg(p);
-      if constexpr (R == 2) c1 += __ldg(p + a.tile_all1[s]);
+  for (int u = 0; u < OUTS; ++u) {
+    const unsigned long long gid =
+        static_cast<unsigned long long>(blockIdx.x) * blockDim.x + threadIdx.x + u * stride;
+    const long long item = static_cast<long long>(gid >> a.lanes_log2);
+    const int g = static_cast<int>(gid & (G - 1));
+    const bool active = item < a.n_items * a.splits;
+    T mx[R], acc[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      mx[r] = lowest(T(0));
+      acc[r] = 0;
     }
-    const long long mh0 = sp * a.mh_per_split;
-    const long long mh1 = min(a.Mh, mh0 + a.mh_per_split);
-    if constexpr (NF == 0) {
-      // nothing varies with m: the lane's terms are all c
-      const long long per = (Mi - g + G - 1) / G;
-      const T cnt = static_cast<T>(per * (mh1 - mh0));
-      if (cnt > 0 && c != neg_inf(c)) {
-        mx[0] = c;
-        acc[0] = cnt;
+    long long obase = 0, sp = 0;
+    if (active) {
+      sp = a.splits == 1 ? 0 : static_cast<long long>(fdiv64(item, a.div_items));
+      const long long o = item - sp * a.n_items;
+      const long long page = static_cast<long long>(fdiv64(o, a.div_P));
+      const long long ol = o - page * a.P;
+      const int* lo = a.out_lo + ol * a.nip;
+      const long long* hi = a.out_hi + page * a.nip;
+      obase = hi[a.n_in] + lo[a.n_in];
+      T c = 0, c1 = 0;
+      for (int s = NF; s < a.n_in; ++s) {
+        const T* p = a.in[s] + hi[s] + lo[s];
+        c += __ldg(p);
+        if constexpr (R == 2) c1 += __ldg(p + a.tile_all1[s]);
       }
-    } else {
-      const T* q[NF];
-#pragma unroll
-      for (int f = 0; f < NF; ++f) q[f] = a.in[f] + hi[f] + lo[f];
-      const unsigned col0 = opaque(smem_addr(sumtab + g));  // column 0, the lane's first entry
-      const unsigned colstride = 4u * static_cast<unsigned>(Mi);
-      // mh = mt * Mh2 + mm: one division per thread, then a carry per row
-      long long mm = mh0 % a.Mh2;
-      const long long* top = a.sum_hi + (mh0 / a.Mh2) * a.nfp;
-      const long long* mid = a.sum_mid + mm * a.nfp;
-      for (long long mh = mh0; mh < mh1; ++mh) {
-        const T* rp[NF];
-#pragma unroll
-        for (int f = 0; f < NF; ++f) rp[f] = opaque(q[f] + (__ldg(top + f) + __ldg(mid + f)));
-        mid += a.nfp;
-        if (++mm == a.Mh2) {
-          mm = 0;
-          mid = a.sum_mid;
-          top += a.nfp;
+      const long long mh0 = sp * a.mh_per_split;
+      const long long mh1 = min(a.Mh, mh0 + a.mh_per_split);
+      if constexpr (NF == 0) {
+        // nothing varies with m: the lane's terms are all c
+        const long long per = (Mi - g + G - 1) / G;
+        const T cnt = static_cast<T>(per * (mh1 - mh0));
+        if (cnt > 0 && c != neg_inf(c)) {
+          mx[0] = c;
+          acc[0] = cnt;
         }
-        const T* const(&rpc)[NF] = rp;
-        // every input direct, none, or a mix (a uniform branch per row, not per term: with the
-        // mix the compiler predicates both paths of each input, so the pure cases get their own)
-        if constexpr (R == 1) {
-          if (a.direct_mask == (1u << NF) - 1)
-            plain3_row<T, NF, GC, 1>(rpc, c, g, G, Mi, col0, colstride, 0, mx[0], acc[0], tab_a);
-          else if (a.direct_mask == 0)
-            plain3_row<T, NF, GC, 2>(rpc, c, g, G, Mi, col0, colstride, 0, mx[0], acc[0], tab_a);
-          else
-            plain3_row<T, NF, GC, 0>(rpc, c, g, G, Mi, col0, colstride, a.direct_mask, mx[0],
-                                     acc[0], tab_a);
-        } else {
-          if (a.direct_mask == (1u << NF) - 1)
-            plain3_row2<T, NF, GC, 1, TD>(rpc, c, c1, g, G, Mi, col0, colstride, 0, a.tile_off1, mx,
-                                          acc, tab_a);
-          else if (a.direct_mask == 0)
-            plain3_row2<T, NF, GC, 2, TD>(rpc, c, c1, g, G, Mi, col0, colstride, 0, a.tile_off1, mx,
-                                          acc, tab_a);
-          else
-            plain3_row2<T, NF, GC, 0, TD>(rpc, c, c1, g, G, Mi, col0, colstride, a.direct_mask,
-                                          a.tile_off1, mx, acc, tab_a);
-        }
-      }
-    }
-  }
-  // a summed tile is one output: its two configurations' pairs merge first
-  const bool summed = R == 2 && a.tile_summed;
-  if (summed) lse_merge2(mx[0], acc[0], mx[R - 1], acc[R - 1], tab_a);
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    if (r > 0 && summed) break;
-    lanes_merge2(mx[r], acc[r], G, tab_a);
-    canonical2(mx[r], acc[r]);
-    if (active && g == 0) {
-      const long long ob = obase + (r > 0 ? a.tile_all1[a.n_in] : 0);
-      if (a.splits == 1) {
-        a.out[ob] = lse_value(mx[r], acc[r]);
       } else {
-        a.partial[2 * (sp * a.n_out + ob)] = mx[r];
-        a.partial[2 * (sp * a.n_out + ob) + 1] = acc[r];
+        const T* q[NF];
+#pragma unroll
+        for (int f = 0; f < NF; ++f) q[f] = a.in[f] + hi[f] + lo[f];
+        const unsigned col0 = opaque(smem_addr(sumtab + g));  // column 0, the lane's first entry
+        const unsigned colstride = 4u * static_cast<unsigned>(Mi);
+        // mh = mt * Mh2 + mm: one division per thread, then a carry per row
+        long long mm = mh0 % a.Mh2;
+        const long long* top = a.sum_hi + (mh0 / a.Mh2) * a.nfp;
+        const long long* mid = a.sum_mid + mm * a.nfp;
+        for (long long mh = mh0; mh < mh1; ++mh) {
+          const T* rp[NF];
+#pragma unroll
+          for (int f = 0; f < NF; ++f) rp[f] = opaque(q[f] + (__ldg(top + f) + __ldg(mid + f)));
+          mid += a.nfp;
+          if (++mm == a.Mh2) {
+            mm = 0;
+            mid = a.sum_mid;
+            top += a.nfp;
+          }
+          const T* const(&rpc)[NF] = rp;
+          // every input direct, none, or a mix (a uniform branch per row, not per term: with the
+          // mix the compiler predicates both paths of each input, so the pure cases get their own)
+          if constexpr (R == 1) {
+            if (a.direct_mask == (1u << NF) - 1)
+              plain3_row<T, NF, GC, 1>(rpc, c, g, G, Mi, col0, colstride, 0, mx[0], acc[0], tab_a);
+            else if (a.direct_mask == 0)
+              plain3_row<T, NF, GC, 2>(rpc, c, g, G, Mi, col0, colstride, 0, mx[0], acc[0], tab_a);
+            else
+              plain3_row<T, NF, GC, 0>(rpc, c, g, G, Mi, col0, colstride, a.direct_mask, mx[0],
+                                       acc[0], tab_a);
+          } else {
+            if (a.direct_mask == (1u << NF) - 1)
+              plain3_row2<T, NF, GC, 1, TD>(rpc, c, c1, g, G, Mi, col0, colstride, 0, a.tile_off1, mx,
+                                            acc, tab_a);
+            else if (a.direct_mask == 0)
+              plain3_row2<T, NF, GC, 2, TD>(rpc, c, c1, g, G, Mi, col0, colstride, 0, a.tile_off1, mx,
+                                            acc, tab_a);
+            else
+              plain3_row2<T, NF, GC, 0, TD>(rpc, c, c1, g, G, Mi, col0, colstride, a.direct_mask,
+                                            a.tile_off1, mx, acc, tab_a);
+          }
+        }
+      }
+    }
+    // a summed tile is one output: its two configurations' pairs merge first
+    const bool summed = R == 2 && a.tile_summed;
+    if (summed) lse_merge2(mx[0], acc[0], mx[R - 1], acc[R - 1], tab_a);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      if (r > 0 && summed) break;
+      lanes_merge2(mx[r], acc[r], G, tab_a);
+      canonical2(mx[r], acc[r]);
+      if (active && g == 0) {
+        const long long ob = obase + (r > 0 ? a.tile_all1[a.n_in] : 0);
+        if (a.splits == 1) {
+          a.out[ob] = lse_value(mx[r], acc[r]);
+        } else {
+          a.partial[2 * (sp * a.n_out + ob)] = mx[r];
+          a.partial[2 * (sp * a.n_out + ob) + 1] = acc[r];
+        }
       }
     }
   }
@@ -700,13 +707,13 @@ void allow_shared(K kernel, int bytes, DeviceFlags& flags) {
 }
 
 // load_only: the kernel loaded (and its shared memory allowed) but not launched (load_kernels).
-template <class T, int NF, int GC, int TD = 0>
+template <class T, int NF, int GC, int TD = 0, int OUTS = 1>
 void launch_plain3(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream,
                    bool load_only) {
   static DeviceFlags flags;
-  allow_shared(plain3_kernel<T, NF, GC, TD>, p.shared_bytes, flags);
+  allow_shared(plain3_kernel<T, NF, GC, TD, OUTS>, p.shared_bytes, flags);
   if (load_only) return;
-  plain3_kernel<T, NF, GC, TD>
+  plain3_kernel<T, NF, GC, TD, OUTS>
       <<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, stream>>>(a);
 }
 
@@ -729,7 +736,8 @@ void launch_plain_lanes(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_
   constexpr bool dbl = std::is_same_v<T, double>;
   if constexpr (dbl && TD == 0 && NF <= kLeanMaxVarying) {
     if (p.lean)  // lean plans have one lane
-      return launch_plain3<T, NF, 1, 0>(p, a, stream, load_only);
+      return p.outs == 2 ? launch_plain3<T, NF, 1, 0, 2>(p, a, stream, load_only)
+                         : launch_plain3<T, NF, 1, 0>(p, a, stream, load_only);
   }
   if (p.lanes_log2 == 5)
     launch_plain3<T, NF, 32, TD>(p, a, stream, load_only);
