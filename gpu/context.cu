@@ -379,7 +379,10 @@ class CudaContext final : public Context {
     auto pe = std::make_unique<PolicyEntry>();
     pe->lay = describe(shape, scopes);
     DeviceLimits lim = lim_;
-    if (eb != 8) lim.tiles = false;  // the tiled kernels are double only
+    if (eb != 8) {  // the tiled kernels and the one-lane ones are double only
+      lim.tiles = false;
+      lim.lean_two_min_items = 0;
+    }
     pe->p = make_launch_plan(pe->lay, v, lim, eb, &pe->sel);
     return pe;
   }

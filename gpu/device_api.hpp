@@ -17,7 +17,7 @@ namespace kinfer::gpu {
 // the kernels' times enough that a calibration profile fitted before it predicts them wrongly
 // (docs/perf-notes.md, "The shipped profiles recalibrated with kernels 6-7"). `kinfer
 // calibrate` records it in the profile; the runner warns about an older one.
-inline constexpr int kKernelGeneration = 7;
+inline constexpr int kKernelGeneration = 8;
 
 struct DeviceInfo {
   bool available = false;

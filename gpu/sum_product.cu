@@ -739,6 +739,8 @@ void launch_plain_lanes(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_
       return p.outs == 2 ? launch_plain3<T, NF, 1, 0, 2>(p, a, stream, load_only)
                          : launch_plain3<T, NF, 1, 0>(p, a, stream, load_only);
   }
+  // the grid of a two-outputs plan covers half its items: only the one-lane kernel takes it
+  if (p.outs != 1) throw std::invalid_argument("two outputs per thread: one-lane double plans only");
   if (p.lanes_log2 == 5)
     launch_plain3<T, NF, 32, TD>(p, a, stream, load_only);
   else if (dbl && p.lanes_log2 == 3)

@@ -200,8 +200,9 @@ TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
       {"KINFER_GPU_LANES", "1:256"},
       {"KINFER_GPU_TILES", "0"},        // no tiles (the default tiles 2+ varying inputs)
       {"KINFER_GPU_TILES", "force"},  // tiles of 2, 1+ inputs, outputs even where the device idles
-      {"KINFER_GPU_LEAN", "0"}};      // one-lane plans (M <= 16, <= 3 varying) in kernel 3, not 7
-  int direct = 0, buckets = 0, tiled = 0, lean = 0;
+      {"KINFER_GPU_LEAN", "0"},       // one-lane plans (M <= 16, <= 3 varying) in kernel 3, not 7
+      {"KINFER_GPU_LEAN_TWO", "1"}};  // every one-lane plan two outputs per thread (kernel 8)
+  int direct = 0, buckets = 0, tiled = 0, lean = 0, two = 0;
   for (const Setting& v : variants) {
     // restore the variable as it was (a run of every case under one setting keeps it)
     const char* before = std::getenv(v.var);
@@ -237,6 +238,9 @@ TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
       if (lay.unsupported.empty()) {
         direct += make_launch_plan(lay, Variant::plain, DeviceLimits{}).direct_mask != 0;
         lean += make_launch_plan(lay, Variant::plain, DeviceLimits{}).lean;  // on by default
+        DeviceLimits every;  // kernel 8 from one item on, as the setting above
+        every.lean_two_min_items = 1;
+        two += make_launch_plan(lay, Variant::plain, every).outs == 2;
       }
       ++buckets;
     }
@@ -245,11 +249,12 @@ TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
   }
   std::printf(
       "kernel variants: %d of %d buckets have direct inputs (default limits), %d plain plans "
-      "tiled, %d one-lane plans in kernel 7\n",
-      direct, buckets, tiled, lean);
+      "tiled, %d one-lane plans in kernel 7, %d of them with two outputs per thread when forced\n",
+      direct, buckets, tiled, lean, two);
   CHECK(direct > 0);
   CHECK(tiled > 0);
   CHECK(lean > 0);
+  CHECK(two > 0);
 }
 
 TEST_CASE("GpuKernel.NothingVariesWithTheSumMatchesCpu", "[gpu]") {

@@ -255,6 +255,40 @@ TEST_CASE("GpuPolicy.UnsupportedBucketsSayWhy", "[gpu]") {
                     std::invalid_argument);
 }
 
+TEST_CASE("GpuPolicy.TwoOutputsPerThreadCoverTheItems", "[gpu]") {
+  // Kernel 8: a one-lane plan of at least lean_two_min_items items gives each thread two outputs
+  // a grid-stride apart, so its grid covers half the items, rounded up: every item has a thread
+  // (2 x blocks x threads >= items) and no block is idle (blocks x threads < items); below the
+  // threshold, or with it 0, one output per thread.
+  std::mt19937_64 rng(23);
+  int two = 0;
+  for (int i = 0; i < 300; ++i) {
+    RandomBucketOptions o;
+    o.max_log2_states = 16;
+    o.max_marg = 16;  // one-lane sums
+    const RandomBucket b = random_bucket(rng, o);
+    std::vector<std::vector<int>> scopes(b.scopes.begin(), b.scopes.end());
+    const BucketLayout lay = describe(b.shape, scopes);
+    if (!lay.unsupported.empty()) continue;
+    DeviceLimits lim;
+    lim.lean_two_min_items = 1 + static_cast<std::int64_t>(rng() % 4096);
+    const LaunchPlan p = make_launch_plan(lay, Variant::plain, lim);
+    const std::int64_t items = p.n_items * p.splits;
+    INFO("bucket " << i << ": " << items << " items, threshold " << lim.lean_two_min_items);
+    if (!p.lean || items < lim.lean_two_min_items) {
+      REQUIRE(p.outs == 1);
+      continue;
+    }
+    REQUIRE(p.outs == 2);
+    REQUIRE(2 * p.blocks * p.threads >= items);
+    REQUIRE((p.blocks - 1) * p.threads * 2 < items);
+    lim.lean_two_min_items = 0;
+    REQUIRE(make_launch_plan(lay, Variant::plain, lim).outs == 1);
+    ++two;
+  }
+  CHECK(two > 20);
+}
+
 TEST_CASE("GpuPolicy.PlainTilesReproduceBucket", "[gpu]") {
   // A small device (1 SM of 64 threads) lets output tiles through on small buckets; summed
   // ranges of 64-4096 configurations give summed tiles. Tiled tables walked on the host must
