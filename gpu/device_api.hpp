@@ -39,8 +39,8 @@ DeviceInfo probe();
 // then includes the driver's release of the device (~0.1 s on an H100 machine).
 bool driver_started();
 
-// Whether this process runs under a CUDA tool (compute-sanitizer, Nsight Systems: they report
-// what a context still holds when it is torn down, so kinfer tears its contexts down itself).
+// Whether this process runs under a CUDA tool (compute-sanitizer, Nsight Systems): they report
+// at the context's teardown, so the process's exit is left as it is (apps/process_exit.cpp).
 bool under_cuda_tool();
 
 // Whether a usable GPU is likely, without starting the driver (probe() costs ~0.1 s): CUDA is
