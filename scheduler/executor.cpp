@@ -257,8 +257,8 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
     const auto t0 = clock_type::now();
     ctx.synchronize(xfer);
     const double waited = since(t0);
-    wait0 = std::chrono::duration<double>(t0 - gpu_t0).count();
     wait1 = since(gpu_t0);
+    wait0 = wait1 - waited;
     r.st.gpu_upload_wait_s += waited;
     if (waited > 0.002)  // where a GPU run waits (docs/perf-notes.md)
       spdlog::debug(
@@ -371,10 +371,12 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
     const int m0 = timeline_path ? ctx.mark(s) : -1;
     const auto t0 = clock_type::now();
     ctx.run_bucket(shape, in, o, s);
-    r.st.gpu_launch_s += since(t0);
-    if (timeline_path)
-      timeline.push_back({b, s, m0, ctx.mark(s), begin, wait0, wait1,
-                          std::chrono::duration<double>(t0 - gpu_t0).count(), since(gpu_t0)});
+    const double launched = since(t0);
+    r.st.gpu_launch_s += launched;
+    if (timeline_path) {
+      const double at = since(gpu_t0);
+      timeline.push_back({b, s, m0, ctx.mark(s), begin, wait0, wait1, at - launched, at});
+    }
     if (r.opt.time_buckets) {
       ctx.synchronize(s);
       r.st.kernel_seconds[b] = since(t0);
