@@ -236,8 +236,9 @@ TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
       std::vector<std::vector<int>> scopes(b.scopes.begin(), b.scopes.end());
       const BucketLayout lay = describe(b.shape, scopes);
       if (lay.unsupported.empty()) {
-        direct += make_launch_plan(lay, Variant::plain, DeviceLimits{}).direct_mask != 0;
-        lean += make_launch_plan(lay, Variant::plain, DeviceLimits{}).lean;  // on by default
+        const LaunchPlan plain = make_launch_plan(lay, Variant::plain, DeviceLimits{});
+        direct += plain.direct_mask != 0;
+        lean += plain.lean;  // on by default
         DeviceLimits every;  // kernel 8 from one item on, as the setting above
         every.lean_two_min_items = 1;
         two += make_launch_plan(lay, Variant::plain, every).outs == 2;

@@ -258,8 +258,8 @@ TEST_CASE("GpuPolicy.UnsupportedBucketsSayWhy", "[gpu]") {
 TEST_CASE("GpuPolicy.TwoOutputsPerThreadCoverTheItems", "[gpu]") {
   // Kernel 8: a one-lane plan of at least lean_two_min_items items gives each thread two outputs
   // a grid-stride apart, so its grid covers half the items, rounded up: every item has a thread
-  // (2 x blocks x threads >= items) and no block is idle (blocks x threads < items); below the
-  // threshold, or with it 0, one output per thread.
+  // (2 x blocks x threads >= items) and the grid has no block too many (the last block's first
+  // thread has an item); below the threshold, or with it 0, one output per thread.
   std::mt19937_64 rng(23);
   int two = 0;
   for (int i = 0; i < 300; ++i) {
