@@ -147,8 +147,8 @@ class CudaContext final : public Context {
     }
     if (const char* lean = std::getenv("KINFER_GPU_LEAN")) lim_.lean = std::string(lean) != "0";
     if (const char* two = std::getenv("KINFER_GPU_LEAN_TWO")) {  // items; 0: off
-      const long long items = std::atoll(two);
-      if (items >= 0) lim_.lean_two_min_items = items;
+      long long items = 0;
+      if (std::sscanf(two, "%lld", &items) == 1 && items >= 0) lim_.lean_two_min_items = items;
     }
     if (const char* sel = std::getenv("KINFER_GPU_SELECT")) {  // BYTES:REUSE, the selector's
       double bytes = 0, reuse = 0;
