@@ -283,7 +283,10 @@ LaunchPlan plain_launch_plan(const BucketLayout& lay, const DeviceLimits& lim,
   p.blocks = ceil_div(p.n_items * p.splits * G, p.threads);
   if (p.blocks > kMaxIndex)
     throw std::invalid_argument("bucket has too many outputs for one launch");
-  p.lean = lean_shape(lim, p.M, p.nf) && p.lanes_log2 == 0 && p.tile == 1;
+  // (one lane, the whole sum in the inner block: Mh = 1 and one split, as kernel 9 assumes)
+  p.lean = lean_shape(lim, p.M, p.nf) && p.lanes_log2 == 0 && p.tile == 1 && p.Mh == 1 &&
+           p.splits == 1;
+  p.lean_chunks = p.lean && lim.lean_chunks;
   if (p.lean && lim.lean_two_min_items > 0 && p.n_items * p.splits >= lim.lean_two_min_items) {
     p.outs = 2;
     p.blocks = ceil_div(ceil_div(p.n_items * p.splits, std::int64_t{2}), p.threads);

@@ -72,6 +72,7 @@ struct KernelArgs {
   DevDiv64 div_P, div_items;
   unsigned cached_mask;
   unsigned direct_mask;  // plain: slots read at mi (no offset table)
+  int lean_chunks;       // one-lane plans: kernel 9's terms (LaunchPlan::lean_chunks)
   int seg_off[kMaxVarying], seg_size[kMaxVarying], pitch[kMaxVarying], m_f[kMaxVarying];
   DevDiv div_mf[kMaxVarying];
   int pages_per_block, sum_table_offset;
@@ -438,6 +439,44 @@ __device__ __forceinline__ void plain3_row2(const T* const (&rp)[NF], T c0, T c1
   }
 }
 
+// Kernel 9: the terms of a one-lane output (M <= 16 summed configurations, all in the inner
+// block: Mh = 1, so the outer offsets are row 0's, zero) in chunks of four, the last chunk
+// predicated instead of a loop of single terms, each chunk's loads issued before its
+// arithmetic; the first chunk sets the running max from its own terms, without the rescale of
+// the starting value that lse_chunk pays (an exp). Terms past Mi are the lowest finite value and
+// add nothing. MODE as plain3_row's.
+template <class T, int NF, int MODE>
+__device__ __forceinline__ void lean_terms(const T* const (&q)[NF], T c, int Mi, unsigned col0,
+                                           unsigned colstride, unsigned dmask, T& mx, T& acc,
+                                           unsigned tab_a) {
+  auto direct = [&](int f) { return MODE == 1 || (MODE == 0 && (dmask >> f & 1)); };
+  for (int m0 = 0; m0 < Mi; m0 += 4) {
+    T x[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const bool valid = m0 + k < Mi;
+      T v = c;
+#pragma unroll
+      for (int f = 0; f < NF; ++f)
+        if (valid)
+          v += __ldg(q[f] + (direct(f) ? m0 + k : lds32(col0 + f * colstride + 4 * (m0 + k))));
+      x[k] = valid ? v : lowest(T(0));
+    }
+    if (m0 == 0) {
+      mx = fmax(fmax(mx, fmax(x[0], x[1])), fmax(x[2], x[3]));
+    } else {
+      const T cm = fmax(fmax(x[0], x[1]), fmax(x[2], x[3]));
+      if (cm > mx) {
+        acc *= exp_neg_add3(cm - mx, tab_a, T(0));
+        mx = cm;
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      if (m0 + k < Mi) acc = exp_neg_add3(mx - x[k], tab_a, acc);
+  }
+}
+
 // TD: 0 untiled; 1 or 2: a tile of two configurations, TD varying slots holding its variable.
 // OUTS (kernel 8, one lane only): outputs per thread, a grid-stride apart.
 template <class T, int NF, int GC, int TD, int OUTS = 1>
@@ -505,41 +544,57 @@ __global__ void __launch_bounds__(256, plain_min_blocks<NF, TD ? 2 : 1, GC>())
         for (int f = 0; f < NF; ++f) q[f] = a.in[f] + hi[f] + lo[f];
         const unsigned col0 = opaque(smem_addr(sumtab + g));  // column 0, the lane's first entry
         const unsigned colstride = 4u * static_cast<unsigned>(Mi);
-        // mh = mt * Mh2 + mm: one division per thread, then a carry per row
-        long long mm = mh0 % a.Mh2;
-        const long long* top = a.sum_hi + (mh0 / a.Mh2) * a.nfp;
-        const long long* mid = a.sum_mid + mm * a.nfp;
-        for (long long mh = mh0; mh < mh1; ++mh) {
-          const T* rp[NF];
-#pragma unroll
-          for (int f = 0; f < NF; ++f) rp[f] = opaque(q[f] + (__ldg(top + f) + __ldg(mid + f)));
-          mid += a.nfp;
-          if (++mm == a.Mh2) {
-            mm = 0;
-            mid = a.sum_mid;
-            top += a.nfp;
+        bool done = false;
+        if constexpr (GC == 1 && R == 1) {
+          if (a.lean_chunks) {  // kernel 9 (lean plans have Mh = 1, one split)
+            const T* const(&qc)[NF] = q;
+            if (a.direct_mask == (1u << NF) - 1)
+              lean_terms<T, NF, 1>(qc, c, Mi, col0, colstride, 0, mx[0], acc[0], tab_a);
+            else if (a.direct_mask == 0)
+              lean_terms<T, NF, 2>(qc, c, Mi, col0, colstride, 0, mx[0], acc[0], tab_a);
+            else
+              lean_terms<T, NF, 0>(qc, c, Mi, col0, colstride, a.direct_mask, mx[0], acc[0],
+                                   tab_a);
+            done = true;
           }
-          const T* const(&rpc)[NF] = rp;
-          // every input direct, none, or a mix (a uniform branch per row, not per term: with the
-          // mix the compiler predicates both paths of each input, so the pure cases get their own)
-          if constexpr (R == 1) {
-            if (a.direct_mask == (1u << NF) - 1)
-              plain3_row<T, NF, GC, 1>(rpc, c, g, G, Mi, col0, colstride, 0, mx[0], acc[0], tab_a);
-            else if (a.direct_mask == 0)
-              plain3_row<T, NF, GC, 2>(rpc, c, g, G, Mi, col0, colstride, 0, mx[0], acc[0], tab_a);
-            else
-              plain3_row<T, NF, GC, 0>(rpc, c, g, G, Mi, col0, colstride, a.direct_mask, mx[0],
-                                       acc[0], tab_a);
-          } else {
-            if (a.direct_mask == (1u << NF) - 1)
-              plain3_row2<T, NF, GC, 1, TD>(rpc, c, c1, g, G, Mi, col0, colstride, 0, a.tile_off1, mx,
-                                            acc, tab_a);
-            else if (a.direct_mask == 0)
-              plain3_row2<T, NF, GC, 2, TD>(rpc, c, c1, g, G, Mi, col0, colstride, 0, a.tile_off1, mx,
-                                            acc, tab_a);
-            else
-              plain3_row2<T, NF, GC, 0, TD>(rpc, c, c1, g, G, Mi, col0, colstride, a.direct_mask,
-                                            a.tile_off1, mx, acc, tab_a);
+        }
+        if (!done) {
+          // mh = mt * Mh2 + mm: one division per thread, then a carry per row
+          long long mm = mh0 % a.Mh2;
+          const long long* top = a.sum_hi + (mh0 / a.Mh2) * a.nfp;
+          const long long* mid = a.sum_mid + mm * a.nfp;
+          for (long long mh = mh0; mh < mh1; ++mh) {
+            const T* rp[NF];
+#pragma unroll
+            for (int f = 0; f < NF; ++f) rp[f] = opaque(q[f] + (__ldg(top + f) + __ldg(mid + f)));
+            mid += a.nfp;
+            if (++mm == a.Mh2) {
+              mm = 0;
+              mid = a.sum_mid;
+              top += a.nfp;
+            }
+            const T* const(&rpc)[NF] = rp;
+            // every input direct, none, or a mix (a uniform branch per row, not per term: with the
+            // mix the compiler predicates both paths of each input, so the pure cases get their own)
+            if constexpr (R == 1) {
+              if (a.direct_mask == (1u << NF) - 1)
+                plain3_row<T, NF, GC, 1>(rpc, c, g, G, Mi, col0, colstride, 0, mx[0], acc[0], tab_a);
+              else if (a.direct_mask == 0)
+                plain3_row<T, NF, GC, 2>(rpc, c, g, G, Mi, col0, colstride, 0, mx[0], acc[0], tab_a);
+              else
+                plain3_row<T, NF, GC, 0>(rpc, c, g, G, Mi, col0, colstride, a.direct_mask, mx[0],
+                                         acc[0], tab_a);
+            } else {
+              if (a.direct_mask == (1u << NF) - 1)
+                plain3_row2<T, NF, GC, 1, TD>(rpc, c, c1, g, G, Mi, col0, colstride, 0, a.tile_off1, mx,
+                                              acc, tab_a);
+              else if (a.direct_mask == 0)
+                plain3_row2<T, NF, GC, 2, TD>(rpc, c, c1, g, G, Mi, col0, colstride, 0, a.tile_off1, mx,
+                                              acc, tab_a);
+              else
+                plain3_row2<T, NF, GC, 0, TD>(rpc, c, c1, g, G, Mi, col0, colstride, a.direct_mask,
+                                              a.tile_off1, mx, acc, tab_a);
+            }
           }
         }
       }
@@ -989,6 +1044,7 @@ void launch_sum_product(const LaunchPlan& p, const DeviceTables& t, const T* con
   a.div_items = dev_div(p.div_items);
   a.cached_mask = p.cached_mask;
   a.direct_mask = p.direct_mask;
+  a.lean_chunks = p.lean && p.lean_chunks;
   for (int f = 0; f < p.nf && p.variant == Variant::cached; ++f) {
     a.seg_off[f] = p.seg_off[f];
     a.seg_size[f] = p.seg_size[f];

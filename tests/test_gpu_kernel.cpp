@@ -201,7 +201,8 @@ TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
       {"KINFER_GPU_TILES", "0"},        // no tiles (the default tiles 2+ varying inputs)
       {"KINFER_GPU_TILES", "force"},  // tiles of 2, 1+ inputs, outputs even where the device idles
       {"KINFER_GPU_LEAN", "0"},       // one-lane plans (M <= 16, <= 3 varying) in kernel 3, not 7
-      {"KINFER_GPU_LEAN_TWO", "1"}};  // every one-lane plan two outputs per thread (kernel 8)
+      {"KINFER_GPU_LEAN_TWO", "1"},   // every one-lane plan two outputs per thread (kernel 8)
+      {"KINFER_GPU_LEAN_CHUNKS", "0"}};  // one-lane plans' terms as kernel 7 summed them
   int direct = 0, buckets = 0, tiled = 0, lean = 0, two = 0;
   for (const Setting& v : variants) {
     // restore the variable as it was (a run of every case under one setting keeps it)
