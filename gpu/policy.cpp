@@ -286,7 +286,9 @@ LaunchPlan plain_launch_plan(const BucketLayout& lay, const DeviceLimits& lim,
   // (one lane, the whole sum in the inner block: Mh = 1 and one split, as kernel 9 assumes)
   p.lean = lean_shape(lim, p.M, p.nf) && p.lanes_log2 == 0 && p.tile == 1 && p.Mh == 1 &&
            p.splits == 1;
-  p.lean_chunks = p.lean && lim.lean_chunks;
+  // kernel 9 computes the page-local output index and the row offsets in 32 bits
+  p.lean_chunks = p.lean && lim.lean_chunks && p.P * p.nip < (std::int64_t{1} << 31) &&
+                  p.n_pages * p.nip < (std::int64_t{1} << 32);
   if (p.lean && lim.lean_two_min_items > 0 && p.n_items * p.splits >= lim.lean_two_min_items) {
     p.outs = 2;
     p.blocks = ceil_div(ceil_div(p.n_items * p.splits, std::int64_t{2}), p.threads);

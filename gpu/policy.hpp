@@ -100,9 +100,10 @@ struct DeviceLimits {
   // each thread two of them (a grid-stride apart: two independent chains of dependent loads per
   // thread); 0 turns it off. The Context reads KINFER_GPU_LEAN_TWO=N (items; 0: off).
   std::int64_t lean_two_min_items = std::int64_t{1} << 22;
-  // Planner option (kernel 9): one-lane plans sum their terms in chunks of four, the last one
-  // predicated, the first setting the running max without a rescale (instead of kernel 7's
-  // loop of single terms after the chunks). The Context reads KINFER_GPU_LEAN_CHUNKS=0|1.
+  // Planner option (kernel 9): one-lane plans of 1-3 varying inputs and output-table rows of 4
+  // or 8 columns run in kernel 9 (sum_product.cu: terms in chunks of four, the last predicated,
+  // 32-bit page-local indices, vector row loads, a table log) instead of kernel 7/8's one-lane
+  // path. The Context reads KINFER_GPU_LEAN_CHUNKS=0|1.
   bool lean_chunks = true;
   // Selector thresholds of the fifth session (docs/perf-notes.md, "Kernel 7"): one-lane buckets
   // go to the cached kernel below this many input bytes per term; two-lane buckets once staged
@@ -164,7 +165,7 @@ struct LaunchPlan {
   int lanes_log2 = 0;  // 2^lanes_log2 threads share one output (interleaved m)
   bool lean = false;   // plain, M <= 16, untiled, <= 3 varying: the one-lane kernel
   int outs = 1;        // lean: outputs per thread, a grid-stride apart (kernel 8: 1 or 2)
-  bool lean_chunks = false;  // lean: kernel 9's chunked terms (DeviceLimits::lean_chunks)
+  bool lean_chunks = false;  // lean: kernel 9 where it takes the plan (DeviceLimits::lean_chunks)
   int threads = 256;
   std::int64_t blocks = 1;
   int splits = 1;  // plain: blocks of outputs split over mh (partials combined)

@@ -72,7 +72,6 @@ struct KernelArgs {
   DevDiv64 div_P, div_items;
   unsigned cached_mask;
   unsigned direct_mask;  // plain: slots read at mi (no offset table)
-  int lean_chunks;       // one-lane plans: kernel 9's terms (LaunchPlan::lean_chunks)
   int seg_off[kMaxVarying], seg_size[kMaxVarying], pitch[kMaxVarying], m_f[kMaxVarying];
   DevDiv div_mf[kMaxVarying];
   int pages_per_block, sum_table_offset;
@@ -439,44 +438,6 @@ __device__ __forceinline__ void plain3_row2(const T* const (&rp)[NF], T c0, T c1
   }
 }
 
-// Kernel 9: the terms of a one-lane output (M <= 16 summed configurations, all in the inner
-// block: Mh = 1, so the outer offsets are row 0's, zero) in chunks of four, the last chunk
-// predicated instead of a loop of single terms, each chunk's loads issued before its
-// arithmetic; the first chunk sets the running max from its own terms, without the rescale of
-// the starting value that lse_chunk pays (an exp). Terms past Mi are the lowest finite value and
-// add nothing. MODE as plain3_row's.
-template <class T, int NF, int MODE>
-__device__ __forceinline__ void lean_terms(const T* const (&q)[NF], T c, int Mi, unsigned col0,
-                                           unsigned colstride, unsigned dmask, T& mx, T& acc,
-                                           unsigned tab_a) {
-  auto direct = [&](int f) { return MODE == 1 || (MODE == 0 && (dmask >> f & 1)); };
-  for (int m0 = 0; m0 < Mi; m0 += 4) {
-    T x[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const bool valid = m0 + k < Mi;
-      T v = c;
-#pragma unroll
-      for (int f = 0; f < NF; ++f)
-        if (valid)
-          v += __ldg(q[f] + (direct(f) ? m0 + k : lds32(col0 + f * colstride + 4 * (m0 + k))));
-      x[k] = valid ? v : lowest(T(0));
-    }
-    if (m0 == 0) {
-      mx = fmax(fmax(mx, fmax(x[0], x[1])), fmax(x[2], x[3]));
-    } else {
-      const T cm = fmax(fmax(x[0], x[1]), fmax(x[2], x[3]));
-      if (cm > mx) {
-        acc *= exp_neg_add3(cm - mx, tab_a, T(0));
-        mx = cm;
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < 4; ++k)
-      if (m0 + k < Mi) acc = exp_neg_add3(mx - x[k], tab_a, acc);
-  }
-}
-
 // TD: 0 untiled; 1 or 2: a tile of two configurations, TD varying slots holding its variable.
 // OUTS (kernel 8, one lane only): outputs per thread, a grid-stride apart.
 template <class T, int NF, int GC, int TD, int OUTS = 1>
@@ -544,57 +505,41 @@ __global__ void __launch_bounds__(256, plain_min_blocks<NF, TD ? 2 : 1, GC>())
         for (int f = 0; f < NF; ++f) q[f] = a.in[f] + hi[f] + lo[f];
         const unsigned col0 = opaque(smem_addr(sumtab + g));  // column 0, the lane's first entry
         const unsigned colstride = 4u * static_cast<unsigned>(Mi);
-        bool done = false;
-        if constexpr (GC == 1 && R == 1) {
-          if (a.lean_chunks) {  // kernel 9 (lean plans have Mh = 1, one split)
-            const T* const(&qc)[NF] = q;
-            if (a.direct_mask == (1u << NF) - 1)
-              lean_terms<T, NF, 1>(qc, c, Mi, col0, colstride, 0, mx[0], acc[0], tab_a);
-            else if (a.direct_mask == 0)
-              lean_terms<T, NF, 2>(qc, c, Mi, col0, colstride, 0, mx[0], acc[0], tab_a);
-            else
-              lean_terms<T, NF, 0>(qc, c, Mi, col0, colstride, a.direct_mask, mx[0], acc[0],
-                                   tab_a);
-            done = true;
-          }
-        }
-        if (!done) {
-          // mh = mt * Mh2 + mm: one division per thread, then a carry per row
-          long long mm = mh0 % a.Mh2;
-          const long long* top = a.sum_hi + (mh0 / a.Mh2) * a.nfp;
-          const long long* mid = a.sum_mid + mm * a.nfp;
-          for (long long mh = mh0; mh < mh1; ++mh) {
-            const T* rp[NF];
+        // mh = mt * Mh2 + mm: one division per thread, then a carry per row
+        long long mm = mh0 % a.Mh2;
+        const long long* top = a.sum_hi + (mh0 / a.Mh2) * a.nfp;
+        const long long* mid = a.sum_mid + mm * a.nfp;
+        for (long long mh = mh0; mh < mh1; ++mh) {
+          const T* rp[NF];
 #pragma unroll
-            for (int f = 0; f < NF; ++f) rp[f] = opaque(q[f] + (__ldg(top + f) + __ldg(mid + f)));
-            mid += a.nfp;
-            if (++mm == a.Mh2) {
-              mm = 0;
-              mid = a.sum_mid;
-              top += a.nfp;
-            }
-            const T* const(&rpc)[NF] = rp;
-            // every input direct, none, or a mix (a uniform branch per row, not per term: with the
-            // mix the compiler predicates both paths of each input, so the pure cases get their own)
-            if constexpr (R == 1) {
-              if (a.direct_mask == (1u << NF) - 1)
-                plain3_row<T, NF, GC, 1>(rpc, c, g, G, Mi, col0, colstride, 0, mx[0], acc[0], tab_a);
-              else if (a.direct_mask == 0)
-                plain3_row<T, NF, GC, 2>(rpc, c, g, G, Mi, col0, colstride, 0, mx[0], acc[0], tab_a);
-              else
-                plain3_row<T, NF, GC, 0>(rpc, c, g, G, Mi, col0, colstride, a.direct_mask, mx[0],
-                                         acc[0], tab_a);
-            } else {
-              if (a.direct_mask == (1u << NF) - 1)
-                plain3_row2<T, NF, GC, 1, TD>(rpc, c, c1, g, G, Mi, col0, colstride, 0, a.tile_off1, mx,
-                                              acc, tab_a);
-              else if (a.direct_mask == 0)
-                plain3_row2<T, NF, GC, 2, TD>(rpc, c, c1, g, G, Mi, col0, colstride, 0, a.tile_off1, mx,
-                                              acc, tab_a);
-              else
-                plain3_row2<T, NF, GC, 0, TD>(rpc, c, c1, g, G, Mi, col0, colstride, a.direct_mask,
-                                              a.tile_off1, mx, acc, tab_a);
-            }
+          for (int f = 0; f < NF; ++f) rp[f] = opaque(q[f] + (__ldg(top + f) + __ldg(mid + f)));
+          mid += a.nfp;
+          if (++mm == a.Mh2) {
+            mm = 0;
+            mid = a.sum_mid;
+            top += a.nfp;
+          }
+          const T* const(&rpc)[NF] = rp;
+          // every input direct, none, or a mix (a uniform branch per row, not per term: with the
+          // mix the compiler predicates both paths of each input, so the pure cases get their own)
+          if constexpr (R == 1) {
+            if (a.direct_mask == (1u << NF) - 1)
+              plain3_row<T, NF, GC, 1>(rpc, c, g, G, Mi, col0, colstride, 0, mx[0], acc[0], tab_a);
+            else if (a.direct_mask == 0)
+              plain3_row<T, NF, GC, 2>(rpc, c, g, G, Mi, col0, colstride, 0, mx[0], acc[0], tab_a);
+            else
+              plain3_row<T, NF, GC, 0>(rpc, c, g, G, Mi, col0, colstride, a.direct_mask, mx[0],
+                                       acc[0], tab_a);
+          } else {
+            if (a.direct_mask == (1u << NF) - 1)
+              plain3_row2<T, NF, GC, 1, TD>(rpc, c, c1, g, G, Mi, col0, colstride, 0, a.tile_off1, mx,
+                                            acc, tab_a);
+            else if (a.direct_mask == 0)
+              plain3_row2<T, NF, GC, 2, TD>(rpc, c, c1, g, G, Mi, col0, colstride, 0, a.tile_off1, mx,
+                                            acc, tab_a);
+            else
+              plain3_row2<T, NF, GC, 0, TD>(rpc, c, c1, g, G, Mi, col0, colstride, a.direct_mask,
+                                            a.tile_off1, mx, acc, tab_a);
           }
         }
       }
@@ -617,6 +562,175 @@ __global__ void __launch_bounds__(256, plain_min_blocks<NF, TD ? 2 : 1, GC>())
         }
       }
     }
+  }
+}
+
+// ---- kernel 9: the one-lane kernel of LaunchPlan::lean_chunks (issue 12 part 4) ----
+// Kernel 7/8's one-lane path spent ~410 instructions per output on pedigree50's largest
+// buckets (2^30.4 outputs, 3 terms; ncu's source counters, docs/perf-notes.md "Kernel 9"), 69 of
+// them double-precision: a runtime loop of single terms each with the running max's rescale
+// (an exp), fmax's NaN handling (6-8 instructions each), 64-bit arithmetic on page-local
+// indices, one load per table entry, the outer row's loop and a 64-bit division per output, and
+// CUDA's log (~60). Kernel 9, a kernel of its own for plans of one lane (M <= 16, Mh = 1, one
+// split) with 1-3 varying inputs and output-table rows of 4 or 8 columns: the page-local part in
+// 32 bits, each output-table row in one or two 16-byte loads, the terms in chunks of four (the
+// last predicated; every load of a chunk before its arithmetic; the first chunk's max is the
+// running max, no rescale), the max as a compare and select (no NaN can arise: terms are finite
+// or -inf, the running max starts finite), and the log of the sum (>= 1 when any term is
+// finite) by a table of 64 and a polynomial of degree 9.
+
+// log(a) for a >= 0.5, normal: a = 2^e m, m in [1, 2); j = m's top six fraction bits,
+// c_j = 1 + j/64, r = m / c_j - 1 in [0, 1/64) (one FMA with the rounded 1/c_j; the table's
+// log holds -ln of that rounded inverse, so the product's rounding is all that r carries),
+// log(a) = e ln2 + ln(c_j) + log1p(r), log1p by its series to r^9 (truncation < 1e-19). Exact
+// at a = 1 (the sum of one term). Table entries (inv_j, -ln inv_j) in shared memory.
+__constant__ double c_log_inv[64] = {
+    0x1.0000000000000p+0, 0x1.f81f81f81f820p-1, 0x1.f07c1f07c1f08p-1,
+    0x1.e9131abf0b767p-1, 0x1.e1e1e1e1e1e1ep-1, 0x1.dae6076b981dbp-1,
+    0x1.d41d41d41d41dp-1, 0x1.cd85689039b0bp-1, 0x1.c71c71c71c71cp-1,
+    0x1.c0e070381c0e0p-1, 0x1.bacf914c1bad0p-1, 0x1.b4e81b4e81b4fp-1,
+    0x1.af286bca1af28p-1, 0x1.a98ef606a63bep-1, 0x1.a41a41a41a41ap-1,
+    0x1.9ec8e951033d9p-1, 0x1.999999999999ap-1, 0x1.948b0fcd6e9e0p-1,
+    0x1.8f9c18f9c18fap-1, 0x1.8acb90f6bf3aap-1, 0x1.8618618618618p-1,
+    0x1.8181818181818p-1, 0x1.7d05f417d05f4p-1, 0x1.78a4c8178a4c8p-1,
+    0x1.745d1745d1746p-1, 0x1.702e05c0b8170p-1, 0x1.6c16c16c16c17p-1,
+    0x1.6816816816817p-1, 0x1.642c8590b2164p-1, 0x1.6058160581606p-1,
+    0x1.5c9882b931057p-1, 0x1.58ed2308158edp-1, 0x1.5555555555555p-1,
+    0x1.51d07eae2f815p-1, 0x1.4e5e0a72f0539p-1, 0x1.4afd6a052bf5bp-1,
+    0x1.47ae147ae147bp-1, 0x1.446f86562d9fbp-1, 0x1.4141414141414p-1,
+    0x1.3e22cbce4a902p-1, 0x1.3b13b13b13b14p-1, 0x1.3813813813814p-1,
+    0x1.3521cfb2b78c1p-1, 0x1.323e34a2b10bfp-1, 0x1.2f684bda12f68p-1,
+    0x1.2c9fb4d812ca0p-1, 0x1.29e4129e4129ep-1, 0x1.27350b8812735p-1,
+    0x1.2492492492492p-1, 0x1.21fb78121fb78p-1, 0x1.1f7047dc11f70p-1,
+    0x1.1cf06ada2811dp-1, 0x1.1a7b9611a7b96p-1, 0x1.1811811811812p-1,
+    0x1.15b1e5f75270dp-1, 0x1.135c81135c811p-1, 0x1.1111111111111p-1,
+    0x1.0ecf56be69c90p-1, 0x1.0c9714fbcda3bp-1, 0x1.0a6810a6810a7p-1,
+    0x1.0842108421084p-1, 0x1.0624dd2f1a9fcp-1, 0x1.0410410410410p-1,
+    0x1.0204081020408p-1,
+};
+__constant__ double c_log_neg[64] = {
+    0x0.0p+0, 0x1.fc0a8b0fc03c4p-7, 0x1.f829b0e7832f8p-6,
+    0x1.77458f632dcffp-5, 0x1.f0a30c01162a8p-5, 0x1.341d7961bd1d0p-4,
+    0x1.6f0d28ae56b4ep-4, 0x1.a926d3a4ad562p-4, 0x1.e27076e2af2eap-4,
+    0x1.0d77e7cd08e5bp-3, 0x1.29552f81ff521p-3, 0x1.44d2b6ccb7d1cp-3,
+    0x1.5ff3070a793d6p-3, 0x1.7ab890210d907p-3, 0x1.9525a9cf456b6p-3,
+    0x1.af3c94e80bff3p-3, 0x1.c8ff7c79a9a20p-3, 0x1.e27076e2af2e8p-3,
+    0x1.fb9186d5e3e29p-3, 0x1.0a324e27390e2p-2, 0x1.1675cababa60fp-2,
+    0x1.22941fbcf7966p-2, 0x1.2e8e2bae11d31p-2, 0x1.3a64c556945eap-2,
+    0x1.4618bc21c5ec2p-2, 0x1.51aad872df82ep-2, 0x1.5d1bdbf5809cap-2,
+    0x1.686c81e9b14adp-2, 0x1.739d7f6bbd007p-2, 0x1.7eaf83b82afc2p-2,
+    0x1.89a3386c1425bp-2, 0x1.947941c2116fbp-2, 0x1.9f323ecbf984dp-2,
+    0x1.a9cec9a9a084ap-2, 0x1.b44f77bcc8f64p-2, 0x1.beb4d9da71b7ap-2,
+    0x1.c8ff7c79a9a21p-2, 0x1.d32fe7e00ebd5p-2, 0x1.dd46a04c1c4a1p-2,
+    0x1.e744261d68789p-2, 0x1.f128f5faf06ecp-2, 0x1.faf588f78f31dp-2,
+    0x1.02552a5a5d0ffp-1, 0x1.0723e5c1cdf41p-1, 0x1.0be72e4252a83p-1,
+    0x1.109f39e2d4c96p-1, 0x1.154c3d2f4d5eap-1, 0x1.19ee6b467c96fp-1,
+    0x1.1e85f5e7040d1p-1, 0x1.23130d7bebf43p-1, 0x1.2795e1289b11bp-1,
+    0x1.2c0e9ed448e8cp-1, 0x1.307d7334f10bep-1, 0x1.34e289d9ce1d2p-1,
+    0x1.393e0d3562a1ap-1, 0x1.3d9026a7156fbp-1, 0x1.41d8fe84672afp-1,
+    0x1.4618bc21c5ec2p-1, 0x1.4a4f85db03ebbp-1, 0x1.4e7d811b75bb0p-1,
+    0x1.52a2d265bc5abp-1, 0x1.56bf9d5b3f399p-1, 0x1.5ad404c359f2dp-1,
+    0x1.5ee02a9241676p-1,
+};
+__constant__ double c_log1p[8] = {1.0 / 9, -1.0 / 8, 1.0 / 7, -1.0 / 6, 1.0 / 5, -1.0 / 4, 1.0 / 3, -0.5};
+
+__device__ __forceinline__ double log_sum9(double a, unsigned ltab) {
+  const int hi = __double2hiint(a);
+  const int e = (hi >> 20) - 1023;
+  const unsigned j = static_cast<unsigned>(hi >> 14) & 63u;
+  const double m = __hiloint2double((hi & 0x000fffff) | 0x3ff00000, __double2loint(a));
+  const double inv = lds64(ltab + 16 * j), lc = lds64(ltab + 16 * j + 8);
+  const double r = fma(m, inv, -1.0);
+  double p = c_log1p[0];
+#pragma unroll
+  for (int i = 1; i < 8; ++i) p = fma(p, r, c_log1p[i]);
+  return fma(static_cast<double>(e), 0.69314718055994530942, lc) + fma(p * r, r, r);
+}
+
+__device__ __forceinline__ double dmax9(double x, double y) { return x > y ? x : y; }
+
+template <int NF, int NIP, int OUTS>
+__global__ void __launch_bounds__(256, 4) lean9_kernel(const __grid_constant__ KernelArgs<double> a) {
+  static_assert(NF >= 1 && NF < NIP && (NIP == 4 || NIP == 8), "1-3 varying inputs, rows of 4 or 8");
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ double tab[64];
+  __shared__ double2 ltab[64];
+  load_exp_table3(tab);
+  for (int i = threadIdx.x; i < 64; i += blockDim.x) ltab[i] = make_double2(c_log_inv[i], c_log_neg[i]);
+  int* sumtab = reinterpret_cast<int*>(smem);  // [f][Mi], columns of direct inputs unused
+  const int Mi = a.Mi;
+#pragma unroll
+  for (int f = 0; f < NF; ++f)
+    if (!(a.direct_mask >> f & 1))
+      for (int i = threadIdx.x; i < Mi; i += blockDim.x)
+        sumtab[f * Mi + i] = __ldg(a.sum_lo + i * a.nfp + f);
+  __syncthreads();
+  const unsigned tab_a = opaque(smem_addr(tab)), ltab_a = smem_addr(ltab);
+  const unsigned col0 = smem_addr(sumtab), colstride = 4u * static_cast<unsigned>(Mi);
+  const unsigned dmask = a.direct_mask;
+  const unsigned long long stride = static_cast<unsigned long long>(gridDim.x) * blockDim.x;
+  unsigned long long item = static_cast<unsigned long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+#pragma unroll
+  for (int u = 0; u < OUTS; ++u, item += stride) {
+    if (item >= static_cast<unsigned long long>(a.n_items)) break;
+    // pages hold at most 2^31 outputs and number at most 2^20 (the planner): 32-bit parts
+    const unsigned long long page = fdiv64(item, a.div_P);
+    const unsigned ol = static_cast<unsigned>(item) - static_cast<unsigned>(page) * a.P;
+    int4 lv[NIP / 4];
+    longlong2 hv[NIP / 2];
+    const int4* lr = reinterpret_cast<const int4*>(a.out_lo) + ol * (NIP / 4);
+    const longlong2* hr =
+        reinterpret_cast<const longlong2*>(a.out_hi) + static_cast<unsigned>(page) * (NIP / 2);
+#pragma unroll
+    for (int v = 0; v < NIP / 4; ++v) lv[v] = __ldg(lr + v);
+#pragma unroll
+    for (int v = 0; v < NIP / 2; ++v) hv[v] = __ldg(hr + v);
+    // column s's offset (s known at compile time once the loops unroll: registers, no stack)
+    auto off = [&](int s) -> long long {
+      const int4 l = lv[s >> 2];
+      const longlong2 h = hv[s >> 1];
+      const int lo = (s & 3) == 0 ? l.x : (s & 3) == 1 ? l.y : (s & 3) == 2 ? l.z : l.w;
+      return ((s & 1) ? h.y : h.x) + lo;
+    };
+    // the constant inputs (slots NF .. n_in - 1) and the output (column n_in)
+    double c = 0;
+    long long ob = 0;
+#pragma unroll
+    for (int s = NF; s < NIP; ++s) {
+      const long long o = off(s);
+      if (s < a.n_in) c += __ldg(a.in[s] + o);
+      ob = s == a.n_in ? o : ob;  // a select: a branch let the compiler index the rows at run time
+    }
+    const double* q[NF];
+#pragma unroll
+    for (int f = 0; f < NF; ++f) q[f] = a.in[f] + off(f);
+    double mx = lowest(0.0), acc = 0;
+    for (int m0 = 0; m0 < Mi; m0 += 4) {
+      double x[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const bool valid = m0 + k < Mi;
+        double v = c;
+#pragma unroll
+        for (int f = 0; f < NF; ++f)
+          if (valid)
+            v += __ldg(q[f] + ((dmask >> f & 1) ? m0 + k
+                                                 : lds32(col0 + f * colstride + 4 * (m0 + k))));
+        x[k] = valid ? v : lowest(0.0);
+      }
+      const double cm = dmax9(dmax9(x[0], x[1]), dmax9(x[2], x[3]));
+      if (m0 == 0) {
+        mx = dmax9(mx, cm);
+      } else if (cm > mx) {
+        acc *= exp_neg_add3(cm - mx, tab_a, 0.0);
+        mx = cm;
+      }
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+        if (m0 + k < Mi) acc = exp_neg_add3(mx - x[k], tab_a, acc);
+    }
+    // acc >= 1 once a finite term was added; below 0.5 every term was -inf
+    a.out[ob] = acc < 0.5 ? -INFINITY : Mi == 1 ? mx : mx + log_sum9(acc, ltab_a);
   }
 }
 
@@ -772,6 +886,16 @@ void launch_plain3(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t str
       <<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, stream>>>(a);
 }
 
+template <int NF, int NIP, int OUTS>
+void launch_lean9(const LaunchPlan& p, const KernelArgs<double>& a, cudaStream_t stream,
+                  bool load_only) {
+  static DeviceFlags flags;
+  allow_shared(lean9_kernel<NF, NIP, OUTS>, p.shared_bytes, flags);
+  if (load_only) return;
+  lean9_kernel<NF, NIP, OUTS>
+      <<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, stream>>>(a);
+}
+
 template <class T, int NF, bool ALL>
 void launch_cached(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream,
                    bool load_only) {
@@ -790,9 +914,19 @@ void launch_plain_lanes(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_
                         bool load_only) {
   constexpr bool dbl = std::is_same_v<T, double>;
   if constexpr (dbl && TD == 0 && NF <= kLeanMaxVarying) {
-    if (p.lean)  // lean plans have one lane
+    if (p.lean) {  // lean plans have one lane
+      if constexpr (NF > 0) {  // kernel 9 where it takes the plan, else kernel 7/8
+        if (p.lean_chunks && (p.nip == 4 || p.nip == 8)) {
+          if (p.nip == 4)
+            return p.outs == 2 ? launch_lean9<NF, 4, 2>(p, a, stream, load_only)
+                               : launch_lean9<NF, 4, 1>(p, a, stream, load_only);
+          return p.outs == 2 ? launch_lean9<NF, 8, 2>(p, a, stream, load_only)
+                             : launch_lean9<NF, 8, 1>(p, a, stream, load_only);
+        }
+      }
       return p.outs == 2 ? launch_plain3<T, NF, 1, 0, 2>(p, a, stream, load_only)
                          : launch_plain3<T, NF, 1, 0>(p, a, stream, load_only);
+    }
   }
   // the grid of a two-outputs plan covers half its items: only the one-lane kernel takes it
   if (p.outs != 1) throw std::invalid_argument("two outputs per thread: one-lane double plans only");
@@ -1044,7 +1178,6 @@ void launch_sum_product(const LaunchPlan& p, const DeviceTables& t, const T* con
   a.div_items = dev_div(p.div_items);
   a.cached_mask = p.cached_mask;
   a.direct_mask = p.direct_mask;
-  a.lean_chunks = p.lean && p.lean_chunks;
   for (int f = 0; f < p.nf && p.variant == Variant::cached; ++f) {
     a.seg_off[f] = p.seg_off[f];
     a.seg_size[f] = p.seg_size[f];

@@ -202,8 +202,8 @@ TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
       {"KINFER_GPU_TILES", "force"},  // tiles of 2, 1+ inputs, outputs even where the device idles
       {"KINFER_GPU_LEAN", "0"},       // one-lane plans (M <= 16, <= 3 varying) in kernel 3, not 7
       {"KINFER_GPU_LEAN_TWO", "1"},   // every one-lane plan two outputs per thread (kernel 8)
-      {"KINFER_GPU_LEAN_CHUNKS", "0"}};  // one-lane plans' terms as kernel 7 summed them
-  int direct = 0, buckets = 0, tiled = 0, lean = 0, two = 0;
+      {"KINFER_GPU_LEAN_CHUNKS", "0"}};  // one-lane plans in kernel 7/8, not kernel 9
+  int direct = 0, buckets = 0, tiled = 0, lean = 0, two = 0, k9 = 0;
   for (const Setting& v : variants) {
     // restore the variable as it was (a run of every case under one setting keeps it)
     const char* before = std::getenv(v.var);
@@ -240,6 +240,8 @@ TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
         const LaunchPlan plain = make_launch_plan(lay, Variant::plain, DeviceLimits{});
         direct += plain.direct_mask != 0;
         lean += plain.lean;  // on by default
+        // kernel 9 takes them by default (1-3 varying inputs, rows of 4 or 8 columns)
+        k9 += plain.lean && plain.lean_chunks && plain.nf >= 1 && plain.nip <= 8;
         DeviceLimits every;  // kernel 8 from one item on, as the setting above
         every.lean_two_min_items = 1;
         two += make_launch_plan(lay, Variant::plain, every).outs == 2;
@@ -251,11 +253,13 @@ TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
   }
   std::printf(
       "kernel variants: %d of %d buckets have direct inputs (default limits), %d plain plans "
-      "tiled, %d one-lane plans in kernel 7, %d of them with two outputs per thread when forced\n",
-      direct, buckets, tiled, lean, two);
+      "tiled, %d one-lane plans (%d in kernel 9), %d of them with two outputs per thread when "
+      "forced\n",
+      direct, buckets, tiled, lean, k9, two);
   CHECK(direct > 0);
   CHECK(tiled > 0);
   CHECK(lean > 0);
+  CHECK(k9 > 0);
   CHECK(two > 0);
 }
 
