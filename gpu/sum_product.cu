@@ -649,7 +649,10 @@ __device__ __forceinline__ double log_sum9(double a, unsigned ltab) {
 
 __device__ __forceinline__ double dmax9(double x, double y) { return x > y ? x : y; }
 
-template <int NF, int NIP, int OUTS>
+// ALL_DIRECT: every varying input holds the summed variables last (its terms consecutive: the
+// common case, one summed variable), known at compile time so a term's load is an immediate
+// offset from a pointer advanced per chunk; else the direct mask decides per input.
+template <int NF, int NIP, int OUTS, bool ALL_DIRECT>
 __global__ void __launch_bounds__(256, 4) lean9_kernel(const __grid_constant__ KernelArgs<double> a) {
   static_assert(NF >= 1 && NF < NIP && (NIP == 4 || NIP == 8), "1-3 varying inputs, rows of 4 or 8");
   extern __shared__ __align__(16) unsigned char smem[];
@@ -661,7 +664,7 @@ __global__ void __launch_bounds__(256, 4) lean9_kernel(const __grid_constant__ K
   const int Mi = a.Mi;
 #pragma unroll
   for (int f = 0; f < NF; ++f)
-    if (!(a.direct_mask >> f & 1))
+    if (!ALL_DIRECT && !(a.direct_mask >> f & 1))
       for (int i = threadIdx.x; i < Mi; i += blockDim.x)
         sumtab[f * Mi + i] = __ldg(a.sum_lo + i * a.nfp + f);
   __syncthreads();
@@ -705,6 +708,9 @@ __global__ void __launch_bounds__(256, 4) lean9_kernel(const __grid_constant__ K
 #pragma unroll
     for (int f = 0; f < NF; ++f) q[f] = a.in[f] + off(f);
     double mx = lowest(0.0), acc = 0;
+    const double* p[NF];  // direct inputs: the chunk's first term
+#pragma unroll
+    for (int f = 0; f < NF; ++f) p[f] = q[f];
     for (int m0 = 0; m0 < Mi; m0 += 4) {
       double x[4];
 #pragma unroll
@@ -714,10 +720,13 @@ __global__ void __launch_bounds__(256, 4) lean9_kernel(const __grid_constant__ K
 #pragma unroll
         for (int f = 0; f < NF; ++f)
           if (valid)
-            v += __ldg(q[f] + ((dmask >> f & 1) ? m0 + k
-                                                 : lds32(col0 + f * colstride + 4 * (m0 + k))));
+            v += __ldg(ALL_DIRECT || (dmask >> f & 1)
+                           ? p[f] + k
+                           : q[f] + lds32(col0 + f * colstride + 4 * (m0 + k)));
         x[k] = valid ? v : lowest(0.0);
       }
+#pragma unroll
+      for (int f = 0; f < NF; ++f) p[f] += 4;
       const double cm = dmax9(dmax9(x[0], x[1]), dmax9(x[2], x[3]));
       if (m0 == 0) {
         mx = dmax9(mx, cm);
@@ -886,14 +895,23 @@ void launch_plain3(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t str
       <<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, stream>>>(a);
 }
 
+template <int NF, int NIP, int OUTS, bool ALL_DIRECT>
+void launch_lean9_(const LaunchPlan& p, const KernelArgs<double>& a, cudaStream_t stream,
+                   bool load_only) {
+  static DeviceFlags flags;
+  allow_shared(lean9_kernel<NF, NIP, OUTS, ALL_DIRECT>, p.shared_bytes, flags);
+  if (load_only) return;
+  lean9_kernel<NF, NIP, OUTS, ALL_DIRECT>
+      <<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, stream>>>(a);
+}
+
 template <int NF, int NIP, int OUTS>
 void launch_lean9(const LaunchPlan& p, const KernelArgs<double>& a, cudaStream_t stream,
                   bool load_only) {
-  static DeviceFlags flags;
-  allow_shared(lean9_kernel<NF, NIP, OUTS>, p.shared_bytes, flags);
-  if (load_only) return;
-  lean9_kernel<NF, NIP, OUTS>
-      <<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, stream>>>(a);
+  if (p.direct_mask == (1u << NF) - 1)
+    launch_lean9_<NF, NIP, OUTS, true>(p, a, stream, load_only);
+  else
+    launch_lean9_<NF, NIP, OUTS, false>(p, a, stream, load_only);
 }
 
 template <class T, int NF, bool ALL>

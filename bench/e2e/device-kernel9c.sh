@@ -1,0 +1,53 @@
+#!/bin/bash
+# Kernel 9 with its all-direct case compiled apart (ALL_DIRECT: term loads at immediate offsets
+# from a pointer advanced per chunk): as device-kernel9b.sh (kernel test, --check, pedigree50's
+# bucket 89 and 141 shapes with kernel 9 and kernel 8, ncu, timelines), plus linkage_11/17's
+# buckets of >= 2^28 states with each (the roofline's one-lane buckets).
+# Bundle: bench/e2e/bundle.sh build .dev-kernel9c SHARED_UAI (bench/gpu kept)
+. "$(dirname "$0")/lib.sh"
+e2e_begin kernel9c
+e2e_gpu_kernel_test; tail -3 $R/test_gpu_kernel.txt; grep 'kernel variants' $R/test_gpu_kernel.txt
+e2e_check linkage_11 linkage_17 linkage_13
+for n in linkage_11 linkage_17 linkage_13; do grep -o "check: [a-z]*.*relative" $R/check-$n.txt | cut -c1-100; done
+S44='2,2,5,2,5,6,2,2,2,6,2,3,5,3,2,5,3,3,4/1/0,1,2,3,4,5,9,10,12,13,14,15,18/1,6,7,8,11,16,17,18'
+S89='2,2,5,2,5,6,2,2,2,3,6,2,3,5,3,2,5,3,3/1/0,1,2,3,4,5,6,7,8,10,11,12,13,14,15,16,17,18/0,2,4,5,7,9,10,11,13,14,15,16,18'
+S141='2,3,2,5,2,5,6,2,2,2,3,6,2,3,5,3,2,5,3/1/0,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18/0,1,3,5,6,9,11,12,14,15,16,17,18'
+bb="$B/run bench/gpu/bucket_bench"
+CF="--config k9 --config k8:KINFER_GPU_LEAN_CHUNKS=0"
+for s in 89:$S89 141:$S141; do
+  date +%T
+  timeout 120 $bb $CF --shape ${s#*:} --no-f32 --cpu-runs 1 --repeats 5 --out $R/shape${s%%:*}.tsv > $R/shape${s%%:*}.txt 2>&1; echo "shape ${s%%:*} rc=$?"
+  grep -E '^k[89] ' $R/shape${s%%:*}.txt
+done
+for n in linkage_11 linkage_17; do
+  timeout 100 $bb $CF --network $D/$n.uai --min-log2 28 --no-f32 --cpu-runs 1 --repeats 5 --out $R/$n.tsv > $R/$n.txt 2>&1; echo "$n rc=$?"
+done
+python3 - $R <<'PY'
+import csv, sys, glob, os
+R = sys.argv[1]
+rows = {}
+for f in sorted(glob.glob(R + "/k*_linkage_*.tsv")):
+    cfg, src = os.path.basename(f).split("_", 1)
+    for r in csv.DictReader(open(f), delimiter="\t"):
+        rows.setdefault((r["source"], r["bucket"]), {})[cfg] = r
+print("source bucket n_out M nf gflop choice plain_k8 plain_k9 auto_k8 auto_k9 roof_k8 roof_k9 diff_k9")
+for key, d in rows.items():
+    if "k8" in d and "k9" in d:
+        a, b = d["k8"], d["k9"]
+        print(*key, a["n_out"], a["M"], a["nf"], a["gflop"], b["choice"], a["t_plain_ms"], b["t_plain_ms"], a["t_auto_ms"], b["t_auto_ms"], a["roof_frac_auto"], b["roof_frac_auto"], b["max_rel_diff"])
+PY
+date +%T
+ncu --section SpeedOfLight --section InstructionStats --section Occupancy --section WarpStateStats --section SchedulerStats -k regex:lean9_kernel -c 1 \
+  $B/run bench/gpu/bucket_bench --shape $S89 --no-f32 --cpu-runs 1 --repeats 1 --out $R/ncu.tsv > $R/ncu89.txt 2>&1; echo "ncu rc=$?"
+grep -E 'Duration|DRAM Throughput|Compute \(SM\)|Issue Slots Busy|Achieved Occupancy|Registers Per|Executed Instructions  |Warp Cycles Per Issued' $R/ncu89.txt | head -10
+run() {  # NAME NETWORK ENV...
+  local name=$1 n=$2; shift 2
+  env "$@" KINFER_GPU_TIMELINE=$R/$name.tsv timeout 60 $k pe $D/$n.uai --json --max-memory 60G -v > $R/$name.json 2> $R/$name.log
+  echo "$name rc=$? $(grep -o '"log10_pr": [-0-9.e]*' $R/$name.json) $(python3 $B/timeline.py $R/$name.tsv --gap 5 2>/dev/null | head -1 | cut -d: -f2 | cut -c1-70)"
+}
+for n in pedigree50 linkage_11 linkage_17; do
+  run $n-warmup $n
+  for i in 1 2; do run $n-k9-$i $n; run $n-k8-$i $n KINFER_GPU_LEAN_CHUNKS=0; done
+done
+sed -i '/kernel plan of [0-9]\{1,8\} /d; /factor inputs multiplied/d' $R/*.log
+rm -rf $R/cache; tar -C $OUT -czf $OUT/$NAME.tgz $NAME && rm -rf $R
