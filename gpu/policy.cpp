@@ -650,9 +650,20 @@ LaunchPlan select_launch_plan(const BucketLayout& lay, Variant want, const Devic
     } catch (const std::invalid_argument&) {
     }
     const int plain_lanes = shape.lanes_log2;
+    // Kernel 9 (the one-lane kernel of its own: 1-3 varying inputs, output rows of <= 8 columns)
+    // ran linkage buckets of M = 2, 8 and 12 1.25-1.6x faster than the cached kernel the rule
+    // below chose for them, and one of M = 16 1.44x slower (device call 5, docs/perf-notes.md
+    // "Kernel 9"): it takes one-lane buckets of up to lim.lean9_max_terms terms.
+    const bool kernel9 = eb == 8 && shape.lean_chunks && shape.nf >= 1 && shape.nip <= 8 &&
+                         lay.M <= lim.lean9_max_terms;  // as the dispatch takes kernel 9
     if (plain_lanes >= 2) {
       p = tables ? plain_launch_plan(lay, lim, true) : std::move(shape);
       w << (1 << plain_lanes) << " lanes per output in the plain kernel";
+      s = {Variant::plain, w.str()};
+    } else if (kernel9) {
+      p = tables ? plain_launch_plan(lay, lim, true) : std::move(shape);
+      w << "one lane per output, M = " << lay.M << " <= " << lim.lean9_max_terms
+        << ": kernel 9";
       s = {Variant::plain, w.str()};
     } else if (!cached_possible(lay, lim, eb, why)) {
       p = plain_launch_plan(lay, lim, tables);

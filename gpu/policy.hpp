@@ -105,6 +105,10 @@ struct DeviceLimits {
   // 32-bit page-local indices, vector row loads, a table log) instead of kernel 7/8's one-lane
   // path. The Context reads KINFER_GPU_LEAN_CHUNKS=0|1.
   bool lean_chunks = true;
+  // Selector (kernel 9): one-lane buckets that kernel 9 takes go to it, not to the cached
+  // kernel's one-lane rule, up to this many summed configurations (device call 5: M = 2-12
+  // faster in kernel 9, M = 16 faster cached).
+  std::int64_t lean9_max_terms = 12;
   // Selector thresholds of the fifth session (docs/perf-notes.md, "Kernel 7"): one-lane buckets
   // go to the cached kernel below this many input bytes per term; two-lane buckets once staged
   // values are used this many times (0: no two-lane rule, the default; why in the notes). The

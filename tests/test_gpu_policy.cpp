@@ -230,6 +230,7 @@ TEST_CASE("GpuPolicy.SelectorExplainsEveryChoice", "[gpu]") {
   CHECK(cached > 0);
   CHECK(plain > 0);
   // two summed configurations, each staged value used once: plain, and the reason says so
+  // (kernel 9 takes it first; without kernel 9 the cached kernel's reuse rule says why not)
   BucketShape sh;
   sh.vars = {0, 1};
   sh.card = {1000, 2};
@@ -237,6 +238,11 @@ TEST_CASE("GpuPolicy.SelectorExplainsEveryChoice", "[gpu]") {
   std::vector<std::vector<int>> scopes = {{0, 1}, {1}};
   Selection s;
   make_launch_plan(describe(sh, scopes), Variant::automatic, DeviceLimits{}, 8, &s);
+  CHECK(s.variant == Variant::plain);
+  CHECK(s.why.find("kernel 9") != std::string::npos);
+  DeviceLimits no9;
+  no9.lean_chunks = false;
+  make_launch_plan(describe(sh, scopes), Variant::automatic, no9, 8, &s);
   CHECK(s.variant == Variant::plain);
   CHECK(s.why.find("used only 1 times") != std::string::npos);
 }
@@ -287,6 +293,51 @@ TEST_CASE("GpuPolicy.TwoOutputsPerThreadCoverTheItems", "[gpu]") {
     ++two;
   }
   CHECK(two > 20);
+}
+
+TEST_CASE("GpuPolicy.Kernel9TakesSmallOneLaneSums", "[gpu]") {
+  // The selector gives kernel 9 the double one-lane buckets it takes (1-3 varying inputs, output
+  // rows of <= 8 columns) of up to lean9_max_terms terms, and its plans there are the plain
+  // launch with lean_chunks set; with kernel 9 off (lean_chunks false) the other rules decide
+  // and no plan has lean_chunks. Float plans never go to it.
+  std::mt19937_64 rng(29);
+  int taken = 0, cached_before = 0;
+  for (int i = 0; i < 400; ++i) {
+    RandomBucketOptions o;
+    o.max_log2_states = 18;
+    o.max_marg = 16;
+    const RandomBucket b = random_bucket(rng, o);
+    std::vector<std::vector<int>> scopes(b.scopes.begin(), b.scopes.end());
+    const BucketLayout lay = describe(b.shape, scopes);
+    if (!lay.unsupported.empty()) continue;
+    DeviceLimits lim;
+    lim.sm_count = 2;  // small buckets fill it: the cached kernel's one-lane rule applies
+    const LaunchPlan plain = make_launch_plan(lay, Variant::plain, lim);
+    const bool eligible = plain.lean && plain.lean_chunks && plain.nf >= 1 && plain.nip <= 8 &&
+                          lay.M <= lim.lean9_max_terms;
+    Selection sel;
+    const LaunchPlan a = make_launch_plan(lay, Variant::automatic, lim, 8, &sel);
+    INFO("bucket " << i << ": M " << lay.M << ", nf " << plain.nf << ", " << sel.why);
+    if (eligible) {
+      REQUIRE(a.variant == Variant::plain);
+      REQUIRE(a.lean_chunks);
+      REQUIRE(sel.why.find("kernel 9") != std::string::npos);
+      ++taken;
+      DeviceLimits off = lim;
+      off.lean_chunks = false;
+      Selection before;
+      const LaunchPlan o8 = make_launch_plan(lay, Variant::automatic, off, 8, &before);
+      REQUIRE_FALSE(o8.lean_chunks);
+      cached_before += o8.variant == Variant::cached;
+    } else {
+      REQUIRE(sel.why.find("kernel 9") == std::string::npos);
+    }
+    Selection f32;
+    make_launch_plan(lay, Variant::automatic, lim, 4, &f32);
+    REQUIRE(f32.why.find("kernel 9") == std::string::npos);
+  }
+  CHECK(taken > 20);
+  CHECK(cached_before > 0);  // some of them went to the cached kernel's one-lane rule before
 }
 
 TEST_CASE("GpuPolicy.PlainTilesReproduceBucket", "[gpu]") {

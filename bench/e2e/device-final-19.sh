@@ -1,0 +1,37 @@
+#!/bin/bash
+# Kernel 9 with the selector's rule for it (one-lane buckets of M <= 12 that kernel 9 takes go to
+# it, not to the cached kernel): the kernel test, --check, the selector's choice and time on
+# pedigree50's bucket 44 and 89 shapes and on linkage_11/17's buckets of >= 2^28 states, with
+# kernel 9 (k9) and without it (k8, KINFER_GPU_LEAN_CHUNKS=0: kernel 8 and the old rule).
+# Bundle: bench/e2e/bundle.sh build .dev-final19 SHARED_UAI (bench/gpu kept)
+. "$(dirname "$0")/lib.sh"
+e2e_begin final19
+e2e_gpu_kernel_test; tail -3 $R/test_gpu_kernel.txt; grep 'kernel variants' $R/test_gpu_kernel.txt
+e2e_check linkage_11 linkage_17
+for n in linkage_11 linkage_17; do grep -o "check: [a-z]*.*relative" $R/check-$n.txt | cut -c1-100; done
+S44='2,2,5,2,5,6,2,2,2,6,2,3,5,3,2,5,3,3,4/1/0,1,2,3,4,5,9,10,12,13,14,15,18/1,6,7,8,11,16,17,18'
+S89='2,2,5,2,5,6,2,2,2,3,6,2,3,5,3,2,5,3,3/1/0,1,2,3,4,5,6,7,8,10,11,12,13,14,15,16,17,18/0,2,4,5,7,9,10,11,13,14,15,16,18'
+bb="$B/run bench/gpu/bucket_bench"
+CF="--config k9 --config k8:KINFER_GPU_LEAN_CHUNKS=0"
+for s in 44:$S44 89:$S89; do
+  timeout 120 $bb $CF --shape ${s#*:} --no-f32 --cpu-runs 1 --repeats 5 --out $R/shape${s%%:*}.tsv > $R/shape${s%%:*}.txt 2>&1; echo "shape ${s%%:*} rc=$?"
+  grep -E '^k[89] ' $R/shape${s%%:*}.txt
+done
+for n in linkage_11 linkage_17; do
+  timeout 110 $bb $CF --network $D/$n.uai --min-log2 28 --no-f32 --cpu-runs 1 --repeats 5 --out $R/$n.tsv > $R/$n.txt 2>&1; echo "$n rc=$?"
+done
+python3 - $R <<'PY'
+import csv, sys, glob, os
+R = sys.argv[1]
+rows = {}
+for f in sorted(glob.glob(R + "/k*_*.tsv")):
+    cfg, src = os.path.basename(f).split("_", 1)
+    for r in csv.DictReader(open(f), delimiter="\t"):
+        rows.setdefault((src.split(".")[0], r["bucket"]), {})[cfg] = r
+print("file bucket n_out M nf gflop choice_k8 choice_k9 auto_k8 auto_k9 roof_k8 roof_k9 diff_k9")
+for key, d in rows.items():
+    if "k8" in d and "k9" in d:
+        a, b = d["k8"], d["k9"]
+        print(*key, a["n_out"], a["M"], a["nf"], a["gflop"], a["choice"], b["choice"], a["t_auto_ms"], b["t_auto_ms"], a["roof_frac_auto"], b["roof_frac_auto"], b["max_rel_diff"])
+PY
+rm -rf $R/cache; tar -C $OUT -czf $OUT/$NAME.tgz $NAME && rm -rf $R
