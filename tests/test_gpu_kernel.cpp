@@ -263,6 +263,43 @@ TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
   CHECK(two > 0);
 }
 
+TEST_CASE("GpuKernel.Kernel9CasesMatchCpu", "[gpu]") {
+  // Kernel 9's four compiled families (every varying input direct or not, output rows of 4 or 8
+  // columns) each on several random one-lane buckets (up to 7 inputs, 2-16 summed
+  // configurations), in the plain variant and as the selector runs them.
+  std::mt19937_64 rng(909);
+  int fam[2][2] = {{0, 0}, {0, 0}};
+  const int want = std::max(4, static_cast<int>(40 * scale()));
+  Compare f64;
+  for (int draws = 0; draws < 5000; ++draws) {
+    RandomBucketOptions o;
+    o.max_log2_states = 16;
+    o.max_marg = 16;
+    o.max_functions = 7;
+    const RandomBucket b = random_bucket(rng, o);
+    std::vector<std::vector<int>> scopes(b.scopes.begin(), b.scopes.end());
+    const BucketLayout lay = describe(b.shape, scopes);
+    if (!lay.unsupported.empty()) continue;
+    const LaunchPlan p = make_launch_plan(lay, Variant::plain, DeviceLimits{});
+    if (!(p.lean && p.lean_chunks && p.nf >= 1 && p.nip <= 8)) continue;
+    int& n = fam[p.direct_mask == (1u << p.nf) - 1][p.nip == 8];
+    if (n >= want) continue;
+    INFO("draw " << draws << ": " << p.nf << " varying, direct mask " << p.direct_mask << ", rows of "
+                 << p.nip << ", M " << p.M);
+    check_bucket(b, Variant::plain, Precision::f64, 1e-11, &f64);
+    check_bucket(b, Variant::automatic, Precision::f64, 1e-11, &f64);
+    ++n;
+    if (fam[0][0] >= want && fam[0][1] >= want && fam[1][0] >= want && fam[1][1] >= want) break;
+  }
+  std::printf("kernel 9: mixed/4 %d, mixed/8 %d, direct/4 %d, direct/8 %d buckets, largest "
+              "relative difference %.3g\n",
+              fam[0][0], fam[0][1], fam[1][0], fam[1][1], f64.worst);
+  CHECK(fam[0][0] == want);
+  CHECK(fam[0][1] == want);
+  CHECK(fam[1][0] == want);
+  CHECK(fam[1][1] == want);
+}
+
 TEST_CASE("GpuKernel.NothingVariesWithTheSumMatchesCpu", "[gpu]") {
   // no input holds a summed variable (the plain kernel's NF = 0 case: every term is the
   // constant part, counted): outputs over vars 0-2, vars 3-4 summed (6 and 40 values), inputs
