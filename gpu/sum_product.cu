@@ -585,54 +585,91 @@ __global__ void __launch_bounds__(256, plain_min_blocks<NF, TD ? 2 : 1, GC>())
 // log(a) = e ln2 + ln(c_j) + log1p(r), log1p by its series to r^9 (truncation < 1e-19). Exact
 // at a = 1 (the sum of one term). Table entries (inv_j, -ln inv_j) in shared memory.
 __constant__ double c_log_inv[64] = {
-    0x1.0000000000000p+0, 0x1.f81f81f81f820p-1, 0x1.f07c1f07c1f08p-1,
-    0x1.e9131abf0b767p-1, 0x1.e1e1e1e1e1e1ep-1, 0x1.dae6076b981dbp-1,
-    0x1.d41d41d41d41dp-1, 0x1.cd85689039b0bp-1, 0x1.c71c71c71c71cp-1,
-    0x1.c0e070381c0e0p-1, 0x1.bacf914c1bad0p-1, 0x1.b4e81b4e81b4fp-1,
-    0x1.af286bca1af28p-1, 0x1.a98ef606a63bep-1, 0x1.a41a41a41a41ap-1,
-    0x1.9ec8e951033d9p-1, 0x1.999999999999ap-1, 0x1.948b0fcd6e9e0p-1,
-    0x1.8f9c18f9c18fap-1, 0x1.8acb90f6bf3aap-1, 0x1.8618618618618p-1,
-    0x1.8181818181818p-1, 0x1.7d05f417d05f4p-1, 0x1.78a4c8178a4c8p-1,
-    0x1.745d1745d1746p-1, 0x1.702e05c0b8170p-1, 0x1.6c16c16c16c17p-1,
-    0x1.6816816816817p-1, 0x1.642c8590b2164p-1, 0x1.6058160581606p-1,
-    0x1.5c9882b931057p-1, 0x1.58ed2308158edp-1, 0x1.5555555555555p-1,
-    0x1.51d07eae2f815p-1, 0x1.4e5e0a72f0539p-1, 0x1.4afd6a052bf5bp-1,
-    0x1.47ae147ae147bp-1, 0x1.446f86562d9fbp-1, 0x1.4141414141414p-1,
-    0x1.3e22cbce4a902p-1, 0x1.3b13b13b13b14p-1, 0x1.3813813813814p-1,
-    0x1.3521cfb2b78c1p-1, 0x1.323e34a2b10bfp-1, 0x1.2f684bda12f68p-1,
-    0x1.2c9fb4d812ca0p-1, 0x1.29e4129e4129ep-1, 0x1.27350b8812735p-1,
-    0x1.2492492492492p-1, 0x1.21fb78121fb78p-1, 0x1.1f7047dc11f70p-1,
-    0x1.1cf06ada2811dp-1, 0x1.1a7b9611a7b96p-1, 0x1.1811811811812p-1,
-    0x1.15b1e5f75270dp-1, 0x1.135c81135c811p-1, 0x1.1111111111111p-1,
-    0x1.0ecf56be69c90p-1, 0x1.0c9714fbcda3bp-1, 0x1.0a6810a6810a7p-1,
-    0x1.0842108421084p-1, 0x1.0624dd2f1a9fcp-1, 0x1.0410410410410p-1,
-    0x1.0204081020408p-1,
+    0x1.0000000000000p+0, 0x1.f81f81f81f820p-1, 0x1.f07c1f07c1f08p-1, 0x1.e9131abf0b767p-1,
+    0x1.e1e1e1e1e1e1ep-1, 0x1.dae6076b981dbp-1, 0x1.d41d41d41d41dp-1, 0x1.cd85689039b0bp-1,
+    0x1.c71c71c71c71cp-1, 0x1.c0e070381c0e0p-1, 0x1.bacf914c1bad0p-1, 0x1.b4e81b4e81b4fp-1,
+    0x1.af286bca1af28p-1, 0x1.a98ef606a63bep-1, 0x1.a41a41a41a41ap-1, 0x1.9ec8e951033d9p-1,
+    0x1.999999999999ap-1, 0x1.948b0fcd6e9e0p-1, 0x1.8f9c18f9c18fap-1, 0x1.8acb90f6bf3aap-1,
+    0x1.8618618618618p-1, 0x1.8181818181818p-1, 0x1.7d05f417d05f4p-1, 0x1.78a4c8178a4c8p-1,
+    0x1.745d1745d1746p-1, 0x1.702e05c0b8170p-1, 0x1.6c16c16c16c17p-1, 0x1.6816816816817p-1,
+    0x1.642c8590b2164p-1, 0x1.6058160581606p-1, 0x1.5c9882b931057p-1, 0x1.58ed2308158edp-1,
+    0x1.5555555555555p-1, 0x1.51d07eae2f815p-1, 0x1.4e5e0a72f0539p-1, 0x1.4afd6a052bf5bp-1,
+    0x1.47ae147ae147bp-1, 0x1.446f86562d9fbp-1, 0x1.4141414141414p-1, 0x1.3e22cbce4a902p-1,
+    0x1.3b13b13b13b14p-1, 0x1.3813813813814p-1, 0x1.3521cfb2b78c1p-1, 0x1.323e34a2b10bfp-1,
+    0x1.2f684bda12f68p-1, 0x1.2c9fb4d812ca0p-1, 0x1.29e4129e4129ep-1, 0x1.27350b8812735p-1,
+    0x1.2492492492492p-1, 0x1.21fb78121fb78p-1, 0x1.1f7047dc11f70p-1, 0x1.1cf06ada2811dp-1,
+    0x1.1a7b9611a7b96p-1, 0x1.1811811811812p-1, 0x1.15b1e5f75270dp-1, 0x1.135c81135c811p-1,
+    0x1.1111111111111p-1, 0x1.0ecf56be69c90p-1, 0x1.0c9714fbcda3bp-1, 0x1.0a6810a6810a7p-1,
+    0x1.0842108421084p-1, 0x1.0624dd2f1a9fcp-1, 0x1.0410410410410p-1, 0x1.0204081020408p-1,
 };
 __constant__ double c_log_neg[64] = {
-    0x0.0p+0, 0x1.fc0a8b0fc03c4p-7, 0x1.f829b0e7832f8p-6,
-    0x1.77458f632dcffp-5, 0x1.f0a30c01162a8p-5, 0x1.341d7961bd1d0p-4,
-    0x1.6f0d28ae56b4ep-4, 0x1.a926d3a4ad562p-4, 0x1.e27076e2af2eap-4,
-    0x1.0d77e7cd08e5bp-3, 0x1.29552f81ff521p-3, 0x1.44d2b6ccb7d1cp-3,
-    0x1.5ff3070a793d6p-3, 0x1.7ab890210d907p-3, 0x1.9525a9cf456b6p-3,
-    0x1.af3c94e80bff3p-3, 0x1.c8ff7c79a9a20p-3, 0x1.e27076e2af2e8p-3,
-    0x1.fb9186d5e3e29p-3, 0x1.0a324e27390e2p-2, 0x1.1675cababa60fp-2,
-    0x1.22941fbcf7966p-2, 0x1.2e8e2bae11d31p-2, 0x1.3a64c556945eap-2,
-    0x1.4618bc21c5ec2p-2, 0x1.51aad872df82ep-2, 0x1.5d1bdbf5809cap-2,
-    0x1.686c81e9b14adp-2, 0x1.739d7f6bbd007p-2, 0x1.7eaf83b82afc2p-2,
-    0x1.89a3386c1425bp-2, 0x1.947941c2116fbp-2, 0x1.9f323ecbf984dp-2,
-    0x1.a9cec9a9a084ap-2, 0x1.b44f77bcc8f64p-2, 0x1.beb4d9da71b7ap-2,
-    0x1.c8ff7c79a9a21p-2, 0x1.d32fe7e00ebd5p-2, 0x1.dd46a04c1c4a1p-2,
-    0x1.e744261d68789p-2, 0x1.f128f5faf06ecp-2, 0x1.faf588f78f31dp-2,
-    0x1.02552a5a5d0ffp-1, 0x1.0723e5c1cdf41p-1, 0x1.0be72e4252a83p-1,
-    0x1.109f39e2d4c96p-1, 0x1.154c3d2f4d5eap-1, 0x1.19ee6b467c96fp-1,
-    0x1.1e85f5e7040d1p-1, 0x1.23130d7bebf43p-1, 0x1.2795e1289b11bp-1,
-    0x1.2c0e9ed448e8cp-1, 0x1.307d7334f10bep-1, 0x1.34e289d9ce1d2p-1,
-    0x1.393e0d3562a1ap-1, 0x1.3d9026a7156fbp-1, 0x1.41d8fe84672afp-1,
-    0x1.4618bc21c5ec2p-1, 0x1.4a4f85db03ebbp-1, 0x1.4e7d811b75bb0p-1,
-    0x1.52a2d265bc5abp-1, 0x1.56bf9d5b3f399p-1, 0x1.5ad404c359f2dp-1,
+    0x0.0p+0,
+    0x1.fc0a8b0fc03c4p-7,
+    0x1.f829b0e7832f8p-6,
+    0x1.77458f632dcffp-5,
+    0x1.f0a30c01162a8p-5,
+    0x1.341d7961bd1d0p-4,
+    0x1.6f0d28ae56b4ep-4,
+    0x1.a926d3a4ad562p-4,
+    0x1.e27076e2af2eap-4,
+    0x1.0d77e7cd08e5bp-3,
+    0x1.29552f81ff521p-3,
+    0x1.44d2b6ccb7d1cp-3,
+    0x1.5ff3070a793d6p-3,
+    0x1.7ab890210d907p-3,
+    0x1.9525a9cf456b6p-3,
+    0x1.af3c94e80bff3p-3,
+    0x1.c8ff7c79a9a20p-3,
+    0x1.e27076e2af2e8p-3,
+    0x1.fb9186d5e3e29p-3,
+    0x1.0a324e27390e2p-2,
+    0x1.1675cababa60fp-2,
+    0x1.22941fbcf7966p-2,
+    0x1.2e8e2bae11d31p-2,
+    0x1.3a64c556945eap-2,
+    0x1.4618bc21c5ec2p-2,
+    0x1.51aad872df82ep-2,
+    0x1.5d1bdbf5809cap-2,
+    0x1.686c81e9b14adp-2,
+    0x1.739d7f6bbd007p-2,
+    0x1.7eaf83b82afc2p-2,
+    0x1.89a3386c1425bp-2,
+    0x1.947941c2116fbp-2,
+    0x1.9f323ecbf984dp-2,
+    0x1.a9cec9a9a084ap-2,
+    0x1.b44f77bcc8f64p-2,
+    0x1.beb4d9da71b7ap-2,
+    0x1.c8ff7c79a9a21p-2,
+    0x1.d32fe7e00ebd5p-2,
+    0x1.dd46a04c1c4a1p-2,
+    0x1.e744261d68789p-2,
+    0x1.f128f5faf06ecp-2,
+    0x1.faf588f78f31dp-2,
+    0x1.02552a5a5d0ffp-1,
+    0x1.0723e5c1cdf41p-1,
+    0x1.0be72e4252a83p-1,
+    0x1.109f39e2d4c96p-1,
+    0x1.154c3d2f4d5eap-1,
+    0x1.19ee6b467c96fp-1,
+    0x1.1e85f5e7040d1p-1,
+    0x1.23130d7bebf43p-1,
+    0x1.2795e1289b11bp-1,
+    0x1.2c0e9ed448e8cp-1,
+    0x1.307d7334f10bep-1,
+    0x1.34e289d9ce1d2p-1,
+    0x1.393e0d3562a1ap-1,
+    0x1.3d9026a7156fbp-1,
+    0x1.41d8fe84672afp-1,
+    0x1.4618bc21c5ec2p-1,
+    0x1.4a4f85db03ebbp-1,
+    0x1.4e7d811b75bb0p-1,
+    0x1.52a2d265bc5abp-1,
+    0x1.56bf9d5b3f399p-1,
+    0x1.5ad404c359f2dp-1,
     0x1.5ee02a9241676p-1,
 };
-__constant__ double c_log1p[8] = {1.0 / 9, -1.0 / 8, 1.0 / 7, -1.0 / 6, 1.0 / 5, -1.0 / 4, 1.0 / 3, -0.5};
+__constant__ double c_log1p[8] = {1.0 / 9, -1.0 / 8, 1.0 / 7, -1.0 / 6,
+                                  1.0 / 5, -1.0 / 4, 1.0 / 3, -0.5};
 
 __device__ __forceinline__ double log_sum9(double a, unsigned ltab) {
   const int hi = __double2hiint(a);
@@ -653,13 +690,16 @@ __device__ __forceinline__ double dmax9(double x, double y) { return x > y ? x :
 // common case, one summed variable), known at compile time so a term's load is an immediate
 // offset from a pointer advanced per chunk; else the direct mask decides per input.
 template <int NF, int NIP, int OUTS, bool ALL_DIRECT>
-__global__ void __launch_bounds__(256, 4) lean9_kernel(const __grid_constant__ KernelArgs<double> a) {
-  static_assert(NF >= 1 && NF < NIP && (NIP == 4 || NIP == 8), "1-3 varying inputs, rows of 4 or 8");
+__global__ void __launch_bounds__(256, 4)
+    lean9_kernel(const __grid_constant__ KernelArgs<double> a) {
+  static_assert(NF >= 1 && NF < NIP && (NIP == 4 || NIP == 8),
+                "1-3 varying inputs, rows of 4 or 8");
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ double tab[64];
   __shared__ double2 ltab[64];
   load_exp_table3(tab);
-  for (int i = threadIdx.x; i < 64; i += blockDim.x) ltab[i] = make_double2(c_log_inv[i], c_log_neg[i]);
+  for (int i = threadIdx.x; i < 64; i += blockDim.x)
+    ltab[i] = make_double2(c_log_inv[i], c_log_neg[i]);
   int* sumtab = reinterpret_cast<int*>(smem);  // [f][Mi], columns of direct inputs unused
   const int Mi = a.Mi;
 #pragma unroll
@@ -932,7 +972,7 @@ void launch_plain_lanes(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_
                         bool load_only) {
   constexpr bool dbl = std::is_same_v<T, double>;
   if constexpr (dbl && TD == 0 && NF <= kLeanMaxVarying) {
-    if (p.lean) {  // lean plans have one lane
+    if (p.lean) {              // lean plans have one lane
       if constexpr (NF > 0) {  // kernel 9 where it takes the plan, else kernel 7/8
         if (p.lean_chunks && (p.nip == 4 || p.nip == 8)) {
           if (p.nip == 4)
