@@ -7,10 +7,11 @@
 import math, random, re, struct
 from fractions import Fraction as F
 src = open("gpu/sum_product.cu").read()
-def table(name):
-    body = re.search(r"__constant__ double %s\[64\] = \{(.*?)\};" % name, src, re.S).group(1)
-    return [float.fromhex(t.strip()) for t in body.split(",") if t.strip()]
-inv, neg = table("c_log_inv"), table("c_log_neg")
+body = re.search(r"__device__ double2 g_log9\[64\] = \{(.*?)\n\};", src, re.S).group(1)
+pairs = re.findall(r"\{([^,}]+),\s*([^}]+)\}", body)
+inv = [float.fromhex(a.strip()) for a, _ in pairs]
+neg = [float.fromhex(b.strip()) for _, b in pairs]
+assert len(inv) == 64
 cf = [1.0 / 9, -1.0 / 8, 1.0 / 7, -1.0 / 6, 1.0 / 5, -1.0 / 4, 1.0 / 3, -0.5]
 fma = lambda a, b, c: float(F(a) * F(b) + F(c))
 def log_sum9(a):
