@@ -20,18 +20,5 @@ done
 for n in linkage_11 linkage_17; do
   timeout 110 $bb $CF --network $D/$n.uai --min-log2 28 --no-f32 --cpu-runs 1 --repeats 5 --out $R/$n.tsv > $R/$n.txt 2>&1; echo "$n rc=$?"
 done
-python3 - $R <<'PY'
-import csv, sys, glob, os
-R = sys.argv[1]
-rows = {}
-for f in sorted(glob.glob(R + "/k*_*.tsv")):
-    cfg, src = os.path.basename(f).split("_", 1)
-    for r in csv.DictReader(open(f), delimiter="\t"):
-        rows.setdefault((src.split(".")[0], r["bucket"]), {})[cfg] = r
-print("file bucket n_out M nf gflop choice_k8 choice_k9 auto_k8 auto_k9 roof_k8 roof_k9 diff_k9")
-for key, d in rows.items():
-    if "k8" in d and "k9" in d:
-        a, b = d["k8"], d["k9"]
-        print(*key, a["n_out"], a["M"], a["nf"], a["gflop"], a["choice"], b["choice"], a["t_auto_ms"], b["t_auto_ms"], a["roof_frac_auto"], b["roof_frac_auto"], b["max_rel_diff"])
-PY
+python3 $B/config_pairs.py $R k8 k9
 rm -rf $R/cache; tar -C $OUT -czf $OUT/$NAME.tgz $NAME && rm -rf $R

@@ -20,31 +20,13 @@ grep -E '^k[89] ' $R/shapes.txt
 for n in linkage_11 linkage_17; do
   timeout 120 $bb $CF --network $D/$n.uai --min-log2 28 --no-f32 --cpu-runs 1 --repeats 5 --out $R/$n.tsv > $R/$n.txt 2>&1; echo "$n rc=$?"
 done
-python3 - $R <<'PY'
-import csv, sys, glob, os
-R = sys.argv[1]
-rows = {}
-for f in sorted(glob.glob(R + "/k*_*.tsv")):
-    cfg, src = os.path.basename(f).split("_", 1)
-    for r in csv.DictReader(open(f), delimiter="\t"):
-        key = (src, r["source"], r["bucket"])
-        rows.setdefault(key, {})[cfg] = r
-print("file source bucket n_out M nf gflop plain_k8 plain_k9 auto_k8 auto_k9 roof_k8 roof_k9 diff_k9")
-for key, d in rows.items():
-    if "k8" not in d or "k9" not in d: continue
-    a, b = d["k8"], d["k9"]
-    print(*key, a["n_out"], a["M"], a["nf"], a["gflop"], a["t_plain_ms"], b["t_plain_ms"], a["t_auto_ms"], b["t_auto_ms"], a["roof_frac_auto"], b["roof_frac_auto"], b["max_rel_diff"])
-PY
+python3 $B/config_pairs.py $R k8 k9
 NCU="ncu --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy --section SchedulerStats --section WarpStateStats --section InstructionStats --section LaunchStats -k regex:plain3_kernel -c 1"
 for c in 1 0; do
   KINFER_GPU_LEAN_CHUNKS=$c timeout 150 $NCU $B/run bench/gpu/bucket_bench --shape $S89 --no-f32 --cpu-runs 1 --repeats 1 --out $R/ncu$c.tsv > $R/ncu-chunks$c.txt 2>&1; echo "ncu chunks=$c rc=$?"
   grep -E 'Duration|DRAM Throughput|Memory Throughput|Compute \(SM\)|Issue Slots Busy|Executed Ipc A|Achieved Occupancy|Registers Per|No Eligible|Warp Cycles Per Issued|Executed Instructions  ' $R/ncu-chunks$c.txt | head -14
 done
-run() {  # NAME NETWORK ENV...
-  local name=$1 n=$2; shift 2
-  env "$@" KINFER_GPU_TIMELINE=$R/$name.tsv timeout 60 $k pe $D/$n.uai --json --max-memory 60G -v > $R/$name.json 2> $R/$name.log
-  echo "$name rc=$? $(grep -o '"log10_pr": [-0-9.e]*' $R/$name.json) $(python3 $B/timeline.py $R/$name.tsv --gap 5 2>/dev/null | head -1 | cut -d: -f2 | cut -c1-70)"
-}
+run() { e2e_pe_timeline "$@"; }  # (lib.sh)
 for n in pedigree50 linkage_11 linkage_17; do
   run $n-warmup $n
   for i in 1 2; do run $n-k9-$i $n; run $n-k8-$i $n KINFER_GPU_LEAN_CHUNKS=0; done

@@ -24,11 +24,7 @@ date +%T
 ncu --section SpeedOfLight --section InstructionStats --section Occupancy --section WarpStateStats -k regex:lean9_kernel -c 1 \
   $B/run bench/gpu/bucket_bench --shape $S89 --no-f32 --cpu-runs 1 --repeats 1 --out $R/ncu.tsv > $R/ncu89.txt 2>&1; echo "ncu rc=$?"
 grep -E 'Duration|DRAM Throughput|Compute \(SM\)|Issue Slots Busy|Achieved Occupancy|Registers Per|Executed Instructions  |Warp Cycles Per Issued' $R/ncu89.txt | head -10
-run() {  # NAME NETWORK ENV...
-  local name=$1 n=$2; shift 2
-  env "$@" KINFER_GPU_TIMELINE=$R/$name.tsv timeout 60 $k pe $D/$n.uai --json --max-memory 60G -v > $R/$name.json 2> $R/$name.log
-  echo "$name rc=$? $(grep -o '"log10_pr": [-0-9.e]*' $R/$name.json) $(python3 $B/timeline.py $R/$name.tsv --gap 5 2>/dev/null | head -1 | cut -d: -f2 | cut -c1-70)"
-}
+run() { e2e_pe_timeline "$@"; }  # (lib.sh)
 for n in pedigree50 linkage_11 linkage_17 linkage_13 linkage_12; do
   run $n-warmup $n
   for i in 1 2; do run $n-k9-$i $n; run $n-k8-$i $n KINFER_GPU_LEAN_CHUNKS=0; done

@@ -22,29 +22,12 @@ done
 for n in linkage_11 linkage_17; do
   timeout 100 $bb $CF --network $D/$n.uai --min-log2 28 --no-f32 --cpu-runs 1 --repeats 5 --out $R/$n.tsv > $R/$n.txt 2>&1; echo "$n rc=$?"
 done
-python3 - $R <<'PY'
-import csv, sys, glob, os
-R = sys.argv[1]
-rows = {}
-for f in sorted(glob.glob(R + "/k*_linkage_*.tsv")):
-    cfg, src = os.path.basename(f).split("_", 1)
-    for r in csv.DictReader(open(f), delimiter="\t"):
-        rows.setdefault((r["source"], r["bucket"]), {})[cfg] = r
-print("source bucket n_out M nf gflop choice plain_k8 plain_k9 auto_k8 auto_k9 roof_k8 roof_k9 diff_k9")
-for key, d in rows.items():
-    if "k8" in d and "k9" in d:
-        a, b = d["k8"], d["k9"]
-        print(*key, a["n_out"], a["M"], a["nf"], a["gflop"], b["choice"], a["t_plain_ms"], b["t_plain_ms"], a["t_auto_ms"], b["t_auto_ms"], a["roof_frac_auto"], b["roof_frac_auto"], b["max_rel_diff"])
-PY
+python3 $B/config_pairs.py $R k8 k9
 date +%T
 ncu --section SpeedOfLight --section InstructionStats --section Occupancy --section WarpStateStats --section SchedulerStats -k regex:lean9_kernel -c 1 \
   $B/run bench/gpu/bucket_bench --shape $S89 --no-f32 --cpu-runs 1 --repeats 1 --out $R/ncu.tsv > $R/ncu89.txt 2>&1; echo "ncu rc=$?"
 grep -E 'Duration|DRAM Throughput|Compute \(SM\)|Issue Slots Busy|Achieved Occupancy|Registers Per|Executed Instructions  |Warp Cycles Per Issued' $R/ncu89.txt | head -10
-run() {  # NAME NETWORK ENV...
-  local name=$1 n=$2; shift 2
-  env "$@" KINFER_GPU_TIMELINE=$R/$name.tsv timeout 60 $k pe $D/$n.uai --json --max-memory 60G -v > $R/$name.json 2> $R/$name.log
-  echo "$name rc=$? $(grep -o '"log10_pr": [-0-9.e]*' $R/$name.json) $(python3 $B/timeline.py $R/$name.tsv --gap 5 2>/dev/null | head -1 | cut -d: -f2 | cut -c1-70)"
-}
+run() { e2e_pe_timeline "$@"; }  # (lib.sh)
 for n in pedigree50 linkage_11 linkage_17; do
   run $n-warmup $n
   for i in 1 2; do run $n-k9-$i $n; run $n-k8-$i $n KINFER_GPU_LEAN_CHUNKS=0; done

@@ -7,11 +7,7 @@
 e2e_begin leanfour
 e2e_gpu_kernel_test; tail -2 $R/test_gpu_kernel.txt
 KINFER_GPU_LEAN_TWO=1:4 timeout 60 $k pe $D/linkage_13.uai --check > $R/check-four-linkage_13.txt 2>&1; echo "check four linkage_13 exit $?: $(grep -o 'check: passed.*relative' $R/check-four-linkage_13.txt | head -1 | cut -c1-90)"
-run() {  # NAME NETWORK ENV...
-  local name=$1 n=$2; shift 2
-  env "$@" KINFER_GPU_TIMELINE=$R/$name.tsv timeout 60 $k pe $D/$n.uai --json --max-memory 60G -v > $R/$name.json 2> $R/$name.log
-  echo "$name rc=$? $(grep -o '"log10_pr": [-0-9.e]*' $R/$name.json) $(python3 $B/timeline.py $R/$name.tsv --gap 5 2>/dev/null | head -1 | cut -d: -f2 | cut -c1-70)"
-}
+run() { e2e_pe_timeline "$@"; }  # (lib.sh)
 for n in pedigree50 linkage_11 linkage_17; do
   run $n-warmup $n
   for i in 1 2 3; do run $n-two-$i $n; run $n-four-$i $n KINFER_GPU_LEAN_TWO=4194304:4; done

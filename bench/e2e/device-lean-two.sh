@@ -11,11 +11,7 @@ for n in linkage_11 linkage_17; do
   KINFER_GPU_LEAN_TWO=1 timeout 60 $k pe $D/$n.uai --check > $R/check-forced-$n.txt 2>&1; echo "check forced $n exit $?: $(grep -o 'check: [a-z]*.*relative' $R/check-forced-$n.txt | head -1)"
 done
 KINFER_GPU_LEAN_TWO=1 timeout 120 $k pe $D/pedigree50.uai --check --max-memory 60G > $R/check-forced-p50.txt 2>&1; echo "check forced pedigree50 exit $?: $(grep -o 'check: [a-z]*.*relative' $R/check-forced-p50.txt | head -1)"
-run() {  # NAME NETWORK ENV...
-  local name=$1 n=$2; shift 2
-  env "$@" KINFER_GPU_TIMELINE=$R/$name.tsv timeout 60 $k pe $D/$n.uai --json --max-memory 60G -v > $R/$name.json 2> $R/$name.log
-  echo "$name rc=$? $(grep -o '"log10_pr": [-0-9.e]*' $R/$name.json) $(python3 $B/timeline.py $R/$name.tsv --gap 5 2>/dev/null | head -1 | cut -d: -f2 | cut -c1-70)"
-}
+run() { e2e_pe_timeline "$@"; }  # (lib.sh)
 for n in pedigree50 linkage_11 linkage_17 linkage_13 linkage_12; do
   run $n-warmup $n
   for i in 1 2 3; do run $n-two-$i $n; run $n-one-$i $n KINFER_GPU_LEAN_TWO=0; done

@@ -1,15 +1,21 @@
 #!/bin/bash
-# Where kernel 9's instructions go on pedigree50's bucket 89 shape (ncu counted ~410 warp
-# instructions per output, 69 of them FP64): the one-lane kernel's machine code with each
-# instruction's executed count (ncu's source page), and its cuobjdump listing.
+# Where a kernel's instructions go on pedigree50's bucket 89 shape: its machine code with each
+# instruction's executed count and stall samples (ncu's source page, CSV), and its cuobjdump
+# listing. usage: device-sass.sh NAME KERNEL_REGEX MANGLED_PART
+#   call 2:  device-sass.sh sass plain3_kernel plain3_kernelIdLi2ELi1ELi0ELi2E (kernel 8's
+#            one-lane path, two outputs per thread)
+#   call 4:  device-sass.sh sass2 lean9_kernel lean9_kernelILi2ELi4ELi2E (kernel 9, first build)
+#   call 11: device-sass.sh sass3 lean9_kernel lean9_kernelILi2ELi4ELi2ELb1E (its all-direct case)
+# Sum the CSV's "Instructions Executed" and divide by the first instruction's count (the warps)
+# and the outputs per thread for instructions per output (docs/perf-notes.md "Kernel 9").
 # Bundle: bench/e2e/bundle.sh build .dev-sass SHARED_UAI (bench/gpu kept)
 . "$(dirname "$0")/lib.sh"
-e2e_begin sass
+e2e_begin $1
 S89='2,2,5,2,5,6,2,2,2,3,6,2,3,5,3,2,5,3,3/1/0,1,2,3,4,5,6,7,8,10,11,12,13,14,15,16,17,18/0,2,4,5,7,9,10,11,13,14,15,16,18'
-timeout 200 ncu --section SourceCounters --section InstructionStats -k regex:plain3_kernel -c 1 -o $R/r89 \
+timeout 200 ncu --section SourceCounters --section InstructionStats -k regex:$2 -c 1 -o $R/r89 \
   $B/run bench/gpu/bucket_bench --shape $S89 --no-f32 --cpu-runs 1 --repeats 1 --out $R/s.tsv > $R/ncu.txt 2>&1; echo "ncu rc=$?"
 ncu -i $R/r89.ncu-rep --page source --csv --print-source sass > $R/sass89.csv 2> $R/sass89.err; echo "source page rc=$? $(wc -l < $R/sass89.csv) lines"
 ncu -i $R/r89.ncu-rep --page details --print-details all > $R/details.txt 2>&1
-cuobjdump -sass $B/bench/gpu/bucket_bench 2>/dev/null | awk '/Function : .*plain3_kernelIdLi2ELi1ELi0ELi2E/{p=1} p{print} p&&/\.L_x_[0-9]+:$/{n++} p&&/^[[:space:]]*\.{10}/{exit}' > $R/sass_k2_1_0_2.txt
-echo "cuobjdump lines $(wc -l < $R/sass_k2_1_0_2.txt)"
-rm -f $R/r89.ncu-rep.bak; tar -C $OUT -czf $OUT/$NAME.tgz $NAME && rm -rf $R
+cuobjdump -sass $B/bench/gpu/bucket_bench 2>/dev/null | awk "/Function : .*$3/{p=1} p{print} p&&/^[[:space:]]*\.{10}/{exit}" > $R/sass_$3.txt
+echo "cuobjdump lines $(wc -l < $R/sass_$3.txt)"
+rm -f $R/r89.ncu-rep; tar -C $OUT -czf $OUT/$NAME.tgz $NAME && rm -rf $R

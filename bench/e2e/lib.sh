@@ -68,6 +68,14 @@ e2e_helper_rows() {
   cut -f1-5 $R/helper.tsv
   echo "kinfer processes left (zombies included): $(ps -eo comm | grep -cx kinfer || true)"
 }
+# e2e_pe_timeline NAME NETWORK [VAR=VALUE...]: one `pe NETWORK --max-memory 60G -v` under those
+# variables with KINFER_GPU_TIMELINE, its JSON, log and timeline kept as $R/NAME.*, and a line
+# with its answer and the timeline's summary (GPU busy time).
+e2e_pe_timeline() {
+  local name=$1 n=$2; shift 2
+  env "$@" KINFER_GPU_TIMELINE=$R/$name.tsv timeout 60 $k pe $D/$n.uai --json --max-memory 60G -v > $R/$name.json 2> $R/$name.log
+  echo "$name rc=$? $(grep -o '"log10_pr": [-0-9.e]*' $R/$name.json) $(python3 $B/timeline.py $R/$name.tsv --gap 5 2>/dev/null | head -1 | cut -d: -f2 | cut -c1-70)"
+}
 # e2e_end COLUMNS: the verdicts and the table's first COLUMNS columns printed, the results packed.
 e2e_end() {
   for f in $R/*.txt; do echo "$f: $(grep -E 'passed|PASSED|FAILED|failed|exit' $f | tail -2 | tr '\n' ' ')"; done
