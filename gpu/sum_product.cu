@@ -209,10 +209,32 @@ __device__ __forceinline__ float lowest(float) { return -3.402823466e38f; }
 __constant__ double c_exp3[5] = {-92.332482616893658, -0.010830424696249145, 1.0 / 120.0,
                                  1.0 / 24.0, 1.0 / 6.0};
 
+// Kernel 3's table: 2^(j/64) with j << 14 taken off its high word (c_exp2_64's entries so
+// changed, precomputed), in global memory: a block's copy to shared memory is coalesced loads,
+// where reading the constant bank with per-thread indices serializes a warp's 32 addresses
+// (kernel 9's blocks waited at the barrier after that copy for 12% of their stall samples).
+__device__ double g_exp3[64] = {
+    0x1.0000000000000p+0, 0x1.fec9a3e778061p-1, 0x1.fd9b0d3158574p-1, 0x1.fc74518759bc8p-1,
+    0x1.fb5586cf9890fp-1, 0x1.fa3ec32d3d1a2p-1, 0x1.f9301d0125b51p-1, 0x1.f829aaea92de0p-1,
+    0x1.f72b83c7d517bp-1, 0x1.f635beb6fcb75p-1, 0x1.f54873168b9aap-1, 0x1.f463b88628cd6p-1,
+    0x1.f387a6e756238p-1, 0x1.f2b4565e27cddp-1, 0x1.f1e9df51fdee1p-1, 0x1.f1285a6e4030bp-1,
+    0x1.f06fe0a31b715p-1, 0x1.efc08b26416ffp-1, 0x1.ef1a7373aa9cbp-1, 0x1.ee7db34e59ff7p-1,
+    0x1.edea64c123422p-1, 0x1.ed60a21f72e2ap-1, 0x1.ece086061892dp-1, 0x1.ec6a2b5c13cd0p-1,
+    0x1.ebfdad5362a27p-1, 0x1.eb9b2769d2ca7p-1, 0x1.eb42b569d4f82p-1, 0x1.eaf4736b527dap-1,
+    0x1.eab07dd485429p-1, 0x1.ea76f15ad2148p-1, 0x1.ea47eb03a5585p-1, 0x1.ea23882552225p-1,
+    0x1.ea09e667f3bcdp-1, 0x1.e9fb23c651a2fp-1, 0x1.e9f75e8ec5f74p-1, 0x1.e9feb564267c9p-1,
+    0x1.ea11473eb0187p-1, 0x1.ea2f336cf4e62p-1, 0x1.ea589994cce13p-1, 0x1.ea8d99b4492edp-1,
+    0x1.eace5422aa0dbp-1, 0x1.eb1ae99157736p-1, 0x1.eb737b0cdc5e5p-1, 0x1.ebd829fde4e50p-1,
+    0x1.ec49182a3f090p-1, 0x1.ecc667b5de565p-1, 0x1.ed503b23e255dp-1, 0x1.ede6b5579fdbfp-1,
+    0x1.ee89f995ad3adp-1, 0x1.ef3a2b84f15fbp-1, 0x1.eff76f2fb5e47p-1, 0x1.f0c1e904bc1d2p-1,
+    0x1.f199bdd85529cp-1, 0x1.f27f12e57d14bp-1, 0x1.f3720dcef9069p-1, 0x1.f472d4a07897cp-1,
+    0x1.f5818dcfba487p-1, 0x1.f69e603db3285p-1, 0x1.f7c97337b9b5fp-1, 0x1.f902ee78b3ff6p-1,
+    0x1.fa4afa2a490dap-1, 0x1.fba1bee615a27p-1, 0x1.fd0765b6e4540p-1, 0x1.fe7c1819e90d8p-1,
+};
+
 // Each block copies kernel 3's table to shared memory once.
 __device__ __forceinline__ void load_exp_table3(double* s) {
-  for (int i = threadIdx.x; i < 64; i += blockDim.x)
-    s[i] = __hiloint2double(__double2hiint(c_exp2_64[i]) - (i << 14), __double2loint(c_exp2_64[i]));
+  for (int i = threadIdx.x; i < 64; i += blockDim.x) s[i] = __ldg(g_exp3 + i);
 }
 
 // acc + exp(-y), y >= 0 (`tab`: the shared-window address of kernel 3's table).
@@ -585,10 +607,7 @@ __global__ void __launch_bounds__(256, plain_min_blocks<NF, TD ? 2 : 1, GC>())
 // log(a) = e ln2 + ln(c_j) + log1p(r), log1p by its series to r^9 (truncation < 1e-19). Exact
 // at a = 1 (the sum of one term). Table entries (inv_j, -ln inv_j) in shared memory, copied from
 // g_log9.
-// In global memory, so that a block's first warps copy them to shared memory with coalesced
-// loads (the constant bank serializes a warp's 32 different addresses: kernel 9's blocks, two
-// outputs per thread, waited at the barrier after the copy for 12% of their stall samples, ncu
-// call 11). g_log9[j] = {inv_j, -ln inv_j}.
+// In global memory as g_exp3 (a coalesced copy to shared memory). g_log9[j] = {inv_j, -ln inv_j}.
 __device__ double2 g_log9[64] = {
     {0x1.0000000000000p+0, 0x0.0p+0},
     {0x1.f81f81f81f820p-1, 0x1.fc0a8b0fc03c4p-7},
@@ -655,26 +674,6 @@ __device__ double2 g_log9[64] = {
     {0x1.0410410410410p-1, 0x1.5ad404c359f2dp-1},
     {0x1.0204081020408p-1, 0x1.5ee02a9241676p-1}
 };
-// Kernel 3's exp table as load_exp_table3 builds it (2^(j/64) with j << 14 taken off its high
-// word), precomputed.
-__device__ double g_exp3[64] = {
-    0x1.0000000000000p+0, 0x1.fec9a3e778061p-1, 0x1.fd9b0d3158574p-1, 0x1.fc74518759bc8p-1,
-    0x1.fb5586cf9890fp-1, 0x1.fa3ec32d3d1a2p-1, 0x1.f9301d0125b51p-1, 0x1.f829aaea92de0p-1,
-    0x1.f72b83c7d517bp-1, 0x1.f635beb6fcb75p-1, 0x1.f54873168b9aap-1, 0x1.f463b88628cd6p-1,
-    0x1.f387a6e756238p-1, 0x1.f2b4565e27cddp-1, 0x1.f1e9df51fdee1p-1, 0x1.f1285a6e4030bp-1,
-    0x1.f06fe0a31b715p-1, 0x1.efc08b26416ffp-1, 0x1.ef1a7373aa9cbp-1, 0x1.ee7db34e59ff7p-1,
-    0x1.edea64c123422p-1, 0x1.ed60a21f72e2ap-1, 0x1.ece086061892dp-1, 0x1.ec6a2b5c13cd0p-1,
-    0x1.ebfdad5362a27p-1, 0x1.eb9b2769d2ca7p-1, 0x1.eb42b569d4f82p-1, 0x1.eaf4736b527dap-1,
-    0x1.eab07dd485429p-1, 0x1.ea76f15ad2148p-1, 0x1.ea47eb03a5585p-1, 0x1.ea23882552225p-1,
-    0x1.ea09e667f3bcdp-1, 0x1.e9fb23c651a2fp-1, 0x1.e9f75e8ec5f74p-1, 0x1.e9feb564267c9p-1,
-    0x1.ea11473eb0187p-1, 0x1.ea2f336cf4e62p-1, 0x1.ea589994cce13p-1, 0x1.ea8d99b4492edp-1,
-    0x1.eace5422aa0dbp-1, 0x1.eb1ae99157736p-1, 0x1.eb737b0cdc5e5p-1, 0x1.ebd829fde4e50p-1,
-    0x1.ec49182a3f090p-1, 0x1.ecc667b5de565p-1, 0x1.ed503b23e255dp-1, 0x1.ede6b5579fdbfp-1,
-    0x1.ee89f995ad3adp-1, 0x1.ef3a2b84f15fbp-1, 0x1.eff76f2fb5e47p-1, 0x1.f0c1e904bc1d2p-1,
-    0x1.f199bdd85529cp-1, 0x1.f27f12e57d14bp-1, 0x1.f3720dcef9069p-1, 0x1.f472d4a07897cp-1,
-    0x1.f5818dcfba487p-1, 0x1.f69e603db3285p-1, 0x1.f7c97337b9b5fp-1, 0x1.f902ee78b3ff6p-1,
-    0x1.fa4afa2a490dap-1, 0x1.fba1bee615a27p-1, 0x1.fd0765b6e4540p-1, 0x1.fe7c1819e90d8p-1,
-};
 __constant__ double c_log1p[8] = {1.0 / 9, -1.0 / 8, 1.0 / 7, -1.0 / 6,
                                   1.0 / 5, -1.0 / 4, 1.0 / 3, -0.5};
 
@@ -704,10 +703,8 @@ __global__ void __launch_bounds__(256, 4)
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ double tab[64];
   __shared__ double2 ltab[64];
-  for (int i = threadIdx.x; i < 64; i += blockDim.x) {
-    tab[i] = __ldg(g_exp3 + i);
-    ltab[i] = __ldg(g_log9 + i);
-  }
+  load_exp_table3(tab);
+  for (int i = threadIdx.x; i < 64; i += blockDim.x) ltab[i] = __ldg(g_log9 + i);
   int* sumtab = reinterpret_cast<int*>(smem);  // [f][Mi], columns of direct inputs unused
   const int Mi = a.Mi;
 #pragma unroll
