@@ -703,8 +703,10 @@ __global__ void __launch_bounds__(256, 4)
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ double tab[64];
   __shared__ double2 ltab[64];
-  load_exp_table3(tab);
-  for (int i = threadIdx.x; i < 64; i += blockDim.x) ltab[i] = __ldg(g_log9 + i);
+  for (int i = threadIdx.x; i < 64; i += blockDim.x) {  // load_exp_table3's copy, fused
+    tab[i] = __ldg(g_exp3 + i);
+    ltab[i] = __ldg(g_log9 + i);
+  }
   int* sumtab = reinterpret_cast<int*>(smem);  // [f][Mi], columns of direct inputs unused
   const int Mi = a.Mi;
 #pragma unroll
