@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
+#include <string>
 
 namespace kinfer::gpu {
 
@@ -86,6 +88,117 @@ RandomBucket random_bucket(std::mt19937_64& rng, const RandomBucketOptions& opt)
                                          : shift - real(0, range);
     b.scopes.push_back(std::move(sc));
     b.data.push_back(std::move(d));
+  }
+  return b;
+}
+
+namespace {
+
+[[noreturn]] void bad_spec(const std::string& spec, const std::string& what) {
+  throw std::invalid_argument("bucket spec '" + spec + "': " + what +
+                              " (expected CARDS/N_MARG/INPUT/..., e.g. 6,2,3/1/0,2/1,2)");
+}
+
+// The fields of `s` between `sep`s (none for an empty `s`: an input over no variable).
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> parts;
+  if (s.empty() && sep == ',') return parts;
+  for (std::size_t p = 0;;) {
+    const std::size_t q = s.find(sep, p);
+    parts.push_back(s.substr(p, q == std::string::npos ? std::string::npos : q - p));
+    if (q == std::string::npos) return parts;
+    p = q + 1;
+  }
+}
+
+// A non-negative integer, all of `field`.
+int spec_int(const std::string& spec, const std::string& field, const char* what) {
+  std::size_t used = 0;
+  int v = -1;
+  try {
+    v = std::stoi(field, &used);
+  } catch (const std::exception&) {
+  }
+  if (field.empty() || used != field.size() || v < 0)
+    bad_spec(spec, std::string(what) + " '" + field + "' is not a non-negative integer");
+  return v;
+}
+
+}  // namespace
+
+BucketSpec parse_bucket_spec(const std::string& spec) {
+  const std::vector<std::string> parts = split(spec, '/');
+  if (parts.size() < 3) bad_spec(spec, "fewer than three '/'-separated parts");
+  BucketSpec b;
+  for (const std::string& c : split(parts[0], ',')) {
+    const int card = spec_int(spec, c, "cardinality");
+    if (card < 1) bad_spec(spec, "a cardinality of 0");
+    b.shape.card.push_back(card);
+  }
+  const int nv = static_cast<int>(b.shape.card.size());
+  for (int i = 0; i < nv; ++i) b.shape.vars.push_back(i);
+  b.shape.n_marg = spec_int(spec, parts[1], "the number of summed variables");
+  if (b.shape.n_marg > nv)
+    bad_spec(spec, std::to_string(b.shape.n_marg) + " summed variables of " + std::to_string(nv));
+  for (std::size_t i = 2; i < parts.size(); ++i) {
+    std::vector<int> sc;
+    for (const std::string& v : split(parts[i], ',')) {
+      const int pos = spec_int(spec, v, "variable position");
+      if (pos >= nv)
+        bad_spec(spec, "input " + std::to_string(i - 1) + " names position " + std::to_string(pos) +
+                           " of " + std::to_string(nv) + " variables");
+      if (!sc.empty() && pos <= sc.back())
+        bad_spec(spec, "input " + std::to_string(i - 1) + "'s positions are not increasing");
+      sc.push_back(pos);
+    }
+    b.scopes.push_back(std::move(sc));
+  }
+  return b;
+}
+
+std::string bucket_spec(const BucketShape& shape, const std::vector<std::vector<int>>& scopes) {
+  auto list = [](const std::vector<int>& v) {
+    std::string s;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (i) s.push_back(',');
+      s.append(std::to_string(v[i]));
+    }
+    return s;
+  };
+  std::string spec = list(shape.card);
+  spec.push_back('/');
+  spec.append(std::to_string(shape.n_marg));
+  for (const auto& sc : scopes) {
+    std::vector<int> pos;
+    for (int v : sc)
+      pos.push_back(static_cast<int>(std::find(shape.vars.begin(), shape.vars.end(), v) -
+                                     shape.vars.begin()));
+    spec.push_back('/');
+    spec.append(list(pos));
+  }
+  return spec;
+}
+
+RandomBucket spec_bucket(const std::string& spec, std::uint64_t seed) {
+  BucketSpec parsed = parse_bucket_spec(spec);
+  RandomBucket b;
+  b.shape = std::move(parsed.shape);
+  b.scopes = std::move(parsed.scopes);
+  std::vector<std::int64_t> st(b.shape.vars.size());
+  for (std::size_t i = 0; i < b.scopes.size(); ++i) {
+    const std::int64_t n = input_strides(b.shape, b.scopes[i], st.data());
+    b.data.emplace_back(static_cast<std::size_t>(n));
+    double* d = b.data.back().data();
+#pragma omp parallel for schedule(static)
+    for (std::int64_t e = 0; e < n; ++e) {
+      std::uint64_t z = seed * 0x9e3779b97f4a7c15ull + (i + 1) * 0xbf58476d1ce4e5b9ull +
+                        static_cast<std::uint64_t>(e) * 0x94d049bb133111ebull;
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+      z ^= z >> 31;
+      d[e] = z % 100 == 0 ? -std::numeric_limits<double>::infinity()
+                          : -4.0 * static_cast<double>(z >> 11) * 0x1p-53;
+    }
   }
   return b;
 }

@@ -4,6 +4,7 @@
 // cross-backend test and the kernel benchmark. Plain C++.
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "engine/cpu_kernel.hpp"
@@ -28,5 +29,21 @@ struct RandomBucketOptions {
 };
 
 RandomBucket random_bucket(std::mt19937_64& rng, const RandomBucketOptions& opt = {});
+
+// A bucket's shape as text (bench/gpu/bucket_bench --shape and --print-shapes):
+// CARDS/N_MARG/INPUT/INPUT..., the bucket's cardinalities most significant first (the summed
+// ones last), then each input as the comma-separated positions of its variables, increasing,
+// e.g. "6,2,3/1/0,2/1,2". Variables are numbered by position.
+struct BucketSpec {
+  BucketShape shape;
+  std::vector<std::vector<int>> scopes;
+};
+// Throws std::invalid_argument naming the spec and what it expected.
+BucketSpec parse_bucket_spec(const std::string& spec);
+// The spec of a bucket whose input scopes are subsequences of shape.vars.
+std::string bucket_spec(const BucketShape& shape, const std::vector<std::vector<int>>& scopes);
+// A bucket of that shape with its own inputs: log values in [-4, 0] drawn from a hash of (seed,
+// input, entry), 1% of them -inf, filled on every thread (inputs of GBs for the benchmark).
+RandomBucket spec_bucket(const std::string& spec, std::uint64_t seed);
 
 }  // namespace kinfer::gpu

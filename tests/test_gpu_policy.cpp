@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "gpu/policy.hpp"
 #include "gpu/random_bucket.hpp"
@@ -293,6 +295,53 @@ TEST_CASE("GpuPolicy.TwoOutputsPerThreadCoverTheItems", "[gpu]") {
     ++two;
   }
   CHECK(two > 20);
+}
+
+TEST_CASE("GpuPolicy.BucketSpecsParseAndSayWhatIsWrong", "[gpu]") {
+  // bucket_bench's --shape format: parsed into the shape and scopes it names, written back the
+  // same (--print-shapes), data filled per input; malformed specs name the spec and the fault.
+  const BucketSpec b = parse_bucket_spec("6,2,3/1/0,2/1,2/");
+  REQUIRE(b.shape.card == std::vector<int>{6, 2, 3});
+  REQUIRE(b.shape.vars == std::vector<int>{0, 1, 2});
+  REQUIRE(b.shape.n_marg == 1);
+  REQUIRE(b.scopes == std::vector<std::vector<int>>{{0, 2}, {1, 2}, {}});
+  REQUIRE(bucket_spec(b.shape, b.scopes) == "6,2,3/1/0,2/1,2/");
+  const RandomBucket r = spec_bucket("6,2,3/1/0,2/1,2/", 7);
+  REQUIRE(r.data.size() == 3);
+  REQUIRE(r.data[0].size() == 18);
+  REQUIRE(r.data[1].size() == 6);
+  REQUIRE(r.data[2].size() == 1);
+  for (const auto& d : r.data)
+    for (double v : d) REQUIRE(v <= 0);
+  // a plan's bucket (variables named by id) written as a spec and read back
+  std::mt19937_64 rng(3);
+  const RandomBucket rb = random_bucket(rng);
+  const BucketSpec back = parse_bucket_spec(bucket_spec(rb.shape, rb.scopes));
+  REQUIRE(back.shape.card == rb.shape.card);
+  REQUIRE(back.shape.n_marg == rb.shape.n_marg);
+  REQUIRE(back.scopes.size() == rb.scopes.size());
+  const struct {
+    const char* spec;
+    const char* says;
+  } bad[] = {{"6,2,3", "fewer than three"},
+             {"6,x,3/1/0", "cardinality 'x'"},
+             {"6,0,3/1/0", "cardinality of 0"},
+             {"6,2,3/4/0", "4 summed variables of 3"},
+             {"6,2,3/-1/0", "summed variables '-1'"},
+             {"6,2,3/1/0,3", "names position 3 of 3"},
+             {"6,2,3/1/2,0", "not increasing"},
+             {"6,2,3/1/0,,2", "variable position ''"}};
+  for (const auto& t : bad) {
+    INFO(t.spec);
+    try {
+      parse_bucket_spec(t.spec);
+      FAIL("accepted");
+    } catch (const std::invalid_argument& e) {
+      const std::string what = e.what();
+      CHECK(what.find(std::string("'") + t.spec + "'") != std::string::npos);
+      CHECK(what.find(t.says) != std::string::npos);
+    }
+  }
 }
 
 TEST_CASE("GpuPolicy.Kernel9TakesSmallOneLaneSums", "[gpu]") {

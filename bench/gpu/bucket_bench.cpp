@@ -14,10 +14,8 @@
 //   bucket_bench --network pedigree50.uai --print-shapes 6 --max-memory 60e9 --out shapes.txt
 //                                      (no GPU, nothing run: the largest buckets of the plan pe
 //                                       would condition, as --shape specs)
-//   bucket_bench --shape 'SPEC' --out s.tsv   (one bucket of that shape, random inputs; SPEC is
-//                                       CARDS/N_MARG/INPUT/INPUT...: the bucket's cardinalities,
-//                                       most significant first, the summed ones last; each input
-//                                       the comma-separated positions of its variables)
+//   bucket_bench --shape 'SPEC' --out s.tsv   (one bucket of that shape, random inputs; SPEC as
+//                                       gpu/random_bucket.hpp's BucketSpec: CARDS/N_MARG/INPUT...)
 #include <omp.h>
 
 #include <CLI/CLI.hpp>
@@ -129,64 +127,6 @@ std::string plan_features(const BucketShape& shape, std::span<const InputTable> 
   return buf;
 }
 
-// A bucket from a --shape spec, with its own input tables: log values in [-4, 0] drawn from a
-// hash of (seed, input, entry), 1% of them -inf (zeros), filled on every thread.
-struct ShapeBucket {
-  BucketShape shape;
-  std::vector<std::vector<double>> data;
-  std::vector<std::vector<int>> scopes;
-  std::vector<InputTable> inputs() const {
-    std::vector<InputTable> in;
-    for (std::size_t i = 0; i < data.size(); ++i) in.push_back({data[i].data(), scopes[i]});
-    return in;
-  }
-};
-
-std::vector<int> parse_ints(const std::string& s) {
-  std::vector<int> v;
-  std::size_t p = 0;
-  while (p < s.size()) {
-    const std::size_t q = s.find(',', p);
-    const std::string t = s.substr(p, q == std::string::npos ? std::string::npos : q - p);
-    if (!t.empty()) v.push_back(std::stoi(t));
-    if (q == std::string::npos) break;
-    p = q + 1;
-  }
-  return v;
-}
-
-ShapeBucket shape_bucket(const std::string& spec, std::uint64_t seed) {
-  std::vector<std::string> parts;
-  for (std::size_t p = 0;;) {
-    const std::size_t q = spec.find('/', p);
-    parts.push_back(spec.substr(p, q == std::string::npos ? std::string::npos : q - p));
-    if (q == std::string::npos) break;
-    p = q + 1;
-  }
-  if (parts.size() < 3) throw std::invalid_argument("--shape: CARDS/N_MARG/INPUT[/INPUT...]");
-  ShapeBucket b;
-  b.shape.card = parse_ints(parts[0]);
-  for (std::size_t i = 0; i < b.shape.card.size(); ++i) b.shape.vars.push_back(static_cast<int>(i));
-  b.shape.n_marg = std::stoi(parts[1]);
-  for (std::size_t i = 2; i < parts.size(); ++i) b.scopes.push_back(parse_ints(parts[i]));
-  std::vector<std::int64_t> st(b.shape.vars.size());
-  for (std::size_t i = 0; i < b.scopes.size(); ++i) {
-    const std::int64_t n = input_strides(b.shape, b.scopes[i], st.data());
-    b.data.emplace_back(static_cast<std::size_t>(n));
-    double* d = b.data.back().data();
-#pragma omp parallel for schedule(static)
-    for (std::int64_t e = 0; e < n; ++e) {
-      std::uint64_t z = seed * 0x9e3779b97f4a7c15ull + (i + 1) * 0xbf58476d1ce4e5b9ull +
-                        static_cast<std::uint64_t>(e) * 0x94d049bb133111ebull;
-      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-      z ^= z >> 31;
-      d[e] = z % 100 == 0 ? -INFINITY : -4.0 * static_cast<double>(z >> 11) * 0x1p-53;
-    }
-  }
-  return b;
-}
-
 // The N largest buckets (by state space) of the plan pe would make for the network under
 // --max-memory (conditioned when it does not fit), as --shape specs, without running anything.
 int print_shapes(const Options& o) {
@@ -212,23 +152,8 @@ int print_shapes(const Options& o) {
     const Bucket& bk = plan.tree.buckets[b];
     for (int f : bk.factors) scopes.push_back(plan.input_scope[f]);
     for (int c : bk.children) scopes.push_back(plan.tree.buckets[c].output_vars());
-    std::string spec;
-    for (std::size_t i = 0; i < shape.card.size(); ++i) {
-      if (i) spec.push_back(',');
-      spec.append(std::to_string(shape.card[i]));
-    }
-    spec.push_back('/');
-    spec.append(std::to_string(shape.n_marg));
-    for (const auto& sc : scopes) {
-      spec.push_back('/');
-      for (std::size_t j = 0; j < sc.size(); ++j) {
-        const auto it = std::find(shape.vars.begin(), shape.vars.end(), sc[j]);
-        if (j) spec.push_back(',');
-        spec.append(std::to_string(it - shape.vars.begin()));
-      }
-    }
     out << "# bucket " << b << ": 2^" << bk.log2_states << " states, output 2^" << bk.log2_output
-        << "\n" << spec << "\n";
+        << "\n" << bucket_spec(shape, scopes) << "\n";
   }
   return 0;
 }
@@ -449,6 +374,14 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (o.plans) return print_plans(o);
   if (o.print_shapes > 0) return print_shapes(o);
+  for (const std::string& spec : o.shapes) {  // a malformed spec is said before any device work
+    try {
+      parse_bucket_spec(spec);
+    } catch (const std::invalid_argument& e) {
+      std::fprintf(stderr, "bucket_bench: %s\n", e.what());
+      return 2;
+    }
+  }
   const DeviceInfo info = probe();
   if (!info.available) {
     std::fprintf(stderr, "no GPU: %s\n", info.why_not.c_str());
@@ -512,7 +445,7 @@ int main(int argc, char** argv) {
     }
   }
   for (std::size_t i = 0; i < o.shapes.size(); ++i) {
-    const ShapeBucket b = shape_bucket(o.shapes[i], o.seed + i);
+    const RandomBucket b = spec_bucket(o.shapes[i], o.seed + i);
     const auto in = b.inputs();
     bench.bucket("shape", static_cast<int>(i), b.shape, in, nullptr);
   }
