@@ -384,6 +384,7 @@ class CudaContext final : public Context {
     if (eb != 8) {  // the tiled kernels and the one-lane ones are double only
       lim.tiles = false;
       lim.lean_two_min_items = 0;
+      lim.lean_chunks = false;
     }
     pe->p = make_launch_plan(pe->lay, v, lim, eb, &pe->sel);
     return pe;

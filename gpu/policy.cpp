@@ -286,8 +286,10 @@ LaunchPlan plain_launch_plan(const BucketLayout& lay, const DeviceLimits& lim,
   // (one lane, the whole sum in the inner block: Mh = 1 and one split, as kernel 9 assumes)
   p.lean = lean_shape(lim, p.M, p.nf) && p.lanes_log2 == 0 && p.tile == 1 && p.Mh == 1 &&
            p.splits == 1;
-  // kernel 9 computes the page-local output index and the row offsets in 32 bits
-  p.lean_chunks = p.lean && lim.lean_chunks && p.P * p.nip < (std::int64_t{1} << 31) &&
+  // kernel 9 takes 1-3 varying inputs and rows of 4 or 8 columns, and computes the page-local
+  // output index and the row offsets in 32 bits
+  p.lean_chunks = p.lean && lim.lean_chunks && p.nf >= 1 && p.nip <= 8 &&
+                  p.P * p.nip < (std::int64_t{1} << 31) &&
                   p.n_pages * p.nip < (std::int64_t{1} << 32);
   if (p.lean && lim.lean_two_min_items > 0 && p.n_items * p.splits >= lim.lean_two_min_items) {
     p.outs = 2;
@@ -654,8 +656,7 @@ LaunchPlan select_launch_plan(const BucketLayout& lay, Variant want, const Devic
     // ran linkage buckets of M = 2, 8 and 12 1.25-1.6x faster than the cached kernel the rule
     // below chose for them, and one of M = 16 1.44x slower (device call 5, docs/perf-notes.md
     // "Kernel 9"): it takes one-lane buckets of up to lim.lean9_max_terms terms.
-    const bool kernel9 = eb == 8 && shape.lean_chunks && shape.nf >= 1 && shape.nip <= 8 &&
-                         lay.M <= lim.lean9_max_terms;  // as the dispatch takes kernel 9
+    const bool kernel9 = eb == 8 && shape.lean_chunks && lay.M <= lim.lean9_max_terms;
     if (plain_lanes >= 2) {
       p = tables ? plain_launch_plan(lay, lim, true) : std::move(shape);
       w << (1 << plain_lanes) << " lanes per output in the plain kernel";

@@ -169,7 +169,9 @@ struct LaunchPlan {
   int lanes_log2 = 0;  // 2^lanes_log2 threads share one output (interleaved m)
   bool lean = false;   // plain, M <= 16, untiled, <= 3 varying: the one-lane kernel
   int outs = 1;        // lean: outputs per thread, a grid-stride apart (kernel 8: 1 or 2)
-  bool lean_chunks = false;  // lean: kernel 9 where it takes the plan (DeviceLimits::lean_chunks)
+  // lean, 1-3 varying inputs, rows of 4 or 8 columns, 32-bit page-local indices: the plan runs
+  // in kernel 9 (double; DeviceLimits::lean_chunks)
+  bool lean_chunks = false;
   int threads = 256;
   std::int64_t blocks = 1;
   int splits = 1;  // plain: blocks of outputs split over mh (partials combined)

@@ -980,8 +980,8 @@ void launch_plain_lanes(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_
   constexpr bool dbl = std::is_same_v<T, double>;
   if constexpr (dbl && TD == 0 && NF <= kLeanMaxVarying) {
     if (p.lean) {              // lean plans have one lane
-      if constexpr (NF > 0) {  // kernel 9 where it takes the plan, else kernel 7/8
-        if (p.lean_chunks && (p.nip == 4 || p.nip == 8)) {
+      if constexpr (NF > 0) {  // kernel 9 where it takes the plan (rows of 4 or 8), else 7/8
+        if (p.lean_chunks) {
           if (p.nip == 4)
             return p.outs == 2 ? launch_lean9<NF, 4, 2>(p, a, stream, load_only)
                                : launch_lean9<NF, 4, 1>(p, a, stream, load_only);
