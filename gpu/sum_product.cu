@@ -460,6 +460,18 @@ __device__ __forceinline__ void plain3_row2(const T* const (&rp)[NF], T c0, T c1
   }
 }
 
+// The inner summed block's offset table in shared memory, column by column ([f][Mi]: a 4-byte
+// load per input and term, consecutive lanes on consecutive words); the columns of direct
+// inputs (read at mi itself) are left unwritten.
+template <class T, int NF>
+__device__ __forceinline__ void fill_sum_columns(const KernelArgs<T>& a, int* sumtab) {
+#pragma unroll
+  for (int f = 0; f < NF; ++f)
+    if (!(a.direct_mask >> f & 1))
+      for (int i = threadIdx.x; i < a.Mi; i += blockDim.x)
+        sumtab[f * a.Mi + i] = __ldg(a.sum_lo + i * a.nfp + f);
+}
+
 // TD: 0 untiled; 1 or 2: a tile of two configurations, TD varying slots holding its variable.
 // OUTS (kernel 8, one lane only): outputs per thread, a grid-stride apart.
 template <class T, int NF, int GC, int TD, int OUTS = 1>
@@ -471,13 +483,9 @@ __global__ void __launch_bounds__(256, plain_min_blocks<NF, TD ? 2 : 1, GC>())
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ double tab[64];
   load_exp_table3(tab);
-  int* sumtab = reinterpret_cast<int*>(smem);  // [f][Mi], columns of direct inputs unused
+  int* sumtab = reinterpret_cast<int*>(smem);
   const int Mi = a.Mi;
-#pragma unroll
-  for (int f = 0; f < NF; ++f)
-    if (!(a.direct_mask >> f & 1))
-      for (int i = threadIdx.x; i < Mi; i += blockDim.x)
-        sumtab[f * Mi + i] = __ldg(a.sum_lo + i * a.nfp + f);
+  fill_sum_columns<T, NF>(a, sumtab);
   __syncthreads();
   const unsigned tab_a = opaque(smem_addr(tab));
   const int G = GC ? GC : 1 << a.lanes_log2;
@@ -601,13 +609,8 @@ __global__ void __launch_bounds__(256, plain_min_blocks<NF, TD ? 2 : 1, GC>())
 // or -inf, the running max starts finite), and the log of the sum (>= 1 when any term is
 // finite) by a table of 64 and a polynomial of degree 9.
 
-// log(a) for a >= 0.5, normal: a = 2^e m, m in [1, 2); j = m's top six fraction bits,
-// c_j = 1 + j/64, r = m / c_j - 1 in [0, 1/64) (one FMA with the rounded 1/c_j; the table's
-// log holds -ln of that rounded inverse, so the product's rounding is all that r carries),
-// log(a) = e ln2 + ln(c_j) + log1p(r), log1p by its series to r^9 (truncation < 1e-19). Exact
-// at a = 1 (the sum of one term). Table entries (inv_j, -ln inv_j) in shared memory, copied from
-// g_log9.
-// In global memory as g_exp3 (a coalesced copy to shared memory). g_log9[j] = {inv_j, -ln inv_j}.
+// Kernel 9's log table in global memory, as g_exp3 (a coalesced copy to shared memory):
+// g_log9[j] = {inv_j, -ln inv_j} (log_sum9 below).
 __device__ double2 g_log9[64] = {
     {0x1.0000000000000p+0, 0x0.0p+0},
     {0x1.f81f81f81f820p-1, 0x1.fc0a8b0fc03c4p-7},
@@ -677,6 +680,11 @@ __device__ double2 g_log9[64] = {
 __constant__ double c_log1p[8] = {1.0 / 9, -1.0 / 8, 1.0 / 7, -1.0 / 6,
                                   1.0 / 5, -1.0 / 4, 1.0 / 3, -0.5};
 
+// log(a) for a >= 0.5, normal: a = 2^e m, m in [1, 2); j = m's top six fraction bits,
+// c_j = 1 + j/64, r = m / c_j - 1 in [0, 1/64) (one FMA with the rounded 1/c_j; the table's
+// log holds -ln of that rounded inverse, so the product's rounding is all that r carries),
+// log(a) = e ln2 + ln(c_j) + log1p(r), log1p by its series to r^9 (truncation < 1e-19). Exact
+// at a = 1 (the sum of one term). `ltab`: the shared-window address of g_log9's copy.
 __device__ __forceinline__ double log_sum9(double a, unsigned ltab) {
   const int hi = __double2hiint(a);
   const int e = (hi >> 20) - 1023;
@@ -707,13 +715,9 @@ __global__ void __launch_bounds__(256, 4)
     tab[i] = __ldg(g_exp3 + i);
     ltab[i] = __ldg(g_log9 + i);
   }
-  int* sumtab = reinterpret_cast<int*>(smem);  // [f][Mi], columns of direct inputs unused
+  int* sumtab = reinterpret_cast<int*>(smem);
   const int Mi = a.Mi;
-#pragma unroll
-  for (int f = 0; f < NF; ++f)
-    if (!ALL_DIRECT && !(a.direct_mask >> f & 1))
-      for (int i = threadIdx.x; i < Mi; i += blockDim.x)
-        sumtab[f * Mi + i] = __ldg(a.sum_lo + i * a.nfp + f);
+  if constexpr (!ALL_DIRECT) fill_sum_columns<double, NF>(a, sumtab);
   __syncthreads();
   const unsigned tab_a = opaque(smem_addr(tab)), ltab_a = smem_addr(ltab);
   const unsigned col0 = smem_addr(sumtab), colstride = 4u * static_cast<unsigned>(Mi);
