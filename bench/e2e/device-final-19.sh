@@ -9,8 +9,6 @@ e2e_begin final19
 e2e_gpu_kernel_test; tail -3 $R/test_gpu_kernel.txt; grep 'kernel variants' $R/test_gpu_kernel.txt
 e2e_check linkage_11 linkage_17
 for n in linkage_11 linkage_17; do grep -o "check: [a-z]*.*relative" $R/check-$n.txt | cut -c1-100; done
-S44='2,2,5,2,5,6,2,2,2,6,2,3,5,3,2,5,3,3,4/1/0,1,2,3,4,5,9,10,12,13,14,15,18/1,6,7,8,11,16,17,18'
-S89='2,2,5,2,5,6,2,2,2,3,6,2,3,5,3,2,5,3,3/1/0,1,2,3,4,5,6,7,8,10,11,12,13,14,15,16,17,18/0,2,4,5,7,9,10,11,13,14,15,16,18'
 bb="$B/run bench/gpu/bucket_bench"
 CF="--config k9 --config k8:KINFER_GPU_LEAN_CHUNKS=0"
 for s in 44:$S44 89:$S89; do

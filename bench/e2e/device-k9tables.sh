@@ -8,8 +8,6 @@
 e2e_begin k9tables
 e2e_gpu_kernel_test; tail -3 $R/test_gpu_kernel.txt; grep -E 'kernel 9:' $R/test_gpu_kernel.txt
 ( cd $B && KINFER_GPU_TEST_SCALE=1 timeout 120 ./run tests/test_gpu_kernel "GpuKernel.Kernel9CasesMatchCpu" ) > $R/k9-full.txt 2>&1; echo "full-scale kernel 9 case exit $?"; grep -E 'kernel 9:' $R/k9-full.txt
-S44='2,2,5,2,5,6,2,2,2,6,2,3,5,3,2,5,3,3,4/1/0,1,2,3,4,5,9,10,12,13,14,15,18/1,6,7,8,11,16,17,18'
-S89='2,2,5,2,5,6,2,2,2,3,6,2,3,5,3,2,5,3,3/1/0,1,2,3,4,5,6,7,8,10,11,12,13,14,15,16,17,18/0,2,4,5,7,9,10,11,13,14,15,16,18'
 bb="$B/run bench/gpu/bucket_bench"
 for s in 89:$S89 44:$S44; do
   timeout 120 $bb --config k9 --config k8:KINFER_GPU_LEAN_CHUNKS=0 --shape ${s#*:} --no-f32 --cpu-runs 1 --repeats 7 --out $R/shape${s%%:*}.tsv > $R/shape${s%%:*}.txt 2>&1; echo "shape ${s%%:*} rc=$?"

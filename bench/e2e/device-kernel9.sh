@@ -10,9 +10,6 @@ e2e_begin kernel9
 e2e_gpu_kernel_test; tail -3 $R/test_gpu_kernel.txt
 e2e_check linkage_11 linkage_17
 for n in linkage_11 linkage_17; do grep -o "check: [a-z]*.*relative" $R/check-$n.txt | cut -c1-100; done
-S44='2,2,5,2,5,6,2,2,2,6,2,3,5,3,2,5,3,3,4/1/0,1,2,3,4,5,9,10,12,13,14,15,18/1,6,7,8,11,16,17,18'
-S89='2,2,5,2,5,6,2,2,2,3,6,2,3,5,3,2,5,3,3/1/0,1,2,3,4,5,6,7,8,10,11,12,13,14,15,16,17,18/0,2,4,5,7,9,10,11,13,14,15,16,18'
-S141='2,3,2,5,2,5,6,2,2,2,3,6,2,3,5,3,2,5,3/1/0,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18/0,1,3,5,6,9,11,12,14,15,16,17,18'
 bb="$B/run bench/gpu/bucket_bench"
 CF="--config k9 --config k8:KINFER_GPU_LEAN_CHUNKS=0"
 timeout 150 $bb $CF --shape $S44 --shape $S89 --shape $S141 --no-f32 --cpu-runs 1 --repeats 5 --out $R/shapes.tsv > $R/shapes.txt 2>&1; echo "shapes rc=$?"

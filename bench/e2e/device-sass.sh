@@ -11,7 +11,6 @@
 # Bundle: bench/e2e/bundle.sh build .dev-sass SHARED_UAI (bench/gpu kept)
 . "$(dirname "$0")/lib.sh"
 e2e_begin $1
-S89='2,2,5,2,5,6,2,2,2,3,6,2,3,5,3,2,5,3,3/1/0,1,2,3,4,5,6,7,8,10,11,12,13,14,15,16,17,18/0,2,4,5,7,9,10,11,13,14,15,16,18'
 timeout 200 ncu --section SourceCounters --section InstructionStats -k regex:$2 -c 1 -o $R/r89 \
   $B/run bench/gpu/bucket_bench --shape $S89 --no-f32 --cpu-runs 1 --repeats 1 --out $R/s.tsv > $R/ncu.txt 2>&1; echo "ncu rc=$?"
 ncu -i $R/r89.ncu-rep --page source --csv --print-source sass > $R/sass89.csv 2> $R/sass89.err; echo "source page rc=$? $(wc -l < $R/sass89.csv) lines"
