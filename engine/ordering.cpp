@@ -8,6 +8,7 @@
 #include <boost/graph/connected_components.hpp>
 #include <chrono>
 #include <cmath>
+#include <iterator>
 #include <random>
 #include <stdexcept>
 
@@ -74,6 +75,7 @@ struct EliminationGraph {
   std::vector<int> var;
   std::vector<double> lc;          // log2 cardinality
   std::vector<double> c;           // cardinality
+  std::vector<std::int64_t> ic;    // cardinality, as an integer (exact sums of cardinalities)
   std::vector<std::uint64_t> adj;  // n rows of `words` words
 
   std::uint64_t* row(int v) { return &adj[static_cast<std::size_t>(v) * words]; }
@@ -121,6 +123,7 @@ EliminationGraph build_graph(int num_vars, const std::vector<int>& card,
   g.adj.assign(static_cast<std::size_t>(g.n) * g.words, 0);
   for (int v : g.var) {
     g.c.push_back(card[v]);
+    g.ic.push_back(card[v]);
     g.lc.push_back(std::log2(static_cast<double>(card[v])));
   }
   for (auto [e, end] = boost::edges(ig); e != end; ++e)
@@ -278,12 +281,20 @@ class Eliminator {
         for (int k = 0; k < words; ++k) missing += std::popcount(rv[k] & ~ru[k]);
         fill += missing - 1;  // u itself is in N(v) \ N(u)
       } else {
-        for (int k = 0; k < words; ++k)
-          for (std::uint64_t b = rv[k] & ~ru[k]; b; b &= b - 1) {
-            const int x = k * 64 + std::countr_zero(b);
-            if (x > u) fill += g_.c[u] * g_.c[x];
+        // c[u] times the cardinalities of the x > u missing from N(u): the words from u's on
+        // (u's own bit is set, u being in N(v): masked), summed in integers (no chain of
+        // floating-point adds; the same value, the products being exact in a double)
+        std::int64_t sum = 0;
+        const int k0 = u >> 6;
+        for (int k = k0; k < words; ++k) {
+          std::uint64_t b = rv[k] & ~ru[k];
+          if (k == k0) b &= (~0ull << (u & 63)) << 1;
+          for (; b; b &= b - 1) {
+            sum += g_.ic[k * 64 + std::countr_zero(b)];
             ++ops_;
           }
+        }
+        fill += g_.c[u] * static_cast<double>(sum);
       }
     });
     ops_ += static_cast<std::uint64_t>(deg) * words;
@@ -380,14 +391,59 @@ void replay(Eliminator& e, const std::vector<int>& order, std::size_t k) {
 
 const OrderHeuristic kCriteria[] = {OrderHeuristic::MinFill, OrderHeuristic::WeightedMinFill,
                                     OrderHeuristic::MinWeight};
-const double kSlacks[] = {0.0, 0.0, 1.0, 0.1};
 
-// Restart i: a randomized greedy run (criterion and slack cycle with i) from the whole graph.
+// The restarts' arms: a criterion (index into kCriteria) and the slack of its random draw
+// (additive for min-fill and min-weight, relative for weighted min-fill). Which arm pays depends
+// on the network (bench/order/RESULTS.md, "Restarts by arm": min-weight never gave a top-1%
+// order on pedigree50 or linkage_11/17, min-fill none on the linkage networks, weighted min-fill
+// with slack 1.0 all of pedigree50's entries into its good basin), so the search learns it.
+struct Arm {
+  int ci;
+  double slack;
+};
+constexpr Arm kArms[] = {{0, 0.0}, {0, 1.0}, {1, 0.0}, {1, 0.1},
+                         {1, 0.3}, {1, 1.0}, {2, 0.0}, {2, 1.0}};
+constexpr int kNumArms = static_cast<int>(std::size(kArms));
+// The annealing's greedy moves draw one of these slacks.
+constexpr double kMoveSlacks[] = {1.0, 0.1};
+
+// Restarts shared out among the arms by how often each arm's restarts finish below the abort
+// line (the ones that may found a lineage): Laplace-smoothed rates, with a quarter of the
+// restarts spread evenly so that every arm keeps being tried. Deterministic: the shares change
+// only between rounds, from the merged results.
+class ArmShares {
+ public:
+  // The arms of a round's n restarts, by the largest accumulated credit (ties: lower arm).
+  std::vector<int> assign(int n) {
+    double rates[kNumArms], sum = 0;
+    for (int a = 0; a < kNumArms; ++a) sum += rates[a] = (wins_[a] + 1) / (trials_[a] + 2);
+    for (int a = 0; a < kNumArms; ++a)
+      credit_[a] += n * (kEven / kNumArms + (1 - kEven) * rates[a] / sum);
+    std::vector<int> arms(n);
+    for (int t = 0; t < n; ++t) {
+      const int b = static_cast<int>(std::max_element(credit_, credit_ + kNumArms) - credit_);
+      arms[t] = b;
+      credit_[b] -= 1;
+    }
+    return arms;
+  }
+  void record(int arm, bool won) {
+    trials_[arm] += 1;
+    wins_[arm] += won;
+  }
+
+ private:
+  static constexpr double kEven = 0.25;
+  double trials_[kNumArms] = {}, wins_[kNumArms] = {}, credit_[kNumArms] = {};
+};
+
+// Restart i: a randomized greedy run of arm `arm` from the whole graph.
 Candidate restart(const EliminationGraph& g, const std::vector<Scores>& initial, std::uint64_t seed,
-                  std::uint64_t i, double abort_total, double max_msg, std::uint64_t& ops) {
+                  std::uint64_t i, int arm, double abort_total, double max_msg,
+                  std::uint64_t& ops) {
   Rng rng(seed, 1, i);
-  const int ci = static_cast<int>(i % 3);
-  const double slack = kSlacks[(i / 3) % 4];
+  const int ci = kArms[arm].ci;
+  const double slack = kArms[arm].slack;
   Eliminator e(g);
   e.set_scores(initial[ci]);
   Candidate c;
@@ -441,7 +497,7 @@ Candidate anneal(const EliminationGraph& g, const Candidate& start, std::uint64_
       for (int i = 0; i < k; ++i) next.push(cur.order[i], cur.clique[i], cur.msg[i], cur.degree[i]);
       const int ci = static_cast<int>(rng.below(3));
       e.score_all(kCriteria[ci]);
-      const double slack = kSlacks[2 + rng.below(2)];
+      const double slack = kMoveSlacks[rng.below(2)];
       greedy_complete(e, &rng, slack, limit, max_msg, next);
     } else {
       // move one vertex from position i to position j (both near p), then replay the rest
@@ -485,6 +541,95 @@ Candidate anneal(const EliminationGraph& g, const Candidate& start, std::uint64_
   return best;
 }
 
+// The orders the annealing chains refine: up to kLines lines of descent, each founded by a
+// restart and holding the best order its chains have found. Good orders lie in basins that a
+// chain does not leave (pedigree50: 2^36.8-36.9 in one, 2^37.3-38.2 in others; the chains only
+// polish), so the search keeps several basins alive and replaces the ones that have converged:
+// a lineage whose chains found nothing better for kStale rounds gets no chains while others
+// can use them, and a new restart within kDelta (log2) of it takes its place. A restart enters
+// when it beats the worst lineage (counting kDelta for a converged one); the best lineage is
+// never replaced. At most kNewPerRound restarts enter per round, best first.
+class Lineages {
+ public:
+  explicit Lineages(const Candidate& first) { lines_.push_back({first, 0}); }
+
+  const Candidate& order(int i) const { return lines_[i].best; }
+
+  // The restarts' abort line: a restart above it could not enter.
+  double entry_line() const {
+    if (static_cast<int>(lines_.size()) < kLines) return lines_[best()].best.total + kDelta;
+    double line = -kInf;
+    for (int i = 0; i < static_cast<int>(lines_.size()); ++i)
+      if (i != best()) line = std::max(line, value(i));
+    return line;
+  }
+
+  // The lineage of each of n chains: the active ones (best first) in turn, else the best.
+  std::vector<int> chains(int n) const {
+    std::vector<int> active;
+    for (int i = 0; i < static_cast<int>(lines_.size()); ++i)
+      if (lines_[i].stale < kStale) active.push_back(i);
+    if (active.empty()) active.push_back(best());
+    std::stable_sort(active.begin(), active.end(),
+                     [&](int a, int b) { return lines_[a].best.total < lines_[b].best.total; });
+    std::vector<int> of(n);
+    for (int c = 0; c < n; ++c) of[c] = active[c % active.size()];
+    return of;
+  }
+
+  // A round's results: chain c's best order (refining lineage of[c]), then the restarts' in
+  // index order.
+  void merge(const std::vector<int>& of, const Candidate* chains, const Candidate* restarts,
+             int n_restarts) {
+    std::vector<char> improved(lines_.size(), 0);
+    for (std::size_t c = 0; c < of.size(); ++c) {
+      Line& l = lines_[of[c]];
+      if (chains[c].complete && chains[c].total < l.best.total) l.best = chains[c], improved[of[c]] = 1;
+    }
+    for (std::size_t i = 0; i < lines_.size(); ++i) lines_[i].stale = improved[i] ? 0 : lines_[i].stale + 1;
+    std::vector<int> idx;
+    for (int t = 0; t < n_restarts; ++t)
+      if (restarts[t].complete) idx.push_back(t);
+    std::stable_sort(idx.begin(), idx.end(),
+                     [&](int a, int b) { return restarts[a].total < restarts[b].total; });
+    int entered = 0;
+    for (int t : idx) {
+      if (entered == kNewPerRound) break;
+      const Candidate& c = restarts[t];
+      if (std::any_of(lines_.begin(), lines_.end(),
+                      [&](const Line& l) { return l.best.order == c.order; }))
+        continue;
+      if (static_cast<int>(lines_.size()) < kLines) {
+        lines_.push_back({c, 0}), ++entered;
+        continue;
+      }
+      int worst = -1;
+      for (int i = 0; i < static_cast<int>(lines_.size()); ++i)
+        if (i != best() && (worst < 0 || value(i) > value(worst))) worst = i;
+      if (!(c.total < value(worst))) break;
+      lines_[worst] = {c, 0}, ++entered;
+    }
+  }
+
+ private:
+  static constexpr int kLines = 6, kStale = 3, kNewPerRound = 2;
+  static constexpr double kDelta = 0.5;
+  struct Line {
+    Candidate best;
+    int stale;  // rounds since its chains last improved it
+  };
+  int best() const {
+    int b = 0;
+    for (int i = 1; i < static_cast<int>(lines_.size()); ++i)
+      if (lines_[i].best.total < lines_[b].best.total) b = i;
+    return b;
+  }
+  double value(int i) const {
+    return lines_[i].best.total + (lines_[i].stale >= kStale ? kDelta : 0);
+  }
+  std::vector<Line> lines_;
+};
+
 }  // namespace
 
 OrderStats evaluate_order(int num_vars, const std::vector<int>& card,
@@ -517,7 +662,6 @@ OrderResult find_order(int num_vars, const std::vector<int>& card,
   const int n_restarts = std::max(1, opt.round_restarts);
   const int n_chains = std::max(0, opt.round_chains);
   const int n_moves = std::max(1, opt.round_moves);
-  constexpr std::size_t kElite = 4;
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   const EliminationGraph g = build_graph(num_vars, card, scopes);
@@ -569,10 +713,12 @@ OrderResult find_order(int num_vars, const std::vector<int>& card,
     return opt.predict_seconds ? opt.predict_seconds(st)
                                : std::exp2(st.log2_total_state) / opt.states_per_second;
   };
-  // Rounds of fixed work: n_restarts greedy restarts and n_chains annealing chains of n_moves moves
-  // on the best orders so far (the elite), all from the state at the start of the round; their
-  // results merge in index order. The stopping rule is checked between rounds on counted work.
-  std::vector<Candidate> elite{best.overall};
+  // Rounds of fixed work: n_restarts greedy restarts (arms shared out by what they have found)
+  // and n_chains annealing chains of n_moves moves on the lineages' orders, all from the state
+  // at the start of the round; their results merge in index order. The stopping rule is checked
+  // between rounds on counted work.
+  Lineages lines(best.overall);
+  ArmShares shares;
   while (search && opt.time_budget > 0) {
     const Candidate& answer = best.answer();
     const double target =
@@ -588,7 +734,9 @@ OrderResult find_order(int num_vars, const std::vector<int>& card,
     }
     const std::uint64_t r = res.rounds++;
     const int chains = opt.refine ? n_chains : 0;
-    const double abort_total = best.overall.total;
+    const double abort_total = lines.entry_line();
+    const std::vector<int> arm = shares.assign(n_restarts);
+    const std::vector<int> of = lines.chains(chains);
     std::vector<Candidate> out(n_restarts + chains);
     std::vector<std::uint64_t> out_ops(out.size(), 0);
     // The chains (n_moves greedy-sized moves each) are handed out first, so that the restarts
@@ -598,10 +746,11 @@ OrderResult find_order(int num_vars, const std::vector<int>& card,
     for (int k = 0; k < static_cast<int>(out.size()); ++k) {
       const int t = task(k);
       if (t < n_restarts)
-        out[t] = restart(g, initial, opt.seed, r * n_restarts + t, abort_total, kInf, out_ops[t]);
+        out[t] = restart(g, initial, opt.seed, r * n_restarts + t, arm[t], abort_total, kInf,
+                         out_ops[t]);
       else {
         const int c = t - n_restarts;
-        out[t] = anneal(g, elite[c % elite.size()], opt.seed, r * n_chains + c, n_moves, kInf,
+        out[t] = anneal(g, lines.order(of[c]), opt.seed, r * n_chains + c, n_moves, kInf,
                         out_ops[t]);
       }
     }
@@ -615,23 +764,17 @@ OrderResult find_order(int num_vars, const std::vector<int>& card,
     }
     for (std::size_t t = 0; t < out.size(); ++t) {
       ops += out_ops[t] + kTaskOps;
-      if (static_cast<int>(t) < n_restarts)
+      if (static_cast<int>(t) < n_restarts) {
         ++res.restarts;
-      else
+        shares.record(arm[t], out[t].complete);
+      } else {
         res.moves += n_moves;
-      if (!out[t].complete) continue;
-      best.consider(out[t]);
-      // the elite: the best distinct orders, best first (stable: earlier ones win ties)
-      if (std::any_of(elite.begin(), elite.end(),
-                      [&](const Candidate& e) { return e.order == out[t].order; }))
-        continue;
-      auto at = std::find_if(elite.begin(), elite.end(),
-                             [&](const Candidate& e) { return out[t].total < e.total; });
-      if (static_cast<std::size_t>(at - elite.begin()) < kElite) {
-        elite.insert(at, out[t]);
-        if (elite.size() > kElite) elite.pop_back();
       }
+      best.consider(out[t]);
     }
+    lines.merge(of, out.data() + n_restarts, out.data(), n_restarts);
+    res.trajectory.push_back({work(), std::chrono::duration<double>(clock::now() - t0).count(),
+                              best.answer().total});
   }
 
   const Candidate& answer = best.answer();

@@ -1,7 +1,8 @@
 #pragma once
 // Elimination orders on the interaction graph: greedy heuristics (min-fill, min-weight,
-// weighted min-fill) and a reproducible search: randomized greedy restarts and simulated
-// annealing on the best orders found, in rounds of fixed work. Orders are scored by total table
+// weighted min-fill) and a reproducible search: randomized greedy restarts (shared out among
+// criteria by what each has found) and simulated annealing on a few lines of descent from the
+// best restarts (converged ones replaced by new restarts), in rounds of fixed work. Orders are scored by total table
 // size (sum of bucket state spaces) and rejected when their largest intermediate table exceeds
 // the memory budget.
 //
@@ -19,7 +20,7 @@
 namespace kinfer {
 
 // Changes when the search may find other orders for the same options (the order cache's key).
-inline constexpr int kOrderSearchVersion = 3;
+inline constexpr int kOrderSearchVersion = 4;
 
 enum class OrderHeuristic { MinFill, MinWeight, WeightedMinFill, Stochastic };
 
@@ -84,6 +85,13 @@ struct OrderResult {
   double log2_total_greedy = 0;  // the best deterministic greedy order's total state space
   std::string stopped_by;        // "target" (fraction of the predicted compute), "budget", ""
   bool fits = true;              // largest table within max_table_entries
+  // After each round: the work so far (nominal core-s), the wall time (s) and the answer's log2
+  // total state. The answer of a search stopped by a smaller budget B is the one after the
+  // first round whose work reached B (the search is deterministic), so one run gives them all.
+  struct Round {
+    double work, seconds, log2_total_state;
+  };
+  std::vector<Round> trajectory;
 };
 
 // Variables 0..num_vars-1 with cardinalities `card`; `scopes` are the factors' scopes.

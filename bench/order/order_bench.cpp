@@ -2,7 +2,7 @@
 // JSON object per run with the order's statistics, the search's work and wall time.
 //   order_bench NETWORK [--evidence FILE] [--seed N] [--threads N] [--budget S] [--refine 0|1]
 //               [--fraction F] [--states-per-second R] [--repeat K]
-//               [--round-restarts R] [--round-chains C] [--round-moves M]
+//               [--round-restarts R] [--round-chains C] [--round-moves M] [--trajectory]
 #include <omp.h>
 #include <sys/resource.h>
 
@@ -39,6 +39,10 @@ int main(int argc, char** argv) {
   app.add_option("--round-restarts", oo.round_restarts, "greedy restarts per round");
   app.add_option("--round-chains", oo.round_chains, "annealing chains per round");
   app.add_option("--round-moves", oo.round_moves, "moves per annealing chain");
+  bool trajectory = false;
+  app.add_flag("--trajectory", trajectory,
+               "also print [work, seconds, log2 total state] after each round (the answer at "
+               "any smaller budget, from one run)");
   CLI11_PARSE(app, argc, argv);
   if (threads > 0) omp_set_num_threads(threads);
   const Network net = io::read_uai(network);
@@ -55,7 +59,7 @@ int main(int argc, char** argv) {
     for (int v : r.order) h = (h ^ static_cast<std::uint64_t>(v)) * 1099511628211ull;
     char hash[17];
     std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(h));
-    const nlohmann::json j = {{"network", network},
+    nlohmann::json j = {{"network", network},
                               {"threads", omp_get_max_threads()},
                               {"seed", oo.seed},
                               {"refine", oo.refine},
@@ -74,6 +78,11 @@ int main(int argc, char** argv) {
                               {"cpu_seconds", cpu},
                               {"stopped_by", r.stopped_by},
                               {"order_hash", hash}};
+    if (trajectory) {
+      j["trajectory"] = nlohmann::json::array();
+      for (const auto& t : r.trajectory)
+        j["trajectory"].push_back({t.work, t.seconds, t.log2_total_state});
+    }
     std::printf("%s\n", j.dump().c_str());
   }
 }
