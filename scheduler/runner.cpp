@@ -126,11 +126,26 @@ AutoChoice auto_choice(const Plan& plan, const Profile& profile, Policy policy,
   return c;
 }
 
+double gpu_states_per_second() {
+  static const double rate = [] {
+    const char* x = std::getenv("KINFER_SEARCH_GPU_RATE");
+    const double r = x && *x ? std::atof(x) : 0;
+    return r > 0 ? r : kGpuStatesPerSecond;
+  }();
+  return rate;
+}
+
+std::string gpu_sized_prediction_key() {
+  return gpu_states_per_second() == kGpuStatesPerSecond
+             ? std::string(kGpuSizedPredictionKey)
+             : fmt::format("{}@{:g}", kGpuSizedPredictionKey, gpu_states_per_second());
+}
+
 double gpu_sized_prediction(const OrderStats& s) {
   const double states = std::exp2(s.log2_total_state);
   const double cpu = states / 5e7;
   const double gpu_wall = std::max(kGpuSearchFloorStarts * kGpuStartSeconds,
-                                   kGpuComputeBase + states / kGpuStatesPerSecond);
+                                   kGpuComputeBase + states / gpu_states_per_second());
   return std::min(cpu, gpu_wall * kSearchCoreSecondsPerSecond);
 }
 
@@ -216,7 +231,7 @@ void Runner::start_if_likely(const OrderStats& s, double discount_log2) {
   const double states = std::exp2(log2_states);
   const int threads = req_.threads > 0 ? req_.threads : omp_get_max_threads();
   const double cpu = states / (5e7 * threads);
-  const double gpu = kGpuStartSeconds + kGpuComputeBase + states / kGpuStatesPerSecond;
+  const double gpu = kGpuStartSeconds + kGpuComputeBase + states / gpu_states_per_second();
   if (2 * gpu >= cpu) return;
   spdlog::debug("starting the GPU in the background (2^{:.1f} states: about {} on the CPU)",
                 log2_states, format_seconds(cpu));

@@ -170,12 +170,21 @@ double gpu_sized_prediction(const OrderStats& s);
 // better orders saved (docs/perf-notes.md, "The search's rounds and the device's start").
 inline constexpr double kGpuSearchFloorStarts = 2;
 inline constexpr double kGpuComputeBase = 0.03;
-inline constexpr double kGpuStatesPerSecond = 8e10;
+// 1.6e11: pedigree50's conditioned plan (2^37.3 states in 1.02 s); the linkage networks run at
+// 2.5-4e11. 8e10 until search version 4: its better orders per unit of work made the shorter
+// search pay (pedigree50 1.16 -> 1.00-1.06 s end to end at the same compute; 3.2e11 0.93 s with
+// seed 1, but 2^0.6 more states on the mean over seeds at that work; the linkage networks stop
+// at the floor either way: bench/e2e/README.md, "eighth session").
+inline constexpr double kGpuStatesPerSecond = 1.6e11;
+// kGpuStatesPerSecond, or KINFER_SEARCH_GPU_RATE (states per second) for benchmarks of the
+// search's length; the order cache's key names it (gpu_sized_prediction_key).
+double gpu_states_per_second();
+std::string gpu_sized_prediction_key();
 inline constexpr double kSearchCoreSecondsPerSecond = 6;
 // The order_prediction's first calls (the search's first rounds) predict for the CPU alone.
 inline constexpr int kCpuSizedRounds = 2;
 // Names gpu_sized_prediction in the order cache's key (OrderOptions::predict_key).
-inline constexpr const char* kGpuSizedPredictionKey = "gpu-sized-4";
+inline constexpr const char* kGpuSizedPredictionKey = "gpu-sized-5";
 
 class Runner {
  public:
