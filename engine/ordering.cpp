@@ -394,7 +394,7 @@ const OrderHeuristic kCriteria[] = {OrderHeuristic::MinFill, OrderHeuristic::Wei
 
 // The restarts' arms: a criterion (index into kCriteria) and the slack of its random draw
 // (additive for min-fill and min-weight, relative for weighted min-fill). Which arm pays depends
-// on the network (bench/order/RESULTS.md, "Restarts by arm": min-weight never gave a top-1%
+// on the network (bench/order/RESULTS.md, "Search version 4": min-weight never gave a top-1%
 // order on pedigree50 or linkage_11/17, min-fill none on the linkage networks, weighted min-fill
 // with slack 1.0 all of pedigree50's entries into its good basin), so the search learns it.
 struct Arm {
@@ -584,9 +584,11 @@ class Lineages {
     std::vector<char> improved(lines_.size(), 0);
     for (std::size_t c = 0; c < of.size(); ++c) {
       Line& l = lines_[of[c]];
-      if (chains[c].complete && chains[c].total < l.best.total) l.best = chains[c], improved[of[c]] = 1;
+      if (chains[c].complete && chains[c].total < l.best.total)
+        l.best = chains[c], improved[of[c]] = 1;
     }
-    for (std::size_t i = 0; i < lines_.size(); ++i) lines_[i].stale = improved[i] ? 0 : lines_[i].stale + 1;
+    for (std::size_t i = 0; i < lines_.size(); ++i)
+      lines_[i].stale = improved[i] ? 0 : lines_[i].stale + 1;
     std::vector<int> idx;
     for (int t = 0; t < n_restarts; ++t)
       if (restarts[t].complete) idx.push_back(t);
@@ -750,8 +752,8 @@ OrderResult find_order(int num_vars, const std::vector<int>& card,
                          out_ops[t]);
       else {
         const int c = t - n_restarts;
-        out[t] = anneal(g, lines.order(of[c]), opt.seed, r * n_chains + c, n_moves, kInf,
-                        out_ops[t]);
+        out[t] =
+            anneal(g, lines.order(of[c]), opt.seed, r * n_chains + c, n_moves, kInf, out_ops[t]);
       }
     }
     {  // the round's wall time on 16 threads (schedule(dynamic, 1) hands the tasks out in order)
@@ -773,8 +775,8 @@ OrderResult find_order(int num_vars, const std::vector<int>& card,
       best.consider(out[t]);
     }
     lines.merge(of, out.data() + n_restarts, out.data(), n_restarts);
-    res.trajectory.push_back({work(), std::chrono::duration<double>(clock::now() - t0).count(),
-                              best.answer().total});
+    res.trajectory.push_back(
+        {work(), std::chrono::duration<double>(clock::now() - t0).count(), best.answer().total});
   }
 
   const Candidate& answer = best.answer();

@@ -2,9 +2,9 @@
 // Elimination orders on the interaction graph: greedy heuristics (min-fill, min-weight,
 // weighted min-fill) and a reproducible search: randomized greedy restarts (shared out among
 // criteria by what each has found) and simulated annealing on a few lines of descent from the
-// best restarts (converged ones replaced by new restarts), in rounds of fixed work. Orders are scored by total table
-// size (sum of bucket state spaces) and rejected when their largest intermediate table exceeds
-// the memory budget.
+// best restarts (converged ones replaced by new restarts), in rounds of fixed work. Orders are
+// scored by total table size (sum of bucket state spaces) and rejected when their largest
+// intermediate table exceeds the memory budget.
 //
 // Reproducible: the search's result depends only on the graph, the options and the seed, never
 // on the thread count, the machine or its load. Every restart and annealing chain draws from its

@@ -60,24 +60,24 @@ int main(int argc, char** argv) {
     char hash[17];
     std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(h));
     nlohmann::json j = {{"network", network},
-                              {"threads", omp_get_max_threads()},
-                              {"seed", oo.seed},
-                              {"refine", oo.refine},
-                              {"round", {oo.round_restarts, oo.round_chains, oo.round_moves}},
-                              {"heuristic", r.heuristic},
-                              {"width", r.stats.width},
-                              {"log2_total_state", r.stats.log2_total_state},
-                              {"log2_max_table", r.stats.log2_max_table},
-                              {"log2_total_greedy", r.log2_total_greedy},
-                              {"restarts", r.restarts},
-                              {"moves", r.moves},
-                              {"rounds", r.rounds},
-                              {"work", r.work},
-                              {"span16", r.span16},
-                              {"seconds", r.seconds},
-                              {"cpu_seconds", cpu},
-                              {"stopped_by", r.stopped_by},
-                              {"order_hash", hash}};
+                        {"threads", omp_get_max_threads()},
+                        {"seed", oo.seed},
+                        {"refine", oo.refine},
+                        {"round", {oo.round_restarts, oo.round_chains, oo.round_moves}},
+                        {"heuristic", r.heuristic},
+                        {"width", r.stats.width},
+                        {"log2_total_state", r.stats.log2_total_state},
+                        {"log2_max_table", r.stats.log2_max_table},
+                        {"log2_total_greedy", r.log2_total_greedy},
+                        {"restarts", r.restarts},
+                        {"moves", r.moves},
+                        {"rounds", r.rounds},
+                        {"work", r.work},
+                        {"span16", r.span16},
+                        {"seconds", r.seconds},
+                        {"cpu_seconds", cpu},
+                        {"stopped_by", r.stopped_by},
+                        {"order_hash", hash}};
     if (trajectory) {
       j["trajectory"] = nlohmann::json::array();
       for (const auto& t : r.trajectory)
