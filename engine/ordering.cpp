@@ -74,8 +74,7 @@ struct EliminationGraph {
   int n = 0, words = 0;
   std::vector<int> var;
   std::vector<double> lc;          // log2 cardinality
-  std::vector<double> c;           // cardinality
-  std::vector<std::int64_t> ic;    // cardinality, as an integer (exact sums of cardinalities)
+  std::vector<std::int64_t> c;     // cardinality (exact sums and products of cardinalities)
   std::vector<std::uint64_t> adj;  // n rows of `words` words
 
   std::uint64_t* row(int v) { return &adj[static_cast<std::size_t>(v) * words]; }
@@ -123,7 +122,6 @@ EliminationGraph build_graph(int num_vars, const std::vector<int>& card,
   g.adj.assign(static_cast<std::size_t>(g.n) * g.words, 0);
   for (int v : g.var) {
     g.c.push_back(card[v]);
-    g.ic.push_back(card[v]);
     g.lc.push_back(std::log2(static_cast<double>(card[v])));
   }
   for (auto [e, end] = boost::edges(ig); e != end; ++e)
@@ -225,7 +223,7 @@ class Eliminator {
           const int b = nb_[j];
           if (g_.has(a, b)) continue;
           const std::uint64_t* rb = g_.row(b);
-          const double w = weighted ? g_.c[a] * g_.c[b] : 1.0;
+          const double w = weighted ? static_cast<double>(g_.c[a]) * g_.c[b] : 1.0;
           for (int k = 0; k < words; ++k)
             for (std::uint64_t m = ra[k] & rb[k] & ~nbmask[k]; m; m &= m - 1) {
               const int x = k * 64 + std::countr_zero(m);
@@ -290,11 +288,11 @@ class Eliminator {
           std::uint64_t b = rv[k] & ~ru[k];
           if (k == k0) b &= (~0ull << (u & 63)) << 1;
           for (; b; b &= b - 1) {
-            sum += g_.ic[k * 64 + std::countr_zero(b)];
+            sum += g_.c[k * 64 + std::countr_zero(b)];
             ++ops_;
           }
         }
-        fill += g_.c[u] * static_cast<double>(sum);
+        fill += static_cast<double>(g_.c[u]) * static_cast<double>(sum);
       }
     });
     ops_ += static_cast<std::uint64_t>(deg) * words;
@@ -557,10 +555,11 @@ class Lineages {
 
   // The restarts' abort line: a restart above it could not enter.
   double entry_line() const {
-    if (static_cast<int>(lines_.size()) < kLines) return lines_[best()].best.total + kDelta;
+    const int b = best();
+    if (static_cast<int>(lines_.size()) < kLines) return lines_[b].best.total + kDelta;
     double line = -kInf;
     for (int i = 0; i < static_cast<int>(lines_.size()); ++i)
-      if (i != best()) line = std::max(line, value(i));
+      if (i != b) line = std::max(line, value(i));
     return line;
   }
 
@@ -605,9 +604,10 @@ class Lineages {
         lines_.push_back({c, 0}), ++entered;
         continue;
       }
+      const int b = best();
       int worst = -1;
       for (int i = 0; i < static_cast<int>(lines_.size()); ++i)
-        if (i != best() && (worst < 0 || value(i) > value(worst))) worst = i;
+        if (i != b && (worst < 0 || value(i) > value(worst))) worst = i;
       if (!(c.total < value(worst))) break;
       lines_[worst] = {c, 0}, ++entered;
     }

@@ -170,8 +170,7 @@ TEST_CASE("GpuKernel.ManyInputsMatchCpu", "[gpu]") {
   for (int i = 0; i < n; ++i) {
     o.max_functions = i % 3 == 0 ? 50 : 18;
     const RandomBucket b = random_bucket(rng, o);
-    std::vector<std::vector<int>> scopes(b.scopes.begin(), b.scopes.end());
-    const BucketLayout lay = describe(b.shape, scopes);
+    const BucketLayout lay = describe(b.shape, b.scopes);
     if (!lay.unsupported.empty()) continue;
     INFO("many-input bucket " << i << ": " << lay.n_in << " inputs, " << lay.nf << " varying");
     check_bucket(b, Variant::automatic, Precision::f64, 1e-11, &f64);
@@ -234,8 +233,7 @@ TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
       check_bucket(b, Variant::cached, Precision::f64, 1e-11, &f64, *ctx);
       check_bucket(b, Variant::automatic, Precision::f64, 1e-11, &f64, *ctx);
       if (i % 4 == 0) check_bucket(b, Variant::automatic, Precision::f32, 2e-5, &f64, *ctx);
-      std::vector<std::vector<int>> scopes(b.scopes.begin(), b.scopes.end());
-      const BucketLayout lay = describe(b.shape, scopes);
+      const BucketLayout lay = describe(b.shape, b.scopes);
       if (lay.unsupported.empty()) {
         const LaunchPlan plain = make_launch_plan(lay, Variant::plain, DeviceLimits{});
         direct += plain.direct_mask != 0;
@@ -277,8 +275,7 @@ TEST_CASE("GpuKernel.Kernel9CasesMatchCpu", "[gpu]") {
     o.max_marg = 16;
     o.max_functions = 7;
     const RandomBucket b = random_bucket(rng, o);
-    std::vector<std::vector<int>> scopes(b.scopes.begin(), b.scopes.end());
-    const BucketLayout lay = describe(b.shape, scopes);
+    const BucketLayout lay = describe(b.shape, b.scopes);
     if (!lay.unsupported.empty()) continue;
     const LaunchPlan p = make_launch_plan(lay, Variant::plain, DeviceLimits{});
     if (!p.lean_chunks) continue;

@@ -275,8 +275,7 @@ TEST_CASE("GpuPolicy.TwoOutputsPerThreadCoverTheItems", "[gpu]") {
     o.max_log2_states = 16;
     o.max_marg = 16;  // one-lane sums
     const RandomBucket b = random_bucket(rng, o);
-    std::vector<std::vector<int>> scopes(b.scopes.begin(), b.scopes.end());
-    const BucketLayout lay = describe(b.shape, scopes);
+    const BucketLayout lay = describe(b.shape, b.scopes);
     if (!lay.unsupported.empty()) continue;
     DeviceLimits lim;
     lim.lean_two_min_items = 1 + static_cast<std::int64_t>(rng() % 4096);
@@ -356,8 +355,7 @@ TEST_CASE("GpuPolicy.Kernel9TakesSmallOneLaneSums", "[gpu]") {
     o.max_log2_states = 18;
     o.max_marg = 16;
     const RandomBucket b = random_bucket(rng, o);
-    std::vector<std::vector<int>> scopes(b.scopes.begin(), b.scopes.end());
-    const BucketLayout lay = describe(b.shape, scopes);
+    const BucketLayout lay = describe(b.shape, b.scopes);
     if (!lay.unsupported.empty()) continue;
     DeviceLimits lim;
     lim.sm_count = 2;  // small buckets fill it: the cached kernel's one-lane rule applies
