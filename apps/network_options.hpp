@@ -14,7 +14,7 @@ namespace kinfer::app {
 
 struct NetworkOptions {
   std::string network, evidence, order = "stochastic", max_memory, order_cache;
-  double order_time = 10.0;  // nominal core-seconds of order-search work at most
+  double order_time = 40.0;  // nominal core-seconds of order-search work at most
   int threads = 0;
   std::uint64_t seed = 1;
 

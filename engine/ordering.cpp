@@ -8,6 +8,7 @@
 #include <boost/graph/connected_components.hpp>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <iterator>
 #include <random>
 #include <stdexcept>
@@ -789,6 +790,15 @@ OrderResult find_order(int num_vars, const std::vector<int>& card,
   res.span16 = static_cast<double>(span_ops) / kOpsPerSecond;
   res.seconds = std::chrono::duration<double>(clock::now() - t0).count();
   return res;
+}
+
+double cpu_search_states_per_second() {
+  static const double rate = [] {
+    const char* x = std::getenv("KINFER_SEARCH_CPU_RATE");
+    const double r = x && *x ? std::atof(x) : 0;
+    return r > 0 ? r : kCpuSearchStatesPerSecond;
+  }();
+  return rate;
 }
 
 int count_components(int num_vars, const std::vector<std::vector<int>>& scopes) {

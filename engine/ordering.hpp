@@ -22,6 +22,20 @@ namespace kinfer {
 // Changes when the search may find other orders for the same options (the order cache's key).
 inline constexpr int kOrderSearchVersion = 4;
 
+// The search's prediction of the CPU's compute, without a better one (OrderOptions::
+// predict_seconds): the total state space over this rate, in nominal core-seconds of search
+// that take as long as that compute. On the 16-core reference machine the CPU kernel computes
+// 7e7-1.1e8 states per core-second on the linkage networks and 16 threads search 6-7.4
+// nominal core-seconds per second, so with 2e8 the search's target (a quarter of the
+// prediction) is about a quarter of the compute's wall time there. 5e7 (one core's rate, as
+// if the search ran on one core) until the ninth session: it let the search run as long as the
+// compute; with 2e8 and --order-time 40, `pe --device cpu` of linkage_11/12/13/17 over seeds
+// 1-3 took 62.4 s in all against 70.5 s (bench/e2e/README.md, "ninth session").
+inline constexpr double kCpuSearchStatesPerSecond = 2e8;
+// kCpuSearchStatesPerSecond, or KINFER_SEARCH_CPU_RATE (states per nominal core-second) for
+// benchmarks of the search's length (OrderOptions::states_per_second is in the order cache's key).
+double cpu_search_states_per_second();
+
 enum class OrderHeuristic { MinFill, MinWeight, WeightedMinFill, Stochastic };
 
 OrderHeuristic parse_heuristic(const std::string& name);  // throws std::invalid_argument
@@ -47,14 +61,14 @@ struct OrderOptions {
   // the best order found so far (at least `min_search_seconds`; at most `time_budget`): no point
   // ordering for 2 s what computes in 0.1 s. The prediction is `predict_seconds(stats)` when set
   // (e.g. from the device profile of the backend that will run the plan), else the total state
-  // space over `states_per_second` (one core of the CPU kernel). Both are in core-seconds, so
-  // the ratio of search to compute time holds on machines with more cores.
+  // space over `states_per_second` (kCpuSearchStatesPerSecond). Both are in nominal
+  // core-seconds of search, so the ratio of search to compute time holds on any thread count.
   std::function<double(const OrderStats&)> predict_seconds;
   // Names what predict_seconds predicts from (empty: the engine's own CPU rate). Part of the
   // order cache's key with every other option here, so that a cached order is the one this
   // search would find.
   std::string predict_key;
-  double states_per_second = 5e7;
+  double states_per_second = cpu_search_states_per_second();
   double search_fraction = 0.25;
   double min_search_seconds = 0.05;
   // Local refinement of the best orders (simulated annealing) besides fresh greedy restarts.

@@ -136,17 +136,26 @@ double gpu_states_per_second() {
 }
 
 std::string gpu_sized_prediction_key() {
-  return gpu_states_per_second() == kGpuStatesPerSecond
-             ? std::string(kGpuSizedPredictionKey)
-             : fmt::format("{}@{:g}", kGpuSizedPredictionKey, gpu_states_per_second());
+  std::string key = kGpuSizedPredictionKey;
+  if (gpu_states_per_second() != kGpuStatesPerSecond)
+    key += fmt::format("@{:g}", gpu_states_per_second());
+  if (cpu_search_states_per_second() != kCpuSearchStatesPerSecond)
+    key += fmt::format(",cpu@{:g}", cpu_search_states_per_second());
+  return key;
 }
+
+namespace {
+// The GPU's part of gpu_sized_prediction, in nominal core-seconds of search.
+double gpu_search_part(double states) {
+  const double gpu_wall = std::max(kGpuSearchFloorStarts * kGpuStartSeconds,
+                                   kGpuComputeBase + states / gpu_states_per_second());
+  return gpu_wall * kSearchCoreSecondsPerSecond;
+}
+}  // namespace
 
 double gpu_sized_prediction(const OrderStats& s) {
   const double states = std::exp2(s.log2_total_state);
-  const double cpu = states / 5e7;
-  const double gpu_wall = std::max(kGpuSearchFloorStarts * kGpuStartSeconds,
-                                   kGpuComputeBase + states / gpu_states_per_second());
-  return std::min(cpu, gpu_wall * kSearchCoreSecondsPerSecond);
+  return std::min(states / cpu_search_states_per_second(), gpu_search_part(states));
 }
 
 namespace {
@@ -196,7 +205,8 @@ std::function<double(const OrderStats&)> Runner::order_prediction() {
   if (req_.device == DeviceChoice::cpu) return {};
   auto calls = std::make_shared<int>(0);
   return [this, calls](const OrderStats& s) {
-    const double cpu = std::exp2(s.log2_total_state) / 5e7;  // the engine's own prediction
+    // the engine's own prediction
+    const double cpu = std::exp2(s.log2_total_state) / cpu_search_states_per_second();
     if (*calls < 8)
       spdlog::debug("order search round {}: best 2^{:.2f} states", *calls, s.log2_total_state);
     // The first rounds' best orders are far worse than the search's answer (2^3-2^6 states):
@@ -208,16 +218,19 @@ std::function<double(const OrderStats&)> Runner::order_prediction() {
       start_if_likely(s, kEarlyStartDiscountLog2);
       return cpu;
     }
-    // GPU-sized only when the GPU wins clearly (2x): a best order still shrinking near the line
-    // (linkage_21's 2^27.7 at round 2, 2^25.3 in the end) must not start the driver
-    const double gpu = gpu_sized_prediction(s);
-    if (2 * gpu >= cpu) return cpu;
+    // GPU-sized, and the device started in the background, only when the GPU's part wins
+    // clearly (2x) against one core's guessed rate: a best order still shrinking near the line
+    // (linkage_21's 2^27.7 at round 2, 2^25.3 in the end) must not start the driver. (With the
+    // sizing's own CPU rate here, linkage_14 went CPU-sized: its search 0.19 -> 0.34 s and its
+    // device's start after the plan, 0.06-0.13 s later: bench/e2e/README.md, "ninth session".)
+    const double states = std::exp2(s.log2_total_state);
+    if (2 * gpu_search_part(states) >= states / kCpuCoreStatesGuess) return cpu;
     start_if_likely(s, kLateStartDiscountLog2);
     // Whether there is a GPU, without waiting for the driver (a probe costs ~0.1 s on the
     // search's thread): the device nodes decide, so that the same seed gives the same order on
     // the machine whatever the threads, the load and the background start's progress.
     const bool likely = gpu_->use_given ? gpu_->given != nullptr : gpu::likely_present();
-    return likely ? gpu : cpu;
+    return likely ? gpu_sized_prediction(s) : cpu;
   };
 }
 
@@ -225,12 +238,13 @@ void Runner::start_if_likely(const OrderStats& s, double discount_log2) {
   if (req_.device != DeviceChoice::automatic || gpu_->use_given || gpu_->opened ||
       gpu_->early.valid())
     return;
-  // The same rates as gpu_sized_prediction, on this machine's threads: a guess only (the
-  // profile decides in run()), so that the device starts while the plan is being made.
+  // The GPU's rates of gpu_sized_prediction and kCpuCoreStatesGuess on this machine's threads:
+  // a guess only (the profile decides in run()), so that the device starts while the plan is
+  // being made.
   const double log2_states = s.log2_total_state - discount_log2;
   const double states = std::exp2(log2_states);
   const int threads = req_.threads > 0 ? req_.threads : omp_get_max_threads();
-  const double cpu = states / (5e7 * threads);
+  const double cpu = states / (kCpuCoreStatesGuess * threads);
   const double gpu = kGpuStartSeconds + kGpuComputeBase + states / gpu_states_per_second();
   if (2 * gpu >= cpu) return;
   spdlog::debug("starting the GPU in the background (2^{:.1f} states: about {} on the CPU)",
@@ -334,10 +348,10 @@ bool Runner::auto_gpu(const Plan& plan, std::string& why_not) {
   // Also while a background start on the search's early guess is still under way: such a plan
   // does not wait for the driver (once open, the profile decides: batch and lod plans).
   const bool opened = gpu_->opened && gpu_->opened->ctx;
-  if (!gpu_->use_given && !opened && states / (5e7 * threads) < kGpuStartSeconds) {
+  if (!gpu_->use_given && !opened && states / (kCpuCoreStatesGuess * threads) < kGpuStartSeconds) {
     why_not = fmt::format(
         "--device auto: 2^{:.1f} states, about {} on the CPU, less than starting the GPU takes",
-        plan.order.stats.log2_total_state, format_seconds(states / (5e7 * threads)));
+        plan.order.stats.log2_total_state, format_seconds(states / (kCpuCoreStatesGuess * threads)));
     return false;
   }
   // A plan whose inputs are not restructured yet (the planner asking for the device budget

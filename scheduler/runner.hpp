@@ -177,14 +177,20 @@ inline constexpr double kGpuComputeBase = 0.03;
 // at the floor either way: bench/e2e/README.md, "eighth session").
 inline constexpr double kGpuStatesPerSecond = 1.6e11;
 // kGpuStatesPerSecond, or KINFER_SEARCH_GPU_RATE (states per second) for benchmarks of the
-// search's length; the order cache's key names it (gpu_sized_prediction_key).
+// search's length; the order cache's key names it and the CPU's rate when they are not the
+// defaults (gpu_sized_prediction_key).
 double gpu_states_per_second();
 std::string gpu_sized_prediction_key();
 inline constexpr double kSearchCoreSecondsPerSecond = 6;
+// One core's CPU kernel rate (states per second) in the decisions about starting the GPU
+// before the profile is read (order_prediction's background start, start_if_likely, auto_gpu's
+// small plans): low on purpose (measured 7e7-1.1e8 on the linkage networks), so that a plan
+// near the line starts the device. The search's sizing has its own, kCpuSearchStatesPerSecond.
+inline constexpr double kCpuCoreStatesGuess = 5e7;
 // The order_prediction's first calls (the search's first rounds) predict for the CPU alone.
 inline constexpr int kCpuSizedRounds = 2;
 // Names gpu_sized_prediction in the order cache's key (OrderOptions::predict_key).
-inline constexpr const char* kGpuSizedPredictionKey = "gpu-sized-5";
+inline constexpr const char* kGpuSizedPredictionKey = "gpu-sized-6";
 
 class Runner {
  public:
@@ -202,8 +208,9 @@ class Runner {
   void start_early();
   // The order search's compute prediction for the plans this runner will run (OrderOptions::
   // predict_seconds): unless --device cpu, after kCpuSizedRounds calls, the GPU-sized one
-  // (gpu_sized_prediction) when it is below the CPU's and there is a GPU (gpu::likely_present);
-  // the engine's own CPU prediction otherwise; empty with --device cpu.
+  // (gpu_sized_prediction) when the GPU's part wins clearly against kCpuCoreStatesGuess and
+  // there is a GPU (gpu::likely_present); the engine's own CPU prediction otherwise; empty with
+  // --device cpu.
   // With --device auto it also starts the GPU in the background once the search's best order
   // looks like a GPU plan (start_if_likely; in the first rounds, with 2^6 fewer states), so
   // that the device's start overlaps the planning.

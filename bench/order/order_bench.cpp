@@ -12,6 +12,7 @@
 
 #include "engine/ordering.hpp"
 #include "engine/reduce.hpp"
+#include "engine/task_tree.hpp"
 #include "io/uai.hpp"
 
 using namespace kinfer;
@@ -55,6 +56,10 @@ int main(int argc, char** argv) {
     const double c0 = cpu_seconds();
     const OrderResult r = find_order(net.num_vars(), m.card, scopes, oo);
     const double cpu = cpu_seconds() - c0;
+    // what the plan reports and the kernels compute: the task tree's buckets (a child merged
+    // into its parent when the parent's clique is the child's output: engine/task_tree.cpp)
+    double tree_total = 0;
+    for (const Bucket& b : build_task_tree(m, r.order).buckets) tree_total += std::exp2(b.log2_states);
     std::uint64_t h = 1469598103934665603ull;  // FNV-1a of the order: equal orders, equal hash
     for (int v : r.order) h = (h ^ static_cast<std::uint64_t>(v)) * 1099511628211ull;
     char hash[17];
@@ -67,6 +72,7 @@ int main(int argc, char** argv) {
                         {"heuristic", r.heuristic},
                         {"width", r.stats.width},
                         {"log2_total_state", r.stats.log2_total_state},
+                        {"tree_log2_total_state", std::log2(tree_total)},
                         {"log2_max_table", r.stats.log2_max_table},
                         {"log2_total_greedy", r.log2_total_greedy},
                         {"restarts", r.restarts},

@@ -1,0 +1,27 @@
+#!/bin/bash
+# Ninth session, call 3: the CPU-sized search's new rate (2e8 states per nominal core-second)
+# and --order-time 40. (1) A/B of the auto path, interleaved, two rounds: this build as it is
+# against KINFER_SEARCH_CPU_RATE=5e7 --order-time 10 (the eighth session's sizing); cold
+# (--order-cache none). (2) The closing table as device-final-23: cold `pe --device auto` right
+# after each network's 16-core `--device cpu` run, the ordinary exit; pedigree50 under 60G
+# (three), 100G (the issue's command) and the default limit; the four large ones again at the end.
+# Call 3: the same after the background start's test went back to the old rate (call 2: linkage_14 auto
+# 0.38 -> 0.52 s, its device started after the plan).
+# Bundle: bench/e2e/bundle.sh build .dev-final25 SHARED_UAI
+. "$(dirname "$0")/lib.sh"
+e2e_begin final25
+NETS="linkage_11 linkage_12 linkage_13 linkage_17 linkage_14 linkage_18 linkage_16 linkage_21 Pedigree_11"
+for round in 1 2; do
+  M --out "$R/ab-new.tsv" --devices auto --timeout 40 --deadline 80 $NETS
+  KINFER_SEARCH_CPU_RATE=5e7 M --out "$R/ab-old.tsv" --devices auto --timeout 40 --deadline 80 --extra "--max-memory 100G --order-time 10" $NETS
+  M --out "$R/ab-new-p50.tsv" --devices auto --timeout 60 --deadline 70 --extra "--max-memory 60G" pedigree50
+  KINFER_SEARCH_CPU_RATE=5e7 M --out "$R/ab-old-p50.tsv" --devices auto --timeout 60 --deadline 70 --extra "--max-memory 60G --order-time 10" pedigree50
+done
+M --out "$R/after.tsv" --devices cpu,auto --timeout 40 --deadline 120 $NETS
+M --out "$R/pedigree50.tsv" --devices auto --timeout 60 --deadline 70 --extra "--max-memory 60G" pedigree50 pedigree50 pedigree50
+M --out "$R/p50-100G.tsv" --devices auto --timeout 60 --deadline 70 pedigree50
+M --out "$R/p50-default.tsv" --devices auto --timeout 60 --deadline 70 --extra "" pedigree50
+M --out "$R/after.tsv" --devices auto --timeout 40 --deadline 60 linkage_17 linkage_13 linkage_12 linkage_11
+echo "kinfer processes left: $(ps -eo comm | grep -cx kinfer || true)"
+for f in ab-new ab-old ab-new-p50 ab-old-p50 after pedigree50 p50-100G p50-default; do echo "== $f"; cut -f1-10,17 $R/$f.tsv; done
+rm -rf $R/cache; tar -C $OUT -czf $OUT/$NAME.tgz $NAME && rm -rf $R
