@@ -348,10 +348,11 @@ bool Runner::auto_gpu(const Plan& plan, std::string& why_not) {
   // Also while a background start on the search's early guess is still under way: such a plan
   // does not wait for the driver (once open, the profile decides: batch and lod plans).
   const bool opened = gpu_->opened && gpu_->opened->ctx;
-  if (!gpu_->use_given && !opened && states / (kCpuCoreStatesGuess * threads) < kGpuStartSeconds) {
+  const double cpu_guess = states / (kCpuCoreStatesGuess * threads);
+  if (!gpu_->use_given && !opened && cpu_guess < kGpuStartSeconds) {
     why_not = fmt::format(
         "--device auto: 2^{:.1f} states, about {} on the CPU, less than starting the GPU takes",
-        plan.order.stats.log2_total_state, format_seconds(states / (kCpuCoreStatesGuess * threads)));
+        plan.order.stats.log2_total_state, format_seconds(cpu_guess));
     return false;
   }
   // A plan whose inputs are not restructured yet (the planner asking for the device budget

@@ -5,6 +5,7 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
@@ -174,6 +175,29 @@ TEST_CASE("Ordering.StopsAtAFractionOfThePredictedCompute", "[engine]") {
   CHECK(mf.restarts == 1);
   CHECK(mf.rounds == 0);
   check_valid(in, mf);
+}
+
+// Without predict_seconds the search predicts the compute as the total states over
+// cpu_search_states_per_second() (2e8) and stops after the first round whose work reaches a
+// quarter of that for the best order so far (the trajectory holds each round's work and answer).
+TEST_CASE("Ordering.DefaultPredictionStopsAtAQuarter", "[engine]") {
+  const Instance in = real_instance("linkage_21.uai.gz");
+  OrderOptions oo;
+  oo.time_budget = 40;
+  REQUIRE(oo.states_per_second == cpu_search_states_per_second());
+  const OrderResult r = find_order(in.num_vars, in.card, in.scopes, oo);
+  check_valid(in, r);
+  REQUIRE(r.stopped_by == "target");
+  REQUIRE(!r.trajectory.empty());
+  const auto target = [&](double log2_total) {
+    return std::max(oo.min_search_seconds,
+                    0.25 * std::exp2(log2_total) / cpu_search_states_per_second());
+  };
+  for (std::size_t k = 0; k + 1 < r.trajectory.size(); ++k)
+    CHECK(r.trajectory[k].work < target(r.trajectory[k].log2_total_state));
+  CHECK(r.trajectory.back().work >= target(r.trajectory.back().log2_total_state));
+  CHECK(r.trajectory.back().log2_total_state == r.stats.log2_total_state);
+  CHECK(r.work == r.trajectory.back().work);
 }
 
 TEST_CASE("Ordering.CacheKeepsTheOrder", "[engine]") {

@@ -59,7 +59,8 @@ int main(int argc, char** argv) {
     // what the plan reports and the kernels compute: the task tree's buckets (a child merged
     // into its parent when the parent's clique is the child's output: engine/task_tree.cpp)
     double tree_total = 0;
-    for (const Bucket& b : build_task_tree(m, r.order).buckets) tree_total += std::exp2(b.log2_states);
+    for (const Bucket& b : build_task_tree(m, r.order).buckets)
+      tree_total += std::exp2(b.log2_states);
     std::uint64_t h = 1469598103934665603ull;  // FNV-1a of the order: equal orders, equal hash
     for (int v : r.order) h = (h ^ static_cast<std::uint64_t>(v)) * 1099511628211ull;
     char hash[17];
