@@ -792,12 +792,15 @@ OrderResult find_order(int num_vars, const std::vector<int>& card,
   return res;
 }
 
+double search_rate_from_env(const char* var, double fallback) {
+  const char* x = std::getenv(var);
+  const double r = x && *x ? std::atof(x) : 0;
+  return r > 0 ? r : fallback;
+}
+
 double cpu_search_states_per_second() {
-  static const double rate = [] {
-    const char* x = std::getenv("KINFER_SEARCH_CPU_RATE");
-    const double r = x && *x ? std::atof(x) : 0;
-    return r > 0 ? r : kCpuSearchStatesPerSecond;
-  }();
+  static const double rate =
+      search_rate_from_env("KINFER_SEARCH_CPU_RATE", kCpuSearchStatesPerSecond);
   return rate;
 }
 

@@ -32,6 +32,9 @@ inline constexpr int kOrderSearchVersion = 4;
 // compute; with 2e8 and --order-time 40, `pe --device cpu` of linkage_11/12/13/17 over seeds
 // 1-3 took 62.4 s in all against 70.5 s (bench/e2e/README.md, "ninth session").
 inline constexpr double kCpuSearchStatesPerSecond = 2e8;
+// A rate of the search's stopping rule: the positive number in environment variable `var`
+// (benchmarks of the search's length), else `fallback`; read once per call site.
+double search_rate_from_env(const char* var, double fallback);
 // kCpuSearchStatesPerSecond, or KINFER_SEARCH_CPU_RATE (states per nominal core-second) for
 // benchmarks of the search's length (OrderOptions::states_per_second is in the order cache's key).
 double cpu_search_states_per_second();

@@ -127,11 +127,7 @@ AutoChoice auto_choice(const Plan& plan, const Profile& profile, Policy policy,
 }
 
 double gpu_states_per_second() {
-  static const double rate = [] {
-    const char* x = std::getenv("KINFER_SEARCH_GPU_RATE");
-    const double r = x && *x ? std::atof(x) : 0;
-    return r > 0 ? r : kGpuStatesPerSecond;
-  }();
+  static const double rate = search_rate_from_env("KINFER_SEARCH_GPU_RATE", kGpuStatesPerSecond);
   return rate;
 }
 
@@ -205,8 +201,8 @@ std::function<double(const OrderStats&)> Runner::order_prediction() {
   if (req_.device == DeviceChoice::cpu) return {};
   auto calls = std::make_shared<int>(0);
   return [this, calls](const OrderStats& s) {
-    // the engine's own prediction
-    const double cpu = std::exp2(s.log2_total_state) / cpu_search_states_per_second();
+    const double states = std::exp2(s.log2_total_state);
+    const double cpu = states / cpu_search_states_per_second();  // the engine's own prediction
     if (*calls < 8)
       spdlog::debug("order search round {}: best 2^{:.2f} states", *calls, s.log2_total_state);
     // The first rounds' best orders are far worse than the search's answer (2^3-2^6 states):
@@ -223,7 +219,6 @@ std::function<double(const OrderStats&)> Runner::order_prediction() {
     // (linkage_21's 2^27.7 at round 2, 2^25.3 in the end) must not start the driver. (With the
     // sizing's own CPU rate here, linkage_14 went CPU-sized: its search 0.19 -> 0.34 s and its
     // device's start after the plan, 0.06-0.13 s later: bench/e2e/README.md, "ninth session".)
-    const double states = std::exp2(s.log2_total_state);
     if (2 * gpu_search_part(states) >= states / kCpuCoreStatesGuess) return cpu;
     start_if_likely(s, kLateStartDiscountLog2);
     // Whether there is a GPU, without waiting for the driver (a probe costs ~0.1 s on the

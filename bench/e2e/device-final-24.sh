@@ -1,13 +1,18 @@
 #!/bin/bash
-# Ninth session, call 2: the CPU-sized search's new rate (2e8 states per nominal core-second)
+# Ninth session, calls 2-4: the CPU-sized search's new rate (2e8 states per nominal core-second)
 # and --order-time 40. (1) A/B of the auto path, interleaved, two rounds: this build as it is
 # against KINFER_SEARCH_CPU_RATE=5e7 --order-time 10 (the eighth session's sizing); cold
 # (--order-cache none). (2) The closing table as device-final-23: cold `pe --device auto` right
 # after each network's 16-core `--device cpu` run, the ordinary exit; pedigree50 under 60G
 # (three), 100G (the issue's command) and the default limit; the four large ones again at the end.
-# Bundle: bench/e2e/bundle.sh build .dev-final24 SHARED_UAI
+# The same script ran three builds: call 2 (FINAL_NAME=final24, the default), call 3
+# (FINAL_NAME=final25: the background start's test back on the old rate, after call 2's linkage_14
+# auto 0.38 -> 0.52 s, its device started after the plan) and call 4 (FINAL_NAME=final26: the
+# sizing's GPU test back on the guessed core rate too, after call 3's linkage_14 went CPU-sized,
+# its search 0.19 -> 0.34 s).
+# Bundle: bench/e2e/bundle.sh build .dev-$FINAL_NAME SHARED_UAI
 . "$(dirname "$0")/lib.sh"
-e2e_begin final24
+e2e_begin ${FINAL_NAME:-final24}
 NETS="linkage_11 linkage_12 linkage_13 linkage_17 linkage_14 linkage_18 linkage_16 linkage_21 Pedigree_11"
 for round in 1 2; do
   M --out "$R/ab-new.tsv" --devices auto --timeout 40 --deadline 80 $NETS
