@@ -148,6 +148,8 @@ class CudaContext final : public Context {
     if (const char* lean = std::getenv("KINFER_GPU_LEAN")) lim_.lean = std::string(lean) != "0";
     if (const char* ch = std::getenv("KINFER_GPU_LEAN_CHUNKS"))
       lim_.lean_chunks = std::string(ch) != "0";
+    if (const char* fx = std::getenv("KINFER_GPU_LEAN_FIXED"))
+      lim_.lean_fixed_terms = std::string(fx) != "0";
     if (const char* two = std::getenv("KINFER_GPU_LEAN_TWO")) {  // items; 0: off
       long long items = 0;
       if (std::sscanf(two, "%lld", &items) == 1 && items >= 0) lim_.lean_two_min_items = items;

@@ -291,6 +291,8 @@ LaunchPlan plain_launch_plan(const BucketLayout& lay, const DeviceLimits& lim,
   p.lean_chunks = p.lean && lim.lean_chunks && p.nf >= 1 && p.nip <= 8 &&
                   p.P * p.nip < (std::int64_t{1} << 31) &&
                   p.n_pages * p.nip < (std::int64_t{1} << 32);
+  p.lean_fixed_terms = p.lean_chunks && lim.lean_fixed_terms &&
+                       p.direct_mask == (1u << p.nf) - 1 && (p.Mi == 2 || p.Mi == 3);
   if (p.lean && lim.lean_two_min_items > 0 && p.n_items * p.splits >= lim.lean_two_min_items) {
     p.outs = 2;
     p.blocks = ceil_div(ceil_div(p.n_items * p.splits, std::int64_t{2}), p.threads);
@@ -665,6 +667,7 @@ LaunchPlan select_launch_plan(const BucketLayout& lay, Variant want, const Devic
       p = tables ? plain_launch_plan(lay, lim, true) : std::move(shape);
       w << "one lane per output, M = " << lay.M << " <= " << lim.lean9_max_terms
         << ": kernel 9";
+      if (p.lean_fixed_terms) w << " (" << p.Mi << " terms compiled in)";
       s = {Variant::plain, w.str()};
     } else if (!cached_possible(lay, lim, eb, why)) {
       p = plain_launch_plan(lay, lim, tables);

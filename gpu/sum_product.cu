@@ -703,11 +703,18 @@ __device__ __forceinline__ double dmax9(double x, double y) { return x > y ? x :
 // ALL_DIRECT: every varying input holds the summed variables last (its terms consecutive: the
 // common case, one summed variable), known at compile time so a term's load is an immediate
 // offset from a pointer advanced per chunk; else the direct mask decides per input.
-template <int NF, int NIP, int OUTS, bool ALL_DIRECT>
+// MI (all-direct only): the number of terms known at compile time, 2 or 3 (0: a.Mi at run time,
+// in chunks of four). Then the terms are loaded at once, the max found by a tournament whose
+// losers alone take an exp (the winner's exp(0) = 1 is the sum's start), with no loop, no
+// predicated empty slots and no running rescale: at M = 2 one exp and the log per output where
+// the chunk issued the loads and adds of four slots and two exps (docs/perf-notes.md, "Kernel 9
+// with its terms known at compile time").
+template <int NF, int NIP, int OUTS, bool ALL_DIRECT, int MI = 0>
 __global__ void __launch_bounds__(256, 4)
     lean9_kernel(const __grid_constant__ KernelArgs<double> a) {
   static_assert(NF >= 1 && NF < NIP && (NIP == 4 || NIP == 8),
                 "1-3 varying inputs, rows of 4 or 8");
+  static_assert(MI == 0 || (ALL_DIRECT && (MI == 2 || MI == 3)), "2 or 3 direct terms");
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ double tab[64];
   __shared__ double2 ltab[64];
@@ -758,6 +765,30 @@ __global__ void __launch_bounds__(256, 4)
     const double* q[NF];
 #pragma unroll
     for (int f = 0; f < NF; ++f) q[f] = a.in[f] + off(f);
+    if constexpr (MI > 0) {
+      double x[MI];
+#pragma unroll
+      for (int k = 0; k < MI; ++k) {
+        double v = c;
+#pragma unroll
+        for (int f = 0; f < NF; ++f) v += __ldg(q[f] + k);
+        x[k] = v;
+      }
+      // the winner mx and the losers lo[]: x's values in another order (a term is finite or -inf)
+      double mx = dmax9(x[0], x[1]), lo[MI - 1];
+      lo[0] = x[0] > x[1] ? x[1] : x[0];
+      if constexpr (MI == 3) {
+        lo[1] = mx > x[2] ? x[2] : mx;
+        mx = dmax9(mx, x[2]);
+      }
+      // a loser of -inf adds exp(-708) (the exp's clamp) to 1: nothing; when the winner is -inf
+      // every term is, and the select drops the NaN of -inf - -inf
+      double acc = 1.0;
+#pragma unroll
+      for (int k = 0; k < MI - 1; ++k) acc = exp_neg_add3(mx - lo[k], tab_a, acc);
+      a.out[ob] = mx == -INFINITY ? -INFINITY : mx + log_sum9(acc, ltab_a);
+      continue;
+    }
     double mx = lowest(0.0), acc = 0;
     const double* p[NF];  // direct inputs: the chunk's first term
 #pragma unroll
@@ -946,23 +977,26 @@ void launch_plain3(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t str
       <<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, stream>>>(a);
 }
 
-template <int NF, int NIP, int OUTS, bool ALL_DIRECT>
+template <int NF, int NIP, int OUTS, bool ALL_DIRECT, int MI = 0>
 void launch_lean9_(const LaunchPlan& p, const KernelArgs<double>& a, cudaStream_t stream,
                    bool load_only) {
   static DeviceFlags flags;
-  allow_shared(lean9_kernel<NF, NIP, OUTS, ALL_DIRECT>, p.shared_bytes, flags);
+  allow_shared(lean9_kernel<NF, NIP, OUTS, ALL_DIRECT, MI>, p.shared_bytes, flags);
   if (load_only) return;
-  lean9_kernel<NF, NIP, OUTS, ALL_DIRECT>
+  lean9_kernel<NF, NIP, OUTS, ALL_DIRECT, MI>
       <<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, stream>>>(a);
 }
 
 template <int NF, int NIP, int OUTS>
 void launch_lean9(const LaunchPlan& p, const KernelArgs<double>& a, cudaStream_t stream,
                   bool load_only) {
-  if (p.direct_mask == (1u << NF) - 1)
-    launch_lean9_<NF, NIP, OUTS, true>(p, a, stream, load_only);
-  else
-    launch_lean9_<NF, NIP, OUTS, false>(p, a, stream, load_only);
+  if (p.direct_mask != (1u << NF) - 1)
+    return launch_lean9_<NF, NIP, OUTS, false>(p, a, stream, load_only);
+  if (p.lean_fixed_terms && p.Mi == 2)
+    return launch_lean9_<NF, NIP, OUTS, true, 2>(p, a, stream, load_only);
+  if (p.lean_fixed_terms && p.Mi == 3)
+    return launch_lean9_<NF, NIP, OUTS, true, 3>(p, a, stream, load_only);
+  launch_lean9_<NF, NIP, OUTS, true>(p, a, stream, load_only);
 }
 
 template <class T, int NF, bool ALL>
