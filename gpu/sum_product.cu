@@ -703,18 +703,18 @@ __device__ __forceinline__ double dmax9(double x, double y) { return x > y ? x :
 // ALL_DIRECT: every varying input holds the summed variables last (its terms consecutive: the
 // common case, one summed variable), known at compile time so a term's load is an immediate
 // offset from a pointer advanced per chunk; else the direct mask decides per input.
-// MI (all-direct only): the number of terms known at compile time, 2 or 3 (0: a.Mi at run time,
-// in chunks of four). Then the terms are loaded at once, the max found by a tournament whose
-// losers alone take an exp (the winner's exp(0) = 1 is the sum's start), with no loop, no
-// predicated empty slots and no running rescale: at M = 2 one exp and the log per output where
-// the chunk issued the loads and adds of four slots and two exps (docs/perf-notes.md, "Kernel 9
-// with its terms known at compile time").
+// MI: the number of terms known at compile time, 2-4 (0: a.Mi at run time, in chunks of four).
+// Then the terms are loaded at once, the max found by a tournament whose losers alone take an
+// exp (the winner's exp(0) = 1 is the sum's start), with no loop, no predicated empty slots and
+// no running rescale: at M = 2 one exp and the log per output where the chunk issued the loads
+// and adds of four slots and two exps (docs/perf-notes.md, "Kernel 9 with its terms known at
+// compile time").
 template <int NF, int NIP, int OUTS, bool ALL_DIRECT, int MI = 0>
 __global__ void __launch_bounds__(256, 4)
     lean9_kernel(const __grid_constant__ KernelArgs<double> a) {
   static_assert(NF >= 1 && NF < NIP && (NIP == 4 || NIP == 8),
                 "1-3 varying inputs, rows of 4 or 8");
-  static_assert(MI == 0 || (ALL_DIRECT && (MI == 2 || MI == 3)), "2 or 3 direct terms");
+  static_assert(MI == 0 || (MI >= 2 && MI <= 4), "2-4 terms compiled in");
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ double tab[64];
   __shared__ double2 ltab[64];
@@ -771,7 +771,10 @@ __global__ void __launch_bounds__(256, 4)
       for (int k = 0; k < MI; ++k) {
         double v = c;
 #pragma unroll
-        for (int f = 0; f < NF; ++f) v += __ldg(q[f] + k);
+        for (int f = 0; f < NF; ++f)
+          v += __ldg(ALL_DIRECT || (dmask >> f & 1)
+                         ? q[f] + k
+                         : q[f] + lds32(col0 + f * colstride + 4 * k));
         x[k] = v;
       }
       // the winner mx and the losers lo[]: x's values in another order (a term is finite or -inf)
@@ -780,6 +783,11 @@ __global__ void __launch_bounds__(256, 4)
       if constexpr (MI == 3) {
         lo[1] = mx > x[2] ? x[2] : mx;
         mx = dmax9(mx, x[2]);
+      } else if constexpr (MI == 4) {
+        const double b = dmax9(x[2], x[3]);
+        lo[1] = x[2] > x[3] ? x[3] : x[2];
+        lo[2] = mx > b ? b : mx;
+        mx = dmax9(mx, b);
       }
       // a loser of -inf adds exp(-708) (the exp's clamp) to 1: nothing; when the winner is -inf
       // every term is, and the select drops the NaN of -inf - -inf
@@ -987,16 +995,28 @@ void launch_lean9_(const LaunchPlan& p, const KernelArgs<double>& a, cudaStream_
       <<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, stream>>>(a);
 }
 
+template <int NF, int NIP, int OUTS, bool ALL_DIRECT>
+void launch_lean9_terms(const LaunchPlan& p, const KernelArgs<double>& a, cudaStream_t stream,
+                        bool load_only) {
+  // (2 or 3 terms: one summed variable, held last by every input that varies with it: direct)
+  if constexpr (ALL_DIRECT) {
+    if (p.lean_fixed_terms && p.Mi == 2)
+      return launch_lean9_<NF, NIP, OUTS, true, 2>(p, a, stream, load_only);
+    if (p.lean_fixed_terms && p.Mi == 3)
+      return launch_lean9_<NF, NIP, OUTS, true, 3>(p, a, stream, load_only);
+  }
+  if (p.lean_fixed_terms && p.Mi == 4)
+    return launch_lean9_<NF, NIP, OUTS, ALL_DIRECT, 4>(p, a, stream, load_only);
+  launch_lean9_<NF, NIP, OUTS, ALL_DIRECT>(p, a, stream, load_only);
+}
+
 template <int NF, int NIP, int OUTS>
 void launch_lean9(const LaunchPlan& p, const KernelArgs<double>& a, cudaStream_t stream,
                   bool load_only) {
-  if (p.direct_mask != (1u << NF) - 1)
-    return launch_lean9_<NF, NIP, OUTS, false>(p, a, stream, load_only);
-  if (p.lean_fixed_terms && p.Mi == 2)
-    return launch_lean9_<NF, NIP, OUTS, true, 2>(p, a, stream, load_only);
-  if (p.lean_fixed_terms && p.Mi == 3)
-    return launch_lean9_<NF, NIP, OUTS, true, 3>(p, a, stream, load_only);
-  launch_lean9_<NF, NIP, OUTS, true>(p, a, stream, load_only);
+  if (p.direct_mask == (1u << NF) - 1)
+    launch_lean9_terms<NF, NIP, OUTS, true>(p, a, stream, load_only);
+  else
+    launch_lean9_terms<NF, NIP, OUTS, false>(p, a, stream, load_only);
 }
 
 template <class T, int NF, bool ALL>

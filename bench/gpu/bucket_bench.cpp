@@ -264,13 +264,21 @@ int print_plans(const Options& o) {
   if (o.random > 0) {  // the random buckets of --random N --seed S (as the benchmark draws them)
     std::ofstream tsv(o.out);
     tsv << "source\tbucket\tn_out\tM\tn_in\tp_lanes\tc_reuse\tc_resident\tc_launch\tc_hit\t"
-           "varying_in_mb\n";
+           "varying_in_mb\tnf\tMi\tdirect\tkernel9\tfixed_terms\n";
     std::mt19937_64 rng(o.seed);
     for (int i = 0; i < o.random; ++i) {
       const RandomBucket b = random_bucket(rng, random_options(o, i));
       tsv << (i % 3 == 2 ? "random-bigM" : "random") << '\t' << i << '\t' << b.shape.output_size()
           << '\t' << b.shape.marg_size() << '\t' << b.scopes.size() << '\t'
-          << plan_features(b.shape, b.inputs(), 132) << '\n';
+          << plan_features(b.shape, b.inputs(), 132) << '\t';
+      const BucketLayout lay = describe(b.shape, b.scopes);
+      if (!lay.unsupported.empty()) {
+        tsv << "\t\t\t\t\n";
+        continue;
+      }
+      const LaunchPlan p = make_launch_plan(lay, Variant::plain, DeviceLimits{});
+      tsv << p.nf << '\t' << p.Mi << '\t' << p.direct_mask << '\t' << p.lean_chunks << '\t'
+          << p.lean_fixed_terms << '\n';
     }
     return 0;
   }
