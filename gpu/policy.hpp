@@ -105,7 +105,8 @@ struct DeviceLimits {
   // 32-bit page-local indices, vector row loads, a table log) instead of kernel 7/8's one-lane
   // path. The Context reads KINFER_GPU_LEAN_CHUNKS=0|1.
   bool lean_chunks = true;
-  // Planner option (kernel 9): plans of 2-4 terms run in kernel 9 compiled for that many (no chunk loop; docs/perf-notes.md "Kernel 9 with its terms known at compile
+  // Planner option (kernel 9): plans of 2, 3, 4, 6 or 8 terms run in kernel 9 compiled for that
+  // many (no chunk loop; docs/perf-notes.md "Kernel 9 with its terms known at compile
   // time"). The Context reads KINFER_GPU_LEAN_FIXED=0|1.
   bool lean_fixed_terms = true;
   // Selector (kernel 9): one-lane buckets that kernel 9 takes go to it, not to the cached
@@ -175,7 +176,7 @@ struct LaunchPlan {
   // lean, 1-3 varying inputs, rows of 4 or 8 columns, 32-bit page-local indices: the plan runs
   // in kernel 9 (double; DeviceLimits::lean_chunks)
   bool lean_chunks = false;
-  // lean_chunks and Mi of 2-4: kernel 9 with Mi known at compile time
+  // lean_chunks and Mi of 2, 3, 4, 6 or 8: kernel 9 with Mi known at compile time
   // (DeviceLimits::lean_fixed_terms)
   bool lean_fixed_terms = false;
   int threads = 256;

@@ -703,7 +703,8 @@ __device__ __forceinline__ double dmax9(double x, double y) { return x > y ? x :
 // ALL_DIRECT: every varying input holds the summed variables last (its terms consecutive: the
 // common case, one summed variable), known at compile time so a term's load is an immediate
 // offset from a pointer advanced per chunk; else the direct mask decides per input.
-// MI: the number of terms known at compile time, 2-4 (0: a.Mi at run time, in chunks of four).
+// MI: the number of terms known at compile time, 2, 3, 4, 6 or 8 (0: a.Mi at run time, in
+// chunks of four).
 // Then the terms are loaded at once, the max found by a tournament whose losers alone take an
 // exp (the winner's exp(0) = 1 is the sum's start), with no loop, no predicated empty slots and
 // no running rescale: at M = 2 one exp and the log per output where the chunk issued the loads
@@ -714,7 +715,7 @@ __global__ void __launch_bounds__(256, 4)
     lean9_kernel(const __grid_constant__ KernelArgs<double> a) {
   static_assert(NF >= 1 && NF < NIP && (NIP == 4 || NIP == 8),
                 "1-3 varying inputs, rows of 4 or 8");
-  static_assert(MI == 0 || (MI >= 2 && MI <= 4), "2-4 terms compiled in");
+  static_assert(MI == 0 || (MI >= 2 && MI <= 8), "2-8 terms compiled in");
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ double tab[64];
   __shared__ double2 ltab[64];
@@ -777,18 +778,21 @@ __global__ void __launch_bounds__(256, 4)
                          : q[f] + lds32(col0 + f * colstride + 4 * k));
         x[k] = v;
       }
-      // the winner mx and the losers lo[]: x's values in another order (a term is finite or -inf)
-      double mx = dmax9(x[0], x[1]), lo[MI - 1];
-      lo[0] = x[0] > x[1] ? x[1] : x[0];
-      if constexpr (MI == 3) {
-        lo[1] = mx > x[2] ? x[2] : mx;
-        mx = dmax9(mx, x[2]);
-      } else if constexpr (MI == 4) {
-        const double b = dmax9(x[2], x[3]);
-        lo[1] = x[2] > x[3] ? x[3] : x[2];
-        lo[2] = mx > b ? b : mx;
-        mx = dmax9(mx, b);
+      // the knockout: round r matches x[i] with x[i + 2^r] (i a multiple of 2^(r+1)), the winner
+      // kept in x[i], the loser in lo[] (x's values in another order: a term is finite or -inf);
+      // every index known once the loops unroll (registers)
+      double lo[MI - 1];
+      int n_lo = 0;
+#pragma unroll
+      for (int r = 0; (1 << r) < MI; ++r) {
+#pragma unroll
+        for (int i = 0; i + (1 << r) < MI; i += 2 << r) {
+          const double y = x[i + (1 << r)];
+          lo[n_lo++] = x[i] > y ? y : x[i];
+          x[i] = dmax9(x[i], y);
+        }
       }
+      const double mx = x[0];
       // a loser of -inf adds exp(-708) (the exp's clamp) to 1: nothing; when the winner is -inf
       // every term is, and the select drops the NaN of -inf - -inf
       double acc = 1.0;
@@ -1007,6 +1011,10 @@ void launch_lean9_terms(const LaunchPlan& p, const KernelArgs<double>& a, cudaSt
   }
   if (p.lean_fixed_terms && p.Mi == 4)
     return launch_lean9_<NF, NIP, OUTS, ALL_DIRECT, 4>(p, a, stream, load_only);
+  if (p.lean_fixed_terms && p.Mi == 6)
+    return launch_lean9_<NF, NIP, OUTS, ALL_DIRECT, 6>(p, a, stream, load_only);
+  if (p.lean_fixed_terms && p.Mi == 8)
+    return launch_lean9_<NF, NIP, OUTS, ALL_DIRECT, 8>(p, a, stream, load_only);
   launch_lean9_<NF, NIP, OUTS, ALL_DIRECT>(p, a, stream, load_only);
 }
 

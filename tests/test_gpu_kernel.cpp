@@ -12,6 +12,7 @@
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -298,27 +299,29 @@ TEST_CASE("GpuKernel.Kernel9CasesMatchCpu", "[gpu]") {
 }
 
 TEST_CASE("GpuKernel.Kernel9FixedTermsMatchCpu", "[gpu]") {
-  // Kernel 9 compiled for 2-4 terms (the tournament: one exp per losing term), every varying
-  // input direct or not (not: M = 4 only, two binary summed variables), rows of 4 or 8, on random one-lane buckets with many -inf entries
-  // (outputs whose terms are all -inf, or all but one), in the plain variant and as the
-  // selector runs them.
+  // Kernel 9 compiled for 2, 3, 4, 6 or 8 terms (the knockout: one exp per losing term), every
+  // varying input direct or not (not: M = 4, 6, 8 only; 2 or 3 terms are one summed variable,
+  // held last), rows of 4 or 8, on random one-lane buckets with many -inf entries (outputs
+  // whose terms are all -inf, or all but one), in the plain variant and as the selector runs
+  // them.
   std::mt19937_64 rng(2311);
-  int fam[3][2][2] = {};  // [Mi - 2][all direct][rows of 8]
+  const int terms[5] = {2, 3, 4, 6, 8};
+  int fam[5][2][2] = {};  // [terms][all direct][rows of 8]
   const int want = std::max(3, static_cast<int>(12 * scale()));
   Compare f64;
   long inf_outputs = 0;
   auto done = [&] {
-    for (int m = 0; m < 3; ++m)
-      for (int d = m < 2; d < 2; ++d)  // M = 2, 3: one summed variable, every input direct
+    for (int m = 0; m < 5; ++m)
+      for (int d = m < 2; d < 2; ++d)
         for (int n : fam[m][d])
           if (n < want) return false;
     return true;
   };
-  for (int draws = 0; draws < 40000 && !done(); ++draws) {
+  for (int draws = 0; draws < 60000 && !done(); ++draws) {
     RandomBucketOptions o;
     o.max_log2_states = 16;
     o.min_marg = 2;
-    o.max_marg = 4;
+    o.max_marg = 8;
     o.max_functions = 7;
     o.zero_fraction = draws % 2 ? 0.3 : 0.03;
     const RandomBucket b = random_bucket(rng, o);
@@ -326,7 +329,9 @@ TEST_CASE("GpuKernel.Kernel9FixedTermsMatchCpu", "[gpu]") {
     if (!lay.unsupported.empty()) continue;
     const LaunchPlan p = make_launch_plan(lay, Variant::plain, DeviceLimits{});
     if (!p.lean_fixed_terms) continue;
-    int& n = fam[p.Mi - 2][p.direct_mask == (1u << p.nf) - 1][p.nip == 8];
+    const int m = static_cast<int>(std::find(terms, terms + 5, p.Mi) - terms);
+    REQUIRE(m < 5);
+    int& n = fam[m][p.direct_mask == (1u << p.nf) - 1][p.nip == 8];
     if (n >= want) continue;
     INFO("draw " << draws << ": " << p.nf << " varying, direct mask " << p.direct_mask << ", M "
                  << p.M << ", rows of " << p.nip);
@@ -335,7 +340,7 @@ TEST_CASE("GpuKernel.Kernel9FixedTermsMatchCpu", "[gpu]") {
     for (double v : cpu_result(b.shape, b.inputs())) inf_outputs += std::isinf(v);
     ++n;
   }
-  std::printf("kernel 9, fixed terms (want %d a family; M = 2, 3, 4 x mixed/4, mixed/8, "
+  std::printf("kernel 9, fixed terms (want %d a family; M = 2, 3, 4, 6, 8 x mixed/4, mixed/8, "
               "direct/4, direct/8):",
               want);
   for (auto& m : fam) std::printf(" [%d %d %d %d]", m[0][0], m[0][1], m[1][0], m[1][1]);
