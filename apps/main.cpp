@@ -12,6 +12,7 @@
 
 #include "apps/command_options.hpp"
 #include "apps/commands.hpp"
+#include "gpu/device_api.hpp"
 #include "apps/process_exit.hpp"
 #include "dist/distributed.hpp"
 #include "engine/errors.hpp"
@@ -101,6 +102,7 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  kinfer::gpu::set_driver_environment();  // before any thread or CUDA call
   const int status = run(argc, argv);
   // After a GPU run the driver's release of the device (~0.1 s) is left to a helper process.
   kinfer::app::leave_gpu_teardown_to_helper(status);

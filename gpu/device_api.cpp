@@ -12,6 +12,8 @@ bool under_cuda_tool() {
          std::getenv("NSYS_PROFILING_SESSION_ID");
 }
 
+void set_driver_environment() { setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 0); }
+
 std::string why_no_kernel(const BucketShape& shape, std::span<const std::vector<int>> scopes) {
   return describe(shape, scopes).unsupported;
 }

@@ -43,6 +43,13 @@ bool driver_started();
 // at the context's teardown, so the process's exit is left as it is (apps/process_exit.cpp).
 bool under_cuda_tool();
 
+// Sets the CUDA driver's environment for this process before it starts: one hardware work
+// queue per device (CUDA_DEVICE_MAX_CONNECTIONS=1; the driver's default 8 made the context's
+// creation ~0.07 s longer and the exit ~0.03 s longer on an H100 machine, docs/perf-notes.md
+// "The context's work queues"), unless the user set it. Call first thing in main(), before any
+// thread starts (setenv).
+void set_driver_environment();
+
 // Whether a usable GPU is likely, without starting the driver (probe() costs ~0.1 s): CUDA is
 // compiled in, CUDA_VISIBLE_DEVICES does not hide every device, and the NVIDIA device nodes
 // exist. Deterministic on a machine; probe() or Context::create have the last word.

@@ -18,6 +18,7 @@
 #include "engine/condition.hpp"
 #include "engine/errors.hpp"
 #include "fake_device.hpp"
+#include "gpu/device_api.hpp"
 #include "gpu/merge_inputs.hpp"
 #include "gpu/policy.hpp"
 #include "scheduler/features.hpp"
@@ -635,4 +636,22 @@ TEST_CASE("Scheduler.GpuHostPartOfRealPlans", "[scheduler]") {
               << " MiB, " << g.cpu_buckets << " of " << plan.tree.buckets.size()
               << " buckets on the CPU");
   }
+}
+
+TEST_CASE("Gpu.DriverEnvironmentOneWorkQueueUnlessTheUserSetIt", "[scheduler]") {
+  // kinfer's main() asks for one hardware work queue per device (a shorter context creation);
+  // a value the user set is kept
+  const char* before = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  const std::string saved = before ? before : "";
+  unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  gpu::set_driver_environment();
+  REQUIRE(std::getenv("CUDA_DEVICE_MAX_CONNECTIONS") != nullptr);
+  CHECK(std::string(std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")) == "1");
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "4", 1);
+  gpu::set_driver_environment();
+  CHECK(std::string(std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")) == "4");
+  if (before)
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", saved.c_str(), 1);
+  else
+    unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
 }
