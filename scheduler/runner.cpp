@@ -252,6 +252,13 @@ bool Runner::holds_gpu() const {
   return gpu_->early.valid() || (gpu_->opened && gpu_->opened->ctx);
 }
 
+double gpu_context_host_bytes() {
+  int queues = 8;  // the driver's default
+  if (const char* c = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS"); c && std::atoi(c) >= 1)
+    queues = std::min(std::atoi(c), 32);
+  return (80.0 + 10.0 * (queues - 1)) * 1024 * 1024;
+}
+
 const char* to_string(DeviceChoice d) {
   switch (d) {
     case DeviceChoice::automatic:
@@ -456,13 +463,13 @@ MemoryEstimate Runner::estimate(const Plan& plan) {
   // the pinned upload block and merged products. Placement as whole-plan places (the profile
   // policies put more on the CPU only where it is faster: their host part is not modelled).
   if (req_.check) {  // the CPU computes everything as the reference, the GPU again beside it
-    m.device_host_bytes = kGpuContextHostBytes + m.input_bytes;
+    m.device_host_bytes = gpu_context_host_bytes() + m.input_bytes;
   } else if (m.device_bytes <= budget && !plan.tree.buckets.empty()) {
     const GpuHostPart g = gpu_host_part(plan, planned_assignment(plan), req_.threads);
     m.intermediate_bytes = g.intermediates;
-    m.device_host_bytes = kGpuContextHostBytes + g.staging + g.kernel_plans;
+    m.device_host_bytes = gpu_context_host_bytes() + g.staging + g.kernel_plans;
   } else {
-    m.device_host_bytes = kGpuContextHostBytes + m.input_bytes;
+    m.device_host_bytes = gpu_context_host_bytes() + m.input_bytes;
   }
   update_peak(m);
   return m;

@@ -85,11 +85,15 @@ struct RunRequest {
 };
 
 // The CUDA context's own host memory (driver, runtime and kernel images mapped into the
-// process), measured on the GPU machine: RSS of `kinfer pe --device gpu` on networks with
-// tiny tables minus that of --device cpu: 94 MiB before kernel 3 and the chain kernels
-// (bench/memory/RESULTS.md), 119 MiB after (Pedigree_11 --device gpu 135 MiB against 16 MiB,
-// bench/e2e/results/2026-11-23-h100-final/call4-pedigree11-gpu-rss.txt).
-inline constexpr double kGpuContextHostBytes = 120.0 * 1024 * 1024;
+// process), measured on the GPU machine as RSS of `kinfer pe --device auto` less the estimate's
+// other parts: 94 MiB before kernel 3 and the chain kernels (bench/memory/RESULTS.md), 119 MiB
+// after (Pedigree_11 --device gpu 135 MiB against 16 MiB,
+// bench/e2e/results/2026-11-23-h100-final/call4-pedigree11-gpu-rss.txt); with kernel 9's
+// compiled terms up to 143 MiB under the driver's 8 work queues and 54-73 MiB under the one that
+// kinfer's main() asks for (linkage_11/12/13, pedigree50;
+// bench/e2e/results/2026-11-24-h100-final28, docs/perf-notes.md "The context's work queues"):
+// 80 MiB and 10 MiB per further queue (CUDA_DEVICE_MAX_CONNECTIONS; the driver's 8 when unset).
+double gpu_context_host_bytes();
 
 struct BucketRun {
   Device device = Device::cpu;  // where it ran

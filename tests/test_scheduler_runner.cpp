@@ -627,10 +627,10 @@ TEST_CASE("Scheduler.GpuHostPartOfRealPlans", "[scheduler]") {
     INFO(name << ": cpu intermediates " << plan.memory.intermediate_bytes << ", gpu host tables "
               << g.intermediates << ", staging " << g.staging << ", " << g.cpu_buckets
               << " CPU buckets; device " << m.device_bytes);
-    CHECK(m.device_host_bytes == Approx(kGpuContextHostBytes + g.staging + g.kernel_plans));
+    CHECK(m.device_host_bytes == Approx(gpu_context_host_bytes() + g.staging + g.kernel_plans));
     CHECK(m.intermediate_bytes == Approx(g.intermediates));
     CHECK(g.staging >= 0);
-    CHECK(m.peak_bytes >= m.process_bytes + kGpuContextHostBytes);
+    CHECK(m.peak_bytes >= m.process_bytes + gpu_context_host_bytes());
     WARN(name << ": host tables on the GPU path " << g.intermediates / 1048576 << " MiB (CPU path "
               << plan.memory.intermediate_bytes / 1048576 << "), staging " << g.staging / 1048576
               << " MiB, " << g.cpu_buckets << " of " << plan.tree.buckets.size()
@@ -647,9 +647,14 @@ TEST_CASE("Gpu.DriverEnvironmentOneWorkQueueUnlessTheUserSetIt", "[scheduler]") 
   gpu::set_driver_environment();
   REQUIRE(std::getenv("CUDA_DEVICE_MAX_CONNECTIONS") != nullptr);
   CHECK(std::string(std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")) == "1");
+  // the memory accountant's context: 80 MiB with one queue, 10 MiB per further one
+  CHECK(gpu_context_host_bytes() == 80.0 * 1048576);
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", "4", 1);
   gpu::set_driver_environment();
   CHECK(std::string(std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")) == "4");
+  CHECK(gpu_context_host_bytes() == 110.0 * 1048576);
+  unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  CHECK(gpu_context_host_bytes() == 150.0 * 1048576);  // the driver's 8
   if (before)
     setenv("CUDA_DEVICE_MAX_CONNECTIONS", saved.c_str(), 1);
   else
