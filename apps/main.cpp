@@ -12,12 +12,12 @@
 
 #include "apps/command_options.hpp"
 #include "apps/commands.hpp"
-#include "gpu/device_api.hpp"
 #include "apps/process_exit.hpp"
 #include "dist/distributed.hpp"
 #include "engine/errors.hpp"
 #include "engine/memory_limit.hpp"
 #include "engine/util.hpp"
+#include "gpu/device_api.hpp"
 
 namespace {
 
