@@ -291,8 +291,7 @@ LaunchPlan plain_launch_plan(const BucketLayout& lay, const DeviceLimits& lim,
   p.lean_chunks = p.lean && lim.lean_chunks && p.nf >= 1 && p.nip <= 8 &&
                   p.P * p.nip < (std::int64_t{1} << 31) &&
                   p.n_pages * p.nip < (std::int64_t{1} << 32);
-  p.lean_fixed_terms = p.lean_chunks && lim.lean_fixed_terms &&
-                       (p.Mi == 2 || p.Mi == 3 || p.Mi == 4 || p.Mi == 6 || p.Mi == 8);
+  p.lean_fixed_terms = p.lean_chunks && lim.lean_fixed_terms && lean_fixed_terms_compiled(p.Mi);
   if (p.lean && lim.lean_two_min_items > 0 && p.n_items * p.splits >= lim.lean_two_min_items) {
     p.outs = 2;
     p.blocks = ceil_div(ceil_div(p.n_items * p.splits, std::int64_t{2}), p.threads);

@@ -33,6 +33,14 @@ constexpr int kStaticShared = 512;    // static shared memory of every kernel (t
 // input spills).
 constexpr std::int64_t kLeanMaxTerms = 16;
 constexpr int kLeanMaxVarying = 3;
+// Kernel 9's compiled term counts (LaunchPlan::lean_fixed_terms; sum_product.cu's
+// launch_lean9_terms has a case for each).
+constexpr int kLeanFixedTerms[] = {2, 3, 4, 6, 8};
+constexpr bool lean_fixed_terms_compiled(std::int64_t mi) {
+  for (int t : kLeanFixedTerms)
+    if (mi == t) return true;
+  return false;
+}
 
 // n / d for 0 <= n < 2^31 with a multiply and a shift (Granlund-Montgomery, round-up variant).
 struct FastDiv {
@@ -176,7 +184,7 @@ struct LaunchPlan {
   // lean, 1-3 varying inputs, rows of 4 or 8 columns, 32-bit page-local indices: the plan runs
   // in kernel 9 (double; DeviceLimits::lean_chunks)
   bool lean_chunks = false;
-  // lean_chunks and Mi of 2, 3, 4, 6 or 8: kernel 9 with Mi known at compile time
+  // lean_chunks and Mi one of kLeanFixedTerms: kernel 9 with Mi known at compile time
   // (DeviceLimits::lean_fixed_terms)
   bool lean_fixed_terms = false;
   int threads = 256;

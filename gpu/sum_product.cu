@@ -703,13 +703,12 @@ __device__ __forceinline__ double dmax9(double x, double y) { return x > y ? x :
 // ALL_DIRECT: every varying input holds the summed variables last (its terms consecutive: the
 // common case, one summed variable), known at compile time so a term's load is an immediate
 // offset from a pointer advanced per chunk; else the direct mask decides per input.
-// MI: the number of terms known at compile time, 2, 3, 4, 6 or 8 (0: a.Mi at run time, in
-// chunks of four).
-// Then the terms are loaded at once, the max found by a tournament whose losers alone take an
-// exp (the winner's exp(0) = 1 is the sum's start), with no loop, no predicated empty slots and
-// no running rescale: at M = 2 one exp and the log per output where the chunk issued the loads
-// and adds of four slots and two exps (docs/perf-notes.md, "Kernel 9 with its terms known at
-// compile time").
+// MI: the number of terms known at compile time, one of kLeanFixedTerms (0: a.Mi at run time,
+// in chunks of four). Then the terms are loaded at once, the max found by a knockout whose
+// losers alone take an exp (the winner's exp(0) = 1 is the sum's start), with no loop, no
+// predicated empty slots and no running rescale: at M = 2 one exp and the log per output where
+// the chunk issued the loads and adds of four slots and two exps (docs/perf-notes.md, "Kernel 9
+// with its terms known at compile time").
 template <int NF, int NIP, int OUTS, bool ALL_DIRECT, int MI = 0>
 __global__ void __launch_bounds__(256, 4)
     lean9_kernel(const __grid_constant__ KernelArgs<double> a) {
@@ -1002,7 +1001,8 @@ void launch_lean9_(const LaunchPlan& p, const KernelArgs<double>& a, cudaStream_
 template <int NF, int NIP, int OUTS, bool ALL_DIRECT>
 void launch_lean9_terms(const LaunchPlan& p, const KernelArgs<double>& a, cudaStream_t stream,
                         bool load_only) {
-  // (2 or 3 terms: one summed variable, held last by every input that varies with it: direct)
+  // a case for each of kLeanFixedTerms (2 or 3 terms: one summed variable, held last by every
+  // input that varies with it: direct)
   if constexpr (ALL_DIRECT) {
     if (p.lean_fixed_terms && p.Mi == 2)
       return launch_lean9_<NF, NIP, OUTS, true, 2>(p, a, stream, load_only);

@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <random>
 #include <sstream>
@@ -305,14 +306,15 @@ TEST_CASE("GpuKernel.Kernel9FixedTermsMatchCpu", "[gpu]") {
   // whose terms are all -inf, or all but one), in the plain variant and as the selector runs
   // them.
   std::mt19937_64 rng(2311);
-  const int terms[5] = {2, 3, 4, 6, 8};
-  int fam[5][2][2] = {};  // [terms][all direct][rows of 8]
+  const auto& terms = kLeanFixedTerms;
+  constexpr int n_terms = static_cast<int>(std::size(kLeanFixedTerms));
+  int fam[n_terms][2][2] = {};  // [terms][all direct][rows of 8]
   const int want = std::max(3, static_cast<int>(12 * scale()));
   Compare f64;
   long inf_outputs = 0;
   auto done = [&] {
-    for (int m = 0; m < 5; ++m)
-      for (int d = m < 2; d < 2; ++d)
+    for (int m = 0; m < n_terms; ++m)
+      for (int d = terms[m] <= 3; d < 2; ++d)
         for (int n : fam[m][d])
           if (n < want) return false;
     return true;
@@ -329,8 +331,8 @@ TEST_CASE("GpuKernel.Kernel9FixedTermsMatchCpu", "[gpu]") {
     if (!lay.unsupported.empty()) continue;
     const LaunchPlan p = make_launch_plan(lay, Variant::plain, DeviceLimits{});
     if (!p.lean_fixed_terms) continue;
-    const int m = static_cast<int>(std::find(terms, terms + 5, p.Mi) - terms);
-    REQUIRE(m < 5);
+    const int m = static_cast<int>(std::find(terms, terms + n_terms, p.Mi) - terms);
+    REQUIRE(m < n_terms);
     int& n = fam[m][p.direct_mask == (1u << p.nf) - 1][p.nip == 8];
     if (n >= want) continue;
     INFO("draw " << draws << ": " << p.nf << " varying, direct mask " << p.direct_mask << ", M "
