@@ -10,7 +10,6 @@
 e2e_begin cpusearch
 e2e_gpu_kernel_test; tail -3 $R/test_gpu_kernel.txt; grep -E 'kernel 9:' $R/test_gpu_kernel.txt | head -4
 e2e_check linkage_11 linkage_17
-for n in linkage_11 linkage_17; do echo "check $n: $(tail -3 $R/check-$n.txt | tr '\n' ' ')"; done
 bb="$B/run bench/gpu/bucket_bench"
 for s in 89:$S89 44:$S44; do
   timeout 100 $bb --config k9 --config k8:KINFER_GPU_LEAN_CHUNKS=0 --shape ${s#*:} --no-f32 --cpu-runs 1 --repeats 7 --out $R/shape${s%%:*}.tsv > $R/shape${s%%:*}.txt 2>&1; echo "shape ${s%%:*} rc=$?"

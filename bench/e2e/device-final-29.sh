@@ -9,7 +9,6 @@
 e2e_begin final29
 e2e_gpu_kernel_test; tail -2 $R/test_gpu_kernel.txt
 e2e_check linkage_11 linkage_17
-for n in linkage_11 linkage_17; do echo "check $n: $(tail -2 $R/check-$n.txt | tr '\n' ' ' | cut -c1-160)"; done
 NETS="linkage_11 linkage_12 linkage_13 linkage_17 linkage_14 linkage_18 linkage_16 linkage_21 Pedigree_11"
 M --out "$R/after.tsv" --devices cpu,auto --timeout 40 --deadline 120 $NETS
 M --out "$R/pedigree50.tsv" --devices auto --timeout 60 --deadline 70 --extra "--max-memory 60G" pedigree50 pedigree50 pedigree50

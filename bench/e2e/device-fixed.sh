@@ -7,18 +7,8 @@
 . "$(dirname "$0")/lib.sh"
 e2e_begin fixed
 e2e_gpu_kernel_test; tail -2 $R/test_gpu_kernel.txt; grep -E 'kernel 9' $R/test_gpu_kernel.txt | head -3
-( cd $B && KINFER_GPU_TEST_SCALE=1 timeout 120 ./run tests/test_gpu_kernel "GpuKernel.Kernel9FixedTermsMatchCpu" ) > $R/k9fixed-full.txt 2>&1; echo "full-scale fixed-terms case exit $?"; grep -E 'kernel 9' $R/k9fixed-full.txt
+e2e_gpu_kernel_case GpuKernel.Kernel9FixedTermsMatchCpu k9fixed-full.txt
 e2e_check linkage_11 linkage_17 linkage_13
-for n in linkage_11 linkage_17 linkage_13; do echo "check $n: $(tail -2 $R/check-$n.txt | tr '\n' ' ' | cut -c1-160)"; done
-bb="$B/run bench/gpu/bucket_bench"
-for s in 2:$S2 89:$S89 44:$S44; do
-  timeout 100 $bb --config fixed --config loop:KINFER_GPU_LEAN_FIXED=0 --shape ${s#*:} --no-f32 --cpu-runs 1 --repeats 7 --out $R/shape${s%%:*}.tsv > $R/shape${s%%:*}.txt 2>&1; echo "shape ${s%%:*} rc=$?"
-  grep -E '^(fixed|loop) ' $R/shape${s%%:*}.txt
-done
-for i in 0 1; do
-  for n in linkage_11 linkage_17 pedigree50; do
-    e2e_pe_timeline $n-fixed-$i $n
-    e2e_pe_timeline $n-loop-$i $n KINFER_GPU_LEAN_FIXED=0
-  done
-done
+e2e_shapes_ab fixed loop:KINFER_GPU_LEAN_FIXED=0 2:$S2 89:$S89 44:$S44
+e2e_timelines_ab 2 fixed loop KINFER_GPU_LEAN_FIXED=0 linkage_11 linkage_17 pedigree50
 rm -rf $R/cache; tar -C $OUT -czf $OUT/$NAME.tgz $NAME && rm -rf $R

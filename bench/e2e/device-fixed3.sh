@@ -8,28 +8,11 @@
 # Bundle: bench/e2e/bundle.sh build .dev-fixed3 SHARED_UAI (bench/gpu kept), sent as a .tgz
 . "$(dirname "$0")/lib.sh"
 e2e_begin fixed3
-S4M='2,2,5,2,5,6,2,2,2,6,2,3,5,3,2,5,3,3,2,2/2/0,1,2,3,4,5,9,10,12,13,14,15,18/1,6,7,8,11,16,17,18,19'
-I89='0,1,2,3,4,5,6,7,8,10,11,12,13,14,15,16,17,18/0,2,4,5,7,9,10,11,13,14,15,16,18'
-IM='0,1,2,3,4,5,9,10,12,13,14,15,18/1,6,7,8,11,16,17,18,19'
-S6="2,2,2,2,5,6,2,2,2,3,6,2,3,5,3,2,5,3,6/1/$I89"
-S8="2,2,2,2,5,6,2,2,2,3,6,2,3,5,3,2,5,3,8/1/$I89"
-S6M="2,2,2,2,5,6,2,2,2,6,2,3,5,3,2,5,3,3,2,3/2/$IM"
-S8M="2,2,2,2,5,6,2,2,2,6,2,3,5,3,2,5,3,3,2,4/2/$IM"
 e2e_gpu_kernel_test; tail -2 $R/test_gpu_kernel.txt; grep -E 'kernel 9' $R/test_gpu_kernel.txt | head -3
-( cd $B && KINFER_GPU_TEST_SCALE=1 timeout 150 ./run tests/test_gpu_kernel "GpuKernel.Kernel9FixedTermsMatchCpu" ) > $R/k9fixed-full.txt 2>&1; echo "full-scale fixed-terms case exit $?"; grep -E 'kernel 9' $R/k9fixed-full.txt
+e2e_gpu_kernel_case GpuKernel.Kernel9FixedTermsMatchCpu k9fixed-full.txt
 e2e_check linkage_11 linkage_17 linkage_13
-for n in linkage_11 linkage_17 linkage_13; do echo "check $n: $(tail -2 $R/check-$n.txt | tr '\n' ' ' | cut -c1-160)"; done
-bb="$B/run bench/gpu/bucket_bench"
-for s in 2:$S2 89:$S89 44:$S44 4m:$S4M 6:$S6 6m:$S6M 8:$S8 8m:$S8M; do
-  timeout 100 $bb --config fixed --config loop:KINFER_GPU_LEAN_FIXED=0 --shape ${s#*:} --no-f32 --cpu-runs 1 --repeats 7 --out $R/shape${s%%:*}.tsv > $R/shape${s%%:*}.txt 2>&1; echo "shape ${s%%:*} rc=$?"
-  grep -E '^(fixed|loop) ' $R/shape${s%%:*}.txt
-done
-timeout 90 $bb --random 13 --min-log2 25 --max-log2 29 --seed 5 --threads 16 --repeats 3 --cpu-runs 1 --no-f32 --out $R/random.tsv > $R/random.log 2>&1; echo "random rc=$?"
+e2e_shapes_ab fixed loop:KINFER_GPU_LEAN_FIXED=0 2:$S2 89:$S89 44:$S44 4m:$S4M 6:$S6 6m:$S6M 8:$S8 8m:$S8M
+timeout 90 $B/run bench/gpu/bucket_bench --random 13 --min-log2 25 --max-log2 29 --seed 5 --threads 16 --repeats 3 --cpu-runs 1 --no-f32 --out $R/random.tsv > $R/random.log 2>&1; echo "random rc=$?"
 python3 $B/roofline_census.py $R/random.tsv > $R/census-random.txt 2>&1; cat $R/census-random.txt
-for i in 0 1; do
-  for n in linkage_11 linkage_17 pedigree50; do
-    e2e_pe_timeline $n-fixed-$i $n
-    e2e_pe_timeline $n-loop-$i $n KINFER_GPU_LEAN_FIXED=0
-  done
-done
+e2e_timelines_ab 2 fixed loop KINFER_GPU_LEAN_FIXED=0 linkage_11 linkage_17 pedigree50
 rm -rf $R/cache; tar -C $OUT -czf $OUT/$NAME.tgz $NAME && rm -rf $R

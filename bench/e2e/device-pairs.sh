@@ -8,14 +8,9 @@
 e2e_begin pairs
 e2e_gpu_kernel_test; tail -2 $R/test_gpu_kernel.txt; grep -E 'kernel 9:' $R/test_gpu_kernel.txt | head -2
 ( cd $B && KINFER_GPU_LEAN_PAIRS=0 KINFER_GPU_TEST_SCALE=0.03 timeout 120 ./run tests/test_gpu_kernel ) > $R/test_gpu_kernel_grid.txt 2>&1; echo "grid-stride pairs: exit $?"; tail -2 $R/test_gpu_kernel_grid.txt
-( cd $B && KINFER_GPU_TEST_SCALE=1 timeout 120 ./run tests/test_gpu_kernel "GpuKernel.Kernel9CasesMatchCpu" ) > $R/k9-full.txt 2>&1; echo "full-scale kernel 9 case exit $?"; grep -E 'kernel 9:' $R/k9-full.txt
+e2e_gpu_kernel_case GpuKernel.Kernel9CasesMatchCpu k9-full.txt
 e2e_check linkage_11 linkage_17 linkage_13
-for n in linkage_11 linkage_17 linkage_13; do echo "check $n: $(tail -2 $R/check-$n.txt | tr '\n' ' ' | cut -c1-160)"; done
-bb="$B/run bench/gpu/bucket_bench"
-for s in 2:$S2 89:$S89 44:$S44; do
-  timeout 100 $bb --config pair --config grid:KINFER_GPU_LEAN_PAIRS=0 --shape ${s#*:} --no-f32 --cpu-runs 1 --repeats 7 --out $R/shape${s%%:*}.tsv > $R/shape${s%%:*}.txt 2>&1; echo "shape ${s%%:*} rc=$?"
-  grep -E '^(pair|grid) ' $R/shape${s%%:*}.txt
-done
+e2e_shapes_ab pair grid:KINFER_GPU_LEAN_PAIRS=0 2:$S2 89:$S89 44:$S44
 for i in 0 1; do
   e2e_pe_timeline p50-pair-$i pedigree50
   e2e_pe_timeline p50-grid-$i pedigree50 KINFER_GPU_LEAN_PAIRS=0

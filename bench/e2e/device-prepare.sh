@@ -9,7 +9,6 @@
 e2e_begin prepare
 e2e_gpu_kernel_test; tail -2 $R/test_gpu_kernel.txt
 e2e_check linkage_11 linkage_17 linkage_13
-for n in linkage_11 linkage_17 linkage_13; do echo "check $n: $(tail -2 $R/check-$n.txt | tr '\n' ' ' | cut -c1-160)"; done
 for i in 1 2 3; do
   for c in beside before; do
     for n in linkage_11 linkage_17 linkage_13 linkage_12; do

@@ -5,9 +5,10 @@
 # inputs (gpu/merge_inputs.hpp), as the executor runs it (bucket_bench --merge: NAME+merge rows);
 # linkage_11/12/13/17/18 and kernel_compare.sh's random buckets (seed 5).
 # Summary: bench/gpu/roofline_census.py.
-# Bundle: bench/e2e/bundle.sh build .dev-roof10 SHARED_UAI (keep bench/gpu)
+# The tenth session ran it again after kernel 9's compiled terms as ROOF_NAME=roof11.
+# Bundle: bench/e2e/bundle.sh build .dev-$ROOF_NAME SHARED_UAI (keep bench/gpu)
 . "$(dirname "$0")/lib.sh"
-e2e_begin roof10
+e2e_begin ${ROOF_NAME:-roof10}
 export KINFER_ORDER_CACHE=$R/orders
 bb() {  # NAME ARGS...
   local name=$1; shift

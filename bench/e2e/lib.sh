@@ -25,6 +25,37 @@ S141='2,3,2,5,2,5,6,2,2,2,3,6,2,3,5,3,2,5,3/1/0,2,3,4,5,6,7,8,9,10,11,12,13,14,1
 # An M = 2 one-lane bucket (the shape of linkage_11 384 and linkage_17 263, 2^28 outputs): 28
 # binary output variables and a binary summed one, a 2^27-entry input and a small one.
 S2='2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2/1/0,1,2,4,5,6,7,8,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28/3,9,12,20,28'
+# Pedigree50's shapes with other summed variables (tenth session, device-fixed*.sh): S4M is S44
+# with its summed variable of 4 values as two binary ones, the first input holding only the
+# first (not direct: the mixed M = 4 family); S6/S8 shape 89 with a summed variable of 6 or 8
+# values and one output variable 5 -> 2; S6M/S8M S4M's two summed variables of 2 x 3 and 2 x 4.
+S4M='2,2,5,2,5,6,2,2,2,6,2,3,5,3,2,5,3,3,2,2/2/0,1,2,3,4,5,9,10,12,13,14,15,18/1,6,7,8,11,16,17,18,19'
+I89='0,1,2,3,4,5,6,7,8,10,11,12,13,14,15,16,17,18/0,2,4,5,7,9,10,11,13,14,15,16,18'
+IM='0,1,2,3,4,5,9,10,12,13,14,15,18/1,6,7,8,11,16,17,18,19'
+S6="2,2,2,2,5,6,2,2,2,3,6,2,3,5,3,2,5,3,6/1/$I89"
+S8="2,2,2,2,5,6,2,2,2,3,6,2,3,5,3,2,5,3,8/1/$I89"
+S6M="2,2,2,2,5,6,2,2,2,6,2,3,5,3,2,5,3,3,2,3/2/$IM"
+S8M="2,2,2,2,5,6,2,2,2,6,2,3,5,3,2,5,3,3,2,4/2/$IM"
+# e2e_shapes_ab CONFIG_A CONFIG_B LABEL:SPEC...: each shape under both bucket_bench configs
+# (NAME[:VAR=VAL]) in one process, its rows printed; results $R/shapeLABEL.{tsv,txt}.
+e2e_shapes_ab() {
+  local a=$1 b=$2 s; shift 2
+  for s in "$@"; do
+    timeout 100 $B/run bench/gpu/bucket_bench --config $a --config $b --shape ${s#*:} --no-f32 --cpu-runs 1 --repeats 7 --out $R/shape${s%%:*}.tsv > $R/shape${s%%:*}.txt 2>&1; echo "shape ${s%%:*} rc=$?"
+    grep -E "^(${a%%:*}|${b%%:*}) " $R/shape${s%%:*}.txt
+  done
+}
+# e2e_timelines_ab ROUNDS NAME_A NAME_B VAR=VAL NETWORK...: e2e_pe_timeline of each network as
+# it is (NAME_A) and under VAR=VAL (NAME_B), ROUNDS rounds ($R/NETWORK-NAME-ROUND.*).
+e2e_timelines_ab() {
+  local rounds=$1 a=$2 b=$3 env=$4 i n; shift 4
+  for ((i = 0; i < rounds; ++i)); do
+    for n in "$@"; do
+      e2e_pe_timeline $n-$a-$i $n
+      e2e_pe_timeline $n-$b-$i $n $env
+    done
+  done
+}
 # Three cold `pe --device auto` runs of each network, with their trail (-v).
 e2e_cold3() {
   for n in "$@"; do
@@ -43,9 +74,16 @@ e2e_gpu_kernel_test() {
   ( cd $B && KINFER_GPU_TEST_SCALE=0.03 timeout 120 ./run tests/test_gpu_kernel ) > $R/test_gpu_kernel.txt 2>&1
   echo "exit $?" >> $R/test_gpu_kernel.txt
 }
-e2e_check() {  # pe --check of each network
+# e2e_gpu_kernel_case CASE FILE: one case of the kernel test at full scale into $R/FILE, its
+# kernel 9 summary printed.
+e2e_gpu_kernel_case() {
+  ( cd $B && KINFER_GPU_TEST_SCALE=1 timeout 150 ./run tests/test_gpu_kernel "$1" ) > $R/$2 2>&1
+  echo "full-scale $1 exit $?"; grep -E 'kernel 9' $R/$2
+}
+e2e_check() {  # pe --check of each network, its verdict printed
   for n in "$@"; do
     timeout 60 $k pe $D/$n.uai --check > $R/check-$n.txt 2>&1; echo "exit $?" >> $R/check-$n.txt
+    echo "check $n: $(tail -2 $R/check-$n.txt | tr '\n' ' ' | cut -c1-160)"
   done
 }
 # e2e_calibrate PROFILE: `kinfer calibrate` (45 s, linkage_11/17's buckets in the sweep) into
