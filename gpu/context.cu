@@ -150,6 +150,14 @@ class CudaContext final : public Context {
       lim_.lean_chunks = std::string(ch) != "0";
     if (const char* fx = std::getenv("KINFER_GPU_LEAN_FIXED"))
       lim_.lean_fixed_terms = std::string(fx) != "0";
+    if (const char* ro = std::getenv("KINFER_GPU_REUSE_ORDER")) {  // BYTES[:NEAR[:OVER]]; 0: off
+      double bytes = 0, over = 0;
+      long long near = 0;
+      const int n = std::sscanf(ro, "%lf:%lld:%lf", &bytes, &near, &over);
+      if (n >= 1 && bytes >= 0) lim_.reuse_min_bytes = bytes;
+      if (n >= 2 && near >= 1) lim_.reuse_near = near;
+      if (n == 3 && over >= 0) lim_.reuse_over_rest = over;
+    }
     if (const char* two = std::getenv("KINFER_GPU_LEAN_TWO")) {  // items; 0: off
       long long items = 0;
       if (std::sscanf(two, "%lld", &items) == 1 && items >= 0) lim_.lean_two_min_items = items;

@@ -160,9 +160,63 @@ TileChoice choose_tile(const BucketLayout& L, int nf, int nfp, const DeviceLimit
   return best;
 }
 
-// Plain variant: global loads through L1/L2, any shape the layout supports.
-LaunchPlan plain_launch_plan(const BucketLayout& lay, const DeviceLimits& lim,
+}  // namespace
+
+BucketLayout reuse_order(const BucketLayout& lay, const DeviceLimits& lim) {
+  if (lim.reuse_min_bytes <= 0 || lay.k < 2 || !lay.unsupported.empty()) return lay;
+  int big = -1;
+  std::int64_t size = 0;
+  for (int s = 0; s < lay.n_in; ++s)
+    if (lay.in_size[s] > size) {
+      size = lay.in_size[s];
+      big = s;
+    }
+  if (big < 0 || 8.0 * static_cast<double>(size) < lim.reuse_min_bytes) return lay;
+  // worth it where that table outweighs the outputs and the other inputs (the writes and their
+  // reads lose some of their order)
+  double rest = static_cast<double>(lay.n_out);
+  for (int s = 0; s < lay.n_in; ++s)
+    if (s != big) rest += static_cast<double>(lay.in_size[s]);
+  if (static_cast<double>(size) < lim.reuse_over_rest * rest) return lay;
+  // the output variables it lacks, from the least significant up, while their product stays
+  // within reuse_max_group (a warp's 32 writes then fall in runs of >= 32 / group outputs)
+  // within reuse_max_group; those already within reuse_near outputs of their neighbours (the
+  // outputs below them) are reused from the cache as they are, and stay
+  std::vector<char> moved(lay.k, 0);
+  std::int64_t group = 1, below = 1;
+  for (int i = lay.k; i-- > 0; below *= lay.card[i]) {
+    if (lay.stride[big][i] != 0 || lay.card[i] == 1 || below < lim.reuse_near) continue;
+    if (group * lay.card[i] > lim.reuse_max_group) continue;
+    moved[i] = 1;
+    group *= lay.card[i];
+  }
+  if (group == 1) return lay;
+  const int nv = nv_of(lay);
+  std::vector<int> order;  // new position -> old one
+  for (int i = 0; i < lay.k; ++i)
+    if (!moved[i]) order.push_back(i);
+  for (int i = 0; i < lay.k; ++i)
+    if (moved[i]) order.push_back(i);
+  for (int i = lay.k; i < nv; ++i) order.push_back(i);
+  bool same = true;
+  for (int j = 0; j < nv; ++j) same = same && order[j] == j;
+  if (same) return lay;
+  BucketLayout L = lay;
+  for (int j = 0; j < nv; ++j) {
+    L.card[j] = lay.card[order[j]];
+    L.out_stride[j] = lay.out_stride[order[j]];
+    for (std::size_t s = 0; s < lay.stride.size(); ++s) L.stride[s][j] = lay.stride[s][order[j]];
+  }
+  return L;
+}
+
+namespace {
+
+// Plain variant: global loads through L1/L2, any shape the layout supports; the outputs are
+// enumerated in reuse_order's order.
+LaunchPlan plain_launch_plan(const BucketLayout& lay0, const DeviceLimits& lim,
                              bool with_tables = true) {
+  const BucketLayout lay = reuse_order(lay0, lim);
   LaunchPlan p;
   p.variant = Variant::plain;
   p.nf_inputs = lay.nf;

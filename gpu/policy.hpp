@@ -127,6 +127,19 @@ struct DeviceLimits {
   // Context reads KINFER_GPU_SELECT=BYTES:REUSE (measurement).
   double one_lane_bytes_per_term = 1;
   double two_lane_min_reuse = 0;
+  // Planner option (plain kernel and kernel 9): when the bucket's largest input table holds at
+  // least reuse_min_bytes and reuse_over_rest times the entries of the output and the other
+  // inputs together, and lacks some output variables with at least reuse_near outputs below
+  // them, those (up to a product of reuse_max_group values) are enumerated innermost, so that
+  // the threads of a warp reading the same entries of it are neighbours and the table is read
+  // from memory once instead of once per value of them (pedigree50's bucket 209: an 11 GB
+  // input lacking the output's first variable, 4 values; docs/perf-notes.md "Outputs
+  // enumerated for the largest input"). The Context reads
+  // KINFER_GPU_REUSE_ORDER=BYTES[:NEAR[:OVER]] (0: off; 1:1:0 every bucket: the tests).
+  double reuse_min_bytes = 32e6;
+  double reuse_over_rest = 1.5;
+  std::int64_t reuse_max_group = 8;
+  std::int64_t reuse_near = 1024;  // outputs below a lacking variable that leave it in place
 };
 
 // The bucket's index space, independent of the kernel variant.
@@ -145,6 +158,11 @@ struct BucketLayout {
 };
 
 BucketLayout describe(const BucketShape& shape, std::span<const std::vector<int>> scopes);
+
+// The layout with its output variables reordered for the largest input's reuse
+// (DeviceLimits::reuse_min_bytes); the same layout when nothing moves. The plans' tables give
+// every output its offset, so the enumeration order is free.
+BucketLayout reuse_order(const BucketLayout& lay, const DeviceLimits& lim);
 
 // One kernel launch, fully decided on the CPU. Tables are row-major, rows padded to `nip`
 // (all inputs) or `nfp` (varying inputs) entries so a row is one or two 16-byte loads.

@@ -108,6 +108,45 @@ TEST_CASE("GpuPolicy.PlainTablesReproduceBucket", "[gpu]") {
   CHECK(direct > 30);
 }
 
+TEST_CASE("GpuPolicy.ReuseOrderKeepsEveryOutput", "[gpu]") {
+  // pedigree50's bucket 209 (bucket_bench --print-shapes): the 2^30.4-entry input lacks the
+  // first output variable (4 values), which goes innermost; the rest keep their order
+  const BucketSpec s = parse_bucket_spec(
+      "4,6,5,3,2,6,2,2,5,6,2,5,5,2,2,2,3,3,3/6/1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18/"
+      "0,4,13,14,15,16,17,18");
+  const BucketLayout lay = describe(s.shape, s.scopes);
+  const BucketLayout r = reuse_order(lay, DeviceLimits{});
+  REQUIRE(r.k == lay.k);
+  CHECK(r.card[lay.k - 1] == 4);
+  CHECK(r.out_stride[lay.k - 1] == lay.out_stride[0]);
+  for (int i = 1; i < lay.k; ++i) CHECK(r.out_stride[i - 1] == lay.out_stride[i]);
+  for (std::size_t i = lay.k; i < lay.card.size(); ++i) CHECK(r.card[i] == lay.card[i]);
+  // off, or a table below the threshold: unchanged
+  DeviceLimits off;
+  off.reuse_min_bytes = 0;
+  CHECK(reuse_order(lay, off).stride == lay.stride);
+  // random buckets with every plan reordered (threshold 1 byte): the plain tables and kernel
+  // 9's plans still give every output its value (emulated against the reference)
+  std::mt19937_64 rng(21);
+  RandomBucketOptions o;
+  o.max_log2_states = 13;
+  DeviceLimits all;
+  all.reuse_min_bytes = 1;
+  all.reuse_near = 1;
+  all.reuse_over_rest = 0;
+  int moved = 0;
+  for (int i = 0; i < 300; ++i) {
+    const RandomBucket b = random_bucket(rng, o);
+    INFO("bucket " << i << ": " << b.shape.output_size() << " outputs x " << b.shape.marg_size());
+    const BucketLayout bl = describe(b.shape, b.scopes);
+    if (!bl.unsupported.empty()) continue;
+    moved += reuse_order(bl, all).stride != bl.stride;
+    REQUIRE(max_error(emulated(b, Variant::plain, all), reference(b)) < 1e-10);
+    REQUIRE(max_error(emulated(b, Variant::automatic, all), reference(b)) < 1e-10);
+  }
+  CHECK(moved > 30);
+}
+
 TEST_CASE("GpuPolicy.FastDiv64MatchesDivision", "[gpu]") {
   std::mt19937_64 rng(8);
   for (std::uint32_t d :

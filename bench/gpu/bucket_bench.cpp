@@ -261,6 +261,27 @@ class Bench {
 // The plain kernel's launch plan of every bucket of a network (default device limits): where
 // its loads come from, without a device.
 int print_plans(const Options& o) {
+  if (!o.shapes.empty()) {  // the --shape specs: the plan the selector makes for each
+    std::ofstream tsv(o.out);
+    tsv << "shape\tn_out\tM\tn_in\tvariant\tnf\tMi\tMh\tlanes\tsplits\tblocks\tdirect\tlean\t"
+           "kernel9\tfixed_terms\ttile\tshared_bytes\treordered\n";
+    for (std::size_t i = 0; i < o.shapes.size(); ++i) {
+      const BucketSpec s = parse_bucket_spec(o.shapes[i]);
+      const BucketLayout lay = describe(s.shape, s.scopes);
+      tsv << i << '\t' << lay.n_out << '\t' << lay.M << '\t' << lay.n_in << '\t';
+      if (!lay.unsupported.empty()) {
+        tsv << "unsupported: " << lay.unsupported << '\n';
+        continue;
+      }
+      const LaunchPlan p = make_launch_plan(lay, Variant::automatic, DeviceLimits{});
+      tsv << to_string(p.variant) << '\t' << p.nf << '\t' << p.Mi << '\t' << p.Mh << '\t'
+          << (1 << p.lanes_log2) << '\t' << p.splits << '\t' << p.blocks << '\t'
+          << __builtin_popcount(p.direct_mask) << '\t' << p.lean << '\t' << p.lean_chunks << '\t'
+          << p.lean_fixed_terms << '\t' << p.tile << '\t' << p.shared_bytes << '\t'
+          << (reuse_order(lay, DeviceLimits{}).stride != lay.stride) << '\n';
+    }
+    return 0;
+  }
   if (o.random > 0) {  // the random buckets of --random N --seed S (as the benchmark draws them)
     std::ofstream tsv(o.out);
     tsv << "source\tbucket\tn_out\tM\tn_in\tp_lanes\tc_reuse\tc_resident\tc_launch\tc_hit\t"
@@ -289,7 +310,8 @@ int print_plans(const Options& o) {
   std::ofstream tsv(o.out);
   tsv << "bucket\tlog2_states\tn_out\tM\tn_in\tnf\tMi\tMh\tlanes\tsplits\tblocks\tdirect\t"
          "summed_cards\tinput_summed_vars\tp_lanes\tc_reuse\tc_resident\tc_launch\tc_hit\t"
-         "varying_in_mb\tauto_variant\tauto_build_ms\tauto_table_mb\ttile\tinput_sizes\tn_in_merged\n";
+         "varying_in_mb\tauto_variant\tauto_build_ms\tauto_table_mb\ttile\tinput_sizes\tn_in_merged\t"
+         "reordered\n";
   RunOptions ro;
   ro.threads = o.threads;
   ro.after_bucket = [&](int b, const BucketShape& shape, std::span<const InputTable> in,
@@ -340,6 +362,7 @@ int print_plans(const Options& o) {
     }
     const MergePlan mp = merge_plan(shape, fs, cs, true);
     tsv << '\t' << mp.scopes.size() + cs.size();
+    tsv << '\t' << (reuse_order(lay, DeviceLimits{}).stride != lay.stride);
     tsv << '\n';
   };
   run_plan(plan, ro);
