@@ -264,7 +264,7 @@ int print_plans(const Options& o) {
   if (!o.shapes.empty()) {  // the --shape specs: the plan the selector makes for each
     std::ofstream tsv(o.out);
     tsv << "shape\tn_out\tM\tn_in\tvariant\tnf\tMi\tMh\tlanes\tsplits\tblocks\tdirect\tlean\t"
-           "kernel9\tfixed_terms\ttile\tshared_bytes\treordered\n";
+           "kernel9\tfixed_terms\ttile\tshared_bytes\treordered\tbuild_ms\n";
     for (std::size_t i = 0; i < o.shapes.size(); ++i) {
       const BucketSpec s = parse_bucket_spec(o.shapes[i]);
       const BucketLayout lay = describe(s.shape, s.scopes);
@@ -273,12 +273,15 @@ int print_plans(const Options& o) {
         tsv << "unsupported: " << lay.unsupported << '\n';
         continue;
       }
+      const auto t0 = std::chrono::steady_clock::now();
       const LaunchPlan p = make_launch_plan(lay, Variant::automatic, DeviceLimits{});
+      const double ms =
+          1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       tsv << to_string(p.variant) << '\t' << p.nf << '\t' << p.Mi << '\t' << p.Mh << '\t'
           << (1 << p.lanes_log2) << '\t' << p.splits << '\t' << p.blocks << '\t'
           << __builtin_popcount(p.direct_mask) << '\t' << p.lean << '\t' << p.lean_chunks << '\t'
           << p.lean_fixed_terms << '\t' << p.tile << '\t' << p.shared_bytes << '\t'
-          << (reuse_order(lay, DeviceLimits{}).stride != lay.stride) << '\n';
+          << (reuse_order(lay, DeviceLimits{}).stride != lay.stride) << '\t' << ms << '\n';
     }
     return 0;
   }
