@@ -169,6 +169,8 @@ class CudaContext final : public Context {
         lim_.two_lane_min_reuse = reuse;
       }
     }
+    if (const char* keep = std::getenv("KINFER_GPU_PINNED_KEEP"))
+      keep_pinned_ = std::string(keep) != "0";
     if (const char* mid = std::getenv("KINFER_GPU_MID_ROWS")) {  // the two-level outer table
       const long long rows = std::atoll(mid);
       if (rows >= 1) lim_.mid_rows_max = rows;
@@ -209,6 +211,7 @@ class CudaContext final : public Context {
       if (pol->ready) cudaEventDestroy(pol->ready);
     for (auto& s : scratch_) cudaFree(s.first);
     for (auto s : streams_) cudaStreamDestroy(s);
+    for (auto& [bytes, p] : pinned_free_) cudaFreeHost(p);
   }
 
   std::string name() const override { return prop_.name; }
@@ -254,13 +257,57 @@ class CudaContext final : public Context {
     return static_cast<double>(f) + cached;
   }
 
+  // Pinned buffers are kept for the next executor run (a conditioned plan's next slice, lod's
+  // and batch's next plan): cudaMallocHost and cudaFreeHost cost milliseconds each, at every
+  // slice (docs/perf-notes.md "Pinned buffers kept between runs"). A freed buffer of at most
+  // kPinnedKeepMax bytes is kept while the kept ones total at most kPinnedKeepTotal (a run's
+  // staging, which the accountant counts, reuses them; at most that much sits unused when the
+  // next run's sizes differ); the context's streams are synchronized first
+  // (cudaFreeHost synchronizes the device), so that no copy still uses it when it is handed out
+  // again. KINFER_GPU_PINNED_KEEP=0: every buffer freed (measurement).
+  static constexpr std::size_t kPinnedKeepMax = std::size_t{16} << 20;
+  static constexpr std::size_t kPinnedKeepTotal = std::size_t{32} << 20;
   double* alloc_host(std::int64_t entries) override {
+    std::size_t bytes = static_cast<std::size_t>(std::max<std::int64_t>(entries, 1)) * 8;
+    {
+      std::lock_guard lock(pinned_mu_);
+      auto it = pinned_free_.lower_bound(bytes);
+      if (it != pinned_free_.end() && it->first <= 2 * bytes + (std::size_t{64} << 10)) {
+        void* p = it->second;
+        pinned_kept_ -= it->first;
+        pinned_free_.erase(it);
+        return static_cast<double*>(p);
+      }
+    }
+    bytes = (bytes + 4095) & ~std::size_t{4095};
     void* p = nullptr;
-    CUDA_CHECK(
-        cudaMallocHost(&p, static_cast<std::size_t>(std::max<std::int64_t>(entries, 1)) * 8));
+    CUDA_CHECK(cudaMallocHost(&p, bytes));
+    std::lock_guard lock(pinned_mu_);
+    pinned_size_[p] = bytes;
     return static_cast<double*>(p);
   }
-  void free_host(double* p) override { CUDA_CHECK(cudaFreeHost(p)); }
+  void free_host(double* p) override {
+    std::size_t bytes = 0;
+    {
+      std::lock_guard lock(pinned_mu_);
+      auto it = pinned_size_.find(p);
+      if (it != pinned_size_.end()) bytes = it->second;
+    }
+    if (keep_pinned_ && bytes > 0 && bytes <= kPinnedKeepMax) {
+      for (cudaStream_t st : streams_) CUDA_CHECK(cudaStreamSynchronize(st));  // its copies done
+      std::lock_guard lock(pinned_mu_);
+      if (pinned_kept_ + bytes <= kPinnedKeepTotal) {
+        pinned_free_.emplace(bytes, p);
+        pinned_kept_ += bytes;
+        return;
+      }
+    }
+    {
+      std::lock_guard lock(pinned_mu_);
+      pinned_size_.erase(p);
+    }
+    CUDA_CHECK(cudaFreeHost(p));
+  }
 
   void upload(Handle dst, const double* host, std::int64_t entries, int s) override {
     std::lock_guard lock(mu_);
@@ -620,6 +667,12 @@ class CudaContext final : public Context {
   std::unordered_map<std::string, std::unique_ptr<PolicyEntry>> policies_;
   std::vector<std::pair<void*, std::size_t>> scratch_;
   Handle next_handle_ = 1;
+  // pinned host buffers (alloc_host): their sizes, and the freed ones kept for reuse
+  std::mutex pinned_mu_;
+  std::unordered_map<void*, std::size_t> pinned_size_;
+  std::multimap<std::size_t, void*> pinned_free_;
+  std::size_t pinned_kept_ = 0;
+  bool keep_pinned_ = true;  // KINFER_GPU_PINNED_KEEP=0: freed at once
 };
 
 // Device buffer for run_host_bucket.
