@@ -52,8 +52,6 @@ bool lean_shape(const DeviceLimits& lim, std::int64_t M, int nf) {
   return lim.lean && M <= kLeanMaxTerms && nf <= kLeanMaxVarying;
 }
 
-// Odometer fill: table[row][slot] = sum over vars[first, last) of digit * stride[slot][var],
-// rows in mixed-radix order (last var fastest). Throws when a value does not fit Int.
 // A table of `n` zeros; one of several MB in transparent huge pages where the kernel offers
 // them on request (madvise), so that its first touch takes one fault per 2 MB instead of one per
 // 4 kB: on the H100 machine's host a fresh 25 MB table of linkage_11 took 35 ms to build among
@@ -79,6 +77,8 @@ void zeroed_table(std::vector<Int>& table, std::size_t n) {
   table.assign(n, 0);
 }
 
+// Odometer fill: table[row][slot] = sum over vars[first, last) of digit * stride[slot][var],
+// rows in mixed-radix order (last var fastest). Throws when a value does not fit Int.
 template <class Int>
 void fill_offsets(const BucketLayout& lay, int first, int last, int slots, int width,
                   std::vector<Int>& table) {
@@ -208,9 +208,9 @@ BucketLayout reuse_order(const BucketLayout& lay, const DeviceLimits& lim) {
     if (s != big) rest += static_cast<double>(lay.in_size[s]);
   if (static_cast<double>(size) < lim.reuse_over_rest * rest) return lay;
   // the output variables it lacks, from the least significant up, while their product stays
-  // within reuse_max_group (a warp's 32 writes then fall in runs of >= 32 / group outputs)
-  // within reuse_max_group; those already within reuse_near outputs of their neighbours (the
-  // outputs below them) are reused from the cache as they are, and stay
+  // within reuse_max_group (a warp's 32 writes then fall in runs of >= 32 / group outputs);
+  // those with fewer than reuse_near outputs below them are reused from the cache where they
+  // are, and stay
   std::vector<char> moved(lay.k, 0);
   std::int64_t group = 1, below = 1;
   for (int i = lay.k; i-- > 0; below *= lay.card[i]) {
