@@ -128,53 +128,9 @@ class CudaContext final : public Context {
     lim_.max_threads_per_sm = prop_.maxThreadsPerMultiProcessor;
     lim_.shared_per_block = optin - kStaticShared;
     lim_.shared_per_sm = static_cast<int>(prop_.sharedMemPerMultiprocessor);
-    // planner options for measurement (DeviceLimits, docs/perf-notes.md)
-    const char* direct = std::getenv("KINFER_GPU_DIRECT");
-    if (direct && std::string(direct) == "0") lim_.direct = false;
-    if (const char* tiles = std::getenv("KINFER_GPU_TILES")) {  // 0, 1, force
-      lim_.tiles = std::string(tiles) != "0";
-      if (std::string(tiles) == "force") {
-        lim_.tile_fill = false;
-        lim_.tile_min_nf = 1;
-      }
-    }
-    if (const char* lanes = std::getenv("KINFER_GPU_LANES")) {  // FLOOR:TERMS
-      int lo = 0, terms = 0;
-      if (std::sscanf(lanes, "%d:%d", &lo, &terms) == 2 && lo >= 1 && lo <= 32 && terms >= 1) {
-        lim_.lanes_floor = lo;
-        lim_.lane_terms = terms;
-      }
-    }
-    if (const char* lean = std::getenv("KINFER_GPU_LEAN")) lim_.lean = std::string(lean) != "0";
-    if (const char* ch = std::getenv("KINFER_GPU_LEAN_CHUNKS"))
-      lim_.lean_chunks = std::string(ch) != "0";
-    if (const char* fx = std::getenv("KINFER_GPU_LEAN_FIXED"))
-      lim_.lean_fixed_terms = std::string(fx) != "0";
-    if (const char* ro = std::getenv("KINFER_GPU_REUSE_ORDER")) {  // BYTES[:NEAR[:OVER]]; 0: off
-      double bytes = 0, over = 0;
-      long long near = 0;
-      const int n = std::sscanf(ro, "%lf:%lld:%lf", &bytes, &near, &over);
-      if (n >= 1 && bytes >= 0) lim_.reuse_min_bytes = bytes;
-      if (n >= 2 && near >= 1) lim_.reuse_near = near;
-      if (n == 3 && over >= 0) lim_.reuse_over_rest = over;
-    }
-    if (const char* two = std::getenv("KINFER_GPU_LEAN_TWO")) {  // items; 0: off
-      long long items = 0;
-      if (std::sscanf(two, "%lld", &items) == 1 && items >= 0) lim_.lean_two_min_items = items;
-    }
-    if (const char* sel = std::getenv("KINFER_GPU_SELECT")) {  // BYTES:REUSE, the selector's
-      double bytes = 0, reuse = 0;
-      if (std::sscanf(sel, "%lf:%lf", &bytes, &reuse) == 2 && bytes >= 0 && reuse >= 0) {
-        lim_.one_lane_bytes_per_term = bytes;
-        lim_.two_lane_min_reuse = reuse;
-      }
-    }
+    apply_env_limits(lim_);  // planner options for measurement (DeviceLimits)
     if (const char* keep = std::getenv("KINFER_GPU_PINNED_KEEP"))
       keep_pinned_ = std::string(keep) != "0";
-    if (const char* mid = std::getenv("KINFER_GPU_MID_ROWS")) {  // the two-level outer table
-      const long long rows = std::atoll(mid);
-      if (rows >= 1) lim_.mid_rows_max = rows;
-    }
     streams_.resize(kStreams);
     // non-blocking: no implicit ordering with the legacy default stream
     for (auto& s : streams_) CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <numeric>
@@ -190,6 +191,53 @@ TileChoice choose_tile(const BucketLayout& L, int nf, int nfp, const DeviceLimit
 }
 
 }  // namespace
+
+void apply_env_limits(DeviceLimits& lim) {
+  const char* direct = std::getenv("KINFER_GPU_DIRECT");
+  if (direct && std::string(direct) == "0") lim.direct = false;
+  if (const char* tiles = std::getenv("KINFER_GPU_TILES")) {  // 0, 1, force
+    lim.tiles = std::string(tiles) != "0";
+    if (std::string(tiles) == "force") {
+      lim.tile_fill = false;
+      lim.tile_min_nf = 1;
+    }
+  }
+  if (const char* lanes = std::getenv("KINFER_GPU_LANES")) {  // FLOOR:TERMS
+    int lo = 0, terms = 0;
+    if (std::sscanf(lanes, "%d:%d", &lo, &terms) == 2 && lo >= 1 && lo <= 32 && terms >= 1) {
+      lim.lanes_floor = lo;
+      lim.lane_terms = terms;
+    }
+  }
+  if (const char* lean = std::getenv("KINFER_GPU_LEAN")) lim.lean = std::string(lean) != "0";
+  if (const char* ch = std::getenv("KINFER_GPU_LEAN_CHUNKS"))
+    lim.lean_chunks = std::string(ch) != "0";
+  if (const char* fx = std::getenv("KINFER_GPU_LEAN_FIXED"))
+    lim.lean_fixed_terms = std::string(fx) != "0";
+  if (const char* ro = std::getenv("KINFER_GPU_REUSE_ORDER")) {  // BYTES[:NEAR[:OVER]]; 0: off
+    double bytes = 0, over = 0;
+    long long near = 0;
+    const int n = std::sscanf(ro, "%lf:%lld:%lf", &bytes, &near, &over);
+    if (n >= 1 && bytes >= 0) lim.reuse_min_bytes = bytes;
+    if (n >= 2 && near >= 1) lim.reuse_near = near;
+    if (n == 3 && over >= 0) lim.reuse_over_rest = over;
+  }
+  if (const char* two = std::getenv("KINFER_GPU_LEAN_TWO")) {  // items; 0: off
+    long long items = 0;
+    if (std::sscanf(two, "%lld", &items) == 1 && items >= 0) lim.lean_two_min_items = items;
+  }
+  if (const char* sel = std::getenv("KINFER_GPU_SELECT")) {  // BYTES:REUSE, the selector's
+    double bytes = 0, reuse = 0;
+    if (std::sscanf(sel, "%lf:%lf", &bytes, &reuse) == 2 && bytes >= 0 && reuse >= 0) {
+      lim.one_lane_bytes_per_term = bytes;
+      lim.two_lane_min_reuse = reuse;
+    }
+  }
+  if (const char* mid = std::getenv("KINFER_GPU_MID_ROWS")) {  // the two-level outer table
+    const long long rows = std::atoll(mid);
+    if (rows >= 1) lim.mid_rows_max = rows;
+  }
+}
 
 BucketLayout reuse_order(const BucketLayout& lay, const DeviceLimits& lim) {
   if (lim.reuse_min_bytes <= 0 || lay.k < 2 || !lay.unsupported.empty()) return lay;
