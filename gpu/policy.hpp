@@ -140,8 +140,6 @@ struct DeviceLimits {
   double reuse_over_rest = 1.5;
   std::int64_t reuse_max_group = 8;
   std::int64_t reuse_near = 1024;  // outputs below a lacking variable that leave it in place
-
-  bool operator==(const DeviceLimits&) const = default;
 };
 
 // The planner options of the KINFER_GPU_* variables (measurement and tests, docs/perf-notes.md)

@@ -258,6 +258,11 @@ class Bench {
   const Ceilings& c_;
 };
 
+// Whether the planner enumerates this layout's outputs in another order (gpu::reuse_order).
+bool reordered(const BucketLayout& lay) {
+  return reuse_order(lay, DeviceLimits{}).stride != lay.stride;
+}
+
 // The plain kernel's launch plan of every bucket of a network (default device limits): where
 // its loads come from, without a device.
 int print_plans(const Options& o) {
@@ -281,7 +286,7 @@ int print_plans(const Options& o) {
           << (1 << p.lanes_log2) << '\t' << p.splits << '\t' << p.blocks << '\t'
           << __builtin_popcount(p.direct_mask) << '\t' << p.lean << '\t' << p.lean_chunks << '\t'
           << p.lean_fixed_terms << '\t' << p.tile << '\t' << p.shared_bytes << '\t'
-          << (reuse_order(lay, DeviceLimits{}).stride != lay.stride) << '\t' << ms << '\n';
+          << reordered(lay) << '\t' << ms << '\n';
     }
     return 0;
   }
@@ -365,7 +370,7 @@ int print_plans(const Options& o) {
     }
     const MergePlan mp = merge_plan(shape, fs, cs, true);
     tsv << '\t' << mp.scopes.size() + cs.size();
-    tsv << '\t' << (reuse_order(lay, DeviceLimits{}).stride != lay.stride);
+    tsv << '\t' << reordered(lay);
     tsv << '\n';
   };
   run_plan(plan, ro);
