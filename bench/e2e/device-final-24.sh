@@ -21,10 +21,8 @@ for round in 1 2; do
   KINFER_SEARCH_CPU_RATE=5e7 M --out "$R/ab-old-p50.tsv" --devices auto --timeout 60 --deadline 70 --extra "--max-memory 60G --order-time 10" pedigree50
 done
 M --out "$R/after.tsv" --devices cpu,auto --timeout 40 --deadline 120 $NETS
-M --out "$R/pedigree50.tsv" --devices auto --timeout 60 --deadline 70 --extra "--max-memory 60G" pedigree50 pedigree50 pedigree50
-M --out "$R/p50-100G.tsv" --devices auto --timeout 60 --deadline 70 pedigree50
-M --out "$R/p50-default.tsv" --devices auto --timeout 60 --deadline 70 --extra "" pedigree50
+e2e_p50_rows
 M --out "$R/after.tsv" --devices auto --timeout 40 --deadline 60 linkage_17 linkage_13 linkage_12 linkage_11
-echo "kinfer processes left: $(ps -eo comm | grep -cx kinfer || true)"
+e2e_left
 for f in ab-new ab-old ab-new-p50 ab-old-p50 after pedigree50 p50-100G p50-default; do echo "== $f"; cut -f1-10,17 $R/$f.tsv; done
 rm -rf $R/cache; tar -C $OUT -czf $OUT/$NAME.tgz $NAME && rm -rf $R

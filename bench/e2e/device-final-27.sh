@@ -9,9 +9,7 @@
 e2e_begin final27
 NETS="linkage_11 linkage_12 linkage_13 linkage_17 linkage_14 linkage_18 linkage_16 linkage_21 Pedigree_11"
 M --out "$R/after.tsv" --devices cpu,auto --timeout 40 --deadline 120 $NETS
-M --out "$R/pedigree50.tsv" --devices auto --timeout 60 --deadline 70 --extra "--max-memory 60G" pedigree50 pedigree50 pedigree50
-M --out "$R/p50-100G.tsv" --devices auto --timeout 60 --deadline 70 pedigree50
-M --out "$R/p50-default.tsv" --devices auto --timeout 60 --deadline 70 --extra "" pedigree50
+e2e_p50_rows
 M --out "$R/after.tsv" --devices auto --timeout 40 --deadline 60 linkage_17 linkage_13 linkage_12 linkage_11
 sleep 5
 e2e_helper_rows linkage_11 linkage_12 linkage_13 linkage_17

@@ -11,6 +11,6 @@ e2e_check linkage_11 linkage_17
 M --out "$R/after.tsv" --devices cpu,auto --timeout 40 --deadline 120 linkage_11 linkage_12 linkage_13 linkage_17 linkage_14 linkage_18
 M --out "$R/pedigree50.tsv" --devices auto --timeout 60 --deadline 70 --extra "--max-memory 60G" pedigree50 pedigree50
 M --out "$R/p50-default.tsv" --devices auto --timeout 60 --deadline 70 --extra "" pedigree50
-echo "kinfer processes left: $(ps -eo comm | grep -cx kinfer || true)"
+e2e_left
 for f in after pedigree50 p50-default; do echo "== $f"; cut -f1-7,8,9,15 $R/$f.tsv; done
 rm -rf $R/cache; tar -C $OUT -czf $OUT/$NAME.tgz $NAME && rm -rf $R

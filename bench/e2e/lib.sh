@@ -70,6 +70,28 @@ e2e_tables() {
   M --out "$R/after.tsv" --devices auto,cpu --timeout 40 --deadline 150 "$@"
   M --out "$R/pedigree50.tsv" --devices auto --timeout 60 --deadline 70 --extra "--max-memory 60G" pedigree50
 }
+# pedigree50 cold under --max-memory 60G (three runs, $R/pedigree50.tsv), 100G (the issue's
+# command, $R/p50-100G.tsv) and the default limit ($R/p50-default.tsv).
+e2e_p50_rows() {
+  M --out "$R/pedigree50.tsv" --devices auto --timeout 60 --deadline 70 --extra "--max-memory 60G" pedigree50 pedigree50 pedigree50
+  M --out "$R/p50-100G.tsv" --devices auto --timeout 60 --deadline 70 pedigree50
+  M --out "$R/p50-default.tsv" --devices auto --timeout 60 --deadline 70 --extra "" pedigree50
+}
+e2e_left() { echo "kinfer processes left: $(ps -eo comm | grep -cx kinfer || true)"; }
+# Every shared network but pedigree50 (the eleventh session's closing tables).
+E2E_SHARED_NETS="linkage_11 linkage_12 linkage_13 linkage_17 linkage_14 linkage_18 linkage_16 linkage_21 linkage_24
+Pedigree_11 Pedigree_12 Pedigree_13 pedigree1 Alchemy_11 CSP_12 DBN_11 Grids_11 ObjectDetection_74
+Promedus_24 Segmentation_12 grid10x10.f10"
+# e2e_closing NETWORK...: each network cold under the 16-core cpu then auto ($R/after.tsv,
+# --max-memory 100G), pedigree50's rows, every auto run again at the end ($R/again.tsv), the
+# kinfer processes left, the tables printed.
+e2e_closing() {
+  M --out "$R/after.tsv" --devices cpu,auto --timeout 40 --deadline 200 "$@"
+  e2e_p50_rows
+  M --out "$R/again.tsv" --devices auto --timeout 40 --deadline 100 "$@"
+  e2e_left
+  for f in after pedigree50 p50-100G p50-default again; do echo "== $f"; cut -f1-5,8,9,17 $R/$f.tsv; done
+}
 e2e_gpu_kernel_test() {
   ( cd $B && KINFER_GPU_TEST_SCALE=0.03 timeout 120 ./run tests/test_gpu_kernel ) > $R/test_gpu_kernel.txt 2>&1
   echo "exit $?" >> $R/test_gpu_kernel.txt
