@@ -80,14 +80,16 @@ void zeroed_table(std::vector<Int>& table, std::size_t n) {
 
 // Odometer fill: table[row][slot] = sum over vars[first, last) of digit * stride[slot][var],
 // rows in mixed-radix order (last var fastest). Throws when a value does not fit Int.
+// Large tables: the rows of the innermost variables (a block of at most kBlockRows rows) are
+// filled once, and every block after it is that block plus its outer variables' offsets (a
+// vectorised add), the odometer stepping once per block: linkage_11's 25 MB table of page
+// offsets took ~11 ms of odometer alone (docs/perf-notes.md, "The launch plans' tables filled").
 template <class Int>
 void fill_offsets(const BucketLayout& lay, int first, int last, int slots, int width,
                   std::vector<Int>& table) {
   std::int64_t rows = 1;
   for (int i = first; i < last; ++i) rows *= lay.card[i];
   zeroed_table(table, static_cast<std::size_t>(rows * width));
-  std::vector<int> digit(lay.card.size(), 0);
-  std::vector<std::int64_t> cur(slots, 0);
   std::int64_t top = 0;
   for (int s = 0; s < slots; ++s) {
     std::int64_t m = 0;
@@ -97,14 +99,39 @@ void fill_offsets(const BucketLayout& lay, int first, int last, int slots, int w
   if (top > static_cast<std::int64_t>(std::numeric_limits<Int>::max()))
     throw std::invalid_argument("offsets of the bucket's tables exceed " +
                                 std::to_string(8 * sizeof(Int)) + " bits");
-  for (std::int64_t r = 0; r < rows; ++r) {
-    for (int s = 0; s < slots; ++s) table[r * width + s] = static_cast<Int>(cur[s]);
-    for (int i = last - 1; i >= first; --i) {
-      for (int s = 0; s < slots; ++s) cur[s] += lay.stride[s][i];
-      if (++digit[i] < lay.card[i]) break;
-      for (int s = 0; s < slots; ++s) cur[s] -= lay.stride[s][i] * digit[i];
-      digit[i] = 0;
+  // the odometer over vars [lo, hi): row r of `out` (rows of `width`) for r in [0, n)
+  auto odometer = [&](int lo, int hi, std::int64_t n, Int* out) {
+    std::vector<int> digit(lay.card.size(), 0);
+    std::vector<std::int64_t> cur(slots, 0);
+    for (std::int64_t r = 0; r < n; ++r) {
+      for (int s = 0; s < slots; ++s) out[r * width + s] = static_cast<Int>(cur[s]);
+      for (int i = hi - 1; i >= lo; --i) {
+        for (int s = 0; s < slots; ++s) cur[s] += lay.stride[s][i];
+        if (++digit[i] < lay.card[i]) break;
+        for (int s = 0; s < slots; ++s) cur[s] -= lay.stride[s][i] * digit[i];
+        digit[i] = 0;
+      }
     }
+  };
+  constexpr std::int64_t kBlockRows = 4096;
+  int split = last;  // vars [split, last) form the inner block
+  std::int64_t block = 1;
+  while (split > first && block * lay.card[split - 1] <= kBlockRows) block *= lay.card[--split];
+  if (split == first || block < 64) {  // small, or no inner block worth replicating
+    odometer(first, last, rows, table.data());
+    return;
+  }
+  odometer(split, last, block, table.data());
+  const std::int64_t outer = rows / block;
+  std::vector<Int> base(static_cast<std::size_t>(outer * width), 0);
+  odometer(first, split, outer, base.data());
+  const std::int64_t len = block * width;
+  const Int* in = table.data();
+  for (std::int64_t o = 1; o < outer; ++o) {
+    Int* out = table.data() + o * len;
+    const Int* b = base.data() + o * width;
+    for (std::int64_t r = 0; r < len; r += width)
+      for (int s = 0; s < width; ++s) out[r + s] = in[r + s] + b[s];
   }
 }
 

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -81,6 +82,49 @@ struct Shared {
   }
 };
 
+// The kernel plans' preparation beside the run: each GPU bucket's plan built once, by whichever
+// thread claims it first (the preparing threads, largest first, or the GPU thread reaching it);
+// the others wait for it. The first error is kept and rethrown by the run.
+class Preparation {
+ public:
+  explicit Preparation(int nb) : state_(static_cast<std::size_t>(nb)) {}
+  template <class F>
+  void build(int b, F&& f) {
+    int expected = 0;
+    if (state_[b].compare_exchange_strong(expected, 1)) {
+      if (!stop_.load())
+        try {
+          f();
+        } catch (...) {
+          std::lock_guard lock(m_);
+          if (!error_) error_ = std::current_exception();
+          failed_ = true;
+        }
+      {
+        std::lock_guard lock(m_);
+        state_[b].store(2);
+      }
+      cv_.notify_all();
+      return;
+    }
+    std::unique_lock lock(m_);
+    cv_.wait(lock, [&] { return state_[b].load() == 2; });
+  }
+  bool failed() const { return failed_.load() || stop_.load(); }
+  void stop() { stop_ = true; }
+  void rethrow() {
+    std::lock_guard lock(m_);
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  std::vector<std::atomic<int>> state_;  // 0 not started, 1 being built, 2 built (or failed)
+  std::atomic<bool> failed_{false}, stop_{false};
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::exception_ptr error_;
+};
+
 struct Run {
   const Plan& plan;
   const std::vector<Device>& dev;
@@ -88,6 +132,7 @@ struct Run {
   Shared& sh;
   ExecStats& st;
   const std::vector<std::vector<gpu::HostInput>>& fin;  // [GPU bucket] factor inputs to upload
+  const std::function<void(int)>& prepare;  // bucket b's kernel plan built (or waited for)
   int root() const { return static_cast<int>(plan.tree.buckets.size()) - 1; }
   bool to_host(int b) const {  // does b's output have to reach the host?
     const int p = plan.tree.buckets[b].parent;
@@ -361,6 +406,16 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
       in.push_back({h, buckets[c].output_vars()});
       used.push_back(h);
     }
+    {  // its kernel plan, built beside the run: by this thread if nobody has started it
+      const auto tw = clock_type::now();
+      r.prepare(b);
+      const double waited = since(tw);
+      r.st.gpu_plan_wait_s += waited;
+      if (waited > 0.002)
+        spdlog::debug("executor: bucket {} waited {:.1f} ms for its kernel plan, {:.3f} s into "
+                      "the GPU thread",
+                      b, 1e3 * waited, since(gpu_t0));
+    }
     finish_uploads(b);  // the kernel reads what was just uploaded
     const BucketShape shape = bucket_shape(r.plan, b);
     const std::int64_t n_out = shape.output_size();
@@ -539,43 +594,59 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
   }
   for (Device d : dev) (d == Device::gpu ? st.gpu_buckets : st.cpu_buckets)++;
   log_resources("the executor's GPU inputs merged");
-  // The kernels' launch plans, built on every thread before the run (largest buckets first),
-  // their tables queued for upload: built one at a time inside run_bucket they were most of a
-  // GPU run's time (docs/perf-notes.md, "Where a --device auto run's time ... go").
-  if (ctx && st.gpu_buckets > 0) {
-    const auto tp = clock_type::now();
-    std::vector<std::pair<double, int>> order;
+  // The kernels' launch plans, built on every thread (largest buckets first), their tables
+  // queued for upload: built one at a time inside run_bucket they were most of a GPU run's
+  // time (docs/perf-notes.md, "Where a --device auto run's time ... go"). They are built beside
+  // the run: the GPU thread starts on its first buckets at once and, at a bucket whose plan
+  // nobody has started, builds it itself (else waits for it). With time_buckets or
+  // KINFER_GPU_PREPARE=ahead they are all built before the run (calibration times kernels
+  // alone).
+  Shared sh(plan.tree, dev);
+  std::vector<std::pair<double, int>> order;
+  if (ctx && st.gpu_buckets > 0)
     for (int b = 0; b < nb; ++b)
       if (dev[b] == Device::gpu) {
         const BucketShape shape = bucket_shape(plan, b);
         order.emplace_back(
             -static_cast<double>(shape.output_size()) * static_cast<double>(shape.marg_size()), b);
       }
-    std::sort(order.begin(), order.end());
-    const int upload_stream = ctx->num_streams() > 1 ? 1 : 0;
-    std::exception_ptr first_error;
-    std::mutex error_mu;
-    const int threads = opt.threads > 0 ? opt.threads : omp_get_max_threads();
+  std::sort(order.begin(), order.end());
+  const int upload_stream = ctx && ctx->num_streams() > 1 ? 1 : 0;
+  Preparation prep(nb);
+  const std::function<void(int)> prepare = [&](int b) {
+    prep.build(b, [&] { ctx->prepare(bucket_shape(plan, b), kernel_scopes[b], upload_stream); });
+  };
+  const int threads = opt.threads > 0 ? opt.threads : omp_get_max_threads();
+  auto prepare_all = [&] {
+    const auto tp = clock_type::now();
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (std::size_t i = 0; i < order.size(); ++i) {
-      const int b = order[i].second;
-      try {
-        ctx->prepare(bucket_shape(plan, b), kernel_scopes[b], upload_stream);
-      } catch (...) {
-        const std::lock_guard lock(error_mu);
-        if (!first_error) first_error = std::current_exception();
-      }
+      if (prep.failed()) continue;
+      prepare(order[i].second);
     }
-    if (first_error) std::rethrow_exception(first_error);
     st.gpu_prepare_s = since(tp);
+  };
+  const char* prep_env = std::getenv("KINFER_GPU_PREPARE");
+  const bool ahead = opt.time_buckets || (prep_env && std::string(prep_env) == "ahead");
+  if (!order.empty() && ahead) {
+    prepare_all();
+    prep.rethrow();
   }
 
-  Shared sh(plan.tree, dev);
   std::optional<StagingPool> pool;
   if (ctx && st.gpu_buckets > 0) pool.emplace(*ctx);
-  Run r{plan, dev, opt, sh, st, fin};
+  Run r{plan, dev, opt, sh, st, fin, prepare};
   {
-    std::thread gpu;
+    std::thread preparer, gpu;
+    if (!order.empty() && !ahead)
+      preparer = std::thread([&] {
+        prepare_all();
+        if (prep.failed()) try {
+            prep.rethrow();
+          } catch (...) {
+            sh.fail(std::current_exception());
+          }
+      });
     if (pool)
       gpu = std::thread([&] {
         try {
@@ -591,6 +662,10 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
       sh.fail(std::current_exception());
     }
     if (gpu.joinable()) gpu.join();
+    if (preparer.joinable()) {
+      prep.stop();  // an early end: what is left is not built
+      preparer.join();
+    }
   }
   if (sh.error) {
     // Copies may still read pinned buffers: let every stream finish before the pool frees them.
@@ -604,12 +679,14 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
   log_resources("the executor's buckets done");
   if (ctx)
     spdlog::debug(
-        "executor: {:.3f} s; kernel plans prepared in {:.3f} s; CPU thread {} buckets: kernels "
+        "executor: {:.3f} s; kernel plans prepared in {:.3f} s{}; CPU thread {} buckets: kernels "
         "{:.3f} s, waiting {:.3f} s; GPU "
         "thread {} buckets: staging {:.3f} s, run_bucket (host) {:.3f} s, allocations {:.3f} "
         "s, waiting for CPU children {:.3f} s and uploads {:.3f} s, downloads {:.3f} s; the "
         "context holds {} of host memory for kernel plans and spent {:.3f} s building them",
-        since(t0), st.gpu_prepare_s, st.cpu_buckets, st.cpu_kernel_s, st.cpu_wait_s, st.gpu_buckets,
+        since(t0), st.gpu_prepare_s,
+        fmt::format(" (the GPU thread waited {:.3f} s for them)", st.gpu_plan_wait_s),
+        st.cpu_buckets, st.cpu_kernel_s, st.cpu_wait_s, st.gpu_buckets,
         st.gpu_stage_s, st.gpu_launch_s, st.gpu_alloc_s, st.gpu_child_wait_s, st.gpu_upload_wait_s,
         st.gpu_download_s, human_bytes(ctx->own_host_bytes()), ctx->own_setup_seconds());
   const double root_value = sh.host[nb - 1][0];

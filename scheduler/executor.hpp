@@ -50,11 +50,12 @@ struct ExecStats {
   int merged_buckets = 0;        // GPU buckets whose factor inputs were merged to fit the kernels
   double device_peak_bytes = 0;  // the most device bytes the run held at once (its own tables)
   // Where each thread's wall time went (always measured; logged at debug level): building the
-  // kernels' launch plans on every thread before the run; the CPU
+  // kernels' launch plans on every thread beside the run (gpu_prepare_s: from the first to the
+  // last; gpu_plan_wait_s: the GPU thread's waits for them); the CPU
   // thread's kernels and waits; the GPU thread's staging of the inputs, host time inside
   // run_bucket (launches, and building a shape's kernel tables the first time), device
   // allocations, waits for CPU children and downloads (with their synchronisation).
-  double cpu_kernel_s = 0, cpu_wait_s = 0, gpu_prepare_s = 0;
+  double cpu_kernel_s = 0, cpu_wait_s = 0, gpu_prepare_s = 0, gpu_plan_wait_s = 0;
   double gpu_stage_s = 0, gpu_launch_s = 0, gpu_alloc_s = 0, gpu_child_wait_s = 0,
          gpu_download_s = 0, gpu_upload_wait_s = 0;
 };
