@@ -137,7 +137,8 @@ void fill_offsets(const BucketLayout& lay, int first, int last, int slots, int w
 
 // Output split shared by both variants: page = the lowest `page_vars` output variables.
 // `cols`: table columns (the plain kernel adds the output offset as a last column).
-void fill_output_tables(const BucketLayout& lay, LaunchPlan& p, int cols) {
+// `device_fill`: out_hi of at least that many bytes described for the device to fill (0: never).
+void fill_output_tables(const BucketLayout& lay, LaunchPlan& p, int cols, double device_fill = 0) {
   const int first = lay.k - p.page_vars;
   p.P = 1;
   for (int i = first; i < lay.k; ++i) p.P *= lay.card[i];
@@ -145,7 +146,19 @@ void fill_output_tables(const BucketLayout& lay, LaunchPlan& p, int cols) {
   for (int i = 0; i < lay.k; ++i) n *= lay.card[i];
   p.n_pages = n / p.P;
   fill_offsets(lay, first, lay.k, cols, p.nip, p.out_lo);
-  fill_offsets(lay, 0, first, cols, p.nip, p.out_hi);
+  p.out_hi_fill = {};
+  if (device_fill > 0 && 8.0 * static_cast<double>(p.n_pages) * p.nip >= device_fill &&
+      p.n_pages <= kMaxIndex) {
+    p.out_hi.clear();
+    p.out_hi.shrink_to_fit();
+    p.out_hi_fill.rows = p.n_pages;
+    p.out_hi_fill.card.assign(lay.card.begin(), lay.card.begin() + first);
+    p.out_hi_fill.stride.assign(static_cast<std::size_t>(first) * p.nip, 0);
+    for (int i = 0; i < first; ++i)
+      for (int s = 0; s < cols; ++s) p.out_hi_fill.stride[i * p.nip + s] = lay.stride[s][i];
+  } else {
+    fill_offsets(lay, 0, first, cols, p.nip, p.out_hi);
+  }
   p.div_P = FastDiv64(static_cast<std::uint32_t>(p.P));
 }
 
@@ -263,6 +276,10 @@ void apply_env_limits(DeviceLimits& lim) {
   if (const char* mid = std::getenv("KINFER_GPU_MID_ROWS")) {  // the two-level outer table
     const long long rows = std::atoll(mid);
     if (rows >= 1) lim.mid_rows_max = rows;
+  }
+  if (const char* fill = std::getenv("KINFER_GPU_DEVICE_FILL")) {  // bytes; 0: on the host
+    double bytes = -1;
+    if (std::sscanf(fill, "%lf", &bytes) == 1 && bytes >= 0) lim.device_fill_bytes = bytes;
   }
 }
 
@@ -386,7 +403,7 @@ LaunchPlan plain_launch_plan(const BucketLayout& lay0, const DeviceLimits& lim,
                                  p.n_items / P > (std::int64_t{1} << 20)))
     P *= L.card[lay.k - ++p.page_vars];
   if (with_tables) {
-    fill_output_tables(L, p, slots + 1);
+    fill_output_tables(L, p, slots + 1, lim.device_fill_bytes);
   } else {
     std::int64_t n = 1;
     for (int i = 0; i < lay.k; ++i) n *= L.card[i];
@@ -547,6 +564,23 @@ const char* to_string(Variant v) {
       return "plain";
   }
   return "?";
+}
+
+std::vector<std::int64_t> host_out_hi(const LaunchPlan& p) {
+  const LaunchPlan::OffsetFill& f = p.out_hi_fill;
+  if (f.rows == 0) return p.out_hi;
+  // each row's digits by division (the device kernel's way; fill_offsets steps an odometer)
+  std::vector<std::int64_t> t(static_cast<std::size_t>(f.rows * p.nip), 0);
+  const int nv = static_cast<int>(f.card.size());
+  for (std::int64_t r = 0; r < f.rows; ++r) {
+    std::int64_t rest = r;
+    for (int v = nv - 1; v >= 0; --v) {
+      const std::int64_t d = rest % f.card[v];
+      rest /= f.card[v];
+      for (int s = 0; s < p.nip; ++s) t[r * p.nip + s] += d * f.stride[v * p.nip + s];
+    }
+  }
+  return t;
 }
 
 double LaunchPlan::table_bytes() const {
@@ -917,7 +951,11 @@ LaunchPlan make_launch_plan(const BucketLayout& lay, Variant want, const DeviceL
 double launch_table_bytes(const BucketLayout& lay, const DeviceLimits& lim, int eb, Variant want) {
   const LaunchPlan p = select_launch_plan(lay, want, lim, eb, nullptr, false);
   const double P = static_cast<double>(p.P), pages = static_cast<double>(p.n_pages);
-  double b = 4.0 * P * p.nip + 8.0 * pages * p.nip;  // out_lo, out_hi
+  double b = 4.0 * P * p.nip;     // out_lo
+  const double hi = 8.0 * pages * p.nip;  // out_hi, unless the device fills it
+  if (p.variant == Variant::cached || lim.device_fill_bytes <= 0 || hi < lim.device_fill_bytes ||
+      p.n_pages > kMaxIndex)
+    b += hi;
   if (p.variant == Variant::cached)                  // sum_lo [M], sum_hi, cache_lo, refetch
     b += 4.0 * static_cast<double>(p.M) * p.nfp + 8.0 * p.nfp + 4.0 * P * p.nfp + 4.0 * pages;
   else  // sum_lo [Mi], sum_hi [Mh / Mh2], sum_mid [Mh2]
@@ -984,6 +1022,7 @@ struct HostLse {
 
 void emulate(const LaunchPlan& p, const BucketLayout& lay, std::span<const InputTable> inputs,
              double* out) {
+  const std::vector<std::int64_t> out_hi = host_out_hi(p);  // the device may fill its own
   static const double zero = 0;
   const int slots = p.nf + p.nc;
   std::vector<const double*> in(slots);
@@ -994,7 +1033,7 @@ void emulate(const LaunchPlan& p, const BucketLayout& lay, std::span<const Input
   auto const_part = [&](std::int64_t page, std::int64_t ol) {
     double c = 0;
     for (int s = nf; s < slots; ++s)
-      c += in[s][p.out_hi[page * p.nip + s] + p.out_lo[ol * p.nip + s]];
+      c += in[s][out_hi[page * p.nip + s] + p.out_lo[ol * p.nip + s]];
     return c;
   };
   if (p.variant == Variant::plain) {
@@ -1006,7 +1045,7 @@ void emulate(const LaunchPlan& p, const BucketLayout& lay, std::span<const Input
       const std::int64_t page = p.div_P.div(o), ol = o - page * p.P;
       std::vector<std::int64_t> base(slots + 1);
       for (int s = 0; s <= slots; ++s)
-        base[s] = p.out_hi[page * p.nip + s] + p.out_lo[ol * p.nip + s];
+        base[s] = out_hi[page * p.nip + s] + p.out_lo[ol * p.nip + s];
       std::vector<HostLse> acc(R);
       for (int r = 0; r < R; ++r) {
         double c = 0;
@@ -1058,7 +1097,7 @@ void emulate(const LaunchPlan& p, const BucketLayout& lay, std::span<const Input
       const std::uint32_t bits = page == first ? p.cached_mask : p.refetch[page];
       for (int f = 0; f < nf; ++f) {
         if (!(bits >> f & 1)) continue;
-        const double* src = in[f] + p.out_hi[page * p.nip + f];
+        const double* src = in[f] + out_hi[page * p.nip + f];
         for (int e = 0; e < p.seg_size[f]; ++e) {
           const int lo = static_cast<int>(p.div_mf[f].div(e));
           const int s = e - lo * static_cast<int>(lay.m_f[f]);
@@ -1077,7 +1116,7 @@ void emulate(const LaunchPlan& p, const BucketLayout& lay, std::span<const Input
               if (p.cached_mask >> f & 1)
                 x += cache.at(p.seg_off[f] + p.cache_lo[ol * p.nfp + f] + t);
               else
-                x += in[f][p.out_hi[page * p.nip + f] + p.cache_lo[ol * p.nfp + f] + t];
+                x += in[f][out_hi[page * p.nip + f] + p.cache_lo[ol * p.nfp + f] + t];
             }
             l.add(x);
           }

@@ -99,6 +99,12 @@ struct DeviceLimits {
   // the H100's host: docs/perf-notes.md). Tests set it small to walk both levels; the Context
   // reads KINFER_GPU_MID_ROWS=N (measurement and the device tests).
   std::int64_t mid_rows_max = 4096;
+  // Planner option: the plain kernel's page-offset table (out_hi) of at least this many bytes is
+  // not built on the host but filled by a kernel from its strides (0: always on the host): a
+  // fresh 25 MB table took 20-50 ms of the host's page faults and odometer on the H100 machine
+  // (docs/perf-notes.md, "Page offsets filled on the device"). The Context reads
+  // KINFER_GPU_DEVICE_FILL=BYTES.
+  double device_fill_bytes = 1 << 20;
   // Planner option (kernel 7): plain plans of at most 16 summed configurations per output (one
   // lane) and at most 3 varying inputs run untiled in a kernel compiled for one lane that holds
   // 4 blocks of 256 per SM (the general one holds 2-3: registers); measured in
@@ -231,6 +237,13 @@ struct LaunchPlan {
   std::vector<std::int64_t> sum_mid;   // [Mh2][nfp]
   std::vector<std::int32_t> cache_lo;  // [P][nfp]   cached: cache row or global offset per input
   std::vector<std::uint32_t> refetch;  // [n_pages]  bit f: segment f changes ("PageValid", negated)
+  // out_hi filled by the device instead (DeviceLimits::device_fill_bytes; out_hi left empty):
+  // row r = sum over the page variables of digit(r) * stride, the last variable fastest.
+  struct OffsetFill {
+    std::int64_t rows = 0;             // 0: none (out_hi is on the host)
+    std::vector<int> card;             // [var] the page variables' cardinalities
+    std::vector<std::int64_t> stride;  // [var][nip] each column's stride (0 past the slots)
+  } out_hi_fill;
   FastDiv64 div_P, div_items;
   std::vector<FastDiv> div_mf;  // [varying slot] for staging
   double table_bytes() const;
@@ -258,6 +271,9 @@ struct Selection {
 // Throws std::invalid_argument when the layout is unsupported or the variant cannot take it.
 LaunchPlan make_launch_plan(const BucketLayout& lay, Variant want, const DeviceLimits& lim,
                             int elem_bytes = 8, Selection* sel = nullptr);
+// p's page-offset table as the kernel reads it: out_hi, or out_hi_fill expanded on the host
+// (the emulator and the tests; the device fills its own copy).
+std::vector<std::int64_t> host_out_hi(const LaunchPlan& p);
 
 // The bytes of the tables make_launch_plan(lay, want, lim, elem_bytes) builds on the host
 // (before they go to the device), from the selector's choice without building them: what a

@@ -13,6 +13,7 @@
 // merge their pairs with shuffles, splits through a second kernel.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -1188,10 +1189,57 @@ double ceiling_nf(cudaStream_t stream) {
 
 }  // namespace
 
+namespace {
+
+std::size_t align16(std::size_t bytes) { return (bytes + 15) / 16 * 16; }
+
+// out_hi_fill's parameters as the fill kernel reads them: the page variables' cardinalities,
+// then their strides [var][nip].
+std::vector<long long> fill_params(const LaunchPlan& p) {
+  const LaunchPlan::OffsetFill& f = p.out_hi_fill;
+  std::vector<long long> v(f.card.begin(), f.card.end());
+  v.insert(v.end(), f.stride.begin(), f.stride.end());
+  return v;
+}
+
+// out[r][s] = sum over the nv page variables of digit_v(r) * stride[v][s] (the last variable
+// fastest), a thread per row and four columns at a time; rows < 2^31 (policy.cpp).
+__global__ void fill_offsets_kernel(long long* out, long long rows, int nip, int nv,
+                                    const long long* params) {
+  const long long* card = params;
+  const long long* stride = params + nv;
+  for (long long r = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; r < rows;
+       r += static_cast<long long>(gridDim.x) * blockDim.x) {
+    for (int s0 = 0; s0 < nip; s0 += 4) {
+      long long a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+      unsigned rest = static_cast<unsigned>(r);
+      for (int v = nv - 1; v >= 0 && rest > 0; --v) {
+        const unsigned c = static_cast<unsigned>(card[v]);
+        const long long d = rest % c;
+        rest /= c;
+        const long long* st = stride + static_cast<long long>(v) * nip + s0;
+        a0 += d * st[0];
+        a1 += d * st[1];
+        a2 += d * st[2];
+        a3 += d * st[3];
+      }
+      long long* row = out + r * nip + s0;
+      row[0] = a0;
+      row[1] = a1;
+      row[2] = a2;
+      row[3] = a3;
+    }
+  }
+}
+
+}  // namespace
+
 std::size_t table_image_bytes(const LaunchPlan& p) {
   std::size_t b = 0;
-  LaunchPlan::for_each_device_table(
-      p, [&](const auto& t) { b += (sizeof(t[0]) * t.size() + 15) / 16 * 16; });
+  LaunchPlan::for_each_device_table(p, [&](const auto& t) { b += align16(sizeof(t[0]) * t.size()); });
+  if (p.out_hi_fill.rows > 0)  // the table the device fills, then the fill's parameters
+    b += align16(8 * static_cast<std::size_t>(p.out_hi_fill.rows) * p.nip) +
+         align16(8 * fill_params(p).size());
   return b;
 }
 
@@ -1211,6 +1259,21 @@ DeviceTables upload_table_image(const LaunchPlan& p, void* dev, cudaStream_t str
   t.sum_mid = static_cast<const long long*>(put(p.sum_mid.data(), 8 * p.sum_mid.size()));
   t.cache_lo = static_cast<const int*>(put(p.cache_lo.data(), 4 * p.cache_lo.size()));
   t.refetch = static_cast<const unsigned*>(put(p.refetch.data(), 4 * p.refetch.size()));
+  if (const std::int64_t rows = p.out_hi_fill.rows; rows > 0) {
+    // out_hi filled here from its strides (p.out_hi is empty), on the same stream as the copies
+    if (p.nip % 4 != 0) throw std::logic_error("out_hi_fill: rows of a multiple of 4 expected");
+    long long* hi = reinterpret_cast<long long*>(static_cast<char*>(dev) + off);
+    off += align16(8 * static_cast<std::size_t>(rows) * p.nip);
+    const std::vector<long long> params = fill_params(p);
+    const auto* dp = static_cast<const long long*>(put(params.data(), 8 * params.size()));
+    const int threads = 256;
+    const unsigned blocks =
+        static_cast<unsigned>(std::min<std::int64_t>((rows + threads - 1) / threads, 1 << 16));
+    fill_offsets_kernel<<<blocks, threads, 0, stream>>>(
+        hi, rows, p.nip, static_cast<int>(p.out_hi_fill.card.size()), dp);
+    CUDA_CHECK(cudaGetLastError());
+    t.out_hi = hi;
+  }
   return t;
 }
 

@@ -204,7 +204,8 @@ TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
       {"KINFER_GPU_LEAN", "0"},       // one-lane plans (M <= 16, <= 3 varying) in kernel 3, not 7
       {"KINFER_GPU_LEAN_TWO", "1"},   // every one-lane plan two outputs per thread (kernel 8)
       {"KINFER_GPU_LEAN_CHUNKS", "0"},   // one-lane plans in kernel 7/8, not kernel 9
-      {"KINFER_GPU_REUSE_ORDER", "1:1:0"}};  // outputs reordered for the largest input in every plan
+      {"KINFER_GPU_REUSE_ORDER", "1:1:0"},  // outputs reordered for the largest input in every plan
+      {"KINFER_GPU_DEVICE_FILL", "1"}};  // every plain plan's page offsets filled by the device
   int direct = 0, buckets = 0, tiled = 0, lean = 0, two = 0, k9 = 0;
   for (const Setting& v : variants) {
     // restore the variable as it was (a run of every case under one setting keeps it)

@@ -149,8 +149,9 @@ TEST_CASE("GpuPolicy.ReuseOrderKeepsEveryOutput", "[gpu]") {
 
 TEST_CASE("GpuPolicy.LargeOffsetTablesReproduceBucket", "[gpu]") {
   // 3 x 2^21 outputs (6144 pages of 1024: the page-offset table is filled as a block of its
-  // inner rows plus each outer row's offsets) and 2^12 x 3 x 2 (the summed tables' too), mixed
-  // cardinalities, inputs holding different subsets: every output as the reference has it
+  // inner rows plus each outer row's offsets, or described for the device to fill) and
+  // 2^12 x 3 x 2 (the summed tables' too), mixed cardinalities, inputs holding different
+  // subsets: every output as the reference has it
   for (const char* spec :
        {"3,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2/1/0,1,2,3,4,5,7,9,11,13,15,17,19,21,22/"
         "0,2,4,6,8,10,12,14,16,18,20,22",
@@ -161,6 +162,16 @@ TEST_CASE("GpuPolicy.LargeOffsetTablesReproduceBucket", "[gpu]") {
     for (Variant v : {Variant::plain, Variant::automatic})
       REQUIRE(max_error(emulated(b, v, DeviceLimits{}), reference(b)) < 1e-10);
     REQUIRE(max_error(emulated(b, Variant::plain, tight_limits()), reference(b)) < 1e-10);
+    // the page offsets described for the device to fill (every size) give the same outputs,
+    // and the host bytes predicted leave them out
+    DeviceLimits fill;
+    fill.device_fill_bytes = 1;
+    const BucketLayout lay = describe(sp.shape, sp.scopes);
+    const LaunchPlan p = make_launch_plan(lay, Variant::plain, fill);
+    REQUIRE(p.out_hi.empty());
+    REQUIRE(p.out_hi_fill.rows == p.n_pages);
+    CHECK(launch_table_bytes(lay, fill, 8, Variant::plain) == p.table_bytes());
+    REQUIRE(max_error(emulated(b, Variant::plain, fill), reference(b)) < 1e-10);
   }
 }
 
@@ -576,13 +587,17 @@ TEST_CASE("GpuPolicy.OutputsBeyond32BitIndices", "[gpu]") {
   CHECK(p.n_pages <= (std::int64_t{1} << 20));
   CHECK(p.blocks <= INT32_MAX);
   CHECK(p.n_items * p.tile == lay.n_out);
+  // its 32 MB page-offset table is the device's to fill: described, expanded here
+  REQUIRE(p.out_hi.empty());
+  REQUIRE(p.out_hi_fill.rows == p.n_pages);
+  const std::vector<std::int64_t> out_hi = host_out_hi(p);
   const int slots = p.nf + p.nc;
   std::mt19937_64 rng(29);
   for (int t = 0; t < 2000; ++t) {
     const std::int64_t o = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(p.n_items));
     const std::int64_t page = static_cast<std::int64_t>(p.div_P.div(o)), ol = o - page * p.P;
     REQUIRE(page < p.n_pages);
-    const std::int64_t out_index = p.out_hi[page * p.nip + slots] + p.out_lo[ol * p.nip + slots];
+    const std::int64_t out_index = out_hi[page * p.nip + slots] + p.out_lo[ol * p.nip + slots];
     REQUIRE(out_index < lay.n_out);
     // the output's digits, then each slot's offset from its strides
     for (int s = 0; s < slots; ++s) {
@@ -595,7 +610,7 @@ TEST_CASE("GpuPolicy.OutputsBeyond32BitIndices", "[gpu]") {
         want += (rest % lay.card[i]) * lay.stride[layout_slot][i];
         rest /= lay.card[i];
       }
-      REQUIRE(p.out_hi[page * p.nip + s] + p.out_lo[ol * p.nip + s] == want);
+      REQUIRE(out_hi[page * p.nip + s] + p.out_lo[ol * p.nip + s] == want);
     }
   }
 }
