@@ -277,6 +277,10 @@ void apply_env_limits(DeviceLimits& lim) {
     const long long rows = std::atoll(mid);
     if (rows >= 1) lim.mid_rows_max = rows;
   }
+  if (const char* st = std::getenv("KINFER_GPU_SPLIT_TERMS")) {  // terms a split's lane sums
+    const long long terms = std::atoll(st);
+    if (terms >= 1) lim.split_min_terms = terms;
+  }
   if (const char* fill = std::getenv("KINFER_GPU_DEVICE_FILL")) {  // bytes; 0: on the host
     double bytes = -1;
     if (std::sscanf(fill, "%lf", &bytes) == 1 && bytes >= 0) lim.device_fill_bytes = bytes;
@@ -445,7 +449,8 @@ LaunchPlan plain_launch_plan(const BucketLayout& lay0, const DeviceLimits& lim,
   const std::int64_t target = std::int64_t{lim.sm_count} * lim.max_threads_per_sm * 2;
   std::int64_t S = 1;
   if (p.n_items * G < target && p.Mh > 1) {
-    S = std::min({p.Mh, ceil_div(target, p.n_items * G), std::max<std::int64_t>(1, M / (G * 256))});
+    S = std::min({p.Mh, ceil_div(target, p.n_items * G),
+                  std::max<std::int64_t>(1, M / (G * lim.split_min_terms))});
     S = std::max<std::int64_t>(S, 1);
   }
   p.mh_per_split = ceil_div(p.Mh, S);

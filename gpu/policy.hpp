@@ -99,6 +99,13 @@ struct DeviceLimits {
   // the H100's host: docs/perf-notes.md). Tests set it small to walk both levels; the Context
   // reads KINFER_GPU_MID_ROWS=N (measurement and the device tests).
   std::int64_t mid_rows_max = 4096;
+  // Planner option: a plain launch splits a large summed range over blocks (partials combined)
+  // until the device holds two waves of threads, but each lane keeps at least this many terms
+  // (each block stages the inner summed table in shared memory: 256 terms a lane left
+  // linkage_17's one-output bucket 554 at 0.47 of the roofline, 1024 at 0.54, 4096 at 0.18;
+  // pe's plans of linkage_11-18 and pedigree50 the same: docs/perf-notes.md, "Splits").
+  // The Context reads KINFER_GPU_SPLIT_TERMS=N (measurement).
+  std::int64_t split_min_terms = 1024;
   // Planner option: the plain kernel's page-offset table (out_hi) of at least this many bytes is
   // not built on the host but filled by a kernel from its strides (0: always on the host): a
   // fresh 25 MB table took 20-50 ms of the host's page faults and odometer on the H100 machine

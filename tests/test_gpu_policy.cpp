@@ -205,6 +205,7 @@ TEST_CASE("GpuPolicy.PlainSplitsLargeSums", "[gpu]") {
   small.max_tile = 4;  // the planner's tiles of 4 too (no kernel takes them)
   small.max_tile_dep = 16;
   small.tile_min_nf = 1;
+  small.split_min_terms = 64;  // splits of these sums (the default keeps 1024 terms a lane)
   int split_seen = 0, split_tiles = 0, nested = 0, split_inside = 0;
   for (int i = 0; i < 40; ++i) {
     const RandomBucket b = random_bucket(rng, o);
