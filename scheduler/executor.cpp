@@ -23,6 +23,7 @@
 
 #include "engine/util.hpp"
 #include "gpu/merge_inputs.hpp"
+#include "gpu/random_bucket.hpp"
 #include "scheduler/plan_costs.hpp"
 #include "scheduler/staging.hpp"
 
@@ -557,6 +558,21 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
     }
     fin[b] = m.inputs;
     kernel_scopes[b] = m.scopes;
+  }
+  // KINFER_GPU_SHAPES=FILE: the GPU buckets of >= 2^20 states as bucket_bench --shape specs, as
+  // the kernels take them (merged inputs), with their bucket numbers (diagnostics: the census of
+  // the plan a run really has; each run rewrites it)
+  if (const char* path = std::getenv("KINFER_GPU_SHAPES"); path && ctx) {
+    std::ofstream f(path);
+    for (int b = 0; b < nb; ++b) {
+      if (dev[b] != Device::gpu) continue;
+      const BucketShape shape = bucket_shape(plan, b);
+      const double states = static_cast<double>(shape.output_size()) * shape.marg_size();
+      if (states < 1048576.0) continue;
+      f << "# bucket " << b << ": 2^" << std::log2(states) << " states, output 2^"
+        << std::log2(static_cast<double>(shape.output_size())) << "\n"
+        << gpu::bucket_spec(shape, kernel_scopes[b]) << "\n";
+    }
   }
   // The live device-memory budget, in tree order: every GPU bucket's factor inputs are uploaded
   // at the start; a bucket then needs its output and its CPU children's tables next to the GPU
