@@ -652,6 +652,7 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
   std::optional<StagingPool> pool;
   if (ctx && st.gpu_buckets > 0) pool.emplace(*ctx);
   Run r{plan, dev, opt, sh, st, fin, prepare};
+  double gpu_from = 0, gpu_to = 0;  // the GPU thread's start and end, seconds into the run
   {
     std::thread preparer, gpu;
     if (!order.empty() && !ahead)
@@ -665,12 +666,14 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
       });
     if (pool)
       gpu = std::thread([&] {
+        gpu_from = since(t0);
         try {
           ctx->bind();  // this thread drives the context's device (not always device 0)
           gpu_thread(r, *ctx, *pool);
         } catch (...) {
           sh.fail(std::current_exception());
         }
+        gpu_to = since(t0);
       });
     try {
       cpu_thread(r);
@@ -695,12 +698,13 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
   log_resources("the executor's buckets done");
   if (ctx)
     spdlog::debug(
-        "executor: {:.3f} s; kernel plans prepared in {:.3f} s{}; CPU thread {} buckets: kernels "
+        "executor: {:.3f} s (the GPU thread {:.1f} to {:.1f} ms); kernel plans prepared in "
+        "{:.3f} s{}; CPU thread {} buckets: kernels "
         "{:.3f} s, waiting {:.3f} s; GPU "
         "thread {} buckets: staging {:.3f} s, run_bucket (host) {:.3f} s, allocations {:.3f} "
         "s, waiting for CPU children {:.3f} s and uploads {:.3f} s, downloads {:.3f} s; the "
         "context holds {} of host memory for kernel plans and spent {:.3f} s building them",
-        since(t0), st.gpu_prepare_s,
+        since(t0), 1e3 * gpu_from, 1e3 * gpu_to, st.gpu_prepare_s,
         fmt::format(" (the GPU thread waited {:.3f} s for them)", st.gpu_plan_wait_s),
         st.cpu_buckets, st.cpu_kernel_s, st.cpu_wait_s, st.gpu_buckets,
         st.gpu_stage_s, st.gpu_launch_s, st.gpu_alloc_s, st.gpu_child_wait_s, st.gpu_upload_wait_s,
