@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -20,6 +21,7 @@
 #include <unordered_map>
 
 #include "engine/errors.hpp"
+#include "gpu/merge_inputs.hpp"
 #include "gpu/cuda_check.cuh"
 #include "gpu/host_run.hpp"
 #include "gpu/sum_product.cuh"
@@ -276,6 +278,23 @@ class CudaContext final : public Context {
                                cudaMemcpyDeviceToHost, stream(s)));
   }
   void synchronize(int s) override { CUDA_CHECK(cudaStreamSynchronize(stream(s))); }
+  static_assert(std::size(FoldArgs{}.card) >= kFoldMaxVars, "FoldArgs holds a fold's variables");
+  void fold(Handle child, std::span<const int> card, std::span<const std::int64_t> factor_stride,
+            Handle factor, int s) override {
+    FoldArgs a;
+    if (card.size() > std::size(a.card) || factor_stride.size() != card.size())
+      throw std::invalid_argument("fold: more variables than a fold takes");
+    a.nv = static_cast<int>(card.size());
+    a.n = 1;
+    for (int v = 0; v < a.nv; ++v) {
+      a.card[v] = card[v];
+      a.stride[v] = factor_stride[v];
+      a.n *= card[v];
+    }
+    std::lock_guard lock(mu_);
+    launch_fold(static_cast<double*>(ptr(child)), static_cast<const double*>(ptr(factor)), a,
+                stream(s));
+  }
 
   double own_host_bytes() const override {
     double b = 0;

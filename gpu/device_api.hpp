@@ -124,6 +124,12 @@ class Context {
                               std::span<const std::vector<int>> scopes) = 0;
   // Makes later work on `waiter` wait for the work queued so far on `waitee`.
   virtual void stream_wait(int waiter, int waitee) = 0;
+  // Adds `factor` into `child` in place on `stream` (log values): child is a table over
+  // variables of cardinalities `card` (the last fastest), factor one over some of them, and
+  // child[i] += factor[sum over v of digit_v(i) * factor_stride[v]] (stride 0: a variable the
+  // factor lacks). At most 48 variables (gpu::kFoldMaxVars). merge_inputs.hpp's rule 3.
+  virtual void fold(Handle child, std::span<const int> card,
+                    std::span<const std::int64_t> factor_stride, Handle factor, int stream) = 0;
   // Builds the kernel's launch plan for a bucket of this shape and inputs ahead of its run and
   // queues its tables' upload on `stream` (run_bucket on any stream waits for that upload).
   // Safe to call from several threads at once: the building, the costly part, runs outside the

@@ -114,6 +114,39 @@ MergePlan merge_plan(const BucketShape& shape, const std::vector<std::vector<int
   return p;
 }
 
+bool fold_default() {
+  static const bool on = [] {
+    const char* e = std::getenv("KINFER_GPU_FOLD");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
+}
+
+std::vector<int> fold_targets(const BucketShape& shape, const MergePlan& p,
+                              const std::vector<std::vector<int>>& child_scopes) {
+  std::vector<int> to(p.groups.size(), -1);
+  if (!fold_default()) return to;
+  auto entries = [&](const std::vector<int>& sc) {
+    double e = 1;
+    for (std::size_t i = 0; i < shape.vars.size(); ++i)
+      if (contains(sc, shape.vars[i])) e *= shape.card[i];
+    return e;
+  };
+  for (std::size_t k = 0; k < p.groups.size(); ++k) {
+    double best = 0;
+    for (std::size_t c = 0; c < child_scopes.size(); ++c) {
+      const auto& cs = child_scopes[c];
+      if (cs.empty() || static_cast<int>(cs.size()) > kFoldMaxVars) continue;
+      bool inside = true;
+      for (int v : p.scopes[k]) inside = inside && contains(cs, v);
+      if (!inside) continue;
+      const double e = entries(cs);
+      if (to[k] < 0 || e < best) to[k] = static_cast<int>(c), best = e;
+    }
+  }
+  return to;
+}
+
 std::vector<HostInput> merge_inputs(const BucketShape& shape, std::vector<HostInput> in,
                                     const std::vector<std::vector<int>>& child_scopes,
                                     std::vector<std::vector<double>>& owned) {

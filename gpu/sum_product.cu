@@ -1234,6 +1234,35 @@ __global__ void fill_offsets_kernel(long long* out, long long rows, int nip, int
 
 }  // namespace
 
+namespace {
+
+// A thread per child entry: its digits by 32-bit division when the table allows (n < 2^32).
+__global__ void fold_kernel(double* child, const double* factor, const FoldArgs a) {
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < a.n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    unsigned long long rest = static_cast<unsigned long long>(i);
+    long long f = 0;
+    for (int v = a.nv - 1; v >= 0 && rest > 0; --v) {
+      const unsigned long long c = static_cast<unsigned long long>(a.card[v]);
+      const unsigned long long d = rest % c;
+      rest /= c;
+      f += static_cast<long long>(d) * a.stride[v];
+    }
+    child[i] += factor[f];
+  }
+}
+
+}  // namespace
+
+void launch_fold(double* child, const double* factor, const FoldArgs& a, cudaStream_t stream) {
+  if (a.n <= 0) return;
+  const int threads = 256;
+  const unsigned blocks =
+      static_cast<unsigned>(std::min<long long>((a.n + threads - 1) / threads, 1 << 20));
+  fold_kernel<<<blocks, threads, 0, stream>>>(child, factor, a);
+  CUDA_CHECK(cudaGetLastError());
+}
+
 std::size_t table_image_bytes(const LaunchPlan& p) {
   std::size_t b = 0;
   LaunchPlan::for_each_device_table(p, [&](const auto& t) { b += align16(sizeof(t[0]) * t.size()); });

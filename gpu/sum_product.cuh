@@ -30,6 +30,15 @@ template <class T>
 void launch_sum_product(const LaunchPlan& p, const DeviceTables& t, const T* const* in, T* out,
                         T* partial, cudaStream_t stream);
 
+// child[i] += factor[sum_v digit_v(i) * stride[v]] over the n entries of child (Context::fold).
+struct FoldArgs {
+  long long n = 0;
+  int nv = 0;
+  int card[48];
+  long long stride[48];
+};
+void launch_fold(double* child, const double* factor, const FoldArgs& a, cudaStream_t stream);
+
 // CUDA loads a kernel at its first use (lazy loading, CUDA 12's default), the module's first
 // kernel costing 10-17 ms on an H100 (docs/perf-notes.md, "The GPU thread's timeline and the
 // module's load"): load_module() loads the module (one kernel), load_kernels(p) the kernels p

@@ -133,6 +133,7 @@ struct Run {
   Shared& sh;
   ExecStats& st;
   const std::vector<std::vector<gpu::HostInput>>& fin;  // [GPU bucket] factor inputs to upload
+  const std::vector<std::vector<int>>& fold;  // [GPU bucket][factor input] child it folds into
   const std::function<void(int)>& prepare;  // bucket b's kernel plan built (or waited for)
   int root() const { return static_cast<int>(plan.tree.buckets.size()) - 1; }
   bool to_host(int b) const {  // does b's output have to reach the host?
@@ -141,26 +142,65 @@ struct Run {
   }
 };
 
-// Bucket b's factor inputs merged to fit the GPU kernels, and the scopes of all its inputs in
-// launch order (factors, then children).
+// Bucket b's factor inputs merged to fit the GPU kernels (every one uploaded), which of them
+// the device folds into a child's table instead of passing to the kernel (fold_child: the
+// child's index among the bucket's children, -1 for a kernel input; gpu/merge_inputs.hpp rule
+// 3), and the scopes of the kernel's inputs in launch order (the kernel's factors, then the
+// children).
 struct MergedInputs {
   std::vector<gpu::HostInput> inputs;
+  std::vector<int> fold_child;
   std::vector<std::vector<int>> scopes;
 };
 MergedInputs merged_inputs(const Plan& plan, int b, const BucketShape& shape,
                            std::vector<std::vector<double>>& owned) {
   const Bucket& bk = plan.tree.buckets[b];
   std::vector<gpu::HostInput> factors;
-  for (int f : bk.factors)
+  std::vector<std::vector<int>> factor_scopes;
+  for (int f : bk.factors) {
     factors.push_back({plan.input_data[f].data(),
                        static_cast<std::int64_t>(plan.input_data[f].size()), plan.input_scope[f]});
+    factor_scopes.push_back(plan.input_scope[f]);
+  }
   std::vector<std::vector<int>> children;
   for (int c : bk.children) children.push_back(plan.tree.buckets[c].output_vars());
   MergedInputs m;
   m.inputs = gpu::merge_inputs(shape, std::move(factors), children, owned);
-  for (const gpu::HostInput& h : m.inputs) m.scopes.push_back(h.scope);
+  m.fold_child =
+      gpu::fold_targets(shape, gpu::merge_plan(shape, factor_scopes, children), children);
+  if (m.fold_child.size() != m.inputs.size()) m.fold_child.assign(m.inputs.size(), -1);
+  for (std::size_t k = 0; k < m.inputs.size(); ++k)
+    if (m.fold_child[k] < 0) m.scopes.push_back(m.inputs[k].scope);
   m.scopes.insert(m.scopes.end(), children.begin(), children.end());
   return m;
+}
+
+// Context::fold's arguments for a factor table over `factor` folded into a child's table over
+// `child` (both subsequences of the bucket's variables): the child's cardinalities and, per
+// child variable, the factor's stride (0 where the factor lacks it).
+void fold_into(gpu::Context& ctx, const BucketShape& shape, gpu::Handle child,
+               const std::vector<int>& child_scope, gpu::Handle factor,
+               const std::vector<int>& factor_scope, int stream) {
+  auto card_of = [&](int v) {
+    for (std::size_t i = 0; i < shape.vars.size(); ++i)
+      if (shape.vars[i] == v) return shape.card[i];
+    throw std::logic_error("fold: a variable outside the bucket");
+  };
+  std::vector<int> card;
+  std::vector<std::int64_t> stride;
+  for (int v : child_scope) {
+    card.push_back(card_of(v));
+    std::int64_t st = 0, below = 1;
+    for (std::size_t p = factor_scope.size(); p-- > 0;) {
+      if (factor_scope[p] == v) {
+        st = below;
+        break;
+      }
+      below *= card_of(factor_scope[p]);
+    }
+    stride.push_back(st);
+  }
+  ctx.fold(child, card, stride, factor, stream);
 }
 
 // The CPU execution thread: the ready CPU bucket that comes first in tree order, repeatedly.
@@ -373,13 +413,22 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
     const Bucket& bk = buckets[b];
     std::vector<gpu::DeviceInput> in;
     used = factors[b];
-    for (std::size_t k = 0; k < r.fin[b].size(); ++k)
-      in.push_back({factors[b][k], r.fin[b][k].scope});
+    std::vector<std::pair<std::size_t, int>> folds;  // (factor input, child index)
+    for (std::size_t k = 0; k < r.fin[b].size(); ++k) {
+      const int fc = k < r.fold[b].size() ? r.fold[b][k] : -1;
+      if (fc < 0)
+        in.push_back({factors[b][k], r.fin[b][k].scope});
+      else
+        folds.emplace_back(k, fc);
+    }
+    std::vector<gpu::Handle> child_handle;  // [child index] its table on the device
+    const std::vector<gpu::Handle> factor_handle = factors[b];
     factors[b].clear();
     int s = -1;  // the first GPU child's stream; the others' are waited for
     for (int c : bk.children) {
       if (r.dev[c] == Device::gpu) {
         in.push_back({out[c], buckets[c].output_vars()});
+        child_handle.push_back(out[c]);
         used.push_back(out[c]);
         out[c] = -1;
         if (s < 0)
@@ -405,6 +454,7 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
         r.sh.host[c] = nullptr;
       }
       in.push_back({h, buckets[c].output_vars()});
+      child_handle.push_back(h);
       used.push_back(h);
     }
     {  // its kernel plan, built beside the run: by this thread if nobody has started it
@@ -422,6 +472,9 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
     const std::int64_t n_out = shape.output_size();
     if (s < 0) s = compute_streams[next_stream++ % compute_streams.size()];
     stream_of[b] = s;
+    for (const auto& [k, c] : folds)  // small factors added into their children's tables
+      fold_into(ctx, shape, child_handle.at(c), buckets[bk.children[c]].output_vars(),
+                factor_handle[k], r.fin[b][k].scope, s);
     const gpu::Handle o = dev_alloc(n_out);
     if (r.opt.time_buckets) ctx.synchronize(s);
     const int m0 = timeline_path ? ctx.mark(s) : -1;
@@ -540,6 +593,7 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
   // (the layout check alone: choose() would also build the kernel's tables, which run_bucket
   // builds once per shape anyway)
   std::vector<std::vector<gpu::HostInput>> fin(nb);
+  std::vector<std::vector<int>> fold(nb);  // [GPU bucket][factor input] child it folds into
   std::vector<std::vector<std::vector<int>>> kernel_scopes(nb);  // as run_bucket will see them
   std::vector<std::vector<double>> owned;                        // products merge_inputs made
   for (int b = 0; b < nb && ctx; ++b) {
@@ -557,6 +611,7 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
       continue;
     }
     fin[b] = m.inputs;
+    fold[b] = m.fold_child;
     kernel_scopes[b] = m.scopes;
   }
   // KINFER_GPU_SHAPES=FILE: the GPU buckets of >= 2^20 states as bucket_bench --shape specs, as
@@ -651,7 +706,7 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
 
   std::optional<StagingPool> pool;
   if (ctx && st.gpu_buckets > 0) pool.emplace(*ctx);
-  Run r{plan, dev, opt, sh, st, fin, prepare};
+  Run r{plan, dev, opt, sh, st, fin, fold, prepare};
   double gpu_from = 0, gpu_to = 0;  // the GPU thread's start and end, seconds into the run
   {
     std::thread preparer, gpu;
@@ -756,22 +811,40 @@ void check_bucket(const Plan& plan, gpu::Context& ctx, int b, const BucketShape&
     gpu::Context& ctx;
     std::vector<gpu::DeviceInput>& din;
     gpu::Handle out = -1;
+    std::vector<gpu::Handle> extra;
     ~Release() {
       try {
         ctx.synchronize(0);
         for (const auto& d : din) ctx.release(d.table);
+        for (gpu::Handle h : extra) ctx.release(h);
         if (out >= 0) ctx.release(out);
       } catch (...) {  // a destructor must not throw; the first error is what matters
       }
     }
-  } release{ctx, din};
-  for (const gpu::HostInput& h : m.inputs) upload(h.data, h.size, h.scope);
+  } release{ctx, din, -1, {}};
+  std::vector<gpu::DeviceInput> folded;  // factor inputs the device adds into a child's table
+  std::vector<int> folded_child;
+  for (std::size_t k = 0; k < m.inputs.size(); ++k) {
+    const gpu::HostInput& h = m.inputs[k];
+    upload(h.data, h.size, h.scope);
+    if (m.fold_child[k] >= 0) {
+      folded.push_back(din.back());
+      folded_child.push_back(m.fold_child[k]);
+      din.pop_back();
+      release.extra.push_back(folded.back().table);
+    }
+  }
+  const std::size_t first_child = din.size();
   for (std::size_t k = n_factors; k < in.size(); ++k) {
     std::int64_t n = 1;
     for (int v : in[k].scope)
       for (std::size_t i = 0; i < shape.vars.size(); ++i)
         if (shape.vars[i] == v) n *= shape.card[i];
     upload(in[k].data, n, in[k].scope);
+  }
+  for (std::size_t j = 0; j < folded.size(); ++j) {
+    const gpu::DeviceInput& child = din.at(first_child + folded_child[j]);
+    fold_into(ctx, shape, child.table, child.scope, folded[j].table, folded[j].scope, 0);
   }
   const std::int64_t n_out = shape.output_size();
   release.out = ctx.alloc(n_out);

@@ -52,10 +52,18 @@ PlanCosts plan_costs(const Plan& plan, const Profile& profile, bool warm_gpu) {
     const std::vector<std::vector<int>> child_scopes(scopes.begin() + bk.factors.size(),
                                                      scopes.end());
     const gpu::MergePlan mp = gpu::merge_plan(shape, factor_scopes, child_scopes);
-    std::vector<std::vector<int>> kernel_scopes = mp.scopes;
+    // (rule 3: the inputs the device folds into a child's table are no kernel inputs)
+    const std::vector<int> fold = gpu::fold_targets(shape, mp, child_scopes);
+    std::vector<std::vector<int>> kernel_scopes;
+    bool folded = false;
+    for (std::size_t k = 0; k < mp.scopes.size(); ++k)
+      if (fold[k] < 0)
+        kernel_scopes.push_back(mp.scopes[k]);
+      else
+        folded = true;
     kernel_scopes.insert(kernel_scopes.end(), child_scopes.begin(), child_scopes.end());
-    n.gpu = profile.gpu_seconds(mp.merged() ? bucket_features(shape, kernel_scopes) : f,
-                                !warm_gpu);
+    n.gpu = profile.gpu_seconds(
+        mp.merged() || folded ? bucket_features(shape, kernel_scopes) : f, !warm_gpu);
     // the executor queues all inputs at once: the per-copy cost of a batch
     const TransferModel& up = profile.h2d_batch.bandwidth > 0 ? profile.h2d_batch : profile.h2d;
     for (std::int64_t entries : mp.sizes) {

@@ -112,6 +112,29 @@ class FakeDevice final : public gpu::Context {
       ++kernels;
     });
   }
+  std::atomic<int> folds{0};
+  void fold(gpu::Handle child, std::span<const int> card,
+            std::span<const std::int64_t> factor_stride, gpu::Handle factor, int s) override {
+    std::vector<int> c(card.begin(), card.end());
+    std::vector<std::int64_t> st(factor_stride.begin(), factor_stride.end());
+    ++folds;
+    enqueue(s, {child, factor}, [this, child, factor, c, st] {
+      auto& t = tables_.at(child);
+      const auto& f = tables_.at(factor);
+      std::int64_t n = 1;
+      for (int x : c) n *= x;
+      if (static_cast<std::int64_t>(t.size()) < n) fail("fold past the end of a table");
+      for (std::int64_t i = 0; i < n; ++i) {
+        std::int64_t rest = i, at = 0;
+        for (std::size_t v = c.size(); v-- > 0;) {
+          at += (rest % c[v]) * st[v];
+          rest /= c[v];
+        }
+        if (at >= static_cast<std::int64_t>(f.size())) return fail("fold reads past the factor");
+        t[i] += f[at];
+      }
+    });
+  }
   void synchronize(int s) override {
     std::unique_lock lock(m_);
     Stream& st = *streams_.at(s);
