@@ -126,12 +126,6 @@ std::vector<int> fold_targets(const BucketShape& shape, const MergePlan& p,
                               const std::vector<std::vector<int>>& child_scopes) {
   std::vector<int> to(p.groups.size(), -1);
   if (!fold_default()) return to;
-  auto entries = [&](const std::vector<int>& sc) {
-    double e = 1;
-    for (std::size_t i = 0; i < shape.vars.size(); ++i)
-      if (contains(sc, shape.vars[i])) e *= shape.card[i];
-    return e;
-  };
   for (std::size_t k = 0; k < p.groups.size(); ++k) {
     double best = 0;
     for (std::size_t c = 0; c < child_scopes.size(); ++c) {
@@ -140,7 +134,8 @@ std::vector<int> fold_targets(const BucketShape& shape, const MergePlan& p,
       bool inside = true;
       for (int v : p.scopes[k]) inside = inside && contains(cs, v);
       if (!inside) continue;
-      const double e = entries(cs);
+      double e;
+      union_scope(shape, cs, {}, e);  // the child's entries
       if (to[k] < 0 || e < best) to[k] = static_cast<int>(c), best = e;
     }
   }
@@ -158,7 +153,12 @@ std::vector<HostInput> merge_inputs(const BucketShape& shape, std::vector<HostIn
                                     std::vector<std::vector<double>>& owned, bool small_products) {
   std::vector<std::vector<int>> scopes;
   for (const HostInput& h : in) scopes.push_back(h.scope);
-  const MergePlan p = merge_plan(shape, scopes, child_scopes, small_products);
+  return merge_inputs(shape, std::move(in), merge_plan(shape, scopes, child_scopes, small_products),
+                      owned);
+}
+
+std::vector<HostInput> merge_inputs(const BucketShape& shape, std::vector<HostInput> in,
+                                    const MergePlan& p, std::vector<std::vector<double>>& owned) {
   if (!p.merged()) return in;
   std::vector<HostInput> out;
   for (std::size_t k = 0; k < p.groups.size(); ++k) {

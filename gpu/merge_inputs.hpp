@@ -69,5 +69,8 @@ std::vector<HostInput> merge_inputs(const BucketShape& shape, std::vector<HostIn
 std::vector<HostInput> merge_inputs(const BucketShape& shape, std::vector<HostInput> factors,
                                     const std::vector<std::vector<int>>& child_scopes,
                                     std::vector<std::vector<double>>& owned, bool small_products);
+// The same for a plan merge_plan made for these factors (its groups index them).
+std::vector<HostInput> merge_inputs(const BucketShape& shape, std::vector<HostInput> factors,
+                                    const MergePlan& plan, std::vector<std::vector<double>>& owned);
 
 }  // namespace kinfer::gpu

@@ -83,7 +83,7 @@ void zeroed_table(std::vector<Int>& table, std::size_t n) {
 // Large tables: the rows of the innermost variables (a block of at most kBlockRows rows) are
 // filled once, and every block after it is that block plus its outer variables' offsets (a
 // vectorised add), the odometer stepping once per block: linkage_11's 25 MB table of page
-// offsets took ~11 ms of odometer alone (docs/perf-notes.md, "The launch plans' tables filled").
+// offsets took ~11 ms of odometer alone (docs/perf-notes.md, "Page offsets filled on the device").
 template <class Int>
 void fill_offsets(const BucketLayout& lay, int first, int last, int slots, int width,
                   std::vector<Int>& table) {
@@ -135,6 +135,13 @@ void fill_offsets(const BucketLayout& lay, int first, int last, int slots, int w
   }
 }
 
+// Whether a plain plan's page-offset table (n_pages rows of nip) is filled by the device
+// (DeviceLimits::device_fill_bytes; 0: never) rather than built on the host.
+bool device_fills_pages(double device_fill, std::int64_t n_pages, int nip) {
+  return device_fill > 0 && 8.0 * static_cast<double>(n_pages) * nip >= device_fill &&
+         n_pages <= kMaxIndex;
+}
+
 // Output split shared by both variants: page = the lowest `page_vars` output variables.
 // `cols`: table columns (the plain kernel adds the output offset as a last column).
 // `device_fill`: out_hi of at least that many bytes described for the device to fill (0: never).
@@ -147,8 +154,7 @@ void fill_output_tables(const BucketLayout& lay, LaunchPlan& p, int cols, double
   p.n_pages = n / p.P;
   fill_offsets(lay, first, lay.k, cols, p.nip, p.out_lo);
   p.out_hi_fill = {};
-  if (device_fill > 0 && 8.0 * static_cast<double>(p.n_pages) * p.nip >= device_fill &&
-      p.n_pages <= kMaxIndex) {
+  if (device_fills_pages(device_fill, p.n_pages, p.nip)) {
     p.out_hi.clear();
     p.out_hi.shrink_to_fit();
     p.out_hi_fill.rows = p.n_pages;
@@ -956,11 +962,9 @@ LaunchPlan make_launch_plan(const BucketLayout& lay, Variant want, const DeviceL
 double launch_table_bytes(const BucketLayout& lay, const DeviceLimits& lim, int eb, Variant want) {
   const LaunchPlan p = select_launch_plan(lay, want, lim, eb, nullptr, false);
   const double P = static_cast<double>(p.P), pages = static_cast<double>(p.n_pages);
-  double b = 4.0 * P * p.nip;     // out_lo
-  const double hi = 8.0 * pages * p.nip;  // out_hi, unless the device fills it
-  if (p.variant == Variant::cached || lim.device_fill_bytes <= 0 || hi < lim.device_fill_bytes ||
-      p.n_pages > kMaxIndex)
-    b += hi;
+  double b = 4.0 * P * p.nip;  // out_lo
+  if (p.variant == Variant::cached || !device_fills_pages(lim.device_fill_bytes, p.n_pages, p.nip))
+    b += 8.0 * pages * p.nip;  // out_hi, unless the device fills it
   if (p.variant == Variant::cached)                  // sum_lo [M], sum_hi, cache_lo, refetch
     b += 4.0 * static_cast<double>(p.M) * p.nfp + 8.0 * p.nfp + 4.0 * P * p.nfp + 4.0 * pages;
   else  // sum_lo [Mi], sum_hi [Mh / Mh2], sum_mid [Mh2]

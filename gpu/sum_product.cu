@@ -1232,11 +1232,7 @@ __global__ void fill_offsets_kernel(long long* out, long long rows, int nip, int
   }
 }
 
-}  // namespace
-
-namespace {
-
-// A thread per child entry: its digits by 32-bit division when the table allows (n < 2^32).
+// A thread per child entry (Context::fold), its digits by 64-bit division.
 __global__ void fold_kernel(double* child, const double* factor, const FoldArgs a) {
   for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < a.n;
        i += static_cast<long long>(gridDim.x) * blockDim.x) {

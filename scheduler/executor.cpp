@@ -164,11 +164,10 @@ MergedInputs merged_inputs(const Plan& plan, int b, const BucketShape& shape,
   }
   std::vector<std::vector<int>> children;
   for (int c : bk.children) children.push_back(plan.tree.buckets[c].output_vars());
+  const gpu::MergePlan mp = gpu::merge_plan(shape, factor_scopes, children);
   MergedInputs m;
-  m.inputs = gpu::merge_inputs(shape, std::move(factors), children, owned);
-  m.fold_child =
-      gpu::fold_targets(shape, gpu::merge_plan(shape, factor_scopes, children), children);
-  if (m.fold_child.size() != m.inputs.size()) m.fold_child.assign(m.inputs.size(), -1);
+  m.inputs = gpu::merge_inputs(shape, std::move(factors), mp, owned);
+  m.fold_child = gpu::fold_targets(shape, mp, children);  // one per merged input
   for (std::size_t k = 0; k < m.inputs.size(); ++k)
     if (m.fold_child[k] < 0) m.scopes.push_back(m.inputs[k].scope);
   m.scopes.insert(m.scopes.end(), children.begin(), children.end());
@@ -181,25 +180,17 @@ MergedInputs merged_inputs(const Plan& plan, int b, const BucketShape& shape,
 void fold_into(gpu::Context& ctx, const BucketShape& shape, gpu::Handle child,
                const std::vector<int>& child_scope, gpu::Handle factor,
                const std::vector<int>& factor_scope, int stream) {
-  auto card_of = [&](int v) {
-    for (std::size_t i = 0; i < shape.vars.size(); ++i)
-      if (shape.vars[i] == v) return shape.card[i];
-    throw std::logic_error("fold: a variable outside the bucket");
-  };
+  const std::size_t nv = shape.vars.size();
+  std::vector<std::int64_t> in_child(nv, 0), in_factor(nv, 0);
+  input_strides(shape, child_scope, in_child.data());
+  input_strides(shape, factor_scope, in_factor.data());
   std::vector<int> card;
   std::vector<std::int64_t> stride;
-  for (int v : child_scope) {
-    card.push_back(card_of(v));
-    std::int64_t st = 0, below = 1;
-    for (std::size_t p = factor_scope.size(); p-- > 0;) {
-      if (factor_scope[p] == v) {
-        st = below;
-        break;
-      }
-      below *= card_of(factor_scope[p]);
+  for (std::size_t i = 0; i < nv; ++i)  // the child's variables, in its (the bucket's) order
+    if (in_child[i] != 0) {
+      card.push_back(shape.card[i]);
+      stride.push_back(in_factor[i]);
     }
-    stride.push_back(st);
-  }
   ctx.fold(child, card, stride, factor, stream);
 }
 
@@ -754,13 +745,12 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
   if (ctx)
     spdlog::debug(
         "executor: {:.3f} s (the GPU thread {:.1f} to {:.1f} ms); kernel plans prepared in "
-        "{:.3f} s{}; CPU thread {} buckets: kernels "
+        "{:.3f} s (the GPU thread waited {:.3f} s for them); CPU thread {} buckets: kernels "
         "{:.3f} s, waiting {:.3f} s; GPU "
         "thread {} buckets: staging {:.3f} s, run_bucket (host) {:.3f} s, allocations {:.3f} "
         "s, waiting for CPU children {:.3f} s and uploads {:.3f} s, downloads {:.3f} s; the "
         "context holds {} of host memory for kernel plans and spent {:.3f} s building them",
-        since(t0), 1e3 * gpu_from, 1e3 * gpu_to, st.gpu_prepare_s,
-        fmt::format(" (the GPU thread waited {:.3f} s for them)", st.gpu_plan_wait_s),
+        since(t0), 1e3 * gpu_from, 1e3 * gpu_to, st.gpu_prepare_s, st.gpu_plan_wait_s,
         st.cpu_buckets, st.cpu_kernel_s, st.cpu_wait_s, st.gpu_buckets,
         st.gpu_stage_s, st.gpu_launch_s, st.gpu_alloc_s, st.gpu_child_wait_s, st.gpu_upload_wait_s,
         st.gpu_download_s, human_bytes(ctx->own_host_bytes()), ctx->own_setup_seconds());
@@ -835,13 +825,9 @@ void check_bucket(const Plan& plan, gpu::Context& ctx, int b, const BucketShape&
     }
   }
   const std::size_t first_child = din.size();
-  for (std::size_t k = n_factors; k < in.size(); ++k) {
-    std::int64_t n = 1;
-    for (int v : in[k].scope)
-      for (std::size_t i = 0; i < shape.vars.size(); ++i)
-        if (shape.vars[i] == v) n *= shape.card[i];
-    upload(in[k].data, n, in[k].scope);
-  }
+  std::vector<std::int64_t> st(shape.vars.size());
+  for (std::size_t k = n_factors; k < in.size(); ++k)
+    upload(in[k].data, input_strides(shape, in[k].scope, st.data()), in[k].scope);
   for (std::size_t j = 0; j < folded.size(); ++j) {
     const gpu::DeviceInput& child = din.at(first_child + folded_child[j]);
     fold_into(ctx, shape, child.table, child.scope, folded[j].table, folded[j].scope, 0);
