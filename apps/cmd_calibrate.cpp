@@ -25,7 +25,7 @@ struct CalibrateCmdOptions {
   double seconds = 60;
   int threads = 0;
   std::uint64_t seed = 1;
-  bool no_gpu = false, json = false;
+  bool no_gpu = false, json = false, quick = false;
   std::vector<std::string> networks;
 };
 
@@ -47,7 +47,24 @@ void print_model(const char* device, const sched::DeviceProfile& d) {
   std::printf("     executor overhead %s per bucket\n", sched::format_seconds(d.dispatch).c_str());
 }
 
+// --quick: the GPU's quick figures alone (what a profile is derived by), printed as JSON.
+int run_quick(const sched::OpenedDevice& dev) {
+  if (!dev.ctx) {
+    spdlog::error("--quick needs a GPU ({})", dev.name);
+    return 3;
+  }
+  const gpu::QuickFigures q = dev.ctx->quick_figures();
+  std::cout << nlohmann::json{{"gpu", dev.name},
+                              {"copy_bandwidth", q.copy_bandwidth},
+                              {"h2d_bandwidth", q.h2d_bandwidth},
+                              {"d2h_bandwidth", q.d2h_bandwidth}}
+                   .dump()
+            << std::endl;
+  return 0;
+}
+
 int run_calibrate(const CalibrateCmdOptions& o) {
+  if (o.quick) return run_quick(sched::open_gpu(0, false));
   const std::string out = o.output.empty() ? sched::default_profile_path() : o.output;
   sched::CalibrateOptions co;
   co.seconds = o.seconds;
@@ -73,7 +90,11 @@ int run_calibrate(const CalibrateCmdOptions& o) {
   sched::Profile p = sched::calibrate(co, dev.ctx.get(), dev.name);
   // this process's own GPU start (a fresh process: the driver's start included), for
   // `--device auto`'s choice
-  if (dev.ctx) p.gpu_start = dev.seconds;
+  if (dev.ctx) {
+    p.gpu_start = dev.seconds;
+    const gpu::QuickFigures q = dev.ctx->quick_figures();  // for profiles derived from this one
+    p.gpu_figures = {q.copy_bandwidth, q.h2d_bandwidth, q.d2h_bandwidth};
+  }
   sched::save_profile(p, out);
   if (o.json) {
     std::cout << nlohmann::json{{"profile", out},
@@ -122,6 +143,10 @@ Runner add_calibrate(CLI::App& root) {
   cmd->add_option("--seed", o->seed, "seed of the synthetic bucket sweep")->capture_default_str();
   cmd->add_flag("--no-gpu", o->no_gpu, "calibrate the CPU only, even with a GPU present");
   cmd->add_flag("--json", o->json, "print a JSON summary instead of text");
+  cmd->add_flag("--quick", o->quick,
+                "measure the GPU's quick figures only (copy bandwidth on the device, pinned "
+                "copies each way; what a profile for a GPU without one is derived by) and print "
+                "them as JSON; writes no profile");
   return [o, cmd]() { return cmd->parsed() ? run_calibrate(*o) : -1; };
 }
 

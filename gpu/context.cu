@@ -303,6 +303,8 @@ class CudaContext final : public Context {
   }
   double own_setup_seconds() const override { return own_setup_seconds_; }
 
+  QuickFigures quick_figures() override;
+
   void stream_wait(int waiter, int waitee) override {
     if (waiter == waitee) return;
     std::lock_guard lock(mu_);
@@ -741,6 +743,57 @@ HostRunResult run_host_bucket(Context& ctx, const BucketShape& shape,
   if (!c) throw std::invalid_argument("run_host_bucket needs a CUDA context");
   return opt.precision == Precision::f64 ? run_host_typed<double>(*c, shape, inputs, opt)
                                          : run_host_typed<float>(*c, shape, inputs, opt);
+}
+
+QuickFigures CudaContext::quick_figures() {
+  CUDA_CHECK(cudaSetDevice(device_));
+  QuickFigures q;
+  cudaStream_t st;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  cudaEvent_t e0, e1;
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
+  // the best of three timed copies after a warm-up, in seconds
+  auto best_of = [&](auto&& copy) {
+    float best = 1e30f;
+    for (int rep = 0; rep < 4; ++rep) {
+      CUDA_CHECK(cudaEventRecord(e0, st));
+      copy();
+      CUDA_CHECK(cudaEventRecord(e1, st));
+      CUDA_CHECK(cudaEventSynchronize(e1));
+      float ms = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+      if (rep > 0) best = std::min(best, ms);
+    }
+    return 1e-3 * static_cast<double>(best);
+  };
+  std::size_t f = 0, t = 0;
+  CUDA_CHECK(cudaMemGetInfo(&f, &t));
+  const std::size_t dev = std::min(std::size_t{256} << 20, f / 8 / 4096 * 4096);
+  const std::size_t host = std::min(std::size_t{32} << 20, dev);
+  if (dev >= (std::size_t{1} << 20)) {
+    DevBuf a(dev), b(dev);
+    CUDA_CHECK(cudaMemsetAsync(a.p, 1, dev, st));
+    q.copy_bandwidth =
+        2.0 * static_cast<double>(dev) / best_of([&] {
+          CUDA_CHECK(cudaMemcpyAsync(b.p, a.p, dev, cudaMemcpyDeviceToDevice, st));
+        });
+    void* h = nullptr;
+    CUDA_CHECK(cudaMallocHost(&h, host));
+    std::memset(h, 1, host);
+    q.h2d_bandwidth = static_cast<double>(host) / best_of([&] {
+                        CUDA_CHECK(cudaMemcpyAsync(a.p, h, host, cudaMemcpyHostToDevice, st));
+                      });
+    q.d2h_bandwidth = static_cast<double>(host) / best_of([&] {
+                        CUDA_CHECK(cudaMemcpyAsync(h, b.p, host, cudaMemcpyDeviceToHost, st));
+                      });
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    CUDA_CHECK(cudaFreeHost(h));
+  }
+  CUDA_CHECK(cudaEventDestroy(e0));
+  CUDA_CHECK(cudaEventDestroy(e1));
+  CUDA_CHECK(cudaStreamDestroy(st));
+  return q;
 }
 
 Ceilings measure_ceilings(Context& ctx) {

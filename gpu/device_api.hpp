@@ -88,6 +88,15 @@ struct KernelChoice {
   int tile = 1;  // plain: outputs or summed configurations one thread shares its loads over
 };
 
+// A GPU's quick figures (Context::quick_figures): bytes per second of a device-to-device copy
+// (read and write counted) and of copies between pinned host memory and the device, each the
+// best of a few after a warm-up; 0 where not measured. A profile for a GPU none of the shipped
+// or cached profiles knows is derived from the shipped profile whose GPU is closest by these
+// (scheduler/profile.hpp, derive_profile).
+struct QuickFigures {
+  double copy_bandwidth = 0, h2d_bandwidth = 0, d2h_bandwidth = 0;
+};
+
 class Context {
  public:
   // Throws std::runtime_error when no device is usable.
@@ -138,6 +147,10 @@ class Context {
                        int stream) {
     (void)shape, (void)scopes, (void)stream;
   }
+  // Measures the quick figures (a few milliseconds: a 256 MiB copy on the device and 32 MiB
+  // each way between pinned host memory and the device, at most a quarter of the free memory).
+  // Call with no work in flight. Zeros where the device measures nothing.
+  virtual QuickFigures quick_figures() { return {}; }
   // Host bytes the context keeps for itself (what the kernels' launch plans hold on the host
   // once their tables are on the device).
   virtual double own_host_bytes() const { return 0; }

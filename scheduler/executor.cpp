@@ -375,7 +375,10 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
       }
     }
   } block{ctx, xfer};
+  const auto pinned0 = clock_type::now();
   if (total > 0) block.p = ctx.alloc_host(total);
+  const double pinned_s = since(pinned0);
+  const double alloc_before = r.st.gpu_alloc_s;
   std::int64_t at = 0;
   for (int b = 0; b < nb; ++b)
     if (r.dev[b] == Device::gpu)
@@ -390,6 +393,11 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
         at += n;
       }
   r.st.gpu_stage_s = since(pass1);
+  spdlog::debug(
+      "executor: {} kB of GPU inputs staged in {:.1f} ms (pinned block {:.1f} ms, device "
+      "tables {:.1f} ms)",
+      8 * total / 1024, 1e3 * r.st.gpu_stage_s, 1e3 * pinned_s,
+      1e3 * (r.st.gpu_alloc_s - alloc_before));
   log_resources("the GPU inputs staged");
   if (r.opt.time_buckets) {  // staging, queueing and the wait, all of it
     finish_uploads(-1);

@@ -245,6 +245,19 @@ double RuntimeModel::predict(const BucketFeatures& f) const {
   return std::exp(lp);
 }
 
+RuntimeModel RuntimeModel::scaled(double factor) const {
+  if (!(factor > 0)) throw std::invalid_argument("a model's scale must be positive");
+  RuntimeModel m = *this;
+  const double l = std::log(factor);
+  if (kind == ModelKind::tree) {
+    for (RegressionTree::Node& n : m.tree.nodes)
+      if (n.feature < 0) n.value += l;
+  } else {
+    m.w[0] += l;  // the intercept of the power law, on top of the overhead exp(c)
+  }
+  return m;
+}
+
 RuntimeModel RuntimeModel::fit_kind(std::span<const Sample> s, ModelKind kind) {
   if (s.empty()) throw std::invalid_argument("no calibration samples to fit");
   for (const Sample& x : s)

@@ -54,6 +54,9 @@ struct RuntimeModel {
   double cv_loglinear = 0, cv_loglinear_tree = 0, cv_tree = 0;
 
   double predict(const BucketFeatures& f) const;  // seconds
+  // The same model with its predictions above the fixed overhead exp(c) times `factor` (the
+  // tree kind, which has no separate overhead: every prediction).
+  RuntimeModel scaled(double factor) const;
   static RuntimeModel fit(std::span<const Sample> samples);
   // One candidate only, no cross-validation.
   static RuntimeModel fit_kind(std::span<const Sample> samples, ModelKind kind);

@@ -6,10 +6,13 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
+
+#include <fmt/format.h>
 
 #include "engine/errors.hpp"
 #include "engine/util.hpp"
@@ -19,6 +22,13 @@ namespace kinfer::sched {
 namespace {
 constexpr int kFormat = 1;
 using nlohmann::json;
+
+std::string iso_now() {
+  char buf[32];
+  const std::time_t t = std::time(nullptr);
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
 
 json samples_json(const std::vector<Sample>& s) {
   json a = json::array();
@@ -190,6 +200,66 @@ std::string find_profile_for_gpu(const std::string& gpu_name) {
   return {};
 }
 
+Profile derive_profile(const Profile& base, const GpuFigures& here, const std::string& gpu_name,
+                       double memory_bytes, double start_seconds, const DeviceProfile* cpu) {
+  if (!base.has_gpu) throw std::invalid_argument("the base profile has no GPU part");
+  if (!base.gpu_figures.measured())
+    throw std::invalid_argument("the base profile has no quick figures of its GPU");
+  if (!here.measured()) throw std::invalid_argument("the GPU's quick figures were not measured");
+  Profile p = base;
+  p.path.clear();
+  const double kernels = base.gpu_figures.copy_bandwidth / here.copy_bandwidth;
+  const double up = here.h2d_bandwidth / base.gpu_figures.h2d_bandwidth;
+  const double down = here.d2h_bandwidth / base.gpu_figures.d2h_bandwidth;
+  p.gpu.name = gpu_name;
+  if (memory_bytes > 0) p.gpu.memory_bytes = memory_bytes;
+  p.gpu.model = base.gpu.model.scaled(kernels);
+  p.gpu.samples.clear();  // the base's, on another GPU
+  if (start_seconds > 0) p.gpu_start = start_seconds;
+  p.h2d.bandwidth *= up;
+  p.h2d.samples.clear();
+  p.h2d_batch.bandwidth *= up;
+  p.h2d_batch.samples.clear();
+  p.d2h.bandwidth *= down;
+  p.d2h.samples.clear();
+  if (cpu) p.cpu = *cpu;
+  p.cpu.samples.clear();
+  p.gpu_figures = here;
+  p.derived_from = fmt::format(
+      "{} ({}): GPU kernels x {:.3g} (a copy on the device at {:.0f} GB/s here, {:.0f} there), "
+      "uploads x {:.3g} ({:.1f} GB/s here), downloads x {:.3g} ({:.1f} GB/s here){}",
+      base.path.empty() ? std::string("a profile") : base.path, base.gpu.name, kernels,
+      here.copy_bandwidth / 1e9, base.gpu_figures.copy_bandwidth / 1e9, up,
+      here.h2d_bandwidth / 1e9, down, here.d2h_bandwidth / 1e9,
+      cpu ? "; the CPU part from this machine's calibration" : "");
+  p.created = iso_now();
+  p.host = "derived on first use (no profile for this GPU)";
+  return p;
+}
+
+std::string closest_shipped_profile(const GpuFigures& here) {
+  if (!(here.copy_bandwidth > 0)) return {};
+  std::string best;
+  double best_gap = std::numeric_limits<double>::infinity();
+  for (const std::string& dir : shipped_profile_dirs()) {
+    std::vector<std::string> files;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+      if (e.path().extension() == ".json") files.push_back(e.path().string());
+    std::sort(files.begin(), files.end());
+    for (const std::string& f : files) {
+      try {
+        const Profile p = load_profile(f, false);
+        if (!p.has_gpu || !p.gpu_figures.measured()) continue;
+        const double gap = std::abs(std::log(p.gpu_figures.copy_bandwidth / here.copy_bandwidth));
+        if (gap < best_gap) best_gap = gap, best = f;
+      } catch (const std::exception&) {  // unreadable: not a candidate
+      }
+    }
+  }
+  return best;
+}
+
 json to_json(const Profile& p) {
   json j = {{"kinfer_profile", kFormat}, {"created", p.created}, {"host", p.host},
             {"cpu", device_json(p.cpu)}, {"gpu", nullptr},       {"transfer", nullptr}};
@@ -199,6 +269,11 @@ json to_json(const Profile& p) {
     j["gpu"]["first_use_seconds"] = p.gpu_first_use;
     if (p.gpu_start > 0) j["gpu"]["start_seconds"] = p.gpu_start;
     j["gpu"]["kernels"] = p.gpu_kernels;
+    if (p.gpu_figures.copy_bandwidth > 0)
+      j["gpu"]["quick"] = {{"copy_bandwidth", p.gpu_figures.copy_bandwidth},
+                           {"h2d_bandwidth", p.gpu_figures.h2d_bandwidth},
+                           {"d2h_bandwidth", p.gpu_figures.d2h_bandwidth}};
+    if (!p.derived_from.empty()) j["gpu"]["derived_from"] = p.derived_from;
     j["transfer"] = {{"h2d", transfer_json(p.h2d)}, {"d2h", transfer_json(p.d2h)}};
     if (p.h2d_batch.bandwidth > 0) j["transfer"]["h2d_batch"] = transfer_json(p.h2d_batch);
   }
@@ -225,6 +300,13 @@ Profile profile_from_json(const json& j, const std::string& source) {
       p.gpu_first_use = j["gpu"].value("first_use_seconds", 0.0);
       p.gpu_start = j["gpu"].value("start_seconds", 0.0);
       p.gpu_kernels = j["gpu"].value("kernels", 0);
+      if (j["gpu"].contains("quick")) {
+        const json& q = j["gpu"]["quick"];
+        p.gpu_figures.copy_bandwidth = q.value("copy_bandwidth", 0.0);
+        p.gpu_figures.h2d_bandwidth = q.value("h2d_bandwidth", 0.0);
+        p.gpu_figures.d2h_bandwidth = q.value("d2h_bandwidth", 0.0);
+      }
+      p.derived_from = j["gpu"].value("derived_from", "");
       p.h2d = transfer_from(j.at("transfer").at("h2d"));
       p.d2h = transfer_from(j.at("transfer").at("d2h"));
       if (j["transfer"].contains("h2d_batch"))

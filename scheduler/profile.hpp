@@ -23,6 +23,14 @@ struct TransferModel {
   static TransferModel fit(std::vector<std::pair<double, double>> samples);
 };
 
+// A GPU's quick figures, as gpu::Context::quick_figures measures them (bytes per second; 0: not
+// measured): the copy bandwidth on the device (read and write counted) and the pinned copies'
+// each way. derive_profile compares a GPU's with a shipped profile's.
+struct GpuFigures {
+  double copy_bandwidth = 0, h2d_bandwidth = 0, d2h_bandwidth = 0;
+  bool measured() const { return copy_bandwidth > 0 && h2d_bandwidth > 0 && d2h_bandwidth > 0; }
+};
+
 struct DeviceProfile {
   std::string name;  // "2 x Intel(R) ..." / "NVIDIA H100 80GB HBM3"
   int threads = 0;   // CPU threads the kernel used
@@ -49,6 +57,11 @@ struct Profile {
   // The GPU kernels' generation it was fitted on (gpu::kKernelGeneration at calibration; 0:
   // before generations were recorded).
   int gpu_kernels = 0;
+  // The GPU's quick figures (measured by `kinfer calibrate`, or by the run that derived this
+  // profile); a shipped profile needs them to be derived from.
+  GpuFigures gpu_figures;
+  // Set on a derived profile: the profile it was derived from and how (derive_profile).
+  std::string derived_from;
   TransferModel h2d, d2h;   // one copy, waited for
   TransferModel h2d_batch;  // per copy of many queued back to back (bandwidth 0: not measured)
 
@@ -75,6 +88,21 @@ std::string auto_profile_path(const std::string& gpu_name);
 // automatic calibration cached (auto_profile_path), else a shipped one made with a GPU of
 // exactly that name. Empty when there is none. Unreadable candidates are skipped.
 std::string find_profile_for_gpu(const std::string& gpu_name);
+
+// A profile for a GPU that no profile knows (what a new user's run there uses instead of
+// `kinfer calibrate`): `base`'s, with its GPU kernels' times (the part above the fixed launch
+// overhead) scaled by base's copy bandwidth over `here`'s (the kernels are bound by the device's
+// memory: docs/perf-notes.md), its transfer bandwidths by the ratios of the pinned copies each
+// way, and the GPU's name, memory and start (seconds; 0: base's) as given. The CPU part is
+// `cpu`'s when given (the user's own CPU calibration), else base's. Throws
+// std::invalid_argument when base has no GPU part or either side's figures are not measured.
+Profile derive_profile(const Profile& base, const GpuFigures& here, const std::string& gpu_name,
+                       double memory_bytes, double start_seconds,
+                       const DeviceProfile* cpu = nullptr);
+// The shipped profile (shipped_profile_dirs) to derive a profile from for a GPU with these
+// figures: among those with a GPU part and measured figures, the one whose copy bandwidth is
+// closest in ratio (ties: the first by file name). Empty when there is none.
+std::string closest_shipped_profile(const GpuFigures& here);
 
 nlohmann::json to_json(const Profile& p);
 // Throws InputError naming the file and what is wrong.

@@ -386,8 +386,10 @@ bool Runner::auto_gpu(const Plan& plan, std::string& why_not) {
   const Policy asked = req_.policy.value_or(kDefaultGpuPolicy);
   const Policy predicted = asked == Policy::gpu_only ? asked : Policy::comm_aware;
   Schedule s;
+  const auto t_pred = clock_type::now();
   const AutoChoice c = auto_choice(plan, *prof, predicted, start, &s);
-  spdlog::debug("{}: {}", c.gpu ? "GPU" : "CPU", c.why);
+  spdlog::debug("{}: {} (predicted in {:.1f} ms{})", c.gpu ? "GPU" : "CPU", c.why,
+                1e3 * since(t_pred), open ? "" : ", the GPU still opening");
   if (!c.gpu) why_not = c.why;
   if (open) {
     gpu_->decided = Gpu::AutoDecision{PlanKey(plan), c.gpu, c.why};
@@ -418,7 +420,9 @@ double Runner::device_budget(const Plan& plan) {
   if (!wants_gpu(plan)) return 0;
   gpu::Context* ctx = open();
   if (!ctx) return 0;
+  const auto t0 = clock_type::now();
   const double usable = 0.9 * ctx->free_bytes();
+  if (since(t0) > 0.001) spdlog::debug("the GPU's free memory read in {:.1f} ms", 1e3 * since(t0));
   return req_.gpu_memory_bytes > 0 ? std::min(req_.gpu_memory_bytes, usable) : usable;
 }
 
@@ -563,8 +567,52 @@ const Profile* Runner::profile(std::string& path) {
           "off; run `kinfer calibrate` again",
           profile_path_, profile_->gpu_kernels, gpu::kKernelGeneration);
   }
+  if ((!profile_ || !profile_->has_gpu) && !derive_tried_ &&
+      (gpu_->use_given ? gpu_->given != nullptr : gpu_->opened && gpu_->opened->ctx)) {
+    derive_tried_ = true;
+    derive_for_open_gpu();
+  }
   path = profile_path_.empty() ? default_profile_path() : profile_path_;
   return profile_ ? &*profile_ : nullptr;
+}
+
+void Runner::derive_for_open_gpu() {
+  if (req_.auto_calibrate_seconds > 0) return;
+  gpu::Context* ctx = gpu_->use_given ? gpu_->given : gpu_->opened->ctx.get();
+  const std::string name = ctx->name();
+  if (name.empty()) return;
+  try {
+    const auto t0 = clock_type::now();
+    const gpu::QuickFigures q = ctx->quick_figures();
+    const GpuFigures here{q.copy_bandwidth, q.h2d_bandwidth, q.d2h_bandwidth};
+    if (!here.measured()) return;
+    const std::string base_path = closest_shipped_profile(here);
+    if (base_path.empty()) return;
+    const Profile base = load_profile(base_path, false);
+    const bool own_cpu = profile_ && !profile_->has_gpu;  // the user's CPU calibration
+    const double memory = gpu_->use_given ? 0 : gpu_->opened->memory_bytes;
+    const double start = gpu_->use_given ? 0 : gpu_->opened->seconds;
+    Profile p = derive_profile(base, here, name, memory, start, own_cpu ? &profile_->cpu : nullptr);
+    const std::string to = auto_profile_path(name);
+    std::string kept;
+    try {
+      save_profile(p, to);
+      p.path = to;
+      kept = "kept in " + to + " for later runs";
+    } catch (const std::exception& e) {
+      p.path = base_path;
+      kept = std::string("not kept (") + e.what() + ")";
+    }
+    spdlog::info(
+        "no calibration profile for the GPU '{}': derived one in {:.0f} ms from {}; {}; `kinfer "
+        "calibrate` fits one to this machine",
+        name, 1e3 * since(t0), p.derived_from, kept);
+    profile_path_ = p.path;
+    profile_ = std::move(p);
+    placed_.reset();  // schedules from the profile it replaces
+  } catch (const std::exception& e) {
+    spdlog::warn("could not derive a calibration profile for the GPU '{}': {}", name, e.what());
+  }
 }
 
 RunResult Runner::run(const Plan& plan) {

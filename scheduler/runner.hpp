@@ -265,7 +265,16 @@ class Runner {
   // Starts the GPU in the background when a plan of `s`'s states less `discount_log2` (the
   // search's answer is smaller than its early rounds' best) would clearly win on it.
   void start_if_likely(const OrderStats& s, double discount_log2);
+  // The profile for the machine's GPU, read once: the user's, a cached one, a shipped one
+  // matched by the GPU's name; none of them for an open GPU, one derived from the closest
+  // shipped profile by the GPU's quick figures (derive_for_open_gpu). nullptr: none.
   const Profile* profile(std::string& path);
+  // A GPU no profile knows, open: measures its quick figures (a few ms), derives a profile
+  // from the shipped one closest to them (derive_profile) and caches it where an automatic
+  // calibration goes (auto_profile_path: later runs read it). Not with KINFER_AUTO_CALIBRATE
+  // (the longer calibration then runs instead).
+  void derive_for_open_gpu();
+  bool derive_tried_ = false;
   // The GPU's name without opening it (probed once); empty when there is none.
   const std::string& gpu_name();
   // The schedule policy `p` gives `plan`: from `prof` for the profile policies (greedy,

@@ -144,6 +144,13 @@ class FakeDevice final : public gpu::Context {
   }
   int num_streams() const override { return static_cast<int>(streams_.size()); }
   std::string name() const override { return "fake GPU (host memory)"; }
+  // What quick_figures() reports (zeros: a device that measures nothing), and its calls.
+  gpu::QuickFigures quick;
+  std::atomic<int> quick_calls{0};
+  gpu::QuickFigures quick_figures() override {
+    ++quick_calls;
+    return quick;
+  }
   gpu::KernelChoice run_bucket(const BucketShape& shape, std::span<const gpu::DeviceInput> inputs,
                                gpu::Handle out, int s, gpu::Variant) override {
     run_bucket(shape, inputs, out, s);

@@ -245,6 +245,100 @@ TEST_CASE("Scheduler.ProfileMatchedByGpuName", "[scheduler]") {
     ::unsetenv("KINFER_PROFILES");
 }
 
+TEST_CASE("Scheduler.ProfileDerivedForAnUnknownGpu", "[scheduler]") {
+  // A GPU none of the profiles knows gets one derived from the shipped profile closest by its
+  // quick figures, cached for the next run; the placement then comes from it, not whole-plan.
+  namespace fs = std::filesystem;
+  EmptyCache cache;
+  const fs::path shipped = cache.dir / "shipped";
+  fs::create_directories(shipped);
+  Profile slow = load_profile(data_path("profiles/fixed-test.json"));
+  slow.gpu.name = "Slow GPU";
+  slow.gpu_figures = {1e12, 10e9, 12e9};
+  save_profile(slow, (shipped / "slow.json").string());
+  Profile fast = slow;
+  fast.gpu.name = "Fast GPU";
+  fast.gpu_figures = {4e12, 50e9, 40e9};
+  fast.h2d.bandwidth = 30e9;
+  save_profile(fast, (shipped / "fast.json").string());
+  Profile unmeasured = slow;  // without figures: never a base, however close
+  unmeasured.gpu.name = "Old GPU";
+  unmeasured.gpu_figures = {};
+  save_profile(unmeasured, (shipped / "old.json").string());
+  const char* old = std::getenv("KINFER_PROFILES");
+  const std::string old_value = old ? old : "";
+  ::setenv("KINFER_PROFILES", shipped.c_str(), 1);
+
+  // 2.2e12 is closer to 4e12 than to 1e12 in ratio
+  CHECK(fs::path(closest_shipped_profile({2.2e12, 20e9, 20e9})).filename() == "fast.json");
+  CHECK(fs::path(closest_shipped_profile({1.5e12, 20e9, 20e9})).filename() == "slow.json");
+  CHECK(closest_shipped_profile({}).empty());
+
+  // the derivation's arithmetic: kernel times above the overhead x 4/2.2, transfers by ratio
+  const GpuFigures here{2.2e12, 20e9, 30e9};
+  const Profile d = derive_profile(load_profile((shipped / "fast.json").string()), here, "New GPU",
+                                   48e9, 0.3);
+  CHECK(d.gpu.name == "New GPU");
+  CHECK(d.gpu.memory_bytes == 48e9);
+  CHECK(d.gpu_start == 0.3);
+  CHECK(d.h2d.bandwidth == Approx(30e9 * 20.0 / 50.0));
+  CHECK(d.d2h.bandwidth == Approx(fast.d2h.bandwidth * 30.0 / 40.0));
+  CHECK_THAT(d.derived_from, Catch::Contains("fast.json"));
+  REQUIRE(fast.gpu.model.kind == ModelKind::loglinear);
+  const double r = 4e12 / 2.2e12, overhead = std::exp(fast.gpu.model.c);
+  for (double log2_states : {12.0, 20.0, 28.0}) {
+    BucketFeatures f;
+    f.log2_states = log2_states;
+    f.log2_out = log2_states - 2;
+    f.log2_marg = 2;
+    f.inputs = 3;
+    f.varying = 2;
+    f.log2_in = log2_states - 4;
+    const double b = fast.gpu.model.predict(f), x = d.gpu.model.predict(f);
+    CHECK((x - overhead) / (b - overhead) == Approx(r).epsilon(1e-9));
+  }
+  CHECK(d.cpu.model.predict({}) == fast.cpu.model.predict({}));
+  CHECK_THROWS_AS(derive_profile(unmeasured, here, "x", 0, 0), std::invalid_argument);
+  CHECK_THROWS_AS(derive_profile(fast, GpuFigures{}, "x", 0, 0), std::invalid_argument);
+
+  // the runner: the first run measures and derives, the second reads the cached profile
+  const Plan plan = uai_plan("grid10x10.f10.uai");
+  const double expected = run_plan(plan);
+  RunRequest req;
+  req.device = DeviceChoice::gpu;
+  req.policy = Policy::comm_aware;
+  for (int run = 0; run < 2; ++run) {
+    INFO("run " << run);
+    test::FakeDevice dev(2, 50, 7);
+    dev.quick = {2.2e12, 20e9, 30e9};
+    Runner runner(req, &dev);
+    const RunResult r = runner.run(plan);
+    CHECK(close(r.ln_pr, expected));
+    CHECK(r.policy == "comm-aware");
+    CHECK(r.note.empty());
+    CHECK(r.profile == auto_profile_path(dev.name()));
+    CHECK(dev.quick_calls == (run == 0 ? 1 : 0));
+    const Profile cached = load_profile(auto_profile_path(dev.name()));
+    CHECK(cached.gpu.name == dev.name());
+    CHECK_THAT(cached.derived_from, Catch::Contains("fast.json"));
+    CHECK(cached.gpu_figures.copy_bandwidth == 2.2e12);
+  }
+  // a device that measures nothing keeps the fallback (whole-plan, noted)
+  fs::remove(auto_profile_path("fake GPU (host memory)"));
+  {
+    test::FakeDevice dev(2, 50, 7);
+    Runner runner(req, &dev);
+    const RunResult r = runner.run(plan);
+    CHECK(close(r.ln_pr, expected));
+    CHECK(r.policy == "whole-plan");
+    CHECK(dev.quick_calls == 1);
+  }
+  if (old)
+    ::setenv("KINFER_PROFILES", old_value.c_str(), 1);
+  else
+    ::unsetenv("KINFER_PROFILES");
+}
+
 TEST_CASE("Scheduler.AutoDeviceFromTheProfile", "[scheduler]") {
   // --device auto compares the CPU-only prediction (the sum of the profile's CPU bucket times,
   // computed here from the features) with the best placement's, the GPU's start included.
