@@ -254,11 +254,11 @@ TEST_CASE("Scheduler.ProfileDerivedForAnUnknownGpu", "[scheduler]") {
   fs::create_directories(shipped);
   Profile slow = load_profile(data_path("profiles/fixed-test.json"));
   slow.gpu.name = "Slow GPU";
-  slow.gpu_figures = {1e12, 10e9, 12e9};
+  slow.gpu_figures = {1e14, 10e9, 12e9};  // far from the repository's shipped GPUs
   save_profile(slow, (shipped / "slow.json").string());
   Profile fast = slow;
   fast.gpu.name = "Fast GPU";
-  fast.gpu_figures = {4e12, 50e9, 40e9};
+  fast.gpu_figures = {4e14, 50e9, 40e9};
   fast.h2d.bandwidth = 30e9;
   save_profile(fast, (shipped / "fast.json").string());
   Profile unmeasured = slow;  // without figures: never a base, however close
@@ -269,13 +269,15 @@ TEST_CASE("Scheduler.ProfileDerivedForAnUnknownGpu", "[scheduler]") {
   const std::string old_value = old ? old : "";
   ::setenv("KINFER_PROFILES", shipped.c_str(), 1);
 
-  // 2.2e12 is closer to 4e12 than to 1e12 in ratio
-  CHECK(fs::path(closest_shipped_profile({2.2e12, 20e9, 20e9})).filename() == "fast.json");
-  CHECK(fs::path(closest_shipped_profile({1.5e12, 20e9, 20e9})).filename() == "slow.json");
+  // 2.2e14 is closer to 4e14 than to 1e14 in ratio (and far from the repository's own shipped
+  // profiles, which are candidates too: H100 2.9e12, H200 4.1e12)
+  CHECK(fs::path(closest_shipped_profile({2.2e14, 20e9, 20e9})).filename() == "fast.json");
+  CHECK(fs::path(closest_shipped_profile({1.5e14, 20e9, 20e9})).filename() == "slow.json");
+  CHECK(fs::path(closest_shipped_profile({3e12, 20e9, 20e9})).filename() == "h100.json");
   CHECK(closest_shipped_profile({}).empty());
 
   // the derivation's arithmetic: kernel times above the overhead x 4/2.2, transfers by ratio
-  const GpuFigures here{2.2e12, 20e9, 30e9};
+  const GpuFigures here{2.2e14, 20e9, 30e9};
   const Profile d = derive_profile(load_profile((shipped / "fast.json").string()), here, "New GPU",
                                    48e9, 0.3);
   CHECK(d.gpu.name == "New GPU");
@@ -285,7 +287,7 @@ TEST_CASE("Scheduler.ProfileDerivedForAnUnknownGpu", "[scheduler]") {
   CHECK(d.d2h.bandwidth == Approx(fast.d2h.bandwidth * 30.0 / 40.0));
   CHECK_THAT(d.derived_from, Catch::Contains("fast.json"));
   REQUIRE(fast.gpu.model.kind == ModelKind::loglinear);
-  const double r = 4e12 / 2.2e12, overhead = std::exp(fast.gpu.model.c);
+  const double r = 4e14 / 2.2e14, overhead = std::exp(fast.gpu.model.c);
   for (double log2_states : {12.0, 20.0, 28.0}) {
     BucketFeatures f;
     f.log2_states = log2_states;
@@ -310,7 +312,7 @@ TEST_CASE("Scheduler.ProfileDerivedForAnUnknownGpu", "[scheduler]") {
   for (int run = 0; run < 2; ++run) {
     INFO("run " << run);
     test::FakeDevice dev(2, 50, 7);
-    dev.quick = {2.2e12, 20e9, 30e9};
+    dev.quick = {2.2e14, 20e9, 30e9};
     Runner runner(req, &dev);
     const RunResult r = runner.run(plan);
     CHECK(close(r.ln_pr, expected));
@@ -321,7 +323,7 @@ TEST_CASE("Scheduler.ProfileDerivedForAnUnknownGpu", "[scheduler]") {
     const Profile cached = load_profile(auto_profile_path(dev.name()));
     CHECK(cached.gpu.name == dev.name());
     CHECK_THAT(cached.derived_from, Catch::Contains("fast.json"));
-    CHECK(cached.gpu_figures.copy_bandwidth == 2.2e12);
+    CHECK(cached.gpu_figures.copy_bandwidth == 2.2e14);
   }
   // a device that measures nothing keeps the fallback (whole-plan, noted)
   fs::remove(auto_profile_path("fake GPU (host memory)"));
