@@ -237,6 +237,17 @@ Profile derive_profile(const Profile& base, const GpuFigures& here, const std::s
   return p;
 }
 
+DeviceProfile cpu_for_threads(const DeviceProfile& cpu, int threads) {
+  if (cpu.threads <= 0 || threads <= 0 || threads == cpu.threads) return cpu;
+  DeviceProfile d = cpu;
+  const double factor = std::max(
+      1 / kCpuMostThreadSpeedup,
+      std::pow(static_cast<double>(cpu.threads) / threads, kCpuThreadExponent));
+  d.model = cpu.model.scaled(factor);
+  d.threads = threads;
+  return d;
+}
+
 std::string closest_shipped_profile(const GpuFigures& here) {
   if (!(here.copy_bandwidth > 0)) return {};
   std::string best;

@@ -99,6 +99,16 @@ std::string find_profile_for_gpu(const std::string& gpu_name);
 Profile derive_profile(const Profile& base, const GpuFigures& here, const std::string& gpu_name,
                        double memory_bytes, double start_seconds,
                        const DeviceProfile* cpu = nullptr);
+// A profile's CPU part for a run on `threads` CPU threads when it was fitted on another count
+// (a shipped profile's reference machine has 16): the kernel times above the fixed overhead
+// times (fitted / threads)^kCpuThreadExponent, at most kCpuMostThreadSpeedup times faster.
+// Measured on the H100 machine's 16 cores (docs/perf-notes.md, "The CPU part for another thread
+// count"): 16 -> 2 threads made linkage_14/18/17 5.3-6.6x slower (exponent 0.80-0.93) and the
+// small DBN_11/linkage_24 3.7-4.1x (their fixed costs). Unchanged when either count is unknown.
+inline constexpr double kCpuThreadExponent = 0.85;
+inline constexpr double kCpuMostThreadSpeedup = 2;
+DeviceProfile cpu_for_threads(const DeviceProfile& cpu, int threads);
+
 // The shipped profile (shipped_profile_dirs) to derive a profile from for a GPU with these
 // figures: among those with a GPU part and measured figures, the one whose copy bandwidth is
 // closest in ratio (ties: the first by file name). Empty when there is none.

@@ -284,6 +284,7 @@ Runner::Runner(RunRequest req) : req_(std::move(req)), gpu_(std::make_unique<Gpu
     profile_ = load_profile(req_.profile_path, false);
     profile_read_ = true;
     profile_path_ = req_.profile_path;
+    fit_cpu_to_threads();
   }
 }
 
@@ -300,6 +301,7 @@ Runner::Runner(RunRequest req, gpu::Context* device, std::optional<Profile> prof
     profile_read_ = true;
     profile_path_ = req_.profile_path;
   }
+  fit_cpu_to_threads();
 }
 
 Runner::~Runner() {
@@ -560,6 +562,7 @@ const Profile* Runner::profile(std::string& path) {
       find_and_read_profile(gpu_name(), profile_path_, profile_);
     }
     if (profile_) spdlog::info("profile: {}", profile_path_);
+    fit_cpu_to_threads();
     if (profile_ && profile_->has_gpu && profile_->gpu_kernels < gpu::kKernelGeneration)
       spdlog::warn(
           "the profile {} was fitted on GPU kernels of generation {}, this kinfer's are of "
@@ -610,9 +613,19 @@ void Runner::derive_for_open_gpu() {
     profile_path_ = p.path;
     profile_ = std::move(p);
     placed_.reset();  // schedules from the profile it replaces
+    fit_cpu_to_threads();
   } catch (const std::exception& e) {
     spdlog::warn("could not derive a calibration profile for the GPU '{}': {}", name, e.what());
   }
+}
+
+void Runner::fit_cpu_to_threads() {
+  if (!profile_) return;
+  const int threads = req_.threads > 0 ? req_.threads : omp_get_max_threads();
+  if (profile_->cpu.threads <= 0 || profile_->cpu.threads == threads) return;
+  spdlog::debug("the profile's CPU part, fitted on {} threads, scaled to this run's {}",
+                profile_->cpu.threads, threads);
+  profile_->cpu = cpu_for_threads(profile_->cpu, threads);
 }
 
 RunResult Runner::run(const Plan& plan) {

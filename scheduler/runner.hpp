@@ -274,6 +274,8 @@ class Runner {
   // calibration goes (auto_profile_path: later runs read it). Not with KINFER_AUTO_CALIBRATE
   // (the longer calibration then runs instead).
   void derive_for_open_gpu();
+  // The profile's CPU part scaled to this run's thread count (cpu_for_threads).
+  void fit_cpu_to_threads();
   bool derive_tried_ = false;
   // The GPU's name without opening it (probed once); empty when there is none.
   const std::string& gpu_name();

@@ -341,6 +341,57 @@ TEST_CASE("Scheduler.ProfileDerivedForAnUnknownGpu", "[scheduler]") {
     ::unsetenv("KINFER_PROFILES");
 }
 
+TEST_CASE("Scheduler.ProfileCpuPartFollowsTheThreadCount", "[scheduler]") {
+  // A profile's CPU part fitted on 16 threads predicts a 4-thread run's kernels (above their
+  // fixed overhead) (16/4)^kCpuThreadExponent times slower, a 64-thread run's at most
+  // kCpuMostThreadSpeedup times faster; the runner applies it to the profile it plans with.
+  Profile prof = load_profile(data_path("profiles/fixed-test.json"));
+  REQUIRE(prof.cpu.model.kind == ModelKind::loglinear);
+  prof.cpu.threads = 16;
+  const double overhead = std::exp(prof.cpu.model.c);
+  BucketFeatures f;
+  f.log2_states = 24;
+  f.log2_out = 20;
+  f.log2_marg = 4;
+  f.inputs = 4;
+  f.varying = 3;
+  f.log2_in = 21;
+  const double base = prof.cpu.model.predict(f);
+  auto ratio = [&](int threads) {
+    return (cpu_for_threads(prof.cpu, threads).model.predict(f) - overhead) / (base - overhead);
+  };
+  CHECK(ratio(16) == 1);
+  CHECK(ratio(0) == 1);
+  CHECK(ratio(4) == Approx(std::pow(4.0, kCpuThreadExponent)).epsilon(1e-9));
+  CHECK(ratio(2) == Approx(std::pow(8.0, kCpuThreadExponent)).epsilon(1e-9));
+  CHECK(ratio(64) == Approx(1 / kCpuMostThreadSpeedup).epsilon(1e-9));
+  CHECK(cpu_for_threads(prof.cpu, 4).threads == 4);
+  DeviceProfile unknown = prof.cpu;
+  unknown.threads = 0;
+  CHECK(cpu_for_threads(unknown, 4).model.predict(f) == unknown.model.predict(f));
+
+  // the runner: a GPU 1e6 times slower keeps every bucket on the CPU under greedy, so the
+  // prediction is the CPU part's, on each run's thread count
+  prof.gpu.model = prof.gpu.model.scaled(1e6);
+  const Plan plan = uai_plan("grid10x10.f10.uai");
+  const double expected = run_plan(plan);
+  double predicted[2];
+  for (int k = 0; k < 2; ++k) {
+    test::FakeDevice dev(2, 20, 3);
+    RunRequest req;
+    req.device = DeviceChoice::gpu;
+    req.policy = Policy::greedy;
+    req.threads = k == 0 ? 16 : 4;
+    Runner runner(req, &dev, prof);
+    const RunResult r = runner.run(plan);
+    CHECK(close(r.ln_pr, expected));
+    CHECK(r.gpu_buckets == 0);
+    predicted[k] = r.predicted_seconds;
+  }
+  CHECK(predicted[1] > 1.2 * predicted[0]);
+  CHECK(predicted[1] < std::pow(4.0, kCpuThreadExponent) * predicted[0]);
+}
+
 TEST_CASE("Scheduler.AutoDeviceFromTheProfile", "[scheduler]") {
   // --device auto compares the CPU-only prediction (the sum of the profile's CPU bucket times,
   // computed here from the features) with the best placement's, the GPU's start included.
