@@ -14,6 +14,7 @@
 #include <iterator>
 #include <limits>
 #include <sstream>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -47,8 +48,11 @@ void write_file_atomically(const std::string& path, const std::string& content) 
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::error_code ec;
   fs::create_directories(dir, ec);
-  // The pid keeps concurrent writers (batch workers, parallel runs) off each other's temporary.
-  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  // The pid and the thread keep concurrent writers (batch workers, parallel runs, the runners of
+  // several GPUs in one process) off each other's temporary.
+  const std::string tmp = path + ".tmp" + std::to_string(::getpid()) + "." +
+                          std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()) %
+                                         1000000);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) write_failed(path, "create " + tmp, errno);
   // fsync before the rename: the rename must never expose a file whose data is not on disk.
