@@ -90,11 +90,7 @@ int run_calibrate(const CalibrateCmdOptions& o) {
   sched::Profile p = sched::calibrate(co, dev.ctx.get(), dev.name);
   // this process's own GPU start (a fresh process: the driver's start included), for
   // `--device auto`'s choice
-  if (dev.ctx) {
-    p.gpu_start = dev.seconds;
-    const gpu::QuickFigures q = dev.ctx->quick_figures();  // for profiles derived from this one
-    p.gpu_figures = {q.copy_bandwidth, q.h2d_bandwidth, q.d2h_bandwidth};
-  }
+  if (dev.ctx) p.gpu_start = dev.seconds;
   sched::save_profile(p, out);
   if (o.json) {
     std::cout << nlohmann::json{{"profile", out},

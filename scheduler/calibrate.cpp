@@ -457,6 +457,10 @@ Profile calibrate(const CalibrateOptions& opt, gpu::Context* ctx, const std::str
   p.has_gpu = true;
   p.gpu.name = gpu_name;
   p.gpu.memory_bytes = ctx->free_bytes();
+  {  // what a profile for a GPU without one is derived by (derive_profile)
+    const gpu::QuickFigures q = ctx->quick_figures();
+    p.gpu_figures = {q.copy_bandwidth, q.h2d_bandwidth, q.d2h_bandwidth};
+  }
   {
     const auto t0 = clock_type::now();
     const double budget = opt.seconds * gpu_share;

@@ -134,6 +134,7 @@ TEST_CASE("Scheduler.CalibrateDrivesADeviceThroughTheContract", "[scheduler]") {
   // The GPU half of `kinfer calibrate` (kernel sweep, staged and batched transfers) on the fake
   // device: every call goes through gpu::Context as on a real GPU.
   test::FakeDevice dev(2, 20);
+  dev.quick = {1.5e12, 20e9, 25e9};
   CalibrateOptions opt;
   opt.seconds = 3;
   opt.threads = 1;
@@ -153,4 +154,12 @@ TEST_CASE("Scheduler.CalibrateDrivesADeviceThroughTheContract", "[scheduler]") {
   f.log2_states = 10;
   CHECK(std::isfinite(p.gpu_seconds(f)));
   CHECK(p.gpu_seconds(f) > 0);
+  // the quick figures are recorded, and survive the file
+  CHECK(dev.quick_calls == 1);
+  CHECK(p.gpu_figures.copy_bandwidth == 1.5e12);
+  const Profile back = profile_from_json(to_json(p), "calibrated.json");
+  CHECK(back.gpu_figures.copy_bandwidth == 1.5e12);
+  CHECK(back.gpu_figures.h2d_bandwidth == 20e9);
+  CHECK(back.gpu_figures.d2h_bandwidth == 25e9);
+  CHECK(back.derived_from.empty());
 }

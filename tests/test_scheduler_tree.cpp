@@ -185,6 +185,21 @@ TEST_CASE("Scheduler.ScheduleCompareNeedsAProfile", "[scheduler]") {
   CHECK_THAT(o.text, Catch::Contains("kinfer calibrate"));
 }
 
+TEST_CASE("Scheduler.CalibrateQuick", "[scheduler]") {
+  // `calibrate --quick`: the GPU's quick figures as JSON, or, without a GPU, exit 3 saying so.
+  const Output o = run_kinfer("calibrate --quick", false);
+  if (o.status == 0) {
+    const auto j = nlohmann::json::parse(o.text);
+    CHECK(j.at("copy_bandwidth").get<double>() > 1e9);
+    CHECK(j.at("h2d_bandwidth").get<double>() > 1e8);
+    CHECK(j.at("d2h_bandwidth").get<double>() > 1e8);
+    CHECK_FALSE(j.at("gpu").get<std::string>().empty());
+  } else {
+    CHECK(o.status == 3);
+    CHECK_THAT(run_kinfer("calibrate --quick").text, Catch::Contains("--quick needs a GPU"));
+  }
+}
+
 TEST_CASE("Scheduler.PeScheduleOptions", "[scheduler]") {
   // `kinfer pe --schedule X` for every X gives the reference answer (REFERENCES.tsv: log10 P(e)
   // of Pedigree_11 is -17.2155) and the same answer as --device cpu. Without a GPU every bucket
