@@ -198,8 +198,14 @@ TileChoice choose_tile(const BucketLayout& L, int nf, int nfp, const DeviceLimit
   best.loads = loads_per_term(nfp, nf, 1, none);
   if (!lim.tiles || nf == 0 || nf > kMaxTiledVarying || nf < lim.tile_min_nf) return best;
   const double base = best.loads;
-  const std::int64_t G = std::int64_t{1} << lanes_log2_for(L.M, 16);
-  if (lean_shape(lim, L.M, nf)) return best;  // the one-lane kernel instead
+  // A one-lane plan (kernel 9) takes a tile of two outputs only: an output variable of two
+  // values, terms compiled in (checked again once the plan is made: direct inputs), and at least
+  // one varying input without the variable (the loads the tile shares)
+  const bool lean = lean_shape(lim, L.M, nf);
+  if (lean && !(lim.lean_tiles && lim.lean_chunks && lim.lean_fixed_terms &&
+                lean_fixed_terms_compiled(L.M)))
+    return best;  // the one-lane kernel, untiled
+  const std::int64_t G = lean ? 1 : std::int64_t{1} << lanes_log2_for(L.M, 16);
   const std::int64_t fill = std::int64_t{2} * lim.sm_count * lim.max_threads_per_sm;
   std::vector<std::vector<int>> cands;
   for (int i = 0; i < nv; ++i) {
@@ -215,6 +221,7 @@ TileChoice choose_tile(const BucketLayout& L, int nf, int nfp, const DeviceLimit
     int R = 1;
     for (int i : c) R *= L.card[i];
     if (R > lim.max_tile) continue;
+    if (lean && (summed || R != 2)) continue;
     if (summed && L.M / R < 64) continue;
     if (!summed && lim.tile_fill && (L.n_out / R) * G < fill) continue;  // would idle it
     std::vector<char> dep(nf, 0);
@@ -229,6 +236,7 @@ TileChoice choose_tile(const BucketLayout& L, int nf, int nfp, const DeviceLimit
     // differ in constant inputs only, which no kernel's tile takes)
     const auto nd = std::count(dep.begin(), dep.end(), 1);
     if (nd < 1 || nd > lim.max_tile_dep) continue;
+    if (lean && nd >= nf) continue;
     const double l = loads_per_term(nfp, nf, R, dep);
     if (l < best.loads - 1e-9) best = {c, R, summed, l};
   }
@@ -260,6 +268,8 @@ void apply_env_limits(DeviceLimits& lim) {
     lim.lean_chunks = std::string(ch) != "0";
   if (const char* fx = std::getenv("KINFER_GPU_LEAN_FIXED"))
     lim.lean_fixed_terms = std::string(fx) != "0";
+  if (const char* lt = std::getenv("KINFER_GPU_LEAN_TILES"))
+    lim.lean_tiles = std::string(lt) != "0";
   if (const char* ro = std::getenv("KINFER_GPU_REUSE_ORDER")) {  // BYTES[:NEAR[:OVER]]; 0: off
     double bytes = 0, over = 0;
     long long near = 0;
@@ -470,15 +480,26 @@ LaunchPlan plain_launch_plan(const BucketLayout& lay0, const DeviceLimits& lim,
   if (p.blocks > kMaxIndex)
     throw std::invalid_argument("bucket has too many outputs for one launch");
   // (one lane, the whole sum in the inner block: Mh = 1 and one split, as kernel 9 assumes)
-  p.lean = lean_shape(lim, p.M, p.nf) && p.lanes_log2 == 0 && p.tile == 1 && p.Mh == 1 &&
-           p.splits == 1;
+  p.lean = lean_shape(lim, p.M, p.nf) && p.lanes_log2 == 0 &&
+           (p.tile == 1 || (p.tile == 2 && !p.tile_summed)) && p.Mh == 1 && p.splits == 1;
   // kernel 9 takes 1-3 varying inputs and rows of 4 or 8 columns, and computes the page-local
   // output index and the row offsets in 32 bits
   p.lean_chunks = p.lean && lim.lean_chunks && p.nf >= 1 && p.nip <= 8 &&
                   p.P * p.nip < (std::int64_t{1} << 31) &&
                   p.n_pages * p.nip < (std::int64_t{1} << 32);
   p.lean_fixed_terms = p.lean_chunks && lim.lean_fixed_terms && lean_fixed_terms_compiled(p.Mi);
-  if (p.lean && lim.lean_two_min_items > 0 && p.n_items * p.splits >= lim.lean_two_min_items) {
+  if (p.tile == 2 && lean_shape(lim, p.M, p.nf)) {
+    // a one-lane tile runs in kernel 9 alone; where kernel 9 does not take it, plan untiled
+    p.lean9_tile = p.lean && p.lean_fixed_terms && p.direct_mask == (1u << p.nf) - 1 &&
+                   p.tile_dep >= 1 && p.tile_dep < p.nf;
+    if (!p.lean9_tile) {
+      DeviceLimits untiled = lim;
+      untiled.lean_tiles = false;
+      return plain_launch_plan(lay0, untiled, with_tables);
+    }
+  }
+  if (p.lean && p.tile == 1 && lim.lean_two_min_items > 0 &&
+      p.n_items * p.splits >= lim.lean_two_min_items) {
     p.outs = 2;
     p.blocks = ceil_div(ceil_div(p.n_items * p.splits, std::int64_t{2}), p.threads);
   }
@@ -870,6 +891,8 @@ LaunchPlan select_launch_plan(const BucketLayout& lay, Variant want, const Devic
       w << "one lane per output, M = " << lay.M << " <= " << lim.lean9_max_terms
         << ": kernel 9";
       if (p.lean_fixed_terms) w << " (" << p.Mi << " terms compiled in)";
+      if (p.lean9_tile) w << ", two outputs a thread sharing the loads of inputs without var "
+                          << p.tile_vars.front();
       s = {Variant::plain, w.str()};
     } else if (!cached_possible(lay, lim, eb, why)) {
       p = plain_launch_plan(lay, lim, tables);

@@ -130,6 +130,11 @@ struct DeviceLimits {
   // many (no chunk loop; docs/perf-notes.md "Kernel 9 with its terms known at compile
   // time"). The Context reads KINFER_GPU_LEAN_FIXED=0|1.
   bool lean_fixed_terms = true;
+  // Planner option (kernel 9's tile): a one-lane plan with terms compiled in and direct inputs
+  // takes a tile of two outputs (an output variable of two values that some varying input
+  // lacks: that input's loads serve both outputs) when it saves a fifth of the loads. The
+  // Context reads KINFER_GPU_LEAN_TILES=0|1.
+  bool lean_tiles = true;
   // Selector (kernel 9): one-lane buckets that kernel 9 takes go to it, not to the cached
   // kernel's one-lane rule, up to this many summed configurations (device call 5: M = 2-12
   // faster in kernel 9, M = 16 faster cached).
@@ -214,7 +219,7 @@ struct LaunchPlan {
   int tile_dep = 0;  // varying slots holding a tile variable: the first ones, [0, tile_dep)
   // launch shape
   int lanes_log2 = 0;  // 2^lanes_log2 threads share one output (interleaved m)
-  bool lean = false;   // plain, M <= 16, untiled, <= 3 varying: the one-lane kernel
+  bool lean = false;   // plain, M <= 16, <= 3 varying, untiled or lean9_tile: the one-lane kernel
   int outs = 1;        // lean: outputs per thread, a grid-stride apart (kernel 8: 1 or 2)
   // lean, 1-3 varying inputs, rows of 4 or 8 columns, 32-bit page-local indices: the plan runs
   // in kernel 9 (double; DeviceLimits::lean_chunks)
@@ -222,6 +227,8 @@ struct LaunchPlan {
   // lean_chunks and Mi one of kLeanFixedTerms: kernel 9 with Mi known at compile time
   // (DeviceLimits::lean_fixed_terms)
   bool lean_fixed_terms = false;
+  // lean_fixed_terms with a tile of two outputs (kernel 9's tile; DeviceLimits::lean_tiles)
+  bool lean9_tile = false;
   int threads = 256;
   std::int64_t blocks = 1;
   int splits = 1;  // plain: blocks of outputs split over mh (partials combined)

@@ -701,6 +701,31 @@ __device__ __forceinline__ double log_sum9(double a, unsigned ltab) {
 
 __device__ __forceinline__ double dmax9(double x, double y) { return x > y ? x : y; }
 
+// The log-sum-exp of MI terms known at compile time (kernel 9): the knockout round r matches
+// x[i] with x[i + 2^r] (i a multiple of 2^(r+1)), the winner kept in x[i], the loser in lo[]
+// (x's values in another order: a term is finite or -inf); every index known once the loops
+// unroll (registers). A loser of -inf adds exp(-708) (the exp's clamp) to 1: nothing; when the
+// winner is -inf every term is, and the select drops the NaN of -inf - -inf.
+template <int MI>
+__device__ __forceinline__ double lse_knockout9(double (&x)[MI], unsigned tab_a, unsigned ltab_a) {
+  double lo[MI - 1];
+  int n_lo = 0;
+#pragma unroll
+  for (int r = 0; (1 << r) < MI; ++r) {
+#pragma unroll
+    for (int i = 0; i + (1 << r) < MI; i += 2 << r) {
+      const double y = x[i + (1 << r)];
+      lo[n_lo++] = x[i] > y ? y : x[i];
+      x[i] = dmax9(x[i], y);
+    }
+  }
+  const double mx = x[0];
+  double acc = 1.0;
+#pragma unroll
+  for (int k = 0; k < MI - 1; ++k) acc = exp_neg_add3(mx - lo[k], tab_a, acc);
+  return mx == -INFINITY ? -INFINITY : mx + log_sum9(acc, ltab_a);
+}
+
 // ALL_DIRECT: every varying input holds the summed variables last (its terms consecutive: the
 // common case, one summed variable), known at compile time so a term's load is an immediate
 // offset from a pointer advanced per chunk; else the direct mask decides per input.
@@ -710,12 +735,18 @@ __device__ __forceinline__ double dmax9(double x, double y) { return x > y ? x :
 // predicated empty slots and no running rescale: at M = 2 one exp and the log per output where
 // the chunk issued the loads and adds of four slots and two exps (docs/perf-notes.md, "Kernel 9
 // with its terms known at compile time").
-template <int NF, int NIP, int OUTS, bool ALL_DIRECT, int MI = 0>
+// TD: 0, or a tile of two outputs (an output variable of two values dropped from the items):
+// the first TD varying slots hold its variable and load the second output's terms tile_off1[f]
+// further, the others are loaded once for both (terms compiled in, every input direct, one
+// output a thread).
+template <int NF, int NIP, int OUTS, bool ALL_DIRECT, int MI = 0, int TD = 0>
 __global__ void __launch_bounds__(256, 4)
     lean9_kernel(const __grid_constant__ KernelArgs<double> a) {
   static_assert(NF >= 1 && NF < NIP && (NIP == 4 || NIP == 8),
                 "1-3 varying inputs, rows of 4 or 8");
   static_assert(MI == 0 || (MI >= 2 && MI <= 8), "2-8 terms compiled in");
+  static_assert(TD == 0 || (MI > 0 && ALL_DIRECT && OUTS == 1 && TD < NF),
+                "a tile: terms compiled in, direct inputs, one output a thread, a shared input");
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ double tab[64];
   __shared__ double2 ltab[64];
@@ -766,7 +797,30 @@ __global__ void __launch_bounds__(256, 4)
     const double* q[NF];
 #pragma unroll
     for (int f = 0; f < NF; ++f) q[f] = a.in[f] + off(f);
-    if constexpr (MI > 0) {
+    if constexpr (MI > 0 && TD > 0) {
+      // the tile's second output: its constant part, its place, its terms
+      double c1 = 0;
+#pragma unroll
+      for (int s = NF; s < NIP; ++s)
+        if (s < a.n_in) c1 += __ldg(a.in[s] + off(s) + a.tile_all1[s]);
+      const long long ob1 = ob + a.tile_all1[a.n_in];
+      double x[MI], y[MI];
+#pragma unroll
+      for (int k = 0; k < MI; ++k) {
+        double v = c, w = c1;
+#pragma unroll
+        for (int f = 0; f < NF; ++f) {
+          const double t = __ldg(q[f] + k);
+          v += t;
+          w += f < TD ? __ldg(q[f] + a.tile_off1[f] + k) : t;
+        }
+        x[k] = v;
+        y[k] = w;
+      }
+      a.out[ob] = lse_knockout9<MI>(x, tab_a, ltab_a);
+      a.out[ob1] = lse_knockout9<MI>(y, tab_a, ltab_a);
+      continue;
+    } else if constexpr (MI > 0) {
       double x[MI];
 #pragma unroll
       for (int k = 0; k < MI; ++k) {
@@ -778,27 +832,7 @@ __global__ void __launch_bounds__(256, 4)
                          : q[f] + lds32(col0 + f * colstride + 4 * k));
         x[k] = v;
       }
-      // the knockout: round r matches x[i] with x[i + 2^r] (i a multiple of 2^(r+1)), the winner
-      // kept in x[i], the loser in lo[] (x's values in another order: a term is finite or -inf);
-      // every index known once the loops unroll (registers)
-      double lo[MI - 1];
-      int n_lo = 0;
-#pragma unroll
-      for (int r = 0; (1 << r) < MI; ++r) {
-#pragma unroll
-        for (int i = 0; i + (1 << r) < MI; i += 2 << r) {
-          const double y = x[i + (1 << r)];
-          lo[n_lo++] = x[i] > y ? y : x[i];
-          x[i] = dmax9(x[i], y);
-        }
-      }
-      const double mx = x[0];
-      // a loser of -inf adds exp(-708) (the exp's clamp) to 1: nothing; when the winner is -inf
-      // every term is, and the select drops the NaN of -inf - -inf
-      double acc = 1.0;
-#pragma unroll
-      for (int k = 0; k < MI - 1; ++k) acc = exp_neg_add3(mx - lo[k], tab_a, acc);
-      a.out[ob] = mx == -INFINITY ? -INFINITY : mx + log_sum9(acc, ltab_a);
+      a.out[ob] = lse_knockout9<MI>(x, tab_a, ltab_a);
       continue;
     }
     double mx = lowest(0.0), acc = 0;
@@ -989,14 +1023,33 @@ void launch_plain3(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t str
       <<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, stream>>>(a);
 }
 
-template <int NF, int NIP, int OUTS, bool ALL_DIRECT, int MI = 0>
+template <int NF, int NIP, int OUTS, bool ALL_DIRECT, int MI = 0, int TD = 0>
 void launch_lean9_(const LaunchPlan& p, const KernelArgs<double>& a, cudaStream_t stream,
                    bool load_only) {
   static DeviceFlags flags;
-  allow_shared(lean9_kernel<NF, NIP, OUTS, ALL_DIRECT, MI>, p.shared_bytes, flags);
+  allow_shared(lean9_kernel<NF, NIP, OUTS, ALL_DIRECT, MI, TD>, p.shared_bytes, flags);
   if (load_only) return;
-  lean9_kernel<NF, NIP, OUTS, ALL_DIRECT, MI>
+  lean9_kernel<NF, NIP, OUTS, ALL_DIRECT, MI, TD>
       <<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, stream>>>(a);
+}
+
+// Kernel 9 with a tile of two outputs (LaunchPlan::lean9_tile: terms compiled in, direct inputs).
+template <int NF, int NIP, int TD>
+void launch_lean9_tiled(const LaunchPlan& p, const KernelArgs<double>& a, cudaStream_t stream,
+                        bool load_only) {
+  switch (p.Mi) {
+    case 2:
+      return launch_lean9_<NF, NIP, 1, true, 2, TD>(p, a, stream, load_only);
+    case 3:
+      return launch_lean9_<NF, NIP, 1, true, 3, TD>(p, a, stream, load_only);
+    case 4:
+      return launch_lean9_<NF, NIP, 1, true, 4, TD>(p, a, stream, load_only);
+    case 6:
+      return launch_lean9_<NF, NIP, 1, true, 6, TD>(p, a, stream, load_only);
+    case 8:
+      return launch_lean9_<NF, NIP, 1, true, 8, TD>(p, a, stream, load_only);
+  }
+  throw std::invalid_argument("kernel 9's tile: no case for this many terms");
 }
 
 template <int NF, int NIP, int OUTS, bool ALL_DIRECT>
@@ -1045,6 +1098,12 @@ template <class T, int NF, int TD = 0>
 void launch_plain_lanes(const LaunchPlan& p, const KernelArgs<T>& a, cudaStream_t stream,
                         bool load_only) {
   constexpr bool dbl = std::is_same_v<T, double>;
+  if constexpr (dbl && TD > 0 && TD < NF && NF <= kLeanMaxVarying) {
+    if (p.lean9_tile) {
+      if (p.nip == 4) return launch_lean9_tiled<NF, 4, TD>(p, a, stream, load_only);
+      return launch_lean9_tiled<NF, 8, TD>(p, a, stream, load_only);
+    }
+  }
   if constexpr (dbl && TD == 0 && NF <= kLeanMaxVarying) {
     if (p.lean) {              // lean plans have one lane
       if constexpr (NF > 0) {  // kernel 9 where it takes the plan (rows of 4 or 8), else 7/8

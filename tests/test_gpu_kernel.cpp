@@ -206,7 +206,7 @@ TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
       {"KINFER_GPU_LEAN_CHUNKS", "0"},   // one-lane plans in kernel 7/8, not kernel 9
       {"KINFER_GPU_REUSE_ORDER", "1:1:0"},  // outputs reordered for the largest input in every plan
       {"KINFER_GPU_DEVICE_FILL", "1"}};  // every plain plan's page offsets filled by the device
-  int direct = 0, buckets = 0, tiled = 0, lean = 0, two = 0, k9 = 0;
+  int direct = 0, buckets = 0, tiled = 0, lean = 0, two = 0, k9 = 0, k9_tiled = 0;
   for (const Setting& v : variants) {
     // restore the variable as it was (a run of every case under one setting keeps it)
     const char* before = std::getenv(v.var);
@@ -247,6 +247,10 @@ TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
         DeviceLimits every;  // kernel 8 from one item on, as the setting above
         every.lean_two_min_items = 1;
         two += make_launch_plan(lay, Variant::plain, every).outs == 2;
+        DeviceLimits forced;  // as KINFER_GPU_TILES=force: kernel 9's tile on small plans too
+        forced.tile_fill = false;
+        forced.tile_min_nf = 1;
+        k9_tiled += make_launch_plan(lay, Variant::plain, forced).lean9_tile;
       }
       ++buckets;
     }
@@ -256,13 +260,59 @@ TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
   std::printf(
       "kernel variants: %d of %d buckets have direct inputs (default limits), %d plain plans "
       "tiled, %d one-lane plans (%d in kernel 9), %d of them with two outputs per thread when "
-      "forced\n",
-      direct, buckets, tiled, lean, k9, two);
+      "forced, %d with kernel 9's tile of two outputs when tiles are forced\n",
+      direct, buckets, tiled, lean, k9, two, k9_tiled);
   CHECK(direct > 0);
   CHECK(tiled > 0);
   CHECK(lean > 0);
   CHECK(k9 > 0);
   CHECK(two > 0);
+}
+
+TEST_CASE("GpuKernel.Kernel9TileMatchesCpu", "[gpu]") {
+  // Kernel 9's tile of two outputs (one-lane plans, terms compiled in, direct inputs, a binary
+  // output variable some varying input lacks) on random small buckets of binary and ternary
+  // variables, under KINFER_GPU_TILES=force (tiles where the device would idle too), in the
+  // plain variant and as the selector runs them.
+  const char* before = std::getenv("KINFER_GPU_TILES");
+  const std::string saved = before ? before : "";
+  setenv("KINFER_GPU_TILES", "force", 1);
+  std::unique_ptr<gpu::Context> ctx = gpu::Context::create();
+  if (before)
+    setenv("KINFER_GPU_TILES", saved.c_str(), 1);
+  else
+    unsetenv("KINFER_GPU_TILES");
+  DeviceLimits forced;
+  forced.tile_fill = false;
+  forced.tile_min_nf = 1;
+  std::mt19937_64 rng(4711);
+  const int want = std::max(6, static_cast<int>(60 * scale()));
+  int tiled = 0, two_dep = 0;
+  Compare f64;
+  for (int draws = 0; draws < 20000 && tiled < want; ++draws) {
+    RandomBucketOptions o;
+    o.max_log2_states = 18;
+    o.max_card = 3;
+    o.min_functions = 2;
+    o.max_functions = 4;
+    o.max_marg = 8;
+    const RandomBucket b = random_bucket(rng, o);
+    const BucketLayout lay = describe(b.shape, b.scopes);
+    if (!lay.unsupported.empty()) continue;
+    const LaunchPlan p = make_launch_plan(lay, Variant::plain, forced);
+    if (!p.lean9_tile) continue;
+    INFO("draw " << draws << ": " << p.nf << " varying, " << p.tile_dep << " holding the tile, M "
+                 << p.M);
+    REQUIRE(check_bucket(b, Variant::plain, Precision::f64, 1e-11, &f64, *ctx) == 2);
+    check_bucket(b, Variant::automatic, Precision::f64, 1e-11, &f64, *ctx);
+    ++tiled;
+    two_dep += p.tile_dep == 2;
+  }
+  std::printf("kernel 9's tile: %d buckets (%d with two inputs holding the tile variable), largest "
+              "relative difference %.3g\n",
+              tiled, two_dep, f64.worst);
+  CHECK(tiled == want);
+  CHECK(two_dep > 0);
 }
 
 TEST_CASE("GpuKernel.Kernel9CasesMatchCpu", "[gpu]") {

@@ -532,6 +532,68 @@ TEST_CASE("GpuPolicy.KernelTilesReproduceBucket", "[gpu]") {
   CHECK(two > 5);
 }
 
+TEST_CASE("GpuPolicy.Kernel9TileReproducesBucket", "[gpu]") {
+  // Kernel 9's tile of two outputs (one-lane plans, terms compiled in, direct inputs, some
+  // varying input without the tile variable): a binary output variable, the slots holding it
+  // first and fewer than all of them, and the host walk of the tiled plan reproduces the bucket.
+  // The device-fill rule off (a small device), as the kernel test's KINFER_GPU_TILES=force.
+  DeviceLimits small;
+  small.sm_count = 1;
+  small.max_threads_per_sm = 64;
+  small.tile_fill = false;
+  std::mt19937_64 rng(29);
+  int tiled = 0, untiled = 0, two_dep = 0;
+  for (int i = 0; i < 400; ++i) {
+    RandomBucketOptions o;
+    o.max_log2_states = 14;
+    o.max_card = 3;
+    o.min_functions = 2;
+    o.max_functions = 4;
+    o.min_marg = 2;
+    o.max_marg = 8;
+    const RandomBucket b = random_bucket(rng, o);
+    LaunchPlan p;
+    const auto out = emulated(b, Variant::plain, small, &p);
+    INFO("bucket " << i << ", tile " << p.tile << ", slots holding it " << p.tile_dep);
+    REQUIRE(max_error(out, reference(b)) < 1e-10);
+    if (!p.lean) continue;
+    if (!p.lean9_tile) {
+      untiled += p.lean_fixed_terms;
+      REQUIRE(p.tile == 1);
+      continue;
+    }
+    ++tiled;
+    two_dep += p.tile_dep == 2;
+    REQUIRE(p.tile == 2);
+    REQUIRE_FALSE(p.tile_summed);
+    REQUIRE(p.lean_fixed_terms);
+    REQUIRE(p.outs == 1);
+    REQUIRE(p.direct_mask == (1u << p.nf) - 1);
+    REQUIRE(p.tile_dep >= 1);
+    REQUIRE(p.tile_dep < p.nf);
+    REQUIRE(p.tile_vars.size() == 1);
+    for (int f = 0; f < p.nf; ++f) REQUIRE((p.tile_off[p.nfp + f] != 0) == (f < p.tile_dep));
+  }
+  CHECK(tiled > 20);
+  CHECK(two_dep > 0);  // two of three varying inputs hold the tile variable
+  CHECK(untiled > 5);  // plans where no tile saves a fifth of the loads stay untiled
+  // KINFER_GPU_LEAN_TILES=0 (DeviceLimits::lean_tiles): none
+  DeviceLimits off = small;
+  off.lean_tiles = false;
+  std::mt19937_64 rng2(29);
+  for (int i = 0; i < 100; ++i) {
+    RandomBucketOptions o;
+    o.max_log2_states = 14;
+    o.max_card = 3;
+    o.max_functions = 3;
+    o.max_marg = 8;
+    const RandomBucket b = random_bucket(rng2, o);
+    const BucketLayout lay = describe(b.shape, b.scopes);
+    if (!lay.unsupported.empty()) continue;
+    REQUIRE_FALSE(make_launch_plan(lay, Variant::plain, off).lean9_tile);
+  }
+}
+
 TEST_CASE("GpuPolicy.ManyInputsReproduceBucket", "[gpu]") {
   // 9-16 varying inputs (the kernel pads them to 12 or 16 with a zero table) and up to 60
   // inputs in all; beyond that the layout says why.
