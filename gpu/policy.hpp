@@ -41,10 +41,9 @@ constexpr bool lean_fixed_terms_compiled(std::int64_t mi) {
     if (mi == t) return true;
   return false;
 }
-// Kernel 9's tile of two outputs is compiled for these (the binary summed variables of linkage
-// buckets; each case is six more kernels in the binary, whose resident size the memory
-// accountant counts: docs/perf-notes.md).
-constexpr bool lean_tile_terms_compiled(std::int64_t mi) { return mi == 2 || mi == 4 || mi == 8; }
+// Kernel 9's tile of two outputs is compiled for every kLeanFixedTerms size (six kernels each,
+// in the binary: its resident size, which the memory accountant's process base counts).
+constexpr bool lean_tile_terms_compiled(std::int64_t mi) { return lean_fixed_terms_compiled(mi); }
 
 // n / d for 0 <= n < 2^31 with a multiply and a shift (Granlund-Montgomery, round-up variant).
 struct FastDiv {

@@ -1033,16 +1033,19 @@ void launch_lean9_(const LaunchPlan& p, const KernelArgs<double>& a, cudaStream_
       <<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, stream>>>(a);
 }
 
-// Kernel 9 with a tile of two outputs (LaunchPlan::lean9_tile: 2, 4 or 8 terms compiled in,
-// direct inputs: lean_tile_terms_compiled).
+// Kernel 9 with a tile of two outputs (LaunchPlan::lean9_tile: terms compiled in, direct inputs).
 template <int NF, int NIP, int TD>
 void launch_lean9_tiled(const LaunchPlan& p, const KernelArgs<double>& a, cudaStream_t stream,
                         bool load_only) {
   switch (p.Mi) {
     case 2:
       return launch_lean9_<NF, NIP, 1, true, 2, TD>(p, a, stream, load_only);
+    case 3:
+      return launch_lean9_<NF, NIP, 1, true, 3, TD>(p, a, stream, load_only);
     case 4:
       return launch_lean9_<NF, NIP, 1, true, 4, TD>(p, a, stream, load_only);
+    case 6:
+      return launch_lean9_<NF, NIP, 1, true, 6, TD>(p, a, stream, load_only);
     case 8:
       return launch_lean9_<NF, NIP, 1, true, 8, TD>(p, a, stream, load_only);
   }
