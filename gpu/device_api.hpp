@@ -95,6 +95,7 @@ struct KernelChoice {
 // (scheduler/profile.hpp, derive_profile).
 struct QuickFigures {
   double copy_bandwidth = 0, h2d_bandwidth = 0, d2h_bandwidth = 0;
+  bool measured() const { return copy_bandwidth > 0 && h2d_bandwidth > 0 && d2h_bandwidth > 0; }
 };
 
 class Context {

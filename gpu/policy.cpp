@@ -203,7 +203,7 @@ TileChoice choose_tile(const BucketLayout& L, int nf, int nfp, const DeviceLimit
   // one varying input without the variable (the loads the tile shares)
   const bool lean = lean_shape(lim, L.M, nf);
   if (lean && !(lim.lean_tiles && lim.lean_chunks && lim.lean_fixed_terms &&
-                lean_tile_terms_compiled(L.M)))
+                lean_fixed_terms_compiled(L.M)))
     return best;  // the one-lane kernel, untiled
   const std::int64_t G = lean ? 1 : std::int64_t{1} << lanes_log2_for(L.M, 16);
   const std::int64_t fill = std::int64_t{2} * lim.sm_count * lim.max_threads_per_sm;
@@ -490,8 +490,7 @@ LaunchPlan plain_launch_plan(const BucketLayout& lay0, const DeviceLimits& lim,
   p.lean_fixed_terms = p.lean_chunks && lim.lean_fixed_terms && lean_fixed_terms_compiled(p.Mi);
   if (p.tile == 2 && lean_shape(lim, p.M, p.nf)) {
     // a one-lane tile runs in kernel 9 alone; where kernel 9 does not take it, plan untiled
-    p.lean9_tile = p.lean && p.lean_fixed_terms && lean_tile_terms_compiled(p.Mi) &&
-                   p.direct_mask == (1u << p.nf) - 1 &&
+    p.lean9_tile = p.lean_fixed_terms && p.direct_mask == (1u << p.nf) - 1 &&
                    p.tile_dep >= 1 && p.tile_dep < p.nf;
     if (!p.lean9_tile) {
       DeviceLimits untiled = lim;

@@ -35,15 +35,14 @@ constexpr std::int64_t kLeanMaxTerms = 16;
 constexpr int kLeanMaxVarying = 3;
 // Kernel 9's compiled term counts (LaunchPlan::lean_fixed_terms; sum_product.cu's
 // launch_lean9_terms has a case for each).
+// Kernel 9's tile of two outputs is compiled for each of them too (six kernels each, in the
+// binary: its resident size, which the memory accountant's process base counts).
 constexpr int kLeanFixedTerms[] = {2, 3, 4, 6, 8};
 constexpr bool lean_fixed_terms_compiled(std::int64_t mi) {
   for (int t : kLeanFixedTerms)
     if (mi == t) return true;
   return false;
 }
-// Kernel 9's tile of two outputs is compiled for every kLeanFixedTerms size (six kernels each,
-// in the binary: its resident size, which the memory accountant's process base counts).
-constexpr bool lean_tile_terms_compiled(std::int64_t mi) { return lean_fixed_terms_compiled(mi); }
 
 // n / d for 0 <= n < 2^31 with a multiply and a shift (Granlund-Montgomery, round-up variant).
 struct FastDiv {

@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <ctime>
 #include <fstream>
 
 #include "engine/util.hpp"
@@ -67,13 +66,6 @@ std::string cpu_name() {
       return p == std::string::npos ? line : line.substr(p + 2);
     }
   return "unknown CPU";
-}
-
-std::string today() {
-  char buf[32];
-  const std::time_t t = std::time(nullptr);
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
 }
 
 // log2 sizes drawn in rounds that each cover [lo, hi] evenly, so a budget cut short still
@@ -393,7 +385,7 @@ Profile calibrate(const CalibrateOptions& opt, gpu::Context* ctx, const std::str
     if (opt.progress) opt.progress(s);
   };
   Profile p;
-  p.created = today();
+  p.created = utc_timestamp();
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   p.host = host;
@@ -457,10 +449,7 @@ Profile calibrate(const CalibrateOptions& opt, gpu::Context* ctx, const std::str
   p.has_gpu = true;
   p.gpu.name = gpu_name;
   p.gpu.memory_bytes = ctx->free_bytes();
-  {  // what a profile for a GPU without one is derived by (derive_profile)
-    const gpu::QuickFigures q = ctx->quick_figures();
-    p.gpu_figures = {q.copy_bandwidth, q.h2d_bandwidth, q.d2h_bandwidth};
-  }
+  p.gpu_figures = ctx->quick_figures();  // what a profile for a GPU without one is derived by
   {
     const auto t0 = clock_type::now();
     const double budget = opt.seconds * gpu_share;

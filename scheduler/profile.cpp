@@ -23,13 +23,6 @@ namespace {
 constexpr int kFormat = 1;
 using nlohmann::json;
 
-std::string iso_now() {
-  char buf[32];
-  const std::time_t t = std::time(nullptr);
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
-
 json samples_json(const std::vector<Sample>& s) {
   json a = json::array();
   for (const Sample& x : s) a.push_back({{"f", x.f.values()}, {"s", x.seconds}});
@@ -120,6 +113,13 @@ double Profile::gpu_seconds(const BucketFeatures& f, bool first_use) const {
   return gpu.model.predict(f) + gpu.dispatch + (first_use ? gpu_first_use : 0.0);
 }
 
+std::string utc_timestamp() {
+  char buf[32];
+  const std::time_t t = std::time(nullptr);
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
 std::string default_profile_path() {
   namespace fs = std::filesystem;
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
@@ -172,6 +172,21 @@ std::string auto_profile_path(const std::string& gpu_name) {
 }
 
 namespace {
+// The shipped profiles' files: each of shipped_profile_dirs() in order, its .json files sorted by
+// name (the same choice whatever the directory order).
+std::vector<std::string> shipped_profile_files() {
+  std::vector<std::string> out;
+  for (const std::string& dir : shipped_profile_dirs()) {
+    std::vector<std::string> files;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+      if (e.path().extension() == ".json") files.push_back(e.path().string());
+    std::sort(files.begin(), files.end());
+    out.insert(out.end(), files.begin(), files.end());
+  }
+  return out;
+}
+
 bool made_with_gpu(const std::string& path, const std::string& gpu_name) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) return false;
@@ -188,15 +203,8 @@ std::string find_profile_for_gpu(const std::string& gpu_name) {
   if (gpu_name.empty()) return {};
   for (const std::string& p : {default_profile_path(), auto_profile_path(gpu_name)})
     if (made_with_gpu(p, gpu_name)) return p;
-  for (const std::string& dir : shipped_profile_dirs()) {
-    std::vector<std::string> files;
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator(dir, ec))
-      if (e.path().extension() == ".json") files.push_back(e.path().string());
-    std::sort(files.begin(), files.end());  // the same choice whatever the directory order
-    for (const std::string& f : files)
-      if (made_with_gpu(f, gpu_name)) return f;
-  }
+  for (const std::string& f : shipped_profile_files())
+    if (made_with_gpu(f, gpu_name)) return f;
   return {};
 }
 
@@ -232,7 +240,7 @@ Profile derive_profile(const Profile& base, const GpuFigures& here, const std::s
       here.copy_bandwidth / 1e9, base.gpu_figures.copy_bandwidth / 1e9, up,
       here.h2d_bandwidth / 1e9, down, here.d2h_bandwidth / 1e9,
       cpu ? "; the CPU part from this machine's calibration" : "");
-  p.created = iso_now();
+  p.created = utc_timestamp();
   p.host = "derived on first use (no profile for this GPU)";
   return p;
 }
@@ -252,20 +260,13 @@ std::string closest_shipped_profile(const GpuFigures& here) {
   if (!(here.copy_bandwidth > 0)) return {};
   std::string best;
   double best_gap = std::numeric_limits<double>::infinity();
-  for (const std::string& dir : shipped_profile_dirs()) {
-    std::vector<std::string> files;
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator(dir, ec))
-      if (e.path().extension() == ".json") files.push_back(e.path().string());
-    std::sort(files.begin(), files.end());
-    for (const std::string& f : files) {
-      try {
-        const Profile p = load_profile(f, false);
-        if (!p.has_gpu || !p.gpu_figures.measured()) continue;
-        const double gap = std::abs(std::log(p.gpu_figures.copy_bandwidth / here.copy_bandwidth));
-        if (gap < best_gap) best_gap = gap, best = f;
-      } catch (const std::exception&) {  // unreadable: not a candidate
-      }
+  for (const std::string& f : shipped_profile_files()) {
+    try {
+      const Profile p = load_profile(f, false);
+      if (!p.has_gpu || !p.gpu_figures.measured()) continue;
+      const double gap = std::abs(std::log(p.gpu_figures.copy_bandwidth / here.copy_bandwidth));
+      if (gap < best_gap) best_gap = gap, best = f;
+    } catch (const std::exception&) {  // unreadable: not a candidate
     }
   }
   return best;

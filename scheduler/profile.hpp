@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gpu/device_api.hpp"
 #include "scheduler/predictor.hpp"
 
 namespace kinfer::sched {
@@ -23,13 +24,9 @@ struct TransferModel {
   static TransferModel fit(std::vector<std::pair<double, double>> samples);
 };
 
-// A GPU's quick figures, as gpu::Context::quick_figures measures them (bytes per second; 0: not
-// measured): the copy bandwidth on the device (read and write counted) and the pinned copies'
-// each way. derive_profile compares a GPU's with a shipped profile's.
-struct GpuFigures {
-  double copy_bandwidth = 0, h2d_bandwidth = 0, d2h_bandwidth = 0;
-  bool measured() const { return copy_bandwidth > 0 && h2d_bandwidth > 0 && d2h_bandwidth > 0; }
-};
+// A GPU's quick figures as gpu::Context::quick_figures measures them (gpu/device_api.hpp):
+// derive_profile compares a GPU's with a shipped profile's.
+using GpuFigures = gpu::QuickFigures;
 
 struct DeviceProfile {
   std::string name;  // "2 x Intel(R) ..." / "NVIDIA H100 80GB HBM3"
@@ -71,6 +68,9 @@ struct Profile {
   // this device before.
   double gpu_seconds(const BucketFeatures& f, bool first_use = false) const;
 };
+
+// Now in UTC, ISO 8601 to the second (a profile's `created`).
+std::string utc_timestamp();
 
 // $XDG_CACHE_HOME/kinfer/profile.json, else $HOME/.cache/kinfer/profile.json.
 std::string default_profile_path();

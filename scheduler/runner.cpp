@@ -586,8 +586,7 @@ void Runner::derive_for_open_gpu() {
   if (name.empty()) return;
   try {
     const auto t0 = clock_type::now();
-    const gpu::QuickFigures q = ctx->quick_figures();
-    const GpuFigures here{q.copy_bandwidth, q.h2d_bandwidth, q.d2h_bandwidth};
+    const GpuFigures here = ctx->quick_figures();
     if (!here.measured()) return;
     const std::string base_path = closest_shipped_profile(here);
     if (base_path.empty()) return;

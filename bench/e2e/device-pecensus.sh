@@ -7,7 +7,10 @@
 # Bundle: bench/e2e/bundle.sh build .dev-pecensus SHARED_UAI (bench/gpu kept, roofline_census.py
 # beside the scripts)
 . "$(dirname "$0")/lib.sh"
-e2e_begin pecensus
+# CENSUS_NAME: the results' name (default pecensus; the thirteenth session's call ran as
+# pecensus2, linkage_18 first, its files left unpacked under $OUT: the device returns at most
+# a few dozen files of a call, and the tables come from census.txt).
+e2e_begin ${CENSUS_NAME:-pecensus}
 for n in linkage_17 linkage_11 linkage_12 linkage_13 linkage_18; do
   KINFER_GPU_SHAPES=$R/$n-shapes.txt KINFER_GPU_TIMELINE=$R/$n-timeline.tsv timeout 60 $k pe $D/$n.uai --json --order-cache none > $R/$n.json 2> $R/$n.log
   echo "$n rc=$? $(grep -o '"log10_pr": [-0-9.e]*' $R/$n.json)"
