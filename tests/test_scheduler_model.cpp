@@ -240,6 +240,17 @@ TEST_CASE("Scheduler.BadProfilesAreInputErrors", "[scheduler]") {
   k["gpu"]["kernels"] = "seven";
   CHECK_THROWS_WITH(profile_from_json(k, "z.json"),
                     Catch::Contains("z.json") && Catch::Contains("malformed profile"));
+  // so must the quick figures and the derivation's note
+  k["gpu"]["kernels"] = 8;
+  k["gpu"]["quick"] = {{"copy_bandwidth", "fast"}, {"h2d_bandwidth", 1e10}, {"d2h_bandwidth", 1e10}};
+  CHECK_THROWS_WITH(profile_from_json(k, "q.json"),
+                    Catch::Contains("q.json") && Catch::Contains("malformed profile"));
+  k["gpu"]["quick"] = {{"copy_bandwidth", 3e12}, {"h2d_bandwidth", 5e10}, {"d2h_bandwidth", 5e10}};
+  k["gpu"]["derived_from"] = 42;
+  CHECK_THROWS_WITH(profile_from_json(k, "d.json"),
+                    Catch::Contains("d.json") && Catch::Contains("malformed profile"));
+  k["gpu"].erase("derived_from");
+  CHECK(profile_from_json(k, "ok.json").gpu_figures.copy_bandwidth == 3e12);
 }
 
 TEST_CASE("Scheduler.LoglinearFitRecoversAKnownLaw", "[scheduler]") {
