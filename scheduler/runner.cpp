@@ -131,10 +131,18 @@ double gpu_states_per_second() {
   return rate;
 }
 
+double gpu_search_floor_starts() {
+  static const double starts =
+      search_rate_from_env("KINFER_SEARCH_FLOOR_STARTS", kGpuSearchFloorStarts);
+  return starts;
+}
+
 std::string gpu_sized_prediction_key() {
   std::string key = kGpuSizedPredictionKey;
   if (gpu_states_per_second() != kGpuStatesPerSecond)
     key += fmt::format("@{:g}", gpu_states_per_second());
+  if (gpu_search_floor_starts() != kGpuSearchFloorStarts)
+    key += fmt::format(",floor@{:g}", gpu_search_floor_starts());
   if (cpu_search_states_per_second() != kCpuSearchStatesPerSecond)
     key += fmt::format(",cpu@{:g}", cpu_search_states_per_second());
   return key;
@@ -143,7 +151,7 @@ std::string gpu_sized_prediction_key() {
 namespace {
 // The GPU's part of gpu_sized_prediction, in nominal core-seconds of search.
 double gpu_search_part(double states) {
-  const double gpu_wall = std::max(kGpuSearchFloorStarts * kGpuStartSeconds,
+  const double gpu_wall = std::max(gpu_search_floor_starts() * kGpuStartSeconds,
                                    kGpuComputeBase + states / gpu_states_per_second());
   return gpu_wall * kSearchCoreSecondsPerSecond;
 }

@@ -166,13 +166,17 @@ double gpu_sized_prediction(const OrderStats& s);
 // the GPU computes a plan in about kGpuComputeBase + states / kGpuStatesPerSecond once started,
 // and the search does kSearchCoreSecondsPerSecond nominal core-seconds per second on 16 cores
 // (5.7-7.6 with rounds of 32 restarts + 12 chains, order_bench on the H100 machine; 4 before).
-// The GPU's part is at least kGpuSearchFloorStarts x kGpuStartSeconds (0.6 nominal core-s of
-// search, 0.09-0.16 s on the H100 machine's 16 cores): the search runs while the device starts
-// in the background (open 0.20-0.35 s into the run there), so it costs nothing. With 4 starts
-// (1.2 core-s) linkage_14's search (4 core-s per second) outlasted the device's start; searching
-// on until the device was open (unseeded runs) cost more in rounds past its opening than the
-// better orders saved (docs/perf-notes.md, "The search's rounds and the device's start").
-inline constexpr double kGpuSearchFloorStarts = 2;
+// The GPU's part is at least kGpuSearchFloorStarts x kGpuStartSeconds (0.9 nominal core-s of
+// search, 0.15-0.17 s on the H100 machine's 16 cores): the search runs while the device starts
+// in the background (open 0.24-0.30 s into a cold run there), so it costs little. 3 since the
+// fourteenth session (2 before: the search stopped at ~0.1 s; 3 gave better orders on
+// linkage_13/17/18, GPU compute of linkage_17 0.057 -> 0.040 s, at the same cold end to end
+// within noise, -0.006 s on the mean of six networks; 4 cost linkage_14, whose search is
+// slower per core-s, 0.05 s; docs/perf-notes.md, "The search's floor and the device's start").
+// Searching on until the device was open (unseeded runs) cost more in rounds past its opening
+// than the better orders saved (docs/perf-notes.md, "The search's rounds and the device's
+// start"), and would make the order depend on timing.
+inline constexpr double kGpuSearchFloorStarts = 3;
 inline constexpr double kGpuComputeBase = 0.03;
 // 1.6e11: pedigree50's conditioned plan (2^37.3 states in 1.02 s); the linkage networks run at
 // 2.5-4e11. 8e10 until search version 4: its better orders per unit of work made the shorter
@@ -184,6 +188,9 @@ inline constexpr double kGpuStatesPerSecond = 1.6e11;
 // search's length; the order cache's key names it and the CPU's rate when they are not the
 // defaults (gpu_sized_prediction_key).
 double gpu_states_per_second();
+// kGpuSearchFloorStarts, or KINFER_SEARCH_FLOOR_STARTS for benchmarks of the search's floor (the
+// order cache's key names it when it is not the default).
+double gpu_search_floor_starts();
 std::string gpu_sized_prediction_key();
 inline constexpr double kSearchCoreSecondsPerSecond = 6;
 // One core's CPU kernel rate (states per second) in the decisions about starting the GPU
@@ -194,7 +201,7 @@ inline constexpr double kCpuCoreStatesGuess = 5e7;
 // The order_prediction's first calls (the search's first rounds) predict for the CPU alone.
 inline constexpr int kCpuSizedRounds = 2;
 // Names gpu_sized_prediction in the order cache's key (OrderOptions::predict_key).
-inline constexpr const char* kGpuSizedPredictionKey = "gpu-sized-6";
+inline constexpr const char* kGpuSizedPredictionKey = "gpu-sized-7";
 
 class Runner {
  public:
