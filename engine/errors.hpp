@@ -27,4 +27,12 @@ class ResourceError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A GPU allocation failed while a plan ran (the device's memory, or the driver's pinned host
+// memory): another process may hold what was free when the run began. The runner computes the
+// plan on the CPU instead when that fits the host memory limit.
+class DeviceMemoryError : public ResourceError {
+ public:
+  using ResourceError::ResourceError;
+};
+
 }  // namespace kinfer

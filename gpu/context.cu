@@ -541,7 +541,7 @@ class CudaContext final : public Context {
     cudaGetLastError();
     std::size_t f = 0, t = 0;
     cudaMemGetInfo(&f, &t);
-    throw ResourceError("GPU memory full: cannot allocate " + std::to_string(bytes >> 20) +
+    throw DeviceMemoryError("GPU memory full: cannot allocate " + std::to_string(bytes >> 20) +
                         " MiB (" + std::to_string(f >> 20) + " MiB free of " +
                         std::to_string(t >> 20) + " MiB)");
   }

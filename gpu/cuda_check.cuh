@@ -6,13 +6,20 @@
 #include <stdexcept>
 #include <string>
 
+#include "engine/errors.hpp"
+
 namespace kinfer::gpu {
 
 [[noreturn]] inline void cuda_fail(cudaError_t e, const char* expr, const char* func,
                                    const char* file, int line) {
-  throw std::runtime_error(std::string("CUDA error ") + cudaGetErrorName(e) + " (" +
+  const std::string what = std::string("CUDA error ") + cudaGetErrorName(e) + " (" +
                            cudaGetErrorString(e) + ") in " + expr + " at " + func + " " + file +
-                           ":" + std::to_string(line));
+                           ":" + std::to_string(line);
+  if (e == cudaErrorMemoryAllocation) {
+    cudaGetLastError();  // not sticky: the context stays usable
+    throw DeviceMemoryError(what);
+  }
+  throw std::runtime_error(what);
 }
 
 // Records that this process starts the CUDA driver (driver_started() in device_api.hpp); called

@@ -793,7 +793,25 @@ RunResult Runner::run(const Plan& plan) {
   eo.threads = req_.threads;
   eo.device_budget_bytes = device_budget(plan);
   ExecStats st;
-  r.ln_pr = run_scheduled(plan, s.device, ctx, eo, &st);
+  try {
+    r.ln_pr = run_scheduled(plan, s.device, ctx, eo, &st);
+  } catch (const DeviceMemoryError& e) {
+    // The budget came from the device's free memory when it opened: another process may hold
+    // it now. The CPU computes the plan instead when its own peak (the context's host part
+    // stays) fits the host limit; else the run is refused with both sides' numbers.
+    const double cpu_peak = plan.memory.peak_bytes + gpu_context_host_bytes();
+    if (req_.host_memory_bytes > 0 && cpu_peak > req_.host_memory_bytes)
+      throw ResourceError(fmt::format(
+          "{}; on the CPU instead the plan needs an estimated {} of host memory, over the limit "
+          "of {} (--max-memory)",
+          e.what(), human_bytes(cpu_peak), human_bytes(req_.host_memory_bytes)));
+    const std::string why = fmt::format(
+        "the GPU's memory ran out during the run ({}): every bucket on the CPU instead", e.what());
+    spdlog::warn("{}", why);
+    all_cpu(why);
+    r.note = why;
+    return r;
+  }
   r.first_seconds = since(t_sched);
   for (int k = 0; k < req_.repeat; ++k) {
     const auto t1 = clock_type::now();

@@ -53,7 +53,7 @@ class FakeDevice final : public gpu::Context {
 
   gpu::Handle alloc(std::int64_t entries) override {
     std::lock_guard lock(m_);
-    if (allocs_++ >= alloc_limit) throw ResourceError("fake GPU memory full");
+    if (allocs_++ >= alloc_limit) throw DeviceMemoryError("fake GPU memory full");
     const gpu::Handle h = next_++;
     live_bytes_ += 8.0 * static_cast<double>(entries);
     peak_live_bytes_ = std::max(peak_live_bytes_, live_bytes_);

@@ -153,6 +153,47 @@ TEST_CASE("Scheduler.RunnerWithoutGpuRunsTheEngineExecutor", "[scheduler]") {
   }
 }
 
+TEST_CASE("Scheduler.RunnerGpuMemoryFullRunsOnTheCpu", "[scheduler]") {
+  // The device fills during the run (another process took what was free when it opened): the
+  // plan is computed on the CPU instead, noted; refused with the numbers when the CPU's peak
+  // does not fit the host limit.
+  const Plan plan = uai_plan("DBN_11.uai");
+  const double expected = run_plan(plan);
+  for (int limit : {0, 3, 10}) {
+    INFO("allocations before the device is full: " << limit);
+    test::FakeDevice dev(2, 20);
+    dev.alloc_limit = limit;
+    RunRequest req;
+    req.device = DeviceChoice::gpu;
+    req.policy = Policy::gpu_only;
+    Runner runner(req, &dev);
+    const RunResult r = runner.run(plan);
+    CHECK(close(r.ln_pr, expected));
+    CHECK(r.device == "cpu");
+    CHECK(r.gpu_buckets == 0);
+    CHECK(r.cpu_buckets == static_cast<int>(plan.tree.buckets.size()));
+    CHECK_THAT(r.note, Catch::Contains("GPU's memory ran out"));
+    CHECK_THAT(r.note, Catch::Contains("fake GPU memory full"));
+    CHECK(dev.live_tables() == 0);
+  }
+  test::FakeDevice dev(2, 20);
+  dev.alloc_limit = 3;
+  RunRequest req;
+  req.device = DeviceChoice::gpu;
+  req.policy = Policy::gpu_only;
+  req.host_memory_bytes = plan.memory.peak_bytes;  // the context's host part does not fit too
+  Runner runner(req, &dev);
+  try {
+    runner.run(plan);
+    FAIL("no error");
+  } catch (const DeviceMemoryError&) {
+    FAIL("the device's error, not the refusal");
+  } catch (const ResourceError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("fake GPU memory full"));
+    CHECK_THAT(e.what(), Catch::Contains("--max-memory"));
+  }
+}
+
 TEST_CASE("Scheduler.RunnerAutoThreshold", "[scheduler]") {
   const Plan plan = uai_plan("Pedigree_11.uai");
   REQUIRE(plan.flops < kAutoGpuMinFlops);
