@@ -69,6 +69,7 @@ int run_pe(const PeOptions& o) {
   Plan& plan = cplan.plan;
   log_resources("the plan made");
   plan.memory = runner.estimate(plan);  // for the device that runs it
+  runner.set_plan_options(po);          // to condition further if the GPU fills before it runs
   // Under mpirun: this process's slices (every rank's plan checked to be rank 0's).
   const auto dealer = dist::slice_dealer(cplan, o.verify, o.net.seed);
   const auto t2 = clock::now();

@@ -268,6 +268,56 @@ ConditionedPlan fit_plan(Plan plan, const PlanOptions& opt, const std::string& w
   return cp;
 }
 
+ConditionedPlan recondition(const ConditionedPlan& cp, double host_budget, double device_budget,
+                            const PlanOptions& opt, bool& feasible) {
+  feasible = false;
+  if (!cp.plan.model.impossible.empty() || cp.plan.tree.buckets.empty()) return {};
+  // The tables every slice is cut from, over the whole reduced model.
+  Plan base = cp.plan;
+  base.input_data.clear();
+  base.input_scope.clear();
+  if (cp.conditioned()) {
+    base.model.factors = cp.source;
+    base.model.constants = cp.base_constants;
+  } else {
+    if (cp.plan.input_data.size() != cp.plan.model.factors.size()) return {};
+    for (std::size_t j = 0; j < cp.plan.input_data.size(); ++j) {
+      base.model.factors[j].scope = cp.plan.input_scope[j];  // restructure() only permutes
+      base.model.factors[j].logv = cp.plan.input_data[j];
+    }
+  }
+  // As condition_to_fit: the compiled plan's own estimate decides, the target tightening by
+  // what it missed (the tree rebuilt without the new variables can merge buckets differently).
+  double target = host_budget, device_target = device_budget;
+  for (int round = 0; round < 6; ++round) {
+    bool ok = false;
+    const std::vector<int> extra = choose_conditioning(cp.plan, target, ok, device_target);
+    if (!ok || extra.empty()) return {};
+    std::vector<int> vars = cp.cond.vars;
+    vars.insert(vars.end(), extra.begin(), extra.end());
+    ConditionedPlan out = condition_plan(base, vars, opt);
+    const MemoryEstimate& m = out.plan.memory;
+    const bool host_ok = host_budget <= 0 || m.peak_bytes <= host_budget;
+    const bool device_ok = device_budget <= 0 || m.device_bytes <= device_budget;
+    if (host_ok && device_ok) {
+      out.cond.unconditioned_flops =
+          cp.conditioned() ? cp.cond.unconditioned_flops : cp.plan.flops;
+      out.cond.unconditioned_peak_bytes =
+          cp.conditioned() ? cp.cond.unconditioned_peak_bytes : cp.plan.memory.peak_bytes;
+      out.cond.choice = cp.cond.choice.empty() ? std::string("the order found, conditioned")
+                                               : cp.cond.choice;
+      out.cond.choice += fmt::format("; conditioned on {} more variable(s) at run time, for {} of "
+                                     "device memory",
+                                     extra.size(), human_bytes(device_budget));
+      feasible = true;
+      return out;
+    }
+    if (!host_ok) target -= 1.1 * (m.peak_bytes - host_budget) + 4096;
+    if (!device_ok) device_target -= 1.1 * (m.device_bytes - device_budget) + 4096;
+  }
+  return {};
+}
+
 const std::vector<LogFactor>& model_factors(const ConditionedPlan& cp) {
   return cp.conditioned() ? cp.source : cp.plan.model.factors;
 }

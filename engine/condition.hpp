@@ -85,6 +85,16 @@ ConditionedPlan rebuild_conditioned_plan(const Network& net, const Evidence& ev,
 ConditionedPlan fit_plan(Plan plan, const PlanOptions& opt, const std::string& who,
                          const std::string& advice);
 
+// A compiled plan (conditioned or not, inputs filled) conditioned on more variables so that a
+// slice fits `device_budget` (and `host_budget`, <= 0: none) when the device has less free memory
+// at run time than when it was planned (another process took some). The extra variables are
+// chosen on the compiled plan (its own conditioned variables already out); the new plan keeps
+// them, then the extra ones, slowest first, and is cut from the same tables (the source, or an
+// unconditioned plan's inputs, whose tables are its model's factors permuted). feasible = false
+// (and an empty result) when nothing fits.
+ConditionedPlan recondition(const ConditionedPlan& cp, double host_budget, double device_budget,
+                            const PlanOptions& opt, bool& feasible);
+
 // The reduced model's factors and constants of a compiled plan, conditioned or not: what a
 // refill (lod's per-theta tables) rewrites. A conditioned plan holds them as its source.
 const std::vector<LogFactor>& model_factors(const ConditionedPlan& cp);

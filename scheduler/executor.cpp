@@ -21,6 +21,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "engine/errors.hpp"
 #include "engine/util.hpp"
 #include "gpu/merge_inputs.hpp"
 #include "gpu/random_bucket.hpp"
@@ -652,9 +653,12 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
         (dev[c] == Device::gpu ? gpu_children : need) += out_bytes[c];
       if (live + need > budget) {
         const double mib = 1024.0 * 1024.0;
-        to_cpu(b, "needs " + std::to_string(std::lround(need / mib)) + " MiB of GPU memory with " +
-                      std::to_string(std::lround(live / mib)) + " MiB in use and " +
-                      std::to_string(std::lround(budget / mib)) + " MiB usable");
+        const std::string why = "needs " + std::to_string(std::lround(need / mib)) +
+                                " MiB of GPU memory with " + std::to_string(std::lround(live / mib)) +
+                                " MiB in use and " + std::to_string(std::lround(budget / mib)) +
+                                " MiB usable";
+        if (opt.over_budget_throws) throw DeviceMemoryError("bucket " + std::to_string(b) + " " + why);
+        to_cpu(b, why);
         live -= bytes(fin[b]);
         fin[b].clear();
         continue;

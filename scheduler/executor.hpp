@@ -34,6 +34,10 @@ struct ExecOptions {
   // Device memory the plan's tables may use at once (--gpu-memory); 0: 90% of the device's
   // free memory when the run starts.
   double device_budget_bytes = 0;
+  // A GPU bucket that does not fit the budget throws DeviceMemoryError (before any bucket runs)
+  // instead of running on the CPU: the runner then conditions the plan to the budget
+  // (Runner::fit_to_free_device), where a large bucket on the CPU would cost minutes.
+  bool over_budget_throws = false;
 };
 
 struct ExecStats {

@@ -516,7 +516,80 @@ int Runner::lanes(const ConditionedPlan& cp) {
   return n;
 }
 
+void Runner::set_plan_options(PlanOptions po) {
+  po.device_budget = nullptr;  // the runner's own, called directly
+  po.order.predict_seconds = nullptr;
+  plan_options_ = std::move(po);
+}
+
+bool Runner::fit_to_free_device(ConditionedPlan& cp, bool after_failure) {
+  const double budget = device_budget(cp.plan);
+  if (budget <= 0) return false;
+  if (cp.plan.memory.device_bytes <= (after_failure ? 0.9 : 1.0) * budget) {
+    if (after_failure)
+      spdlog::info("the GPU has {} usable now, enough for the plan's {}: it runs again as it is",
+                   human_bytes(budget), human_bytes(cp.plan.memory.device_bytes));
+    return false;
+  }
+  bool feasible = false;
+  // After a failure, to 90% of what is usable: the executor's own count of a slice's tables can
+  // exceed the accountant's estimate by a few percent.
+  const double target = after_failure ? 0.9 * budget : budget;
+  ConditionedPlan next = recondition(cp, req_.host_memory_bytes, target, *plan_options_, feasible);
+  if (!feasible) {
+    spdlog::info(
+        "the GPU has {} usable now and the plan needs {} there; conditioning cannot fit it: "
+        "what does not fit runs on the CPU",
+        human_bytes(budget), human_bytes(cp.plan.memory.device_bytes));
+    return false;
+  }
+  next.plan.memory = estimate(next.plan);
+  spdlog::warn(
+      "the GPU has {} usable now ({}), the plan needs {} there: conditioned on {} more "
+      "variable(s), {} slices of {} ({:.3g} FLOP, {:.1f}% over the unconditioned plan)",
+      human_bytes(budget),
+      after_failure ? "an allocation failed: another process holds the rest"
+                    : "less than when it was planned: another process holds the rest",
+      human_bytes(cp.plan.memory.device_bytes), next.cond.vars.size() - cp.cond.vars.size(),
+      next.cond.slices, human_bytes(next.plan.memory.device_bytes), next.cond.flops,
+      100 * next.cond.overhead());
+  cp = std::move(next);
+  return true;
+}
+
 RunResult Runner::run(ConditionedPlan& cp, SliceDealer* dealer) {
+  if (!plan_options_ || dealer || req_.check || !cp.plan.model.impossible.empty())
+    return run_slices(cp, dealer);
+  fit_to_free_device(cp, false);
+  // While the plan can be conditioned further, a slice that does not fit the device's memory
+  // usable now (read when it starts, or an allocation that fails: other processes on the GPU)
+  // is conditioned to it and the slices run again; the last try places what does not fit on
+  // the CPU, and an allocation that fails then computes the plan on the CPU.
+  constexpr int kTries = 4;
+  for (int attempt = 1;; ++attempt) {
+    rethrow_device_full_ = attempt < kTries;
+    try {
+      RunResult r = run_slices(cp, dealer);
+      rethrow_device_full_ = false;
+      return r;
+    } catch (const DeviceMemoryError& e) {
+      rethrow_device_full_ = false;
+      if (attempt >= kTries) throw;  // not thrown: run(plan) falls back itself on the last try
+      spdlog::warn("{}: conditioning the plan to the GPU's memory usable now (try {} of {})",
+                   e.what(), attempt + 1, kTries);
+      if (!fit_to_free_device(cp, true) && attempt + 1 < kTries) {
+        // nothing to condition (the plan fits what is usable now, or cannot be cut): once more
+        // as it is, then the last try
+        attempt = kTries - 2;
+      }
+    } catch (...) {
+      rethrow_device_full_ = false;
+      throw;
+    }
+  }
+}
+
+RunResult Runner::run_slices(ConditionedPlan& cp, SliceDealer* dealer) {
   const int n = lanes(cp);
   for (int k = static_cast<int>(lanes_.size()) + 1; k < n; ++k) {  // GPU k's runner, kept
     RunRequest rk = req_;
@@ -792,10 +865,12 @@ RunResult Runner::run(const Plan& plan) {
   ExecOptions eo;
   eo.threads = req_.threads;
   eo.device_budget_bytes = device_budget(plan);
+  eo.over_budget_throws = rethrow_device_full_;
   ExecStats st;
   try {
     r.ln_pr = run_scheduled(plan, s.device, ctx, eo, &st);
   } catch (const DeviceMemoryError& e) {
+    if (rethrow_device_full_) throw;  // run(cp) conditions the plan to what is usable now
     // The budget came from the device's free memory when it opened: another process may hold
     // it now. The CPU computes the plan instead when its own peak (the context's host part
     // stays) fits the host limit; else the run is refused with both sides' numbers.

@@ -241,6 +241,13 @@ class Runner {
   // is the largest; the rest of the result is GPU 0's last slice's ("none" when this process ran
   // no slice), and `lanes` says what each GPU did.
   RunResult run(ConditionedPlan& cp, SliceDealer* dealer = nullptr);
+  // The options the plans run(cp) gets were made with: with them, run(cp) conditions a plan on
+  // more variables when the GPU has less usable memory when the plan runs than when it was
+  // planned (another process took some: several jobs on one GPU), and when an allocation fails
+  // during the run it does so with the memory then usable and runs the slices again, before
+  // falling back to the CPU (fit_to_free_device). Not under MPI (a dealer: every rank must cut
+  // the same slices) nor with --check.
+  void set_plan_options(PlanOptions po);
   // How many GPUs run(cp) spreads the slices over (slice_lanes over the visible GPUs; 1 when the
   // plan is not conditioned, with --check, or when the plan stays on the CPU).
   int lanes(const ConditionedPlan& cp);
@@ -295,6 +302,16 @@ class Runner {
   std::unique_ptr<Placed> placed_;
   // --device auto: whether this plan goes to the GPU, and why not when it does not.
   bool auto_gpu(const Plan& plan, std::string& why_not);
+
+  // run(cp)'s conditioning at run time (set_plan_options): when the plan's device estimate
+  // exceeds the usable device memory now (or `after_failure`: an allocation failed), cp is
+  // conditioned further to fit it (engine recondition), logged; left as it is when nothing fits.
+  // Returns whether cp changed.
+  bool fit_to_free_device(ConditionedPlan& cp, bool after_failure);
+  // run(cp) without fit_to_free_device: the slices over the lanes.
+  RunResult run_slices(ConditionedPlan& cp, SliceDealer* dealer);
+  std::optional<PlanOptions> plan_options_;
+  bool rethrow_device_full_ = false;  // run(plan) rethrows DeviceMemoryError for run(cp)
 
   RunRequest req_;
   std::unique_ptr<Gpu> gpu_;

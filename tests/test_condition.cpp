@@ -259,3 +259,47 @@ TEST_CASE("Condition.RebuiltFromOrderAndVariables", "[engine]") {
     CHECK_THROWS_AS(rebuild_conditioned_plan(net, ev, po, wrong, cp.cond.vars, "x"), ResourceError);
   }
 }
+
+TEST_CASE("Condition.ConditionedFurtherAtRunTime", "[engine]") {
+  // recondition (a GPU with less free memory when the plan runs than when it was planned): a
+  // compiled plan, unconditioned (keep_tables off: its model's tables are gone, its inputs are
+  // the source) and then the result again, conditioned on more variables so that a slice fits
+  // a third of the device estimate, answers as the unconditioned plan and the UAI reference.
+  const auto ref = references();
+  for (const std::string name : {"Pedigree_11", "linkage_16"}) {
+    const auto [net, ev] = shared_network(name);
+    PlanOptions po;
+    po.order.heuristic = OrderHeuristic::WeightedMinFill;
+    po.keep_tables = false;
+    ConditionedPlan whole = make_conditioned_plan(net, ev, po);
+    REQUIRE(!whole.conditioned());
+    REQUIRE(whole.plan.memory.device_bytes > 0);
+    const double ln_whole = run_cpu(whole, 2);
+    double budget = whole.plan.memory.device_bytes / 3;
+    bool feasible = false;
+    ConditionedPlan once = recondition(whole, 0, budget, po, feasible);
+    INFO(name << ": device estimate " << whole.plan.memory.device_bytes << ", budget " << budget);
+    REQUIRE(feasible);
+    CHECK(once.conditioned());
+    CHECK(once.plan.memory.device_bytes <= budget);
+    CHECK_THAT(once.cond.choice, Catch::Contains("at run time"));
+    CHECK(close_ln(run_cpu(once, 2), ln_whole, 1e-11));
+    CHECK(std::abs(run_cpu(once, 2) / std::log(10.0) - ref.at(name)) <= 0.006);
+    // and again, from the conditioned plan: its variables first, then the new ones
+    budget = once.plan.memory.device_bytes / 2;
+    ConditionedPlan twice = recondition(once, 0, budget, po, feasible);
+    if (!feasible) continue;  // nothing smaller to cut (the slices' inputs are the floor)
+    CHECK(twice.cond.vars.size() > once.cond.vars.size());
+    CHECK(std::equal(once.cond.vars.begin(), once.cond.vars.end(), twice.cond.vars.begin()));
+    CHECK(twice.plan.memory.device_bytes <= budget);
+    CHECK(close_ln(run_cpu(twice, 2), ln_whole, 1e-11));
+  }
+  // a plan that fits is not conditioned further (nothing to choose): not feasible, left alone
+  const auto [net, ev] = shared_network("Pedigree_13");
+  PlanOptions po;
+  po.keep_tables = false;
+  const ConditionedPlan whole = make_conditioned_plan(net, ev, po);
+  bool feasible = true;
+  recondition(whole, 0, 2 * whole.plan.memory.device_bytes, po, feasible);
+  CHECK_FALSE(feasible);
+}

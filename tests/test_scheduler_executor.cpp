@@ -124,6 +124,28 @@ TEST_CASE("Scheduler.ExecutorGpuErrorsPropagate", "[scheduler]") {
   }
 }
 
+TEST_CASE("Scheduler.ExecutorOverTheDeviceBudget", "[scheduler]") {
+  // GPU buckets that do not fit the device budget run on the CPU, or, when the runner can
+  // condition the plan instead (over_budget_throws), the run stops with DeviceMemoryError
+  // before any bucket runs.
+  const Plan plan = uai_plan("DBN_11.uai");
+  const std::vector<Device> all(plan.tree.buckets.size(), Device::gpu);
+  ExecOptions eo;
+  eo.device_budget_bytes = plan.memory.device_bytes / 4;
+  {
+    test::FakeDevice dev(2, 20);
+    ExecStats st;
+    CHECK(run_scheduled(plan, all, &dev, eo, &st) == Approx(run_plan(plan)).epsilon(1e-12));
+    CHECK(st.cpu_buckets > 0);
+    CHECK_THAT(st.fallback, Catch::Contains("MiB usable"));
+  }
+  test::FakeDevice dev(2, 20);
+  eo.over_budget_throws = true;
+  CHECK_THROWS_AS(run_scheduled(plan, all, &dev, eo), DeviceMemoryError);
+  CHECK(dev.kernels == 0);
+  CHECK(dev.live_tables() == 0);
+}
+
 TEST_CASE("Scheduler.ExecutorRejectsAWrongAssignmentSize", "[scheduler]") {
   const Plan plan = uai_plan("Pedigree_11.uai");
   std::vector<Device> a(plan.tree.buckets.size() + 1, Device::cpu);

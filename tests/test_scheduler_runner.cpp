@@ -194,6 +194,64 @@ TEST_CASE("Scheduler.RunnerGpuMemoryFullRunsOnTheCpu", "[scheduler]") {
   }
 }
 
+TEST_CASE("Scheduler.RunnerConditionsToTheDeviceFreeNow", "[scheduler]") {
+  // Another process took device memory between the plan and the run: with the plan's options
+  // the runner conditions it further so that a slice fits what is usable now, and runs it on
+  // the GPU; when an allocation still fails it runs the slices again, then falls back to the
+  // CPU. Every answer is run_plan's.
+  const Plan plan = uai_plan("DBN_11.uai");
+  const double expected = run_plan(plan);
+  REQUIRE(plan.memory.device_bytes > 0);
+  PlanOptions po;
+  {
+    test::FakeDevice dev(2, 20);
+    dev.memory_bytes = plan.memory.device_bytes / 3 / 0.9;  // 90% of the free memory is usable
+    RunRequest req;
+    req.device = DeviceChoice::gpu;
+    req.policy = Policy::gpu_only;
+    Runner runner(req, &dev);
+    runner.set_plan_options(po);
+    ConditionedPlan cp;
+    cp.plan = plan;
+    const RunResult r = runner.run(cp);
+    CHECK(cp.conditioned());
+    CHECK(cp.cond.slices > 1);
+    CHECK(cp.plan.memory.device_bytes <= plan.memory.device_bytes / 3 * 1.0001);
+    CHECK(close(r.ln_pr, expected));
+    CHECK(r.gpu_buckets > 0);
+    CHECK(dev.live_tables() == 0);
+  }
+  {  // without the options: the plan as it is (the executor's own budget moves buckets)
+    test::FakeDevice dev(2, 20);
+    dev.memory_bytes = plan.memory.device_bytes / 3 / 0.9;
+    RunRequest req;
+    req.device = DeviceChoice::gpu;
+    req.policy = Policy::gpu_only;
+    Runner runner(req, &dev);
+    ConditionedPlan cp;
+    cp.plan = plan;
+    const RunResult r = runner.run(cp);
+    CHECK_FALSE(cp.conditioned());
+    CHECK(close(r.ln_pr, expected));
+  }
+  {  // an allocation fails: again as it is (enough is usable), then on the CPU
+    test::FakeDevice dev(2, 20);
+    dev.alloc_limit = 3;
+    RunRequest req;
+    req.device = DeviceChoice::gpu;
+    req.policy = Policy::gpu_only;
+    Runner runner(req, &dev);
+    runner.set_plan_options(po);
+    ConditionedPlan cp;
+    cp.plan = plan;
+    const RunResult r = runner.run(cp);
+    CHECK(close(r.ln_pr, expected));
+    CHECK(r.device == "cpu");
+    CHECK_THAT(r.note, Catch::Contains("GPU's memory ran out"));
+    CHECK(dev.live_tables() == 0);
+  }
+}
+
 TEST_CASE("Scheduler.RunnerAutoThreshold", "[scheduler]") {
   const Plan plan = uai_plan("Pedigree_11.uai");
   REQUIRE(plan.flops < kAutoGpuMinFlops);
