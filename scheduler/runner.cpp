@@ -880,7 +880,15 @@ RunResult Runner::run(const Plan& plan) {
     // The budget came from the device's free memory when it opened: another process may hold
     // it now. The CPU computes the plan instead when its own peak (the context's host part
     // stays) fits the host limit; else the run is refused with both sides' numbers.
-    const double cpu_peak = plan.memory.peak_bytes + gpu_context_host_bytes();
+    // plan.memory is the GPU run's estimate (Runner::estimate): the CPU's intermediate tables
+    // and scratch from the engine's accountant, the context's host part kept.
+    MemoryEstimate cpu = plan.memory;
+    const MemoryEstimate engine = estimate_memory(plan.model, plan.tree, 0, true, req_.threads);
+    cpu.intermediate_bytes = engine.intermediate_bytes;
+    cpu.scratch_bytes = engine.scratch_bytes;
+    cpu.device_host_bytes = gpu_context_host_bytes();
+    update_peak(cpu);
+    const double cpu_peak = cpu.peak_bytes;
     if (req_.host_memory_bytes > 0 && cpu_peak > req_.host_memory_bytes)
       throw ResourceError(fmt::format(
           "{}; on the CPU instead the plan needs an estimated {} of host memory, over the limit "
