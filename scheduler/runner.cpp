@@ -535,10 +535,11 @@ bool Runner::fit_to_free_device(ConditionedPlan& cp, bool after_failure) {
   // After a failure, to 90% of what is usable: the executor's own count of a slice's tables can
   // exceed the accountant's estimate by a few percent.
   const double target = after_failure ? 0.9 * budget : budget;
-  // While the new plan is built, the tables it is cut from exist twice (recondition copies them).
+  // While the new plan is built, the tables it is cut from exist three times (the plan's, the
+  // copy recondition starts from, the new plan's source).
   double host = req_.host_memory_bytes;
   if (host > 0) {
-    host -= cp.conditioned() ? cp.plan.memory.source_bytes : cp.plan.memory.input_bytes;
+    host -= 2 * (cp.conditioned() ? cp.plan.memory.source_bytes : cp.plan.memory.input_bytes);
     if (host <= 0) return false;
   }
   ConditionedPlan next = recondition(cp, host, target, *plan_options_, feasible);
