@@ -25,6 +25,29 @@ inline std::string env_or_throw(const char* name) {
   return v;
 }
 
+// Sets an environment variable (nullptr: unsets it) for the object's lifetime; then restores
+// the value it had, or its absence, also when a REQUIRE ends the test early.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* o = std::getenv(name)) had_ = true, old_ = o;
+    set(value);
+  }
+  ~ScopedEnv() { set(had_ ? old_.c_str() : nullptr); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+  void set(const char* value) {
+    if (value)
+      ::setenv(name_.c_str(), value, 1);
+    else
+      ::unsetenv(name_.c_str());
+  }
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
+
 // <repo>/data (UAI instances and REFERENCES.tsv).
 inline fs::path data_dir() { return env_or_throw("KINFER_DATA"); }
 

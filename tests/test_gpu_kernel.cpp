@@ -209,14 +209,11 @@ TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
   int direct = 0, buckets = 0, tiled = 0, lean = 0, two = 0, k9 = 0, k9_tiled = 0;
   for (const Setting& v : variants) {
     // restore the variable as it was (a run of every case under one setting keeps it)
-    const char* before = std::getenv(v.var);
-    const std::string saved = before ? before : "";
-    setenv(v.var, v.value, 1);
-    std::unique_ptr<gpu::Context> ctx = gpu::Context::create();
-    if (before)
-      setenv(v.var, saved.c_str(), 1);
-    else
-      unsetenv(v.var);
+    std::unique_ptr<gpu::Context> ctx;
+    {
+      test::ScopedEnv setting(v.var, v.value);
+      ctx = gpu::Context::create();
+    }
     std::mt19937_64 rng(4242);
     const int n = std::max(24, static_cast<int>(600 * scale()));
     Compare f64;
@@ -274,14 +271,11 @@ TEST_CASE("GpuKernel.Kernel9TileMatchesCpu", "[gpu]") {
   // output variable some varying input lacks) on random small buckets of binary and ternary
   // variables, under KINFER_GPU_TILES=force (tiles where the device would idle too), in the
   // plain variant and as the selector runs them.
-  const char* before = std::getenv("KINFER_GPU_TILES");
-  const std::string saved = before ? before : "";
-  setenv("KINFER_GPU_TILES", "force", 1);
-  std::unique_ptr<gpu::Context> ctx = gpu::Context::create();
-  if (before)
-    setenv("KINFER_GPU_TILES", saved.c_str(), 1);
-  else
-    unsetenv("KINFER_GPU_TILES");
+  std::unique_ptr<gpu::Context> ctx;
+  {
+    test::ScopedEnv tiles("KINFER_GPU_TILES", "force");
+    ctx = gpu::Context::create();
+  }
   DeviceLimits forced;
   forced.tile_fill = false;
   forced.tile_min_nf = 1;

@@ -44,20 +44,9 @@ bool close(double a, double b) { return std::abs(a - b) <= 1e-12 * std::max(1.0,
 struct EmptyCache {
   std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("kinfer-runner-" + std::to_string(::getpid()));
-  std::string old;
-  bool had = false;
-  EmptyCache() {
-    std::filesystem::create_directories(dir);
-    if (const char* o = std::getenv("XDG_CACHE_HOME")) had = true, old = o;
-    ::setenv("XDG_CACHE_HOME", dir.c_str(), 1);
-  }
-  ~EmptyCache() {
-    if (had)
-      ::setenv("XDG_CACHE_HOME", old.c_str(), 1);
-    else
-      ::unsetenv("XDG_CACHE_HOME");
-    std::filesystem::remove_all(dir);
-  }
+  test::ScopedEnv cache{"XDG_CACHE_HOME", dir.c_str()};
+  EmptyCache() { std::filesystem::create_directories(dir); }
+  ~EmptyCache() { std::filesystem::remove_all(dir); }
 };
 
 // `name`'s plan (weighted min-fill) unconditioned, run on the CPU into ln_whole, then again
@@ -314,9 +303,7 @@ TEST_CASE("Scheduler.ProfileMatchedByGpuName", "[scheduler]") {
   Profile p = load_profile(data_path("profiles/fixed-test.json"));
   p.gpu.name = "Example GPU 80GB";
   save_profile(p, (shipped / "example.json").string());
-  const char* old = std::getenv("KINFER_PROFILES");
-  const std::string old_value = old ? old : "";
-  ::setenv("KINFER_PROFILES", shipped.c_str(), 1);
+  test::ScopedEnv profiles("KINFER_PROFILES", shipped.c_str());
   // a shipped profile is found by its GPU's exact name, and only by it
   CHECK(fs::path(find_profile_for_gpu("Example GPU 80GB")) == shipped / "example.json");
   CHECK(find_profile_for_gpu("Example GPU").empty());
@@ -338,10 +325,6 @@ TEST_CASE("Scheduler.ProfileMatchedByGpuName", "[scheduler]") {
   p.gpu_start = 0.25;
   save_profile(p, (shipped / "example.json").string());
   CHECK(load_profile((shipped / "example.json").string()).gpu_start == 0.25);
-  if (old)
-    ::setenv("KINFER_PROFILES", old_value.c_str(), 1);
-  else
-    ::unsetenv("KINFER_PROFILES");
 }
 
 TEST_CASE("Scheduler.ProfileDerivedForAnUnknownGpu", "[scheduler]") {
@@ -364,9 +347,7 @@ TEST_CASE("Scheduler.ProfileDerivedForAnUnknownGpu", "[scheduler]") {
   unmeasured.gpu.name = "Old GPU";
   unmeasured.gpu_figures = {};
   save_profile(unmeasured, (shipped / "old.json").string());
-  const char* old = std::getenv("KINFER_PROFILES");
-  const std::string old_value = old ? old : "";
-  ::setenv("KINFER_PROFILES", shipped.c_str(), 1);
+  test::ScopedEnv profiles("KINFER_PROFILES", shipped.c_str());
 
   // 2.2e14 is closer to 4e14 than to 1e14 in ratio (and far from the repository's own shipped
   // profiles, which are candidates too: H100 2.9e12, H200 4.1e12)
@@ -434,10 +415,6 @@ TEST_CASE("Scheduler.ProfileDerivedForAnUnknownGpu", "[scheduler]") {
     CHECK(r.policy == "whole-plan");
     CHECK(dev.quick_calls == 1);
   }
-  if (old)
-    ::setenv("KINFER_PROFILES", old_value.c_str(), 1);
-  else
-    ::unsetenv("KINFER_PROFILES");
 }
 
 TEST_CASE("Scheduler.ProfileCpuPartFollowsTheThreadCount", "[scheduler]") {
@@ -887,22 +864,16 @@ TEST_CASE("Scheduler.GpuHostPartOfRealPlans", "[scheduler]") {
 TEST_CASE("Gpu.DriverEnvironmentOneWorkQueueUnlessTheUserSetIt", "[scheduler]") {
   // kinfer's main() asks for one hardware work queue per device (a shorter context creation);
   // a value the user set is kept
-  const char* before = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-  const std::string saved = before ? before : "";
-  unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  test::ScopedEnv queues("CUDA_DEVICE_MAX_CONNECTIONS", nullptr);
   gpu::set_driver_environment();
   REQUIRE(std::getenv("CUDA_DEVICE_MAX_CONNECTIONS") != nullptr);
   CHECK(std::string(std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")) == "1");
   // the memory accountant's context: 80 MiB with one queue, 10 MiB per further one
   CHECK(gpu_context_host_bytes() == 80.0 * 1048576);
-  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "4", 1);
+  queues.set("4");
   gpu::set_driver_environment();
   CHECK(std::string(std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")) == "4");
   CHECK(gpu_context_host_bytes() == 110.0 * 1048576);
-  unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  queues.set(nullptr);
   CHECK(gpu_context_host_bytes() == 150.0 * 1048576);  // the driver's 8
-  if (before)
-    setenv("CUDA_DEVICE_MAX_CONNECTIONS", saved.c_str(), 1);
-  else
-    unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
 }
