@@ -5,9 +5,12 @@
 # network and floor: a cold `pe --device auto` (3 s idle before it), then one round back to back
 # (no idle: the device opens sooner, so a longer search can cost). Columns: wall, the search's
 # length, the device's opening, compute, the order's total state, the answer.
+# FLOOR_NAME, FLOORS, ROUNDS and COLD_NETS set another call's (device-floor2.sh).
 # Bundle: bench/e2e/bundle.sh build .dev-floor SHARED_UAI.
 . "$(dirname "$0")/lib.sh"
-e2e_begin floor
+e2e_begin ${FLOOR_NAME:-floor}
+floors=${FLOORS:-2 4 6}
+nets="linkage_11 linkage_12 linkage_13 linkage_17 linkage_14 linkage_18 pedigree50"
 run() {  # run NETWORK FLOOR LABEL IDLE [pe options]
   local n=$1 f=$2 l=$3 idle=$4; shift 4
   sleep $idle; local s=$(date +%s.%N)
@@ -21,12 +24,12 @@ st=re.search(r'total state 2\^([0-9.]+)', log); w=re.search(r'search [0-9.]+ s, 
 print(m.group(1) if m else '-', w.group(1) if w else '-', o.group(1) if o else '-', '%.3f' % t['compute'], st.group(1) if st else '-', j['log10_pr'], j['device'], sep='\t')")"
 }
 echo "network	floor	label	wall_s	order_s	core_s	device_open_s	compute_s	log2_states	log10_pr	device" | tee $R/floor.tsv
-for i in 0 1 2; do
-  for n in linkage_11 linkage_12 linkage_13 linkage_17 linkage_14 linkage_18 pedigree50; do
-    for f in 2 4 6; do run $n $f cold$i 3 | tee -a $R/floor.tsv; done
+for ((i = 0; i < ${ROUNDS:-3}; ++i)); do
+  for n in ${COLD_NETS:-$nets}; do
+    for f in $floors; do run $n $f cold$i 3 | tee -a $R/floor.tsv; done
   done
 done
-for n in linkage_11 linkage_12 linkage_13 linkage_17 linkage_14 linkage_18 pedigree50; do
-  for f in 2 4 6; do run $n $f warm 0 | tee -a $R/floor.tsv; done
+for n in $nets; do
+  for f in $floors; do run $n $f warm 0 | tee -a $R/floor.tsv; done
 done
 rm -rf $R/cache; tar -C $OUT -czf $OUT/$NAME.tgz $NAME && rm -rf $R
