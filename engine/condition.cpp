@@ -268,6 +268,37 @@ ConditionedPlan fit_plan(Plan plan, const PlanOptions& opt, const std::string& w
   return cp;
 }
 
+namespace {
+
+// condition_to_fit's and recondition's loop: variables chosen on `choose_on` (whose tree has
+// `fixed` out already), `cut_from` conditioned on `fixed` and them, until the compiled plan fits.
+// The choice is made on the tree before conditioning; the tree rebuilt without the conditioned
+// variables can merge buckets differently (more inputs in one bucket, more kernel scratch), so
+// the compiled plan's own estimate decides, and the target tightens by what it missed.
+// `need_new`: a choice of no variable (choose_on fits as it is) is not feasible.
+ConditionedPlan fit_by_conditioning(const Plan& choose_on, const Plan& cut_from,
+                                    const std::vector<int>& fixed, double budget,
+                                    double device_budget, const PlanOptions& opt, bool need_new,
+                                    bool& feasible) {
+  double target = budget, device_target = device_budget;
+  for (int round = 0; round < 6; ++round) {
+    std::vector<int> vars = choose_conditioning(choose_on, target, feasible, device_target);
+    if (!feasible || (need_new && vars.empty())) break;
+    vars.insert(vars.begin(), fixed.begin(), fixed.end());
+    ConditionedPlan cp = condition_plan(cut_from, vars, opt);
+    const MemoryEstimate& m = cp.plan.memory;
+    const bool host_ok = budget <= 0 || m.peak_bytes <= budget;
+    const bool device_ok = device_budget <= 0 || m.device_bytes <= device_budget;
+    if (host_ok && device_ok) return cp;
+    if (!host_ok) target -= 1.1 * (m.peak_bytes - budget) + 4096;
+    if (!device_ok) device_target -= 1.1 * (m.device_bytes - device_budget) + 4096;
+  }
+  feasible = false;
+  return {};
+}
+
+}  // namespace
+
 ConditionedPlan recondition(const ConditionedPlan& cp, double host_budget, double device_budget,
                             const PlanOptions& opt, bool& feasible) {
   feasible = false;
@@ -286,36 +317,18 @@ ConditionedPlan recondition(const ConditionedPlan& cp, double host_budget, doubl
       base.model.factors[j].logv = cp.plan.input_data[j];
     }
   }
-  // As condition_to_fit: the compiled plan's own estimate decides, the target tightening by
-  // what it missed (the tree rebuilt without the new variables can merge buckets differently).
-  double target = host_budget, device_target = device_budget;
-  for (int round = 0; round < 6; ++round) {
-    bool ok = false;
-    const std::vector<int> extra = choose_conditioning(cp.plan, target, ok, device_target);
-    if (!ok || extra.empty()) return {};
-    std::vector<int> vars = cp.cond.vars;
-    vars.insert(vars.end(), extra.begin(), extra.end());
-    ConditionedPlan out = condition_plan(base, vars, opt);
-    const MemoryEstimate& m = out.plan.memory;
-    const bool host_ok = host_budget <= 0 || m.peak_bytes <= host_budget;
-    const bool device_ok = device_budget <= 0 || m.device_bytes <= device_budget;
-    if (host_ok && device_ok) {
-      out.cond.unconditioned_flops =
-          cp.conditioned() ? cp.cond.unconditioned_flops : cp.plan.flops;
-      out.cond.unconditioned_peak_bytes =
-          cp.conditioned() ? cp.cond.unconditioned_peak_bytes : cp.plan.memory.peak_bytes;
-      out.cond.choice = cp.cond.choice.empty() ? std::string("the order found, conditioned")
-                                               : cp.cond.choice;
-      out.cond.choice += fmt::format("; conditioned on {} more variable(s) at run time, for {} of "
-                                     "device memory",
-                                     extra.size(), human_bytes(device_budget));
-      feasible = true;
-      return out;
-    }
-    if (!host_ok) target -= 1.1 * (m.peak_bytes - host_budget) + 4096;
-    if (!device_ok) device_target -= 1.1 * (m.device_bytes - device_budget) + 4096;
-  }
-  return {};
+  ConditionedPlan out = fit_by_conditioning(cp.plan, base, cp.cond.vars, host_budget,
+                                            device_budget, opt, true, feasible);
+  if (!feasible) return {};
+  out.cond.unconditioned_flops = cp.conditioned() ? cp.cond.unconditioned_flops : cp.plan.flops;
+  out.cond.unconditioned_peak_bytes =
+      cp.conditioned() ? cp.cond.unconditioned_peak_bytes : cp.plan.memory.peak_bytes;
+  out.cond.choice =
+      cp.cond.choice.empty() ? std::string("the order found, conditioned") : cp.cond.choice;
+  out.cond.choice += fmt::format(
+      "; conditioned on {} more variable(s) at run time, for {} of device memory",
+      out.cond.vars.size() - cp.cond.vars.size(), human_bytes(device_budget));
+  return out;
 }
 
 const std::vector<LogFactor>& model_factors(const ConditionedPlan& cp) {
@@ -481,23 +494,7 @@ double run_conditioned_lanes(ConditionedPlan& cp, int lanes,
 
 ConditionedPlan condition_to_fit(const Plan& plan, double budget, const PlanOptions& opt,
                                  bool& feasible, double device_budget) {
-  // The choice is made on the unconditioned tree; the tree rebuilt without the conditioned
-  // variables can merge buckets differently (more inputs in one bucket, more kernel scratch),
-  // so the compiled plan's own estimate decides, and the target tightens by what it missed.
-  double target = budget, device_target = device_budget;
-  for (int round = 0; round < 6; ++round) {
-    const std::vector<int> vars = choose_conditioning(plan, target, feasible, device_target);
-    if (!feasible) break;
-    ConditionedPlan cp = condition_plan(plan, vars, opt);
-    const MemoryEstimate& m = cp.plan.memory;
-    const bool host_ok = budget <= 0 || m.peak_bytes <= budget;
-    const bool device_ok = device_budget <= 0 || m.device_bytes <= device_budget;
-    if (host_ok && device_ok) return cp;
-    if (!host_ok) target -= 1.1 * (m.peak_bytes - budget) + 4096;
-    if (!device_ok) device_target -= 1.1 * (m.device_bytes - device_budget) + 4096;
-  }
-  feasible = false;
-  return {};
+  return fit_by_conditioning(plan, plan, {}, budget, device_budget, opt, false, feasible);
 }
 
 ConditionedPlan make_conditioned_plan(const Network& net, const Evidence& ev,
