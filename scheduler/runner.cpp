@@ -573,27 +573,27 @@ RunResult Runner::run(ConditionedPlan& cp, SliceDealer* dealer) {
   // is conditioned to it and the slices run again; the last try places what does not fit on
   // the CPU, and an allocation that fails then computes the plan on the CPU.
   constexpr int kTries = 4;
-  for (int attempt = 1;; ++attempt) {
-    rethrow_device_full_ = attempt < kTries;
+  int handed_up = kTries - 1;  // the tries whose full device is handed up here to condition
+  for (int done = 1; handed_up > 0; ++done) {
+    rethrow_device_full_ = true;
     try {
       RunResult r = run_slices(cp, dealer);
       rethrow_device_full_ = false;
       return r;
     } catch (const DeviceMemoryError& e) {
       rethrow_device_full_ = false;
-      if (attempt >= kTries) throw;  // not thrown: run(plan) falls back itself on the last try
-      spdlog::warn("{}: conditioning the plan to the GPU's memory usable now (try {} of {})",
-                   e.what(), attempt + 1, kTries);
-      if (!fit_to_free_device(cp, true) && attempt + 1 < kTries) {
-        // nothing to condition (the plan fits what is usable now, or cannot be cut): once more
-        // as it is, then the last try
-        attempt = kTries - 2;
-      }
+      --handed_up;
+      spdlog::warn("{}: conditioning the plan to the GPU's memory usable now (try {} of at most {})",
+                   e.what(), done + 1, kTries);
+      // nothing to condition (the plan fits what is usable now, or cannot be cut): once more as
+      // it is, then the last try
+      if (!fit_to_free_device(cp, true)) handed_up = std::min(handed_up, 1);
     } catch (...) {
       rethrow_device_full_ = false;
       throw;
     }
   }
+  return run_slices(cp, dealer);  // the last try: run(plan) falls back to the CPU itself
 }
 
 RunResult Runner::run_slices(ConditionedPlan& cp, SliceDealer* dealer) {
