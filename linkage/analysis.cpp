@@ -376,7 +376,7 @@ std::vector<double> dense_positions(const LocusFile& lf, const PedigreeFile& pf,
     spdlog::debug(
         "pedigree {}: inheritance vector of {} bits ({} meioses of {} people, {} founder phases)",
         pf.pedigrees[p].id, im.bits(), im.meioses(), im.people_kept(), im.founder_phases());
-    if (im.bits() > opt.lander_green_bits) continue;
+    if (im.bits() > std::min(opt.lander_green_bits, InheritanceModel::kMaxBits)) continue;
     im.set_table_limit(opt.emission_table_entries);
     // Four state vectors at least (the checkpoints adapt to what is left: inheritance.cpp).
     const double vec = 8.0 * std::exp2(im.bits());

@@ -204,7 +204,9 @@ InheritanceModel::InheritanceModel(const Pedigree& ped,
       }
   for (std::size_t m = 0; m < meiosis_.size(); ++m)
     if (!fixed[m]) meiosis_[m].bit = bits_++;
-  if (bits_ > 40) throw std::logic_error("InheritanceModel: too many bits");
+  // Beyond the chain's ceiling the model only reports its size: the layout stays empty and
+  // location_scores refuses, so the caller sends the pedigree to the network.
+  if (bits_ > kMaxBits) return;
   // Founder groups: a founder's other children's bits, flipped together.
   struct Item {
     std::vector<int> bits;
@@ -279,7 +281,7 @@ EmissionProgram InheritanceModel::program(int l) const {
   using P = EmissionProgram;
   EmissionProgram out;
   const int np = static_cast<int>(ped_.people.size()), n = L.n_alleles;
-  if (n < 1 || n > P::kMaxAlleles) return out;
+  if (n < 1 || n > P::kMaxAlleles || bits_ > kMaxBits) return out;
   // Kept people, parents first.
   std::vector<int> order, at(np, -1);
   for (bool changed = true; changed;) {
@@ -336,6 +338,9 @@ EmissionProgram InheritanceModel::program(int l) const {
 }
 
 Emission InheritanceModel::emission(int l, double table_limit) const {
+  if (bits_ > kMaxBits)
+    throw std::length_error("an inheritance vector of " + std::to_string(bits_) +
+                            " bits is beyond the chain's " + std::to_string(kMaxBits));
   const double limit = table_limit < 0 ? table_limit_ : table_limit;
   if (limit <= 0) {
     Emission p;
@@ -525,6 +530,9 @@ std::vector<double> InheritanceModel::location_scores(const std::vector<int>& ma
     return std::chrono::duration<double>(Clock::now() - t).count();
   };
   profile_ = {};
+  if (bits_ > kMaxBits)
+    throw std::length_error("an inheritance vector of " + std::to_string(bits_) +
+                            " bits is beyond the chain's " + std::to_string(kMaxBits));
   std::unique_ptr<ChainBackend> own;
   if (!backend) {
     own = make_cpu_chain(layout_, 0);

@@ -44,6 +44,11 @@ class InheritanceModel {
   InheritanceModel(const Pedigree& ped, const std::vector<const PedigreeLocus*>& loci,
                    bool sex_linked, bool founder_phase = true);
 
+  // The chain's ceiling: 2^40 states of 8 bytes are 8 TiB per vector, beyond any machine, and
+  // the layout's state masks are 64-bit. A larger pedigree is measured (bits(), meioses(),
+  // people_kept()) but not laid out: location_scores throws std::length_error for it.
+  static constexpr int kMaxBits = 40;
+
   int bits() const { return bits_; }
   int meioses() const { return static_cast<int>(meiosis_.size()); }
   int founder_phases() const { return fixed_; }

@@ -110,3 +110,38 @@ TEST_CASE("LinkageCli.MemoryLimitExits3", "[linkage][apps]") {
   CHECK(r.rc == 3);
   CHECK_THAT(r.err, Catch::Contains("exceeds the limit"));
 }
+
+// Three simulated families of 8, 25 and 45 people (7, 26 and 54 bits): under the default --bits
+// 24 the first takes the Lander-Green chain, the others the network, the 45-person one beyond
+// the chain's 40-bit ceiling. Every pedigree's ln L at every position must equal the
+// network-only run's (--bits 0), an identity between two independent elimination paths.
+TEST_CASE("LinkageCli.MultipointBigFamilyTakesTheNetwork", "[linkage][apps]") {
+  const auto dir = linkage_data_dir() / "mixed_bits";
+  const std::vector<std::string> common = {"--ped",     (dir / "mixed.ped").string(),
+                                           "--dat",     (dir / "mixed.dat").string(),
+                                           "--program", "linkmap",
+                                           "--positions", "0:20:5",
+                                           "--json"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = common;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return lod(a);
+  };
+  const ProcessResult dflt = with({}), net = with({"--bits", "0"});
+  INFO(dflt.err);
+  REQUIRE(dflt.rc == 0);
+  REQUIRE(net.rc == 0);
+  const auto a = nlohmann::json::parse(dflt.out), b = nlohmann::json::parse(net.out);
+  REQUIRE(a["pedigree_bits"].size() == 3);
+  CHECK(a["pedigree_bits"][0]["bits"].get<int>() <= 24);
+  CHECK(a["pedigree_bits"][1]["bits"].get<int>() > 24);
+  CHECK(a["pedigree_bits"][2]["bits"].get<int>() > 40);
+  // the chain ran for the small family only
+  CHECK_THAT(a["notes"].dump(), Catch::Contains("chain) for 1 of 3 pedigrees"));
+  REQUIRE(a["evaluations"].size() == 5);
+  REQUIRE(b["evaluations"].size() == 5);
+  for (std::size_t e = 0; e < 5; ++e)
+    for (std::size_t p = 0; p < 3; ++p)
+      CHECK(a["evaluations"][e]["pedigrees"][p]["ln_l"].get<double>() ==
+            Approx(b["evaluations"][e]["pedigrees"][p]["ln_l"].get<double>()).margin(1e-7));
+}
