@@ -187,11 +187,30 @@ double estimate_flops(const TaskTree& tree) {
   return flops;
 }
 
+void check_memory_floor(const Network& net, const ReducedModel& model, const PlanOptions& opt) {
+  const double limit = opt.max_memory_bytes;
+  if (limit <= 0) return;
+  double model_bytes = 0;
+  for (const auto& f : model.factors) {
+    double n = 1;
+    for (int v : f.scope) n *= model.card[v];
+    model_bytes += 8.0 * n;
+  }
+  const double program = process_bytes(omp_get_max_threads()), tables = network_table_bytes(net);
+  if (program + tables + model_bytes <= limit) return;
+  throw ResourceError("--max-memory " + human_bytes(limit) +
+                      " is below what any plan needs before computing: the program (" +
+                      human_bytes(program) + "), the network's tables (" + human_bytes(tables) +
+                      ") and the reduced tables (" + human_bytes(model_bytes) + ") take " +
+                      human_bytes(program + tables + model_bytes) + "; raise --max-memory");
+}
+
 PlanStart start_plan(const Network& net, const Evidence& ev, const PlanOptions& opt) {
   PlanStart s;
   s.plan.evidence = ev;
   s.plan.reduce_options = opt.reduce;
   s.plan.model = reduce(net, ev, opt.reduce);
+  check_memory_floor(net, s.plan.model, opt);
   for (const auto& f : s.plan.model.factors) s.scopes.push_back(f.scope);
   s.plan.components = count_components(net.num_vars(), s.scopes);
   s.order = opt.order;
@@ -204,6 +223,7 @@ OrderedModel order_model(const Network& net, const Evidence& ev, const PlanOptio
   const auto t0 = clock::now();
   OrderedModel om;
   om.model = reduce(net, ev, opt.reduce);
+  check_memory_floor(net, om.model, opt);
   const auto t1 = clock::now();
   std::vector<std::vector<int>> scopes;
   for (const auto& f : om.model.factors) scopes.push_back(f.scope);

@@ -114,6 +114,11 @@ void structure(Plan& plan, const PlanOptions& opt);
 void check_memory(const Plan& plan, const PlanOptions& opt, const std::string& who,
                   const std::string& advice);
 
+// ResourceError at once when opt.max_memory_bytes is below what every plan of `model` holds
+// while planning (the program, the network's tables and the reduced tables): no order search
+// can fit such a limit. make_plan, make_conditioned_plan and start_plan call it.
+void check_memory_floor(const Network& net, const ReducedModel& model, const PlanOptions& opt);
+
 // Restructures the plan's inputs from its model (and frees the model's tables unless
 // opt.keep_tables).
 void fill_inputs(Plan& plan, const PlanOptions& opt);
