@@ -1,6 +1,6 @@
 #pragma once
 // LINKAGE locus ("data") files and pedigree files, as FASTLINK, Superlink and makeped write
-// them (shared/docs/linkage-model.md section 2). Every error names the file, the line, the
+// them (docs/linkage-model.md, "The LINKAGE files"). Every error names the file, the line, the
 // column and what was expected.
 #include <string>
 

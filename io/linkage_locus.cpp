@@ -1,4 +1,4 @@
-// LINKAGE locus ("data") files: shared/docs/linkage-model.md section 2.
+// LINKAGE locus ("data") files: docs/linkage-model.md, "The LINKAGE files".
 #include "io/linkage.hpp"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// LINKAGE pedigree files, pre- and post-makeped: shared/docs/linkage-model.md section 2.
+// LINKAGE pedigree files, pre- and post-makeped: docs/linkage-model.md, "The LINKAGE files".
 #include "io/linkage.hpp"
 
 #include <algorithm>

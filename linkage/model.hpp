@@ -1,7 +1,7 @@
 #pragma once
 // Genetic linkage data as the LINKAGE files describe it: loci (locus file) and pedigrees
 // (pedigree file). Plain data, no file format here (io/linkage.hpp reads and writes them).
-// Specification: shared/docs/linkage-model.md.
+// Specification: docs/linkage-model.md.
 #include <string>
 #include <vector>
 

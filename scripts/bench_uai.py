@@ -10,7 +10,8 @@ The driver uses the standard library only. pyAgrum is a peer in this benchmark, 
 dependency of kinfer: it lives in scripts/.venv (made here when missing), and the same file is
 re-run there with --pyagrum-child to do the pyAgrum side.
 
-  scripts/bench_uai.py                        # every *.uai of ../shared/data/uai
+  scripts/bench_uai.py                        # every *.uai of data/uai
+  scripts/bench_uai.py --data DIR             # every *.uai of DIR (with its REFERENCES.tsv)
   scripts/bench_uai.py Pedigree_11 CSP_12     # a few (names or paths)
   scripts/bench_uai.py --out /tmp/b ...       # results elsewhere than bench/uai
 """
@@ -33,7 +34,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-DEFAULT_DATA = os.path.normpath(os.path.join(REPO, "..", "shared", "data", "uai"))
+DEFAULT_DATA = os.path.join(REPO, "data", "uai")
 VENV = os.path.join(HERE, ".venv")
 GB = 1 << 30
 
@@ -694,7 +695,9 @@ NOTES = [
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("instances", nargs="*", help="instance names or paths (default: every *.uai)")
-    ap.add_argument("--data", default=DEFAULT_DATA, help="folder of the UAI instances")
+    ap.add_argument("--data", default=DEFAULT_DATA,
+                    help="folder of the UAI instances and their REFERENCES.tsv "
+                         "(default: the repository's data/uai)")
     ap.add_argument("--kinfer", help="kinfer binary (default: build one in --build-dir)")
     ap.add_argument("--build-dir", default="build", help="release build folder (default: build)")
     ap.add_argument("--commit", help="benchmark this commit (exported with git archive and built "
