@@ -17,7 +17,7 @@ Runner add_batch(CLI::App& root) {
   cmd->add_option("--out", o->out,
                   "output folder (default: MANIFEST without extension + -results)");
   cmd->add_option("--jobs", o->jobs, "jobs running at once (default: number of cores)")
-      ->check(CLI::PositiveNumber);
+      ->check(count_at_least(1));
   cmd->add_flag("--resume", o->resume,
                 "continue an interrupted batch: skip jobs whose result is complete");
   cmd->add_flag("--json", o->json, "print a JSON summary at the end");
@@ -27,16 +27,16 @@ Runner add_batch(CLI::App& root) {
                   "jobs (or groups of jobs) that may use a GPU at once, spread over the GPUs "
                   "(each job sees one: CUDA_VISIBLE_DEVICES); the others run on the CPU "
                   "(default: the number of GPUs)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(count_at_least(0));
   cmd->add_option("--gpu-min-flops", o->gpu_min_flops,
                   "only plans of at least this many FLOPs ask for the GPU (as pe --device auto)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(number_at_least(0))
       ->capture_default_str();
   cmd->add_option(
          "--gpu-wait-flops", o->gpu_wait_flops,
          "plans of at least this many FLOPs wait for a busy GPU instead of running on the CPU "
          "(the jobs after them go ahead meanwhile)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(number_at_least(0))
       ->capture_default_str();
   cmd->add_flag("--no-share", o->no_share,
                 "one process per job: jobs of the same network do not share a compiled plan");

@@ -129,10 +129,10 @@ Runner add_calibrate(CLI::App& root) {
   cmd->add_option("-o,--output", o->output,
                   "where to write the profile (default: $XDG_CACHE_HOME/kinfer/profile.json)");
   cmd->add_option("--seconds", o->seconds, "time budget of the measurements")
-      ->check(CLI::PositiveNumber)
+      ->check(number_at_least(0.001))
       ->capture_default_str();
   cmd->add_option("--threads", o->threads, "CPU threads of the kernel (default: all cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(count_at_least(1));
   cmd->add_option("--network", o->networks,
                   "UAI networks whose buckets join the synthetic sweep (repeatable)")
       ->check(CLI::ExistingFile);

@@ -21,6 +21,7 @@
 #include "engine/errors.hpp"
 #include "engine/memory_limit.hpp"
 #include "gpu/chain_api.hpp"
+#include "gpu/device_api.hpp"
 #include "io/linkage.hpp"
 #include "linkage/analysis.hpp"
 #include "scheduler/runner.hpp"
@@ -160,7 +161,13 @@ int run_lod(const LodOptions& o) {
       try {
         return gpu::make_gpu_chain(l, host);
       } catch (const std::exception& e) {
-        if (!*said) spdlog::warn("the inheritance chain runs on the CPU: {}", e.what());
+        // A machine without a GPU is normal under --device auto: said at -v only.
+        if (!*said) {
+          if (gpu_only || gpu::likely_present())
+            spdlog::warn("the inheritance chain runs on the CPU: {}", e.what());
+          else
+            spdlog::debug("the inheritance chain runs on the CPU: {}", e.what());
+        }
         *said = true;
         return nullptr;
       }
@@ -290,10 +297,10 @@ void add_lod_options(CLI::App& cmd, LodOptions& o) {
                  "MERLIN parametric model file: AFFECTION ALLELE_FREQ P0,P1,P2 LABEL per line, "
                  "one analysis per line");
   cmd.add_option("--grid", m->grid, "MERLIN input: a multipoint position every N cM")
-      ->check(CLI::PositiveNumber);
+      ->check(number_at_least(0.001));
   cmd.add_option("--steps", m->steps,
                  "MERLIN input: N multipoint positions between consecutive markers")
-      ->check(CLI::NonNegativeNumber);
+      ->check(count_at_least(0));
   cmd.add_option("--start", m->start, "MERLIN input: first multipoint position (cM)");
   cmd.add_option("--stop", m->stop, "MERLIN input: last multipoint position (cM)");
   cmd.add_flag("--singlepoint", m->singlepoint,
@@ -312,7 +319,7 @@ void add_lod_options(CLI::App& cmd, LodOptions& o) {
   cmd.add_option("--moving", o.moving,
                  "LINKMAP: the moving locus (input number; default: the last line's, else the "
                  "first affection locus)")
-      ->check(CLI::PositiveNumber);
+      ->check(count_at_least(1));
   cmd.add_flag("--json", o.json, "print one JSON object instead of text");
   cmd.add_option("--plot", o.plot, "draw the LOD curve to FILE.svg or FILE.png (gnuplot)");
   cmd.add_option("--out", o.out, "also write lod.txt, lod.json and lod.svg into this folder");
@@ -322,12 +329,12 @@ void add_lod_options(CLI::App& cmd, LodOptions& o) {
   cmd.add_option("--order-time", o.order_time,
                  "most work of the stochastic order search per network, in nominal core-seconds "
                  "(counted, not timed; see `kinfer pe --help`)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(number_at_least(0))
       ->capture_default_str();
   cmd.add_option("--seed", o.seed, "random seed of the stochastic order search")
       ->capture_default_str();
   cmd.add_option("--threads", o.threads, "CPU threads (default: all cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(count_at_least(1));
   cmd.add_option("--max-memory", o.max_memory,
                  "memory one pedigree's computation may use, e.g. 8G (a plan that does not fit "
                  "is conditioned: its slices run one after another)");
@@ -340,7 +347,7 @@ void add_lod_options(CLI::App& cmd, LodOptions& o) {
                  "multipoint chain: a marker's emission is kept as factor tables of at most this "
                  "many entries each (default 2^26); a larger one is computed per inheritance "
                  "vector on the fly (less memory, more time per step); 0: every locus on the fly")
-      ->check(CLI::NonNegativeNumber);
+      ->check(number_at_least(0));
   add_run_options(cmd, o.device, o.schedule, o.profile, o.check, o.explain, o.gpu_memory);
   cmd.add_option("--verify", o.verify,
                  "under mpirun: recompute this fraction (0 to 1, drawn with --seed) of the "

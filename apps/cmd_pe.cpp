@@ -240,7 +240,7 @@ void add_pe_options(CLI::App& cmd, PeOptions& o) {
   cmd.add_option("--repeat", o.repeat,
                  "time the computation this many more times after the first (for benchmarks: "
                  "first run and median of the repeats in the output)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(count_at_least(0));
   cmd.add_option("--verify", o.verify,
                  "under mpirun: recompute this fraction (0 to 1, drawn with --seed) of the slices "
                  "on a second rank and compare (exit 5 on a mismatch, with both values)")

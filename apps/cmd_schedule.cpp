@@ -81,7 +81,7 @@ int run_schedule(const ScheduleOptions& o) {
 
 struct CompareOptions {
   NetworkOptions net;
-  std::string profile, save_tree, bucket_log;
+  std::string profile, gpu, save_tree, bucket_log;
   bool json = false, no_gpu = false, explain = false;
   int repeat = 3;
 };
@@ -126,6 +126,44 @@ BucketCheck check_buckets(const sched::PlanCosts& pc, const sched::Profile& prof
   return c;
 }
 
+struct ComparedProfile {
+  std::string path, why;
+};
+
+// The profile the policies are predicted with: --profile; else the shipped profile --gpu names;
+// else, with a GPU here, the one made for it (`kinfer calibrate`, an automatic calibration, or
+// a shipped one of that GPU); else the shipped profile of the reference GPU (the H100): a
+// comparison needs no GPU and no calibration.
+ComparedProfile compare_profile(const CompareOptions& o, const std::string& gpu_here) {
+  const std::vector<std::string> names = sched::shipped_gpu_profile_names();
+  auto listed = [&] {
+    std::string s;
+    for (const std::string& n : names) s += (s.empty() ? "" : "|") + n;
+    return s.empty() ? std::string("none found") : s;
+  };
+  if (!o.profile.empty()) return {o.profile, "given by --profile"};
+  if (!o.gpu.empty()) {
+    const std::string p = sched::shipped_profile(o.gpu);
+    if (p.empty())
+      throw CLI::ValidationError("--gpu", "no shipped profile named '" + o.gpu +
+                                              "' (shipped: " + listed() + ")");
+    return {p, "the shipped profile of --gpu " + o.gpu};
+  }
+  if (!gpu_here.empty()) {
+    const std::string p = sched::find_profile_for_gpu(gpu_here);
+    if (!p.empty()) return {p, "the profile of this machine's " + gpu_here};
+  }
+  const std::string reference = "h100";
+  const std::string p = sched::shipped_profile(reference);
+  if (p.empty())
+    throw InputError("schedule-compare", 0,
+                     "no profile to predict with: give --profile FILE (from `kinfer calibrate`); "
+                     "no shipped profile was found beside the program");
+  return {p, (gpu_here.empty() ? std::string("no GPU here")
+                               : "no profile of this machine's " + gpu_here) +
+                 ": the shipped " + reference + " profile (choose with --gpu " + listed() + ")"};
+}
+
 int run_compare(const CompareOptions& o) {
   Network net;
   Evidence ev;
@@ -136,14 +174,16 @@ int run_compare(const CompareOptions& o) {
     throw InputError(
         o.net.network, 0,
         "P(e) = 0 before any bucket runs (" + plan.model.impossible + "): nothing to schedule");
-  const std::string profile_path = o.profile.empty() ? sched::default_profile_path() : o.profile;
-  const sched::Profile prof = sched::load_profile(profile_path);
   sched::OpenedDevice dev;
   if (o.no_gpu)
     dev.name = "--no-gpu";
   else
     dev = sched::open_gpu();
   const bool gpu_measured = dev.ctx != nullptr;
+  const ComparedProfile chosen = compare_profile(o, gpu_measured ? dev.name : std::string());
+  const std::string& profile_path = chosen.path;
+  const sched::Profile prof = sched::load_profile(profile_path);
+  spdlog::info("profile {}: {}", profile_path, chosen.why);
   if (gpu_measured && !prof.has_gpu)
     spdlog::warn(
         "the profile {} was made without a GPU: every prediction keeps the buckets on "
@@ -247,6 +287,7 @@ int run_compare(const CompareOptions& o) {
     nlohmann::json j = {{"network", o.net.network},
                         {"buckets", nb},
                         {"profile", profile_path},
+                        {"profile_choice", chosen.why},
                         {"profile_host", prof.host},
                         {"gpu", gpu_measured ? nlohmann::json(dev.name) : nlohmann::json(nullptr)},
                         {"gpu_missing_reason", gpu_measured ? "" : dev.name},
@@ -267,8 +308,8 @@ int run_compare(const CompareOptions& o) {
   }
   std::printf("network  %s: %d buckets, log10 P(e) = %.10g\n", o.net.network.c_str(), nb,
               reference / std::log(10.0));
-  std::printf("profile  %s (%s, %s)\n", profile_path.c_str(), prof.host.c_str(),
-              prof.created.c_str());
+  std::printf("profile  %s (%s; made on %s, %s)\n", profile_path.c_str(), chosen.why.c_str(),
+              prof.host.c_str(), prof.created.c_str());
   if (gpu_measured)
     std::printf("GPU      %s: every policy measured (median of %d runs after a warm-up)\n",
                 dev.name.c_str(), o.repeat);
@@ -347,7 +388,11 @@ Runner add_schedule_compare(CLI::App& root) {
   o->net.add(*cmd);
   cmd->add_option(
       "--profile", o->profile,
-      "calibration profile (default: the one `kinfer calibrate` wrote for this machine)");
+      "calibration profile (default: the shipped profile of --gpu; else the profile of this "
+      "machine's GPU; else the shipped H100 profile)");
+  cmd->add_option("--gpu", o->gpu,
+                  "predict with the shipped profile of this GPU (h100, h200), no calibration "
+                  "needed");
   cmd->add_option("--repeat", o->repeat, "timed runs per policy after a warm-up")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();

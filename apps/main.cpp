@@ -8,6 +8,9 @@
 #include <algorithm>
 #include <iostream>
 #include <new>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "apps/command_options.hpp"
@@ -20,6 +23,19 @@
 #include "gpu/device_api.hpp"
 
 namespace {
+
+// Whether the command line asks for JSON output: then an error is also printed on stdout as one
+// object {"error": ..., "exit_code": ...}, so that a program reading stdout always gets JSON.
+bool json_requested(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string_view(argv[i]) == "--json") return true;
+  return false;
+}
+
+void print_json_error(const std::string& message, int code) {
+  if (kinfer::dist::rank() != 0) return;
+  std::cout << nlohmann::json{{"error", message}, {"exit_code", code}}.dump(2) << std::endl;
+}
 
 // Under mpirun/srun: an error in one rank ends every rank (the others may wait in a collective),
 // with this rank's exit code; otherwise the code is returned.
@@ -38,7 +54,14 @@ int run(int argc, char** argv) {
                           ? "[%H:%M:%S.%e] [" + kinfer::dist::where() + "] [%^%l%$] %v"
                           : std::string("[%H:%M:%S.%e] [%^%l%$] %v"));
 
+  const bool json = json_requested(argc, argv);
+  auto error = [&](const std::string& message, int code) {
+    spdlog::error("{}", message);
+    if (json) print_json_error(message, code);
+    return fail(code);
+  };
   CLI::App app{"kinfer: exact probability of evidence and LOD scores"};
+  app.set_version_flag("--version", std::string("kinfer ") + KINFER_VERSION);
   app.require_subcommand(1);
   app.fallthrough();  // -q and -v may follow the subcommand
   kinfer::app::LogFlags log;
@@ -53,6 +76,7 @@ int run(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int rc = kinfer::dist::rank() == 0 ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
+    if (rc != 0 && json) print_json_error(e.what(), 2);
     kinfer::dist::finalize();  // every rank parsed the same command line
     return rc == 0 ? 0 : 2;
   }
@@ -82,20 +106,16 @@ int run(int argc, char** argv) {
     }
     return fail(1);
   } catch (const kinfer::InputError& e) {
-    spdlog::error("{}", e.what());
-    return fail(2);
+    return error(e.what(), 2);
   } catch (const CLI::ValidationError& e) {
-    spdlog::error("{}", e.what());
-    return fail(2);
+    return error(e.what(), 2);
   } catch (const kinfer::ResourceError& e) {
-    spdlog::error("{}", e.what());
-    return fail(3);
+    return error(e.what(), 3);
   } catch (const std::bad_alloc&) {
-    spdlog::error("out of memory; try a smaller --max-memory so kinfer refuses before allocating");
-    return fail(3);
+    return error("out of memory; try a smaller --max-memory so kinfer refuses before allocating",
+                 3);
   } catch (const std::exception& e) {
-    spdlog::error("internal error: {}", e.what());
-    return fail(1);
+    return error(std::string("internal error: ") + e.what(), 1);
   }
 }
 

@@ -27,14 +27,14 @@ void NetworkOptions::add(CLI::App& cmd) {
                  "most work of the stochastic order search, in nominal core-seconds (counted, not "
                  "timed: N threads take about 1/N of it); it stops at a quarter of the predicted "
                  "compute time of the best order found")
-      ->check(CLI::NonNegativeNumber)
+      ->check(number_at_least(0))
       ->capture_default_str();
   cmd.add_option("--seed", seed,
                  "seed of the stochastic order search: the same seed gives the same order on any "
                  "machine and thread count")
       ->capture_default_str();
   cmd.add_option("--threads", threads, "CPU threads (default: all cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(count_at_least(1));
   cmd.add_option("--order-cache", order_cache,
                  "folder that keeps elimination orders between runs, keyed by the network's "
                  "reduced structure and the search's options (a cached order is the one the "
@@ -52,6 +52,40 @@ void NetworkOptions::load(Network& net, Evidence& ev) const {
     spdlog::info("no evidence file given and none beside the network: computing with no evidence");
   net = std::move(r.net);
   ev = std::move(r.ev);
+}
+
+CLI::Validator number_at_least(double min) {
+  return CLI::Validator(
+      [min](std::string& text) -> std::string {
+        std::size_t used = 0;
+        double v = 0;
+        try {
+          v = std::stod(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != text.size() || !std::isfinite(v) || v < min)
+          return fmt::format("must be a number >= {}, not {}", min, text);
+        return {};
+      },
+      fmt::format("NUMBER >= {}", min));
+}
+
+CLI::Validator count_at_least(long min) {
+  return CLI::Validator(
+      [min](std::string& text) -> std::string {
+        std::size_t used = 0;
+        long v = 0;
+        try {
+          v = std::stol(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != text.size() || v < min)
+          return fmt::format("must be a whole number >= {}, not {}", min, text);
+        return {};
+      },
+      fmt::format("INT >= {}", min));
 }
 
 void add_log_flags(CLI::App& root, LogFlags& f) {

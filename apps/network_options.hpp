@@ -12,6 +12,12 @@
 
 namespace kinfer::app {
 
+// Range checks of numeric options with plain messages ("--threads: must be a whole number >= 1,
+// not 0"), where CLI11's own name a range up to the largest double.
+CLI::Validator number_at_least(double min);
+CLI::Validator count_at_least(long min);
+
+
 struct NetworkOptions {
   std::string network, evidence, order = "stochastic", max_memory, order_cache;
   double order_time = 40.0;  // nominal core-seconds of order-search work at most

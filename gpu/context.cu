@@ -40,13 +40,22 @@ DeviceInfo probe() {
   DeviceInfo info;
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess) {
-    info.why_not = std::string("no usable CUDA device (") + cudaGetErrorString(e) + ")";
+  if (e != cudaSuccess || n == 0) {
+    // Without an NVIDIA device node the runtime's reason ("CUDA driver version is insufficient
+    // for CUDA runtime version" when no driver is installed at all) would read as "upgrade your
+    // driver": a machine without a GPU is a normal machine, said plainly.
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    if (visible && (!*visible || *visible == '-'))
+      info.why_not = "CUDA_VISIBLE_DEVICES hides every GPU";
+    else if (!likely_present())
+      info.why_not = "no NVIDIA GPU on this machine";
+    else if (e == cudaErrorInsufficientDriver)
+      info.why_not = "the NVIDIA driver is older than the CUDA runtime kinfer was built with";
+    else if (e != cudaSuccess)
+      info.why_not = std::string("no usable CUDA device (") + cudaGetErrorString(e) + ")";
+    else
+      info.why_not = "no CUDA device";
     cudaGetLastError();  // clear the sticky-free error so later calls start clean
-    return info;
-  }
-  if (n == 0) {
-    info.why_not = "no CUDA device";
     return info;
   }
   cudaDeviceProp prop{};

@@ -199,6 +199,28 @@ bool made_with_gpu(const std::string& path, const std::string& gpu_name) {
 }
 }  // namespace
 
+std::string shipped_profile(const std::string& name) {
+  for (const std::string& f : shipped_profile_files())
+    if (std::filesystem::path(f).stem() == name) return f;
+  return {};
+}
+
+std::vector<std::string> shipped_gpu_profile_names() {
+  std::vector<std::string> out;
+  for (const std::string& f : shipped_profile_files()) {
+    const std::string stem = std::filesystem::path(f).stem().string();
+    if (std::find(out.begin(), out.end(), stem) != out.end()) continue;
+    try {
+      // a profile of a real GPU has its quick figures (a hand-written test profile has none)
+      if (const Profile p = load_profile(f, false); p.has_gpu && p.gpu_figures.measured())
+        out.push_back(stem);
+    } catch (const std::exception&) {
+      // an unreadable file is no choice
+    }
+  }
+  return out;
+}
+
 std::string find_profile_for_gpu(const std::string& gpu_name) {
   if (gpu_name.empty()) return {};
   for (const std::string& p : {default_profile_path(), auto_profile_path(gpu_name)})

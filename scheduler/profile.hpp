@@ -80,6 +80,11 @@ std::string default_profile_path();
 // install, ../data/profiles for a device bundle, ../../data/profiles for a build tree), then the
 // source tree's data/profiles. Only those that exist.
 std::vector<std::string> shipped_profile_dirs();
+// The shipped profile called `name` (its file name without .json, e.g. "h100"): the first in
+// shipped_profile_dirs(); empty when there is none.
+std::string shipped_profile(const std::string& name);
+// The names of the shipped profiles measured on a GPU (for choices and messages), sorted.
+std::vector<std::string> shipped_gpu_profile_names();
 // Where an automatic calibration for the GPU named `gpu_name` is cached: beside
 // default_profile_path(), in profiles/<the name in lower case, letters and digits>.json.
 std::string auto_profile_path(const std::string& gpu_name);
