@@ -58,6 +58,7 @@ Runner add_batch(CLI::App& root) {
       }
     }
     if (!o->worker.empty()) return run_batch_worker(*o);
+    check_output_folder(o->out, "--out");
     return run_batch(*o);
   };
 }

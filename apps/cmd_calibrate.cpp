@@ -66,6 +66,7 @@ int run_quick(const sched::OpenedDevice& dev) {
 int run_calibrate(const CalibrateCmdOptions& o) {
   if (o.quick) return run_quick(sched::open_gpu(0, false));
   const std::string out = o.output.empty() ? sched::default_profile_path() : o.output;
+  if (!o.output.empty()) check_output_file(out, "--output");
   sched::CalibrateOptions co;
   co.seconds = o.seconds;
   co.threads = o.threads;

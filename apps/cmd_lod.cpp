@@ -111,6 +111,7 @@ int run_lod(const LodOptions& o) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   check_input_options(o);
+  check_lod_outputs(o.out, o.plot);
   lk::AnalysisOptions ao;
   if (!o.program.empty())
     ao.program = o.program == "mlink" ? lk::Program::Mlink : lk::Program::Linkmap;

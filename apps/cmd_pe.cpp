@@ -46,6 +46,7 @@ nlohmann::json mpi_json(const dist::RankDealer& d, const ConditionedPlan& cp) {
 int run_pe(const PeOptions& o) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
+  check_output_file(o.uai_output, "--uai-output");
   sched::RunRequest req =
       run_request(o.device, o.schedule, o.profile, o.check, o.explain, o.gpu_memory);
   req.threads = o.net.threads;

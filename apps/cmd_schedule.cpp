@@ -165,6 +165,8 @@ ComparedProfile compare_profile(const CompareOptions& o, const std::string& gpu_
 }
 
 int run_compare(const CompareOptions& o) {
+  check_output_file(o.save_tree, "--save-tree");
+  check_output_file(o.bucket_log, "--bucket-log");
   Network net;
   Evidence ev;
   o.net.load(net, ev);

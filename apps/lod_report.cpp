@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "apps/network_options.hpp"
 #include "engine/errors.hpp"
 #include "engine/util.hpp"
 #include "linkage/hlod.hpp"
@@ -370,10 +371,10 @@ std::string write_lod_outputs(const std::string& out_dir, const std::string& plo
   return fs::path(plot).is_relative() ? (fs::path(out_dir) / plot).string() : plot;
 }
 
-void draw_lod_curves(const std::string& path, const std::vector<ScanPoint>& points,
-                     const PlotAxes& axes) {
-  namespace fs = std::filesystem;
-  const std::string ext = fs::path(path).extension().string();
+namespace {
+
+void check_plot_name(const std::string& path) {
+  const std::string ext = std::filesystem::path(path).extension().string();
   if (ext != ".svg" && ext != ".png")
     throw CLI::ValidationError("--plot",
                                "the picture's name must end in .svg or .png, found '" + path + "'");
@@ -381,6 +382,26 @@ void draw_lod_curves(const std::string& path, const std::vector<ScanPoint>& poin
     throw InputError(path, 0,
                      "drawing the LOD curve needs gnuplot (Debian package gnuplot-nox), "
                      "which is not installed");
+}
+
+}  // namespace
+
+void check_lod_outputs(const std::string& out_dir, const std::string& plot) {
+  namespace fs = std::filesystem;
+  check_output_folder(out_dir, "--out");
+  if (plot.empty()) return;
+  check_plot_name(plot);
+  const fs::path p = !out_dir.empty() && fs::path(plot).is_relative() ? fs::path(out_dir) / plot
+                                                                      : fs::path(plot);
+  // under --out the folder is made before the picture is drawn
+  if (out_dir.empty() || !fs::path(plot).is_relative()) check_output_file(p.string(), "--plot");
+}
+
+void draw_lod_curves(const std::string& path, const std::vector<ScanPoint>& points,
+                     const PlotAxes& axes) {
+  namespace fs = std::filesystem;
+  const std::string ext = fs::path(path).extension().string();
+  check_plot_name(path);
   const fs::path dir = fs::temp_directory_path() / ("kinfer-plot-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   std::ofstream data(dir / "lod.dat");

@@ -55,6 +55,9 @@ nlohmann::json lod_json_report(const linkage::AnalysisResult& r, const linkage::
 // --plot (relative to DIR), else DIR/lod.svg when gnuplot is installed. Without DIR: --plot.
 std::string write_lod_outputs(const std::string& out_dir, const std::string& plot,
                               const std::string& text, const nlohmann::json& j);
+// Before computing: --out and --plot can be written (the picture's extension and gnuplot too).
+// CLI::ValidationError or InputError naming the path.
+void check_lod_outputs(const std::string& out_dir, const std::string& plot);
 
 struct PlotAxes {
   std::string xlabel;

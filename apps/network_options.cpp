@@ -4,8 +4,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -86,6 +90,52 @@ CLI::Validator count_at_least(long min) {
         return {};
       },
       fmt::format("INT >= {}", min));
+}
+
+namespace {
+
+// The reason no new file can be made in `dir` (an existing path), or empty: tried by making and
+// removing one (permissions alone do not tell it for root, nor on a read-only or special file
+// system), as the atomic writes later make theirs.
+std::string unwritable_folder(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return dir.string() + " is not a folder";
+  std::string probe = (dir / ".kinfer-write-test-XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0)
+    return "no file can be made in the folder " + dir.string() + " (" + std::strerror(errno) + ")";
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return {};
+}
+
+}  // namespace
+
+void check_output_file(const std::string& path, const std::string& option) {
+  namespace fs = std::filesystem;
+  if (path.empty()) return;
+  std::error_code ec;
+  const fs::path p(path);
+  if (fs::is_directory(p, ec))
+    throw CLI::ValidationError(option, path + " is a folder; give a file name");
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  if (!fs::exists(dir, ec))
+    throw CLI::ValidationError(option, path + ": the folder " + dir.string() + " does not exist");
+  if (const std::string why = unwritable_folder(dir); !why.empty())
+    throw CLI::ValidationError(option, path + ": " + why);
+}
+
+void check_output_folder(const std::string& path, const std::string& option) {
+  namespace fs = std::filesystem;
+  if (path.empty()) return;
+  std::error_code ec;
+  if (fs::exists(path, ec) && !fs::is_directory(path, ec))
+    throw CLI::ValidationError(option, path + " exists and is not a folder");
+  // made now (the results go there anyway), so that a path that cannot be made fails at once
+  fs::create_directories(path, ec);
+  if (ec) throw CLI::ValidationError(option, path + ": cannot make the folder (" + ec.message() + ")");
+  if (const std::string why = unwritable_folder(path); !why.empty())
+    throw CLI::ValidationError(option, path + ": " + why);
 }
 
 void add_log_flags(CLI::App& root, LogFlags& f) {

@@ -12,6 +12,14 @@
 
 namespace kinfer::app {
 
+// Output paths checked before any computing, so that a mistyped path costs nothing: exit 2
+// (CLI::ValidationError naming the option and the path) when `path` is a folder, or its folder
+// does not exist or takes no new file; for a folder option (made here when missing), when it
+// exists as a file, cannot be made or takes no new file. An empty path is no output.
+void check_output_file(const std::string& path, const std::string& option);
+void check_output_folder(const std::string& path, const std::string& option);
+
+
 // Range checks of numeric options with plain messages ("--threads: must be a whole number >= 1,
 // not 0"), where CLI11's own name a range up to the largest double.
 CLI::Validator number_at_least(double min);

@@ -11,6 +11,7 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "tests/support.hpp"
@@ -314,9 +315,71 @@ TEST_CASE("Pe.MemoryLimitIsAResourceError", "[io][apps]") {
   const ProcessResult r = run_kinfer({"pe", net, "--max-memory", "1K", "--order", "minfill"});
   CHECK(r.rc == 3);
   CHECK(r.out.empty());
+  // below the program's own footprint: refused before the order search, with the numbers
   const std::string e = single_error(r);
-  CHECK_THAT(e, Catch::Contains("estimated peak memory"));
-  CHECK_THAT(e, Catch::Contains("exceeds the limit 1 KiB"));
+  CHECK_THAT(e, Catch::Contains("--max-memory 1 KiB is below what any plan needs"));
+  CHECK_THAT(e, Catch::Contains("the program ("));
+}
+
+TEST_CASE("Cli.JsonErrorsAreJsonOnStdout", "[io][apps]") {
+  TempDir tmp;
+  const std::string net = (data_dir() / "uai" / "Pedigree_11.uai").string();
+  const std::vector<std::tuple<std::string, std::vector<std::string>, int>> cases = {
+      {"missing network", {"pe", (tmp / "none.uai").string(), "--json"}, 2},
+      {"usage error", {"pe", net, "--json", "--threads", "0"}, 2},
+      {"memory limit", {"pe", net, "--json", "--max-memory", "1K"}, 3},
+      {"info", {"info", (tmp / "none.uai").string(), "--json"}, 2},
+      {"lod", {"lod", "--ped", (tmp / "p").string(), "--dat", (tmp / "d").string(), "--json"}, 2},
+  };
+  for (const auto& [name, args, code] : cases) {
+    DYNAMIC_SECTION(name) {
+      const ProcessResult r = run_kinfer(args);
+      INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+      CHECK(r.rc == code);
+      const auto j = nlohmann::json::parse(r.out);
+      CHECK(j.at("exit_code").get<int>() == code);
+      CHECK(!j.at("error").get<std::string>().empty());
+    }
+  }
+}
+
+TEST_CASE("Cli.OutputPathsCheckedBeforeComputing", "[io][apps]") {
+  TempDir tmp;
+  write_text(tmp / "afile", "x\n");
+  const std::string net = (test_data_dir() / kGood).string();
+  const std::string ex = (data_dir() / "linkage" / "fastlink_example").string();
+  const std::vector<std::string> lod = {"lod", "--ped", ex + "/pedfile.dat", "--dat",
+                                        ex + "/datafile.dat"};
+  auto with = [](std::vector<std::string> a, std::vector<std::string> b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  const std::string missing_dir = (tmp / "no" / "such").string();
+  const std::vector<std::tuple<std::string, std::vector<std::string>, std::string>> cases = {
+      {"pe --uai-output a folder", {"pe", net, "--uai-output", tmp.path().string()},
+       tmp.path().string()},
+      {"pe --uai-output in a missing folder",
+       {"pe", net, "--uai-output", missing_dir + "/x.PR"}, missing_dir},
+      {"lod --out an existing file", with(lod, {"--out", (tmp / "afile").string()}),
+       (tmp / "afile").string()},
+      {"lod --plot in a missing folder", with(lod, {"--plot", missing_dir + "/x.svg"}),
+       missing_dir},
+      {"lod --plot of another kind", with(lod, {"--plot", (tmp / "x.pdf").string()}), "x.pdf"},
+      {"batch --out an existing file",
+       {"batch", (data_dir() / "batch" / "example.tsv").string(), "--out",
+        (tmp / "afile").string()},
+       (tmp / "afile").string()},
+  };
+  for (const auto& [name, args, path] : cases) {
+    DYNAMIC_SECTION(name) {
+      const ProcessResult r = run_kinfer(args);
+      INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+      CHECK(r.rc == 2);
+      CHECK(r.out.empty());  // nothing was computed
+      CHECK_THAT(r.err, Catch::Contains(path));
+      CHECK(r.err.find("internal error") == std::string::npos);
+    }
+  }
 }
 
 TEST_CASE("Pe.JsonOutput", "[io][apps]") {
@@ -360,6 +423,7 @@ TEST_CASE("Cli.UsageErrors", "[io][apps]") {
       {"unknown heuristic", {"pe", net, "--order", "bogus"}},
       {"bad memory size", {"pe", net, "--max-memory", "12Q"}},
       {"negative threads", {"pe", net, "--threads", "-1"}},
+      {"zero threads", {"pe", net, "--threads", "0"}},
       {"option without value", {"pe", net, "-e"}},
   };
   for (const auto& [name, args] : cases) {
@@ -374,6 +438,15 @@ TEST_CASE("Cli.UsageErrors", "[io][apps]") {
   SECTION("--help is not an error") {
     const ProcessResult r = run_kinfer({"pe", "--help"});
     CHECK(r.rc == 0);
+  }
+  SECTION("--version") {
+    const ProcessResult r = run_kinfer({"--version"});
+    CHECK(r.rc == 0);
+    CHECK_THAT(r.out, Catch::StartsWith("kinfer "));
+  }
+  SECTION("a range error names the range plainly") {
+    const ProcessResult r = run_kinfer({"pe", net, "--threads", "-1"});
+    CHECK_THAT(r.err, Catch::Contains("--threads: must be a whole number >= 1, not -1"));
   }
 }
 
