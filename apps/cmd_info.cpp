@@ -10,6 +10,8 @@
 #include "apps/network_options.hpp"
 #include "engine/condition.hpp"
 #include "engine/errors.hpp"
+#include "engine/json.hpp"
+#include "engine/util.hpp"
 #include "engine/plan.hpp"
 #include "gpu/device_api.hpp"
 #include "scheduler/runner.hpp"
@@ -72,8 +74,8 @@ int run_info(const InfoOptions& o) {
                       {"order", order_json(plan)},
                       {"buckets", plan.tree.buckets.size()},
                       {"memory", memory_json(plan)},
-                      {"memory_limit_bytes", limit},
-                      {"unconditioned_peak_bytes", peak},
+                      {"memory_limit_bytes", bytes_or_null(limit)},
+                      {"unconditioned_peak_bytes", bytes_or_null(peak)},
                       {"fits_memory_limit", fits}};
   if (cp.conditioned()) j["conditioning"] = conditioning_json(cp);
   if (!plan.model.impossible.empty()) j["impossible"] = plan.model.impossible;
@@ -85,7 +87,7 @@ int run_info(const InfoOptions& o) {
   for (std::size_t d = 0; d < gpus.devices.size(); ++d)
     devices.push_back({{"index", d},
                        {"name", gpus.devices[d].name},
-                       {"memory_bytes", gpus.devices[d].memory_bytes}});
+                       {"memory_bytes", bytes_or_null(gpus.devices[d].memory_bytes)}});
   j["gpus"] = {{"count", gpus.available ? gpus.count : 0}, {"devices", devices}};
   if (!gpus.available) j["gpus"]["why_none"] = gpus.why_not;
   if (cp.conditioned()) j["gpus"]["slice_spread"] = slice_spread(cp, lanes);
@@ -106,7 +108,8 @@ int run_info(const InfoOptions& o) {
   std::printf("largest table      2^%.2f entries\n", plan.order.stats.log2_max_table);
   std::printf("total state space  2^%.2f\n", plan.order.stats.log2_total_state);
   std::printf("buckets            %zu\n", plan.tree.buckets.size());
-  std::printf("estimated memory   %.4g MB peak (limit %.4g MB)%s\n", peak / 1e6, limit / 1e6,
+  std::printf("estimated memory   %s peak (limit %s)%s\n", human_bytes(peak).c_str(),
+              human_bytes(limit).c_str(),
               peak <= limit ? ""
               : fits        ? "  -- conditioned to fit"
                             : "  -- does NOT fit");
@@ -117,8 +120,8 @@ int run_info(const InfoOptions& o) {
       vars += (i ? " " : "") + std::to_string(cp.cond.vars[i]);
     std::printf("conditioning       %zu variable(s) [%s], %lld slices\n", cp.cond.vars.size(),
                 vars.c_str(), static_cast<long long>(cp.cond.slices));
-    std::printf("  per slice        %.4g MB peak, width %d, largest table 2^%.2f\n",
-                cp.cond.slice_peak_bytes / 1e6, plan.order.stats.width,
+    std::printf("  per slice        %s peak, width %d, largest table 2^%.2f\n",
+                human_bytes(cp.cond.slice_peak_bytes).c_str(), plan.order.stats.width,
                 plan.order.stats.log2_max_table);
     std::printf("  total FLOPs      %.4g (%.1f%% over the unconditioned plan)\n", cp.cond.flops,
                 100 * cp.cond.overhead());

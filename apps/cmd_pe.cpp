@@ -43,6 +43,91 @@ nlohmann::json mpi_json(const dist::RankDealer& d, const ConditionedPlan& cp) {
   return j;
 }
 
+// --explain: what a user asks of a plan, most important first: the order (heuristic, width,
+// largest table, total states, how it was found), where the memory goes, the buckets that do
+// most of the work, then where the buckets ran: one line when every bucket ran on the CPU for
+// one reason, per bucket only when a GPU was in use.
+nlohmann::json explain_json(const ConditionedPlan& cp) {
+  const Plan& plan = cp.plan;
+  const auto& b = plan.tree.buckets;
+  std::vector<double> work(b.size());
+  double total = 0;
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    work[i] = std::exp2(b[i].log2_states) * (b[i].factors.size() + b[i].children.size() + 2.0);
+    total += work[i];
+  }
+  std::vector<std::size_t> idx(b.size());
+  for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  std::stable_sort(idx.begin(), idx.end(), [&](auto x, auto y) { return work[x] > work[y]; });
+  constexpr std::size_t kShown = 8;
+  nlohmann::json top = nlohmann::json::array();
+  for (std::size_t k = 0; k < std::min(kShown, idx.size()); ++k) {
+    const Bucket& bk = b[idx[k]];
+    top.push_back({{"bucket", idx[k]},
+                   {"log2_states", bk.log2_states},
+                   {"inputs", bk.factors.size() + bk.children.size()},
+                   {"summed_out", bk.n_marg},
+                   {"output_bytes", std::llround(8.0 * std::exp2(bk.log2_output))},
+                   {"work_share", total > 0 ? work[idx[k]] / total : 0.0}});
+  }
+  const MemoryEstimate& m = plan.memory;
+  return {{"order", order_json(plan)},
+          {"buckets", b.size()},
+          {"slices", cp.cond.slices},
+          {"memory",
+           {{"peak_bytes", std::llround(m.peak_bytes)},
+            {"program_bytes", std::llround(m.process_bytes)},
+            {"input_bytes", std::llround(m.input_bytes)},
+            {"intermediate_bytes", std::llround(m.intermediate_bytes)},
+            {"scratch_bytes", std::llround(m.scratch_bytes)},
+            {"largest_table_bytes", std::llround(m.largest_table_bytes)}}},
+          {"largest_buckets", top}};
+}
+
+void print_explain(const nlohmann::json& e, const sched::RunResult& r) {
+  const auto& o = e["order"];
+  std::cout << fmt::format(
+      "order     {}: width {}, largest table 2^{:.1f} entries, total state space 2^{:.1f}, {} "
+      "buckets\n",
+      o["heuristic"].get<std::string>(), o["width"].get<int>(),
+      o["log2_max_table"].get<double>(), o["log2_total_state"].get<double>(),
+      e["buckets"].get<std::size_t>());
+  const std::string stopped = o["stopped_by"].get<std::string>();
+  if (!stopped.empty())
+    std::cout << fmt::format("search    {} restarts, {} moves in {:.2f} s, stopped by its {}\n",
+                             o["restarts"].get<long>(), o["moves"].get<long>(),
+                             o["seconds"].get<double>(), stopped);
+  const auto& m = e["memory"];
+  auto mib = [&](const char* k) { return human_bytes(m[k].get<double>()); };
+  std::cout << fmt::format(
+      "memory    estimated peak {}: the program {}, input tables {}, intermediate tables {} at "
+      "most at once, kernel scratch {}; largest table {}\n",
+      mib("peak_bytes"), mib("program_bytes"), mib("input_bytes"), mib("intermediate_bytes"),
+      mib("scratch_bytes"), mib("largest_table_bytes"));
+  if (e["slices"].get<std::int64_t>() > 1)
+    std::cout << fmt::format("slices    {} (conditioned to fit the memory limit)\n",
+                             e["slices"].get<std::int64_t>());
+  std::cout << "work      the largest buckets (states x (inputs + 2)):\n";
+  for (const auto& t : e["largest_buckets"])
+    std::cout << fmt::format(
+        "  bucket {:<6} {:5.1f}% of the work, 2^{:.1f} states, {} inputs, {} summed out, output {}\n",
+        t["bucket"].get<std::size_t>(), 100 * t["work_share"].get<double>(),
+        t["log2_states"].get<double>(), t["inputs"].get<std::size_t>(),
+        t["summed_out"].get<int>(), human_bytes(t["output_bytes"].get<double>()));
+  if (r.gpu_buckets == 0) {
+    std::cout << "placement "
+              << (r.buckets.empty() ? std::string("every bucket on the CPU")
+                                    : r.buckets.front().reason)
+              << "\n";
+    return;
+  }
+  std::cout << fmt::format("placement {} buckets on the GPU, {} on the CPU:\n", r.gpu_buckets,
+                           r.cpu_buckets);
+  for (std::size_t i = 0; i < r.buckets.size(); ++i)
+    std::cout << "  bucket " << i << " " << sched::to_string(r.buckets[i].device) << "  "
+              << r.buckets[i].reason << "\n";
+}
+
 int run_pe(const PeOptions& o) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
@@ -107,6 +192,7 @@ int run_pe(const PeOptions& o) {
   if (o.json) {
     nlohmann::json j = pe_json(o.net.network, plan, r.ln_pr, {t0, t1, t2, t_dev, t3}, r.device);
     if (impossible.empty()) j.update(sched::run_json(r, o.explain));
+    if (o.explain) j["explain"] = explain_json(cplan);
     if (cplan.conditioned()) j["conditioning"] = conditioning_json(cplan);
     if (!impossible.empty()) j["impossible"] = impossible;
     if (!mpi.is_null()) j["mpi"] = mpi;
@@ -120,7 +206,7 @@ int run_pe(const PeOptions& o) {
   } else {
     std::cout << "log10 P(e) = " << format_log10(log10_pr) << std::endl;
     const bool gpu_used = !r.gpu_name.empty();
-    if (!o.check && impossible.empty() && (gpu_used || !o.schedule.empty() || o.explain)) {
+    if (!o.check && impossible.empty() && (gpu_used || !o.schedule.empty())) {
       std::cout << "schedule " << r.policy << ": " << r.gpu_buckets << " buckets on the GPU, "
                 << r.cpu_buckets << " on the CPU";
       if (gpu_used)
@@ -138,10 +224,7 @@ int run_pe(const PeOptions& o) {
       std::cout << "compute: first run " << sched::format_seconds(r.first_seconds) << ", median of "
                 << r.repeats.size() << " repeats " << sched::format_seconds(median(r.repeats))
                 << std::endl;
-    if (o.explain)
-      for (std::size_t b = 0; b < r.buckets.size(); ++b)
-        std::cout << "  bucket " << b << " " << sched::to_string(r.buckets[b].device) << "  "
-                  << r.buckets[b].reason << std::endl;
+    if (o.explain && impossible.empty()) print_explain(explain_json(cplan), r);
     if (!verdict.empty()) std::cout << verdict << std::endl;
   }
   if (r.check && !r.check->passed) {

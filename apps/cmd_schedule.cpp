@@ -274,12 +274,12 @@ int run_compare(const CompareOptions& o) {
                           {"measured", r.measured},
                           {"measured_seconds", number_or_null(r.seconds)},
                           {"gpu_buckets", r.s.cost.on_gpu},
-                          {"predicted_h2d_bytes", r.predicted_bytes.h2d},
-                          {"predicted_d2h_bytes", r.predicted_bytes.d2h},
+                          {"predicted_h2d_bytes", bytes_or_null(r.predicted_bytes.h2d)},
+                          {"predicted_d2h_bytes", bytes_or_null(r.predicted_bytes.d2h)},
                           {"crossings", r.s.cost.crossings}};
       if (r.measured) {
-        j["h2d_bytes"] = r.st.h2d_bytes;
-        j["d2h_bytes"] = r.st.d2h_bytes;
+        j["h2d_bytes"] = bytes_or_null(r.st.h2d_bytes);
+        j["d2h_bytes"] = bytes_or_null(r.st.d2h_bytes);
         j["gpu_buckets_ran"] = r.st.gpu_buckets;
         j["ln_pr"] = r.ln_pr;
         j["relative_error"] = number_or_null(r.s.cost.total() / r.seconds - 1);

@@ -14,6 +14,7 @@
 
 #include "apps/network_options.hpp"
 #include "engine/errors.hpp"
+#include "engine/json.hpp"
 #include "engine/util.hpp"
 #include "linkage/hlod.hpp"
 
@@ -340,7 +341,7 @@ nlohmann::json lod_json_report(const lk::AnalysisResult& r, const lk::LocusFile&
                        {"log2_max_table", t.log2_max_table},
                        {"log2_total_state", t.log2_total_state},
                        {"buckets", t.buckets},
-                       {"estimated_peak_bytes", t.peak_bytes},
+                       {"estimated_peak_bytes", bytes_or_null(t.peak_bytes)},
                        {"conditioned_plans", t.conditioned},
                        {"max_slices", t.max_slices}};
   return j;

@@ -15,6 +15,7 @@
 #include <fstream>
 
 #include "engine/errors.hpp"
+#include "engine/json.hpp"
 #include "engine/memory_limit.hpp"
 #include "io/uai.hpp"
 
@@ -187,23 +188,23 @@ nlohmann::json order_json(const Plan& plan) {
 
 nlohmann::json memory_json(const Plan& plan) {
   const auto& m = plan.memory;
-  return {{"estimated_peak_bytes", m.peak_bytes},
-          {"input_bytes", m.input_bytes},
-          {"largest_table_bytes", m.largest_table_bytes},
+  return {{"estimated_peak_bytes", bytes_or_null(m.peak_bytes)},
+          {"input_bytes", bytes_or_null(m.input_bytes)},
+          {"largest_table_bytes", bytes_or_null(m.largest_table_bytes)},
           {"estimated_flops", plan.flops},
-          {"estimated_device_bytes", m.device_bytes},
+          {"estimated_device_bytes", bytes_or_null(m.device_bytes)},
           {"parts",
-           {{"process", m.process_bytes},
-            {"network", m.network_bytes},
-            {"model", m.model_bytes},
-            {"inputs", m.input_bytes},
-            {"intermediates", m.intermediate_bytes},
-            {"scratch", m.scratch_bytes},
-            {"source", m.source_bytes},
-            {"device_host", m.device_host_bytes},
+           {{"process", bytes_or_null(m.process_bytes)},
+            {"network", bytes_or_null(m.network_bytes)},
+            {"model", bytes_or_null(m.model_bytes)},
+            {"inputs", bytes_or_null(m.input_bytes)},
+            {"intermediates", bytes_or_null(m.intermediate_bytes)},
+            {"scratch", bytes_or_null(m.scratch_bytes)},
+            {"source", bytes_or_null(m.source_bytes)},
+            {"device_host", bytes_or_null(m.device_host_bytes)},
             {"tables_kept", m.tables_kept},
-            {"planning", m.planning_bytes},
-            {"running", m.running_bytes}}}};
+            {"planning", bytes_or_null(m.planning_bytes)},
+            {"running", bytes_or_null(m.running_bytes)}}}};
 }
 
 nlohmann::json conditioning_json(const ConditionedPlan& cp) {
@@ -211,10 +212,10 @@ nlohmann::json conditioning_json(const ConditionedPlan& cp) {
   return {{"variables", c.vars},
           {"cardinalities", c.card},
           {"slices", c.slices},
-          {"slice_peak_bytes", c.slice_peak_bytes},
+          {"slice_peak_bytes", bytes_or_null(c.slice_peak_bytes)},
           {"flops", c.flops},
           {"unconditioned_flops", c.unconditioned_flops},
-          {"unconditioned_peak_bytes", c.unconditioned_peak_bytes},
+          {"unconditioned_peak_bytes", bytes_or_null(c.unconditioned_peak_bytes)},
           {"overhead", c.overhead()},
           {"choice", c.choice}};
 }

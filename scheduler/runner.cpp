@@ -930,9 +930,8 @@ RunResult Runner::run(const Plan& plan) {
       "kB back; scheduling took {}",
       r.policy, r.gpu_buckets, r.cpu_buckets, r.h2d_bytes / 1e3, r.d2h_bytes / 1e3,
       format_seconds(r.schedule_seconds));
-  if (req_.explain)
-    for (std::size_t b = 0; b < nb; ++b)
-      spdlog::info("bucket {} on {}: {}", b, to_string(r.buckets[b].device), r.buckets[b].reason);
+  for (std::size_t b = 0; b < nb && spdlog::should_log(spdlog::level::debug); ++b)
+    spdlog::debug("bucket {} on {}: {}", b, to_string(r.buckets[b].device), r.buckets[b].reason);
   return r;
 }
 
@@ -962,9 +961,9 @@ nlohmann::json run_json(const RunResult& r, bool explain) {
                       {"buckets_gpu", r.gpu_buckets},
                       {"buckets_cpu", r.cpu_buckets},
                       {"buckets_merged", r.merged_buckets},
-                      {"h2d_bytes", num(r.h2d_bytes)},
-                      {"d2h_bytes", num(r.d2h_bytes)},
-                      {"device_peak_bytes", num(r.device_peak_bytes)},
+                      {"h2d_bytes", bytes_or_null(r.h2d_bytes)},
+                      {"d2h_bytes", bytes_or_null(r.d2h_bytes)},
+                      {"device_peak_bytes", bytes_or_null(r.device_peak_bytes)},
                       {"predicted_seconds", num(r.predicted_seconds)},
                       {"first_run_seconds", num(r.first_seconds)},
                       {"schedule_seconds", num(r.schedule_seconds)}};
