@@ -55,6 +55,8 @@ void NetworkOptions::load(Network& net, Evidence& ev) const {
     spdlog::info("using the evidence file beside the network: {}", r.evidence_path);
   else if (evidence.empty())
     spdlog::info("no evidence file given and none beside the network: computing with no evidence");
+  if (!r.evidence_path.empty() && r.ev.observed.empty())
+    spdlog::info("{} observes no variable: computing with no evidence", r.evidence_path);
   net = std::move(r.net);
   ev = std::move(r.ev);
 }

@@ -98,7 +98,10 @@ Evidence read_evidence(const std::string& path, const Network& net) {
                     std::numeric_limits<std::int64_t>::max()),
          line});
   }
-  if (tok.empty()) return ev;  // an empty file means no evidence
+  // An empty file is more often a file cut short than a statement: "0" says "no evidence".
+  if (tok.empty())
+    throw InputError(path, 0,
+                     "the evidence file is empty; write 0 in it for no evidence, or leave out -e");
   // The two forms are told apart by their token counts; when neither fits, by the layout (the
   // older form has its sample count alone on the first line), so the message fits the intent.
   const auto count_ok = [&](std::size_t at) {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <iterator>
@@ -241,7 +242,6 @@ TEST_CASE("Pe.EvidenceForms", "[io][apps]") {
       {"older form, two pairs", "1\n2 0 0 1 1\n", 1.0},
       {"repeated identical pair", "2 1 1 1 1\n", 3.0},
       {"no observation", "0\n", 5.0},
-      {"empty file", "", 5.0},
   };
   for (const auto& [name, text, p] : cases) {
     DYNAMIC_SECTION(name) {
@@ -249,6 +249,24 @@ TEST_CASE("Pe.EvidenceForms", "[io][apps]") {
       REQUIRE(r.rc == 0);
       CHECK(printed_log10(r) == Printed(std::log10(p)));
     }
+  }
+}
+
+TEST_CASE("Pe.EmptyEvidenceFileIsAnInputError", "[io][apps]") {
+  TempDir tmp;
+  const std::string net = (test_data_dir() / kGood).string();
+  for (const std::string text : {"", "  \n\n"}) {
+    write_text(tmp / "e.evid", text);
+    const ProcessResult r = run_kinfer({"pe", net, "-e", (tmp / "e.evid").string()});
+    CHECK(r.rc == 2);
+    CHECK(r.out.empty());
+    CHECK_THAT(single_error(r), Catch::Contains("e.evid") && Catch::Contains("is empty"));
+  }
+  SECTION("0 is no evidence, and the log says so") {
+    write_text(tmp / "e.evid", "0\n");
+    const ProcessResult r = run_kinfer({"pe", net, "-e", (tmp / "e.evid").string()});
+    REQUIRE(r.rc == 0);
+    CHECK_THAT(r.err, Catch::Contains("computing with no evidence"));
   }
 }
 
@@ -528,4 +546,30 @@ TEST_CASE("Exit.HelperKeepsTheOutputAndTheStatus", "[io][apps]") {
   int n = left();
   for (int i = 0; i < 100 && n > 0; ++i) usleep(10'000), n = left();
   CHECK(n == 0);
+}
+
+TEST_CASE("Pe.ExplainSaysWhatMatters", "[io][apps]") {
+  const std::string net = (data_dir() / "uai" / "Pedigree_11.uai").string();
+  const ProcessResult r = run_kinfer({"pe", net, "--explain", "--device", "cpu"});
+  REQUIRE(r.rc == 0);
+  INFO(r.out);
+  for (const char* part : {"order ", "memory ", "work ", "placement "})
+    CHECK(lines_with(r.out, part).size() == 1);
+  // one placement line for a run on the CPU, not one per bucket (Pedigree_11 has 230)
+  CHECK(lines_with(r.out, " cpu ").empty());
+  CHECK(std::count(r.out.begin(), r.out.end(), '\n') < 20);
+  const ProcessResult j = run_kinfer({"pe", net, "--explain", "--device", "cpu", "--json"});
+  REQUIRE(j.rc == 0);
+  const auto e = nlohmann::json::parse(j.out).at("explain");
+  const auto& top = e.at("largest_buckets");
+  REQUIRE(!top.empty());
+  double share = 0, last = 1;
+  for (const auto& b : top) {
+    CHECK(b.at("work_share").get<double>() <= last);
+    last = b.at("work_share").get<double>();
+    share += last;
+    CHECK(b.at("log2_states").get<double>() <= e.at("order").at("log2_total_state").get<double>());
+  }
+  CHECK(share <= 1.0 + 1e-12);
+  CHECK(e.at("memory").at("peak_bytes").is_number_integer());
 }
