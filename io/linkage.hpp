@@ -12,6 +12,13 @@ namespace kinfer::io {
 linkage::LocusFile read_locus_file(const std::string& path);
 linkage::LocusFile parse_locus_file(const std::string& path, const std::string& text);
 
+// The shapes of the two LINKAGE files, to name a swap of --dat and --ped: a pedigree file has
+// one person a line, every line of the same width and at least six columns, no "<<" comments;
+// a locus file starts with a line of four or five numbers (often with a "<<" comment) and its
+// lines differ in width.
+bool looks_like_pedigree_file(const std::string& text);
+bool looks_like_locus_file(const std::string& text);
+
 // Reads a pedigree file against its locus file. Pre- and post-makeped files are told apart by
 // their column count; loop-breaker copies in post-makeped files are merged back into one
 // person. Checks parents (known, of the right sex, not one's own descendant) and phenotypes.

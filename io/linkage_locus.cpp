@@ -156,7 +156,59 @@ void check_frequencies(const LocusReader& r, const std::vector<Field>& f, long l
 
 }  // namespace
 
+namespace {
+
+// The whitespace-separated fields of the first `most` non-blank lines.
+std::vector<std::vector<std::string>> first_lines(const std::string& text, std::size_t most) {
+  std::vector<std::vector<std::string>> out;
+  std::istringstream in(text);
+  std::string line;
+  while (out.size() < most && std::getline(in, line)) {
+    std::istringstream f(line);
+    std::vector<std::string> fields;
+    for (std::string w; f >> w;) fields.push_back(w);
+    if (!fields.empty()) out.push_back(std::move(fields));
+  }
+  return out;
+}
+
+bool has_comment(const std::vector<std::string>& fields) {
+  for (const auto& w : fields)
+    if (w.rfind("<<", 0) == 0) return true;
+  return false;
+}
+
+}  // namespace
+
+bool looks_like_pedigree_file(const std::string& text) {
+  const auto lines = first_lines(text, 20);
+  if (lines.size() < 2) return false;
+  for (const auto& l : lines)
+    if (l.size() != lines.front().size() || l.size() < 6 || has_comment(l)) return false;
+  return true;
+}
+
+bool looks_like_locus_file(const std::string& text) {
+  const auto lines = first_lines(text, 20);
+  if (lines.size() < 3) return false;
+  std::size_t numbers = 0;
+  for (const auto& w : lines.front()) {
+    if (w.rfind("<<", 0) == 0) break;
+    if (w.find_first_not_of("0123456789") != std::string::npos) return false;
+    ++numbers;
+  }
+  if (numbers < 4 || numbers > 5) return false;
+  for (const auto& l : lines)
+    if (l.size() != lines.front().size()) return true;
+  return false;
+}
+
 LocusFile parse_locus_file(const std::string& path, const std::string& text) {
+  if (looks_like_pedigree_file(text))
+    throw InputError(path, 1,
+                     "this looks like a pedigree file (one person a line, every line of the same "
+                     "width), not a locus file: the locus (data) file goes with -d/--dat, the "
+                     "pedigree file with -p/--ped");
   LocusReader r(path, text);
   LocusFile lf;
   lf.path = path;

@@ -137,6 +137,11 @@ PedigreeFile parse_pedigree_file(const std::string& path, const std::string& tex
                                  const LocusFile& lf) {
   const std::vector<Line> lines = split_lines(text);
   if (lines.empty()) throw InputError(path, 0, "the pedigree file is empty");
+  if (looks_like_locus_file(text))
+    throw InputError(path, 1,
+                     "this looks like a locus (data) file (a first line of four numbers, lines of "
+                     "different widths), not a pedigree file: the pedigree file goes with "
+                     "-p/--ped, the locus file with -d/--dat");
   const int P = phenotype_columns(lf);
   const int pre_cols = 5 + P, post_cols = 9 + P;
 

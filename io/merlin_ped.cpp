@@ -283,6 +283,7 @@ MerlinAnalysisInput merlin_analysis_input(const MerlinFiles& f, const MerlinMode
     L.type = LocusType::Numbered;
     L.n_alleles = static_cast<int>(al.labels.size());
     L.freq = al.freq;
+    L.labels = al.labels;
     L.line = al.line;
     std::map<std::string, int> ix;
     for (std::size_t i = 0; i < al.labels.size(); ++i) ix[al.labels[i]] = static_cast<int>(i) + 1;

@@ -18,7 +18,14 @@ struct Locus {
   // (1,1),(1,2),...,(1,n),(2,2),...,(n,n); sex-linked loci add one value per allele for males.
   std::vector<std::vector<double>> penetrance;
   std::vector<std::vector<double>> male_penetrance;
+  // Allele names as the input wrote them, index 0 = allele 1 (MERLIN files name alleles freely:
+  // 152, A); empty when the alleles are the numbers 1..n themselves (LINKAGE files).
+  std::vector<std::string> labels;
   long line = 0;  // header line in the locus file
+  // Allele a (1-based) as the user wrote it.
+  std::string allele_name(int a) const {
+    return a >= 1 && a <= static_cast<int>(labels.size()) ? labels[a - 1] : std::to_string(a);
+  }
   int n_classes() const { return static_cast<int>(penetrance.size()); }
 };
 

@@ -17,9 +17,9 @@ std::string phenotype_text(const Person& p, const Locus& L, bool sex_linked, int
   } else if (ph.a1 == 0) {
     s << "untyped";
   } else if (sex_linked && p.sex == 1) {
-    s << ph.a1;
+    s << L.allele_name(ph.a1);
   } else {
-    s << ph.a1 << '/' << ph.a2;
+    s << L.allele_name(ph.a1) << '/' << L.allele_name(ph.a2);
   }
   return s.str();
 }

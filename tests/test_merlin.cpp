@@ -427,3 +427,37 @@ TEST_CASE("Merlin.OneAnalysisPerModelAndChromosome", "[linkage][merlin][apps]") 
     CHECK(fs::exists(t / "res" / "lod-DOM-chr2.svg"));
   }
 }
+
+// A Mendelian error in MERLIN files names the alleles as the file wrote them (152/154), not
+// the numbers they are recoded to; and a LINKAGE --dat/--ped swap is named as such.
+TEST_CASE("Merlin.MendelianErrorNamesAllelesAsWritten", "[linkage][merlin][apps]") {
+  TempDir t;
+  write_text(t / "e.dat", "A DISEASE\nM m1\n");
+  // the child 154/156 cannot come from parents 152/152 and 152/158
+  write_text(t / "e.ped",
+             "f 1 0 0 1 1 152/152\nf 2 0 0 2 2 152/158\nf 3 1 2 1 2 154/156\n");
+  write_text(t / "e.map", "1 m1 0.0\n");
+  write_text(t / "e.model", "DISEASE 0.01 0.001,0.9,0.9 DOMINANT\n");
+  const ProcessResult r = lod({"-d", (t / "e.dat").string(), "-p", (t / "e.ped").string(), "-m",
+                               (t / "e.map").string(), "--model", (t / "e.model").string(),
+                               "--singlepoint"});
+  INFO(r.err);
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.err, Catch::Contains("Mendelian") && Catch::Contains("152/152") &&
+                        Catch::Contains("154/156"));
+}
+
+TEST_CASE("Linkage.SwappedDatAndPedAreNamed", "[linkage][apps]") {
+  const auto ex = linkage_data_dir() / "fastlink_example";
+  const std::string ped = (ex / "pedfile.dat").string(), dat = (ex / "datafile.dat").string();
+  SECTION("a pedigree file given as the locus file") {
+    const ProcessResult r = lod({"--dat", ped, "--ped", dat});
+    CHECK(r.rc == 2);
+    CHECK_THAT(r.err, Catch::Contains(ped) && Catch::Contains("looks like a pedigree file"));
+  }
+  SECTION("a locus file given as the pedigree file") {
+    const ProcessResult r = lod({"--dat", dat, "--ped", dat});
+    CHECK(r.rc == 2);
+    CHECK_THAT(r.err, Catch::Contains("looks like a locus (data) file"));
+  }
+}
