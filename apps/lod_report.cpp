@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -114,8 +115,10 @@ std::string scan_report(const std::vector<ScanPoint>& points, const std::vector<
   std::ostringstream s;
   const bool two_point = !points.empty() && points.front().theta >= 0;
   const bool per_family_columns = peds.size() <= 8;
+  int width = 14;  // the marker column: as wide as the longest name (at most 40)
+  for (const ScanPoint& p : points) width = std::max(width, std::min(40, int(p.marker.size())));
   char line[256];
-  std::snprintf(line, sizeof line, "%-14s %10s %10s %8s %10s", two_point ? "MARKER" : "",
+  std::snprintf(line, sizeof line, "%-*s %10s %10s %8s %10s", width, two_point ? "MARKER" : "",
                 two_point ? "THETA" : "POSITION", "LOD", "ALPHA", "HLOD");
   s << line;
   if (per_family_columns)
@@ -127,7 +130,8 @@ std::string scan_report(const std::vector<ScanPoint>& points, const std::vector<
   for (const ScanPoint& p : points) {
     const std::string x =
         p.theta >= 0 ? num(p.theta, 4) : (p.has_x ? num(p.x, 3) : std::string("unlinked"));
-    std::snprintf(line, sizeof line, "%-14s %10s %10s %8s %10s", p.marker.substr(0, 14).c_str(),
+    std::snprintf(line, sizeof line, "%-*s %10s %10s %8s %10s", width,
+                  p.marker.substr(0, width).c_str(),
                   x.c_str(), num(p.lod, 4).c_str(), num(p.hlod.alpha, 3).c_str(),
                   num(p.hlod.hlod, 4).c_str());
     s << line;
@@ -194,6 +198,52 @@ std::string bits_report(const lk::PedigreeFile& pf) {
   return s.str();
 }
 
+namespace {
+std::string method(const lk::AnalysisResult& r, std::size_t p) {
+  if (p < r.chain_bits.size() && r.chain_bits[p] >= 0)
+    return "chain (" + std::to_string(r.chain_bits[p]) + " bits)";
+  return "network";
+}
+}  // namespace
+
+std::string pedigree_report(const lk::PedigreeFile& pf, const lk::AnalysisResult& r) {
+  const bool multipoint = r.program == lk::Program::Linkmap;
+  std::ostringstream s;
+  s << "PEDIGREE   PEOPLE  FOUNDERS" << (multipoint ? "  BITS (2n-f)  METHOD" : "") << "\n";
+  char line[160];
+  for (std::size_t i = 0; i < pf.pedigrees.size(); ++i) {
+    const lk::Pedigree& p = pf.pedigrees[i];
+    if (multipoint)
+      std::snprintf(line, sizeof line, "%-9s %7zu %9d %12d  %s\n", p.id.c_str(), p.people.size(),
+                    founders(p), lk::lander_green_bits(p), method(r, i).c_str());
+    else
+      std::snprintf(line, sizeof line, "%-9s %7zu %9d\n", p.id.c_str(), p.people.size(),
+                    founders(p));
+    s << line;
+  }
+  return s.str();
+}
+
+nlohmann::json pedigree_json(const lk::PedigreeFile& pf, const lk::AnalysisResult& r) {
+  nlohmann::json a = nlohmann::json::array();
+  for (std::size_t i = 0; i < pf.pedigrees.size(); ++i) {
+    const lk::Pedigree& p = pf.pedigrees[i];
+    const int f = founders(p);
+    nlohmann::json e = {{"id", p.id},
+                        {"people", p.people.size()},
+                        {"founders", f},
+                        {"non_founders", static_cast<int>(p.people.size()) - f},
+                        {"bits", lk::lander_green_bits(p)}};
+    if (r.program == lk::Program::Linkmap) {
+      const bool chain = i < r.chain_bits.size() && r.chain_bits[i] >= 0;
+      e["method"] = chain ? "chain" : "network";
+      if (chain) e["chain_bits"] = r.chain_bits[i];
+    }
+    a.push_back(e);
+  }
+  return a;
+}
+
 nlohmann::json bits_json(const lk::PedigreeFile& pf) {
   nlohmann::json a = nlohmann::json::array();
   for (const lk::Pedigree& p : pf.pedigrees) {
@@ -207,6 +257,24 @@ nlohmann::json bits_json(const lk::PedigreeFile& pf) {
   }
   return a;
 }
+
+namespace {
+// MLINK: what the summary's MARKER column names: the marker of the varied interval paired with
+// the trait (the affection locus), else both loci of the interval.
+std::string mlink_marker(const lk::AnalysisResult& r, const lk::LocusFile& lf) {
+  if (r.program != lk::Program::Mlink || r.varied_interval < 0) return {};
+  const std::string& a = r.map_order[r.varied_interval];
+  const std::string& b = r.map_order[r.varied_interval + 1];
+  auto affection = [&](const std::string& name) {
+    for (const auto& L : lf.loci)
+      if (L.name == name) return L.type == lk::LocusType::Affection;
+    return false;
+  };
+  if (affection(a) && !affection(b)) return b;
+  if (affection(b) && !affection(a)) return a;
+  return a + "-" + b;
+}
+}  // namespace
 
 std::string lod_text_report(const lk::AnalysisResult& r, const lk::LocusFile& lf,
                             const lk::PedigreeFile& pf) {
@@ -228,7 +296,7 @@ std::string lod_text_report(const lk::AnalysisResult& r, const lk::LocusFile& lf
       << "; LOD baseline: the moving locus unlinked, log10 L = "
       << num(r.baseline.total_ln_l / kLn10) << "\n";
   for (const auto& n : r.notes) s << "NOTE: " << n << '\n';
-  s << bits_report(pf);
+  s << pedigree_report(pf, r);
   auto thetas = [&](const std::vector<double>& v) {
     std::ostringstream t;
     for (double x : v) t << ' ' << num(x, 4);
@@ -273,7 +341,8 @@ std::string lod_text_report(const lk::AnalysisResult& r, const lk::LocusFile& lf
     }
   }
   s << rule << rule << "SUMMARY: LOD, HLOD and the alpha maximising it\n";
-  s << scan_report(scan_points(r), r.pedigrees, r.program == lk::Program::Linkmap);
+  s << scan_report(scan_points(r, 0, mlink_marker(r, lf)), r.pedigrees,
+                   r.program == lk::Program::Linkmap);
   return s.str();
 }
 
@@ -330,8 +399,8 @@ nlohmann::json lod_json_report(const lk::AnalysisResult& r, const lk::LocusFile&
   for (const auto& e : r.evaluations) ev.push_back(eval_json(e, r, true));
   j["evaluations"] = ev;
   j["notes"] = r.notes;
-  j["pedigree_bits"] = bits_json(pf);
-  const nlohmann::json scan = scan_json(scan_points(r), r.pedigrees);
+  j["pedigree_bits"] = pedigree_json(pf, r);
+  const nlohmann::json scan = scan_json(scan_points(r, 0, mlink_marker(r, lf)), r.pedigrees);
   j["peak"] = scan["peak"];
   j["peak_hlod"] = scan["peak_hlod"];
   const auto& t = r.timing;
@@ -421,7 +490,8 @@ void draw_lod_curves(const std::string& path, const std::vector<ScanPoint>& poin
     g << "set terminal pngcairo size 1600,1000 noenhanced font 'Helvetica,26' linewidth 3\n";
   g << "set output " << gnuplot_quote(fs::absolute(path).string()) << "\n";
   g << "set border 3\nset tics nomirror\nset grid ytics lc rgb '#dddddd'\n";
-  g << "set key top right\n";
+  g << "set key below horizontal\n";  // clear of the curves and the LOD 3 line
+  g << "set offsets 0, 0, 0.5, 0\n";  // room above the highest curve (LOD 3 at least)
   g << "set ylabel 'LOD score'\n";
   g << "set xlabel " << gnuplot_quote(axes.xlabel) << "\n";
   if (axes.xrange)
@@ -438,11 +508,13 @@ void draw_lod_curves(const std::string& path, const std::vector<ScanPoint>& poin
       g << "set arrow from " << num(cm, 4) << ", graph 0 to " << num(cm, 4)
         << ", graph 1 nohead dt 3 lc rgb '#999999'\n";
   }
-  g << "set arrow from graph 0, first 3 to graph 1, first 3 nohead dt 2 lc rgb '#cc0000'\n";
+  // LOD 3, the conventional threshold of significant linkage, as a curve of the plot: inside the
+  // frame (the y range takes it in) and in the legend.
   const std::string file = gnuplot_quote((dir / "lod.dat").string());
   g << "plot " << file << " using 1:2 with linespoints pt 7 ps 0.6 lc rgb '#1f4e9c' title 'LOD"
     << axes.suffix << "', \\\n     " << file
-    << " using 1:3 with lines dt 4 lc rgb '#d9822b' title 'HLOD" << axes.suffix << "'\n";
+    << " using 1:3 with lines dt 4 lc rgb '#d9822b' title 'HLOD" << axes.suffix
+    << "', \\\n     3 with lines dt 2 lc rgb '#cc0000' title 'LOD 3'\n";
   g.close();
   const std::string cmd = "gnuplot " + gnuplot_quote((dir / "plot.gp").string()) + " 2>&1";
   std::string out;

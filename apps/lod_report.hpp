@@ -40,9 +40,14 @@ std::string scan_report(const std::vector<ScanPoint>& points, const std::vector<
 nlohmann::json scan_json(const std::vector<ScanPoint>& points,
                          const std::vector<std::string>& peds);
 
-// Per pedigree: people, founders and bits 2n - f, noting those beyond MERLIN's 24 bits.
+// Per pedigree: people, founders and bits 2n - f, noting those beyond MERLIN's 24 bits (MERLIN
+// input: what its users compare with).
 std::string bits_report(const linkage::PedigreeFile& pf);
 nlohmann::json bits_json(const linkage::PedigreeFile& pf);
+// LINKAGE input: per pedigree, people and founders; for LINKMAP also the bits 2n - f and the
+// method that computed it (the Lander-Green chain and its bits, or the network).
+std::string pedigree_report(const linkage::PedigreeFile& pf, const linkage::AnalysisResult& r);
+nlohmann::json pedigree_json(const linkage::PedigreeFile& pf, const linkage::AnalysisResult& r);
 
 std::string lod_text_report(const linkage::AnalysisResult& r, const linkage::LocusFile& lf,
                             const linkage::PedigreeFile& pf);

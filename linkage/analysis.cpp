@@ -444,8 +444,12 @@ std::vector<double> dense_positions(const LocusFile& lf, const PedigreeFile& pf,
     }
   }
   int used = 0, max_bits = 0;
+  an.result().chain_bits.assign(np, -1);
   for (std::size_t p = 0; p < np; ++p)
-    if (!std::isnan(markers[p])) ++used, max_bits = std::max(max_bits, static_cast<int>(bits[p]));
+    if (!std::isnan(markers[p])) {
+      ++used, max_bits = std::max(max_bits, static_cast<int>(bits[p]));
+      an.result().chain_bits[p] = static_cast<int>(bits[p]);
+    }
   if (used > 0) {
     an.result().notes.push_back("multipoint by inheritance vectors (Lander-Green chain) for " +
                                 std::to_string(used) + " of " + std::to_string(np) +

@@ -84,6 +84,9 @@ struct AnalysisResult {
   std::vector<Evaluation> evaluations;
   AnalysisTiming timing;
   std::vector<std::string> notes;                  // e.g. Kosambi interference modelled or not
+  // LINKMAP: per pedigree, the bits of the Lander-Green chain's inheritance vector when the
+  // chain computed it, -1 when the network did (empty: the network for every pedigree).
+  std::vector<int> chain_bits;
   static double lod(double ln_l, double ln_base);  // log10 ratio, -inf when ln_l is
 };
 
