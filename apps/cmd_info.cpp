@@ -92,6 +92,7 @@ int run_info(const InfoOptions& o) {
   if (!gpus.available) j["gpus"]["why_none"] = gpus.why_not;
   if (cp.conditioned()) j["gpus"]["slice_spread"] = slice_spread(cp, lanes);
   if (o.json) {
+    if (const auto m = memory_limit_json(); !m.is_null()) j["memory_limit"] = m;
     std::cout << j.dump(2) << std::endl;
     return 0;
   }

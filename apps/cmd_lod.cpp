@@ -132,8 +132,9 @@ int run_lod(const LodOptions& o) {
   ao.plan.order.time_budget = o.order_time;
   ao.plan.order.seed = o.seed;
   try {
-    ao.plan.max_memory_bytes =
-        o.max_memory.empty() ? default_max_memory_bytes() : parse_size(o.max_memory);
+    ao.plan.max_memory_bytes = within_available_memory(
+        o.max_memory.empty() ? default_max_memory_bytes() : parse_size(o.max_memory),
+        !o.max_memory.empty());
   } catch (const std::invalid_argument& e) {
     throw CLI::ValidationError("--max-memory", e.what());
   }
@@ -273,6 +274,7 @@ int run_lod(const LodOptions& o) {
     if (runs.checked) j["check"]["plan_runs"] = runs.checked;
   }
   if (!mpi.is_null()) j["mpi"] = mpi;
+  if (const auto m = memory_limit_json(); !m.is_null()) j["memory_limit"] = m;
   if (o.json)
     std::cout << j.dump(2) << std::endl;
   else

@@ -202,6 +202,7 @@ int run_pe(const PeOptions& o) {
         per.push_back({{"index", k}, {"name", r.lanes[k].name}, {"slices", r.lanes[k].slices}});
       j["gpus"] = {{"used", lanes}, {"per_gpu", per}};
     }
+    if (const auto m = memory_limit_json(); !m.is_null()) j["memory_limit"] = m;
     std::cout << j.dump(2) << std::endl;
   } else {
     std::cout << "log10 P(e) = " << format_log10(log10_pr) << std::endl;

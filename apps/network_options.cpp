@@ -16,6 +16,7 @@
 
 #include "engine/errors.hpp"
 #include "engine/json.hpp"
+#include "engine/util.hpp"
 #include "engine/memory_limit.hpp"
 #include "io/uai.hpp"
 
@@ -96,6 +97,32 @@ CLI::Validator count_at_least(long min) {
 }
 
 namespace {
+nlohmann::json g_memory_limit_note;  // the last adjustment of within_available_memory
+}  // namespace
+
+double within_available_memory(double limit, bool given) {
+  const double available = available_memory_bytes();
+  if (!(limit > 0) || !(available > 0) || limit <= available) return limit;
+  const double lowered = 0.9 * available;
+  const std::string what = given ? "--max-memory " + human_bytes(limit)
+                                 : "the default memory limit " + human_bytes(limit);
+  const std::string msg = what + " is more than the " + human_bytes(available) +
+                          " this machine has available now (other processes hold the rest): "
+                          "kinfer plans within " + human_bytes(lowered) + " instead";
+  if (given)
+    spdlog::warn("{}", msg);
+  else
+    spdlog::info("{}", msg);
+  g_memory_limit_note = {{"requested_bytes", bytes_or_null(limit)},
+                         {"available_bytes", bytes_or_null(available)},
+                         {"used_bytes", bytes_or_null(lowered)},
+                         {"lowered", true}};
+  return lowered;
+}
+
+nlohmann::json memory_limit_json() { return g_memory_limit_note; }
+
+namespace {
 
 // The reason no new file can be made in `dir` (an existing path), or empty: tried by making and
 // removing one (permissions alone do not tell it for root, nor on a read-only or special file
@@ -171,6 +198,7 @@ PlanOptions NetworkOptions::plan_options() const {
       throw CLI::ValidationError("--max-memory", e.what());
     }
   }
+  po.max_memory_bytes = within_available_memory(po.max_memory_bytes, !max_memory.empty());
   return po;
 }
 

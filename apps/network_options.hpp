@@ -12,6 +12,14 @@
 
 namespace kinfer::app {
 
+// A memory limit above what the system can give now (other processes hold the rest) is lowered
+// to 90% of what is available, said in a warning (at info for the default limit): a plan sized
+// to the limit would otherwise be killed by the system instead of conditioned to fit. The
+// adjustment is kept for the commands' JSON (memory_limit_json(); null when none was made).
+double within_available_memory(double limit, bool given);
+nlohmann::json memory_limit_json();
+
+
 // Output paths checked before any computing, so that a mistyped path costs nothing: exit 2
 // (CLI::ValidationError naming the option and the path) when `path` is a folder, or its folder
 // does not exist or takes no new file; for a folder option (made here when missing), when it

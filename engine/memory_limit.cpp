@@ -26,6 +26,42 @@ double machine_memory_bytes() {
   return ram;
 }
 
+double available_memory_bytes() {
+  double avail = 0;
+  {
+    std::ifstream f("/proc/meminfo");
+    std::string key, unit;
+    double kb = 0;
+    while (f >> key >> kb) {
+      std::getline(f, unit);
+      if (key == "MemAvailable:") {
+        avail = kb * 1024;
+        break;
+      }
+    }
+  }
+  auto read_number = [](const char* path, double& v) {
+    std::ifstream f(path);
+    std::string s;
+    if (!(f >> s) || s.empty() || !std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+    v = std::stod(s);
+    return true;
+  };
+  for (auto [limit_path, usage_path] :
+       {std::pair{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"},
+        std::pair{"/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                  "/sys/fs/cgroup/memory/memory.usage_in_bytes"}}) {
+    double limit = 0, used = 0;
+    if (read_number(limit_path, limit) && read_number(usage_path, used) && limit > 0 &&
+        limit < machine_memory_bytes() * 2) {
+      const double left = std::max(0.0, limit - used);
+      avail = avail > 0 ? std::min(avail, left) : left;
+      break;
+    }
+  }
+  return avail;
+}
+
 double default_max_memory_bytes() { return 0.85 * machine_memory_bytes(); }
 
 double parse_size(const std::string& text) {

@@ -7,6 +7,10 @@ namespace kinfer {
 // Physical memory available to this process (the smaller of RAM and a cgroup limit), bytes.
 double machine_memory_bytes();
 
+// Memory the system can give this process now (0: unknown): the kernel's MemAvailable (free
+// memory and what it can reclaim), and what the cgroup's limit leaves over its current use.
+double available_memory_bytes();
+
 // The default --max-memory: most of the machine's memory (85%).
 double default_max_memory_bytes();
 

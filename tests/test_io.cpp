@@ -573,3 +573,18 @@ TEST_CASE("Pe.ExplainSaysWhatMatters", "[io][apps]") {
   CHECK(share <= 1.0 + 1e-12);
   CHECK(e.at("memory").at("peak_bytes").is_number_integer());
 }
+
+TEST_CASE("Pe.MemoryLimitAboveWhatIsAvailableIsLowered", "[io][apps]") {
+  const std::string net = (data_dir() / "uai" / "Pedigree_11.uai").string();
+  const ProcessResult r = run_kinfer({"pe", net, "--max-memory", "100T", "--json"});
+  REQUIRE(r.rc == 0);
+  INFO(r.err);
+  CHECK_THAT(r.err, Catch::Contains("--max-memory 100 TiB is more than the") &&
+                        Catch::Contains("available now"));
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& m = j.at("memory_limit");
+  CHECK(m.at("lowered") == true);
+  CHECK(m.at("requested_bytes").get<double>() == Approx(100.0 * (1ull << 40)));
+  CHECK(m.at("used_bytes").get<double>() < m.at("available_bytes").get<double>());
+  CHECK(std::abs(j.at("log10_pr").get<double>() - -17.2155) <= 5e-5);  // UAI 2014 reference
+}
