@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "engine/errors.hpp"
@@ -14,6 +15,9 @@
 namespace kinfer::io {
 
 std::string read_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw InputError(path, 0, "cannot read: it is a folder, not a file");
   {
     std::ifstream probe(path);
     if (!probe) throw InputError(path, 0, std::string("cannot open: ") + std::strerror(errno));

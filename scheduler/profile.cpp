@@ -355,6 +355,9 @@ Profile profile_from_json(const json& j, const std::string& source) {
 }
 
 Profile load_profile(const std::string& path, bool with_samples) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw InputError(path, 0, "cannot read the profile: it is a folder, not a file");
   std::ifstream f(path, std::ios::binary);
   if (!f) throw InputError(path, 0, "cannot open the profile (run `kinfer calibrate` to make one)");
   json j;

@@ -1,6 +1,7 @@
 #include "scheduler/tree_json.hpp"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -210,6 +211,9 @@ CostTree parse_cost_tree(const std::string& text, const std::string& file) {
 }
 
 CostTree read_cost_tree(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw InputError(path, 0, "cannot read: it is a folder, not a file");
   std::ifstream f(path, std::ios::binary);
   if (!f) throw InputError(path, 0, "cannot open the tree file");
   std::ostringstream s;
