@@ -72,7 +72,7 @@ def main():
                   f"({100 * cond['overhead']:.1f}%) is within 5% ({cond['choice']})")
     # A limit below what the program and the tables alone need: refused with the numbers.
     rc, out, err, rss = pe("linkage_16", "4M")
-    check(rc == 3 and "conditioning cannot fit" in err,
+    check(rc == 3 and "is below what any plan needs" in err and "the program (" in err,
           f"linkage_16 --max-memory 4M: exit 3 with the numbers (got {rc}: {err.strip()[-200:]})")
     # The dense-map chain (22 bits, 250 SNPs): its emission tables (1.4 GiB) do not fit in 700
     # MiB; the largest are recomputed when a step needs them, within the limit, same ln L.
