@@ -31,6 +31,8 @@ struct BatchOptions {
   // Internal: run as a group worker for these job ids (comma-separated), see run_batch_worker.
   std::string worker;
   bool worker_gpu = false;
+  // Internal: run as a device worker (run_batch_device_worker).
+  bool serve = false;
 };
 
 // The supervisor (rank 0 under mpirun; the other ranks start the jobs it sends them). Returns the
@@ -45,6 +47,16 @@ int run_batch(const BatchOptions& opt);
 // stdout ("ok\tID\tSECONDS" or "failed\tID\tSECONDS\tMESSAGE") tells the supervisor. A failing
 // job fails alone.
 int run_batch_worker(const BatchOptions& opt);
+
+// A device worker: one process per GPU slot of the batch (its GPU chosen by the supervisor
+// through CUDA_VISIBLE_DEVICES), alive for the whole batch, so that the GPU is opened once and
+// not once per job. It reads jobs on stdin, one JSON object a line {"id", "args", "threads"}
+// (args: the job's single command line after `kinfer`), runs each through the single command's
+// own pipeline in this process (apps/job_pipeline.hpp), writes its result atomically to
+// results/ID.json and journals it, and answers one line per job on stdout as a group worker
+// does. It ends at the end of its input. A job that crashes it takes only the worker: the
+// supervisor runs that job again in a process of its own and starts another worker.
+int run_batch_device_worker(const BatchOptions& opt);
 
 // A job's options parsed with its single command's own CLI11 definitions (add_pe_options,
 // add_lod_options), the job's files included as the command line would carry them.

@@ -74,12 +74,12 @@ enum Tag : int { kSpawn = 1, kLine = 2, kExit = 3, kTerm = 4, kStop = 5 };
 
 // Forks and execs `exe` with `args`: stdout to the file `out_path` (truncated) or, when it is
 // empty, to a pipe whose read end (non-blocking) is stored in *pipe_fd; stderr appended to
-// `log`. The child never outlives this process and does not inherit the MPI launcher's variables
+// `log`; with `stdin_fd`, stdin from a pipe whose write end is stored there. The child never outlives this process and does not inherit the MPI launcher's variables
 // (it would take itself for a rank of this job). Everything is prepared before fork(): the
 // child only calls async-signal-safe functions (MPI may run threads in this process).
 pid_t spawn_child(const std::string& exe, std::vector<std::string> args,
                   const std::string& out_path, int* pipe_fd, const std::string& log, int threads,
-                  const std::string& order_cache, int gpu_device) {
+                  const std::string& order_cache, int gpu_device, int* stdin_fd = nullptr) {
   // A job given GPU `gpu_device` (an index among this process's visible GPUs) sees that one.
   std::string visible;
   if (gpu_device >= 0) {
@@ -124,8 +124,13 @@ pid_t spawn_child(const std::string& exe, std::vector<std::string> args,
     out_fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   }
   const int err_fd = ::open(log.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
-  if (out_fd < 0 || err_fd < 0) {
-    for (int fd : {out_fd, err_fd, read_fd})
+  int in_read = -1, in_write = -1;
+  if (stdin_fd) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) == 0) in_read = fds[0], in_write = fds[1];
+  }
+  if (out_fd < 0 || err_fd < 0 || (stdin_fd && in_read < 0)) {
+    for (int fd : {out_fd, err_fd, read_fd, in_read, in_write})
       if (fd >= 0) ::close(fd);
     return -1;
   }
@@ -136,15 +141,19 @@ pid_t spawn_child(const std::string& exe, std::vector<std::string> args,
     if (::getppid() != parent) ::_exit(127);
     ::dup2(out_fd, STDOUT_FILENO);
     ::dup2(err_fd, STDERR_FILENO);
+    if (in_read >= 0) ::dup2(in_read, STDIN_FILENO);
     ::execve(exe.c_str(), argv.data(), envp.data());
     ::_exit(127);
   }
   ::close(out_fd);
   ::close(err_fd);
+  if (in_read >= 0) ::close(in_read);
   if (pid < 0) {
     if (read_fd >= 0) ::close(read_fd);
+    if (in_write >= 0) ::close(in_write);
     return -1;
   }
+  if (stdin_fd) *stdin_fd = in_write;
   if (read_fd >= 0) {
     ::fcntl(read_fd, F_SETFL, ::fcntl(read_fd, F_GETFL) | O_NONBLOCK);
     *pipe_fd = read_fd;
@@ -311,6 +320,7 @@ class Batch {
     self_ = fs::read_symlink("/proc/self/exe").string();
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
+    std::signal(SIGPIPE, SIG_IGN);  // a device worker that died: its write fails, it is reaped
     tty_ = ::isatty(STDERR_FILENO);
     t0_ = clock_type::now();
     loop();
@@ -326,6 +336,9 @@ class Batch {
                  out_.string());
     spdlog::info("batch: {:.2f} s spent estimating plans in this process before starting jobs",
                  probe_seconds_);
+    if (device_workers_started_)
+      spdlog::info("batch: {} device worker(s) ran the GPU jobs, each GPU opened once",
+                   device_workers_started_);
     if (groups_started_)
       spdlog::info(
           "batch: {} group workers; {} jobs evaluated on a plan compiled for an earlier "
@@ -423,7 +436,13 @@ class Batch {
     int uid = 0;
     bool verify = false;  // a --verify recomputation of jobs.front()
     int gpu_device = -1;  // gpu: which of its rank's visible GPUs
+    // A device worker (run_batch_device_worker): alive for the whole batch, one job at a time
+    // written to its stdin; it occupies a slot only while it runs one.
+    bool device_worker = false;
+    int in_fd = -1;
+    std::size_t current = kNone;
   };
+  static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
 
   // Starts `args` on rank u.rank: here, or by a message to that rank's executor
   // (run_batch_rank). stdout to `out_path`, or a pipe (u.fd) when it is empty.
@@ -466,7 +485,9 @@ class Batch {
   // asks for --device gpu) wants the GPU; it gets it when fewer than --gpu-jobs hold it.
   bool wants_gpu(const JobState& s) const {
     const std::string d = s.options.device_given ? s.options.device() : "";
-    if (s.job.kind != "pe") return d == "auto" || d == "gpu";  // lod: only when asked for
+    // lod: its plans are not sized before it runs; under auto (or no --device) a GPU machine
+    // gives it a device worker, whose runner puts each plan and the chain where it is faster.
+    if (s.job.kind != "pe") return d.empty() ? ranks_[0].gpu_slots > 0 : d == "auto" || d == "gpu";
     if (d == "cpu") return false;
     return d == "gpu" || s.flops >= opt_.gpu_min_flops;
   }
@@ -486,9 +507,9 @@ class Batch {
       if (!s.options.device_given) args.insert(args.end(), {"--device", gpu ? "gpu" : "cpu"});
     } else {
       args.insert(args.end(), {"--ped", s.job.ped, "--dat", s.job.dat});
-      // A lod job's plans are not sized before it runs: it stays on the CPU (no GPU context of
-      // its own beside the jobs given the GPU) unless its options name a --device.
-      if (!s.options.device_given) args.insert(args.end(), {"--device", "cpu"});
+      // Given a GPU, a lod job decides per plan (auto); else it stays on the CPU (no GPU
+      // context of its own beside the jobs given the GPU) unless its options name a --device.
+      if (!s.options.device_given) args.insert(args.end(), {"--device", gpu ? "auto" : "cpu"});
     }
     args.push_back("--json");
     args.insert(args.end(), s.job.options.begin(), s.job.options.end());
@@ -514,7 +535,7 @@ class Batch {
     s.pid = u.pid;
     s.status = Status::Running;
     s.start = u.start;
-    s.where = where_of(rank);
+    s.where = where_of(rank) + (gpu ? ":gpu" + std::to_string(u.gpu_device) : "");
     ++s.attempts;
     occupy(u, +1);
     units_.push_back(std::move(u));
@@ -670,6 +691,10 @@ class Batch {
       auto it = index_.find(f[1]);
       if (it == index_.end()) continue;
       JobState& s = states_[it->second];
+      if (u.device_worker && u.current == it->second) {  // the worker is free again
+        occupy(u, -1);
+        u.current = kNone;
+      }
       if (s.status != Status::Running) continue;
       s.seconds = std::atof(f[2].c_str());
       if (f[0] == "ok") {
@@ -688,6 +713,10 @@ class Batch {
   }
 
   void reap_unit(Unit& u, int wstatus) {
+    if (u.device_worker) {
+      reap_device_worker(u, wstatus);
+      return;
+    }
     occupy(u, -1);
     if (u.verify) {
       verify_reaped(u, wstatus);
@@ -870,11 +899,123 @@ class Batch {
     int threads = std::max(1, k.cores / concurrent);
     if (s.options.threads() > 0) threads = s.options.threads();
     const bool gpu = wants_gpu(s) && k.gpu_running < k.gpu_slots;
+    if (gpu && r == 0 && !opt_.no_share && !s.solo) {
+      dispatch(idx, threads);
+      return true;
+    }
     if (g.size() > 1)
       launch_group(g, threads, gpu, r);
     else
       launch(idx, threads, gpu, r);
     return true;
+  }
+
+  // A GPU job to a device worker of the GPU with the fewest jobs: an idle one, else a new one.
+  // When no worker can take it, the job runs in a process of its own.
+  void dispatch(std::size_t idx, int threads) {
+    JobState& s = states_[idx];
+    const RankSlot& k = ranks_[0];
+    std::size_t e = 0;
+    for (std::size_t i = 1; i < k.devices.size(); ++i)
+      if (k.on_device[i] < k.on_device[e]) e = i;
+    const int device = k.devices.empty() ? 0 : k.devices[e];
+    Unit* w = nullptr;
+    for (auto& u : units_)
+      if (u.device_worker && u.in_fd >= 0 && u.current == kNone && u.gpu_device == device) {
+        w = &u;
+        break;
+      }
+    if (!w) {
+      Unit u;
+      u.rank = 0;
+      u.gpu = true;
+      u.device_worker = true;
+      u.gpu_device = device;
+      u.uid = ++uids_;
+      const std::vector<std::string> args = {self_, "batch", fs::absolute(opt_.manifest).string(),
+                                             "--out", out_.string(), "--serve"};
+      const fs::path log = out_ / "logs" / ("device-worker-gpu" + std::to_string(device) + ".log");
+      if (!fs::exists(log)) write_log_header(log, "device worker", args);
+      u.pid = spawn_child(self_, args, "", &u.fd, log.string(), threads,
+                          (out_ / "order-cache").string(), device, &u.in_fd);
+      if (u.pid > 0) {
+        ++device_workers_started_;
+        units_.push_back(std::move(u));
+        w = &units_.back();
+      }
+    }
+    std::vector<std::string> args = job_args(s, true);
+    args.erase(args.begin());  // the executable: the worker runs the rest in itself
+    write_log_header(out_ / "logs" / (s.job.id + ".log"), "job " + s.job.id + " (device worker)",
+                     args);
+    const std::string line =
+        nlohmann::json{{"id", s.job.id}, {"args", args}, {"threads", threads}}.dump() + "\n";
+    if (!w || ::write(w->in_fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+      s.solo = true;  // no worker to take it (it could not start, or died): a process of its own
+      launch(idx, threads, true, 0);
+      return;
+    }
+    w->current = idx;
+    w->memory = s.memory;
+    w->start = clock_type::now();
+    occupy(*w, +1);
+    s.pid = w->pid;
+    s.status = Status::Running;
+    s.start = w->start;
+    s.where = where_of(0) + ":gpu" + std::to_string(device);
+    ++s.attempts;
+  }
+
+  // Device workers end (their input closed) once no pending job is left for them.
+  void release_idle_workers() {
+    for (const auto& s : states_)
+      if (s.status == Status::Pending) return;
+    for (auto& u : units_)
+      if (u.device_worker && u.current == kNone && u.in_fd >= 0) {
+        ::close(u.in_fd);
+        u.in_fd = -1;
+      }
+  }
+
+  // A device worker ended: at the end of its input, or killed or crashed in a job. That job
+  // (complete when its result was renamed into place) runs again in a process of its own.
+  void reap_device_worker(Unit& u, int wstatus) {
+    read_worker(u);
+    if (u.fd >= 0) ::close(u.fd);
+    if (u.in_fd >= 0) ::close(u.in_fd);
+    u.fd = u.in_fd = -1;
+    if (u.current == kNone) return;
+    const std::size_t idx = u.current;
+    occupy(u, -1);
+    u.current = kNone;
+    JobState& s = states_[idx];
+    if (s.status != Status::Running) return;
+    s.pid = -1;
+    const fs::path result = out_ / "results" / (s.job.id + ".json");
+    if (fs::exists(result)) {
+      try {
+        auto j = nlohmann::json::parse(io::read_file(result));
+        s.answer = answer_of(j);
+        s.seconds = j.value("seconds", 0.0);
+        finish(s, Status::Ok, "");
+        return;
+      } catch (const std::exception&) {
+        fs::remove(result);
+      }
+    }
+    if (g_signal) {
+      finish(s, Status::Interrupted, "interrupted");
+      return;
+    }
+    const std::string why = WIFSIGNALED(wstatus)
+                                ? "killed by signal " + std::to_string(WTERMSIG(wstatus))
+                                : "exit code " + std::to_string(WEXITSTATUS(wstatus));
+    spdlog::warn("the device worker of GPU {} ended ({}) during job {}; it runs again in a "
+                 "process of its own",
+                 u.gpu_device, why, s.job.id);
+    s.status = Status::Pending;
+    s.solo = true;
+    next_ = std::min(next_, position_[idx]);
   }
 
   // A message from another rank: a group worker's lines, or a unit's end.
@@ -918,9 +1059,10 @@ class Batch {
         for (int r : by_free)
           if ((started = launch_on(r))) break;
       }
+      release_idle_workers();
       if (units_.empty()) break;
       for (auto& u : units_)
-        if (u.group && u.rank == 0) read_worker(u);
+        if ((u.group || u.device_worker) && u.rank == 0) read_worker(u);
       bool busy = false;
       for (int from, tag; dist::poll(from, tag);) {
         receive(from, tag);
@@ -1033,7 +1175,7 @@ class Batch {
   std::vector<std::size_t> order_;     // job indices in the order they start
   std::vector<std::size_t> position_;  // per job index: its position in order_
   std::size_t next_ = 0;               // position in order_ before which nothing is pending
-  int groups_started_ = 0, plans_shared_ = 0;
+  int groups_started_ = 0, plans_shared_ = 0, device_workers_started_ = 0;
   std::vector<std::size_t> to_verify_;  // --verify: finished jobs waiting for their recomputation
   int verified_ = 0, verify_mismatches_ = 0, verify_not_run_ = 0;
   std::map<std::string, std::pair<double, double>> probed_;  // inputs -> memory, flops

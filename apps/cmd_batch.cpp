@@ -48,6 +48,8 @@ Runner add_batch(CLI::App& root) {
   cmd->add_option("--worker", o->worker, "internal: evaluate these job ids in one process")
       ->group("");
   cmd->add_flag("--worker-gpu", o->worker_gpu, "internal: the worker may open the GPU")->group("");
+  cmd->add_flag("--serve", o->serve, "internal: run as a device worker (jobs on stdin)")
+      ->group("");
   return [o, mem, cmd]() {
     if (!cmd->parsed()) return -1;
     if (!mem->empty()) {
@@ -58,6 +60,7 @@ Runner add_batch(CLI::App& root) {
       }
     }
     if (!o->worker.empty()) return run_batch_worker(*o);
+    if (o->serve) return run_batch_device_worker(*o);
     check_output_folder(o->out, "--out");
     return run_batch(*o);
   };

@@ -15,6 +15,7 @@
 
 #include "apps/command_options.hpp"
 #include "apps/commands.hpp"
+#include "apps/job_pipeline.hpp"
 #include "apps/process_exit.hpp"
 #include "dist/distributed.hpp"
 #include "engine/errors.hpp"
@@ -105,17 +106,10 @@ int run(int argc, char** argv) {
       }
     }
     return fail(1);
-  } catch (const kinfer::InputError& e) {
-    return error(e.what(), 2);
-  } catch (const CLI::ValidationError& e) {
-    return error(e.what(), 2);
-  } catch (const kinfer::ResourceError& e) {
-    return error(e.what(), 3);
-  } catch (const std::bad_alloc&) {
-    return error("out of memory; try a smaller --max-memory so kinfer refuses before allocating",
-                 3);
-  } catch (const std::exception& e) {
-    return error(std::string("internal error: ") + e.what(), 1);
+  } catch (...) {
+    std::string message;
+    const int code = kinfer::app::classify_current_exception(message);
+    return error(message, code);
   }
 }
 

@@ -101,6 +101,7 @@ nlohmann::json g_memory_limit_note;  // the last adjustment of within_available_
 }  // namespace
 
 double within_available_memory(double limit, bool given) {
+  g_memory_limit_note = nullptr;  // this command's own (a device worker runs many in turn)
   const double available = available_memory_bytes();
   if (!(limit > 0) || !(available > 0) || limit <= available) return limit;
   const double lowered = 0.9 * available;

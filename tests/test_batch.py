@@ -239,8 +239,61 @@ def test_conditioned_jobs(tmp):
               f"plan {res.get('batch_plan')})")
 
 
+def test_device_worker(tmp):
+    """The device worker (`batch --serve`, one per GPU in a batch on a GPU machine) runs the jobs
+    it reads on stdin through the single commands' pipeline in one process: each result equals
+    the single command's, a failing job fails alone with its exit code and message, and the
+    worker goes on to the next job."""
+    a = copy_net(tmp, "Pedigree_11")
+    b = copy_net(tmp, "Pedigree_13")
+    ex = os.path.join(DATA, "linkage", "fastlink_example")
+    ped, dat = os.path.join(ex, "pedfile.dat"), os.path.join(ex, "datafile.dat")
+    out = os.path.join(tmp, "out")
+    for d in ("results", "logs"):
+        os.makedirs(os.path.join(out, d))
+    with open(os.path.join(tmp, "m.tsv"), "w") as f:  # the worker reads jobs from stdin only
+        f.write("id\tkind\tnetwork\toptions\n")
+    jobs = [("p11", ["pe", os.path.join(tmp, a), "--json", "--device", "cpu"]),
+            ("missing", ["pe", os.path.join(tmp, "none.uai"), "--json"]),
+            ("lod", ["lod", "--ped", ped, "--dat", dat, "--json", "--device", "cpu"]),
+            ("tight", ["pe", os.path.join(tmp, a), "--json", "--max-memory", "1K"]),
+            ("badopt", ["pe", os.path.join(tmp, a), "--json", "--no-such-option"]),
+            ("p13", ["pe", os.path.join(tmp, b), "--json", "--threads", "1"])]
+    stdin = "".join(json.dumps({"id": i, "args": args, "threads": 1}) + "\n" for i, args in jobs)
+    r = subprocess.run([EXE, "batch", os.path.join(tmp, "m.tsv"), "--out", out, "--serve"],
+                       input=stdin, capture_output=True, text=True)
+    check(r.returncode == 0, f"device worker: exit 0 at the end of its input (got {r.returncode})")
+    lines = {l.split("\t")[1]: l.split("\t") for l in r.stdout.splitlines()}
+    check(sorted(lines) == sorted(i for i, _ in jobs), f"device worker: one line per job ({r.stdout})")
+    for i in ("p11", "p13"):
+        check(lines[i][0] == "ok", f"device worker: {i} ok ({lines[i]})")
+        with open(os.path.join(out, "results", i + ".json")) as f:
+            got = json.load(f)["log10_pr"]
+        want = single_pe(os.path.join(tmp, a if i == "p11" else b))
+        check(abs(got - want) < 1e-12, f"device worker: {i} equals the single command ({got} vs {want})")
+    single = subprocess.run([EXE, "lod", "--ped", ped, "--dat", dat, "--json", "--device", "cpu", "-q"],
+                            capture_output=True, text=True, check=True)
+    with open(os.path.join(out, "results", "lod.json")) as f:
+        got = json.load(f)
+    want = json.loads(single.stdout)
+    check([e["total"]["ln_l"] for e in got["evaluations"]] == [e["total"]["ln_l"] for e in want["evaluations"]],
+          "device worker: the lod job equals the single command")
+    check(lines["missing"][0] == "failed" and "exit code 2" in lines["missing"][3] and "none.uai" in lines["missing"][3],
+          f"device worker: a missing network fails with exit code 2 and its path ({lines['missing']})")
+    check(lines["tight"][0] == "failed" and "exit code 3" in lines["tight"][3],
+          f"device worker: an impossible memory limit fails with exit code 3 ({lines['tight']})")
+    check(lines["badopt"][0] == "failed" and "exit code 2" in lines["badopt"][3],
+          f"device worker: an unknown option fails with exit code 2 ({lines['badopt']})")
+    for i in ("missing", "tight", "badopt"):
+        check(not os.path.exists(os.path.join(out, "results", i + ".json")), f"device worker: no result for {i}")
+    with open(os.path.join(out, "journal.log")) as f:
+        journal = f.read().split()
+    check(sorted(j for j in journal if j != "completed") == ["lod", "p11", "p13"],
+          f"device worker: the journal lists the completed jobs ({journal})")
+
+
 for test in (test_failures_isolated, test_bad_manifests, test_kill_and_resume, test_plan_sharing,
-             test_conditioned_jobs):
+             test_conditioned_jobs, test_device_worker):
     with tempfile.TemporaryDirectory() as tmp:
         test(tmp)
 finish()
