@@ -18,7 +18,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -33,6 +35,8 @@
 #include "gpu/device_api.hpp"
 #include "io/text_file.hpp"
 #include "io/uai.hpp"
+#include "scheduler/profile.hpp"
+#include "scheduler/runner.hpp"
 
 namespace kinfer::app {
 
@@ -58,6 +62,10 @@ struct JobState {
   double seconds = 0;
   double memory = 0;  // estimated peak bytes (pe jobs)
   double flops = 0;   // the plan's estimated work (pe jobs), for the GPU decision
+  // Predicted seconds from the GPU's profile (negative: no prediction): on the CPU with the
+  // profile's own threads, and with a device worker's GPU (open: no start to pay).
+  double cpu_predicted = -1, gpu_predicted = -1;
+  int cpu_predicted_threads = 0;
   bool probed = false;
   bool solo = false;  // its group's worker died: run it alone
   pid_t pid = -1;
@@ -268,6 +276,10 @@ std::string last_error(const fs::path& log) {
 
 // The most estimated work (FLOPs, summed over its jobs) given to one group worker.
 constexpr double kGroupWorkFlops = 5e8;
+// The probe's order search, in nominal core-seconds (a few hundredths of a second on a 64-core
+// machine): on linkage_11 and pedigree50 its plans have 2-3x the work of the full search's, on
+// linkage_18 the same; a full search there took seconds on the supervisor's thread per network.
+constexpr double kProbeSearchCoreSeconds = 2.0;
 
 class Batch {
  public:
@@ -398,8 +410,11 @@ class Batch {
     std::string key = s.job.network + "\x1f" + s.job.evidence;
     for (const auto& o : s.job.options) key += "\x1f" + o;
     if (auto it = probed_.find(key); it != probed_.end()) {
-      s.memory = it->second.first;
-      s.flops = it->second.second;
+      s.memory = it->second.memory;
+      s.flops = it->second.flops;
+      s.cpu_predicted = it->second.cpu_predicted;
+      s.gpu_predicted = it->second.gpu_predicted;
+      s.cpu_predicted_threads = it->second.cpu_threads;
       return;
     }
     try {
@@ -411,10 +426,24 @@ class Batch {
       const io::NetworkWithEvidence r = io::read_network_and_evidence(no.network, no.evidence);
       PlanOptions po = no.plan_options();
       po.max_memory_bytes = 0;  // we want the estimate, whatever it is
+      // A short search (kProbeSearchCoreSeconds), not the job's: the estimate only sizes the
+      // job (its memory, its device) and runs on the supervisor's thread, ahead of every job.
+      // The job's own search starts with the same restarts and keeps its best order, so its
+      // plan is no larger in total states. The job searches its order in its own process.
+      po.order.time_budget = std::min(po.order.time_budget, kProbeSearchCoreSeconds);
+      po.order_cache_dir = "none";
       Plan plan = make_plan(r.net, r.ev, po);
       s.memory = plan.memory.peak_bytes;
       s.flops = plan.flops;
-      probed_[key] = {s.memory, s.flops};
+      if (const sched::Profile* prof = gpu_profile(); prof && plan.model.impossible.empty()) {
+        const sched::AutoChoice c =
+            sched::auto_choice(plan, *prof, sched::kDefaultGpuPolicy, 0.0);
+        s.cpu_predicted = c.cpu_seconds;
+        s.gpu_predicted = c.gpu_seconds;
+        s.cpu_predicted_threads = prof->cpu.threads;
+      }
+      probed_[key] = {s.memory, s.flops, s.cpu_predicted, s.gpu_predicted,
+                      s.cpu_predicted_threads};
     } catch (const InputError& e) {
       finish(s, Status::Failed, e.what());
     } catch (const std::exception& e) {
@@ -873,7 +902,7 @@ class Batch {
       if (c.status != Status::Pending) continue;
       if (c.avoid_rank == r && ranks_.size() > 1) continue;
       if (k.gpu_running > 0 && k.gpu_running >= k.gpu_slots && wants_gpu(c) &&
-          c.flops >= opt_.gpu_wait_flops)
+          waits_for_gpu(c, r))
         continue;
       idx = order_[q];
       break;
@@ -908,6 +937,62 @@ class Batch {
     else
       launch(idx, threads, gpu, r);
     return true;
+  }
+
+  // The profile of rank 0's GPU (a calibration of this machine, else a shipped one of that GPU),
+  // read once; null without a GPU or a profile for it.
+  const sched::Profile* gpu_profile() {
+    if (!profile_looked_) {
+      profile_looked_ = true;
+      const gpu::DeviceInfo info = ranks_[0].gpu_slots > 0 ? gpu::probe() : gpu::DeviceInfo{};
+      if (info.available) {
+        try {
+          if (const std::string path = sched::find_profile_for_gpu(info.name); !path.empty()) {
+            gpu_profile_ = sched::load_profile(path, false);
+            spdlog::info("batch: job placement predicted from the profile {}", path);
+          }
+        } catch (const std::exception& e) {
+          spdlog::warn("batch: no placement predictions: {}", e.what());
+        }
+      }
+    }
+    return gpu_profile_ ? &*gpu_profile_ : nullptr;
+  }
+
+  // With every GPU slot of rank r busy: whether job c had better wait for a GPU than run on the
+  // CPU now. By the profile's predictions: it waits when the soonest GPU (what its running job
+  // has left, as predicted) and then its own GPU time finish before its CPU time with the
+  // threads it would get now. Without predictions: when its plan is of --gpu-wait-flops.
+  bool waits_for_gpu(const JobState& c, int r) {
+    if (c.gpu_predicted < 0 || c.cpu_predicted < 0 || r != 0)
+      return c.flops >= opt_.gpu_wait_flops;
+    const RankSlot& k = ranks_[r];
+    const int pending = static_cast<int>(
+        std::count_if(states_.begin(), states_.end(),
+                      [](const JobState& s) { return s.status == Status::Pending; }));
+    const int threads = std::max(1, k.cores / std::max(1, std::min(k.slots, k.running + pending)));
+    // On the CPU: the kernels on the threads it would get, and its own order search, sized to a
+    // quarter of the CPU's compute time (engine/ordering.hpp).
+    const double cpu = 1.25 * c.cpu_predicted *
+                       std::pow(static_cast<double>(std::max(1, c.cpu_predicted_threads)) / threads,
+                                sched::kCpuThreadExponent);
+    // On a GPU: after what the GPUs hold (the running jobs' predicted rest) and the GPU jobs
+    // queued before it, shared over the GPUs.
+    double backlog = 0;
+    const auto now = clock_type::now();
+    for (const auto& u : units_) {
+      if (!u.device_worker || u.current == kNone) continue;
+      const JobState& s = states_[u.current];
+      backlog += std::max(0.0, std::max(0.0, s.gpu_predicted) -
+                                   std::chrono::duration<double>(now - u.start).count());
+    }
+    for (std::size_t q = next_; q < order_.size() && &states_[order_[q]] != &c; ++q) {
+      const JobState& s = states_[order_[q]];
+      if (s.status == Status::Pending && s.probed && s.gpu_predicted >= 0 && wants_gpu(s))
+        backlog += s.gpu_predicted;
+    }
+    const double gpus = std::max(1, k.gpu_slots);
+    return backlog / gpus + c.gpu_predicted < cpu;
   }
 
   // A GPU job to a device worker of the GPU with the fewest jobs: an idle one, else a new one.
@@ -1082,7 +1167,9 @@ class Batch {
       }
       if (busy) continue;
       if (tty_ && clock_type::now() - last_draw > std::chrono::milliseconds(250)) {
-        draw_progress(static_cast<int>(units_.size()));
+        int running = 0;
+        for (const auto& u : units_) running += !u.device_worker || u.current != kNone;
+        draw_progress(running);
         last_draw = clock_type::now();
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -1111,9 +1198,19 @@ class Batch {
       std::snprintf(b, sizeof b, "%.0f s", per_job * left);
       eta = b;
     }
-    std::fprintf(
-        stderr, "\r\033[K[batch] %d/%zu done, %d running, %d failed, elapsed %.0f s, remaining ~%s",
-        ok + failed, states_.size(), running, failed, elapsed, eta.c_str());
+    int queued = 0;
+    for (const auto& s : states_) queued += s.status == Status::Pending;
+    // per GPU of this rank: the jobs on it now
+    std::string gpus;
+    const RankSlot& k = ranks_[0];
+    for (std::size_t e = 0; e < k.devices.size(); ++e)
+      gpus += fmt::format("{}gpu{} {}", gpus.empty() ? " (" : ", ", k.devices[e], k.on_device[e]);
+    if (!gpus.empty()) gpus += ")";
+    std::fprintf(stderr,
+                 "\r\033[K[batch] %d/%zu done, %d running%s, %d queued, %d failed, elapsed %.0f s, "
+                 "remaining ~%s",
+                 ok + failed, states_.size(), running, gpus.c_str(), queued, failed, elapsed,
+                 eta.c_str());
     std::fflush(stderr);
   }
 
@@ -1176,9 +1273,15 @@ class Batch {
   std::vector<std::size_t> position_;  // per job index: its position in order_
   std::size_t next_ = 0;               // position in order_ before which nothing is pending
   int groups_started_ = 0, plans_shared_ = 0, device_workers_started_ = 0;
+  std::optional<sched::Profile> gpu_profile_;
+  bool profile_looked_ = false;
   std::vector<std::size_t> to_verify_;  // --verify: finished jobs waiting for their recomputation
   int verified_ = 0, verify_mismatches_ = 0, verify_not_run_ = 0;
-  std::map<std::string, std::pair<double, double>> probed_;  // inputs -> memory, flops
+  struct Probed {
+    double memory = 0, flops = 0, cpu_predicted = -1, gpu_predicted = -1;
+    int cpu_threads = 0;
+  };
+  std::map<std::string, Probed> probed_;  // inputs -> the plan's estimates
   double probe_seconds_ = 0;
   bool tty_ = false;
   clock_type::time_point t0_;

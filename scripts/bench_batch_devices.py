@@ -1,0 +1,242 @@
+#!/usr/bin/env python3
+"""`kinfer batch` on a GPU machine: the same manifest of `pe` jobs on large networks run
+  single    as single commands one after another (`kinfer pe --device auto`, one process each),
+  gpus=G    as one batch seeing G GPUs (CUDA_VISIBLE_DEVICES), for each G of --gpus,
+  noshare   as one batch on all GPUs with --no-share (one process per job, no device workers),
+side by side in one run on one machine, every answer checked against the first way's.
+
+Each way starts with an empty order cache (its own folder), so every network's order is searched
+once per way, as for a user's first batch. The table (TSV) has per way the wall time, the jobs'
+own seconds summed (what they report), and the largest difference of log10 P(e) from `single`.
+
+  scripts/bench_batch_devices.py --networks DIR --names linkage_11,linkage_12 --copies 8
+                                 --gpus 1,4 [--kinfer build/apps/kinfer] [--out DIR]
+                                 [--no-single] [--no-noshare] [--cpu-reference]
+
+With --lod N the manifest is instead N `lod` analyses on simulated families (scripts/
+bench_linkage.py's gene dropper: 10-60 people, 10-40 markers 2 cM apart, mostly multipoint
+every 2 cM across the map, a quarter two-point), run as a batch on every GPU and with
+--gpu-jobs 0 (the CPU cores alone), the total ln L of every evaluation compared.
+
+--kinfer may be a command with arguments (e.g. ".device-bundle/run apps/kinfer").
+"""
+import argparse
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def gpu_count():
+    try:
+        r = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
+        return len([l for l in r.stdout.splitlines() if l.startswith("GPU ")])
+    except (OSError, subprocess.SubprocessError):
+        return 0
+
+
+def network_file(d, name):
+    for cand in (name + ".uai", name + ".uai.gz"):
+        if os.path.exists(os.path.join(d, cand)):
+            return os.path.join(d, cand)
+    raise FileNotFoundError(f"{name}.uai(.gz) in {d}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kinfer", default="build/apps/kinfer")
+    ap.add_argument("--networks", help="folder of NAME.uai[.gz] and NAME.uai.evid")
+    ap.add_argument("--names", help="comma-separated network names")
+    ap.add_argument("--lod", type=int, default=0, help="a manifest of this many lod analyses instead")
+    ap.add_argument("--lod-people", default="10:60", help="family sizes MIN:MAX (--lod)")
+    ap.add_argument("--lod-markers", default="10:40", help="marker counts MIN:MAX (--lod)")
+    ap.add_argument("--copies", type=int, default=8, help="jobs per network")
+    ap.add_argument("--gpus", default="1", help="comma-separated GPU counts to run the batch with")
+    ap.add_argument("--out", default="bench/out/batch-devices")
+    ap.add_argument("--no-single", action="store_true", help="skip the single commands")
+    ap.add_argument("--no-noshare", action="store_true", help="skip the --no-share batch")
+    ap.add_argument("--cpu-reference", action="store_true",
+                    help="also run each network once with --device cpu and compare every way with it")
+    a = ap.parse_args()
+    kinfer = shlex.split(a.kinfer)
+    os.makedirs(a.out, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="kinfer-batch-devices-")
+    if a.lod:
+        return lod_suite(a, kinfer, work)
+    jobs = []
+    for name in a.names.split(","):
+        src = network_file(a.networks, name)
+        net = os.path.join(work, os.path.basename(src))
+        shutil.copy(src, net)
+        ev = os.path.join(a.networks, name + ".uai.evid")
+        evid = ""
+        if os.path.exists(ev):
+            evid = os.path.join(work, name + ".uai.evid")
+            shutil.copy(ev, evid)
+        for k in range(a.copies):
+            jobs.append((f"{name}-{k}", net, evid))
+    # largest networks interleaved, as a lab's manifest would list them
+    jobs.sort(key=lambda j: (int(j[0].rsplit("-", 1)[1]), j[0]))
+    manifest = os.path.join(work, "jobs.tsv")
+    with open(manifest, "w") as f:
+        f.write("id\tkind\tnetwork\tevidence\toptions\n")
+        for i, net, ev in jobs:
+            f.write(f"{i}\tpe\t{net}\t{ev}\t\n")
+    total_gpus = gpu_count()
+    print(f"machine: {os.cpu_count()} cores, {total_gpus} GPU(s); {len(jobs)} jobs", flush=True)
+
+    rows, answers = [], {}
+    if a.cpu_reference:  # the CPU's answer per network, copied to every job of it
+        per_net, res = {}, {}
+        t0 = time.time()
+        for i, net, ev in jobs:
+            if net not in per_net:
+                cmd = kinfer + ["pe", net, "--json", "-q", "--device", "cpu", "--order-cache", "none"]
+                if ev:
+                    cmd += ["-e", ev]
+                r = subprocess.run(cmd, capture_output=True, text=True)
+                per_net[net] = json.loads(r.stdout)["log10_pr"] if r.returncode == 0 else None
+            res[i] = per_net[net]
+        answers["reference"] = res
+        rows.append(("cpu-reference", 0, f"{time.time() - t0:.2f}", len(per_net), len(per_net), "0",
+                     "each network once, --device cpu"))
+        print("\t".join(str(x) for x in rows[-1]), flush=True)
+
+    def record(way, gpus, wall, res, extra=""):
+        ref = answers.get("reference")
+        diff = 0.0
+        if ref is not None:
+            for i in ref:
+                if i in res and res[i] is not None and ref[i] is not None:
+                    diff = max(diff, abs(res[i] - ref[i]))
+                else:
+                    diff = float("inf")
+        else:
+            answers["reference"] = res
+        ok = sum(1 for v in res.values() if v is not None)
+        rows.append((way, gpus, f"{wall:.2f}", ok, len(jobs), f"{diff:.3g}", extra))
+        print("\t".join(str(x) for x in rows[-1]), flush=True)
+
+    if not a.no_single:
+        cache = os.path.join(work, "cache-single")
+        res = {}
+        t0 = time.time()
+        for i, net, ev in jobs:
+            cmd = kinfer + ["pe", net, "--json", "-q", "--order-cache", cache]
+            if ev:
+                cmd += ["-e", ev]
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            res[i] = json.loads(r.stdout)["log10_pr"] if r.returncode == 0 else None
+        record("single", total_gpus, time.time() - t0, res)
+
+    def batch(way, gpus, extra_args):
+        out = os.path.join(work, "out-" + way)
+        env = dict(os.environ)
+        if gpus < total_gpus:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in range(gpus))
+        t0 = time.time()
+        r = subprocess.run(kinfer + ["batch", manifest, "--out", out, "--json", "-q"] + extra_args,
+                           capture_output=True, text=True, env=env)
+        wall = time.time() - t0
+        res, own = {}, 0.0
+        for i, _, _ in jobs:
+            p = os.path.join(out, "results", i + ".json")
+            if os.path.exists(p):
+                with open(p) as f:
+                    j = json.load(f)
+                res[i] = j.get("log10_pr")
+                own += j.get("seconds", 0.0)
+            else:
+                res[i] = None
+        where = {}
+        with open(os.path.join(out, "summary.tsv")) as f:
+            head = f.readline().rstrip("\n").split("\t")
+            for line in f:
+                row = dict(zip(head, line.rstrip("\n").split("\t")))
+                where[row["where"]] = where.get(row["where"], 0) + 1
+        record(way, gpus, wall, res, f"own {own:.2f} s; where {where}; exit {r.returncode}")
+        shutil.copy(os.path.join(out, "summary.tsv"), os.path.join(a.out, f"summary-{way}.tsv"))
+
+    for g in [int(x) for x in a.gpus.split(",")]:
+        if g <= total_gpus or total_gpus == 0:
+            batch(f"gpus{g}", g, [])
+    if not a.no_noshare:
+        batch("noshare", total_gpus, ["--no-share"])
+    with open(os.path.join(a.out, "results.tsv"), "w") as f:
+        f.write("way\tgpus\twall_s\tok\tjobs\tmax_abs_diff_log10\tnotes\n")
+        for r in rows:
+            f.write("\t".join(str(x) for x in r) + "\n")
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def lod_suite(a, kinfer, work):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import random
+    import bench_linkage  # the gene dropper (standard library only)
+    rng = random.Random(11)
+    lo_p, hi_p = (int(x) for x in a.lod_people.split(":"))
+    lo_m, hi_m = (int(x) for x in a.lod_markers.split(":"))
+    manifest = os.path.join(work, "lod.tsv")
+    with open(manifest, "w") as f:
+        f.write("id\tkind\tped\tdat\toptions\n")
+        for i in range(a.lod):
+            size = rng.randint(lo_p, hi_p)
+            markers = rng.randint(lo_m, hi_m)
+            dat, peds = bench_linkage.simulate(rng, rng.randint(1, 3), size, markers, 4, 0, 2.0)
+            d, p = os.path.join(work, f"f{i}.dat"), os.path.join(work, f"f{i}.ped")
+            with open(d, "w") as g:
+                g.write(dat)
+            with open(p, "w") as g:
+                g.write(bench_linkage.post_makeped(peds, breakers=False))
+            opts = "" if i % 4 == 3 else f"--program linkmap --positions 0:{2 * (markers - 1)}:2"
+            f.write(f"lod{i}\tlod\t{p}\t{d}\t{opts}\n")
+    total_gpus = gpu_count()
+    print(f"machine: {os.cpu_count()} cores, {total_gpus} GPU(s); {a.lod} lod jobs", flush=True)
+    rows, ref = [], None
+    for way, extra in (("gpus", []), ("cpu-only", ["--gpu-jobs", "0"])):
+        out = os.path.join(work, "out-" + way)
+        t0 = time.time()
+        r = subprocess.run(kinfer + ["batch", manifest, "--out", out, "--json", "-q"] + extra,
+                           capture_output=True, text=True)
+        wall = time.time() - t0
+        res, ok = {}, 0
+        for i in range(a.lod):
+            pth = os.path.join(out, "results", f"lod{i}.json")
+            if os.path.exists(pth):
+                with open(pth) as g:
+                    res[i] = [e["total"]["ln_l"] for e in json.load(g)["evaluations"]]
+                ok += 1
+        diff = 0.0
+        if ref is not None:
+            for i in ref:
+                if i not in res or len(res[i]) != len(ref[i]):
+                    diff = float("inf")
+                    continue
+                for x, y in zip(res[i], ref[i]):
+                    if isinstance(x, float) and isinstance(y, float):
+                        diff = max(diff, abs(x - y) / max(1.0, abs(y)))
+        else:
+            ref = res
+        where = {}
+        with open(os.path.join(out, "summary.tsv")) as g:
+            head = g.readline().rstrip("\n").split("\t")
+            for line in g:
+                row = dict(zip(head, line.rstrip("\n").split("\t")))
+                where[row["where"]] = where.get(row["where"], 0) + 1
+        rows.append((way, total_gpus if way == "gpus" else 0, f"{wall:.2f}", ok, a.lod, f"{diff:.3g}",
+                     f"where {where}; exit {r.returncode}"))
+        print("\t".join(str(x) for x in rows[-1]), flush=True)
+        shutil.copy(os.path.join(out, "summary.tsv"), os.path.join(a.out, f"summary-lod-{way}.tsv"))
+    with open(os.path.join(a.out, "results-lod.tsv"), "w") as f:
+        f.write("way\tgpus\twall_s\tok\tjobs\tmax_rel_diff_ln_l\tnotes\n")
+        for r in rows:
+            f.write("\t".join(str(x) for x in r) + "\n")
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
