@@ -25,7 +25,11 @@ struct BatchOptions {
   double max_memory = 0;  // bytes; 0: 85% of the machine
   int gpu_jobs = -1;      // jobs or groups that may hold a GPU at once (0: none; -1: one per GPU)
   double gpu_min_flops = 1e9;    // plans below this run on the CPU (as pe --device auto)
-  double gpu_wait_flops = 1e10;  // plans from this size wait for a busy GPU instead of the CPU
+  // Plans from this size wait for a busy GPU instead of the CPU: a device worker's warm GPU is
+  // 5-30x the whole CPU on such plans and far more than the CPU share a job gets in a busy batch
+  // (56 large pe jobs on 4 H200: on the CPU 2-16 s each with a few threads, on a device worker
+  // 0.03-0.3 s after each network's first).
+  double gpu_wait_flops = 1e9;
   bool no_share = false;         // one process per job, no shared plans (for comparison)
   double verify = 0;             // fraction of jobs recomputed (another rank) and compared
   // Internal: run as a group worker for these job ids (comma-separated), see run_batch_worker.

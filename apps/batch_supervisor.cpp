@@ -35,8 +35,6 @@
 #include "gpu/device_api.hpp"
 #include "io/text_file.hpp"
 #include "io/uai.hpp"
-#include "scheduler/profile.hpp"
-#include "scheduler/runner.hpp"
 
 namespace kinfer::app {
 
@@ -62,10 +60,6 @@ struct JobState {
   double seconds = 0;
   double memory = 0;  // estimated peak bytes (pe jobs)
   double flops = 0;   // the plan's estimated work (pe jobs), for the GPU decision
-  // Predicted seconds from the GPU's profile (negative: no prediction): on the CPU with the
-  // profile's own threads, and with a device worker's GPU (open: no start to pay).
-  double cpu_predicted = -1, gpu_predicted = -1;
-  int cpu_predicted_threads = 0;
   bool probed = false;
   bool solo = false;  // its group's worker died: run it alone
   pid_t pid = -1;
@@ -412,9 +406,6 @@ class Batch {
     if (auto it = probed_.find(key); it != probed_.end()) {
       s.memory = it->second.memory;
       s.flops = it->second.flops;
-      s.cpu_predicted = it->second.cpu_predicted;
-      s.gpu_predicted = it->second.gpu_predicted;
-      s.cpu_predicted_threads = it->second.cpu_threads;
       return;
     }
     try {
@@ -435,15 +426,7 @@ class Batch {
       Plan plan = make_plan(r.net, r.ev, po);
       s.memory = plan.memory.peak_bytes;
       s.flops = plan.flops;
-      if (const sched::Profile* prof = gpu_profile(); prof && plan.model.impossible.empty()) {
-        const sched::AutoChoice c =
-            sched::auto_choice(plan, *prof, sched::kDefaultGpuPolicy, 0.0);
-        s.cpu_predicted = c.cpu_seconds;
-        s.gpu_predicted = c.gpu_seconds;
-        s.cpu_predicted_threads = prof->cpu.threads;
-      }
-      probed_[key] = {s.memory, s.flops, s.cpu_predicted, s.gpu_predicted,
-                      s.cpu_predicted_threads};
+      probed_[key] = {s.memory, s.flops};
     } catch (const InputError& e) {
       finish(s, Status::Failed, e.what());
     } catch (const std::exception& e) {
@@ -902,7 +885,7 @@ class Batch {
       if (c.status != Status::Pending) continue;
       if (c.avoid_rank == r && ranks_.size() > 1) continue;
       if (k.gpu_running > 0 && k.gpu_running >= k.gpu_slots && wants_gpu(c) &&
-          waits_for_gpu(c, r))
+          c.flops >= opt_.gpu_wait_flops)
         continue;
       idx = order_[q];
       break;
@@ -937,62 +920,6 @@ class Batch {
     else
       launch(idx, threads, gpu, r);
     return true;
-  }
-
-  // The profile of rank 0's GPU (a calibration of this machine, else a shipped one of that GPU),
-  // read once; null without a GPU or a profile for it.
-  const sched::Profile* gpu_profile() {
-    if (!profile_looked_) {
-      profile_looked_ = true;
-      const gpu::DeviceInfo info = ranks_[0].gpu_slots > 0 ? gpu::probe() : gpu::DeviceInfo{};
-      if (info.available) {
-        try {
-          if (const std::string path = sched::find_profile_for_gpu(info.name); !path.empty()) {
-            gpu_profile_ = sched::load_profile(path, false);
-            spdlog::info("batch: job placement predicted from the profile {}", path);
-          }
-        } catch (const std::exception& e) {
-          spdlog::warn("batch: no placement predictions: {}", e.what());
-        }
-      }
-    }
-    return gpu_profile_ ? &*gpu_profile_ : nullptr;
-  }
-
-  // With every GPU slot of rank r busy: whether job c had better wait for a GPU than run on the
-  // CPU now. By the profile's predictions: it waits when the soonest GPU (what its running job
-  // has left, as predicted) and then its own GPU time finish before its CPU time with the
-  // threads it would get now. Without predictions: when its plan is of --gpu-wait-flops.
-  bool waits_for_gpu(const JobState& c, int r) {
-    if (c.gpu_predicted < 0 || c.cpu_predicted < 0 || r != 0)
-      return c.flops >= opt_.gpu_wait_flops;
-    const RankSlot& k = ranks_[r];
-    const int pending = static_cast<int>(
-        std::count_if(states_.begin(), states_.end(),
-                      [](const JobState& s) { return s.status == Status::Pending; }));
-    const int threads = std::max(1, k.cores / std::max(1, std::min(k.slots, k.running + pending)));
-    // On the CPU: the kernels on the threads it would get, and its own order search, sized to a
-    // quarter of the CPU's compute time (engine/ordering.hpp).
-    const double cpu = 1.25 * c.cpu_predicted *
-                       std::pow(static_cast<double>(std::max(1, c.cpu_predicted_threads)) / threads,
-                                sched::kCpuThreadExponent);
-    // On a GPU: after what the GPUs hold (the running jobs' predicted rest) and the GPU jobs
-    // queued before it, shared over the GPUs.
-    double backlog = 0;
-    const auto now = clock_type::now();
-    for (const auto& u : units_) {
-      if (!u.device_worker || u.current == kNone) continue;
-      const JobState& s = states_[u.current];
-      backlog += std::max(0.0, std::max(0.0, s.gpu_predicted) -
-                                   std::chrono::duration<double>(now - u.start).count());
-    }
-    for (std::size_t q = next_; q < order_.size() && &states_[order_[q]] != &c; ++q) {
-      const JobState& s = states_[order_[q]];
-      if (s.status == Status::Pending && s.probed && s.gpu_predicted >= 0 && wants_gpu(s))
-        backlog += s.gpu_predicted;
-    }
-    const double gpus = std::max(1, k.gpu_slots);
-    return backlog / gpus + c.gpu_predicted < cpu;
   }
 
   // A GPU job to a device worker of the GPU with the fewest jobs: an idle one, else a new one.
@@ -1273,13 +1200,10 @@ class Batch {
   std::vector<std::size_t> position_;  // per job index: its position in order_
   std::size_t next_ = 0;               // position in order_ before which nothing is pending
   int groups_started_ = 0, plans_shared_ = 0, device_workers_started_ = 0;
-  std::optional<sched::Profile> gpu_profile_;
-  bool profile_looked_ = false;
   std::vector<std::size_t> to_verify_;  // --verify: finished jobs waiting for their recomputation
   int verified_ = 0, verify_mismatches_ = 0, verify_not_run_ = 0;
   struct Probed {
-    double memory = 0, flops = 0, cpu_predicted = -1, gpu_predicted = -1;
-    int cpu_threads = 0;
+    double memory = 0, flops = 0;
   };
   std::map<std::string, Probed> probed_;  // inputs -> the plan's estimates
   double probe_seconds_ = 0;
