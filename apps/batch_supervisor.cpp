@@ -22,6 +22,7 @@
 #include <map>
 #include <optional>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -401,8 +402,7 @@ class Batch {
       ~Timer() { total += std::chrono::duration<double>(clock_type::now() - t0).count(); }
     } timer{t0, probe_seconds_};
     // A job with the same network, evidence and options as one probed before has the same plan.
-    std::string key = s.job.network + "\x1f" + s.job.evidence;
-    for (const auto& o : s.job.options) key += "\x1f" + o;
+    const std::string key = plan_key(s);
     if (auto it = probed_.find(key); it != probed_.end()) {
       s.memory = it->second.memory;
       s.flops = it->second.flops;
@@ -706,6 +706,7 @@ class Batch {
       if (u.device_worker && u.current == it->second) {  // the worker is free again
         occupy(u, -1);
         u.current = kNone;
+        searching_.erase(plan_key(states_[it->second]));
       }
       if (s.status != Status::Running) continue;
       s.seconds = std::atof(f[2].c_str());
@@ -887,6 +888,8 @@ class Batch {
       if (k.gpu_running > 0 && k.gpu_running >= k.gpu_slots && wants_gpu(c) &&
           c.flops >= opt_.gpu_wait_flops)
         continue;
+      if (r == 0 && wants_gpu(c) && c.flops >= opt_.gpu_wait_flops && order_being_searched(c))
+        continue;
       idx = order_[q];
       break;
     }
@@ -920,6 +923,20 @@ class Batch {
     else
       launch(idx, threads, gpu, r);
     return true;
+  }
+
+  // What makes two jobs' plans the same: network, evidence and options.
+  static std::string plan_key(const JobState& s) {
+    std::string key = s.job.network + "\x1f" + s.job.evidence;
+    for (const auto& o : s.job.options) key += "\x1f" + o;
+    return key;
+  }
+
+  // A GPU job whose plan's first job is running on a device worker and has not finished: that
+  // job is searching the order that this one would otherwise search again (the order cache is
+  // written when the search ends), so this one waits and other plans' jobs go first.
+  bool order_being_searched(const JobState& c) const {
+    return searching_.count(plan_key(c)) > 0;
   }
 
   // A GPU job to a device worker of the GPU with the fewest jobs: an idle one, else a new one.
@@ -971,6 +988,7 @@ class Batch {
     w->memory = s.memory;
     w->start = clock_type::now();
     occupy(*w, +1);
+    if (searched_.insert(plan_key(s)).second) searching_.insert(plan_key(s));
     s.pid = w->pid;
     s.status = Status::Running;
     s.start = w->start;
@@ -1000,6 +1018,7 @@ class Batch {
     const std::size_t idx = u.current;
     occupy(u, -1);
     u.current = kNone;
+    searching_.erase(plan_key(states_[idx]));
     JobState& s = states_[idx];
     if (s.status != Status::Running) return;
     s.pid = -1;
@@ -1200,6 +1219,8 @@ class Batch {
   std::vector<std::size_t> position_;  // per job index: its position in order_
   std::size_t next_ = 0;               // position in order_ before which nothing is pending
   int groups_started_ = 0, plans_shared_ = 0, device_workers_started_ = 0;
+  // Plans whose first job went to a device worker, and those of them still running.
+  std::set<std::string> searched_, searching_;
   std::vector<std::size_t> to_verify_;  // --verify: finished jobs waiting for their recomputation
   int verified_ = 0, verify_mismatches_ = 0, verify_not_run_ = 0;
   struct Probed {
