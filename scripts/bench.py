@@ -250,10 +250,11 @@ def verdict(rows):
 def table_pe(spec, out_dir):
     pairs = read_tsv(os.path.join(out_dir, spec["pairs"]))
     again = read_tsv(os.path.join(out_dir, spec["again"])) if spec.get("again") else []
+    has_again = bool(spec.get("again"))
     L = ["Wall seconds of the whole process (the JSON's plan / compute); cold: `--order-cache none`.", "",
          "| network | auto wall s (plan / compute) | cpu wall s (plan / compute) | cpu / auto "
-         "| auto peak RSS / estimate MiB | auto again (back to back) | answer = reference |",
-         "|---|---|---|---|---|---|---|"]
+         "| auto peak RSS / estimate MiB |" + (" auto again (back to back) |" if has_again else "")
+         + " answer = reference |", "|---|---|---|---|---|---|" + ("---|" if has_again else "")]
     nets = list(dict.fromkeys(r["network"] for r in pairs))
     for n in nets:
         rows = [r for r in pairs if r["network"] == n]
@@ -264,12 +265,13 @@ def table_pe(spec, out_dir):
         if auto and cpu and num(auto.get("wall_s")) and num(cpu.get("wall_s")):
             ratio = f"{float(cpu['wall_s']) / float(auto['wall_s']):.2f}x"
         mem = f"{auto['rss_MiB']} / {auto['est_peak_MiB']}" if auto and num(auto.get("wall_s")) else "-"
-        L.append(f"| {n} | {wall(auto) if auto else '-'} | {wall(cpu) if cpu else '-'} | {ratio} | {mem} "
-                 f"| {wall(ag, False) if ag else '-'} | {verdict(rows + ([ag] if ag else []))} |")
+        again_cell = f" {wall(ag, False) if ag else '-'} |" if has_again else ""
+        L.append(f"| {n} | {wall(auto) if auto else '-'} | {wall(cpu) if cpu else '-'} | {ratio} | {mem} |"
+                 f"{again_cell} {verdict(rows + ([ag] if ag else []))} |")
     for fname, label in spec.get("more", []):
         rows = read_tsv(os.path.join(out_dir, fname))
         if not rows:
-            L.append(f"| {label} | not run | | | | | |")
+            L.append(f"| {label} | not run | | | |" + (" |" if has_again else "") + " |")
             continue
         ok = [r for r in rows if num(r.get("wall_s")) is not None]
         walls = ", ".join(wall(r, False) for r in rows)
@@ -281,7 +283,7 @@ def table_pe(spec, out_dir):
             mem = f"{min(rss):.0f}-{max(rss):.0f} / {ok[0]['est_peak_MiB']}"
         else:
             mem = "-"
-        L.append(f"| {label} | {walls} | | | {mem} | | {verdict(rows)} |")
+        L.append(f"| {label} | {walls} | | | {mem} |" + (" |" if has_again else "") + f" {verdict(rows)} |")
     return L
 
 
