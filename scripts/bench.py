@@ -288,18 +288,22 @@ def table_pe(spec, out_dir):
 
 
 def table_order(spec, out_dir, networks):
-    L = ["| network | log2 total states | log2 largest table | width | search s | work (nominal core-s) "
-         "| stopped by | heuristic |", "|---|---|---|---|---|---|---|---|"]
+    L = ["States and tables of the plan `kinfer info` reports: per slice when the memory limit "
+         "conditions it (slices > 1).", "",
+         "| network | log2 total states | log2 largest table | width | slices | search s "
+         "| work (nominal core-s) | stopped by | heuristic |", "|---|---|---|---|---|---|---|---|---|"]
     for n in networks:
         name = os.path.basename(n).split(".uai")[0]
         try:
-            o = json.load(open(os.path.join(out_dir, f"info-{name}.json")))["order"]
+            j = json.load(open(os.path.join(out_dir, f"info-{name}.json")))
+            o = j["order"]
         except (OSError, ValueError, KeyError):
-            L.append(f"| {name} | failed | | | | | | |")
+            L.append(f"| {name} | failed | | | | | | | |")
             continue
+        slices = (j.get("conditioning") or {}).get("slices", 1)
         L.append(f"| {name} | {o['log2_total_state']:.2f} | {o['log2_max_table']:.2f} | {o['width']} "
-                 f"| {o['seconds']:.2f} | {o.get('work', float('nan')):.2f} | {o.get('stopped_by', '-')} "
-                 f"| {o['heuristic']} |")
+                 f"| {slices} | {o['seconds']:.2f} | {o.get('work', float('nan')):.2f} "
+                 f"| {o.get('stopped_by', '-')} | {o['heuristic']} |")
     return L
 
 
