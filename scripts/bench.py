@@ -328,8 +328,13 @@ def table_gpus(spec, out_dir):
 
 def table(suite, out_dir, networks, label):
     spec = suite.get("table")
-    if not spec:
-        return ["Outputs: " + ", ".join(sorted(os.path.basename(f) for f in glob.glob(os.path.join(out_dir, "*.txt"))))]
+    if not spec:  # the outputs as they are
+        L = []
+        for f in sorted(glob.glob(os.path.join(out_dir, "*.txt"))):
+            if os.path.basename(f) != "machine.txt":
+                text = open(f).read().rstrip("\n").splitlines()
+                L += [f"From `{rel(f)}`:", "", "```"] + text[:60] + (["..."] if len(text) > 60 else []) + ["```", ""]
+        return L
     kind = spec["kind"]
     if kind == "pe":
         return table_pe(spec, out_dir)
@@ -388,7 +393,8 @@ def main():
 
     problems = [why for need in suite.get("needs", []) for ok, why in [need_met(need, build)] if not ok]
     warnings = [why for need in suite.get("prefers", []) for ok, why in [need_met(need, build)] if not ok]
-    if not os.access(kinfer, os.X_OK):
+    uses_kinfer = any("{kinfer}" in a for step in suite["steps"] for a in step["run"])
+    if uses_kinfer and not os.access(kinfer, os.X_OK):
         problems.insert(0, f"{rel(kinfer)} is missing: build it with ./scripts/kinfer --version (or give --kinfer)")
 
     header = [f"# {args.suite}", "", suite["what"], "",
@@ -401,7 +407,8 @@ def main():
         print(f"export XDG_CACHE_HOME={shlex.quote(rel(os.path.join(out_dir, 'cache')))}"
               "  # no order cache, no calibrated profile")
         for name, label, cmd, env, stdout, timeout, needs in runs:
-            print(show(cmd, env, stdout))
+            missing = [why for need in needs for ok, why in [need_met(need, build)] if not ok]
+            print(show(cmd, env, stdout) + (f"   # would be skipped: {'; '.join(missing)}" if missing else ""))
         return 0
     if problems:
         for p in problems:
