@@ -109,7 +109,7 @@ pid_t spawn_child(const std::string& exe, std::vector<std::string> args,
   env.push_back("KINFER_NO_MPI=1");
   // A job's process releases its GPU itself before the next job on that GPU starts: a release
   // left to a helper (apps/process_exit.hpp) would overlap the next job's device start and slow
-  // both (back-to-back GPU processes: 0.52-0.57 s each against 0.49-0.51, docs/perf-notes.md).
+  // both (back-to-back GPU processes: 0.52-0.57 s each against 0.49-0.51, docs/performance.md).
   env.push_back("KINFER_EXIT=wait");
   if (!visible.empty()) env.push_back("CUDA_VISIBLE_DEVICES=" + visible);
   std::vector<char*> argv, envp;
@@ -904,7 +904,7 @@ class Batch {
     // A shared plan saves a job's setup (process, reading, planning: milliseconds to a
     // second); jobs in one worker run one after another. So only jobs whose computation is
     // small are grouped: heavy jobs run alone, in parallel (grouping heavy jobs made a batch
-    // slower than one process per job: bench/batch/RESULTS.md, docs/perf-notes.md).
+    // slower than one process per job: docs/performance.md).
     cap = std::min(
         cap, static_cast<std::size_t>(std::max(1.0, kGroupWorkFlops / std::max(1.0, s.flops))));
     std::vector<std::size_t> g = group_of(idx, cap);

@@ -1,6 +1,6 @@
 #pragma once
 // The end of a kinfer process that used the GPU. Its exit includes the CUDA driver's release of
-// the device, ~0.1 s on an H100 machine (docs/perf-notes.md "The process's end"), paid after
+// the device, ~0.1 s on an H100 machine (docs/performance.md), paid after
 // the answer is out. leave_gpu_teardown_to_helper() hands that release to a helper process
 // sharing this one's memory and descriptor table, so that this process ends at once: the helper
 // holds the last references to the driver's descriptors and the memory, waits until this

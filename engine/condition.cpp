@@ -548,7 +548,7 @@ ConditionedPlan make_conditioned_plan(const Network& net, const Evidence& ev,
   // at most kConditionedSlack more than the unconditioned order: that search runs over a subset
   // of the orders the first one searched, with the same effort, so it has little to win, and it
   // is as long as the first (pedigree50 under 60G on the H100 machine: candidate 1 0.1% over,
-  // and a 0.8 s search under the limit that found no order within it; docs/perf-notes.md).
+  // and a 0.8 s search under the limit that found no order within it).
   constexpr double kConditionedSlack = 0.05;
   const bool search_limited = !a.feasible || a.flops > (1 + kConditionedSlack) * unlimited_flops;
   Candidate b;

@@ -393,7 +393,7 @@ const OrderHeuristic kCriteria[] = {OrderHeuristic::MinFill, OrderHeuristic::Wei
 
 // The restarts' arms: a criterion (index into kCriteria) and the slack of its random draw
 // (additive for min-fill and min-weight, relative for weighted min-fill). Which arm pays depends
-// on the network (bench/order/RESULTS.md, "Search version 4": min-weight never gave a top-1%
+// on the network (traced with bench/order/order_bench: min-weight never gave a top-1%
 // order on pedigree50 or linkage_11/17, min-fill none on the linkage networks, weighted min-fill
 // with slack 1.0 all of pedigree50's entries into its good basin), so the search learns it.
 struct Arm {

@@ -30,7 +30,7 @@ inline constexpr int kOrderSearchVersion = 4;
 // prediction) is about a quarter of the compute's wall time there. 5e7 (one core's rate, as
 // if the search ran on one core) until the ninth session: it let the search run as long as the
 // compute; with 2e8 and --order-time 40, `pe --device cpu` of linkage_11/12/13/17 over seeds
-// 1-3 took 62.4 s in all against 70.5 s (bench/e2e/README.md, "ninth session").
+// 1-3 took 62.4 s in all against 70.5 s (docs/performance.md).
 inline constexpr double kCpuSearchStatesPerSecond = 2e8;
 // A rate of the search's stopping rule: the positive number in environment variable `var`
 // (benchmarks of the search's length), else `fallback`; read once per call site.
@@ -80,7 +80,7 @@ struct OrderOptions {
   // annealing chains of `round_moves` moves on the best orders, run in parallel, merged in index
   // order. Many tasks of similar length keep 16 threads busy: 16 restarts + 4 chains of 12
   // moves kept them 6.7x busy (the chains' length was each round's wall time), 32 + 12 x 8 11.6x
-  // at the same quality per work (bench/order/RESULTS.md, "Rounds that keep the threads busy").
+  // at the same quality per work (docs/performance.md).
   int round_restarts = 32;
   int round_chains = 12;
   int round_moves = 8;

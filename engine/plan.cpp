@@ -113,7 +113,7 @@ double process_bytes(int threads) {
   // Measured (wait4 peak RSS of `kinfer pe` on networks with tables of a few kB): 10.7 MiB
   // with 2 threads here, 16 MiB with 16 threads and the CUDA libraries on the GPU machine; the
   // base raised by 0.5 MiB when kernel 9's tile added its kernels to the binary (the tests'
-  // runs under a limit grew by 0.3-0.9 MiB: docs/perf-notes.md).
+  // runs under a limit grew by 0.3-0.9 MiB).
   return (10.5 + 0.4 * threads) * 1024 * 1024;
 }
 

@@ -226,7 +226,7 @@ class CudaContext final : public Context {
 
   // Pinned buffers are kept for the next executor run (a conditioned plan's next slice, lod's
   // and batch's next plan): cudaMallocHost and cudaFreeHost cost milliseconds each, at every
-  // slice (docs/perf-notes.md "Pinned buffers kept between runs"). A freed buffer of at most
+  // slice (docs/performance.md). A freed buffer of at most
   // kPinnedKeepMax bytes is kept while the kept ones total at most kPinnedKeepTotal (a run's
   // staging, which the accountant counts, reuses them; at most that much sits unused when the
   // next run's sizes differ); the context's streams are synchronized first
@@ -395,7 +395,7 @@ class CudaContext final : public Context {
     upload_policy(*pe, s);
     const auto t3 = std::chrono::steady_clock::now();
     auto ms = [](auto a, auto b) { return 1e3 * std::chrono::duration<double>(b - a).count(); };
-    if (ms(t0, t3) > 5)  // where a GPU run's preparation goes (docs/perf-notes.md)
+    if (ms(t0, t3) > 5)  // where a GPU run's preparation goes
       log_plan_prepared(pe->p, table_bytes, ms(t0, t1), ms(t1, t2), ms(t2, t3));
     policies_.emplace(key, std::move(pe));
     own_setup_seconds_ += ms(t0, t3) / 1e3;

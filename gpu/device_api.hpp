@@ -13,9 +13,8 @@
 
 namespace kinfer::gpu {
 
-// The GPU kernels' generation (docs/perf-notes.md, "Kernel N"): raised whenever a change moves
-// the kernels' times enough that a calibration profile fitted before it predicts them wrongly
-// (docs/perf-notes.md, "The shipped profiles recalibrated with kernels 6-7"). `kinfer
+// The GPU kernels' generation: raised whenever a change moves the kernels' times enough that a
+// calibration profile fitted before it predicts them wrongly (docs/performance.md). `kinfer
 // calibrate` records it in the profile; the runner warns about an older one.
 inline constexpr int kKernelGeneration = 8;
 
@@ -45,8 +44,8 @@ bool under_cuda_tool();
 
 // Sets the CUDA driver's environment for this process before it starts: one hardware work
 // queue per device (CUDA_DEVICE_MAX_CONNECTIONS=1; the driver's default 8 made the context's
-// creation ~0.07 s longer and the exit ~0.03 s longer on an H100 machine, docs/perf-notes.md
-// "The context's work queues"), unless the user set it. Call first thing in main(), before any
+// creation ~0.07 s longer and the exit ~0.03 s longer on an H100 machine, docs/performance.md),
+// unless the user set it. Call first thing in main(), before any
 // thread starts (setenv).
 void set_driver_environment();
 

@@ -5,8 +5,7 @@
 //  1. Small products. Factor inputs of one class (both varying with the summed variables, or
 //     both not) whose product has at most kSmallProduct entries are multiplied together: a
 //     linkage bucket's single-variable factors (selector priors, penetrances sliced by the
-//     evidence) otherwise cost one load and one add per term each (docs/perf-notes.md,
-//     "Kernel 6").
+//     evidence) otherwise cost one load and one add per term each (docs/performance.md).
 //  2. Limits. A bucket with more inputs than a launch takes (kMaxInputs), or more inputs
 //     varying with the summed variables than the kernels have cases for (kMaxVarying), gets its
 //     smallest factor inputs multiplied together as long as the products stay at most 2^20

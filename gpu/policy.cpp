@@ -56,7 +56,7 @@ bool lean_shape(const DeviceLimits& lim, std::int64_t M, int nf) {
 // A table of `n` zeros; one of several MB in transparent huge pages where the kernel offers
 // them on request (madvise), so that its first touch takes one fault per 2 MB instead of one per
 // 4 kB: on the H100 machine's host a fresh 25 MB table of linkage_11 took 35 ms to build among
-// 16 threads faulting at once, 6 ms on a quiet one (docs/perf-notes.md).
+// 16 threads faulting at once, 6 ms on a quiet one (docs/performance.md).
 template <class Int>
 void zeroed_table(std::vector<Int>& table, std::size_t n) {
   table.clear();
@@ -83,7 +83,7 @@ void zeroed_table(std::vector<Int>& table, std::size_t n) {
 // Large tables: the rows of the innermost variables (a block of at most kBlockRows rows) are
 // filled once, and every block after it is that block plus its outer variables' offsets (a
 // vectorised add), the odometer stepping once per block: linkage_11's 25 MB table of page
-// offsets took ~11 ms of odometer alone (docs/perf-notes.md, "Page offsets filled on the device").
+// offsets took ~11 ms of odometer alone.
 template <class Int>
 void fill_offsets(const BucketLayout& lay, int first, int last, int slots, int width,
                   std::vector<Int>& table) {
@@ -847,7 +847,7 @@ LaunchPlan cached_launch_plan(const BucketLayout& lay, const DeviceLimits& lim, 
   return p;
 }
 
-// The selector. Its thresholds come from bench/gpu measurements (docs/perf-notes.md): the
+// The selector. Its thresholds come from bucket_bench measurements (docs/performance.md): the
 // software cache pays when the staged data is reused enough to amortize staging and barriers.
 namespace {
 
@@ -869,7 +869,7 @@ LaunchPlan select_launch_plan(const BucketLayout& lay, Variant want, const Devic
     // 4 or more lanes per output in the plain kernel (its inner summed block of 64+ terms): the
     // plain kernel, tiled or not, was as fast or faster than the cache on every such bucket of
     // device calls 5-6 (kernel 5, nvidia-h100-x1: 0.58-1.04x of the cached time over 129
-    // linkage and random buckets; docs/perf-notes.md); the cached kernel's thresholds below were
+    // linkage and random buckets); the cached kernel's thresholds below were
     // fitted before the plain kernel's chunks, direct inputs and tiles.
     LaunchPlan shape;  // the plain launch's shape (no tables); none: the cache decides
     try {
@@ -879,8 +879,8 @@ LaunchPlan select_launch_plan(const BucketLayout& lay, Variant want, const Devic
     const int plain_lanes = shape.lanes_log2;
     // Kernel 9 (the one-lane kernel of its own: 1-3 varying inputs, output rows of <= 8 columns)
     // ran linkage buckets of M = 2, 8 and 12 1.25-1.6x faster than the cached kernel the rule
-    // below chose for them, and one of M = 16 1.44x slower (device call 5, docs/perf-notes.md
-    // "Kernel 9"): it takes one-lane buckets of up to lim.lean9_max_terms terms.
+    // below chose for them, and one of M = 16 1.44x slower (H100): it takes one-lane buckets of
+    // up to lim.lean9_max_terms terms.
     const bool kernel9 = eb == 8 && shape.lean_chunks && lay.M <= lim.lean9_max_terms;
     if (plain_lanes >= 2) {
       p = tables ? plain_launch_plan(lay, lim, true) : std::move(shape);
@@ -906,7 +906,7 @@ LaunchPlan select_launch_plan(const BucketLayout& lay, Variant want, const Devic
         if (sel) *sel = {Variant::plain, e.what()};
         return p;
       }
-      // Thresholds from bench/gpu on an H200 (docs/perf-notes.md, run 1): the cache lost on
+      // Thresholds from bucket_bench on an H200: the cache lost on
       // every bucket whose staged values were used fewer than 3 times, whose blocks left an
       // SM with fewer than 512 working threads (large segments, tiny pages), or whose launch
       // could not fill the device; with reuse 3-4 it won only at near-full occupancy.
@@ -916,10 +916,10 @@ LaunchPlan select_launch_plan(const BucketLayout& lay, Variant want, const Devic
       // One lane per output (M < 32): the plain kernel's warps read 32 runs M values apart,
       // while staging reads them coalesced, so the cache wins even when a staged value is used
       // once, as long as the varying inputs are small next to the terms (reused through L2).
-      // Measured on the H100 (docs/perf-notes.md, device call 4): linkage buckets of M = 8-16
-      // with 0.06-1.0 input bytes per term 1.4-1.5x faster cached; random buckets of M = 18-24
-      // with 4 and 19 bytes per term 1.3x and 2.4x slower cached (device call 3). The threshold
-      // is lim.one_lane_bytes_per_term, 1 since kernels 6-7 (docs/perf-notes.md, "Kernel 7").
+      // Measured on the H100: linkage buckets of M = 8-16 with 0.06-1.0 input bytes per term
+      // 1.4-1.5x faster cached; random buckets of M = 18-24 with 4 and 19 bytes per term 1.3x and
+      // 2.4x slower cached. The threshold is lim.one_lane_bytes_per_term, 1 since kernels 6-7
+      // (random buckets of 1.2-1.5 bytes per term ran 2x slower cached).
       const double kOneLaneBytesPerTerm = lim.one_lane_bytes_per_term;
       double in_bytes = 0;
       for (int f = 0; f < lay.nf; ++f) in_bytes += static_cast<double>(lay.in_size[f]) * eb;
@@ -936,7 +936,7 @@ LaunchPlan select_launch_plan(const BucketLayout& lay, Variant want, const Devic
       }
       // Two lanes per output (M = 32-63): cached once staged values are used
       // lim.two_lane_min_reuse times; off by default (0): it helped the benchmark's buckets but
-      // slowed the largest bucket of linkage_17's own order (docs/perf-notes.md, "Kernel 7").
+      // slowed the largest bucket of linkage_17's own order 1.5x.
       const bool two_lanes = lanes_log2 == 1;
       if (two_lanes && lim.two_lane_min_reuse > 0 && c.min_reuse >= lim.two_lane_min_reuse &&
           c.resident_threads >= kMinResident &&

@@ -77,7 +77,7 @@ struct DeviceLimits {
   int block_overhead = 1024 + kStaticShared;  // per resident block: reserved + static shared
   // Planner option, not a device property: let the plain kernel share loads over tiles of at
   // most `max_tile` configurations (kernel 1's tiles were net-neutral on the H100; kernel 5's
-  // tiles of 2, double only, are measured in docs/perf-notes.md). The Context reads
+  // tiles of 2, double only, ran the many-input buckets 1.2-1.67x faster). The Context reads
   // KINFER_GPU_TILES=0|1 (measurement); float plans never tile.
   // KINFER_GPU_TILES=force also tiles outputs that then leave the device idle (tests).
   bool tiles = true;
@@ -85,7 +85,7 @@ struct DeviceLimits {
   int max_tile_dep = 2;   // varying inputs holding a tile variable (the kernels' template cases)
   int tile_min_nf = 2;    // tiles only for buckets with this many varying inputs or more
   bool tile_fill = true;  // output tiles only where the launch still fills the device
-  // Planner options for the plain kernel (issue 12 part 4, docs/perf-notes.md): skip the offset
+  // Planner options for the plain kernel (issue 12 part 4): skip the offset
   // table for inputs that hold every inner summed variable (`direct`); lanes per output: the
   // most (up to 32) that leave each lane 16 configurations of the inner summed block, reduced
   // while a lane would sum fewer than `lane_terms` configurations of the whole sum, but not
@@ -98,26 +98,26 @@ struct DeviceLimits {
   // Planner option: rows of the plain kernel's middle summed table (sum_mid); the outer summed
   // block goes through two tables of at most this many and Mh / this many rows instead of one
   // of Mh rows (a one-output bucket of 2^30 terms had 2^20 rows, 67 MB built in 74-155 ms on
-  // the H100's host: docs/perf-notes.md). Tests set it small to walk both levels; the Context
+  // the H100's host). Tests set it small to walk both levels; the Context
   // reads KINFER_GPU_MID_ROWS=N (measurement and the device tests).
   std::int64_t mid_rows_max = 4096;
   // Planner option: a plain launch splits a large summed range over blocks (partials combined)
   // until the device holds two waves of threads, but each lane keeps at least this many terms
   // (each block stages the inner summed table in shared memory: 256 terms a lane left
   // linkage_17's one-output bucket 554 at 0.47 of the roofline, 1024 at 0.54, 4096 at 0.18;
-  // pe's plans of linkage_11-18 and pedigree50 the same: docs/perf-notes.md, "Splits").
+  // pe's plans of linkage_11-18 and pedigree50 the same; docs/performance.md).
   // The Context reads KINFER_GPU_SPLIT_TERMS=N (measurement).
   std::int64_t split_min_terms = 1024;
   // Planner option: the plain kernel's page-offset table (out_hi) of at least this many bytes is
   // not built on the host but filled by a kernel from its strides (0: always on the host): a
   // fresh 25 MB table took 20-50 ms of the host's page faults and odometer on the H100 machine
-  // (docs/perf-notes.md, "Page offsets filled on the device"). The Context reads
+  // (docs/performance.md). The Context reads
   // KINFER_GPU_DEVICE_FILL=BYTES.
   double device_fill_bytes = 1 << 20;
   // Planner option (kernel 7): plain plans of at most 16 summed configurations per output (one
   // lane) and at most 3 varying inputs run untiled in a kernel compiled for one lane that holds
-  // 4 blocks of 256 per SM (the general one holds 2-3: registers); measured in
-  // docs/perf-notes.md, "Kernel 7". The Context reads KINFER_GPU_LEAN=0|1.
+  // 4 blocks of 256 per SM (the general one holds 2-3: registers): 1.03-1.22x on those
+  // buckets. The Context reads KINFER_GPU_LEAN=0|1.
   bool lean = true;
   // Planner option (kernel 8): a one-lane launch of at least lean_two_min_items outputs gives
   // each thread two of them (a grid-stride apart: two independent chains of dependent loads per
@@ -129,8 +129,7 @@ struct DeviceLimits {
   // path. The Context reads KINFER_GPU_LEAN_CHUNKS=0|1.
   bool lean_chunks = true;
   // Planner option (kernel 9): plans of 2, 3, 4, 6 or 8 terms run in kernel 9 compiled for that
-  // many (no chunk loop; docs/perf-notes.md "Kernel 9 with its terms known at compile
-  // time"). The Context reads KINFER_GPU_LEAN_FIXED=0|1.
+  // many (no chunk loop). The Context reads KINFER_GPU_LEAN_FIXED=0|1.
   bool lean_fixed_terms = true;
   // Planner option (kernel 9's tile): a one-lane plan with terms compiled in and direct inputs
   // takes a tile of two outputs (an output variable of two values that some varying input
@@ -141,9 +140,9 @@ struct DeviceLimits {
   // kernel's one-lane rule, up to this many summed configurations (device call 5: M = 2-12
   // faster in kernel 9, M = 16 faster cached).
   std::int64_t lean9_max_terms = 12;
-  // Selector thresholds of the fifth session (docs/perf-notes.md, "Kernel 7"): one-lane buckets
-  // go to the cached kernel below this many input bytes per term; two-lane buckets once staged
-  // values are used this many times (0: no two-lane rule, the default; why in the notes). The
+  // Selector thresholds (gpu/policy.cpp, the selector): one-lane buckets go to the cached kernel
+  // below this many input bytes per term; two-lane buckets once staged values are used this many
+  // times (0: no two-lane rule, the default: it slowed linkage_17's largest bucket 1.5x). The
   // Context reads KINFER_GPU_SELECT=BYTES:REUSE (measurement).
   double one_lane_bytes_per_term = 1;
   double two_lane_min_reuse = 0;
@@ -153,8 +152,7 @@ struct DeviceLimits {
   // them, those (up to a product of reuse_max_group values) are enumerated innermost, so that
   // the threads of a warp reading the same entries of it are neighbours and the table is read
   // from memory once instead of once per value of them (pedigree50's bucket 209: an 11 GB
-  // input lacking the output's first variable, 4 values; docs/perf-notes.md "Outputs
-  // enumerated for the largest input"). The Context reads
+  // input lacking the output's first variable, 4 values: 17.3 -> 11.1 ms). The Context reads
   // KINFER_GPU_REUSE_ORDER=BYTES[:NEAR[:OVER]] (0: off; 1:1:0 every bucket: the tests).
   double reuse_min_bytes = 32e6;
   double reuse_over_rest = 1.5;
@@ -162,7 +160,7 @@ struct DeviceLimits {
   std::int64_t reuse_near = 1024;  // outputs below a lacking variable that leave it in place
 };
 
-// The planner options of the KINFER_GPU_* variables (measurement and tests, docs/perf-notes.md)
+// The planner options of the KINFER_GPU_* variables (measurement and tests)
 // applied to `lim`: what a Context does after reading its device's limits.
 void apply_env_limits(DeviceLimits& lim);
 

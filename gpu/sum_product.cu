@@ -201,7 +201,7 @@ __device__ __forceinline__ float lowest(float) { return -3.402823466e38f; }
 // multiply fused into the sum. The low part of ln2/64 is left out: it moves r by at most
 // y 3.3e-17, i.e. a term's error by at most y e^-y 3.3e-17 of the largest term (< 1.3e-17);
 // host check over 2e7 arguments: within 3.4 ulp for y <= 5, absolute error <= 2.4e-16.
-// Kernel 3 cut its integer instructions (counted in the machine code, docs/perf-notes.md):
+// Kernel 3 cut its integer instructions (counted in the machine code):
 // the table entry j holds 2^(j/64) with (j << 14) subtracted from its high word, so the scale
 // 2^(k >> 6) is one shift-add of the whole k: hi + (k << 14) = hi(2^(j/64)) + ((k >> 6) << 20),
 // since k = 64 (k >> 6) + j (two's complement, k >= -65376: no overflow). The polynomial's
@@ -350,8 +350,7 @@ __device__ __forceinline__ T const_part(const KernelArgs<T>& a, int nf, const in
 // the large sums: the four terms' addresses then differ by immediates), or 0 (a run-time G). The
 // inner-block offset table sits in shared memory column by column (a 4-byte load per input and
 // term, consecutive lanes on consecutive words), and inputs holding every inner summed variable
-// (direct_mask) read at mi itself, without it. Kernels 1 and 2 (the versions before) are gone;
-// their measurements are in docs/perf-notes.md.
+// (direct_mask) read at mi itself, without it. Kernels 1 and 2 (the versions before) are gone.
 template <int NF, int R = 1, int GC = 0>
 constexpr int plain_min_blocks() {
   // a tile's second chain: registers; the one-lane kernel (GC 1, kernel 7): 64 registers
@@ -359,7 +358,7 @@ constexpr int plain_min_blocks() {
 }
 
 // Kernel 3 is kernel 2 (the chunks of four, direct inputs, column-wise offset table) with the
-// integer work per term cut (counted in the machine code, docs/perf-notes.md): (1) each input's
+// integer work per term cut (counted in the machine code): (1) each input's
 // row pointer is made opaque to the compiler, so a table-read address is one IMAD.WIDE (index x 8
 // + pointer) instead of a 64-bit add and shift from the element offset; (2) the lane's
 // offset-column address is one register, made opaque so it is kept rather than rebuilt from the
@@ -598,7 +597,7 @@ __global__ void __launch_bounds__(256, plain_min_blocks<NF, TD ? 2 : 1, GC>())
 
 // ---- kernel 9: the one-lane kernel of LaunchPlan::lean_chunks (issue 12 part 4) ----
 // Kernel 7/8's one-lane path spent ~410 instructions per output on pedigree50's largest
-// buckets (2^30.4 outputs, 3 terms; ncu's source counters, docs/perf-notes.md "Kernel 9"), 69 of
+// buckets (2^30.4 outputs, 3 terms; ncu's source counters), 69 of
 // them double-precision: a runtime loop of single terms each with the running max's rescale
 // (an exp), fmax's NaN handling (6-8 instructions each), 64-bit arithmetic on page-local
 // indices, one load per table entry, the outer row's loop and a 64-bit division per output, and
@@ -733,8 +732,7 @@ __device__ __forceinline__ double lse_knockout9(double (&x)[MI], unsigned tab_a,
 // in chunks of four). Then the terms are loaded at once, the max found by a knockout whose
 // losers alone take an exp (the winner's exp(0) = 1 is the sum's start), with no loop, no
 // predicated empty slots and no running rescale: at M = 2 one exp and the log per output where
-// the chunk issued the loads and adds of four slots and two exps (docs/perf-notes.md, "Kernel 9
-// with its terms known at compile time").
+// the chunk issued the loads and adds of four slots and two exps.
 // TD: 0, or a tile of two outputs (an output variable of two values dropped from the items):
 // the first TD varying slots hold its variable and load the second output's terms tile_off1[f]
 // further, the others are loaded once for both (terms compiled in, every input direct, one

@@ -40,8 +40,8 @@ struct FoldArgs {
 void launch_fold(double* child, const double* factor, const FoldArgs& a, cudaStream_t stream);
 
 // CUDA loads a kernel at its first use (lazy loading, CUDA 12's default), the module's first
-// kernel costing 10-17 ms on an H100 (docs/perf-notes.md, "The GPU thread's timeline and the
-// module's load"): load_module() loads the module (one kernel), load_kernels(p) the kernels p
+// kernel costing 10-17 ms on an H100 (docs/performance.md): load_module() loads the module (one
+// kernel), load_kernels(p) the kernels p
 // launches, ahead of the run.
 void load_module();
 template <class T>

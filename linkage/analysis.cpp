@@ -28,7 +28,7 @@ namespace {
 
 // Host bytes of a lod run besides the chain's tables and vectors and process_bytes(): the
 // pedigrees, loci and results (a few MiB here), and with the chain on a GPU the CUDA context's
-// host memory (~120 MiB measured on the H100 machine, docs/perf-notes.md).
+// host memory (~120 MiB measured on the H100 machine; docs/performance.md).
 constexpr double kChainReserve = 32.0 * 1024 * 1024;
 constexpr double kChainGpuReserve = 160.0 * 1024 * 1024;
 

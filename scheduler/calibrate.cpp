@@ -225,8 +225,8 @@ std::vector<double> time_interleaved(const std::vector<std::function<void()>>& r
 std::vector<Sample> measure_cpu(const std::vector<SweepBucket>& buckets, int threads,
                                 double budget_seconds) {
   // Each bucket in a loop of its own: interleaving buckets of random sizes predicted the small
-  // buckets of real runs too slow (OpenMP workers of the previous large bucket still spinning;
-  // figures in docs/perf-notes.md).
+  // buckets of real runs 2x too slow (OpenMP workers of the previous large bucket still
+  // spinning; docs/performance.md).
   std::vector<Sample> out;
   const auto t0 = clock_type::now();
   for (const SweepBucket& b : buckets) {

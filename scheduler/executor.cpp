@@ -320,7 +320,8 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
   };
   const auto gpu_t0 = clock_type::now();
   // KINFER_GPU_TIMELINE=FILE: each GPU bucket's host steps and kernel times, written as a TSV
-  // (where a GPU run waits; docs/perf-notes.md); each run rewrites it (diagnostics, one GPU)
+  // (where a GPU run waits; bench/e2e/timeline.py reads it); each run rewrites it (diagnostics,
+  // one GPU)
   struct TimelineRow {
     int b, stream, m0, m1;
     double begin, wait0, wait1, launch0, launch1;
@@ -338,7 +339,7 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
     wait1 = since(gpu_t0);
     wait0 = wait1 - waited;
     r.st.gpu_upload_wait_s += waited;
-    if (waited > 0.002)  // where a GPU run waits (docs/perf-notes.md)
+    if (waited > 0.002)  // where a GPU run waits
       spdlog::debug(
           "executor: bucket {} waited {:.1f} ms for its uploads, {:.3f} s into the "
           "GPU thread",
@@ -670,7 +671,7 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
   log_resources("the executor's GPU inputs merged");
   // The kernels' launch plans, built on every thread (largest buckets first), their tables
   // queued for upload: built one at a time inside run_bucket they were most of a GPU run's
-  // time (docs/perf-notes.md, "Where a --device auto run's time ... go"). They are built beside
+  // time. They are built beside
   // the run: the GPU thread starts on its first buckets at once and, at a bucket whose plan
   // nobody has started, builds it itself (else waits for it). With time_buckets or
   // KINFER_GPU_PREPARE=ahead they are all built before the run (calibration times kernels

@@ -97,7 +97,7 @@ std::string find_profile_for_gpu(const std::string& gpu_name);
 // A profile for a GPU that no profile knows (what a new user's run there uses instead of
 // `kinfer calibrate`): `base`'s, with its GPU kernels' times (the part above the fixed launch
 // overhead) scaled by base's copy bandwidth over `here`'s (the kernels are bound by the device's
-// memory: docs/perf-notes.md), its transfer bandwidths by the ratios of the pinned copies each
+// memory: docs/performance.md), its transfer bandwidths by the ratios of the pinned copies each
 // way, and the GPU's name, memory and start (seconds; 0: base's) as given. The CPU part is
 // `cpu`'s when given (the user's own CPU calibration), else base's. Throws
 // std::invalid_argument when base has no GPU part or either side's figures are not measured.
@@ -107,9 +107,9 @@ Profile derive_profile(const Profile& base, const GpuFigures& here, const std::s
 // A profile's CPU part for a run on `threads` CPU threads when it was fitted on another count
 // (a shipped profile's reference machine has 16): the kernel times above the fixed overhead
 // times (fitted / threads)^kCpuThreadExponent, at most kCpuMostThreadSpeedup times faster.
-// Measured on the H100 machine's 16 cores (docs/perf-notes.md, "The CPU part for another thread
-// count"): 16 -> 2 threads made linkage_14/18/17 5.3-6.6x slower (exponent 0.80-0.93) and the
-// small DBN_11/linkage_24 3.7-4.1x (their fixed costs). Unchanged when either count is unknown.
+// Measured on the H100 machine's 16 cores (docs/performance.md): 16 -> 2 threads made
+// linkage_14/18/17 5.3-6.6x slower (exponent 0.80-0.93) and the small DBN_11/linkage_24
+// 3.7-4.1x (their fixed costs). Unchanged when either count is unknown.
 inline constexpr double kCpuThreadExponent = 0.85;
 inline constexpr double kCpuMostThreadSpeedup = 2;
 DeviceProfile cpu_for_threads(const DeviceProfile& cpu, int threads);

@@ -226,7 +226,7 @@ std::function<double(const OrderStats&)> Runner::order_prediction() {
     // clearly (2x) against one core's guessed rate: a best order still shrinking near the line
     // (linkage_21's 2^27.7 at round 2, 2^25.3 in the end) must not start the driver. (With the
     // sizing's own CPU rate here, linkage_14 went CPU-sized: its search 0.19 -> 0.34 s and its
-    // device's start after the plan, 0.06-0.13 s later: bench/e2e/README.md, "ninth session".)
+    // device's start after the plan, 0.06-0.13 s later.)
     if (2 * gpu_search_part(states) >= states / kCpuCoreStatesGuess) return cpu;
     start_if_likely(s, kLateStartDiscountLog2);
     // Whether there is a GPU, without waiting for the driver (a probe costs ~0.1 s on the

@@ -49,11 +49,11 @@ DeviceChoice parse_device(const std::string& name);  // "auto", "cpu", "gpu"; in
 inline constexpr double kAutoGpuMinFlops = 1e9;
 inline bool auto_wants_gpu(double plan_flops) { return plan_flops >= kAutoGpuMinFlops; }
 // Seconds to start the GPU (driver and context) in a fresh process when the profile does not
-// say (docs/perf-notes.md, "Right out of the box").
+// say (docs/performance.md).
 inline constexpr double kGpuStartSeconds = 0.2;
 
 // With a GPU in use and no policy asked for. Chosen by measurement on the GPU machine
-// (bench/scheduler/results/2026-11-22-h200-pe).
+// (docs/performance.md).
 inline constexpr Policy kDefaultGpuPolicy = Policy::comm_aware;
 
 struct RunRequest {
@@ -63,7 +63,7 @@ struct RunRequest {
   // automatic calibration's, or a shipped one); when there is none, whole-plan, or, with
   // auto_calibrate_seconds > 0 and the GPU used for a plan of at least kAutoGpuMinFlops, a
   // calibration that long cached for the next runs. Off unless $KINFER_AUTO_CALIBRATE (seconds)
-  // is set: short calibrations placed worse than whole-plan (docs/perf-notes.md).
+  // is set: short calibrations placed worse than whole-plan (docs/performance.md).
   std::string profile_path;
   double auto_calibrate_seconds = 0;
   bool check = false;    // every bucket on the CPU and the GPU, compared (executor.hpp)
@@ -86,12 +86,10 @@ struct RunRequest {
 
 // The CUDA context's own host memory (driver, runtime and kernel images mapped into the
 // process), measured on the GPU machine as RSS of `kinfer pe --device auto` less the estimate's
-// other parts: 94 MiB before kernel 3 and the chain kernels (bench/memory/RESULTS.md), 119 MiB
-// after (Pedigree_11 --device gpu 135 MiB against 16 MiB,
-// bench/e2e/results/2026-11-23-h100-final/call4-pedigree11-gpu-rss.txt); with kernel 9's
-// compiled terms up to 143 MiB under the driver's 8 work queues and 54-73 MiB under the one that
-// kinfer's main() asks for (linkage_11/12/13, pedigree50;
-// bench/e2e/results/2026-11-24-h100-final28, docs/perf-notes.md "The context's work queues"):
+// other parts: 94 MiB before kernel 3 and the chain kernels, 119 MiB after (Pedigree_11
+// --device gpu 135 MiB against 16 MiB); with kernel 9's compiled terms up to 143 MiB under the
+// driver's 8 work queues and 54-73 MiB under the one that kinfer's main() asks for (linkage_11/
+// 12/13, pedigree50; docs/performance.md):
 // 80 MiB and 10 MiB per further queue (CUDA_DEVICE_MAX_CONNECTIONS; the driver's 8 when unset).
 double gpu_context_host_bytes();
 
@@ -162,7 +160,7 @@ std::string check_report_verdict(const CheckReport& c);
 // same order whatever the thread count). Searching 2 s for an order the GPU computes in 0.1 s
 // loses.
 double gpu_sized_prediction(const OrderStats& s);
-// Its rates, measured on the H100 (docs/perf-notes.md, "Plan time and a GPU run out of the box"):
+// Its rates, measured on the H100 (docs/performance.md):
 // the GPU computes a plan in about kGpuComputeBase + states / kGpuStatesPerSecond once started,
 // and the search does kSearchCoreSecondsPerSecond nominal core-seconds per second on 16 cores
 // (5.7-7.6 with rounds of 32 restarts + 12 chains, order_bench on the H100 machine; 4 before).
@@ -172,17 +170,16 @@ double gpu_sized_prediction(const OrderStats& s);
 // fourteenth session (2 before: the search stopped at ~0.1 s; 3 gave better orders on
 // linkage_13/17/18, GPU compute of linkage_17 0.057 -> 0.040 s, at the same cold end to end
 // within noise, -0.006 s on the mean of six networks; 4 cost linkage_14, whose search is
-// slower per core-s, 0.05 s; docs/perf-notes.md, "The search's floor and the device's start").
+// slower per core-s, 0.05 s; docs/performance.md).
 // Searching on until the device was open (unseeded runs) cost more in rounds past its opening
-// than the better orders saved (docs/perf-notes.md, "The search's rounds and the device's
-// start"), and would make the order depend on timing.
+// than the better orders saved, and would make the order depend on timing.
 inline constexpr double kGpuSearchFloorStarts = 3;
 inline constexpr double kGpuComputeBase = 0.03;
 // 1.6e11: pedigree50's conditioned plan (2^37.3 states in 1.02 s); the linkage networks run at
 // 2.5-4e11. 8e10 until search version 4: its better orders per unit of work made the shorter
 // search pay (pedigree50 1.16 -> 1.00-1.06 s end to end at the same compute; 3.2e11 0.93 s with
 // seed 1, but 2^0.6 more states on the mean over seeds at that work; the linkage networks stop
-// at the floor either way: bench/e2e/README.md, "eighth session").
+// at the floor either way).
 inline constexpr double kGpuStatesPerSecond = 1.6e11;
 // kGpuStatesPerSecond, or KINFER_SEARCH_GPU_RATE (states per second) for benchmarks of the
 // search's length; the order cache's key names it and the CPU's rate when they are not the

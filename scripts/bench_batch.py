@@ -2,6 +2,8 @@
 """Benchmark of `kinfer batch`: N jobs as one batch vs the same jobs run one after another with
 the single commands, side by side in one run.
 
+`scripts/bench.py batch` runs both benchmarks below.
+
 Jobs (default 200): about three quarters `pe` jobs on the bundled UAI instances (data/uai) in
 turn, each repeat either with the network's own evidence (same structure: the batch shares its
 compiled plan) or with a random tenth of its observations dropped (another structure), and one
@@ -14,7 +16,7 @@ Three ways, same jobs, same answers checked:
   batch    `kinfer batch`: jobs of one network share its compiled plan in a worker process
 
   scripts/bench_batch.py [--jobs-total 200] [--kinfer build/apps/kinfer] [--label NAME]
-                         [--data DIR] [--out-dir bench/batch]
+                         [--data DIR] [--out-dir bench/out/batch]
 
 Writes OUT_DIR/results-<label>.tsv (one row per way) and prints the table.
 
@@ -158,7 +160,7 @@ def main():
     ap.add_argument("--kinfer", default=os.path.join(ROOT, "build", "apps", "kinfer"))
     ap.add_argument("--label", default=socket.gethostname())
     ap.add_argument("--data", default=os.path.join(ROOT, "data"))
-    ap.add_argument("--out-dir", default=os.path.join(ROOT, "bench", "batch"))
+    ap.add_argument("--out-dir", default=os.path.join(ROOT, "bench", "out", "batch"))
     ap.add_argument("--concurrency", type=int, default=0, help="--jobs of the batch (default: cores)")
     ap.add_argument("--ways", default="single,noshare,batch")
     ap.add_argument("--repeats", action="store_true", help="the repeated-network benchmark instead")

@@ -13,7 +13,9 @@ re-run there with --pyagrum-child to do the pyAgrum side.
   scripts/bench_uai.py                        # every *.uai of data/uai
   scripts/bench_uai.py --data DIR             # every *.uai of DIR (with its REFERENCES.tsv)
   scripts/bench_uai.py Pedigree_11 CSP_12     # a few (names or paths)
-  scripts/bench_uai.py --out /tmp/b ...       # results elsewhere than bench/uai
+  scripts/bench_uai.py --out /tmp/b ...       # results elsewhere than bench/out/uai
+
+`scripts/bench.py pyagrum` runs it on every instance of data/uai.
 """
 
 import argparse
@@ -681,9 +683,9 @@ NOTES = [
     "kinfer_log2_max_table are the pe run's).",
     "Agreement (=ref) is |answer - reference| <= half a unit of the reference's last printed "
     "digit (REFERENCES.tsv).",
-    "Both engines use all cores (2 here) and ran one after the other on each instance in the "
-    "same run, so the ratios were measured side by side; other jobs (compilations) shared the "
-    "2 cores during the run, so absolute timings carry that background load.",
+    "Both engines use all cores and ran one after the other on each instance in the same run, "
+    "so the ratios were measured side by side; absolute timings carry whatever else the machine "
+    "was running.",
     "Every child ran under a wall-clock timeout and an address-space limit (RLIMIT_AS); kinfer "
     "is given --max-memory at 85% of that limit so it refuses a plan (exit 3) rather than "
     "fail an allocation.",
@@ -709,7 +711,7 @@ def main():
     ap.add_argument("--memory-limit-gb", type=float, default=16, help="address-space limit per run")
     ap.add_argument("--order-time", type=float, default=5.0, help="kinfer --order-time")
     ap.add_argument("--no-pyagrum", action="store_true", help="kinfer only")
-    ap.add_argument("--out", default=os.path.join(REPO, "bench", "uai"), help="results folder")
+    ap.add_argument("--out", default=os.path.join(REPO, "bench", "out", "uai"), help="results folder")
     ap.add_argument("--label", default=socket.gethostname(), help="results-<label>.tsv")
     ap.add_argument("--no-write", action="store_true", help="print the table only")
     ap.add_argument("--merge", action="store_true",

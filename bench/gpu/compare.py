@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Before/after table of bench/gpu/kernel_compare.sh: joins main_*.tsv and new_*.tsv (bucket_bench
-output) on (source, bucket) and prints, per bucket of at least 1 GFLOP, the selected variant's
+"""Two kernel builds or configurations side by side: joins DIR/main_*.tsv and DIR/new_*.tsv
+(bucket_bench --out of each build on the same buckets) on (source, bucket) and prints, per bucket of at least 1 GFLOP, the selected variant's
 time and roofline fraction before and after, then a summary over all joined buckets. Both
 fractions use the `main` build's bound (its ceilings), so a change to the kernels' arithmetic
 cannot move the roof under the comparison.

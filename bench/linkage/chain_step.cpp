@@ -1,4 +1,5 @@
-// The CPU chain's per-step cost on the layout of the c250 family (RESULTS.md "Dense maps"):
+// The CPU chain's per-step cost on the layout of the c250 family (the 250-SNP case of
+// scripts/bench_linkage.py's part 4, `scripts/bench.py linkage-big`):
 // 22 bits in regions [0, 11) and [11, 22), the six founder groups of that family in region 0,
 // and a SNP's emission as it leaves the elimination (a factor over the upper region and bits
 // 0-6, 2^18 entries, and a small one). Prints milliseconds per operation (median of --reps),

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
-"""The order search's answer against its budget, over seeds (bench/order/RESULTS.md).
+"""The order search's answer against its budget, over seeds (`scripts/bench.py order-sweep`).
 
-  budget_sweep.py LABEL ORDER_BENCH [--seeds N] [--budgets 0.5,1,...] NETWORK...
+  budget_sweep.py LABEL ORDER_BENCH [--seeds N] [--budgets 0.5,1,...] [--data DIR] NETWORK...
+
+A NETWORK is a path, or a name looked up as NAME.uai[.gz] in --data (default: the repository's
+data/uai) and its large/ folder.
 
 Runs ORDER_BENCH (bench/order/order_bench) on one thread per run, two runs at a time, and
 prints per network the mean (min-max) log2 total state over seeds 1..N at each budget, both in
@@ -13,6 +16,7 @@ budget (then "s" is its whole run's time, so the columns are at the run's own ti
 import argparse
 import concurrent.futures as cf
 import json
+import os
 import statistics
 import subprocess
 
@@ -22,15 +26,26 @@ p.add_argument("order_bench")
 p.add_argument("networks", nargs="+")
 p.add_argument("--seeds", type=int, default=16)
 p.add_argument("--budgets", default="0.5,1,1.5,2,3")
-p.add_argument("--data", default="../shared/data/uai")
+p.add_argument("--data", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                          "data", "uai"))
 a = p.parse_args()
 budgets = [float(b) for b in a.budgets.split(",")]
 has_traj = "--trajectory" in subprocess.run([a.order_bench, "--help"], capture_output=True,
                                             text=True).stdout
 
 
+def path_of(net):
+    if os.path.isfile(net):
+        return net
+    for d in (a.data, os.path.join(a.data, "large")):
+        for cand in (net + ".uai", net + ".uai.gz"):
+            if os.path.isfile(os.path.join(d, cand)):
+                return os.path.join(d, cand)
+    raise SystemExit(f"no network {net} in {a.data}")
+
+
 def bench(net, seed, budget, traj):
-    cmd = [a.order_bench, f"{a.data}/{net}.uai", "--seed", str(seed), "--budget", str(budget),
+    cmd = [a.order_bench, path_of(net), "--seed", str(seed), "--budget", str(budget),
            "--fraction", "1e9", "--threads", "1"] + (["--trajectory"] if traj else [])
     return json.loads(subprocess.run(cmd, capture_output=True, text=True,
                                      check=True).stdout.splitlines()[-1])

@@ -6,7 +6,7 @@ spiral: eliminated from its ends (min-fill does), it gives chains of buckets ove
 variables that sum out one variable from a message of D^K entries and two small factors. The
 intermediate tables are large and each bucket does little work per entry, so moving a table
 between the CPU and the GPU costs about as much as computing it: where the comm-aware schedule
-(paper 001 Fig. 4) should beat greedy. Used by bench/scheduler/run-pe-gpu.sh.
+(paper 001 Fig. 4) should beat greedy: give it to `kinfer schedule-compare`.
 usage: make-band.py N D K SEED > helix.uai"""
 import random
 import sys
