@@ -39,17 +39,19 @@ def gpu_count():
         return 0
 
 
-def network_file(d, name):
-    for cand in (name + ".uai", name + ".uai.gz"):
-        if os.path.exists(os.path.join(d, cand)):
-            return os.path.join(d, cand)
-    raise FileNotFoundError(f"{name}.uai(.gz) in {d}")
+def network_file(dirs, name):
+    """NAME.uai or NAME.uai.gz in the first of the comma-separated folders that has it."""
+    for d in dirs.split(","):
+        for cand in (name + ".uai", name + ".uai.gz"):
+            if os.path.exists(os.path.join(d, cand)):
+                return os.path.join(d, cand)
+    raise FileNotFoundError(f"{name}.uai(.gz) in {dirs}")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kinfer", default="build/apps/kinfer")
-    ap.add_argument("--networks", help="folder of NAME.uai[.gz] and NAME.uai.evid")
+    ap.add_argument("--networks", help="folders (comma-separated) of NAME.uai[.gz] and NAME.uai.evid")
     ap.add_argument("--names", help="comma-separated network names")
     ap.add_argument("--lod", type=int, default=0, help="a manifest of this many lod analyses instead")
     ap.add_argument("--lod-people", default="10:60", help="family sizes MIN:MAX (--lod)")
@@ -72,7 +74,7 @@ def main():
         src = network_file(a.networks, name)
         net = os.path.join(work, os.path.basename(src))
         shutil.copy(src, net)
-        ev = os.path.join(a.networks, name + ".uai.evid")
+        ev = os.path.join(os.path.dirname(src), name + ".uai.evid")
         evid = ""
         if os.path.exists(ev):
             evid = os.path.join(work, name + ".uai.evid")

@@ -588,3 +588,54 @@ TEST_CASE("Pe.MemoryLimitAboveWhatIsAvailableIsLowered", "[io][apps]") {
   CHECK(m.at("used_bytes").get<double>() < m.at("available_bytes").get<double>());
   CHECK(std::abs(j.at("log10_pr").get<double>() - -17.2155) <= 5e-5);  // UAI 2014 reference
 }
+
+// A comparison of the CPU/GPU policies needs no GPU and no calibration: the shipped profile of
+// --gpu (default: this GPU's, else the H100's), named in the output.
+TEST_CASE("ScheduleCompare.ShippedProfileWithoutCalibration", "[io][apps]") {
+  TempDir tmp;
+  const std::string net = (data_dir() / "uai" / "Pedigree_11.uai").string();
+  // an empty cache folder: no profile from `kinfer calibrate`
+  const std::string home = "XDG_CACHE_HOME=" + (tmp / "cache").string();
+  auto compare = [&](std::vector<std::string> extra) {
+    std::string cmd = home;
+    for (const std::string& a : {env_or_throw("KINFER_EXE"), std::string("schedule-compare"), net,
+                                 std::string("--repeat"), std::string("1"), std::string("--json")}) {
+      cmd += ' ';
+      cmd += shell_quote(a);
+    }
+    for (const auto& a : extra) {
+      cmd += ' ';
+      cmd += shell_quote(a);
+    }
+    return run_shell(fs::current_path(), cmd);
+  };
+  const ProcessResult r = compare({"--gpu", "h200"});
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK_THAT(j.at("profile").get<std::string>(), Catch::EndsWith("h200.json"));
+  CHECK_THAT(j.at("profile_choice").get<std::string>(), Catch::Contains("--gpu h200"));
+  // every policy has a finite prediction, the GPU's too
+  for (const auto& p : j.at("policies")) CHECK(p.at("predicted_seconds").is_number());
+  const ProcessResult d = compare({});
+  REQUIRE(d.rc == 0);
+  CHECK(!nlohmann::json::parse(d.out).at("profile_choice").get<std::string>().empty());
+  const ProcessResult bad = compare({"--gpu", "h300"});
+  CHECK(bad.rc == 2);
+  CHECK_THAT(bad.err, Catch::Contains("no shipped profile named 'h300'"));
+}
+
+TEST_CASE("Info.JsonByteCountsAreWholeNumbers", "[io][apps]") {
+  const std::string net = (data_dir() / "uai" / "Pedigree_11.uai").string();
+  const ProcessResult r = run_kinfer({"info", net, "--json", "--order", "minfill"});
+  REQUIRE(r.rc == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  for (const char* k : {"estimated_peak_bytes", "input_bytes", "largest_table_bytes"})
+    CHECK(j.at("memory").at(k).is_number_integer());
+  CHECK(j.at("unconditioned_peak_bytes").is_number_integer());
+  const ProcessResult t = run_kinfer({"info", net, "--order", "minfill"});
+  REQUIRE(t.rc == 0);
+  CHECK(lines_with(t.out, "estimated memory").size() == 1);
+  CHECK(t.out.find(" MB") == std::string::npos);  // binary units, as the log's
+  CHECK(lines_with(t.out, "MiB peak").size() == 1);
+}

@@ -132,6 +132,7 @@ TEST_CASE("LinkageCli.MultipointBigFamilyTakesTheNetwork", "[linkage][apps]") {
   const ProcessResult dflt = with({}), net = with({"--bits", "0"});
   INFO(dflt.err);
   REQUIRE(dflt.rc == 0);
+
   REQUIRE(net.rc == 0);
   const auto a = nlohmann::json::parse(dflt.out), b = nlohmann::json::parse(net.out);
   REQUIRE(a["pedigree_bits"].size() == 3);
@@ -170,4 +171,19 @@ TEST_CASE("LinkageCli.ReportsSayWhatRan", "[linkage][apps]") {
   CHECK(l.out.find("MERLIN") == std::string::npos);
   CHECK(lines_with(l.out, "chain (7 bits)").size() == 1);
   CHECK(lines_with(l.out, "network").size() >= 2);
+}
+
+// A chain of 19 bits takes the GPU under --device auto when there is one; a machine without one
+// is a normal machine: under -q nothing is said about it (the chain runs on the CPU).
+TEST_CASE("LinkageCli.NoGpuIsNotAWarning", "[linkage][apps]") {
+  const auto dir = linkage_data_dir() / "mixed_bits";
+  const ProcessResult r =
+      lod({"--ped", (dir / "chain19.ped").string(), "--dat", (dir / "chain19.dat").string(),
+           "--program", "linkmap", "--positions", "0:15:5", "-q", "--json"});
+  REQUIRE(r.rc == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  REQUIRE(j["pedigree_bits"].size() == 1);
+  CHECK(j["pedigree_bits"][0]["method"] == "chain");
+  CHECK(j["pedigree_bits"][0]["chain_bits"].get<int>() >= 18);
+  CHECK(r.err.empty());
 }
