@@ -792,18 +792,6 @@ OrderResult find_order(int num_vars, const std::vector<int>& card,
   return res;
 }
 
-double search_rate_from_env(const char* var, double fallback) {
-  const char* x = std::getenv(var);
-  const double r = x && *x ? std::atof(x) : 0;
-  return r > 0 ? r : fallback;
-}
-
-double cpu_search_states_per_second() {
-  static const double rate =
-      search_rate_from_env("KINFER_SEARCH_CPU_RATE", kCpuSearchStatesPerSecond);
-  return rate;
-}
-
 int count_components(int num_vars, const std::vector<std::vector<int>>& scopes) {
   std::vector<int> var;
   const InteractionGraph ig = interaction_graph(num_vars, scopes, var);

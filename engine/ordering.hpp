@@ -27,17 +27,10 @@ inline constexpr int kOrderSearchVersion = 4;
 // that take as long as that compute. On the 16-core reference machine the CPU kernel computes
 // 7e7-1.1e8 states per core-second on the linkage networks and 16 threads search 6-7.4
 // nominal core-seconds per second, so with 2e8 the search's target (a quarter of the
-// prediction) is about a quarter of the compute's wall time there. 5e7 (one core's rate, as
-// if the search ran on one core) until the ninth session: it let the search run as long as the
-// compute; with 2e8 and --order-time 40, `pe --device cpu` of linkage_11/12/13/17 over seeds
-// 1-3 took 62.4 s in all against 70.5 s (docs/performance.md).
+// prediction) is about a quarter of the compute's wall time there. One core's rate (5e7) let the
+// search run as long as the compute: with 2e8 and --order-time 40, `pe --device cpu` of
+// linkage_11/12/13/17 over seeds 1-3 took 62.4 s in all against 70.5 s (docs/performance.md).
 inline constexpr double kCpuSearchStatesPerSecond = 2e8;
-// A rate of the search's stopping rule: the positive number in environment variable `var`
-// (benchmarks of the search's length), else `fallback`; read once per call site.
-double search_rate_from_env(const char* var, double fallback);
-// kCpuSearchStatesPerSecond, or KINFER_SEARCH_CPU_RATE (states per nominal core-second) for
-// benchmarks of the search's length (OrderOptions::states_per_second is in the order cache's key).
-double cpu_search_states_per_second();
 
 enum class OrderHeuristic { MinFill, MinWeight, WeightedMinFill, Stochastic };
 
@@ -71,7 +64,7 @@ struct OrderOptions {
   // order cache's key with every other option here, so that a cached order is the one this
   // search would find.
   std::string predict_key;
-  double states_per_second = cpu_search_states_per_second();
+  double states_per_second = kCpuSearchStatesPerSecond;
   double search_fraction = 0.25;
   double min_search_seconds = 0.05;
   // Local refinement of the best orders (simulated annealing) besides fresh greedy restarts.

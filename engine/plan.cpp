@@ -233,8 +233,6 @@ OrderedModel order_model(const Network& net, const Evidence& ev, const PlanOptio
   OrderOptions oo = opt.order;
   oo.max_table_entries = std::numeric_limits<double>::infinity();
   std::string cache_dir = opt.order_cache_dir;
-  if (cache_dir.empty() && std::getenv("KINFER_ORDER_CACHE"))
-    cache_dir = std::getenv("KINFER_ORDER_CACHE");
   if (cache_dir == "none") cache_dir.clear();
   std::string cache_file;
   if (!cache_dir.empty()) cache_file = cache_dir + "/order-" + structure_key(om.model, oo) + ".txt";

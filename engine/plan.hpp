@@ -53,7 +53,7 @@ struct PlanOptions {
   bool keep_tables = true;
   // When set, elimination orders are cached here, keyed by the reduced structure: jobs and runs
   // that share a network structure (e.g. the same pedigree with other evidence) share the order.
-  // When empty, the environment variable KINFER_ORDER_CACHE names the folder, if set.
+  // Empty or "none": no cache (the commands resolve --order-cache and KINFER_ORDER_CACHE).
   std::string order_cache_dir;
   // The device memory budget of the device that will run a plan (the runner's, from
   // --gpu-memory), asked of the best order's plan: 0 when it runs on the CPU. A plan whose

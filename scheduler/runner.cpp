@@ -126,40 +126,20 @@ AutoChoice auto_choice(const Plan& plan, const Profile& profile, Policy policy,
   return c;
 }
 
-double gpu_states_per_second() {
-  static const double rate = search_rate_from_env("KINFER_SEARCH_GPU_RATE", kGpuStatesPerSecond);
-  return rate;
-}
-
-double gpu_search_floor_starts() {
-  static const double starts =
-      search_rate_from_env("KINFER_SEARCH_FLOOR_STARTS", kGpuSearchFloorStarts);
-  return starts;
-}
-
-std::string gpu_sized_prediction_key() {
-  std::string key = kGpuSizedPredictionKey;
-  if (gpu_states_per_second() != kGpuStatesPerSecond)
-    key += fmt::format("@{:g}", gpu_states_per_second());
-  if (gpu_search_floor_starts() != kGpuSearchFloorStarts)
-    key += fmt::format(",floor@{:g}", gpu_search_floor_starts());
-  if (cpu_search_states_per_second() != kCpuSearchStatesPerSecond)
-    key += fmt::format(",cpu@{:g}", cpu_search_states_per_second());
-  return key;
-}
+std::string gpu_sized_prediction_key() { return kGpuSizedPredictionKey; }
 
 namespace {
 // The GPU's part of gpu_sized_prediction, in nominal core-seconds of search.
 double gpu_search_part(double states) {
-  const double gpu_wall = std::max(gpu_search_floor_starts() * kGpuStartSeconds,
-                                   kGpuComputeBase + states / gpu_states_per_second());
+  const double gpu_wall = std::max(kGpuSearchFloorStarts * kGpuStartSeconds,
+                                   kGpuComputeBase + states / kGpuStatesPerSecond);
   return gpu_wall * kSearchCoreSecondsPerSecond;
 }
 }  // namespace
 
 double gpu_sized_prediction(const OrderStats& s) {
   const double states = std::exp2(s.log2_total_state);
-  return std::min(states / cpu_search_states_per_second(), gpu_search_part(states));
+  return std::min(states / kCpuSearchStatesPerSecond, gpu_search_part(states));
 }
 
 namespace {
@@ -210,7 +190,7 @@ std::function<double(const OrderStats&)> Runner::order_prediction() {
   auto calls = std::make_shared<int>(0);
   return [this, calls](const OrderStats& s) {
     const double states = std::exp2(s.log2_total_state);
-    const double cpu = states / cpu_search_states_per_second();  // the engine's own prediction
+    const double cpu = states / kCpuSearchStatesPerSecond;  // the engine's own prediction
     if (*calls < 8)
       spdlog::debug("order search round {}: best 2^{:.2f} states", *calls, s.log2_total_state);
     // The first rounds' best orders are far worse than the search's answer (2^3-2^6 states):
@@ -248,7 +228,7 @@ void Runner::start_if_likely(const OrderStats& s, double discount_log2) {
   const double states = std::exp2(log2_states);
   const int threads = req_.threads > 0 ? req_.threads : omp_get_max_threads();
   const double cpu = states / (kCpuCoreStatesGuess * threads);
-  const double gpu = kGpuStartSeconds + kGpuComputeBase + states / gpu_states_per_second();
+  const double gpu = kGpuStartSeconds + kGpuComputeBase + states / kGpuStatesPerSecond;
   if (2 * gpu >= cpu) return;
   spdlog::debug("starting the GPU in the background (2^{:.1f} states: about {} on the CPU)",
                 log2_states, format_seconds(cpu));

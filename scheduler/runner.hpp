@@ -163,31 +163,23 @@ double gpu_sized_prediction(const OrderStats& s);
 // Its rates, measured on the H100 (docs/performance.md):
 // the GPU computes a plan in about kGpuComputeBase + states / kGpuStatesPerSecond once started,
 // and the search does kSearchCoreSecondsPerSecond nominal core-seconds per second on 16 cores
-// (5.7-7.6 with rounds of 32 restarts + 12 chains, order_bench on the H100 machine; 4 before).
+// (5.7-7.6 with rounds of 32 restarts + 12 chains, order_bench on the H100 machine).
 // The GPU's part is at least kGpuSearchFloorStarts x kGpuStartSeconds (0.9 nominal core-s of
 // search, 0.15-0.17 s on the H100 machine's 16 cores): the search runs while the device starts
-// in the background (open 0.24-0.30 s into a cold run there), so it costs little. 3 since the
-// fourteenth session (2 before: the search stopped at ~0.1 s; 3 gave better orders on
-// linkage_13/17/18, GPU compute of linkage_17 0.057 -> 0.040 s, at the same cold end to end
-// within noise, -0.006 s on the mean of six networks; 4 cost linkage_14, whose search is
-// slower per core-s, 0.05 s; docs/performance.md).
+// in the background (open 0.24-0.30 s into a cold run there), so it costs little. Measured
+// against 2, 4 and 6 starts: 2 stopped the search at ~0.1 s and 3 gave better orders on
+// linkage_13/17/18 (GPU compute of linkage_17 0.057 -> 0.040 s) at the same cold end to end
+// within noise; 4 cost linkage_14, whose search is slower per core-s, 0.05 s (docs/performance.md).
 // Searching on until the device was open (unseeded runs) cost more in rounds past its opening
 // than the better orders saved, and would make the order depend on timing.
 inline constexpr double kGpuSearchFloorStarts = 3;
 inline constexpr double kGpuComputeBase = 0.03;
 // 1.6e11: pedigree50's conditioned plan (2^37.3 states in 1.02 s); the linkage networks run at
-// 2.5-4e11. 8e10 until search version 4: its better orders per unit of work made the shorter
-// search pay (pedigree50 1.16 -> 1.00-1.06 s end to end at the same compute; 3.2e11 0.93 s with
-// seed 1, but 2^0.6 more states on the mean over seeds at that work; the linkage networks stop
-// at the floor either way).
+// 2.5-4e11. Against 8e10 the shorter search pays (pedigree50 1.16 -> 1.00-1.06 s end to end at
+// the same compute); 3.2e11 gave 0.93 s with seed 1 but 2^0.6 more states on the mean over
+// seeds at that work; the linkage networks stop at the floor either way.
 inline constexpr double kGpuStatesPerSecond = 1.6e11;
-// kGpuStatesPerSecond, or KINFER_SEARCH_GPU_RATE (states per second) for benchmarks of the
-// search's length; the order cache's key names it and the CPU's rate when they are not the
-// defaults (gpu_sized_prediction_key).
-double gpu_states_per_second();
-// kGpuSearchFloorStarts, or KINFER_SEARCH_FLOOR_STARTS for benchmarks of the search's floor (the
-// order cache's key names it when it is not the default).
-double gpu_search_floor_starts();
+// The name of gpu_sized_prediction in the order cache's key (kGpuSizedPredictionKey).
 std::string gpu_sized_prediction_key();
 inline constexpr double kSearchCoreSecondsPerSecond = 6;
 // One core's CPU kernel rate (states per second) in the decisions about starting the GPU

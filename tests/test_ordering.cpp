@@ -178,20 +178,20 @@ TEST_CASE("Ordering.StopsAtAFractionOfThePredictedCompute", "[engine]") {
 }
 
 // Without predict_seconds the search predicts the compute as the total states over
-// cpu_search_states_per_second() (2e8) and stops after the first round whose work reaches a
+// kCpuSearchStatesPerSecond (2e8) and stops after the first round whose work reaches a
 // quarter of that for the best order so far (the trajectory holds each round's work and answer).
 TEST_CASE("Ordering.DefaultPredictionStopsAtAQuarter", "[engine]") {
   const Instance in = real_instance("linkage_21.uai.gz");
   OrderOptions oo;
   oo.time_budget = 40;
-  REQUIRE(oo.states_per_second == cpu_search_states_per_second());
+  REQUIRE(oo.states_per_second == kCpuSearchStatesPerSecond);
   const OrderResult r = find_order(in.num_vars, in.card, in.scopes, oo);
   check_valid(in, r);
   REQUIRE(r.stopped_by == "target");
   REQUIRE(!r.trajectory.empty());
   const auto target = [&](double log2_total) {
     return std::max(oo.min_search_seconds,
-                    0.25 * std::exp2(log2_total) / cpu_search_states_per_second());
+                    0.25 * std::exp2(log2_total) / kCpuSearchStatesPerSecond);
   };
   for (std::size_t k = 0; k + 1 < r.trajectory.size(); ++k)
     CHECK(r.trajectory[k].work < target(r.trajectory[k].log2_total_state));
