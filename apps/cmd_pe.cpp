@@ -300,7 +300,7 @@ void add_run_options(CLI::App& cmd, std::string& device, std::string& schedule,
   cmd.add_option(
          "--schedule", schedule,
          std::string("how buckets are placed when a GPU is used: cpu-only, gpu-only, greedy, "
-                     "comm-aware (the DP of paper 001, from a calibration profile), or "
+                     "comm-aware (weighs kernel times against transfers, from a calibration profile), or "
                      "whole-plan (every bucket a kernel takes on the GPU but small ones "
                      "whose inputs are on the host; needs no profile); default ") +
              sched::to_string(sched::kDefaultGpuPolicy) +

@@ -386,7 +386,7 @@ Runner add_schedule_compare(CLI::App& root) {
   CLI::App* cmd = root.add_subcommand(
       "schedule-compare",
       "the four CPU/GPU policies on a network: predicted and measured runtime, GPU buckets, bytes "
-      "moved (paper 001 Table 2)");
+      "moved");
   o->net.add(*cmd);
   cmd->add_option(
       "--profile", o->profile,
