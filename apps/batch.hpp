@@ -8,7 +8,9 @@
 //   results/<id>.json  the job's answer, exactly what its single command prints with --json;
 //                      written to a temporary file and renamed, so it is complete or absent
 //   logs/<id>.log      the job's log (standard error)
-//   summary.tsv        every job: id, kind, status, answer, seconds, error (rewritten atomically)
+//   summary.tsv        every job: id, kind, status, answer, seconds, where, error (rewritten
+//                      atomically)
+//   where.tsv          where each job started (host:rank, :gpuN on a GPU), one line per start
 //   journal.log        one line per job that completed, appended after its result was renamed
 //   order-cache/       elimination orders shared by jobs with the same network structure
 #include <string>

@@ -361,8 +361,19 @@ class Batch {
   }
 
  private:
+  // Where each job started, one line "ID\tWHERE" appended when it starts (before it can
+  // complete), so that summary.tsv says where also for the results --resume adopts.
+  void note_where(const JobState& s) {
+    std::ofstream(out_ / "where.tsv", std::ios::app) << s.job.id << '\t' << s.where << '\n';
+  }
+
   // A result present from an earlier run is complete by construction (renamed into place).
   void adopt_previous_results() {
+    std::map<std::string, std::string> where;  // the last start of each job
+    if (std::ifstream f(out_ / "where.tsv"); f)
+      for (std::string line; std::getline(f, line);)
+        if (const auto tab = line.find('\t'); tab != std::string::npos)
+          where[line.substr(0, tab)] = line.substr(tab + 1);
     int found = 0;
     for (auto& s : states_) {
       const fs::path r = out_ / "results" / (s.job.id + ".json");
@@ -377,6 +388,7 @@ class Batch {
         s.answer = answer_of(j);
         s.seconds = j.value("seconds", 0.0);
         s.from_previous_run = true;
+        if (auto w = where.find(s.job.id); w != where.end()) s.where = w->second;
         ++found;
       } catch (const std::exception&) {
         fs::remove(r);  // cannot happen with atomic renames, but never trust a bad result
@@ -548,6 +560,7 @@ class Batch {
     s.status = Status::Running;
     s.start = u.start;
     s.where = where_of(rank) + (gpu ? ":gpu" + std::to_string(u.gpu_device) : "");
+    note_where(s);
     ++s.attempts;
     occupy(u, +1);
     units_.push_back(std::move(u));
@@ -682,6 +695,7 @@ class Batch {
       states_[i].start = u.start;
       states_[i].probed = true;
       states_[i].where = where_of(rank);
+      note_where(states_[i]);
     }
     occupy(u, +1);
     ++groups_started_;
@@ -993,6 +1007,7 @@ class Batch {
     s.status = Status::Running;
     s.start = w->start;
     s.where = where_of(0) + ":gpu" + std::to_string(device);
+    note_where(s);
     ++s.attempts;
   }
 

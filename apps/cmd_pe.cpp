@@ -310,7 +310,9 @@ void add_run_options(CLI::App& cmd, std::string& device, std::string& schedule,
                  "calibration profile for greedy and comm-aware (default: the one `kinfer "
                  "calibrate` stored in the cache directory); without one with a GPU part they "
                  "fall back to whole-plan, logged");
-  cmd.add_flag("--explain", explain, "print each bucket's device and the reason");
+  cmd.add_flag("--explain", explain,
+               "explain the plan: the order, where the memory and the work go, and where the "
+               "buckets ran (per bucket when a GPU is used)");
   cmd.add_option("--gpu-memory", gpu_memory,
                  "device memory a plan's tables may use on the GPU, e.g. 8G (default: 90% of the "
                  "device's free memory when it opens); a plan whose tables do not fit is "

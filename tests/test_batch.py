@@ -122,6 +122,7 @@ def test_kill_and_resume(tmp):
         with open(os.path.join(out, "results", j + ".json")) as f:
             got = json.load(f)["log10_pr"]
         check(abs(got - expect[n]) < 1e-9 and s[j]["status"] == "ok", f"{j} equals the uninterrupted answer")
+        check(s[j]["where"] != "", f"{j}: summary says where it ran, also when adopted by --resume")
     check(not any(".tmp" in f for f in os.listdir(os.path.join(out, "results"))), "no temporary files left")
 
 
