@@ -13,6 +13,8 @@
 //   where.tsv          where each job started (host:rank, :gpuN on a GPU), one line per start
 //   journal.log        one line per job that completed, appended after its result was renamed
 //   order-cache/       elimination orders shared by jobs with the same network structure
+#include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "apps/command_options.hpp"
@@ -63,6 +65,13 @@ int run_batch_worker(const BatchOptions& opt);
 // does. It ends at the end of its input. A job that crashes it takes only the worker: the
 // supervisor runs that job again in a process of its own and starts another worker.
 int run_batch_device_worker(const BatchOptions& opt);
+
+// A worker's line to the supervisor for one finished job: "ok\tID\tSECONDS\t" or
+// "failed\tID\tSECONDS\tMESSAGE" (the message on one line), flushed at once.
+void report_job(const char* what, const std::string& id, double seconds, std::string message);
+// A completed job's result: results/ID.json under `out` written atomically, then its journal line.
+void record_result(const std::filesystem::path& out, const std::string& id,
+                   const nlohmann::json& result);
 
 // A job's options parsed with its single command's own CLI11 definitions (add_pe_options,
 // add_lod_options), the job's files included as the command line would carry them.

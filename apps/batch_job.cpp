@@ -1,10 +1,27 @@
-// A batch job's options, parsed by the single commands' own definitions.
+// A batch job's options, parsed by the single commands' own definitions; what every worker of
+// the batch says and writes for a finished job.
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
 #include <initializer_list>
 
 #include "apps/batch.hpp"
+#include "engine/util.hpp"
 
 namespace kinfer::app {
+
+void report_job(const char* what, const std::string& id, double seconds, std::string message) {
+  for (char& c : message)
+    if (c == '\n' || c == '\t') c = ' ';
+  std::printf("%s\t%s\t%.6f\t%s\n", what, id.c_str(), seconds, message.c_str());
+  std::fflush(stdout);
+}
+
+void record_result(const std::filesystem::path& out, const std::string& id,
+                   const nlohmann::json& result) {
+  write_file_atomically(out / "results" / (id + ".json"), result.dump(2) + "\n");
+  std::ofstream(out / "journal.log", std::ios::app) << "completed " << id << '\n';
+}
 
 JobOptions parse_job_options(const io::Job& job) {
   JobOptions o;
@@ -27,7 +44,7 @@ JobOptions parse_job_options(const io::Job& job) {
   std::reverse(args.begin(), args.end());  // CLI11 takes a vector of arguments last first
   try {
     root.parse(args);
-    if (job.kind == "pe") o.pe.net.plan_options();  // validates --max-memory
+    if (job.kind == "pe") o.pe.net.plan_options(false);  // validates --max-memory
   } catch (const CLI::Error& e) {
     o.error = e.what();
     return o;

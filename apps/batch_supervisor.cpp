@@ -361,6 +361,23 @@ class Batch {
   }
 
  private:
+  // A job's result in results/ (complete by construction: renamed into place): its answer and
+  // seconds into `s`; false when there is none, or it is unreadable (then removed: atomic
+  // renames make that impossible, but a bad result is never trusted).
+  bool read_result(JobState& s) {
+    const fs::path r = out_ / "results" / (s.job.id + ".json");
+    if (!fs::exists(r)) return false;
+    try {
+      const auto j = nlohmann::json::parse(io::read_file(r));
+      s.answer = answer_of(j);
+      s.seconds = j.value("seconds", 0.0);
+      return true;
+    } catch (const std::exception&) {
+      fs::remove(r);
+      return false;
+    }
+  }
+
   // Where each job started, one line "ID\tWHERE" appended when it starts (before it can
   // complete), so that summary.tsv says where also for the results --resume adopts.
   void note_where(const JobState& s) {
@@ -376,23 +393,16 @@ class Batch {
           where[line.substr(0, tab)] = line.substr(tab + 1);
     int found = 0;
     for (auto& s : states_) {
-      const fs::path r = out_ / "results" / (s.job.id + ".json");
-      if (!fs::exists(r)) continue;
+      if (!fs::exists(out_ / "results" / (s.job.id + ".json"))) continue;
       if (!opt_.resume)
         throw InputError(out_.string(), 0,
                          "this folder already holds results of an earlier batch; pass --resume to "
                          "continue it, or choose another --out");
-      try {
-        auto j = nlohmann::json::parse(io::read_file(r));
-        s.status = Status::Ok;
-        s.answer = answer_of(j);
-        s.seconds = j.value("seconds", 0.0);
-        s.from_previous_run = true;
-        if (auto w = where.find(s.job.id); w != where.end()) s.where = w->second;
-        ++found;
-      } catch (const std::exception&) {
-        fs::remove(r);  // cannot happen with atomic renames, but never trust a bad result
-      }
+      if (!read_result(s)) continue;
+      s.status = Status::Ok;
+      s.from_previous_run = true;
+      if (auto w = where.find(s.job.id); w != where.end()) s.where = w->second;
+      ++found;
     }
     if (opt_.resume) spdlog::info("resume: {} of {} jobs already complete", found, states_.size());
   }
@@ -427,7 +437,7 @@ class Batch {
       no.evidence = s.job.evidence;
       no.order_cache = (out_ / "order-cache").string();
       const io::NetworkWithEvidence r = io::read_network_and_evidence(no.network, no.evidence);
-      PlanOptions po = no.plan_options();
+      PlanOptions po = no.plan_options(false);
       po.max_memory_bytes = 0;  // we want the estimate, whatever it is
       // A short search (kProbeSearchCoreSeconds), not the job's: the estimate only sizes the
       // job (its memory, its device) and runs on the supervisor's thread, ahead of every job.
@@ -761,18 +771,10 @@ class Batch {
       JobState& s = states_[i];
       if (s.status != Status::Running) continue;
       s.pid = -1;
-      const fs::path result = out_ / "results" / (s.job.id + ".json");
-      if (fs::exists(result)) {
-        // The worker renamed the result into place and died before saying so: it is complete.
-        try {
-          auto j = nlohmann::json::parse(io::read_file(result));
-          s.answer = answer_of(j);
-          s.seconds = j.value("seconds", 0.0);
-          finish(s, Status::Ok, "");
-          continue;
-        } catch (const std::exception&) {
-          fs::remove(result);
-        }
+      // The worker renamed the result into place and died before saying so: it is complete.
+      if (read_result(s)) {
+        finish(s, Status::Ok, "");
+        continue;
       }
       ++left;
       if (g_signal) {
@@ -807,9 +809,8 @@ class Batch {
       try {
         const std::string text = io::read_file(part);
         auto j = nlohmann::json::parse(text);
-        write_file_atomically(out_ / "results" / (s.job.id + ".json"), j.dump(2) + "\n");
+        record_result(out_, s.job.id, j);
         fs::remove(part);
-        std::ofstream(out_ / "journal.log", std::ios::app) << "completed " << s.job.id << '\n';
         s.answer = answer_of(j);
         if (j.contains("seconds") && j["seconds"].is_number())
           s.seconds = j["seconds"].get<double>();
@@ -1037,17 +1038,9 @@ class Batch {
     JobState& s = states_[idx];
     if (s.status != Status::Running) return;
     s.pid = -1;
-    const fs::path result = out_ / "results" / (s.job.id + ".json");
-    if (fs::exists(result)) {
-      try {
-        auto j = nlohmann::json::parse(io::read_file(result));
-        s.answer = answer_of(j);
-        s.seconds = j.value("seconds", 0.0);
-        finish(s, Status::Ok, "");
-        return;
-      } catch (const std::exception&) {
-        fs::remove(result);
-      }
+    if (read_result(s)) {
+      finish(s, Status::Ok, "");
+      return;
     }
     if (g_signal) {
       finish(s, Status::Interrupted, "interrupted");

@@ -19,6 +19,7 @@
 #include <spdlog/spdlog.h>
 
 #include "apps/batch.hpp"
+#include "apps/job_pipeline.hpp"
 #include "engine/condition.hpp"
 #include "engine/errors.hpp"
 #include "engine/plan.hpp"
@@ -57,7 +58,7 @@ class Worker {
     for (const auto& id : ids) {
       auto it = by_id.find(id);
       if (it == by_id.end()) {
-        report("failed", id, 0, "the worker found no job with this id in the manifest");
+        report_job("failed", id, 0, "the worker found no job with this id in the manifest");
         continue;
       }
       // Test hook: the worker dies as a crash would, before this job (tests/test_batch.py).
@@ -75,14 +76,6 @@ class Worker {
     std::string key;         // network path + options
     std::string first_job;   // the job that compiled it
   };
-
-  void report(const char* what, const std::string& id, double secs, const std::string& msg) {
-    std::string m = msg;
-    std::replace(m.begin(), m.end(), '\n', ' ');
-    std::replace(m.begin(), m.end(), '\t', ' ');
-    std::printf("%s\t%s\t%.6f\t%s\n", what, id.c_str(), secs, m.c_str());
-    std::fflush(stdout);
-  }
 
   void run_job(const io::Job& job) {
     using clock = std::chrono::steady_clock;
@@ -202,30 +195,21 @@ class Worker {
       if (cplan.conditioned()) j["conditioning"] = conditioning_json(cplan);
       if (impossible.empty()) j.update(sched::run_json(run, false));
       if (!impossible.empty()) j["impossible"] = impossible;
-      write_file_atomically(out_ / "results" / (job.id + ".json"), j.dump(2) + "\n");
-      std::ofstream(out_ / "journal.log", std::ios::app) << "completed " << job.id << '\n';
+      record_result(out_, job.id, j);
       spdlog::info("log10 P(e) = {} ({})", log10_pr, plan_source);
       logger->flush();
       spdlog::set_default_logger(previous);
       spdlog::drop(logger->name());
-      report("ok", job.id, secs(t0, t3), "");
+      report_job("ok", job.id, secs(t0, t3), "");
       return;
-    } catch (const InputError& e) {
-      error = e.what();
-    } catch (const ResourceError& e) {
-      error = e.what();
-    } catch (const CLI::ValidationError& e) {
-      error = e.what();
-    } catch (const std::bad_alloc&) {
-      error = "out of memory; try a smaller --max-memory so kinfer refuses before allocating";
-    } catch (const std::exception& e) {
-      error = std::string("internal error: ") + e.what();
+    } catch (...) {
+      classify_current_exception(error);
     }
     spdlog::error("{}", error);
     logger->flush();
     spdlog::set_default_logger(previous);
     spdlog::drop(logger->name());
-    report("failed", job.id, secs(t0, clock::now()), error);
+    report_job("failed", job.id, secs(t0, clock::now()), error);
   }
 
   // Whether a job asking for `device` (its --device) wants the GPU for `plan`.

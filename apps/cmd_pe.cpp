@@ -53,7 +53,7 @@ nlohmann::json explain_json(const ConditionedPlan& cp) {
   std::vector<double> work(b.size());
   double total = 0;
   for (std::size_t i = 0; i < b.size(); ++i) {
-    work[i] = std::exp2(b[i].log2_states) * (b[i].factors.size() + b[i].children.size() + 2.0);
+    work[i] = bucket_flops(b[i]);
     total += work[i];
   }
   std::vector<std::size_t> idx(b.size());

@@ -62,38 +62,40 @@ void NetworkOptions::load(Network& net, Evidence& ev) const {
   ev = std::move(r.ev);
 }
 
-CLI::Validator number_at_least(double min) {
+namespace {
+
+// A validator of "a T of at least min", parsed whole by `parse` (std::stod or std::stol):
+// `noun` names it in the message ("a number", "a whole number") and `kind` in the help.
+template <class T, class Parse>
+CLI::Validator at_least(T min, Parse parse, const char* noun, const char* kind) {
   return CLI::Validator(
-      [min](std::string& text) -> std::string {
+      [=](std::string& text) -> std::string {
         std::size_t used = 0;
-        double v = 0;
+        T v = 0;
         try {
-          v = std::stod(text, &used);
+          v = parse(text, &used);
         } catch (const std::exception&) {
           used = 0;
         }
-        if (used != text.size() || !std::isfinite(v) || v < min)
-          return fmt::format("must be a number >= {}, not {}", min, text);
+        if (used != text.size() || !std::isfinite(static_cast<double>(v)) || v < min)
+          return fmt::format("must be {} >= {}, not {}", noun, min, text);
         return {};
       },
-      fmt::format("NUMBER >= {}", min));
+      fmt::format("{} >= {}", kind, min));
+}
+
+}  // namespace
+
+CLI::Validator number_at_least(double min) {
+  return at_least(
+      min, [](const std::string& t, std::size_t* used) { return std::stod(t, used); }, "a number",
+      "NUMBER");
 }
 
 CLI::Validator count_at_least(long min) {
-  return CLI::Validator(
-      [min](std::string& text) -> std::string {
-        std::size_t used = 0;
-        long v = 0;
-        try {
-          v = std::stol(text, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (used != text.size() || v < min)
-          return fmt::format("must be a whole number >= {}, not {}", min, text);
-        return {};
-      },
-      fmt::format("INT >= {}", min));
+  return at_least(
+      min, [](const std::string& t, std::size_t* used) { return std::stol(t, used); },
+      "a whole number", "INT");
 }
 
 namespace {
@@ -184,7 +186,7 @@ std::string default_order_cache_dir() {
   return "none";
 }
 
-PlanOptions NetworkOptions::plan_options() const {
+PlanOptions NetworkOptions::plan_options(bool for_run) const {
   PlanOptions po;
   po.order.heuristic = parse_heuristic(order);
   po.order.time_budget = order_time;
@@ -199,7 +201,8 @@ PlanOptions NetworkOptions::plan_options() const {
       throw CLI::ValidationError("--max-memory", e.what());
     }
   }
-  po.max_memory_bytes = within_available_memory(po.max_memory_bytes, !max_memory.empty());
+  if (for_run)
+    po.max_memory_bytes = within_available_memory(po.max_memory_bytes, !max_memory.empty());
   return po;
 }
 

@@ -43,7 +43,11 @@ struct NetworkOptions {
   void add(CLI::App& cmd);
   // Reads the network and the evidence (NETWORK.evid when -e is absent, logged).
   void load(Network& net, Evidence& ev) const;
-  PlanOptions plan_options() const;
+  // The plan options these command-line options ask for (CLI::ValidationError for a bad
+  // --max-memory). `for_run`: the options of a run about to plan, whose memory limit is then
+  // kept within what the machine has available (within_available_memory); false for a batch's
+  // validation and sizing of its jobs, which run later in processes of their own.
+  PlanOptions plan_options(bool for_run = true) const;
 };
 
 // Where orders are kept when --order-cache is not given: $KINFER_ORDER_CACHE, else

@@ -146,11 +146,7 @@ MemoryEstimate estimate_memory(const ReducedModel& model, const TaskTree& tree,
   m.process_bytes = process_bytes(threads);
   m.network_bytes = network_bytes;
   m.tables_kept = keep_tables;
-  for (const auto& f : model.factors) {
-    double n = 1;
-    for (int v : f.scope) n *= model.card[v];
-    m.input_bytes += 8.0 * n;
-  }
+  m.input_bytes = model_table_bytes(model);
   m.model_bytes = m.input_bytes;  // the same tables before restructuring
   std::vector<double> out(tree.buckets.size());
   for (std::size_t b = 0; b < tree.buckets.size(); ++b) {
@@ -180,22 +176,30 @@ void update_peak(MemoryEstimate& m) {
   m.peak_bytes = std::max(m.planning_bytes, m.running_bytes);
 }
 
+double model_table_bytes(const ReducedModel& model) {
+  double bytes = 0;
+  for (const auto& f : model.factors) {
+    double n = 1;
+    for (int v : f.scope) n *= model.card[v];
+    bytes += 8.0 * n;
+  }
+  return bytes;
+}
+
+double bucket_flops(const Bucket& bk) {
+  return std::exp2(bk.log2_states) * (bk.factors.size() + bk.children.size() + 2.0);
+}
+
 double estimate_flops(const TaskTree& tree) {
   double flops = 0;
-  for (const Bucket& bk : tree.buckets)
-    flops += std::exp2(bk.log2_states) * (bk.factors.size() + bk.children.size() + 2.0);
+  for (const Bucket& bk : tree.buckets) flops += bucket_flops(bk);
   return flops;
 }
 
 void check_memory_floor(const Network& net, const ReducedModel& model, const PlanOptions& opt) {
   const double limit = opt.max_memory_bytes;
   if (limit <= 0) return;
-  double model_bytes = 0;
-  for (const auto& f : model.factors) {
-    double n = 1;
-    for (int v : f.scope) n *= model.card[v];
-    model_bytes += 8.0 * n;
-  }
+  const double model_bytes = model_table_bytes(model);
   const double program = process_bytes(omp_get_max_threads()), tables = network_table_bytes(net);
   if (program + tables + model_bytes <= limit) return;
   throw ResourceError("--max-memory " + human_bytes(limit) +

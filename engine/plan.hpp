@@ -147,6 +147,10 @@ double kernel_scratch_bytes(int inputs, double log2_states, int threads);
 // Intermediate tables alive at once at the executor's worst step, for per-bucket output sizes
 // (log2 entries) on `tree`'s structure.
 double intermediate_peak_bytes(const TaskTree& tree, const std::vector<double>& log2_output);
+// Bytes of the reduced model's tables (each a full table over its scope).
+double model_table_bytes(const ReducedModel& model);
+// One bucket's estimated work: its state space x (inputs + 2); estimate_flops sums it.
+double bucket_flops(const Bucket& bucket);
 double estimate_flops(const TaskTree& tree);
 
 // The shape and the input scopes of bucket b (inputs: its factors, then its children).

@@ -48,6 +48,17 @@ def network_file(dirs, name):
     raise FileNotFoundError(f"{name}.uai(.gz) in {dirs}")
 
 
+def where_counts(out):
+    """Jobs per `where` (host:rank[:gpuN]) in a batch's summary.tsv."""
+    counts = {}
+    with open(os.path.join(out, "summary.tsv")) as f:
+        head = f.readline().rstrip("\n").split("\t")
+        for line in f:
+            row = dict(zip(head, line.rstrip("\n").split("\t")))
+            counts[row["where"]] = counts.get(row["where"], 0) + 1
+    return counts
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kinfer", default="build/apps/kinfer")
@@ -154,13 +165,7 @@ def main():
                 own += j.get("seconds", 0.0)
             else:
                 res[i] = None
-        where = {}
-        with open(os.path.join(out, "summary.tsv")) as f:
-            head = f.readline().rstrip("\n").split("\t")
-            for line in f:
-                row = dict(zip(head, line.rstrip("\n").split("\t")))
-                where[row["where"]] = where.get(row["where"], 0) + 1
-        record(way, gpus, wall, res, f"own {own:.2f} s; where {where}; exit {r.returncode}")
+        record(way, gpus, wall, res, f"own {own:.2f} s; where {where_counts(out)}; exit {r.returncode}")
         shutil.copy(os.path.join(out, "summary.tsv"), os.path.join(a.out, f"summary-{way}.tsv"))
 
     for g in [int(x) for x in a.gpus.split(",")]:
@@ -223,14 +228,8 @@ def lod_suite(a, kinfer, work):
                         diff = max(diff, abs(x - y) / max(1.0, abs(y)))
         else:
             ref = res
-        where = {}
-        with open(os.path.join(out, "summary.tsv")) as g:
-            head = g.readline().rstrip("\n").split("\t")
-            for line in g:
-                row = dict(zip(head, line.rstrip("\n").split("\t")))
-                where[row["where"]] = where.get(row["where"], 0) + 1
         rows.append((way, total_gpus if way == "gpus" else 0, f"{wall:.2f}", ok, a.lod, f"{diff:.3g}",
-                     f"where {where}; exit {r.returncode}"))
+                     f"where {where_counts(out)}; exit {r.returncode}"))
         print("\t".join(str(x) for x in rows[-1]), flush=True)
         shutil.copy(os.path.join(out, "summary.tsv"), os.path.join(a.out, f"summary-lod-{way}.tsv"))
     with open(os.path.join(a.out, "results-lod.tsv"), "w") as f:
