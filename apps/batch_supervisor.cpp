@@ -61,6 +61,7 @@ struct JobState {
   double seconds = 0;
   double memory = 0;  // estimated peak bytes (pe jobs)
   double flops = 0;   // the plan's estimated work (pe jobs), for the GPU decision
+  int threads = 0;     // the CPU threads it was given (its last start)
   bool probed = false;
   bool solo = false;  // its group's worker died: run it alone
   pid_t pid = -1;
@@ -312,16 +313,15 @@ class Batch {
                                                     k.gpu, k.gpu_slots, opt_.gpu_min_flops)
                                       : "GPU " + k.gpu + ": every job runs on the CPU");
     }
-    // The order jobs start in: the manifest's; with several ranks, the largest estimated work
-    // first (pe jobs probed now), so that no rank is left with a long job at the end.
+    // The order jobs start in: the largest estimated work first (every pe job probed now; lod
+    // jobs, not sized before they run, after them in manifest order), so that no device or
+    // rank is left with a long job at the end while the others wait.
     for (std::size_t i = 0; i < states_.size(); ++i) order_.push_back(i);
-    if (ranks_.size() > 1) {
-      for (auto& st : states_)
-        if (st.status == Status::Pending && !st.probed) probe(st);
-      std::stable_sort(order_.begin(), order_.end(), [&](std::size_t a, std::size_t b) {
-        return states_[a].flops > states_[b].flops;
-      });
-    }
+    for (auto& st : states_)
+      if (st.status == Status::Pending && !st.probed) probe(st);
+    std::stable_sort(order_.begin(), order_.end(), [&](std::size_t a, std::size_t b) {
+      return states_[a].flops > states_[b].flops;
+    });
     position_.resize(states_.size());
     for (std::size_t k = 0; k < order_.size(); ++k) position_[order_[k]] = k;
     self_ = fs::read_symlink("/proc/self/exe").string();
@@ -351,6 +351,17 @@ class Batch {
           "batch: {} group workers; {} jobs evaluated on a plan compiled for an earlier "
           "job of the same structure",
           groups_started_, plans_shared_);
+    if (order_searches_)
+      spdlog::info("batch: {} order search(es) ran ahead of the GPU jobs on CPU cores ({:.2f} s "
+                   "in all)",
+                   order_searches_, order_search_seconds_);
+    wall_seconds_ = std::chrono::duration<double>(clock_type::now() - t0_).count();
+    const Ideal ideal = ideal_schedule();
+    if (ideal.seconds > 0)
+      spdlog::info("batch: wall {:.2f} s; the ideal schedule of the jobs' own seconds over {} "
+                   "GPU(s) and {} cores takes at least {:.2f} s ({:.2f}x of it)",
+                   wall_seconds_, ideal.gpus, ideal.cores, ideal.seconds,
+                   wall_seconds_ / ideal.seconds);
     if (opt_.verify > 0)
       spdlog::info("verify: {} job(s) recomputed with the same answer, {} mismatch(es), {} not run",
                    verified_, verify_mismatches_, verify_not_run_);
@@ -469,6 +480,9 @@ class Batch {
     int rank = 0;  // where it runs; other than 0: pid is -1, the rank tells (kLine, kExit)
     int uid = 0;
     bool verify = false;  // a --verify recomputation of jobs.front()
+    // An order search ahead of the GPU jobs of one plan (start_order_search): `kinfer info`
+    // with their options, which caches the order their device worker would otherwise search.
+    std::string search_key;
     int gpu_device = -1;  // gpu: which of its rank's visible GPUs
     // A device worker (run_batch_device_worker): alive for the whole batch, one job at a time
     // written to its stdin; it occupies a slot only while it runs one.
@@ -570,6 +584,7 @@ class Batch {
     s.status = Status::Running;
     s.start = u.start;
     s.where = where_of(rank) + (gpu ? ":gpu" + std::to_string(u.gpu_device) : "");
+    s.threads = gpu ? 0 : threads;
     note_where(s);
     ++s.attempts;
     occupy(u, +1);
@@ -705,6 +720,7 @@ class Batch {
       states_[i].start = u.start;
       states_[i].probed = true;
       states_[i].where = where_of(rank);
+      states_[i].threads = gpu ? 0 : threads;
       note_where(states_[i]);
     }
     occupy(u, +1);
@@ -755,6 +771,10 @@ class Batch {
       return;
     }
     occupy(u, -1);
+    if (!u.search_key.empty()) {
+      reap_order_search(u, wstatus);
+      return;
+    }
     if (u.verify) {
       verify_reaped(u, wstatus);
       return;
@@ -890,6 +910,7 @@ class Batch {
     }
     while (next_ < order_.size() && states_[order_[next_]].status != Status::Pending) ++next_;
     if (next_ >= order_.size()) return false;
+    if (r == 0 && start_order_search(k)) return true;
     // The first pending job in order, except that a job that needs the GPU (its plan is so
     // large that the CPU would take far longer) waits while the rank's GPU is busy, letting the
     // jobs after it run on the CPU meanwhile; and a job killed on this rank goes to another.
@@ -940,6 +961,68 @@ class Batch {
     return true;
   }
 
+  // The GPU jobs' order searches run ahead on the CPU cores, one `kinfer info` process per
+  // plan (the jobs' network options, sized for the GPU as `pe --device gpu` sizes it), which
+  // leaves the order in the batch's order cache: the device workers then take only jobs whose
+  // order is cached, and the GPUs compute while the next plans' orders are searched. A job
+  // whose plan is being searched waits (order_being_searched); a search that fails only costs
+  // its jobs their own search. Starts one search on rank 0 when one is due and a slot is free.
+  bool start_order_search(RankSlot& k) {
+    if (k.gpu_slots == 0 || opt_.no_share || k.running >= k.slots) return false;
+    std::size_t first = kNone;
+    std::set<std::string> due;  // plans whose order is not searched yet
+    for (std::size_t q = next_; q < order_.size(); ++q) {
+      const JobState& c = states_[order_[q]];
+      if (c.status != Status::Pending || c.solo || !c.options.groupable || !wants_gpu(c) ||
+          c.flops < opt_.gpu_wait_flops || searched_.count(plan_key(c)))
+        continue;
+      if (due.insert(plan_key(c)).second && first == kNone) first = order_[q];
+    }
+    if (first == kNone) return false;
+    const JobState& s = states_[first];
+    if (k.running > 0 && k.memory + s.memory > k.budget) return false;
+    // The search's nominal work is fixed (OrderOptions::time_budget): threads shorten its wall.
+    // The plans due share the cores left beside the GPUs' jobs, at most 16 threads each (the
+    // search's rounds keep about 16 busy: engine/ordering.hpp).
+    const int free_cores = std::max(1, k.cores - k.gpu_running);
+    const int threads = std::clamp(free_cores / static_cast<int>(due.size()), 1, 16);
+    std::vector<std::string> args = {self_, "info", s.job.network};
+    if (!s.job.evidence.empty()) args.insert(args.end(), {"-e", s.job.evidence});
+    args.insert(args.end(), {"--order-cache", (out_ / "order-cache").string(), "--json"});
+    if (!s.options.device_given) args.insert(args.end(), {"--device", "gpu"});
+    args.insert(args.end(), s.job.options.begin(), s.job.options.end());
+    const fs::path log = out_ / "logs" / ("order-search-" + s.job.id + ".log");
+    write_log_header(log, "order search for the GPU jobs like " + s.job.id, args);
+    Unit u;
+    u.rank = 0;
+    u.search_key = plan_key(s);
+    u.memory = s.memory;
+    u.start = clock_type::now();
+    u.uid = ++uids_;
+    const fs::path answer = out_ / "partial" / ("order-search-" + s.job.id + ".json");
+    u.pid = spawn_child(self_, args, answer.string(), nullptr, log.string(), threads,
+                        (out_ / "order-cache").string(), -1);
+    searched_.insert(u.search_key);
+    if (u.pid <= 0) return false;  // its jobs search their order themselves
+    searching_.insert(u.search_key);
+    occupy(u, +1);
+    ++order_searches_;
+    units_.push_back(std::move(u));
+    return true;
+  }
+
+  void reap_order_search(const Unit& u, int wstatus) {
+    searching_.erase(u.search_key);
+    const double secs = std::chrono::duration<double>(clock_type::now() - u.start).count();
+    order_search_seconds_ += secs;
+    if (!(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) && !g_signal)
+      spdlog::warn("an order search ahead of the GPU jobs ended with {} (its log in {}); "
+                   "those jobs search their order themselves",
+                   WIFSIGNALED(wstatus) ? "signal " + std::to_string(WTERMSIG(wstatus))
+                                        : "exit code " + std::to_string(WEXITSTATUS(wstatus)),
+                   (out_ / "logs").string());
+  }
+
   // What makes two jobs' plans the same: network, evidence and options.
   static std::string plan_key(const JobState& s) {
     std::string key = s.job.network + "\x1f" + s.job.evidence;
@@ -969,25 +1052,7 @@ class Batch {
         w = &u;
         break;
       }
-    if (!w) {
-      Unit u;
-      u.rank = 0;
-      u.gpu = true;
-      u.device_worker = true;
-      u.gpu_device = device;
-      u.uid = ++uids_;
-      const std::vector<std::string> args = {self_, "batch", fs::absolute(opt_.manifest).string(),
-                                             "--out", out_.string(), "--serve"};
-      const fs::path log = out_ / "logs" / ("device-worker-gpu" + std::to_string(device) + ".log");
-      if (!fs::exists(log)) write_log_header(log, "device worker", args);
-      u.pid = spawn_child(self_, args, "", &u.fd, log.string(), threads,
-                          (out_ / "order-cache").string(), device, &u.in_fd);
-      if (u.pid > 0) {
-        ++device_workers_started_;
-        units_.push_back(std::move(u));
-        w = &units_.back();
-      }
-    }
+    if (!w) w = start_device_worker(device, threads);
     std::vector<std::string> args = job_args(s, true);
     args.erase(args.begin());  // the executable: the worker runs the rest in itself
     write_log_header(out_ / "logs" / (s.job.id + ".log"), "job " + s.job.id + " (device worker)",
@@ -1010,6 +1075,40 @@ class Batch {
     s.where = where_of(0) + ":gpu" + std::to_string(device);
     note_where(s);
     ++s.attempts;
+  }
+
+  // A device worker for GPU `device` (a visible index of rank 0), idle; nullptr when it could
+  // not start. It opens its GPU at once, so that it is ready when its first job comes.
+  Unit* start_device_worker(int device, int threads) {
+    Unit u;
+    u.rank = 0;
+    u.gpu = true;
+    u.device_worker = true;
+    u.gpu_device = device;
+    u.uid = ++uids_;
+    const std::vector<std::string> args = {self_, "batch", fs::absolute(opt_.manifest).string(),
+                                           "--out", out_.string(), "--serve"};
+    const fs::path log = out_ / "logs" / ("device-worker-gpu" + std::to_string(device) + ".log");
+    if (!fs::exists(log)) write_log_header(log, "device worker", args);
+    u.pid = spawn_child(self_, args, "", &u.fd, log.string(), threads,
+                        (out_ / "order-cache").string(), device, &u.in_fd);
+    if (u.pid <= 0) return nullptr;
+    ++device_workers_started_;
+    units_.push_back(std::move(u));
+    return &units_.back();
+  }
+
+  // At the batch's start, when jobs will go to device workers: one worker per GPU of rank 0,
+  // opening its GPU while the first plans' orders are searched.
+  void start_device_workers_early() {
+    const RankSlot& k = ranks_[0];
+    if (k.gpu_slots == 0 || opt_.no_share) return;
+    bool gpu_jobs = false;
+    for (const auto& s : states_)
+      gpu_jobs = gpu_jobs || (s.status == Status::Pending && s.options.parsed && wants_gpu(s));
+    if (!gpu_jobs) return;
+    const int n = std::min(k.gpu_slots, static_cast<int>(k.devices.size()));
+    for (int e = 0; e < n; ++e) start_device_worker(k.devices[e], std::max(1, k.cores / n));
   }
 
   // Device workers end (their input closed) once no pending job is left for them.
@@ -1077,6 +1176,7 @@ class Batch {
 
   void loop() {
     for (std::size_t i = 0; i < states_.size(); ++i) index_[states_[i].job.id] = i;
+    start_device_workers_early();
     auto last_draw = clock_type::now() - std::chrono::seconds(10);
     bool signalled = false;
     while (true) {
@@ -1132,6 +1232,34 @@ class Batch {
     if (g_signal)
       for (auto& s : states_)
         if (s.status == Status::Pending) s.error = "not started: the batch was interrupted";
+  }
+
+  // A lower bound on the wall of any schedule of this run's jobs where they ran: the longest
+  // job; the GPU jobs' seconds spread evenly over the GPUs; the CPU jobs' core-seconds (seconds x
+  // threads) over the cores. Jobs adopted from an earlier run are not counted.
+  struct Ideal {
+    double seconds = 0;
+    int gpus = 0, cores = 0;
+  };
+  Ideal ideal_schedule() const {
+    Ideal i;
+    for (const auto& k : ranks_) {
+      i.cores += k.cores;
+      if (k.gpu_slots > 0) i.gpus += static_cast<int>(k.devices.size());
+    }
+    double longest = 0, gpu_seconds = 0, core_seconds = 0;
+    for (const auto& s : states_) {
+      if (s.from_previous_run || (s.status != Status::Ok && s.status != Status::Failed)) continue;
+      longest = std::max(longest, s.seconds);
+      if (s.where.find(":gpu") != std::string::npos)
+        gpu_seconds += s.seconds;
+      else
+        core_seconds += s.seconds * std::max(1, s.threads);
+    }
+    i.seconds = std::max({longest, i.gpus > 0 ? gpu_seconds / i.gpus : 0.0,
+                          core_seconds / std::max(1, i.cores)});
+    if (i.gpus == 0 && gpu_seconds > 0) i.seconds = std::max(i.seconds, gpu_seconds);
+    return i;
   }
 
   void draw_progress(int running) {
@@ -1194,6 +1322,9 @@ class Batch {
                         {"group_workers", groups_started_},
                         {"plans_shared", plans_shared_},
                         {"probe_seconds", probe_seconds_},
+                        {"order_searches", order_searches_},
+                        {"wall_seconds", wall_seconds_},
+                        {"ideal_seconds", ideal_schedule().seconds},
                         {"ranks", ranks_.size()},
                         {"verify",
                          {{"fraction", opt_.verify},
@@ -1236,6 +1367,9 @@ class Batch {
   };
   std::map<std::string, Probed> probed_;  // inputs -> the plan's estimates
   double probe_seconds_ = 0;
+  double wall_seconds_ = 0;
+  int order_searches_ = 0;            // order searches run ahead of GPU jobs
+  double order_search_seconds_ = 0;   // their wall seconds, summed
   bool tty_ = false;
   clock_type::time_point t0_;
 };

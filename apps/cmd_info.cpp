@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.hpp"
+#include "apps/command_options.hpp"
 #include "apps/network_options.hpp"
 #include "engine/condition.hpp"
 #include "engine/errors.hpp"
@@ -23,6 +24,8 @@ namespace {
 struct InfoOptions {
   NetworkOptions net;
   bool json = false;
+  std::string device = "auto";  // the device pe would be given: it sizes the order search
+  std::string gpu_memory;
 };
 
 // How a conditioned plan's `lanes` GPUs would share its slices (Runner::run(ConditionedPlan&):
@@ -43,6 +46,10 @@ int run_info(const InfoOptions& o) {
   PlanOptions po = o.net.plan_options();
   po.keep_tables = false;  // what `kinfer pe` would need
   const double limit = po.max_memory_bytes;
+  // Planned as pe plans for the same device (the search's prediction and the device budget),
+  // so that the order it finds, and caches with --order-cache, is the one pe would use.
+  sched::Runner runner(run_request(o.device, "", "", false, false, o.gpu_memory));
+  runner.plan_for_device(po, /*describe_only=*/true);
   // What pe would run: the best order, conditioned when it does not fit the limit. When even
   // conditioning cannot fit, the unconditioned estimate is reported.
   ConditionedPlan cp;
@@ -82,6 +89,8 @@ int run_info(const InfoOptions& o) {
   // The GPUs this process sees (probed, not opened) and how a conditioned plan's slices would
   // spread over them when the plan runs on the GPU (pe --device gpu, or auto when it is chosen).
   const gpu::DeviceInfo gpus = gpu::probe();
+  const bool on_gpu = gpus.available && runner.wants_gpu(plan);
+  j["device"] = on_gpu ? "gpu" : "cpu";
   const int lanes = sched::slice_lanes(gpus.available ? gpus.count : 0, cp, limit);
   nlohmann::json devices = nlohmann::json::array();
   for (std::size_t d = 0; d < gpus.devices.size(); ++d)
@@ -109,6 +118,8 @@ int run_info(const InfoOptions& o) {
   std::printf("largest table      2^%.2f entries\n", plan.order.stats.log2_max_table);
   std::printf("total state space  2^%.2f\n", plan.order.stats.log2_total_state);
   std::printf("buckets            %zu\n", plan.tree.buckets.size());
+  std::printf("pe would run on    %s (--device %s)\n", on_gpu ? "the GPU" : "the CPU",
+              o.device.c_str());
   std::printf("estimated memory   %s peak (limit %s)%s\n", human_bytes(peak).c_str(),
               human_bytes(limit).c_str(),
               peak <= limit ? ""
@@ -147,6 +158,14 @@ Runner add_info(CLI::App& root) {
   CLI::App* cmd = root.add_subcommand("info", "describe a network and the cost of computing it");
   o->net.add(*cmd);
   cmd->add_flag("--json", o->json, "print one JSON object instead of text");
+  cmd->add_option("--device", o->device,
+                  "the device `kinfer pe --device` would be given (auto, cpu, gpu): the order "
+                  "search is sized for it as pe's is, and the plan conditioned for the GPU's "
+                  "memory when it would run there; the GPU is probed, never opened")
+      ->check(CLI::IsMember({"auto", "cpu", "gpu"}))
+      ->capture_default_str();
+  cmd->add_option("--gpu-memory", o->gpu_memory,
+                  "as pe's --gpu-memory (default: 90% of the GPU's memory)");
   return [o, cmd]() { return cmd->parsed() ? run_info(*o) : -1; };
 }
 

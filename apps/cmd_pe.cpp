@@ -146,9 +146,7 @@ int run_pe(const PeOptions& o) {
   const auto t1 = clock::now();
   log_resources("the network read");
   po.keep_tables = false;  // the plan runs once: its network and model tables are dropped
-  po.order.predict_seconds = runner.order_prediction();
-  if (po.order.predict_seconds) po.order.predict_key = sched::gpu_sized_prediction_key();
-  po.device_budget = [&runner](const Plan& p) { return runner.device_budget(p); };
+  runner.plan_for_device(po);
   // Under mpirun rank 0 plans and the other ranks build its plan (dist/: no search there).
   ConditionedPlan cplan = dist::conditioned_plan(net, ev, po);
   net = Network{};

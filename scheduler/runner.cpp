@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <future>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 
@@ -51,7 +52,41 @@ void find_and_read_profile(const std::string& gpu_name, std::string& path,
 }
 }  // namespace
 
+namespace {
+struct KeptGpus {
+  std::mutex mutex;
+  bool keep = false;
+  std::map<int, OpenedDevice> open;  // by visible index, profile read
+};
+KeptGpus& kept_gpus() {
+  static KeptGpus k;
+  return k;
+}
+OpenedDevice open_gpu_now(int device, bool with_profile);
+}  // namespace
+
+void keep_gpus_open() {
+  std::lock_guard lock(kept_gpus().mutex);
+  kept_gpus().keep = true;
+}
+
 OpenedDevice open_gpu(int device, bool with_profile) {
+  KeptGpus& k = kept_gpus();
+  std::lock_guard lock(k.mutex);
+  if (!k.keep) return open_gpu_now(device, with_profile);
+  auto it = k.open.find(device);
+  if (it == k.open.end()) {
+    OpenedDevice d = open_gpu_now(device, true);
+    if (!d.ctx) return d;  // not kept: a later job tries again and says why
+    it = k.open.emplace(device, std::move(d)).first;
+  }
+  OpenedDevice d = it->second;
+  d.seconds = 0;  // already open
+  return d;
+}
+
+namespace {
+OpenedDevice open_gpu_now(int device, bool with_profile) {
   const auto t0 = clock_type::now();
   OpenedDevice d;
   const gpu::DeviceInfo info = gpu::probe();
@@ -99,6 +134,7 @@ OpenedDevice open_gpu(int device, bool with_profile) {
   }
   return d;
 }
+}  // namespace
 
 // The search's first rounds start the GPU early only if it would win with this many times
 // (log2) fewer states than their best order: the search's answer has 2^3-2^6 fewer
@@ -218,7 +254,7 @@ std::function<double(const OrderStats&)> Runner::order_prediction() {
 }
 
 void Runner::start_if_likely(const OrderStats& s, double discount_log2) {
-  if (req_.device != DeviceChoice::automatic || gpu_->use_given || gpu_->opened ||
+  if (req_.device != DeviceChoice::automatic || describe_only_ || gpu_->use_given || gpu_->opened ||
       gpu_->early.valid())
     return;
   // The GPU's rates of gpu_sized_prediction and kCpuCoreStatesGuess on this machine's threads:
@@ -408,12 +444,25 @@ gpu::Context* Runner::open() {
 
 double Runner::device_budget(const Plan& plan) {
   if (!wants_gpu(plan)) return 0;
+  if (describe_only_) {
+    const gpu::DeviceInfo info = gpu::probe();
+    if (!info.available) return 0;
+    const double usable = 0.9 * info.memory_bytes;
+    return req_.gpu_memory_bytes > 0 ? std::min(req_.gpu_memory_bytes, usable) : usable;
+  }
   gpu::Context* ctx = open();
   if (!ctx) return 0;
   const auto t0 = clock_type::now();
   const double usable = 0.9 * ctx->free_bytes();
   if (since(t0) > 0.001) spdlog::debug("the GPU's free memory read in {:.1f} ms", 1e3 * since(t0));
   return req_.gpu_memory_bytes > 0 ? std::min(req_.gpu_memory_bytes, usable) : usable;
+}
+
+void Runner::plan_for_device(PlanOptions& po, bool describe_only) {
+  describe_only_ = describe_only;
+  po.order.predict_seconds = order_prediction();
+  po.order.predict_key = po.order.predict_seconds ? gpu_sized_prediction_key() : "";
+  po.device_budget = [this](const Plan& p) { return device_budget(p); };
 }
 
 Schedule Runner::placement(const Plan& plan, Policy p, const Profile* prof) {

@@ -24,7 +24,8 @@ namespace kinfer::sched {
 // Opening the machine's GPU (for the runner, and for `kinfer calibrate` and `kinfer schedule`,
 // which measure it directly). Never throws.
 struct OpenedDevice {
-  std::unique_ptr<gpu::Context> ctx;  // null when there is no usable GPU
+  // null when there is no usable GPU; shared with the process's kept devices (keep_gpus_open)
+  std::shared_ptr<gpu::Context> ctx;
   std::string name;                   // the GPU's name, or why there is none
   double memory_bytes = 0;
   double seconds = 0;  // probing and opening it took (the driver's start included)
@@ -38,6 +39,11 @@ struct OpenedDevice {
 };
 // device: an index among the visible GPUs
 OpenedDevice open_gpu(int device = 0, bool with_profile = false);
+// For a process that runs many jobs one after another (a batch's device worker): from now on
+// each GPU opened stays open for the process's life, and later open_gpu calls (every job's
+// runner) take it as it is, its memory pools and loaded kernels warm, instead of opening the
+// device again. A single command's GPU closes with its runner.
+void keep_gpus_open();
 
 enum class DeviceChoice { automatic, cpu, gpu };
 const char* to_string(DeviceChoice d);
@@ -245,6 +251,13 @@ class Runner {
   // The device memory budget for `plan` when run(plan) would put it on a GPU (opening it), else
   // 0: --gpu-memory, at most 90% of the device's free memory. For PlanOptions::device_budget.
   double device_budget(const Plan& plan);
+  // The plan options that depend on the device this runner will use, set once for every
+  // command that plans (pe, info, the batch's order searches): the order search's prediction
+  // (order_prediction; its key names it, so that a cached order is the one this device's search
+  // finds) and the device memory budget (device_budget). `describe_only`: the plan is described,
+  // not run (kinfer info): the GPU is never opened nor started in the background, and its budget
+  // is --gpu-memory, at most 90% of the probed device memory.
+  void plan_for_device(PlanOptions& po, bool describe_only = false);
   // The accountant's estimate for the device that will run `plan`: on the CPU, plan.memory; on
   // a GPU, the host holds the inputs, their pinned staging copy and the CUDA context instead of
   // the intermediate tables (those live on the device), and device_bytes is the device's part.
@@ -280,6 +293,7 @@ class Runner {
   // The profile's CPU part scaled to this run's thread count (cpu_for_threads).
   void fit_cpu_to_threads();
   bool derive_tried_ = false;
+  bool describe_only_ = false;  // plan_for_device(describe_only): never open the GPU
   // The GPU's name without opening it (probed once); empty when there is none.
   const std::string& gpu_name();
   // The schedule policy `p` gives `plan`: from `prof` for the profile policies (greedy,

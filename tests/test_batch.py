@@ -293,8 +293,30 @@ def test_device_worker(tmp):
           f"device worker: the journal lists the completed jobs ({journal})")
 
 
+def test_order_search_ahead(tmp):
+    """A batch on a GPU machine searches its GPU jobs' orders ahead with `kinfer info --device gpu
+    --order-cache DIR` and their device workers run `pe --device gpu` with the same cache: the
+    order info caches must be the one pe looks up (same key), for every --device and with the
+    job's own network options."""
+    net = os.path.join(DATA, "uai", "Pedigree_12.uai")
+    for device, extra in (("gpu", []), ("auto", []), ("gpu", ["--seed", "7", "--order-time", "0.5"])):
+        cache = os.path.join(tmp, "cache-" + device + "-" + str(len(extra)))
+        info = subprocess.run([EXE, "info", net, "--device", device, "--order-cache", cache, "--json"] + extra,
+                              capture_output=True, text=True)
+        check(info.returncode == 0, f"info --device {device}: exit 0 ({info.stderr[-300:]})")
+        searched = json.loads(info.stdout)["order"]
+        pe = subprocess.run([EXE, "pe", net, "--device", device, "--order-cache", cache, "--json"] + extra,
+                            capture_output=True, text=True)
+        check(pe.returncode == 0, f"pe --device {device}: exit 0 ({pe.stderr[-300:]})")
+        used = json.loads(pe.stdout)["order"]
+        check(used["heuristic"] == "cached " + searched["heuristic"],
+              f"pe --device {device} {extra} uses the order info cached ({used['heuristic']})")
+        check(used["log2_total_state"] == searched["log2_total_state"],
+              f"pe --device {device} {extra}: the cached order's state space is info's")
+
+
 for test in (test_failures_isolated, test_bad_manifests, test_kill_and_resume, test_plan_sharing,
-             test_conditioned_jobs, test_device_worker):
+             test_conditioned_jobs, test_device_worker, test_order_search_ahead):
     with tempfile.TemporaryDirectory() as tmp:
         test(tmp)
 finish()
