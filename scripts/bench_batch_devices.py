@@ -59,6 +59,17 @@ def where_counts(out):
     return counts
 
 
+def schedule_note(batch_json):
+    """The batch's own wall against the ideal schedule of its jobs' seconds (its --json)."""
+    try:
+        j = json.loads(batch_json)
+        return (f"batch wall {j['wall_seconds']:.2f} s, ideal {j['ideal_seconds']:.2f} s "
+                f"({j['wall_seconds'] / max(j['ideal_seconds'], 1e-9):.2f}x), "
+                f"{j.get('order_searches', 0)} order searches ahead")
+    except (ValueError, KeyError, TypeError):
+        return "no batch JSON"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kinfer", default="build/apps/kinfer")
@@ -155,7 +166,7 @@ def main():
         r = subprocess.run(kinfer + ["batch", manifest, "--out", out, "--json", "-q"] + extra_args,
                            capture_output=True, text=True, env=env)
         wall = time.time() - t0
-        res, own = {}, 0.0
+        res, own, cached = {}, 0.0, 0
         for i, _, _ in jobs:
             p = os.path.join(out, "results", i + ".json")
             if os.path.exists(p):
@@ -163,9 +174,11 @@ def main():
                     j = json.load(f)
                 res[i] = j.get("log10_pr")
                 own += j.get("seconds", 0.0)
+                cached += j.get("order", {}).get("heuristic", "").startswith("cached")
             else:
                 res[i] = None
-        record(way, gpus, wall, res, f"own {own:.2f} s; where {where_counts(out)}; exit {r.returncode}")
+        record(way, gpus, wall, res, f"own {own:.2f} s; {schedule_note(r.stdout)}; {cached} jobs found "
+                                     f"their order cached; where {where_counts(out)}; exit {r.returncode}")
         shutil.copy(os.path.join(out, "summary.tsv"), os.path.join(a.out, f"summary-{way}.tsv"))
 
     for g in [int(x) for x in a.gpus.split(",")]:
@@ -229,7 +242,7 @@ def lod_suite(a, kinfer, work):
         else:
             ref = res
         rows.append((way, total_gpus if way == "gpus" else 0, f"{wall:.2f}", ok, a.lod, f"{diff:.3g}",
-                     f"where {where_counts(out)}; exit {r.returncode}"))
+                     f"{schedule_note(r.stdout)}; where {where_counts(out)}; exit {r.returncode}"))
         print("\t".join(str(x) for x in rows[-1]), flush=True)
         shutil.copy(os.path.join(out, "summary.tsv"), os.path.join(a.out, f"summary-lod-{way}.tsv"))
     with open(os.path.join(a.out, "results-lod.tsv"), "w") as f:
