@@ -3,15 +3,23 @@
   single    as single commands one after another (`kinfer pe --device auto`, one process each),
   gpus=G    as one batch seeing G GPUs (CUDA_VISIBLE_DEVICES), for each G of --gpus,
   noshare   as one batch on all GPUs with --no-share (one process per job, no device workers),
-side by side in one run on one machine, every answer checked against the first way's.
+  mpiN      with --mpi N: as `mpirun -np N kinfer batch` (every rank sees every GPU: the batch deals
+            a host's GPUs to its ranks), beside the one-process batch on all GPUs,
+side by side in one run on one machine, every answer checked against the first way's (and mpiN's
+also against the one-process batch on all GPUs: how many are identical, the largest difference).
 
 Each way starts with an empty order cache (its own folder), so every network's order is searched
 once per way, as for a user's first batch. The table (TSV) has per way the wall time, the jobs'
 own seconds summed (what they report), and the largest difference of log10 P(e) from `single`.
 
   scripts/bench_batch_devices.py --networks DIR --names linkage_11,linkage_12 --copies 8
-                                 --gpus 1,4 [--kinfer build/apps/kinfer] [--out DIR]
+                                 --gpus 1,4|all [--kinfer build/apps/kinfer] [--out DIR]
                                  [--no-single] [--no-noshare] [--cpu-reference]
+                                 [--mpi N [--mpirun "mpirun --oversubscribe --bind-to none"]]
+
+--mpirun is the launcher without -np (split like a shell line; --allow-run-as-root is added to the
+default under root). On a machine without Open MPI, source the bundle of scripts/mpi-bundle.sh
+first (docs/cluster.md "A machine without Open MPI").
 
 With --lod N the manifest is instead N `lod` analyses on simulated families (scripts/
 bench_linkage.py's gene dropper: 10-60 people, 10-40 markers 2 cM apart, mostly multipoint
@@ -51,6 +59,8 @@ def network_file(dirs, name):
 def where_counts(out):
     """Jobs per `where` (host:rank[:gpuN]) in a batch's summary.tsv."""
     counts = {}
+    if not os.path.exists(os.path.join(out, "summary.tsv")):
+        return counts
     with open(os.path.join(out, "summary.tsv")) as f:
         head = f.readline().rstrip("\n").split("\t")
         for line in f:
@@ -79,17 +89,30 @@ def main():
     ap.add_argument("--lod-people", default="10:60", help="family sizes MIN:MAX (--lod)")
     ap.add_argument("--lod-markers", default="10:40", help="marker counts MIN:MAX (--lod)")
     ap.add_argument("--copies", type=int, default=8, help="jobs per network")
-    ap.add_argument("--gpus", default="1", help="comma-separated GPU counts to run the batch with")
+    ap.add_argument("--gpus", default="1",
+                    help="comma-separated GPU counts to run the batch with (all: every GPU)")
     ap.add_argument("--out", default="bench/out/batch-devices")
     ap.add_argument("--no-single", action="store_true", help="skip the single commands")
     ap.add_argument("--no-noshare", action="store_true", help="skip the --no-share batch")
     ap.add_argument("--cpu-reference", action="store_true",
                     help="also run each network once with --device cpu and compare every way with it")
+    ap.add_argument("--mpi", type=int, default=0,
+                    help="also run the batch as N MPI ranks (mpirun -np N), beside one process on all GPUs")
+    ap.add_argument("--mpirun", default=None,
+                    help='the launcher, without -np (default "mpirun --oversubscribe --bind-to none", '
+                         'with --allow-run-as-root under root)')
     a = ap.parse_args()
     kinfer = shlex.split(a.kinfer)
+    if a.mpirun is None:
+        a.mpirun = "mpirun --oversubscribe --bind-to none" + (" --allow-run-as-root" if os.geteuid() == 0 else "")
+    mpirun = shlex.split(a.mpirun)
+    if a.mpi and not shutil.which(mpirun[0]):
+        sys.exit(f"--mpi: no {mpirun[0]} on PATH (Open MPI, or source the bundle's env.sh: scripts/mpi-bundle.sh)")
     os.makedirs(a.out, exist_ok=True)
     work = tempfile.mkdtemp(prefix="kinfer-batch-devices-")
     if a.lod:
+        if a.mpi:
+            sys.exit("--mpi runs the pe manifest (--names), not --lod")
         return lod_suite(a, kinfer, work)
     jobs = []
     for name in a.names.split(","):
@@ -131,6 +154,7 @@ def main():
         print("\t".join(str(x) for x in rows[-1]), flush=True)
 
     def record(way, gpus, wall, res, extra=""):
+        answers[way] = res
         ref = answers.get("reference")
         diff = 0.0
         if ref is not None:
@@ -157,15 +181,21 @@ def main():
             res[i] = json.loads(r.stdout)["log10_pr"] if r.returncode == 0 else None
         record("single", total_gpus, time.time() - t0, res)
 
-    def batch(way, gpus, extra_args):
+    def batch(way, gpus, extra_args, launcher=(), against=None):
         out = os.path.join(work, "out-" + way)
         env = dict(os.environ)
         if gpus < total_gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in range(gpus))
+        if launcher:  # Open MPI's own refusals and container trouble (docs/cluster.md)
+            env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            env.setdefault("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
         t0 = time.time()
-        r = subprocess.run(kinfer + ["batch", manifest, "--out", out, "--json", "-q"] + extra_args,
-                           capture_output=True, text=True, env=env)
+        r = subprocess.run(list(launcher) + kinfer + ["batch", manifest, "--out", out, "--json", "-q"]
+                           + extra_args, capture_output=True, text=True, env=env)
         wall = time.time() - t0
+        if r.returncode != 0:
+            sys.stderr.write(f"{way}: exit {r.returncode}\n{r.stderr[-2000:]}\n")
         res, own, cached = {}, 0.0, 0
         for i, _, _ in jobs:
             p = os.path.join(out, "results", i + ".json")
@@ -177,13 +207,40 @@ def main():
                 cached += j.get("order", {}).get("heuristic", "").startswith("cached")
             else:
                 res[i] = None
-        record(way, gpus, wall, res, f"own {own:.2f} s; {schedule_note(r.stdout)}; {cached} jobs found "
-                                     f"their order cached; where {where_counts(out)}; exit {r.returncode}")
-        shutil.copy(os.path.join(out, "summary.tsv"), os.path.join(a.out, f"summary-{way}.tsv"))
+        notes = (f"own {own:.2f} s; {schedule_note(r.stdout)}; {cached} jobs found their order cached; "
+                 f"where {where_counts(out)}; exit {r.returncode}")
+        if launcher:  # one batch of N ranks prints one summary; a build without MPI, N batches
+            try:
+                ranks = json.loads(r.stdout)["ranks"]
+            except (ValueError, KeyError, TypeError):
+                ranks = "?"
+            notes = f"ranks {ranks}; " + notes
+            if ranks != a.mpi:
+                print(f"{way}: the batch saw {ranks} rank(s), not {a.mpi}: is kinfer built with "
+                      "-Dmpi=enabled and its libmpi the launcher's?", flush=True)
+        if against is not None:  # every answer against another way's, bit for bit
+            other = answers[against]
+            same = sum(1 for i in res if res[i] is not None and res[i] == other.get(i))
+            diff = max((abs(res[i] - other[i]) if res[i] is not None and other.get(i) is not None
+                        else float("inf")) for i in res)
+            notes = (f"against {against} (wall {walls[against]:.2f} s): {same}/{len(jobs)} answers "
+                     f"identical, max |diff| {diff:.3g}; " + notes)
+            print(f"{way} against {against}: {'every answer agrees' if same == len(jobs) else 'ANSWERS DIFFER'}",
+                  flush=True)
+        walls[way] = wall
+        record(way, gpus, wall, res, notes)
+        if os.path.exists(os.path.join(out, "summary.tsv")):
+            shutil.copy(os.path.join(out, "summary.tsv"), os.path.join(a.out, f"summary-{way}.tsv"))
 
-    for g in [int(x) for x in a.gpus.split(",")]:
+    walls = {}
+    counts = [total_gpus if x.strip() == "all" else int(x) for x in a.gpus.split(",") if x.strip()]
+    if a.mpi and total_gpus not in counts:  # the one-process batch the ranks are compared with
+        counts.append(total_gpus)
+    for g in counts:
         if g <= total_gpus or total_gpus == 0:
             batch(f"gpus{g}", g, [])
+    if a.mpi:
+        batch(f"mpi{a.mpi}", total_gpus, [], mpirun + ["-np", str(a.mpi)], against=f"gpus{total_gpus}")
     if not a.no_noshare:
         batch("noshare", total_gpus, ["--no-share"])
     with open(os.path.join(a.out, "results.tsv"), "w") as f:

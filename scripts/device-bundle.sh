@@ -5,7 +5,8 @@
 # the shared libraries they link that such a machine may lack (spdlog, fmt, CLI11, Boost, zlib)
 # into BUNDLE_DIR/lib, the shipped GPU profiles into BUNDLE_DIR/data/profiles (found beside the
 # executable), and a wrapper: BUNDLE_DIR/run apps/kinfer pe NETWORK.
-# Build for such a machine with -Dcuda=enabled -Dmpi=disabled (Open MPI is not there).
+# Build for such a machine with -Dcuda=enabled -Dmpi=disabled (Open MPI is not there), or with
+# -Dmpi=enabled and carry Open MPI too: scripts/mpi-bundle.sh PREFIX, then source PREFIX/env.sh there.
 set -euo pipefail
 build=${1:?usage: scripts/device-bundle.sh BUILD_DIR BUNDLE_DIR}
 out=${2:?usage: scripts/device-bundle.sh BUILD_DIR BUNDLE_DIR}
@@ -22,7 +23,8 @@ for f in apps/kinfer bench/gpu/bucket_bench bench/kernel/cpu_kernel_bench bench/
 done
 [ -x "$out/apps/kinfer" ] || { echo "device-bundle: no $build/apps/kinfer" >&2; exit 1; }
 if ldd "$out/apps/kinfer" | grep -q libmpi; then
-  echo "device-bundle: $build links Open MPI; build with -Dmpi=disabled for a machine without it" >&2
+  echo "device-bundle: $build links Open MPI; on a machine without it, carry scripts/mpi-bundle.sh's" \
+       "bundle too and source its env.sh (or build with -Dmpi=disabled)" >&2
 fi
 cp "$here"/data/profiles/h*.json "$out/data/profiles/"
 cat > "$out/run" <<'RUN'
