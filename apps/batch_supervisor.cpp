@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <omp.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -317,17 +319,17 @@ class Batch {
     // jobs, not sized before they run, after them in manifest order), so that no device or
     // rank is left with a long job at the end while the others wait.
     for (std::size_t i = 0; i < states_.size(); ++i) order_.push_back(i);
-    for (auto& st : states_)
-      if (st.status == Status::Pending && !st.probed) probe(st);
+    self_ = fs::read_symlink("/proc/self/exe").string();
+    std::signal(SIGPIPE, SIG_IGN);  // a device worker that died: its write fails, it is reaped
+    start_device_workers_early();   // their GPUs open while the jobs are sized
+    probe_all();
     std::stable_sort(order_.begin(), order_.end(), [&](std::size_t a, std::size_t b) {
       return states_[a].flops > states_[b].flops;
     });
     position_.resize(states_.size());
     for (std::size_t k = 0; k < order_.size(); ++k) position_[order_[k]] = k;
-    self_ = fs::read_symlink("/proc/self/exe").string();
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
-    std::signal(SIGPIPE, SIG_IGN);  // a device worker that died: its write fails, it is reaped
     tty_ = ::isatty(STDERR_FILENO);
     t0_ = clock_type::now();
     loop();
@@ -418,8 +420,42 @@ class Batch {
     if (opt_.resume) spdlog::info("resume: {} of {} jobs already complete", found, states_.size());
   }
 
-  // Estimates the memory of a pe job in this process (and caches its elimination order for the
-  // child). Bad input fails the job here, without starting a child.
+  // A pe job's plan estimates, made in this process with a short order search
+  // (kProbeSearchCoreSeconds, not the job's: the estimate only sizes the job, its memory and
+  // its device; the job's own search starts with the same restarts and keeps its best order, so
+  // its plan is no larger in total states). Touches nothing of the batch: probe_all runs
+  // several at once. `input_error`: the job's input is bad (it fails without a child).
+  struct Estimate {
+    double memory = 0, flops = 0;
+    bool input_error = false;
+    std::string error;
+  };
+  Estimate estimate_plan(const JobState& s) const {
+    Estimate e;
+    try {
+      // The job's own network options (defaults when they do not parse: its child reports that).
+      NetworkOptions no = s.options.parsed ? s.options.pe.net : NetworkOptions{};
+      no.network = s.job.network;
+      no.evidence = s.job.evidence;
+      const io::NetworkWithEvidence r = io::read_network_and_evidence(no.network, no.evidence);
+      PlanOptions po = no.plan_options(false);
+      po.max_memory_bytes = 0;  // we want the estimate, whatever it is
+      po.order.time_budget = std::min(po.order.time_budget, kProbeSearchCoreSeconds);
+      po.order_cache_dir = "none";
+      const Plan plan = make_plan(r.net, r.ev, po);
+      e.memory = plan.memory.peak_bytes;
+      e.flops = plan.flops;
+    } catch (const InputError& x) {
+      e.input_error = true;
+      e.error = x.what();
+    } catch (const std::exception&) {
+      e.memory = 0;  // the child will report it properly
+    }
+    return e;
+  }
+
+  // Sizes a job before it starts (its memory, its work, hence its device). Bad input fails the
+  // job here, without starting a child.
   void probe(JobState& s) {
     s.probed = true;
     if (!s.options.parsed) {  // what its single command would refuse, without starting it
@@ -428,43 +464,54 @@ class Batch {
       return;
     }
     if (s.job.kind != "pe") return;
-    const auto t0 = clock_type::now();
-    struct Timer {
-      clock_type::time_point t0;
-      double& total;
-      ~Timer() { total += std::chrono::duration<double>(clock_type::now() - t0).count(); }
-    } timer{t0, probe_seconds_};
     // A job with the same network, evidence and options as one probed before has the same plan.
     const std::string key = plan_key(s);
-    if (auto it = probed_.find(key); it != probed_.end()) {
-      s.memory = it->second.memory;
-      s.flops = it->second.flops;
+    auto it = probed_.find(key);
+    if (it == probed_.end()) {
+      const auto t0 = clock_type::now();
+      it = probed_.emplace(key, estimate_plan(s)).first;
+      probe_seconds_ += std::chrono::duration<double>(clock_type::now() - t0).count();
+    }
+    if (it->second.input_error) {
+      finish(s, Status::Failed, it->second.error);
       return;
     }
-    try {
-      // The job's own network options (defaults when they do not parse: its child reports that).
-      NetworkOptions no = s.options.parsed ? s.options.pe.net : NetworkOptions{};
-      no.network = s.job.network;
-      no.evidence = s.job.evidence;
-      no.order_cache = (out_ / "order-cache").string();
-      const io::NetworkWithEvidence r = io::read_network_and_evidence(no.network, no.evidence);
-      PlanOptions po = no.plan_options(false);
-      po.max_memory_bytes = 0;  // we want the estimate, whatever it is
-      // A short search (kProbeSearchCoreSeconds), not the job's: the estimate only sizes the
-      // job (its memory, its device) and runs on the supervisor's thread, ahead of every job.
-      // The job's own search starts with the same restarts and keeps its best order, so its
-      // plan is no larger in total states. The job searches its order in its own process.
-      po.order.time_budget = std::min(po.order.time_budget, kProbeSearchCoreSeconds);
-      po.order_cache_dir = "none";
-      Plan plan = make_plan(r.net, r.ev, po);
-      s.memory = plan.memory.peak_bytes;
-      s.flops = plan.flops;
-      probed_[key] = {s.memory, s.flops};
-    } catch (const InputError& e) {
-      finish(s, Status::Failed, e.what());
-    } catch (const std::exception& e) {
-      s.memory = 0;  // the child will report it properly
+    s.memory = it->second.memory;
+    s.flops = it->second.flops;
+  }
+
+  // Every pending job sized at the start, the distinct plans estimated at once on the cores
+  // (each search with its share of them), so that a batch of many networks does not wait for
+  // their estimates one after another.
+  void probe_all() {
+    std::map<std::string, std::size_t> first;  // plans not estimated yet: their first job
+    for (std::size_t i = 0; i < states_.size(); ++i) {
+      const JobState& s = states_[i];
+      if (s.status == Status::Pending && !s.probed && s.options.parsed && s.job.kind == "pe" &&
+          !probed_.count(plan_key(s)))
+        first.emplace(plan_key(s), i);
     }
+    if (first.size() > 1) {
+      const auto t0 = clock_type::now();
+      const int cores = std::max(1, ranks_[0].cores);
+      const int at_once = std::min<int>(static_cast<int>(first.size()), cores);
+      const int threads = std::max(1, cores / at_once);
+      std::vector<std::pair<std::string, std::size_t>> todo(first.begin(), first.end());
+      std::vector<Estimate> done(todo.size());
+      std::atomic<std::size_t> next{0};
+      std::vector<std::thread> pool;
+      for (int t = 0; t < at_once; ++t)
+        pool.emplace_back([&] {
+          omp_set_num_threads(threads);  // this thread's searches
+          for (std::size_t k; (k = next++) < todo.size();)
+            done[k] = estimate_plan(states_[todo[k].second]);
+        });
+      for (auto& t : pool) t.join();
+      for (std::size_t k = 0; k < todo.size(); ++k) probed_[todo[k].first] = done[k];
+      probe_seconds_ += std::chrono::duration<double>(clock_type::now() - t0).count();
+    }
+    for (auto& s : states_)
+      if (s.status == Status::Pending && !s.probed) probe(s);
   }
 
   // A running child: one job's single command, or a group worker for several pe jobs that name
@@ -483,6 +530,7 @@ class Batch {
     // An order search ahead of the GPU jobs of one plan (start_order_search): `kinfer info`
     // with their options, which caches the order their device worker would otherwise search.
     std::string search_key;
+    fs::path search_answer;  // its --json answer
     int gpu_device = -1;  // gpu: which of its rank's visible GPUs
     // A device worker (run_batch_device_worker): alive for the whole batch, one job at a time
     // written to its stdin; it occupies a slot only while it runs one.
@@ -1000,6 +1048,7 @@ class Batch {
     u.start = clock_type::now();
     u.uid = ++uids_;
     const fs::path answer = out_ / "partial" / ("order-search-" + s.job.id + ".json");
+    u.search_answer = answer;
     u.pid = spawn_child(self_, args, answer.string(), nullptr, log.string(), threads,
                         (out_ / "order-cache").string(), -1);
     searched_.insert(u.search_key);
@@ -1011,16 +1060,36 @@ class Batch {
     return true;
   }
 
+  // A search ahead ended: its plan's estimates (the searched order's, for the GPU: its host
+  // memory without the intermediate tables that live on the device) replace the probe's for
+  // the jobs of that plan, so that GPU jobs are not held back by a CPU run's memory.
   void reap_order_search(const Unit& u, int wstatus) {
     searching_.erase(u.search_key);
     const double secs = std::chrono::duration<double>(clock_type::now() - u.start).count();
     order_search_seconds_ += secs;
-    if (!(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) && !g_signal)
-      spdlog::warn("an order search ahead of the GPU jobs ended with {} (its log in {}); "
-                   "those jobs search their order themselves",
-                   WIFSIGNALED(wstatus) ? "signal " + std::to_string(WTERMSIG(wstatus))
-                                        : "exit code " + std::to_string(WEXITSTATUS(wstatus)),
-                   (out_ / "logs").string());
+    if (!(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0)) {
+      if (!g_signal)
+        spdlog::warn("an order search ahead of the GPU jobs ended with {} (its log in {}); "
+                     "those jobs search their order themselves",
+                     WIFSIGNALED(wstatus) ? "signal " + std::to_string(WTERMSIG(wstatus))
+                                          : "exit code " + std::to_string(WEXITSTATUS(wstatus)),
+                     (out_ / "logs").string());
+      return;
+    }
+    try {
+      const auto j = nlohmann::json::parse(io::read_file(u.search_answer));
+      fs::remove(u.search_answer);
+      const double memory = j.at("memory").at("estimated_peak_bytes").get<double>();
+      const double flops = j.at("memory").at("estimated_flops").get<double>();
+      probed_[u.search_key] = Estimate{memory, flops, false, {}};
+      for (auto& s : states_)
+        if (s.status == Status::Pending && plan_key(s) == u.search_key) {
+          s.memory = memory;
+          s.flops = flops;
+        }
+    } catch (const std::exception& e) {
+      spdlog::debug("order search {}: no estimate read ({})", u.search_answer.string(), e.what());
+    }
   }
 
   // What makes two jobs' plans the same: network, evidence and options.
@@ -1103,9 +1172,11 @@ class Batch {
   void start_device_workers_early() {
     const RankSlot& k = ranks_[0];
     if (k.gpu_slots == 0 || opt_.no_share) return;
+    // Before the jobs are sized: any job that may want a GPU (not one that names --device cpu).
     bool gpu_jobs = false;
     for (const auto& s : states_)
-      gpu_jobs = gpu_jobs || (s.status == Status::Pending && s.options.parsed && wants_gpu(s));
+      gpu_jobs = gpu_jobs || (s.status == Status::Pending && s.options.parsed &&
+                              !(s.options.device_given && s.options.device() == "cpu"));
     if (!gpu_jobs) return;
     const int n = std::min(k.gpu_slots, static_cast<int>(k.devices.size()));
     for (int e = 0; e < n; ++e) start_device_worker(k.devices[e], std::max(1, k.cores / n));
@@ -1176,7 +1247,6 @@ class Batch {
 
   void loop() {
     for (std::size_t i = 0; i < states_.size(); ++i) index_[states_[i].job.id] = i;
-    start_device_workers_early();
     auto last_draw = clock_type::now() - std::chrono::seconds(10);
     bool signalled = false;
     while (true) {
@@ -1362,10 +1432,7 @@ class Batch {
   std::set<std::string> searched_, searching_;
   std::vector<std::size_t> to_verify_;  // --verify: finished jobs waiting for their recomputation
   int verified_ = 0, verify_mismatches_ = 0, verify_not_run_ = 0;
-  struct Probed {
-    double memory = 0, flops = 0;
-  };
-  std::map<std::string, Probed> probed_;  // inputs -> the plan's estimates
+  std::map<std::string, Estimate> probed_;  // inputs -> the plan's estimates
   double probe_seconds_ = 0;
   double wall_seconds_ = 0;
   int order_searches_ = 0;            // order searches run ahead of GPU jobs

@@ -62,6 +62,9 @@ int run_info(const InfoOptions& o) {
     po.max_memory_bytes = 0;
     cp = make_conditioned_plan(net, ev, po);
   }
+  // The host memory of the device that would run it (a GPU holds the intermediate tables), as
+  // pe estimates it before running.
+  cp.plan.memory = runner.estimate(cp.plan);
   const Plan& plan = cp.plan;
   const double peak = cp.cond.unconditioned_peak_bytes;
   int max_card = 0;

@@ -69,6 +69,18 @@ def where_counts(out):
     return counts
 
 
+def keep_batch_files(dest, way, out, log):
+    """The batch's log (its per-job lines, the wall against the ideal) and its jobs' results (each
+    job's read/plan/compute split) under DEST/batch-WAY/, to see where the wall went."""
+    keep = os.path.join(dest, "batch-" + way)
+    shutil.rmtree(keep, ignore_errors=True)
+    os.makedirs(keep)
+    with open(os.path.join(keep, "batch.log"), "w") as f:
+        f.write(log)
+    if os.path.isdir(os.path.join(out, "results")):
+        shutil.copytree(os.path.join(out, "results"), os.path.join(keep, "results"))
+
+
 def schedule_note(batch_json):
     """The batch's own wall against the ideal schedule of its jobs' seconds (its --json)."""
     try:
@@ -191,9 +203,10 @@ def main():
             env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
             env.setdefault("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
         t0 = time.time()
-        r = subprocess.run(list(launcher) + kinfer + ["batch", manifest, "--out", out, "--json", "-q"]
+        r = subprocess.run(list(launcher) + kinfer + ["batch", manifest, "--out", out, "--json"]
                            + extra_args, capture_output=True, text=True, env=env)
         wall = time.time() - t0
+        keep_batch_files(a.out, way, out, r.stderr)
         if r.returncode != 0:
             sys.stderr.write(f"{way}: exit {r.returncode}\n{r.stderr[-2000:]}\n")
         res, own, cached = {}, 0.0, 0
@@ -277,9 +290,10 @@ def lod_suite(a, kinfer, work):
     for way, extra in (("gpus", []), ("cpu-only", ["--gpu-jobs", "0"])):
         out = os.path.join(work, "out-" + way)
         t0 = time.time()
-        r = subprocess.run(kinfer + ["batch", manifest, "--out", out, "--json", "-q"] + extra,
+        r = subprocess.run(kinfer + ["batch", manifest, "--out", out, "--json"] + extra,
                            capture_output=True, text=True)
         wall = time.time() - t0
+        keep_batch_files(a.out, "lod-" + way, out, r.stderr)
         res, ok = {}, 0
         for i in range(a.lod):
             pth = os.path.join(out, "results", f"lod{i}.json")
