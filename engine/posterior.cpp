@@ -30,36 +30,108 @@ std::vector<InputTable> bucket_inputs(const Plan& plan, int b,
   return in;
 }
 
-// ln sum (or max) of `table`, a table over every variable of `full`, onto `target` (a
-// subsequence of full.vars). Max per target entry first, so that the sum is shifted by its own
-// largest term and no entry underflows against another entry's scale.
-void reduce_onto(const BucketShape& full, const std::vector<double>& table,
-                 std::span<const int> target, std::vector<double>& out, bool sum) {
+// ln sum of `table`, a table over every variable of `full`, onto each of `targets` (each a
+// subsequence of full.vars), in one pass. The sums run in the linear domain, shifted by the
+// table's largest entry: a target entry whose terms are all below e^-708 of it (of P(e) times at
+// most the table's size) comes out as -inf, a probability no double holds next to 1.
+void sum_onto(const BucketShape& full, std::vector<double>& table,
+              const std::vector<std::vector<int>>& targets, std::vector<std::vector<double>*> out,
+              int threads) {
   const int nv = static_cast<int>(full.vars.size());
-  std::vector<std::int64_t> st(nv, 0);
-  out.assign(input_strides(full, target, st.data()), kNegInf);
-  std::vector<int> digit(nv, 0);
-  auto for_each_entry = [&](auto&& visit) {
-    std::fill(digit.begin(), digit.end(), 0);
-    std::int64_t t = 0;
-    for (std::size_t i = 0; i < table.size(); ++i) {
-      visit(t, table[i]);
-      for (int j = nv - 1; j >= 0; --j) {
-        t += st[j];
+  const std::size_t nt = targets.size();
+  std::vector<std::vector<std::int64_t>> st(nt, std::vector<std::int64_t>(nv, 0));
+  for (std::size_t t = 0; t < nt; ++t)
+    out[t]->assign(input_strides(full, targets[t], st[t].data()), 0.0);
+  const double mx = *std::max_element(table.begin(), table.end());
+  if (mx == kNegInf) {
+    for (auto* o : out) std::fill(o->begin(), o->end(), kNegInf);
+    return;
+  }
+  const auto n = static_cast<std::int64_t>(table.size());
+#pragma omp parallel for num_threads(thread_count(threads)) schedule(static)
+  for (std::int64_t i = 0; i < n; ++i) table[i] = std::exp(table[i] - mx);  // now linear
+  // An inner block of the least significant variables (at most kBlock entries) with each
+  // target's offsets precomputed, and an odometer over the variables above it.
+  constexpr std::int64_t kBlock = 4096;
+  int inner_first = nv;
+  std::int64_t block = 1;
+  while (inner_first > 0 && block * full.card[inner_first - 1] <= kBlock)
+    block *= full.card[--inner_first];
+  std::vector<std::vector<std::int64_t>> off(nt, std::vector<std::int64_t>(block, 0));
+  for (std::size_t t = 0; t < nt; ++t) {
+    std::vector<int> digit(nv, 0);
+    std::int64_t o = 0;
+    for (std::int64_t k = 0; k < block; ++k) {
+      off[t][k] = o;
+      for (int j = nv - 1; j >= inner_first; --j) {
+        o += st[t][j];
         if (++digit[j] < full.card[j]) break;
-        t -= st[j] * digit[j];
+        o -= st[t][j] * digit[j];
         digit[j] = 0;
       }
     }
-  };
-  for_each_entry([&](std::int64_t t, double x) { out[t] = std::max(out[t], x); });
-  if (!sum) return;
-  std::vector<double> acc(out.size(), 0.0);
-  for_each_entry([&](std::int64_t t, double x) {
-    if (out[t] != kNegInf) acc[t] += std::exp(x - out[t]);
-  });
-  for (std::size_t t = 0; t < out.size(); ++t)
-    if (out[t] != kNegInf) out[t] += std::log(acc[t]);
+  }
+  std::vector<std::int64_t> base(nt, 0);
+  std::vector<int> digit(nv, 0);
+  for (std::int64_t i = 0; i < n; i += block) {
+    for (std::size_t t = 0; t < nt; ++t) {
+      double* acc = out[t]->data() + base[t];
+      const std::int64_t* ot = off[t].data();
+      for (std::int64_t k = 0; k < block; ++k) acc[ot[k]] += table[i + k];
+    }
+    for (int j = inner_first - 1; j >= 0; --j) {
+      const bool carry = ++digit[j] == full.card[j];
+      for (std::size_t t = 0; t < nt; ++t)
+        base[t] += carry ? -st[t][j] * (full.card[j] - 1) : st[t][j];
+      if (!carry) break;
+      digit[j] = 0;
+    }
+  }
+  for (auto* o : out)
+    for (double& x : *o) x = x > 0 ? mx + std::log(x) : kNegInf;
+}
+
+// The product of `inputs` (their ln values summed) at every configuration of shape.vars
+// (n_marg is ignored), a chunk at a time: the most significant variables of the bucket's output
+// are fixed per chunk (the inputs are row-major in the bucket's order, so fixing them is an
+// offset into each), so that a chunk holds at most kChunk entries or one output configuration.
+// visit(first, chunk) gets the index of the chunk's first configuration.
+template <class Visit>
+void for_each_product_chunk(const BucketShape& shape, std::span<const InputTable> inputs,
+                            int threads, Visit&& visit) {
+  constexpr std::int64_t kChunk = std::int64_t{1} << 20;
+  const int nv = static_cast<int>(shape.vars.size());
+  const int first_marg = nv - shape.n_marg;
+  std::int64_t rest = 1;
+  for (int c : shape.card) rest *= c;
+  int lead = 0;
+  while (lead < first_marg && rest > kChunk) rest /= shape.card[lead++];
+  BucketShape sub;
+  sub.vars.assign(shape.vars.begin() + lead, shape.vars.end());
+  sub.card.assign(shape.card.begin() + lead, shape.card.end());
+  std::vector<std::vector<std::int64_t>> st(inputs.size(), std::vector<std::int64_t>(nv, 0));
+  std::vector<InputTable> sub_in(inputs.size());
+  for (std::size_t f = 0; f < inputs.size(); ++f) {
+    input_strides(shape, inputs[f].scope, st[f].data());
+    for (int v : inputs[f].scope)
+      if (std::find(sub.vars.begin(), sub.vars.end(), v) != sub.vars.end())
+        sub_in[f].scope.push_back(v);
+  }
+  std::int64_t n_lead = 1;
+  for (int j = 0; j < lead; ++j) n_lead *= shape.card[j];
+  std::vector<double> chunk(rest);
+  for (std::int64_t l = 0; l < n_lead; ++l) {
+    for (std::size_t f = 0; f < inputs.size(); ++f) {
+      std::int64_t base = 0, x = l;
+      for (int j = lead - 1; j >= 0; --j) {
+        base += (x % shape.card[j]) * st[f][j];
+        x /= shape.card[j];
+      }
+      sub_in[f].data = inputs[f].data + base;
+    }
+    sum_product_log(sub, sub_in, chunk.data(), threads);
+    visit(l * rest, chunk);
+  }
 }
 
 // The values of a bucket's inputs summed, one output configuration at a time: slice(o) gives
@@ -158,15 +230,15 @@ Marginals compute_marginals(const Plan& plan, int threads) {
     const auto in = bucket_inputs(plan, b, up, {&from_above, 1});
     belief.resize(full.output_size());
     sum_product_log(full, in, belief.data(), threads);
-    for (int c : bk.children) {
-      reduce_onto(full, belief, buckets[c].output_vars(), down[c], true);
+    std::vector<std::vector<int>> targets;
+    std::vector<std::vector<double>*> sums;
+    for (int c : bk.children) targets.push_back(buckets[c].output_vars()), sums.push_back(&down[c]);
+    for (std::size_t k = bk.vars.size() - bk.n_marg; k < bk.vars.size(); ++k)
+      targets.push_back({bk.vars[k]}), sums.push_back(&joint[bk.vars[k]]);
+    sum_onto(full, belief, targets, sums, threads);
+    for (int c : bk.children)
       for (std::size_t s = 0; s < down[c].size(); ++s)
         down[c][s] = up[c][s] == kNegInf ? kNegInf : down[c][s] - up[c][s];
-    }
-    for (std::size_t k = bk.vars.size() - bk.n_marg; k < bk.vars.size(); ++k) {
-      const int v = bk.vars[k];
-      reduce_onto(full, belief, {&v, 1}, joint[v], true);
-    }
     for (int c : bk.children) std::vector<double>().swap(up[c]);
     std::vector<double>().swap(down[b]);
   }
@@ -204,18 +276,15 @@ MostProbable compute_mpe(const Plan& plan, int threads) {
   for (int b = 0; b < nb; ++b) {
     const BucketShape shape = bucket_shape(plan, b);
     const auto in = bucket_inputs(plan, b, up);
-    const BucketSlices slices(shape, in);
-    const std::int64_t n_out = shape.output_size(), n_m = slices.marg_size();
-    up[b].resize(n_out);
-#pragma omp parallel num_threads(n_out > 1 ? nt : 1)
-    {
-      std::vector<double> s(n_m);
-#pragma omp for schedule(dynamic, 16)
-      for (std::int64_t o = 0; o < n_out; ++o) {
-        slices.slice(o, s.data());
-        up[b][o] = *std::max_element(s.begin(), s.end());
-      }
-    }
+    const std::int64_t n_m = shape.marg_size();
+    up[b].resize(shape.output_size());
+    auto keep_maxima = [&](std::int64_t first, const std::vector<double>& c) {
+      const auto n_q = static_cast<std::int64_t>(c.size()) / n_m;
+#pragma omp parallel for num_threads(n_q > 1 ? nt : 1) schedule(static)
+      for (std::int64_t q = 0; q < n_q; ++q)
+        up[b][first / n_m + q] = *std::max_element(c.begin() + q * n_m, c.begin() + (q + 1) * n_m);
+    };
+    for_each_product_chunk(shape, in, threads, keep_maxima);
   }
   // A free variable in no factor multiplies P(e) by its number of values but the maximum by 1:
   // the constants without it.

@@ -8,10 +8,13 @@
 // the constants outside the tree. The message to a child is the belief summed onto the child's
 // output variables, divided by the child's own output (exact: the child's output depends on
 // those variables only; where it is zero the child's belief is zero whatever the message). Each
-// variable's marginal is its bucket's belief summed onto it, normalised.
+// variable's marginal is its bucket's belief summed onto it, normalised. The sums onto the
+// children and the variables run in one pass over the belief, in the linear domain shifted by
+// its largest entry.
 //
-// MPE: the same upward pass with max in place of sum, every output kept; then a traceback root
-// first: each bucket's output variables are fixed by the buckets above it, and its eliminated
+// MPE: the same upward pass with max in place of sum (the CPU kernel's products, a chunk of a
+// bucket at a time, maximised over the eliminated variables), every output kept; then a
+// traceback root first: each bucket's output variables are fixed by the buckets above it, and its eliminated
 // variables take the first configuration (lowest values, most significant variable first) that
 // attains the maximum of the bucket's inputs given them.
 //
