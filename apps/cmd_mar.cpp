@@ -36,15 +36,17 @@ std::string uai_mar(const Marginals& m) {
 
 int run_mar(const PosteriorOptions& o) {
   Network net;
-  const Plan plan = plan_posterior(o, "mar", true, net);
+  ConditionedPlan cp = plan_posterior(o, "mar", true, net);
   net = Network{};
-  const Marginals m = compute_marginals(plan);
+  const Marginals m = compute_marginals(cp);
+  const Plan& plan = cp.plan;
   if (m.ln_pe == -INFINITY) refuse_impossible(plan, "the posterior marginals are");
   const double log10_pe = m.ln_pe / std::log(10.0);
   if (!o.uai_output.empty()) write_file_atomically(o.uai_output, uai_mar(m));
   if (o.json) {
     const nlohmann::json j = {{"network", o.net.network},
                               {"evidence_observed", plan.model.num_observed},
+                              {"slices", cp.cond.slices},
                               {"log10_pr", log10_pe},
                               {"marginals", m.p}};
     std::cout << j.dump(2) << std::endl;

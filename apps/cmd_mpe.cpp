@@ -29,8 +29,9 @@ std::string uai_mpe(const std::vector<int>& x) {
 
 int run_mpe(const PosteriorOptions& o) {
   Network net;
-  const Plan plan = plan_posterior(o, "mpe", false, net);
-  const MostProbable m = compute_mpe(plan);
+  ConditionedPlan cp = plan_posterior(o, "mpe", false, net);
+  const MostProbable m = compute_mpe(cp);
+  const Plan& plan = cp.plan;
   if (m.ln_pr == -INFINITY) refuse_impossible(plan, "a most probable assignment is");
   // The assignment's own probability from the network's tables: the answer checks itself.
   const double own = ln_joint(net, m.assignment);
@@ -42,6 +43,7 @@ int run_mpe(const PosteriorOptions& o) {
   if (o.json) {
     const nlohmann::json j = {{"network", o.net.network},
                               {"evidence_observed", plan.model.num_observed},
+                              {"slices", cp.cond.slices},
                               {"log10_pr", log10_pr},
                               {"assignment", m.assignment}};
     std::cout << j.dump(2) << std::endl;

@@ -91,96 +91,70 @@ void sum_onto(const BucketShape& full, std::vector<double>& table,
     for (double& x : *o) x = x > 0 ? mx + std::log(x) : kNegInf;
 }
 
-// The product of `inputs` (their ln values summed) at every configuration of shape.vars
-// (n_marg is ignored), a chunk at a time: the most significant variables of the bucket's output
-// are fixed per chunk (the inputs are row-major in the bucket's order, so fixing them is an
-// offset into each), so that a chunk holds at most kChunk entries or one output configuration.
-// visit(first, chunk) gets the index of the chunk's first configuration.
-template <class Visit>
-void for_each_product_chunk(const BucketShape& shape, std::span<const InputTable> inputs,
-                            int threads, Visit&& visit) {
-  constexpr std::int64_t kChunk = std::int64_t{1} << 20;
-  const int nv = static_cast<int>(shape.vars.size());
-  const int first_marg = nv - shape.n_marg;
-  std::int64_t rest = 1;
-  for (int c : shape.card) rest *= c;
-  int lead = 0;
-  while (lead < first_marg && rest > kChunk) rest /= shape.card[lead++];
-  BucketShape sub;
-  sub.vars.assign(shape.vars.begin() + lead, shape.vars.end());
-  sub.card.assign(shape.card.begin() + lead, shape.card.end());
-  std::vector<std::vector<std::int64_t>> st(inputs.size(), std::vector<std::int64_t>(nv, 0));
-  std::vector<InputTable> sub_in(inputs.size());
-  for (std::size_t f = 0; f < inputs.size(); ++f) {
-    input_strides(shape, inputs[f].scope, st[f].data());
-    for (int v : inputs[f].scope)
-      if (std::find(sub.vars.begin(), sub.vars.end(), v) != sub.vars.end())
-        sub_in[f].scope.push_back(v);
-  }
-  std::int64_t n_lead = 1;
-  for (int j = 0; j < lead; ++j) n_lead *= shape.card[j];
-  std::vector<double> chunk(rest);
-  for (std::int64_t l = 0; l < n_lead; ++l) {
-    for (std::size_t f = 0; f < inputs.size(); ++f) {
-      std::int64_t base = 0, x = l;
-      for (int j = lead - 1; j >= 0; --j) {
-        base += (x % shape.card[j]) * st[f][j];
-        x /= shape.card[j];
-      }
-      sub_in[f].data = inputs[f].data + base;
-    }
-    sum_product_log(sub, sub_in, chunk.data(), threads);
-    visit(l * rest, chunk);
-  }
-}
+// The largest chunk of for_each_product_chunk (entries).
+constexpr std::int64_t kChunk = std::int64_t{1} << 20;
 
-// The values of a bucket's inputs summed, one output configuration at a time: slice(o) gives
-// sum_f in_f(o, m) for every configuration m of the eliminated variables (last fastest).
-class BucketSlices {
+// A bucket with its `lead` most significant variables fixed: the rest of the shape, and inputs
+// over the rest (the inputs are row-major in the bucket's order, so fixing leading variables is
+// an offset into each). fix(l) points the inputs at configuration l of the leading variables.
+class LeadingFixed {
  public:
-  BucketSlices(const BucketShape& shape, std::span<const InputTable> inputs) : shape_(shape) {
+  LeadingFixed(const BucketShape& shape, std::span<const InputTable> inputs, int lead)
+      : shape_(shape), inputs_(inputs), lead_(lead), st_(inputs.size()), in_(inputs.size()) {
     const int nv = static_cast<int>(shape.vars.size());
-    first_marg_ = nv - shape.n_marg;
-    st_.assign(inputs.size(), std::vector<std::int64_t>(nv, 0));
+    rest.vars.assign(shape.vars.begin() + lead, shape.vars.end());
+    rest.card.assign(shape.card.begin() + lead, shape.card.end());
     for (std::size_t f = 0; f < inputs.size(); ++f) {
+      st_[f].assign(nv, 0);
       input_strides(shape, inputs[f].scope, st_[f].data());
-      data_.push_back(inputs[f].data);
+      for (int v : inputs[f].scope)
+        if (std::find(rest.vars.begin(), rest.vars.end(), v) != rest.vars.end())
+          in_[f].scope.push_back(v);
     }
   }
-  std::int64_t marg_size() const { return shape_.marg_size(); }
-
-  // Fills slice[0, marg_size()) for output configuration `o`.
-  void slice(std::int64_t o, double* slice) const {
-    const int nv = static_cast<int>(shape_.vars.size());
-    const std::size_t nf = data_.size();
-    std::vector<std::int64_t> base(nf, 0);
-    for (int i = first_marg_ - 1; i >= 0; --i) {
-      const std::int64_t d = o % shape_.card[i];
-      o /= shape_.card[i];
-      for (std::size_t f = 0; f < nf; ++f) base[f] += d * st_[f][i];
-    }
-    std::vector<int> digit(nv, 0);
-    const std::int64_t n = marg_size();
-    for (std::int64_t m = 0; m < n; ++m) {
-      double s = 0;
-      for (std::size_t f = 0; f < nf; ++f) s += data_[f][base[f]];
-      slice[m] = s;
-      for (int j = nv - 1; j >= first_marg_; --j) {
-        const bool carry = ++digit[j] == shape_.card[j];
-        for (std::size_t f = 0; f < nf; ++f)
-          base[f] += carry ? -st_[f][j] * (shape_.card[j] - 1) : st_[f][j];
-        if (!carry) break;
-        digit[j] = 0;
+  BucketShape rest;  // n_marg 0
+  std::span<const InputTable> fix(std::int64_t l) {
+    for (std::size_t f = 0; f < inputs_.size(); ++f) {
+      std::int64_t base = 0, x = l;
+      for (int j = lead_ - 1; j >= 0; --j) {
+        base += (x % shape_.card[j]) * st_[f][j];
+        x /= shape_.card[j];
       }
+      in_[f].data = inputs_[f].data + base;
     }
+    return in_;
   }
 
  private:
   const BucketShape& shape_;
-  int first_marg_ = 0;
-  std::vector<const double*> data_;
+  std::span<const InputTable> inputs_;
+  int lead_;
   std::vector<std::vector<std::int64_t>> st_;
+  std::vector<InputTable> in_;
 };
+
+// The product of `inputs` (their ln values summed) at every configuration of shape.vars
+// (n_marg is ignored), a chunk at a time: the most significant variables are fixed per chunk so
+// that a chunk holds at most kChunk entries. visit(first, chunk) gets the index of the chunk's
+// first configuration; a chunk is whole blocks of the last variables' configurations, or a part
+// of one such block.
+template <class Visit>
+void for_each_product_chunk(const BucketShape& shape, std::span<const InputTable> inputs,
+                            int threads, Visit&& visit) {
+  const int nv = static_cast<int>(shape.vars.size());
+  std::int64_t rest = 1;
+  for (int c : shape.card) rest *= c;
+  int lead = 0;
+  while (lead < nv && rest > kChunk) rest /= shape.card[lead++];
+  LeadingFixed fixed(shape, inputs, lead);
+  std::int64_t n_lead = 1;
+  for (int j = 0; j < lead; ++j) n_lead *= shape.card[j];
+  std::vector<double> chunk(rest);
+  for (std::int64_t l = 0; l < n_lead; ++l) {
+    sum_product_log(fixed.rest, fixed.fix(l), chunk.data(), threads);
+    visit(l * rest, chunk);
+  }
+}
 
 // The index of the configuration of `vars` (card from the model, last fastest) at `value`.
 std::int64_t config_index(const std::vector<int>& vars, const std::vector<int>& card,
@@ -277,9 +251,14 @@ MostProbable compute_mpe(const Plan& plan, int threads) {
     const BucketShape shape = bucket_shape(plan, b);
     const auto in = bucket_inputs(plan, b, up);
     const std::int64_t n_m = shape.marg_size();
-    up[b].resize(shape.output_size());
+    up[b].assign(shape.output_size(), kNegInf);
     auto keep_maxima = [&](std::int64_t first, const std::vector<double>& c) {
       const auto n_q = static_cast<std::int64_t>(c.size()) / n_m;
+      if (n_q == 0) {  // a part of one output configuration's block
+        double& o = up[b][first / n_m];
+        o = std::max(o, *std::max_element(c.begin(), c.end()));
+        return;
+      }
 #pragma omp parallel for num_threads(n_q > 1 ? nt : 1) schedule(static)
       for (std::int64_t q = 0; q < n_q; ++q)
         up[b][first / n_m + q] = *std::max_element(c.begin() + q * n_m, c.begin() + (q + 1) * n_m);
@@ -294,19 +273,25 @@ MostProbable compute_mpe(const Plan& plan, int threads) {
 
   // Traceback, root first: values are indices into the reduced domains.
   std::vector<int> value(n, 0);
-  std::vector<double> s;
   for (int b = nb - 1; b >= 0; --b) {
     const Bucket& bk = buckets[b];
     const BucketShape shape = bucket_shape(plan, b);
     const auto in = bucket_inputs(plan, b, up);
-    const BucketSlices slices(shape, in);
-    s.resize(slices.marg_size());
-    slices.slice(config_index(bk.output_vars(), model.card, value), s.data());
-    std::int64_t best = std::max_element(s.begin(), s.end()) - s.begin();  // the first maximum
+    // The bucket at its output's values (fixed above), maximised over its eliminated variables:
+    // the first configuration attaining the maximum.
+    LeadingFixed at_output(shape, in, static_cast<int>(bk.vars.size()) - bk.n_marg);
+    double best = kNegInf;
+    std::int64_t arg = 0;
+    for_each_product_chunk(at_output.rest,
+                           at_output.fix(config_index(bk.output_vars(), model.card, value)),
+                           threads, [&](std::int64_t first, const std::vector<double>& c) {
+                             const auto it = std::max_element(c.begin(), c.end());
+                             if (*it > best) best = *it, arg = first + (it - c.begin());
+                           });
     for (std::size_t k = bk.vars.size(); k-- > bk.vars.size() - bk.n_marg;) {
       const int v = bk.vars[k];
-      value[v] = static_cast<int>(best % model.card[v]);
-      best /= model.card[v];
+      value[v] = static_cast<int>(arg % model.card[v]);
+      arg /= model.card[v];
     }
   }
   r.assignment.resize(n);
@@ -321,6 +306,81 @@ MostProbable compute_mpe(const Plan& plan, int threads) {
   return r;
 }
 
+namespace {
+
+// The reduced value index of each conditioned variable in slice `s` (the slice index runs over
+// cond.vars, last fastest).
+std::vector<int> slice_values(const Conditioning& cond, std::int64_t s) {
+  std::vector<int> x(cond.vars.size());
+  for (std::size_t i = cond.vars.size(); i-- > 0;) {
+    x[i] = static_cast<int>(s % cond.card[i]);
+    s /= cond.card[i];
+  }
+  return x;
+}
+
+}  // namespace
+
+Marginals compute_marginals(ConditionedPlan& cp, int threads) {
+  if (!cp.conditioned()) return compute_marginals(cp.plan, threads);
+  const ReducedModel& model = cp.plan.model;
+  // Running sums of P(e, X = x) / e^top over the slices, top the largest ln P(e, C = c) so far.
+  Marginals r;
+  double top = kNegInf;
+  for (std::int64_t s = 0; s < cp.cond.slices; ++s) {
+    if (!fill_slice(cp, s)) continue;
+    Marginals m = compute_marginals(cp.plan, threads);
+    if (m.ln_pe == kNegInf) continue;
+    const std::vector<int> x = slice_values(cp.cond, s);
+    for (std::size_t i = 0; i < x.size(); ++i) {  // C is a point mass within its slice
+      const int v = cp.cond.vars[i];
+      std::fill(m.p[v].begin(), m.p[v].end(), 0.0);
+      m.p[v][model.kept[v][x[i]]] = 1.0;
+    }
+    if (r.p.empty()) {
+      r.p.resize(m.p.size());
+      for (std::size_t v = 0; v < m.p.size(); ++v) r.p[v].assign(m.p[v].size(), 0.0);
+    }
+    if (m.ln_pe > top) {
+      const double scale = top == kNegInf ? 0.0 : std::exp(top - m.ln_pe);
+      for (auto& p : r.p)
+        for (double& y : p) y *= scale;
+      top = m.ln_pe;
+    }
+    const double w = std::exp(m.ln_pe - top);
+    for (std::size_t v = 0; v < m.p.size(); ++v)
+      for (std::size_t k = 0; k < m.p[v].size(); ++k) r.p[v][k] += w * m.p[v][k];
+  }
+  if (top == kNegInf) {
+    r.ln_pe = kNegInf;
+    r.p.clear();
+    return r;
+  }
+  // Every variable's sums add up to the same P(e) / e^top: normalise by one of them.
+  double z = 0;
+  for (double y : r.p.front()) z += y;
+  r.ln_pe = top + std::log(z);
+  for (auto& p : r.p)
+    for (double& y : p) y /= z;
+  return r;
+}
+
+MostProbable compute_mpe(ConditionedPlan& cp, int threads) {
+  if (!cp.conditioned()) return compute_mpe(cp.plan, threads);
+  MostProbable best;
+  best.ln_pr = kNegInf;
+  for (std::int64_t s = 0; s < cp.cond.slices; ++s) {
+    if (!fill_slice(cp, s)) continue;
+    MostProbable m = compute_mpe(cp.plan, threads);
+    if (!(m.ln_pr > best.ln_pr)) continue;
+    const std::vector<int> x = slice_values(cp.cond, s);
+    for (std::size_t i = 0; i < x.size(); ++i)
+      m.assignment[cp.cond.vars[i]] = cp.plan.model.kept[cp.cond.vars[i]][x[i]];
+    best = std::move(m);
+  }
+  return best;
+}
+
 double posterior_peak_bytes(const Plan& plan, bool marginals) {
   double outputs = 0, belief = 0;
   for (const Bucket& b : plan.tree.buckets) {
@@ -328,7 +388,7 @@ double posterior_peak_bytes(const Plan& plan, bool marginals) {
     belief = std::max(belief, 8.0 * std::exp2(b.log2_states));
   }
   MemoryEstimate m = plan.memory;
-  m.intermediate_bytes = marginals ? 2 * outputs + belief : outputs;
+  m.intermediate_bytes = marginals ? 2 * outputs + belief : outputs + 8.0 * kChunk;
   update_peak(m);
   return m.peak_bytes;
 }

@@ -24,6 +24,7 @@
 #include <span>
 #include <vector>
 
+#include "engine/condition.hpp"
 #include "engine/model.hpp"
 #include "engine/plan.hpp"
 
@@ -45,6 +46,14 @@ struct MostProbable {
 };
 
 MostProbable compute_mpe(const Plan& plan, int threads = 0);
+
+// The same on a conditioned plan (engine/condition.hpp), exactly: every slice C = c runs in turn
+// (its inputs refilled by fill_slice). Marginals: P(e, X = x) = sum_c P(e, C = c) P(X = x | e,
+// C = c), the slices weighed in the log domain, and C's own marginals P(e, C = c) / P(e). MPE:
+// the most probable slice's assignment (the first slice among equals), C at that slice's
+// values. An unconditioned `cp` is one slice, the plan's own answer.
+Marginals compute_marginals(ConditionedPlan& cp, int threads = 0);
+MostProbable compute_mpe(ConditionedPlan& cp, int threads = 0);
 
 // Host bytes at the peak of compute_marginals (`marginals`) or compute_mpe on `plan`, counted
 // like MemoryEstimate::peak_bytes: the plan's inputs, every bucket's output kept for the second

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/condition.hpp"
 #include "engine/plan.hpp"
 #include "engine/posterior.hpp"
 #include "io/uai.hpp"
@@ -179,6 +180,51 @@ TEST_CASE("Posterior.MpeMatchesBruteForce", "[engine]") {
   }
   CHECK(impossible > 0);
   CHECK(compared > 200);
+}
+
+// Conditioned plans: a random set of 1-3 of the scoped variables sliced, marginals and MPE
+// against enumeration.
+TEST_CASE("Posterior.ConditionedMatchBruteForce", "[engine]") {
+  std::mt19937_64 rng(20240738);
+  int compared = 0;
+  for (int it = 0; it < 150; ++it) {
+    const Case c = random_case(rng, 8, 2e4);
+    const Enumerated e = enumerate(c.net, c.ev);
+    const PlanOptions po = options(it);
+    OrderedModel om = order_model(c.net, c.ev, po);
+    Plan base = plan_structure(c.net, c.ev, po, std::move(om.model), std::move(om.order));
+    std::vector<int> scoped;
+    for (const auto& f : base.model.factors)
+      for (int v : f.scope)
+        if (std::find(scoped.begin(), scoped.end(), v) == scoped.end()) scoped.push_back(v);
+    if (scoped.empty() || !base.model.impossible.empty()) continue;
+    std::shuffle(scoped.begin(), scoped.end(), rng);
+    const int k = std::uniform_int_distribution<int>(
+        1, std::min<int>(3, static_cast<int>(scoped.size())))(rng);
+    std::vector<int> vars(scoped.begin(), scoped.begin() + k);
+    std::sort(vars.begin(), vars.end());
+    ConditionedPlan cp = condition_plan(std::move(base), vars, po);
+    INFO("network " << it << ": " << c.net.num_vars() << " variables, " << k << " conditioned");
+    const Marginals m = compute_marginals(cp, 1);
+    const MostProbable mpe = compute_mpe(cp, 1);
+    if (e.z == 0) {
+      CHECK(m.ln_pe == kNegInf);
+      CHECK(mpe.ln_pr == kNegInf);
+      continue;
+    }
+    CHECK(close_ln(m.ln_pe, static_cast<double>(std::log(e.z)), 1e-9));
+    REQUIRE(m.p.size() == e.joint.size());
+    for (std::size_t v = 0; v < m.p.size(); ++v)
+      for (std::size_t x = 0; x < m.p[v].size(); ++x) {
+        INFO("variable " << v << " value " << x);
+        CHECK(std::abs(m.p[v][x] - static_cast<double>(e.joint[v][x] / e.z)) <= 1e-9);
+      }
+    const double best = static_cast<double>(std::log(e.best));
+    CHECK(close_ln(mpe.ln_pr, best, 1e-9));
+    CHECK(close_ln(ln_at(c.net, mpe.assignment), best, 1e-9));
+    ++compared;
+  }
+  CHECK(compared > 50);
 }
 
 // P(X = x | e) from `kinfer mar` against P(e, X = x) / P(e), each a `kinfer pe` run, on a few
