@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "engine/errors.hpp"
 #include "engine/posterior.hpp"
 #include "engine/util.hpp"
@@ -47,7 +49,8 @@ ConditionedPlan plan_posterior(const PosteriorOptions& o, const std::string& com
                           "into " + std::to_string(cp.cond.slices) + " slices, above the limit " +
                           human_bytes(po.max_memory_bytes) +
                           ": raise --max-memory or run on a machine with more memory");
-    trial.max_memory_bytes *= 0.9 * po.max_memory_bytes / need;
+    trial.max_memory_bytes = std::min(trial.max_memory_bytes, cp.plan.memory.peak_bytes) * 0.95 *
+                             po.max_memory_bytes / need;
   }
   const Plan& plan = cp.plan;
   if (cp.conditioned())

@@ -388,7 +388,8 @@ double posterior_peak_bytes(const Plan& plan, bool marginals) {
     belief = std::max(belief, 8.0 * std::exp2(b.log2_states));
   }
   MemoryEstimate m = plan.memory;
-  m.intermediate_bytes = marginals ? 2 * outputs + belief : outputs + 8.0 * kChunk;
+  m.intermediate_bytes =
+      marginals ? 2 * outputs + belief : outputs + std::min(8.0 * kChunk, belief);
   update_peak(m);
   return m.peak_bytes;
 }

@@ -333,6 +333,31 @@ TEST_CASE("Posterior.UaiMpeReferences", "[apps]") {
   }
 }
 
+// `kinfer mar` and `mpe` under a --max-memory that conditions Grids_11 into slices: the answers
+// of the unconditioned run.
+TEST_CASE("Posterior.ConditionedCommands", "[apps]") {
+  const std::string net = uai_network_path("Grids_11").string();
+  for (const auto& [cmd, limit] : {std::pair{"mar", "50M"}, std::pair{"mpe", "21M"}}) {
+    INFO(cmd);
+    const auto whole = run_kinfer({cmd, net, "--json", "-q"});
+    const auto sliced = run_kinfer({cmd, net, "--json", "-q", "--max-memory", limit});
+    INFO(whole.err << sliced.err);
+    REQUIRE(whole.rc == 0);
+    REQUIRE(sliced.rc == 0);
+    const auto w = nlohmann::json::parse(whole.out), c = nlohmann::json::parse(sliced.out);
+    CHECK(w["slices"] == 1);
+    CHECK(c["slices"].get<int>() > 1);
+    CHECK(c["log10_pr"].get<double>() == Approx(w["log10_pr"].get<double>()).epsilon(1e-12));
+    if (std::string(cmd) == "mpe") continue;
+    double worst = 0;
+    for (std::size_t v = 0; v < w["marginals"].size(); ++v)
+      for (std::size_t x = 0; x < w["marginals"][v].size(); ++x)
+        worst = std::max(worst, std::abs(w["marginals"][v][x].get<double>() -
+                                         c["marginals"][v][x].get<double>()));
+    CHECK(worst <= 1e-9);
+  }
+}
+
 TEST_CASE("Posterior.UserErrors", "[apps]") {
   TempDir tmp;
   // P(A = 1) = 0: the evidence A = 1 is impossible
