@@ -164,7 +164,7 @@ std::int64_t config_index(const std::vector<int>& vars, const std::vector<int>& 
   return idx;
 }
 
-void require_unconditioned(const Plan& plan) {
+void require_inputs_filled(const Plan& plan) {
   if (plan.input_data.size() != plan.model.factors.size())
     throw std::logic_error("posterior: the plan's inputs are not filled");
 }
@@ -172,7 +172,7 @@ void require_unconditioned(const Plan& plan) {
 }  // namespace
 
 Marginals compute_marginals(const Plan& plan, int threads) {
-  require_unconditioned(plan);
+  require_inputs_filled(plan);
   const ReducedModel& model = plan.model;
   const auto& buckets = plan.tree.buckets;
   const int nb = static_cast<int>(buckets.size());
@@ -237,7 +237,7 @@ Marginals compute_marginals(const Plan& plan, int threads) {
 }
 
 MostProbable compute_mpe(const Plan& plan, int threads) {
-  require_unconditioned(plan);
+  require_inputs_filled(plan);
   const ReducedModel& model = plan.model;
   const auto& buckets = plan.tree.buckets;
   const int nb = static_cast<int>(buckets.size());
