@@ -25,13 +25,6 @@ namespace {
 
 constexpr const char* kWholePlan = "whole-plan";
 
-std::string format_log10(double x) {
-  if (std::isinf(x)) return x < 0 ? "-inf" : "inf";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.10g", x);
-  return buf;
-}
-
 // The "mpi" member of --json (collective: every rank calls it).
 nlohmann::json mpi_json(const dist::RankDealer& d, const ConditionedPlan& cp) {
   nlohmann::json j = {{"ranks", dist::size()},

@@ -13,6 +13,8 @@ inline constexpr int kExitCheckFailed = 5;
 inline constexpr int kExitCheckNotRun = 6;
 
 Runner add_pe(CLI::App& root);
+Runner add_mar(CLI::App& root);
+Runner add_mpe(CLI::App& root);
 Runner add_info(CLI::App& root);
 Runner add_batch(CLI::App& root);
 Runner add_lod(CLI::App& root);

@@ -61,13 +61,14 @@ int run(int argc, char** argv) {
     if (json) print_json_error(message, code);
     return fail(code);
   };
-  CLI::App app{"kinfer: exact probability of evidence and LOD scores"};
+  CLI::App app{"kinfer: exact probability of evidence, marginals, MPE and LOD scores"};
   app.set_version_flag("--version", std::string("kinfer ") + KINFER_VERSION);
   app.require_subcommand(1);
   app.fallthrough();  // -q and -v may follow the subcommand
   kinfer::app::LogFlags log;
   kinfer::app::add_log_flags(app, log);
-  std::vector<kinfer::app::Runner> runners = {kinfer::app::add_pe(app), kinfer::app::add_info(app),
+  std::vector<kinfer::app::Runner> runners = {kinfer::app::add_pe(app), kinfer::app::add_mar(app),
+                                              kinfer::app::add_mpe(app), kinfer::app::add_info(app),
                                               kinfer::app::add_lod(app)};
   runners.push_back(kinfer::app::add_batch(app));
   for (auto add : {kinfer::app::add_schedule, kinfer::app::add_schedule_compare,

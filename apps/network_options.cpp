@@ -206,6 +206,13 @@ PlanOptions NetworkOptions::plan_options(bool for_run) const {
   return po;
 }
 
+std::string format_log10(double x) {
+  if (std::isinf(x)) return x < 0 ? "-inf" : "inf";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.10g", x);
+  return buf;
+}
+
 nlohmann::json order_json(const Plan& plan) {
   const auto& o = plan.order;
   return {{"heuristic", o.heuristic},

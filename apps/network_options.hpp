@@ -54,6 +54,9 @@ struct NetworkOptions {
 // $XDG_CACHE_HOME/kinfer/orders (else ~/.cache/kinfer/orders); "none" turns the cache off.
 std::string default_order_cache_dir();
 
+// A log10 probability as the commands print it: 10 significant digits, "-inf" for P = 0.
+std::string format_log10(double x);
+
 nlohmann::json order_json(const Plan& plan);
 nlohmann::json memory_json(const Plan& plan);
 // "conditioning": variables, slices, per-slice peak, total FLOPs, overhead over the

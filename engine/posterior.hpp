@@ -1,0 +1,66 @@
+#pragma once
+// Posterior marginals and a most probable explanation on a compiled plan (engine/plan.hpp),
+// over the same task tree that computes P(e), in the log domain.
+//
+// Marginals: the upward pass of run_plan keeps every bucket's output; a downward pass then
+// visits the buckets root first. A bucket's belief is the product of its inputs and the message
+// from above (a table over its output variables); it is the joint P(e, bucket's variables) up to
+// the constants outside the tree. The message to a child is the belief summed onto the child's
+// output variables, divided by the child's own output (exact: the child's output depends on
+// those variables only; where it is zero the child's belief is zero whatever the message). Each
+// variable's marginal is its bucket's belief summed onto it, normalised. The sums onto the
+// children and the variables run in one pass over the belief, in the linear domain shifted by
+// its largest entry.
+//
+// MPE: the same upward pass with max in place of sum (the CPU kernel's products, a chunk of a
+// bucket at a time, maximised over the eliminated variables), every output kept; then a
+// traceback root first: each bucket's output variables are fixed by the buckets above it, and its eliminated
+// variables take the first configuration (lowest values, most significant variable first) that
+// attains the maximum of the bucket's inputs given them.
+//
+// Variables outside the tree get their answer from the reduction: observed variables and those
+// left with one possible value are point masses (MPE: that value); a free variable in no factor
+// is uniform (MPE: its lowest value); values removed by value elimination have probability 0.
+#include <span>
+#include <vector>
+
+#include "engine/condition.hpp"
+#include "engine/model.hpp"
+#include "engine/plan.hpp"
+
+namespace kinfer {
+
+struct Marginals {
+  double ln_pe = 0;  // ln P(e); -inf when the evidence is impossible (then `p` is empty)
+  // Per network variable, over its declared domain: P(X = x | e).
+  std::vector<std::vector<double>> p;
+};
+
+// The plan must be unconditioned (a conditioned plan's inputs hold one slice only).
+// `threads` <= 0: OpenMP's default.
+Marginals compute_marginals(const Plan& plan, int threads = 0);
+
+struct MostProbable {
+  double ln_pr = 0;  // ln max_x P(x, e); -inf when the evidence is impossible (then no assignment)
+  std::vector<int> assignment;  // per network variable, a value of its declared domain
+};
+
+MostProbable compute_mpe(const Plan& plan, int threads = 0);
+
+// The same on a conditioned plan (engine/condition.hpp), exactly: every slice C = c runs in turn
+// (its inputs refilled by fill_slice). Marginals: P(e, X = x) = sum_c P(e, C = c) P(X = x | e,
+// C = c), the slices weighed in the log domain, and C's own marginals P(e, C = c) / P(e). MPE:
+// the most probable slice's assignment (the first slice among equals), C at that slice's
+// values. An unconditioned `cp` is one slice, the plan's own answer.
+Marginals compute_marginals(ConditionedPlan& cp, int threads = 0);
+MostProbable compute_mpe(ConditionedPlan& cp, int threads = 0);
+
+// Host bytes at the peak of compute_marginals (`marginals`) or compute_mpe on `plan`, counted
+// like MemoryEstimate::peak_bytes: the plan's inputs, every bucket's output kept for the second
+// pass, and for marginals the messages from above and the largest bucket's belief table.
+double posterior_peak_bytes(const Plan& plan, bool marginals);
+
+// ln of the product of the network's factors at a full assignment (-inf when one is zero).
+double ln_joint(const Network& net, std::span<const int> assignment);
+
+}  // namespace kinfer
