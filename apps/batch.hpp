@@ -90,5 +90,11 @@ struct JobOptions {
   int threads() const { return kind == "lod" ? lod.threads : pe.net.threads; }
 };
 JobOptions parse_job_options(const io::Job& job);
+// A lod job's work before it runs, for placing it (a rough count of state updates, comparable
+// with a pe plan's FLOPs): per pedigree its inheritance vector's bits b = 2n - f (n non-founders,
+// f founders), and per evaluation b x 2^b per locus for a multipoint scan (the chain's step, or
+// the network beyond --bits, at least as large), 2^min(b, 20) per locus for two-point
+// likelihoods. Negative when its files cannot be read (the job itself reports why).
+double estimate_lod_work(const io::Job& job, const LodOptions& o);
 
 }  // namespace kinfer::app

@@ -1,12 +1,14 @@
 // A batch job's options, parsed by the single commands' own definitions; what every worker of
 // the batch says and writes for a finished job.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <initializer_list>
 
 #include "apps/batch.hpp"
 #include "engine/util.hpp"
+#include "io/linkage.hpp"
 
 namespace kinfer::app {
 
@@ -65,6 +67,31 @@ JobOptions parse_job_options(const io::Job& job) {
         o.groupable = false;
   }
   return o;
+}
+
+double estimate_lod_work(const io::Job& job, const LodOptions& o) {
+  if (!o.merlin.map.empty()) return -1;  // MERLIN input (-m): not sized
+  try {
+    const linkage::LocusFile lf = io::read_locus_file(job.dat);
+    const linkage::PedigreeFile pf = io::read_pedigree_file(job.ped, lf);
+    const double loci = static_cast<double>(lf.loci.size());
+    const bool multipoint = !o.positions.empty() || o.program == "linkmap";
+    const double evaluations =
+        !o.positions.empty() ? static_cast<double>(parse_list("--positions", o.positions).size())
+        : !o.theta.empty()   ? static_cast<double>(parse_list("--theta", o.theta).size())
+                             : 1.0;
+    double work = 0;
+    for (const auto& ped : pf.pedigrees) {
+      int nonfounders = 0, founders = 0;
+      for (const auto& p : ped.people) (p.founder() ? founders : nonfounders) += 1;
+      const int bits = std::clamp(2 * nonfounders - founders, 0, 60);
+      work += multipoint ? evaluations * loci * bits * std::exp2(bits)
+                         : evaluations * loci * std::exp2(std::min(bits, 20));
+    }
+    return work;
+  } catch (const std::exception&) {
+    return -1;
+  }
 }
 
 }  // namespace kinfer::app

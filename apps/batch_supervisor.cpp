@@ -315,9 +315,10 @@ class Batch {
                                                     k.gpu, k.gpu_slots, opt_.gpu_min_flops)
                                       : "GPU " + k.gpu + ": every job runs on the CPU");
     }
-    // The order jobs start in: the largest estimated work first (every pe job probed now; lod
-    // jobs, not sized before they run, after them in manifest order), so that no device or
-    // rank is left with a long job at the end while the others wait.
+    // The order jobs start in: the largest estimated work first (every job sized now: pe jobs
+    // by their plan's FLOPs, lod jobs by estimate_lod_work; unsized ones last, in manifest
+    // order), so that no device or rank is left with a long job at the end while the others
+    // wait.
     for (std::size_t i = 0; i < states_.size(); ++i) order_.push_back(i);
     self_ = fs::read_symlink("/proc/self/exe").string();
     std::signal(SIGPIPE, SIG_IGN);  // a device worker that died: its write fails, it is reaped
@@ -463,6 +464,10 @@ class Batch {
              "options not accepted by kinfer " + s.job.kind + ": " + s.options.error);
       return;
     }
+    if (s.job.kind == "lod") {
+      s.flops = estimate_lod_work(s.job, s.options.lod);
+      return;
+    }
     if (s.job.kind != "pe") return;
     // A job with the same network, evidence and options as one probed before has the same plan.
     const std::string key = plan_key(s);
@@ -581,9 +586,14 @@ class Batch {
   // asks for --device gpu) wants the GPU; it gets it when fewer than --gpu-jobs hold it.
   bool wants_gpu(const JobState& s) const {
     const std::string d = s.options.device_given ? s.options.device() : "";
-    // lod: its plans are not sized before it runs; under auto (or no --device) a GPU machine
-    // gives it a device worker, whose runner puts each plan and the chain where it is faster.
-    if (s.job.kind != "pe") return d.empty() ? ranks_[0].gpu_slots > 0 : d == "auto" || d == "gpu";
+    // lod: under auto (or no --device) on a GPU machine a job large enough for the GPU (or not
+    // sized: estimate_lod_work < 0) gets a device worker, whose runner puts each plan and the
+    // chain where it is faster.
+    if (s.job.kind != "pe") {
+      if (d == "gpu") return true;
+      if (d == "cpu" || (d.empty() && ranks_[0].gpu_slots == 0)) return false;
+      return s.flops < 0 || s.flops >= opt_.gpu_min_flops;
+    }
     if (d == "cpu") return false;
     return d == "gpu" || s.flops >= opt_.gpu_min_flops;
   }

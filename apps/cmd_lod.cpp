@@ -28,11 +28,6 @@
 
 namespace kinfer::app {
 
-namespace {
-
-namespace lk = kinfer::linkage;
-
-// "0.1,0.2 0.3" or "START:STOP:STEP" ranges, mixed.
 std::vector<double> parse_list(const std::string& opt, const std::string& text) {
   std::vector<double> out;
   std::string s = text;
@@ -68,6 +63,11 @@ std::vector<double> parse_list(const std::string& opt, const std::string& text) 
   if (out.empty()) throw CLI::ValidationError(opt, "expected at least one value");
   return out;
 }
+
+namespace {
+
+namespace lk = kinfer::linkage;
+
 
 // LINKAGE input is --ped and --dat; MERLIN input adds -m (and --model), and takes MERLIN's
 // position options instead of LINKAGE's program, positions and moving locus.

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "apps/lod_merlin.hpp"
 #include "apps/network_options.hpp"
@@ -60,5 +61,8 @@ struct LodOptions {
 };
 // Registers the options of `kinfer lod` (defined in cmd_lod.cpp).
 void add_lod_options(CLI::App& cmd, LodOptions& o);
+// A list option of lod ("0.1,0.2 0.3" or START:STOP:STEP ranges, mixed); CLI::ValidationError
+// naming `opt` for anything else.
+std::vector<double> parse_list(const std::string& opt, const std::string& text);
 
 }  // namespace kinfer::app
