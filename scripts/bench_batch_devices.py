@@ -106,6 +106,9 @@ def main():
     ap.add_argument("--out", default="bench/out/batch-devices")
     ap.add_argument("--no-single", action="store_true", help="skip the single commands")
     ap.add_argument("--no-noshare", action="store_true", help="skip the --no-share batch")
+    ap.add_argument("--lod-timeout", type=float, default=0,
+                    help="seconds each lod batch may run (0: no limit); a batch past it is stopped and "
+                         "its finished jobs counted")
     ap.add_argument("--cpu-reference", action="store_true",
                     help="also run each network once with --device cpu and compare every way with it")
     ap.add_argument("--mpi", type=int, default=0,
@@ -290,8 +293,11 @@ def lod_suite(a, kinfer, work):
     for way, extra in (("gpus", []), ("cpu-only", ["--gpu-jobs", "0"])):
         out = os.path.join(work, "out-" + way)
         t0 = time.time()
-        r = subprocess.run(kinfer + ["batch", manifest, "--out", out, "--json"] + extra,
-                           capture_output=True, text=True)
+        try:
+            r = subprocess.run(kinfer + ["batch", manifest, "--out", out, "--json"] + extra,
+                               capture_output=True, text=True, timeout=a.lod_timeout or None)
+        except subprocess.TimeoutExpired as e:  # the batch is interrupted; what it finished counts
+            r = subprocess.CompletedProcess(e.cmd, 124, "", (e.stderr or b"").decode(errors="replace"))
         wall = time.time() - t0
         keep_batch_files(a.out, "lod-" + way, out, r.stderr)
         res, ok = {}, 0
