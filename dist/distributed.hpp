@@ -20,8 +20,9 @@
 namespace kinfer::dist {
 
 // MPI_Init when this process was started by a launcher (OMPI_COMM_WORLD_SIZE, PMIX_RANK or
-// PMI_RANK in the environment) and KINFER_NO_MPI is not set (the batch's child processes).
-void init(int* argc, char*** argv);
+// PMI_RANK in the environment), unless `no_mpi` (the batch's child processes: KINFER_NO_MPI,
+// apps/environment.hpp).
+void init(int* argc, char*** argv, bool no_mpi);
 void finalize();      // once, at a normal exit
 bool compiled();      // built with MPI
 bool launched();      // MPI is initialized (under mpirun/srun, even with one rank)
