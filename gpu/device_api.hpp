@@ -164,9 +164,10 @@ class Context {
   // Host seconds spent so far building shapes' kernel tables (the selector's work, once per
   // shape) and writing and queueing their images.
   virtual double own_setup_seconds() const { return 0; }
-  // Diagnostics (ExecOptions::timeline_path): a timed event queued on `stream` after the work queued
-  // on it so far, returning its index; once that work is done, mark_seconds() gives every mark's
-  // time after the first, in seconds, and forgets them. Empty where the device keeps no times.
+  // Diagnostics (ExecOptions::timeline_path): a timed event queued on `stream` after the work
+  // queued on it so far, returning its index; once that work is done, mark_seconds() gives every
+  // mark's time after the first, in seconds, and forgets them. Empty where the device keeps no
+  // times.
   virtual int mark(int stream) {
     (void)stream;
     return -1;

@@ -51,7 +51,9 @@ struct EmptyCache {
 
 // A folder of shipped profiles searched first while it lives (set_profiles_folder).
 struct ScopedProfilesFolder {
-  explicit ScopedProfilesFolder(const std::filesystem::path& dir) { set_profiles_folder(dir.string()); }
+  explicit ScopedProfilesFolder(const std::filesystem::path& dir) {
+    set_profiles_folder(dir.string());
+  }
   ~ScopedProfilesFolder() { set_profiles_folder({}); }
   ScopedProfilesFolder(const ScopedProfilesFolder&) = delete;
   ScopedProfilesFolder& operator=(const ScopedProfilesFolder&) = delete;

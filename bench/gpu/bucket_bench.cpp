@@ -118,7 +118,8 @@ PlannerOptions planner_options(const std::vector<std::pair<std::string, std::str
       flag(&DeviceLimits::direct);
     } else if (key == "tiles") {
       if (val == "force")
-        steps.push_back([](DeviceLimits& l) { l.tiles = true, l.tile_fill = false, l.tile_min_nf = 1; });
+        steps.push_back(
+            [](DeviceLimits& l) { l.tiles = true, l.tile_fill = false, l.tile_min_nf = 1; });
       else
         flag(&DeviceLimits::tiles);
     } else if (key == "lanes") {
@@ -452,12 +453,13 @@ int main(int argc, char** argv) {
                "network buckets: also time each bucket whose factor inputs the executor merges "
                "(gpu/merge_inputs.hpp), as it merges them (source NAME+merge)");
   app.add_option("--cpu-runs", o.cpu_runs, "timed CPU runs per bucket (median; default 3)");
-  app.add_option("--config", o.configs,
-                 "NAME[:KEY=VAL,...]: a kernel configuration (a Context made with those planner "
-                 "options: direct=0|1, tiles=0|1|force, lanes=FLOOR:TERMS, lean=0|1, "
-                 "lean_two=ITEMS, lean_chunks=0|1, lean_tiles=0|1, reuse_order=BYTES[:NEAR[:OVER]], "
-                 "mid_rows=N, split_terms=N, device_fill=BYTES); each writes DIR/NAME_FILE for "
-                 "--out DIR/FILE. Repeatable; default: one, kinfer's defaults");
+  app.add_option(
+      "--config", o.configs,
+      "NAME[:KEY=VAL,...]: a kernel configuration (a Context made with those planner "
+      "options: direct=0|1, tiles=0|1|force, lanes=FLOOR:TERMS, lean=0|1, "
+      "lean_two=ITEMS, lean_chunks=0|1, lean_tiles=0|1, reuse_order=BYTES[:NEAR[:OVER]], "
+      "mid_rows=N, split_terms=N, device_fill=BYTES); each writes DIR/NAME_FILE for "
+      "--out DIR/FILE. Repeatable; default: one, kinfer's defaults");
   app.add_flag("--plans", o.plans, "print the plain kernel's launch plan per bucket (no GPU)");
   app.add_option("--random", o.random, "number of random buckets");
   app.add_option("--network", o.network, "UAI network: every bucket of its plan");
