@@ -1,6 +1,6 @@
 #pragma once
 // The environment variables of kinfer's own that it reads, every one of them here, read once and
-// passed down as options (docs/building.md#environment-variables lists them). Variables of other
+// passed down as options (docs/building.md#environment-variables lists the five for users). Variables of other
 // programs that kinfer honours (CUDA_VISIBLE_DEVICES, CUDA_DEVICE_MAX_CONNECTIONS,
 // XDG_CACHE_HOME, HOME, the MPI launchers') are read where they are used.
 #include <string>
