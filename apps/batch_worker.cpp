@@ -19,6 +19,7 @@
 #include <spdlog/spdlog.h>
 
 #include "apps/batch.hpp"
+#include "apps/environment.hpp"
 #include "apps/job_pipeline.hpp"
 #include "engine/condition.hpp"
 #include "engine/errors.hpp"
@@ -62,7 +63,7 @@ class Worker {
         continue;
       }
       // Test hook: the worker dies as a crash would, before this job (tests/test_batch.py).
-      if (const char* c = std::getenv("KINFER_BATCH_TEST_WORKER_CRASH"); c && id == c)
+      if (const std::string& c = environment().test_worker_crash; !c.empty() && id == c)
         ::raise(SIGKILL);
       run_job(it->second);
     }

@@ -10,6 +10,7 @@
 
 #include "apps/command_options.hpp"
 #include "apps/commands.hpp"
+#include "apps/environment.hpp"
 #include "apps/network_options.hpp"
 #include "dist/distributed.hpp"
 #include "engine/condition.hpp"
@@ -129,6 +130,8 @@ int run_pe(const PeOptions& o) {
       run_request(o.device, o.schedule, o.profile, o.check, o.explain, o.gpu_memory);
   req.threads = o.net.threads;
   req.repeat = o.repeat;
+  req.gpu_timeline_path = o.gpu_timeline;
+  req.gpu_shapes_path = o.gpu_shapes;
   PlanOptions po = o.net.plan_options();
   req.host_memory_bytes = po.max_memory_bytes;  // the copies of the plan for several GPUs
   sched::Runner runner(req);
@@ -267,6 +270,7 @@ sched::RunRequest run_request(const std::string& device, const std::string& sche
   req.device = sched::parse_device(device);
   if (!schedule.empty()) req.policy = sched::parse_policy(schedule);
   req.profile_path = profile;  // a named profile is read now: a bad file is an error
+  req.auto_calibrate_seconds = environment().auto_calibrate_seconds;
   req.check = check;
   req.explain = explain;
   if (!gpu_memory.empty()) try {
@@ -329,6 +333,15 @@ Runner add_pe(CLI::App& root) {
   auto o = std::make_shared<PeOptions>();
   CLI::App* cmd = root.add_subcommand("pe", "compute the probability of the evidence, log10 P(e)");
   add_pe_options(*cmd, *o);
+  // diagnostics, not in --help (docs/performance.md#measuring)
+  cmd->add_option("--gpu-timeline", o->gpu_timeline,
+                  "write each GPU bucket's host steps and kernel times to this TSV "
+                  "(bench/e2e/timeline.py)")
+      ->group("");
+  cmd->add_option("--gpu-shapes", o->gpu_shapes,
+                  "write the GPU buckets of >= 2^20 states to this file as bucket_bench --shape "
+                  "specs")
+      ->group("");
   return [o, cmd]() { return cmd->parsed() ? run_pe(*o) : -1; };
 }
 

@@ -41,6 +41,9 @@ struct PeOptions {
   std::string gpu_memory;  // empty: 90% of the device's free memory
   int repeat = 0;
   double verify = 0;  // under mpirun: the fraction of slices recomputed on a second rank
+  // Diagnostics of `kinfer pe`'s GPU runs, hidden options (RunRequest::gpu_timeline_path,
+  // gpu_shapes_path; docs/performance.md); empty: none.
+  std::string gpu_timeline, gpu_shapes;
 };
 // Registers the options of `kinfer pe` (defined in cmd_pe.cpp).
 void add_pe_options(CLI::App& cmd, PeOptions& o);

@@ -15,6 +15,7 @@
 
 #include "apps/command_options.hpp"
 #include "apps/commands.hpp"
+#include "apps/environment.hpp"
 #include "apps/job_pipeline.hpp"
 #include "apps/process_exit.hpp"
 #include "dist/distributed.hpp"
@@ -22,6 +23,7 @@
 #include "engine/memory_limit.hpp"
 #include "engine/util.hpp"
 #include "gpu/device_api.hpp"
+#include "scheduler/profile.hpp"
 
 namespace {
 
@@ -48,7 +50,10 @@ int fail(int code) {
 
 int run(int argc, char** argv) {
   kinfer::bound_allocator();
-  kinfer::dist::init(&argc, &argv);  // MPI, only when started by mpirun or srun
+  const kinfer::app::Environment& env = kinfer::app::environment();
+  kinfer::dist::init(&argc, &argv, env.no_mpi);  // MPI, only when started by mpirun or srun
+  kinfer::sched::set_profiles_folder(env.profiles);
+  kinfer::dist::RankDealer::set_test_skew(env.test_verify_skew);
   auto logger = spdlog::stderr_color_mt("kinfer");
   spdlog::set_default_logger(logger);
   spdlog::set_pattern(kinfer::dist::size() > 1

@@ -1,6 +1,7 @@
 #include "apps/network_options.hpp"
 
 #include "apps/command_options.hpp"
+#include "apps/environment.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -178,7 +179,7 @@ void add_log_flags(CLI::App& root, LogFlags& f) {
 
 std::string default_order_cache_dir() {
   namespace fs = std::filesystem;
-  if (const char* x = std::getenv("KINFER_ORDER_CACHE"); x && *x) return x;
+  if (const std::string& x = environment().order_cache; !x.empty()) return x;
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
     return (fs::path(x) / "kinfer" / "orders").string();
   if (const char* h = std::getenv("HOME"); h && *h)

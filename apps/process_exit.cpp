@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/environment.hpp"
 #include "dist/distributed.hpp"
 #include "gpu/device_api.hpp"
 
@@ -64,8 +65,7 @@ bool init_reaps_orphans() {
 }  // namespace
 
 void leave_gpu_teardown_to_helper(int status) {
-  const char* env = std::getenv("KINFER_EXIT");
-  const std::string mode = env ? env : "";
+  const std::string& mode = environment().exit;
   if (mode == "wait" || dist::size() > 1) return;
   const bool forced = mode == "fast" || mode == "helper";  // "helper": the tests, without a GPU
   if (!gpu::driver_started() && mode != "helper") return;

@@ -20,8 +20,9 @@
 namespace kinfer::dist {
 
 // MPI_Init when this process was started by a launcher (OMPI_COMM_WORLD_SIZE, PMIX_RANK or
-// PMI_RANK in the environment) and KINFER_NO_MPI is not set (the batch's child processes).
-void init(int* argc, char*** argv);
+// PMI_RANK in the environment), unless `no_mpi` (the batch's child processes: KINFER_NO_MPI,
+// apps/environment.hpp).
+void init(int* argc, char*** argv, bool no_mpi);
 void finalize();      // once, at a normal exit
 bool compiled();      // built with MPI
 bool launched();      // MPI is initialized (under mpirun/srun, even with one rank)
@@ -69,6 +70,10 @@ class RankDealer : public SliceDealer {
   // Per rank: {"rank", "host", "items", "seconds"} (collective: every rank calls it).
   nlohmann::json per_rank(const char* items_name) const;
   std::uint64_t items_here() const { return items_; }
+  // A test hook (tests/test_mpi.py sets KINFER_TEST_VERIFY_SKEW, apps/environment.cpp): a
+  // verifying rank's copies made wrong by `skew` in combine(), so that the mismatch path runs;
+  // the answer (from the owners) is untouched. 0: off.
+  static void set_test_skew(double skew);
 
  private:
   bool verifies(std::uint64_t item) const;

@@ -22,14 +22,12 @@ bool g_launched = false;
 int g_rank = 0, g_size = 1;
 
 bool started_by_launcher() {
-  if (const char* no = std::getenv("KINFER_NO_MPI"); no && *no && std::string(no) != "0")
-    return false;
   return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMIX_RANK") || std::getenv("PMI_RANK");
 }
 }  // namespace
 
-void init(int* argc, char*** argv) {
-  if (g_launched || !started_by_launcher()) return;
+void init(int* argc, char*** argv, bool no_mpi) {
+  if (g_launched || no_mpi || !started_by_launcher()) return;
   int provided = 0;
   // Only the main thread calls MPI (OpenMP threads compute, never communicate).
   MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);

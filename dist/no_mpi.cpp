@@ -7,7 +7,7 @@
 
 namespace kinfer::dist {
 
-void init(int*, char***) {}
+void init(int*, char***, bool) {}
 void finalize() {}
 bool compiled() { return false; }
 bool launched() { return false; }

@@ -128,7 +128,7 @@ double plan_host_bytes(const LaunchPlan& p) {
 
 class CudaContext final : public Context {
  public:
-  explicit CudaContext(int device) : device_(device) {
+  CudaContext(int device, const PlannerOptions& planner) : device_(device) {
     const DeviceInfo info = probe();
     if (!info.available) throw std::runtime_error(info.why_not);
     CUDA_CHECK(cudaSetDevice(device_));
@@ -139,24 +139,20 @@ class CudaContext final : public Context {
     lim_.max_threads_per_sm = prop_.maxThreadsPerMultiProcessor;
     lim_.shared_per_block = optin - kStaticShared;
     lim_.shared_per_sm = static_cast<int>(prop_.sharedMemPerMultiprocessor);
-    apply_env_limits(lim_);  // planner options for measurement (DeviceLimits)
-    if (const char* keep = std::getenv("KINFER_GPU_PINNED_KEEP"))
-      keep_pinned_ = std::string(keep) != "0";
+    if (planner) planner(lim_);
     streams_.resize(kStreams);
     // non-blocking: no implicit ordering with the legacy default stream
     for (auto& s : streams_) CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     scratch_.assign(kStreams, {nullptr, 0});
     // The kernels' module loaded beside whatever the caller does next (planning, the kernel
-    // plans), not at the first launch (load_module); KINFER_GPU_PRELOAD=0 leaves it to CUDA.
-    if (const char* pre = std::getenv("KINFER_GPU_PRELOAD")) preload_ = std::string(pre) != "0";
-    if (preload_)
-      loader_ = std::thread([dev = device_] {
-        try {
-          CUDA_CHECK(cudaSetDevice(dev));
-          load_module();
-        } catch (...) {  // not loaded now: the first launch loads it, and reports what fails
-        }
-      });
+    // plans), not at the first launch (load_module).
+    loader_ = std::thread([dev = device_] {
+      try {
+        CUDA_CHECK(cudaSetDevice(dev));
+        load_module();
+      } catch (...) {  // not loaded now: the first launch loads it, and reports what fails
+      }
+    });
   }
 
   ~CudaContext() override {
@@ -231,7 +227,7 @@ class CudaContext final : public Context {
   // staging, which the accountant counts, reuses them; at most that much sits unused when the
   // next run's sizes differ); the context's streams are synchronized first
   // (cudaFreeHost synchronizes the device), so that no copy still uses it when it is handed out
-  // again. KINFER_GPU_PINNED_KEEP=0: every buffer freed (measurement).
+  // again.
   static constexpr std::size_t kPinnedKeepMax = std::size_t{16} << 20;
   static constexpr std::size_t kPinnedKeepTotal = std::size_t{32} << 20;
   double* alloc_host(std::int64_t entries) override {
@@ -260,7 +256,7 @@ class CudaContext final : public Context {
       auto it = pinned_size_.find(p);
       if (it != pinned_size_.end()) bytes = it->second;
     }
-    if (keep_pinned_ && bytes > 0 && bytes <= kPinnedKeepMax) {
+    if (bytes > 0 && bytes <= kPinnedKeepMax) {
       for (cudaStream_t st : streams_) CUDA_CHECK(cudaStreamSynchronize(st));  // its copies done
       std::lock_guard lock(pinned_mu_);
       if (pinned_kept_ + bytes <= kPinnedKeepTotal) {
@@ -381,11 +377,9 @@ class CudaContext final : public Context {
     } catch (const std::invalid_argument&) {
       return;  // no kernel takes it: run_bucket says why
     }
-    if (preload_) {
-      try {
-        load_kernels<double>(pe->p);  // its kernels loaded now rather than at their launch
-      } catch (...) {  // the launch loads them, and reports what fails
-      }
+    try {
+      load_kernels<double>(pe->p);  // its kernels loaded now rather than at their launch
+    } catch (...) {  // the launch loads them, and reports what fails
     }
     const auto t1 = std::chrono::steady_clock::now();
     const double table_bytes = pe->p.table_bytes();
@@ -648,7 +642,6 @@ class CudaContext final : public Context {
   std::vector<Pending> pending_;
   std::vector<cudaEvent_t> event_pool_, recycle_;
   std::vector<cudaEvent_t> marks_;  // mark(): timed events, for diagnostics
-  bool preload_ = true;             // kernels loaded ahead of their launch (KINFER_GPU_PRELOAD)
   std::thread loader_;              // loads the kernels' module after the context is made
   std::unordered_map<std::string, std::unique_ptr<PolicyEntry>> policies_;
   std::vector<std::pair<void*, std::size_t>> scratch_;
@@ -658,7 +651,6 @@ class CudaContext final : public Context {
   std::unordered_map<void*, std::size_t> pinned_size_;
   std::multimap<std::size_t, void*> pinned_free_;
   std::size_t pinned_kept_ = 0;
-  bool keep_pinned_ = true;  // KINFER_GPU_PINNED_KEEP=0: freed at once
 };
 
 // Device buffer for run_host_bucket.
@@ -741,9 +733,9 @@ HostRunResult run_host_typed(CudaContext& ctx, const BucketShape& shape,
 
 }  // namespace
 
-std::unique_ptr<Context> Context::create(int device) {
+std::unique_ptr<Context> Context::create(int device, const PlannerOptions& planner) {
   mark_driver_started();
-  return std::make_unique<CudaContext>(device);
+  return std::make_unique<CudaContext>(device, planner);
 }
 
 HostRunResult run_host_bucket(Context& ctx, const BucketShape& shape,

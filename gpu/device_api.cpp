@@ -22,9 +22,7 @@ double kernel_plan_host_bytes(const BucketShape& shape, std::span<const std::vec
   const BucketLayout lay = describe(shape, scopes);
   if (!lay.unsupported.empty()) return 0;
   try {
-    DeviceLimits lim;  // the planner options the Context will use (the environment's)
-    apply_env_limits(lim);
-    return launch_table_bytes(lay, lim);
+    return launch_table_bytes(lay, DeviceLimits{});  // the planner options kinfer's Context uses
   } catch (const std::exception&) {
     return 0;  // no launch takes it: it runs on the CPU
   }

@@ -4,6 +4,7 @@
 // Contract between the GPU kernel (gpu/) and the scheduler's executor (scheduler/): the scheduler
 // drives a Context from its GPU manager thread; tables stay on the device between buckets.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -97,10 +98,16 @@ struct QuickFigures {
   bool measured() const { return copy_bandwidth > 0 && h2d_bandwidth > 0 && d2h_bandwidth > 0; }
 };
 
+struct DeviceLimits;  // gpu/policy.hpp
+// Adjusts the planner options of a Context's DeviceLimits once the device's properties are read
+// into them (the kernel tests and bucket_bench run the variants besides the defaults); empty:
+// the defaults, what kinfer itself uses.
+using PlannerOptions = std::function<void(DeviceLimits&)>;
+
 class Context {
  public:
   // Throws std::runtime_error when no device is usable.
-  static std::unique_ptr<Context> create(int device = 0);
+  static std::unique_ptr<Context> create(int device = 0, const PlannerOptions& planner = {});
   virtual ~Context() = default;
   // Makes this context's device the calling thread's current one (CUDA's current device is per
   // thread): a thread that drives a context of a device other than 0 calls it first.
@@ -157,9 +164,10 @@ class Context {
   // Host seconds spent so far building shapes' kernel tables (the selector's work, once per
   // shape) and writing and queueing their images.
   virtual double own_setup_seconds() const { return 0; }
-  // Diagnostics (KINFER_GPU_TIMELINE): a timed event queued on `stream` after the work queued
-  // on it so far, returning its index; once that work is done, mark_seconds() gives every mark's
-  // time after the first, in seconds, and forgets them. Empty where the device keeps no times.
+  // Diagnostics (ExecOptions::timeline_path): a timed event queued on `stream` after the work
+  // queued on it so far, returning its index; once that work is done, mark_seconds() gives every
+  // mark's time after the first, in seconds, and forgets them. Empty where the device keeps no
+  // times.
   virtual int mark(int stream) {
     (void)stream;
     return -1;

@@ -1,8 +1,6 @@
 #include "gpu/merge_inputs.hpp"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 
 #include "gpu/policy.hpp"
 
@@ -34,17 +32,9 @@ bool MergePlan::merged() const {
   return false;
 }
 
-bool small_products_default() {
-  static const bool on = [] {
-    const char* e = std::getenv("KINFER_GPU_MERGE_SMALL");
-    return !(e && std::strcmp(e, "0") == 0);
-  }();
-  return on;
-}
-
 MergePlan merge_plan(const BucketShape& shape, const std::vector<std::vector<int>>& factor_scopes,
                      const std::vector<std::vector<int>>& child_scopes) {
-  return merge_plan(shape, factor_scopes, child_scopes, small_products_default());
+  return merge_plan(shape, factor_scopes, child_scopes, true);
 }
 
 MergePlan merge_plan(const BucketShape& shape, const std::vector<std::vector<int>>& factor_scopes,
@@ -114,18 +104,9 @@ MergePlan merge_plan(const BucketShape& shape, const std::vector<std::vector<int
   return p;
 }
 
-bool fold_default() {
-  static const bool on = [] {
-    const char* e = std::getenv("KINFER_GPU_FOLD");
-    return !(e && std::strcmp(e, "0") == 0);
-  }();
-  return on;
-}
-
 std::vector<int> fold_targets(const BucketShape& shape, const MergePlan& p,
                               const std::vector<std::vector<int>>& child_scopes) {
   std::vector<int> to(p.groups.size(), -1);
-  if (!fold_default()) return to;
   for (std::size_t k = 0; k < p.groups.size(); ++k) {
     double best = 0;
     for (std::size_t c = 0; c < child_scopes.size(); ++c) {
@@ -145,7 +126,7 @@ std::vector<int> fold_targets(const BucketShape& shape, const MergePlan& p,
 std::vector<HostInput> merge_inputs(const BucketShape& shape, std::vector<HostInput> in,
                                     const std::vector<std::vector<int>>& child_scopes,
                                     std::vector<std::vector<double>>& owned) {
-  return merge_inputs(shape, std::move(in), child_scopes, owned, small_products_default());
+  return merge_inputs(shape, std::move(in), child_scopes, owned, true);
 }
 
 std::vector<HostInput> merge_inputs(const BucketShape& shape, std::vector<HostInput> in,

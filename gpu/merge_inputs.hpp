@@ -40,23 +40,22 @@ struct MergePlan {
 };
 
 // `factor_scopes`: the scopes of the bucket's factor inputs; `child_scopes`: those of its
-// children's outputs. `small_products`: rule 1 (on unless KINFER_GPU_MERGE_SMALL=0, read once).
+// children's outputs. `small_products`: rule 1 (on without the argument: kinfer's choice; the
+// tests compare it off).
 MergePlan merge_plan(const BucketShape& shape, const std::vector<std::vector<int>>& factor_scopes,
                      const std::vector<std::vector<int>>& child_scopes);
 MergePlan merge_plan(const BucketShape& shape, const std::vector<std::vector<int>>& factor_scopes,
                      const std::vector<std::vector<int>>& child_scopes, bool small_products);
-bool small_products_default();
 
 // Rule 3, on the GPU only: a kernel input whose scope lies inside a child's output scope is not
 // a kernel input: the device adds it into that child's table before the bucket's kernel (a
 // broadcast add of log values; a child's table has one consumer, this bucket), which saves the
 // kernel a varying input (a load and an add per term). fold_targets(...)[k]: the child (index
 // into child_scopes) that group k of `p` folds into, the smallest that holds its scope, or -1
-// when it stays a kernel input. KINFER_GPU_FOLD=0 turns it off (read once).
+// when it stays a kernel input.
 constexpr int kFoldMaxVars = 48;  // a child table of at most this many variables (FoldArgs)
 std::vector<int> fold_targets(const BucketShape& shape, const MergePlan& p,
                               const std::vector<std::vector<int>>& child_scopes);
-bool fold_default();
 
 // Returns the factor inputs to upload (merge_plan's); merged products are appended to `owned`,
 // which must outlive the returned inputs (they point into its tables; moving `owned` keeps them

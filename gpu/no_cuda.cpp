@@ -23,7 +23,9 @@ bool likely_present() { return false; }
 
 bool driver_started() { return false; }
 
-std::unique_ptr<Context> Context::create(int) { throw std::runtime_error(kWhy); }
+std::unique_ptr<Context> Context::create(int, const PlannerOptions&) {
+  throw std::runtime_error(kWhy);
+}
 
 HostRunResult run_host_bucket(Context&, const BucketShape&, std::span<const InputTable>,
                               const HostRunOptions&) {

@@ -7,8 +7,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <limits>
 #include <numeric>
 #include <sstream>
@@ -62,11 +60,7 @@ void zeroed_table(std::vector<Int>& table, std::size_t n) {
   table.clear();
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   constexpr std::size_t kHuge = std::size_t{2} << 20;
-  static const bool huge = [] {  // KINFER_HUGE_TABLES=0: 4 kB pages (measurement)
-    const char* v = std::getenv("KINFER_HUGE_TABLES");
-    return !(v && std::string(v) == "0");
-  }();
-  if (huge && n * sizeof(Int) >= 2 * kHuge) {
+  if (n * sizeof(Int) >= 2 * kHuge) {
     table.shrink_to_fit();
     table.reserve(n);  // allocated, not yet touched
     const auto begin = reinterpret_cast<std::uintptr_t>(table.data());
@@ -202,8 +196,7 @@ TileChoice choose_tile(const BucketLayout& L, int nf, int nfp, const DeviceLimit
   // values, terms compiled in (checked again once the plan is made: direct inputs), and at least
   // one varying input without the variable (the loads the tile shares)
   const bool lean = lean_shape(lim, L.M, nf);
-  if (lean && !(lim.lean_tiles && lim.lean_chunks && lim.lean_fixed_terms &&
-                lean_fixed_terms_compiled(L.M)))
+  if (lean && !(lim.lean_tiles && lim.lean_chunks && lean_fixed_terms_compiled(L.M)))
     return best;  // the one-lane kernel, untiled
   const std::int64_t G = lean ? 1 : std::int64_t{1} << lanes_log2_for(L.M, 16);
   const std::int64_t fill = std::int64_t{2} * lim.sm_count * lim.max_threads_per_sm;
@@ -245,63 +238,6 @@ TileChoice choose_tile(const BucketLayout& L, int nf, int nfp, const DeviceLimit
 }
 
 }  // namespace
-
-void apply_env_limits(DeviceLimits& lim) {
-  const char* direct = std::getenv("KINFER_GPU_DIRECT");
-  if (direct && std::string(direct) == "0") lim.direct = false;
-  if (const char* tiles = std::getenv("KINFER_GPU_TILES")) {  // 0, 1, force
-    lim.tiles = std::string(tiles) != "0";
-    if (std::string(tiles) == "force") {
-      lim.tile_fill = false;
-      lim.tile_min_nf = 1;
-    }
-  }
-  if (const char* lanes = std::getenv("KINFER_GPU_LANES")) {  // FLOOR:TERMS
-    int lo = 0, terms = 0;
-    if (std::sscanf(lanes, "%d:%d", &lo, &terms) == 2 && lo >= 1 && lo <= 32 && terms >= 1) {
-      lim.lanes_floor = lo;
-      lim.lane_terms = terms;
-    }
-  }
-  if (const char* lean = std::getenv("KINFER_GPU_LEAN")) lim.lean = std::string(lean) != "0";
-  if (const char* ch = std::getenv("KINFER_GPU_LEAN_CHUNKS"))
-    lim.lean_chunks = std::string(ch) != "0";
-  if (const char* fx = std::getenv("KINFER_GPU_LEAN_FIXED"))
-    lim.lean_fixed_terms = std::string(fx) != "0";
-  if (const char* lt = std::getenv("KINFER_GPU_LEAN_TILES"))
-    lim.lean_tiles = std::string(lt) != "0";
-  if (const char* ro = std::getenv("KINFER_GPU_REUSE_ORDER")) {  // BYTES[:NEAR[:OVER]]; 0: off
-    double bytes = 0, over = 0;
-    long long near = 0;
-    const int n = std::sscanf(ro, "%lf:%lld:%lf", &bytes, &near, &over);
-    if (n >= 1 && bytes >= 0) lim.reuse_min_bytes = bytes;
-    if (n >= 2 && near >= 1) lim.reuse_near = near;
-    if (n == 3 && over >= 0) lim.reuse_over_rest = over;
-  }
-  if (const char* two = std::getenv("KINFER_GPU_LEAN_TWO")) {  // items; 0: off
-    long long items = 0;
-    if (std::sscanf(two, "%lld", &items) == 1 && items >= 0) lim.lean_two_min_items = items;
-  }
-  if (const char* sel = std::getenv("KINFER_GPU_SELECT")) {  // BYTES:REUSE, the selector's
-    double bytes = 0, reuse = 0;
-    if (std::sscanf(sel, "%lf:%lf", &bytes, &reuse) == 2 && bytes >= 0 && reuse >= 0) {
-      lim.one_lane_bytes_per_term = bytes;
-      lim.two_lane_min_reuse = reuse;
-    }
-  }
-  if (const char* mid = std::getenv("KINFER_GPU_MID_ROWS")) {  // the two-level outer table
-    const long long rows = std::atoll(mid);
-    if (rows >= 1) lim.mid_rows_max = rows;
-  }
-  if (const char* st = std::getenv("KINFER_GPU_SPLIT_TERMS")) {  // terms a split's lane sums
-    const long long terms = std::atoll(st);
-    if (terms >= 1) lim.split_min_terms = terms;
-  }
-  if (const char* fill = std::getenv("KINFER_GPU_DEVICE_FILL")) {  // bytes; 0: on the host
-    double bytes = -1;
-    if (std::sscanf(fill, "%lf", &bytes) == 1 && bytes >= 0) lim.device_fill_bytes = bytes;
-  }
-}
 
 BucketLayout reuse_order(const BucketLayout& lay, const DeviceLimits& lim) {
   if (lim.reuse_min_bytes <= 0 || lay.k < 2 || !lay.unsupported.empty()) return lay;
@@ -487,7 +423,7 @@ LaunchPlan plain_launch_plan(const BucketLayout& lay0, const DeviceLimits& lim,
   p.lean_chunks = p.lean && lim.lean_chunks && p.nf >= 1 && p.nip <= 8 &&
                   p.P * p.nip < (std::int64_t{1} << 31) &&
                   p.n_pages * p.nip < (std::int64_t{1} << 32);
-  p.lean_fixed_terms = p.lean_chunks && lim.lean_fixed_terms && lean_fixed_terms_compiled(p.Mi);
+  p.lean_fixed_terms = p.lean_chunks && lean_fixed_terms_compiled(p.Mi);
   if (p.tile == 2 && lean_shape(lim, p.M, p.nf)) {
     // a one-lane tile runs in kernel 9 alone; where kernel 9 does not take it, plan untiled
     p.lean9_tile = p.lean_fixed_terms && p.direct_mask == (1u << p.nf) - 1 &&
@@ -880,16 +816,15 @@ LaunchPlan select_launch_plan(const BucketLayout& lay, Variant want, const Devic
     // Kernel 9 (the one-lane kernel of its own: 1-3 varying inputs, output rows of <= 8 columns)
     // ran linkage buckets of M = 2, 8 and 12 1.25-1.6x faster than the cached kernel the rule
     // below chose for them, and one of M = 16 1.44x slower (H100): it takes one-lane buckets of
-    // up to lim.lean9_max_terms terms.
-    const bool kernel9 = eb == 8 && shape.lean_chunks && lay.M <= lim.lean9_max_terms;
+    // up to kLean9MaxTerms terms.
+    const bool kernel9 = eb == 8 && shape.lean_chunks && lay.M <= kLean9MaxTerms;
     if (plain_lanes >= 2) {
       p = tables ? plain_launch_plan(lay, lim, true) : std::move(shape);
       w << (1 << plain_lanes) << " lanes per output in the plain kernel";
       s = {Variant::plain, w.str()};
     } else if (kernel9) {
       p = tables ? plain_launch_plan(lay, lim, true) : std::move(shape);
-      w << "one lane per output, M = " << lay.M << " <= " << lim.lean9_max_terms
-        << ": kernel 9";
+      w << "one lane per output, M = " << lay.M << " <= " << kLean9MaxTerms << ": kernel 9";
       if (p.lean_fixed_terms) w << " (" << p.Mi << " terms compiled in)";
       if (p.lean9_tile) w << ", two outputs a thread sharing the loads of inputs without var "
                           << p.tile_vars.front();
@@ -918,9 +853,9 @@ LaunchPlan select_launch_plan(const BucketLayout& lay, Variant want, const Devic
       // once, as long as the varying inputs are small next to the terms (reused through L2).
       // Measured on the H100: linkage buckets of M = 8-16 with 0.06-1.0 input bytes per term
       // 1.4-1.5x faster cached; random buckets of M = 18-24 with 4 and 19 bytes per term 1.3x and
-      // 2.4x slower cached. The threshold is lim.one_lane_bytes_per_term, 1 since kernels 6-7
-      // (random buckets of 1.2-1.5 bytes per term ran 2x slower cached).
-      const double kOneLaneBytesPerTerm = lim.one_lane_bytes_per_term;
+      // 2.4x slower cached. The threshold is 1 since kernels 6-7 (random buckets of 1.2-1.5 bytes
+      // per term ran 2x slower cached).
+      constexpr double kOneLaneBytesPerTerm = 1;
       double in_bytes = 0;
       for (int f = 0; f < lay.nf; ++f) in_bytes += static_cast<double>(lay.in_size[f]) * eb;
       const double terms = static_cast<double>(lay.n_out) * static_cast<double>(lay.M);
@@ -934,18 +869,9 @@ LaunchPlan select_launch_plan(const BucketLayout& lay, Variant want, const Devic
         if (sel) *sel = {Variant::cached, w.str()};
         return cached_launch_plan(lay, lim, eb, tables);
       }
-      // Two lanes per output (M = 32-63): cached once staged values are used
-      // lim.two_lane_min_reuse times; off by default (0): it helped the benchmark's buckets but
+      // Two lanes per output (M = 32-63) have no rule of their own but the general one below: a
+      // rule sending them to the cache at a lower reuse helped the benchmark's buckets but
       // slowed the largest bucket of linkage_17's own order 1.5x.
-      const bool two_lanes = lanes_log2 == 1;
-      if (two_lanes && lim.two_lane_min_reuse > 0 && c.min_reuse >= lim.two_lane_min_reuse &&
-          c.resident_threads >= kMinResident &&
-          c.launch_threads >= fill) {
-        w << "two lanes per output in the plain kernel, staged values used " << c.min_reuse
-          << "+ times, " << c.resident_threads << " threads per SM";
-        if (sel) *sel = {Variant::cached, w.str()};
-        return cached_launch_plan(lay, lim, eb, tables);
-      }
       if (c.min_reuse < kMinReuse) {
         w << "staged values would be used only " << c.min_reuse << " times (< " << kMinReuse << ")";
       } else if (c.resident_threads < kMinResident) {

@@ -68,7 +68,14 @@ struct FastDiv64 {
   }
 };
 
-// What the planner needs to know about the device (read off it by the Context).
+// Kernel 9 takes the one-lane buckets it can of up to this many summed configurations (the
+// selector), not the cached kernel's one-lane rule (device call 5: M = 2-12 faster in kernel 9,
+// M = 16 faster cached).
+constexpr std::int64_t kLean9MaxTerms = 12;
+
+// What the planner needs to know about the device (read off it by the Context), and the
+// planner's options: a Context uses their defaults unless its creator adjusts them
+// (Context::create's PlannerOptions: the kernel tests and bucket_bench run the other variants).
 struct DeviceLimits {
   int sm_count = 132;
   int max_threads_per_sm = 2048;
@@ -77,9 +84,9 @@ struct DeviceLimits {
   int block_overhead = 1024 + kStaticShared;  // per resident block: reserved + static shared
   // Planner option, not a device property: let the plain kernel share loads over tiles of at
   // most `max_tile` configurations (kernel 1's tiles were net-neutral on the H100; kernel 5's
-  // tiles of 2, double only, ran the many-input buckets 1.2-1.67x faster). The Context reads
-  // KINFER_GPU_TILES=0|1 (measurement); float plans never tile.
-  // KINFER_GPU_TILES=force also tiles outputs that then leave the device idle (tests).
+  // tiles of 2, double only, ran the many-input buckets 1.2-1.67x faster); float plans never
+  // tile. tile_fill = false and tile_min_nf = 1 also tile outputs that then leave the device
+  // idle (tests).
   bool tiles = true;
   int max_tile = 2;
   int max_tile_dep = 2;   // varying inputs holding a tile variable (the kernels' template cases)
@@ -90,79 +97,58 @@ struct DeviceLimits {
   // most (up to 32) that leave each lane 16 configurations of the inner summed block, reduced
   // while a lane would sum fewer than `lane_terms` configurations of the whole sum, but not
   // below `lanes_floor` by that reduction (device call 4: 4 and 64 made the M = 144-512 buckets
-  // 1.14-1.46x faster than the 16-term rule, 32:16). The Context reads KINFER_GPU_DIRECT=0|1 and
-  // KINFER_GPU_LANES=FLOOR:TERMS (measurement).
+  // 1.14-1.46x faster than the 16-term rule, 32:16).
   bool direct = true;
   int lanes_floor = 4;
   int lane_terms = 64;
   // Planner option: rows of the plain kernel's middle summed table (sum_mid); the outer summed
   // block goes through two tables of at most this many and Mh / this many rows instead of one
   // of Mh rows (a one-output bucket of 2^30 terms had 2^20 rows, 67 MB built in 74-155 ms on
-  // the H100's host). Tests set it small to walk both levels; the Context
-  // reads KINFER_GPU_MID_ROWS=N (measurement and the device tests).
+  // the H100's host). Tests set it small to walk both levels.
   std::int64_t mid_rows_max = 4096;
   // Planner option: a plain launch splits a large summed range over blocks (partials combined)
   // until the device holds two waves of threads, but each lane keeps at least this many terms
   // (each block stages the inner summed table in shared memory: 256 terms a lane left
   // linkage_17's one-output bucket 554 at 0.47 of the roofline, 1024 at 0.54, 4096 at 0.18;
   // pe's plans of linkage_11-18 and pedigree50 the same; docs/performance.md).
-  // The Context reads KINFER_GPU_SPLIT_TERMS=N (measurement).
   std::int64_t split_min_terms = 1024;
   // Planner option: the plain kernel's page-offset table (out_hi) of at least this many bytes is
   // not built on the host but filled by a kernel from its strides (0: always on the host): a
   // fresh 25 MB table took 20-50 ms of the host's page faults and odometer on the H100 machine
-  // (docs/performance.md). The Context reads
-  // KINFER_GPU_DEVICE_FILL=BYTES.
+  // (docs/performance.md).
   double device_fill_bytes = 1 << 20;
   // Planner option (kernel 7): plain plans of at most 16 summed configurations per output (one
   // lane) and at most 3 varying inputs run untiled in a kernel compiled for one lane that holds
   // 4 blocks of 256 per SM (the general one holds 2-3: registers): 1.03-1.22x on those
-  // buckets. The Context reads KINFER_GPU_LEAN=0|1.
+  // buckets.
   bool lean = true;
   // Planner option (kernel 8): a one-lane launch of at least lean_two_min_items outputs gives
   // each thread two of them (a grid-stride apart: two independent chains of dependent loads per
-  // thread); 0 turns it off. The Context reads KINFER_GPU_LEAN_TWO=N (items; 0: off).
+  // thread); 0 turns it off.
   std::int64_t lean_two_min_items = std::int64_t{1} << 22;
   // Planner option (kernel 9): one-lane plans of 1-3 varying inputs and output-table rows of 4
   // or 8 columns run in kernel 9 (sum_product.cu: terms in chunks of four, the last predicated,
   // 32-bit page-local indices, vector row loads, a table log) instead of kernel 7/8's one-lane
-  // path. The Context reads KINFER_GPU_LEAN_CHUNKS=0|1.
+  // path; kernel 9's plans of 2, 3, 4, 6 or 8 terms run in kernel 9 compiled for that many (no
+  // chunk loop).
   bool lean_chunks = true;
-  // Planner option (kernel 9): plans of 2, 3, 4, 6 or 8 terms run in kernel 9 compiled for that
-  // many (no chunk loop). The Context reads KINFER_GPU_LEAN_FIXED=0|1.
-  bool lean_fixed_terms = true;
   // Planner option (kernel 9's tile): a one-lane plan with terms compiled in and direct inputs
   // takes a tile of two outputs (an output variable of two values that some varying input
-  // lacks: that input's loads serve both outputs) when it saves a fifth of the loads. The
-  // Context reads KINFER_GPU_LEAN_TILES=0|1.
+  // lacks: that input's loads serve both outputs) when it saves a fifth of the loads.
   bool lean_tiles = true;
-  // Selector (kernel 9): one-lane buckets that kernel 9 takes go to it, not to the cached
-  // kernel's one-lane rule, up to this many summed configurations (device call 5: M = 2-12
-  // faster in kernel 9, M = 16 faster cached).
-  std::int64_t lean9_max_terms = 12;
-  // Selector thresholds (gpu/policy.cpp, the selector): one-lane buckets go to the cached kernel
-  // below this many input bytes per term; two-lane buckets once staged values are used this many
-  // times (0: no two-lane rule, the default: it slowed linkage_17's largest bucket 1.5x). The
-  // Context reads KINFER_GPU_SELECT=BYTES:REUSE (measurement).
-  double one_lane_bytes_per_term = 1;
-  double two_lane_min_reuse = 0;
   // Planner option (plain kernel and kernel 9): when the bucket's largest input table holds at
   // least reuse_min_bytes and reuse_over_rest times the entries of the output and the other
   // inputs together, and lacks some output variables with at least reuse_near outputs below
   // them, those (up to a product of reuse_max_group values) are enumerated innermost, so that
   // the threads of a warp reading the same entries of it are neighbours and the table is read
   // from memory once instead of once per value of them (pedigree50's bucket 209: an 11 GB
-  // input lacking the output's first variable, 4 values: 17.3 -> 11.1 ms). The Context reads
-  // KINFER_GPU_REUSE_ORDER=BYTES[:NEAR[:OVER]] (0: off; 1:1:0 every bucket: the tests).
+  // input lacking the output's first variable, 4 values: 17.3 -> 11.1 ms). reuse_min_bytes 0:
+  // off; 1, reuse_near 1 and reuse_over_rest 0: every bucket (the tests).
   double reuse_min_bytes = 32e6;
   double reuse_over_rest = 1.5;
   std::int64_t reuse_max_group = 8;
   std::int64_t reuse_near = 1024;  // outputs below a lacking variable that leave it in place
 };
-
-// The planner options of the KINFER_GPU_* variables (measurement and tests)
-// applied to `lim`: what a Context does after reading its device's limits.
-void apply_env_limits(DeviceLimits& lim);
 
 // The bucket's index space, independent of the kernel variant.
 struct BucketLayout {
@@ -225,7 +211,6 @@ struct LaunchPlan {
   // in kernel 9 (double; DeviceLimits::lean_chunks)
   bool lean_chunks = false;
   // lean_chunks and Mi one of kLeanFixedTerms: kernel 9 with Mi known at compile time
-  // (DeviceLimits::lean_fixed_terms)
   bool lean_fixed_terms = false;
   // lean_fixed_terms with a tile of two outputs (kernel 9's tile; DeviceLimits::lean_tiles)
   bool lean9_tile = false;

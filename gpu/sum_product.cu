@@ -346,7 +346,7 @@ __device__ __forceinline__ T const_part(const KernelArgs<T>& a, int nf, const in
 // ---- plain: global loads through L1/L2 (kernel 3, issue 12 part 4) ----
 // One item = (output, split), 2^lanes lanes per item reading interleaved summed steps; per lane
 // the steps go in chunks of four terms (lse_chunk). GC: lanes per item known at compile time (1:
-// kernel 7, one lane and 4 blocks per SM for LaunchPlan::lean (KINFER_GPU_LEAN=0: off); 32,
+// kernel 7, one lane and 4 blocks per SM for LaunchPlan::lean (DeviceLimits::lean); 32,
 // the large sums: the four terms' addresses then differ by immediates), or 0 (a run-time G). The
 // inner-block offset table sits in shared memory column by column (a 4-byte load per input and
 // term, consecutive lanes on consecutive words), and inputs holding every inner summed variable

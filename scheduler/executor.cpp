@@ -238,12 +238,13 @@ void cpu_thread(Run& r) {
   }
 }
 
-// KINFER_GPU_TIMELINE's file: per GPU bucket, host seconds from the GPU thread's start (the
+// ExecOptions::timeline_path's file: per GPU bucket, host seconds from the GPU thread's start (the
 // bucket's turn, its wait for uploads, its launch call) and the kernel's start and end on the
 // device (from timed events; the first event was queued at host time 0, so the device's times
 // lag the host's by at most that event's queueing).
 template <class Row>
-void write_timeline(const char* path, const std::vector<Row>& rows, const std::vector<double>& t) {
+void write_timeline(const std::string& path, const std::vector<Row>& rows,
+                    const std::vector<double>& t) {
   std::ofstream f(path);
   f << "bucket\tstream\thost_begin\thost_wait0\thost_wait1\thost_launch0\thost_launch1\tgpu_begin"
        "\tgpu_end\n";
@@ -319,16 +320,14 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
     return h;
   };
   const auto gpu_t0 = clock_type::now();
-  // KINFER_GPU_TIMELINE=FILE: each GPU bucket's host steps and kernel times, written as a TSV
-  // (where a GPU run waits; bench/e2e/timeline.py reads it); each run rewrites it (diagnostics,
-  // one GPU)
+  // ExecOptions::timeline_path: each GPU bucket's host steps and kernel times
   struct TimelineRow {
     int b, stream, m0, m1;
     double begin, wait0, wait1, launch0, launch1;
   };
-  const char* timeline_path = std::getenv("KINFER_GPU_TIMELINE");
+  const bool timed = !r.opt.timeline_path.empty();
   std::vector<TimelineRow> timeline;
-  if (timeline_path) ctx.mark(0);  // time 0 of the marks, at host time 0
+  if (timed) ctx.mark(0);  // time 0 of the marks, at host time 0
   double wait0 = 0, wait1 = 0;
   auto finish_uploads = [&](int b) {
     if (!xfer_busy) return;
@@ -478,12 +477,12 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
                 factor_handle[k], r.fin[b][k].scope, s);
     const gpu::Handle o = dev_alloc(n_out);
     if (r.opt.time_buckets) ctx.synchronize(s);
-    const int m0 = timeline_path ? ctx.mark(s) : -1;
+    const int m0 = timed ? ctx.mark(s) : -1;
     const auto t0 = clock_type::now();
     ctx.run_bucket(shape, in, o, s);
     const double launched = since(t0);
     r.st.gpu_launch_s += launched;
-    if (timeline_path) {
+    if (timed) {
       const double at = since(gpu_t0);
       timeline.push_back({b, s, m0, ctx.mark(s), begin, wait0, wait1, at - launched, at});
     }
@@ -512,7 +511,7 @@ void gpu_thread(Run& r, gpu::Context& ctx, StagingPool& pool) {
     }
     r.sh.cv.notify_all();
   }
-  if (timeline_path) write_timeline(timeline_path, timeline, ctx.mark_seconds());
+  if (timed) write_timeline(r.opt.timeline_path, timeline, ctx.mark_seconds());
 }
 
 }  // namespace
@@ -615,11 +614,9 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
     fold[b] = m.fold_child;
     kernel_scopes[b] = m.scopes;
   }
-  // KINFER_GPU_SHAPES=FILE: the GPU buckets of >= 2^20 states as bucket_bench --shape specs, as
-  // the kernels take them (merged inputs), with their bucket numbers (diagnostics: the census of
-  // the plan a run really has; each run rewrites it)
-  if (const char* path = std::getenv("KINFER_GPU_SHAPES"); path && ctx) {
-    std::ofstream f(path);
+  // ExecOptions::shapes_path: the GPU buckets of >= 2^20 states as bucket_bench --shape specs
+  if (!opt.shapes_path.empty() && ctx) {
+    std::ofstream f(opt.shapes_path);
     for (int b = 0; b < nb; ++b) {
       if (dev[b] != Device::gpu) continue;
       const BucketShape shape = bucket_shape(plan, b);
@@ -673,9 +670,8 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
   // queued for upload: built one at a time inside run_bucket they were most of a GPU run's
   // time. They are built beside
   // the run: the GPU thread starts on its first buckets at once and, at a bucket whose plan
-  // nobody has started, builds it itself (else waits for it). With time_buckets or
-  // KINFER_GPU_PREPARE=ahead they are all built before the run (calibration times kernels
-  // alone).
+  // nobody has started, builds it itself (else waits for it). With time_buckets they are all
+  // built before the run (calibration times kernels alone).
   Shared sh(plan.tree, dev);
   std::vector<std::pair<double, int>> order;
   if (ctx && st.gpu_buckets > 0)
@@ -701,8 +697,7 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
     }
     st.gpu_prepare_s = since(tp);
   };
-  const char* prep_env = std::getenv("KINFER_GPU_PREPARE");
-  const bool ahead = opt.time_buckets || (prep_env && std::string(prep_env) == "ahead");
+  const bool ahead = opt.time_buckets;
   if (!order.empty() && ahead) {
     prepare_all();
     prep.rethrow();

@@ -38,6 +38,13 @@ struct ExecOptions {
   // instead of running on the CPU: the runner then conditions the plan to the budget
   // (Runner::fit_to_free_device), where a large bucket on the CPU would cost minutes.
   bool over_budget_throws = false;
+  // Diagnostics (`kinfer pe --gpu-timeline FILE --gpu-shapes FILE`, docs/performance.md); empty:
+  // none. Each run of the executor rewrites them (a conditioned plan's last slice; one GPU).
+  // timeline_path: each GPU bucket's host steps and kernel times, a TSV (where a GPU run waits;
+  // bench/e2e/timeline.py reads it). shapes_path: the GPU buckets of >= 2^20 states as
+  // bucket_bench --shape specs, as the kernels take them (merged inputs), with their bucket
+  // numbers (the census of the buckets a run really has).
+  std::string timeline_path, shapes_path;
 };
 
 struct ExecStats {

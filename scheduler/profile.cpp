@@ -129,10 +129,19 @@ std::string default_profile_path() {
   return "kinfer-profile.json";
 }
 
+namespace {
+std::string& profiles_folder() {
+  static std::string dir;
+  return dir;
+}
+}  // namespace
+
+void set_profiles_folder(std::string dir) { profiles_folder() = std::move(dir); }
+
 std::vector<std::string> shipped_profile_dirs() {
   namespace fs = std::filesystem;
   std::vector<fs::path> c;
-  if (const char* x = std::getenv("KINFER_PROFILES"); x && *x) c.emplace_back(x);
+  if (!profiles_folder().empty()) c.emplace_back(profiles_folder());
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {

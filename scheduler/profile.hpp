@@ -75,9 +75,13 @@ std::string utc_timestamp();
 // $XDG_CACHE_HOME/kinfer/profile.json, else $HOME/.cache/kinfer/profile.json.
 std::string default_profile_path();
 
+// A folder of shipped profiles to look in before the others (the commands set it from
+// $KINFER_PROFILES, apps/environment.hpp); empty: none. Set it before any thread looks for one.
+void set_profiles_folder(std::string dir);
+
 // Folders holding the profiles shipped with kinfer (data/profiles: one per GPU model), in the
-// order searched: $KINFER_PROFILES, then beside the executable (../share/kinfer/profiles for an
-// install, ../data/profiles for a device bundle, ../../data/profiles for a build tree), then the
+// order searched: set_profiles_folder's, then beside the executable (../share/kinfer/profiles for
+// an install, ../data/profiles for a device bundle, ../../data/profiles for a build tree), then the
 // source tree's data/profiles. Only those that exist.
 std::vector<std::string> shipped_profile_dirs();
 // The shipped profile called `name` (its file name without .json, e.g. "h100"): the first in

@@ -302,8 +302,6 @@ DeviceChoice parse_device(const std::string& name) {
 }
 
 Runner::Runner(RunRequest req) : req_(std::move(req)), gpu_(std::make_unique<Gpu>()) {
-  if (const char* x = std::getenv("KINFER_AUTO_CALIBRATE"); x && std::atof(x) > 0)
-    req_.auto_calibrate_seconds = std::atof(x);
   if (!req_.profile_path.empty()) {
     profile_ = load_profile(req_.profile_path, false);
     profile_read_ = true;
@@ -902,6 +900,8 @@ RunResult Runner::run(const Plan& plan) {
   eo.threads = req_.threads;
   eo.device_budget_bytes = device_budget(plan);
   eo.over_budget_throws = rethrow_device_full_;
+  eo.timeline_path = req_.gpu_timeline_path;
+  eo.shapes_path = req_.gpu_shapes_path;
   ExecStats st;
   try {
     r.ln_pr = run_scheduled(plan, s.device, ctx, eo, &st);

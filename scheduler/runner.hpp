@@ -68,8 +68,9 @@ struct RunRequest {
   // Empty: the profile for the machine's GPU (profile.hpp find_profile_for_gpu: the user's, an
   // automatic calibration's, or a shipped one); when there is none, whole-plan, or, with
   // auto_calibrate_seconds > 0 and the GPU used for a plan of at least kAutoGpuMinFlops, a
-  // calibration that long cached for the next runs. Off unless $KINFER_AUTO_CALIBRATE (seconds)
-  // is set: short calibrations placed worse than whole-plan (docs/performance.md).
+  // calibration that long cached for the next runs. Off by default (the commands set it from
+  // $KINFER_AUTO_CALIBRATE, apps/environment.hpp): short calibrations placed worse than
+  // whole-plan (docs/performance.md).
   std::string profile_path;
   double auto_calibrate_seconds = 0;
   bool check = false;    // every bucket on the CPU and the GPU, compared (executor.hpp)
@@ -88,6 +89,8 @@ struct RunRequest {
   // --max-memory: with several GPUs each runs its own copy of a conditioned plan (slice_lanes);
   // 0: no limit.
   double host_memory_bytes = 0;
+  // Diagnostics of the GPU runs (ExecOptions::timeline_path, shapes_path); empty: none.
+  std::string gpu_timeline_path, gpu_shapes_path;
 };
 
 // The CUDA context's own host memory (driver, runtime and kernel images mapped into the
@@ -287,7 +290,7 @@ class Runner {
   const Profile* profile(std::string& path);
   // A GPU no profile knows, open: measures its quick figures (a few ms), derives a profile
   // from the shipped one closest to them (derive_profile) and caches it where an automatic
-  // calibration goes (auto_profile_path: later runs read it). Not with KINFER_AUTO_CALIBRATE
+  // calibration goes (auto_profile_path: later runs read it). Not with auto_calibrate_seconds
   // (the longer calibration then runs instead).
   void derive_for_open_gpu();
   // The profile's CPU part scaled to this run's thread count (cpu_for_threads).

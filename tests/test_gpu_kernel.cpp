@@ -189,31 +189,34 @@ TEST_CASE("GpuKernel.ManyInputsMatchCpu", "[gpu]") {
 
 TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
   // the planner options of DeviceLimits besides the default (direct inputs, lanes 4:64): the
-  // offset table for every input, and other lanes per output (KINFER_GPU_LANES=FLOOR:TERMS;
-  // 32:16 is the rule before device call 4, 1:256 gives few lanes, run-time G included)
+  // offset table for every input, and other lanes per output (lanes_floor:lane_terms 32:16 is
+  // the rule before device call 4, 1:256 gives few lanes, run-time G included)
   struct Setting {
-    const char* var;
-    const char* value;
+    const char* name;
+    gpu::PlannerOptions planner;
   };
   const Setting variants[] = {
-      {"KINFER_GPU_DIRECT", "0"},
-      {"KINFER_GPU_LANES", "32:16"},
-      {"KINFER_GPU_LANES", "1:256"},
-      {"KINFER_GPU_TILES", "0"},        // no tiles (the default tiles 2+ varying inputs)
-      {"KINFER_GPU_TILES", "force"},  // tiles of 2, 1+ inputs, outputs even where the device idles
-      {"KINFER_GPU_LEAN", "0"},       // one-lane plans (M <= 16, <= 3 varying) in kernel 3, not 7
-      {"KINFER_GPU_LEAN_TWO", "1"},   // every one-lane plan two outputs per thread (kernel 8)
-      {"KINFER_GPU_LEAN_CHUNKS", "0"},   // one-lane plans in kernel 7/8, not kernel 9
-      {"KINFER_GPU_REUSE_ORDER", "1:1:0"},  // outputs reordered for the largest input in every plan
-      {"KINFER_GPU_DEVICE_FILL", "1"}};  // every plain plan's page offsets filled by the device
+      {"direct off", [](DeviceLimits& l) { l.direct = false; }},
+      {"lanes 32:16", [](DeviceLimits& l) { l.lanes_floor = 32, l.lane_terms = 16; }},
+      {"lanes 1:256", [](DeviceLimits& l) { l.lanes_floor = 1, l.lane_terms = 256; }},
+      // no tiles (the default tiles 2+ varying inputs)
+      {"tiles off", [](DeviceLimits& l) { l.tiles = false; }},
+      // tiles of 2, 1+ inputs, outputs even where the device idles
+      {"tiles forced", [](DeviceLimits& l) { l.tile_fill = false, l.tile_min_nf = 1; }},
+      // one-lane plans (M <= 16, <= 3 varying) in kernel 3, not 7
+      {"lean off", [](DeviceLimits& l) { l.lean = false; }},
+      // every one-lane plan two outputs per thread (kernel 8)
+      {"lean two from 1", [](DeviceLimits& l) { l.lean_two_min_items = 1; }},
+      // one-lane plans in kernel 7/8, not kernel 9
+      {"lean chunks off", [](DeviceLimits& l) { l.lean_chunks = false; }},
+      // outputs reordered for the largest input in every plan
+      {"reuse order everywhere",
+       [](DeviceLimits& l) { l.reuse_min_bytes = 1, l.reuse_near = 1, l.reuse_over_rest = 0; }},
+      // every plain plan's page offsets filled by the device
+      {"device fill from 1 byte", [](DeviceLimits& l) { l.device_fill_bytes = 1; }}};
   int direct = 0, buckets = 0, tiled = 0, lean = 0, two = 0, k9 = 0, k9_tiled = 0;
   for (const Setting& v : variants) {
-    // restore the variable as it was (a run of every case under one setting keeps it)
-    std::unique_ptr<gpu::Context> ctx;
-    {
-      test::ScopedEnv setting(v.var, v.value);
-      ctx = gpu::Context::create();
-    }
+    const std::unique_ptr<gpu::Context> ctx = gpu::Context::create(0, v.planner);
     std::mt19937_64 rng(4242);
     const int n = std::max(24, static_cast<int>(600 * scale()));
     Compare f64;
@@ -229,7 +232,7 @@ TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
         o.max_log2_states = 20;
       }
       const RandomBucket b = random_bucket(rng, o);
-      INFO(v.var << "=" << v.value << ", bucket " << i);
+      INFO(v.name << ", bucket " << i);
       tiled += check_bucket(b, Variant::plain, Precision::f64, 1e-11, &f64, *ctx) > 1;
       check_bucket(b, Variant::cached, Precision::f64, 1e-11, &f64, *ctx);
       check_bucket(b, Variant::automatic, Precision::f64, 1e-11, &f64, *ctx);
@@ -244,15 +247,14 @@ TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
         DeviceLimits every;  // kernel 8 from one item on, as the setting above
         every.lean_two_min_items = 1;
         two += make_launch_plan(lay, Variant::plain, every).outs == 2;
-        DeviceLimits forced;  // as KINFER_GPU_TILES=force: kernel 9's tile on small plans too
+        DeviceLimits forced;  // as "tiles forced": kernel 9's tile on small plans too
         forced.tile_fill = false;
         forced.tile_min_nf = 1;
         k9_tiled += make_launch_plan(lay, Variant::plain, forced).lean9_tile;
       }
       ++buckets;
     }
-    std::printf("%s=%s: %d buckets, largest relative difference %.3g\n", v.var, v.value, n,
-                f64.worst);
+    std::printf("%s: %d buckets, largest relative difference %.3g\n", v.name, n, f64.worst);
   }
   std::printf(
       "kernel variants: %d of %d buckets have direct inputs (default limits), %d plain plans "
@@ -269,16 +271,12 @@ TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
 TEST_CASE("GpuKernel.Kernel9TileMatchesCpu", "[gpu]") {
   // Kernel 9's tile of two outputs (one-lane plans, terms compiled in, direct inputs, a binary
   // output variable some varying input lacks) on random small buckets of binary and ternary
-  // variables, under KINFER_GPU_TILES=force (tiles where the device would idle too), in the
-  // plain variant and as the selector runs them.
-  std::unique_ptr<gpu::Context> ctx;
-  {
-    test::ScopedEnv tiles("KINFER_GPU_TILES", "force");
-    ctx = gpu::Context::create();
-  }
+  // variables, with tiles forced (tiles where the device would idle too), in the plain variant
+  // and as the selector runs them.
+  const auto force_tiles = [](DeviceLimits& l) { l.tile_fill = false, l.tile_min_nf = 1; };
+  const std::unique_ptr<gpu::Context> ctx = gpu::Context::create(0, force_tiles);
   DeviceLimits forced;
-  forced.tile_fill = false;
-  forced.tile_min_nf = 1;
+  force_tiles(forced);
   std::mt19937_64 rng(4711);
   const int want = std::max(6, static_cast<int>(60 * scale()));
   int tiled = 0, two_dep = 0;

@@ -413,7 +413,7 @@ TEST_CASE("GpuPolicy.BucketSpecsParseAndSayWhatIsWrong", "[gpu]") {
 
 TEST_CASE("GpuPolicy.Kernel9TakesSmallOneLaneSums", "[gpu]") {
   // The selector gives kernel 9 the double one-lane buckets it takes (1-3 varying inputs, output
-  // rows of <= 8 columns) of up to lean9_max_terms terms, and its plans there are the plain
+  // rows of <= 8 columns) of up to kLean9MaxTerms terms, and its plans there are the plain
   // launch with lean_chunks set; with kernel 9 off (lean_chunks false) the other rules decide
   // and no plan has lean_chunks. Float plans never go to it.
   std::mt19937_64 rng(29);
@@ -428,7 +428,7 @@ TEST_CASE("GpuPolicy.Kernel9TakesSmallOneLaneSums", "[gpu]") {
     DeviceLimits lim;
     lim.sm_count = 2;  // small buckets fill it: the cached kernel's one-lane rule applies
     const LaunchPlan plain = make_launch_plan(lay, Variant::plain, lim);
-    const bool eligible = plain.lean_chunks && lay.M <= lim.lean9_max_terms;
+    const bool eligible = plain.lean_chunks && lay.M <= kLean9MaxTerms;
     Selection sel;
     const LaunchPlan a = make_launch_plan(lay, Variant::automatic, lim, 8, &sel);
     INFO("bucket " << i << ": M " << lay.M << ", nf " << plain.nf << ", " << sel.why);
@@ -497,7 +497,7 @@ TEST_CASE("GpuPolicy.PlainTilesReproduceBucket", "[gpu]") {
 
 TEST_CASE("GpuPolicy.KernelTilesReproduceBucket", "[gpu]") {
   // The kernels' tiles: 2 configurations, at most 2 varying inputs holding the tile variable,
-  // 2 or more varying inputs (the defaults but the device-fill rule, as KINFER_GPU_TILES=1 on
+  // 2 or more varying inputs (the defaults but the device-fill rule, as the default tiles on
   // a small device). Those slots first, and the host walk reproduces the bucket.
   DeviceLimits small;
   small.sm_count = 1;
@@ -536,7 +536,7 @@ TEST_CASE("GpuPolicy.Kernel9TileReproducesBucket", "[gpu]") {
   // Kernel 9's tile of two outputs (one-lane plans, terms compiled in, direct inputs, some
   // varying input without the tile variable): a binary output variable, the slots holding it
   // first and fewer than all of them, and the host walk of the tiled plan reproduces the bucket.
-  // The device-fill rule off (a small device), as the kernel test's KINFER_GPU_TILES=force.
+  // The device-fill rule off (a small device), as the kernel test's forced tiles.
   DeviceLimits small;
   small.sm_count = 1;
   small.max_threads_per_sm = 64;
@@ -577,7 +577,7 @@ TEST_CASE("GpuPolicy.Kernel9TileReproducesBucket", "[gpu]") {
   CHECK(tiled > 20);
   CHECK(two_dep > 0);  // two of three varying inputs hold the tile variable
   CHECK(untiled > 5);  // plans where no tile saves a fifth of the loads stay untiled
-  // KINFER_GPU_LEAN_TILES=0 (DeviceLimits::lean_tiles): none
+  // DeviceLimits::lean_tiles false: none
   DeviceLimits off = small;
   off.lean_tiles = false;
   std::mt19937_64 rng2(29);

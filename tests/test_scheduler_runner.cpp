@@ -49,6 +49,16 @@ struct EmptyCache {
   ~EmptyCache() { std::filesystem::remove_all(dir); }
 };
 
+// A folder of shipped profiles searched first while it lives (set_profiles_folder).
+struct ScopedProfilesFolder {
+  explicit ScopedProfilesFolder(const std::filesystem::path& dir) {
+    set_profiles_folder(dir.string());
+  }
+  ~ScopedProfilesFolder() { set_profiles_folder({}); }
+  ScopedProfilesFolder(const ScopedProfilesFolder&) = delete;
+  ScopedProfilesFolder& operator=(const ScopedProfilesFolder&) = delete;
+};
+
 // `name`'s plan (weighted min-fill) unconditioned, run on the CPU into ln_whole, then again
 // under a --max-memory that leaves an eighth of its intermediates: the conditioned plan that the
 // lane tests use.
@@ -303,7 +313,7 @@ TEST_CASE("Scheduler.ProfileMatchedByGpuName", "[scheduler]") {
   Profile p = load_profile(data_path("profiles/fixed-test.json"));
   p.gpu.name = "Example GPU 80GB";
   save_profile(p, (shipped / "example.json").string());
-  test::ScopedEnv profiles("KINFER_PROFILES", shipped.c_str());
+  ScopedProfilesFolder profiles(shipped);
   // a shipped profile is found by its GPU's exact name, and only by it
   CHECK(fs::path(find_profile_for_gpu("Example GPU 80GB")) == shipped / "example.json");
   CHECK(find_profile_for_gpu("Example GPU").empty());
@@ -347,7 +357,7 @@ TEST_CASE("Scheduler.ProfileDerivedForAnUnknownGpu", "[scheduler]") {
   unmeasured.gpu.name = "Old GPU";
   unmeasured.gpu_figures = {};
   save_profile(unmeasured, (shipped / "old.json").string());
-  test::ScopedEnv profiles("KINFER_PROFILES", shipped.c_str());
+  ScopedProfilesFolder profiles(shipped);
 
   // 2.2e14 is closer to 4e14 than to 1e14 in ratio (and far from the repository's own shipped
   // profiles, which are candidates too: H100 2.9e12, H200 4.1e12)

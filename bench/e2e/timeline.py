@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Summarises a KINFER_GPU_TIMELINE file: the GPU's busy time (union of the kernels' intervals),
+"""Summarises a `kinfer pe --gpu-timeline FILE` file: the GPU's busy time (union of the kernels' intervals),
 its idle gaps longer than --gap ms with what the GPU thread was doing then, and the host steps.
 usage: timeline.py FILE [--gap MS]"""
 import argparse

@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -93,8 +94,72 @@ RandomBucketOptions random_options(const Options& o, int i) {
   return ro;
 }
 
-// One kernel configuration: a Context made under its environment (KINFER_GPU_LANES, ...),
-// with its own TSV.
+// The planner options of a --config's KEY=VAL pairs (DeviceLimits' fields, gpu/policy.hpp):
+//   direct=0|1  tiles=0|1|force  lanes=FLOOR:TERMS  lean=0|1  lean_two=ITEMS (0: off)
+//   lean_chunks=0|1  lean_tiles=0|1  reuse_order=BYTES[:NEAR[:OVER]] (0: off)  mid_rows=N
+//   split_terms=N  device_fill=BYTES (0: on the host)
+// Throws std::invalid_argument for an unknown key or a malformed value.
+PlannerOptions planner_options(const std::vector<std::pair<std::string, std::string>>& kv) {
+  const DeviceLimits defaults;
+  std::vector<std::function<void(DeviceLimits&)>> steps;
+  for (const auto& [key, val] : kv) {
+    const char* v = val.c_str();
+    auto bad = [&] { return std::invalid_argument("--config: bad value " + key + "=" + val); };
+    auto flag = [&](bool DeviceLimits::*field) {
+      if (val != "0" && val != "1") throw bad();
+      steps.push_back([field, on = val == "1"](DeviceLimits& l) { l.*field = on; });
+    };
+    auto count = [&](std::int64_t DeviceLimits::*field, std::int64_t least) {
+      long long n = 0;
+      if (std::sscanf(v, "%lld", &n) != 1 || n < least) throw bad();
+      steps.push_back([field, n](DeviceLimits& l) { l.*field = n; });
+    };
+    if (key == "direct") {
+      flag(&DeviceLimits::direct);
+    } else if (key == "tiles") {
+      if (val == "force")
+        steps.push_back(
+            [](DeviceLimits& l) { l.tiles = true, l.tile_fill = false, l.tile_min_nf = 1; });
+      else
+        flag(&DeviceLimits::tiles);
+    } else if (key == "lanes") {
+      int lo = 0, terms = 0;
+      if (std::sscanf(v, "%d:%d", &lo, &terms) != 2 || lo < 1 || lo > 32 || terms < 1) throw bad();
+      steps.push_back([lo, terms](DeviceLimits& l) { l.lanes_floor = lo, l.lane_terms = terms; });
+    } else if (key == "lean") {
+      flag(&DeviceLimits::lean);
+    } else if (key == "lean_two") {
+      count(&DeviceLimits::lean_two_min_items, 0);
+    } else if (key == "lean_chunks") {
+      flag(&DeviceLimits::lean_chunks);
+    } else if (key == "lean_tiles") {
+      flag(&DeviceLimits::lean_tiles);
+    } else if (key == "reuse_order") {
+      double bytes = 0, over = defaults.reuse_over_rest;
+      long long near = defaults.reuse_near;
+      const int n = std::sscanf(v, "%lf:%lld:%lf", &bytes, &near, &over);
+      if (n < 1 || bytes < 0 || near < 1 || over < 0) throw bad();
+      steps.push_back([=](DeviceLimits& l) {
+        l.reuse_min_bytes = bytes, l.reuse_near = near, l.reuse_over_rest = over;
+      });
+    } else if (key == "mid_rows") {
+      count(&DeviceLimits::mid_rows_max, 1);
+    } else if (key == "split_terms") {
+      count(&DeviceLimits::split_min_terms, 1);
+    } else if (key == "device_fill") {
+      double bytes = -1;
+      if (std::sscanf(v, "%lf", &bytes) != 1 || bytes < 0) throw bad();
+      steps.push_back([bytes](DeviceLimits& l) { l.device_fill_bytes = bytes; });
+    } else {
+      throw std::invalid_argument("--config: unknown planner option '" + key + "'");
+    }
+  }
+  return [steps](DeviceLimits& l) {
+    for (const auto& step : steps) step(l);
+  };
+}
+
+// One kernel configuration: a Context made with its planner options, with its own TSV.
 struct Config {
   std::string name;
   std::unique_ptr<Context> ctx;
@@ -351,7 +416,7 @@ int print_plans(const Options& o) {
     const double ms =
         1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     tsv << '\t' << to_string(a.variant) << '\t' << ms << '\t' << a.table_bytes() / 1e6;
-    // the plain plan with tiles (KINFER_GPU_TILES=1): R, outputs (o) or summed (s), and how
+    // the plain plan with tiles (tiles=1): R, outputs (o) or summed (s), and how
     // many varying inputs load twice
     DeviceLimits tl;
     tl.tiles = true;
@@ -388,10 +453,13 @@ int main(int argc, char** argv) {
                "network buckets: also time each bucket whose factor inputs the executor merges "
                "(gpu/merge_inputs.hpp), as it merges them (source NAME+merge)");
   app.add_option("--cpu-runs", o.cpu_runs, "timed CPU runs per bucket (median; default 3)");
-  app.add_option("--config", o.configs,
-                 "NAME[:VAR=VAL,...]: a kernel configuration (a Context made with those "
-                 "environment variables); each writes DIR/NAME_FILE for --out DIR/FILE. "
-                 "Repeatable; default: one, the environment as it is");
+  app.add_option(
+      "--config", o.configs,
+      "NAME[:KEY=VAL,...]: a kernel configuration (a Context made with those planner "
+      "options: direct=0|1, tiles=0|1|force, lanes=FLOOR:TERMS, lean=0|1, "
+      "lean_two=ITEMS, lean_chunks=0|1, lean_tiles=0|1, reuse_order=BYTES[:NEAR[:OVER]], "
+      "mid_rows=N, split_terms=N, device_fill=BYTES); each writes DIR/NAME_FILE for "
+      "--out DIR/FILE. Repeatable; default: one, kinfer's defaults");
   app.add_flag("--plans", o.plans, "print the plain kernel's launch plan per bucket (no GPU)");
   app.add_option("--random", o.random, "number of random buckets");
   app.add_option("--network", o.network, "UAI network: every bucket of its plan");
@@ -426,7 +494,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "no GPU: %s\n", info.why_not.c_str());
     return 77;
   }
-  // the configurations: each Context reads the KINFER_GPU_* variables when it is made
+  // the configurations: a Context each, with its planner options
   std::vector<Config> cfgs;
   if (o.configs.empty()) o.configs.push_back("");
   for (const std::string& spec : o.configs) {
@@ -441,9 +509,12 @@ int main(int argc, char** argv) {
       if (eq != std::string::npos) vars.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
       p = next;
     }
-    for (const auto& [k, v] : vars) setenv(k.c_str(), v.c_str(), 1);
-    cf.ctx = Context::create();
-    for (const auto& [k, v] : vars) unsetenv(k.c_str());
+    try {
+      cf.ctx = Context::create(0, planner_options(vars));
+    } catch (const std::invalid_argument& e) {
+      std::fprintf(stderr, "bucket_bench: %s\n", e.what());
+      return 2;
+    }
     std::string path = o.out;
     if (!cf.name.empty()) {
       const auto slash = path.find_last_of('/');
