@@ -14,7 +14,8 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 rm -rf "$out"
 mkdir -p "$out/lib" "$out/data/profiles"
 for f in apps/kinfer bench/gpu/bucket_bench bench/kernel/cpu_kernel_bench bench/order/order_bench \
-         bench/linkage/chain_step bench/scheduler/repredict bench/scheduler/refit; do
+         bench/linkage/chain_step bench/scheduler/repredict bench/scheduler/refit \
+         tests/test_gpu_kernel tests/test_gpu_chain; do
   [ -x "$build/$f" ] || continue
   mkdir -p "$out/$(dirname "$f")"
   cp "$build/$f" "$out/$f"
