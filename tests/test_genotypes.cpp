@@ -24,9 +24,17 @@ std::string label(int a, int b) {
   return std::to_string(a) + "/" + std::to_string(b);
 }
 
-// P(unordered genotype of each person | the observed genotypes), by enumeration.
+// A person's genotype as kinfer labels it: a sex-linked male has his maternal allele alone.
+std::string label_of(const Ind& x, int p, int m, bool sex_linked) {
+  return sex_linked && x.sex == 1 ? std::to_string(m) : label(p, m);
+}
+
+// P(unordered genotype of each person | the observed genotypes), by enumeration. Sex-linked: a
+// male has only a maternal allele (his paternal one is enumerated as allele 1 alone), a
+// daughter's paternal allele is her father's.
 std::vector<std::map<std::string, double>> enumerate(const std::vector<Ind>& ped,
-                                                     const std::vector<double>& freq) {
+                                                     const std::vector<double>& freq,
+                                                     bool sex_linked = false) {
   const int np = static_cast<int>(ped.size()), n = static_cast<int>(freq.size());
   std::vector<std::map<std::string, double>> post(np);
   std::vector<int> g(np, 0);  // ordered genotype p * n + m, 0-based alleles
@@ -36,18 +44,24 @@ std::vector<std::map<std::string, double>> enumerate(const std::vector<Ind>& ped
     for (int i = 0; i < np && w > 0; ++i) {
       const int p = g[i] / n, m = g[i] % n;
       const Ind& x = ped[i];
-      if (x.a1 && label(p + 1, m + 1) != label(x.a1, x.a2)) w = 0;
+      const bool hemi = sex_linked && x.sex == 1;
+      if (x.a1 && label_of(x, p + 1, m + 1, sex_linked) != label_of(x, x.a1, x.a2, sex_linked))
+        w = 0;
+      if (hemi && p != 0) w = 0;
       if (x.father < 0) {
-        w *= freq[p] * freq[m];
+        w *= (hemi ? 1.0 : freq[p]) * freq[m];
         continue;
       }
       const int fp = g[x.father] / n, fm = g[x.father] % n;
       const int mp = g[x.mother] / n, mm = g[x.mother] % n;
-      w *= (0.5 * (p == fp) + 0.5 * (p == fm)) * (0.5 * (m == mp) + 0.5 * (m == mm));
+      const double from_father =
+          hemi ? 1.0 : sex_linked ? (p == fm ? 1.0 : 0.0) : 0.5 * (p == fp) + 0.5 * (p == fm);
+      w *= from_father * (0.5 * (m == mp) + 0.5 * (m == mm));
     }
     if (w > 0) {
       total += w;
-      for (int i = 0; i < np; ++i) post[i][label(g[i] / n + 1, g[i] % n + 1)] += w;
+      for (int i = 0; i < np; ++i)
+        post[i][label_of(ped[i], g[i] / n + 1, g[i] % n + 1, sex_linked)] += w;
     }
     int i = np - 1;
     for (; i >= 0; --i) {
@@ -63,19 +77,22 @@ std::vector<std::map<std::string, double>> enumerate(const std::vector<Ind>& ped
 }
 
 // P(person's observed genotype | everyone else's observed genotypes).
-double given_others(std::vector<Ind> ped, const std::vector<double>& freq, int i) {
-  const std::string obs = label(ped[i].a1, ped[i].a2);
+double given_others(std::vector<Ind> ped, const std::vector<double>& freq, int i,
+                    bool sex_linked = false) {
+  const std::string obs = label_of(ped[i], ped[i].a1, ped[i].a2, sex_linked);
   ped[i].a1 = ped[i].a2 = 0;
-  const auto post = enumerate(ped, freq);
+  const auto post = enumerate(ped, freq, sex_linked);
   const auto it = post[i].find(obs);
   return it == post[i].end() ? 0.0 : it->second;
 }
 
 // A LINKAGE locus file (an affection locus nobody's status is known at, then the marker) and a
 // pre-makeped pedigree file (people named 1, 2, ... in order), into `dir`.
-void write_input(const TempDir& dir, const std::vector<Ind>& ped, const std::vector<double>& freq) {
-  std::string dat = "2 0 0 5\n0 0.0 0.0 0\n1 2\n1 2\n0.999 0.001\n1\n0.0 1.0 1.0\n3 " +
-                    std::to_string(freq.size()) + "\n";
+void write_input(const TempDir& dir, const std::vector<Ind>& ped, const std::vector<double>& freq,
+                 bool sex_linked = false) {
+  std::string dat = std::string(sex_linked ? "2 0 1 5" : "2 0 0 5") +
+                    "\n0 0.0 0.0 0\n1 2\n1 2\n0.999 0.001\n1\n0.0 1.0 1.0\n" +
+                    (sex_linked ? "0.0 1.0\n" : "") + "3 " + std::to_string(freq.size()) + "\n";
   for (double f : freq) dat += std::to_string(f) + " ";
   dat += "\n0 0\n0.1\n1 0.1 0.45\n";
   write_text(dir / "g.dat", dat);
@@ -100,11 +117,12 @@ nlohmann::json genotypes(const TempDir& dir, std::vector<std::string> extra = {}
 }
 
 // Every person's posterior and every typed person's P(observed | others) against the enumeration.
-void check_against_enumeration(const std::vector<Ind>& ped, const std::vector<double>& freq) {
+void check_against_enumeration(const std::vector<Ind>& ped, const std::vector<double>& freq,
+                               bool sex_linked = false) {
   TempDir dir;
-  write_input(dir, ped, freq);
+  write_input(dir, ped, freq, sex_linked);
   const auto j = genotypes(dir);
-  const auto want = enumerate(ped, freq);
+  const auto want = enumerate(ped, freq, sex_linked);
   const auto& people = j["pedigrees"][0]["people"];
   REQUIRE(people.size() == ped.size());
   for (std::size_t i = 0; i < ped.size(); ++i) {
@@ -121,9 +139,9 @@ void check_against_enumeration(const std::vector<Ind>& ped, const std::vector<do
     for (auto& [g, p] : want[i])
       if (p > 1e-15) CHECK(m["genotypes"].contains(g));
     if (ped[i].a1) {
-      CHECK(m["observed"] == label(ped[i].a1, ped[i].a2));
+      CHECK(m["observed"] == label_of(ped[i], ped[i].a1, ped[i].a2, sex_linked));
       CHECK(m["p_given_others"].get<double>() ==
-            Approx(given_others(ped, freq, static_cast<int>(i))).margin(1e-12));
+            Approx(given_others(ped, freq, static_cast<int>(i), sex_linked)).margin(1e-12));
     } else {
       CHECK(m["observed"].is_null());
     }
@@ -163,6 +181,20 @@ TEST_CASE("Genotypes.FirstCousinMarriageAgainstEnumeration", "[linkage][apps]") 
                              {6, 7, 1, 1, 1},
                              {6, 7, 2, 1, 2}},
                             {0.3, 0.7});
+}
+
+TEST_CASE("Genotypes.SexLinkedAgainstEnumeration", "[linkage][apps]") {
+  // X-linked: father 2 (hemizygous), mother untyped; son 1, daughter 2/3, daughter untyped, son
+  // untyped; a grandson (daughter 4's son, father untyped) typed 3.
+  check_against_enumeration({{-1, -1, 1, 2, 2},
+                             {-1, -1, 2, 0, 0},
+                             {0, 1, 1, 1, 1},
+                             {0, 1, 2, 2, 3},
+                             {0, 1, 2, 0, 0},
+                             {0, 1, 1, 0, 0},
+                             {-1, -1, 1, 0, 0},
+                             {6, 3, 1, 3, 3}},
+                            {0.2, 0.3, 0.5}, true);
 }
 
 TEST_CASE("Genotypes.FlagsPlantedError", "[linkage][apps]") {
