@@ -3,6 +3,7 @@
 // else's data (MERLIN's error check). Single-marker: every marker on its own (docs/genotypes.md).
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -107,7 +108,10 @@ std::optional<std::vector<GenotypeDist>> marker_posteriors(const lk::Pedigree& p
     net.factors.push_back({std::move(scope), std::move(table), 0});
   }
   ConditionedPlan cp = make_conditioned_plan(net, pn.evidence(), po);
-  const Marginals m = compute_marginals(cp);
+  // One marker's network is small: one thread (OpenMP's start per bucket costs more than the
+  // work), unless its largest table is large.
+  const int threads = cp.plan.order.stats.log2_max_table < 16 ? 1 : 0;
+  const Marginals m = compute_marginals(cp, threads);
   if (m.ln_pe == -INFINITY) return std::nullopt;
   std::vector<GenotypeDist> out;
   for (std::size_t w = 0; w < wanted.size(); ++w) {
@@ -153,7 +157,14 @@ void analyze_pedigree(const lk::Pedigree& ped, const lk::LocusFile& lf, const Pl
   nlohmann::json people = nlohmann::json::array();
   for (const lk::Person& p : ped.people)
     people.push_back({{"id", p.id}, {"markers", nlohmann::json::array()}});
-  r.text << "pedigree " << ped.id << "\n  person      marker      observed  most probable  P\n";
+  // column widths: the longest person id and marker name
+  int pw = 6, mw = 6;
+  for (const lk::Person& p : ped.people) pw = std::max(pw, static_cast<int>(p.id.size()));
+  for (const lk::Locus& l : lf.loci) mw = std::max(mw, static_cast<int>(l.name.size()));
+  char head[160];
+  std::snprintf(head, sizeof head, "  %-*s  %-*s  %-8s  %-13s  %s\n", pw, "person", mw, "marker",
+                "observed", "most probable", "P");
+  r.text << "pedigree " << ped.id << "\n" << head;
   for (int k = 0; k < lf.n_loci(); ++k) {
     const lk::Locus& locus = lf.loci[k];
     if (locus.type != lk::LocusType::Numbered) continue;
@@ -179,8 +190,8 @@ void analyze_pedigree(const lk::Pedigree& ped, const lk::LocusFile& lf, const Pl
         }
         best_p = number(top);
       }
-      char line[160];
-      std::snprintf(line, sizeof line, "  %-10s  %-10s  %-8s  %-13s  %s\n", p.id.c_str(),
+      char line[512];
+      std::snprintf(line, sizeof line, "  %-*s  %-*s  %-8s  %-13s  %s\n", pw, p.id.c_str(), mw,
                     locus.name.c_str(), obs ? label(locus, *obs).c_str() : "-", best.c_str(),
                     best_p.c_str());
       r.text << line;
