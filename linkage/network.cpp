@@ -110,6 +110,15 @@ PedigreeNetwork::PedigreeNetwork(const Pedigree& ped,
       return paternal ? rep[c].gp : rep[c].gm;
     };
 
+    std::vector<Genotype>& gt = genotypes_.emplace_back(np);
+    for (int i = 0; i < np; ++i) {
+      if (L.carries_paternal(ped.people[i])) {
+        parent_view(i, gt[i].vars, gt[i].alleles);
+        continue;
+      }
+      gt[i].vars = {rep[i].gm};
+      for (int m : L.dom_m[i]) gt[i].alleles.push_back({-1, m});
+    }
     for (int i = 0; i < np; ++i) {
       const Person& p = ped.people[i];
       const Rep& r = rep[i];

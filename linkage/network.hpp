@@ -40,6 +40,17 @@ class PedigreeNetwork {
   const std::vector<char>& var_selector() const { return var_selector_; }  // 1: a meiosis selector
   int n_intervals() const { return n_loci_ - 1; }
 
+  // Where one person's two alleles at one chain position live: the variables (one joint
+  // genotype variable, or the paternal and the maternal allele variables, or the maternal one
+  // alone for a sex-linked male) and, for each of their configurations in table order (the
+  // first variable most significant), the (paternal, maternal) recoded alleles, 0-based;
+  // paternal -1 for a sex-linked male.
+  struct Genotype {
+    std::vector<int> vars;
+    std::vector<std::pair<int, int>> alleles;
+  };
+  const Genotype& genotype(int locus, int person) const { return genotypes_[locus][person]; }
+
   // Writes the selector tables for these recombination fractions (one per interval, male and
   // female) into the network. Returns the indices of the factors that depend on theta.
   const std::vector<int>& set_thetas(const std::vector<double>& male,
@@ -60,6 +71,7 @@ class PedigreeNetwork {
   std::vector<char> var_selector_;
   std::vector<Transition> transitions_;
   std::vector<int> theta_factors_;
+  std::vector<std::vector<Genotype>> genotypes_;  // [chain position][person]
 };
 
 // The likelihood of one pedigree over one chain, compiled once.

@@ -1,0 +1,282 @@
+// kinfer genotypes: each person's posterior genotype probabilities at each marker of a LINKAGE
+// pedigree, given all the data, and the observed genotypes that are improbable given everyone
+// else's data (MERLIN's error check). Single-marker: every marker on its own (docs/genotypes.md).
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+
+#include "apps/commands.hpp"
+#include "apps/network_options.hpp"
+#include "engine/condition.hpp"
+#include "engine/errors.hpp"
+#include "engine/memory_limit.hpp"
+#include "engine/posterior.hpp"
+#include "engine/util.hpp"
+#include "io/linkage.hpp"
+#include "linkage/network.hpp"
+#include "linkage/pedigree.hpp"
+
+namespace kinfer::app {
+
+namespace {
+
+namespace lk = kinfer::linkage;
+
+struct GenotypesOptions {
+  std::string ped, dat, out, max_memory;
+  double error_threshold = 0.01;
+  bool json = false;
+};
+
+// An unordered genotype as input alleles (1-based), the smaller first; a sex-linked male's
+// single allele is (0, a).
+using Genotype = std::pair<int, int>;
+// The posterior of one person at one marker: each genotype with a nonzero probability.
+using GenotypeDist = std::vector<std::pair<Genotype, double>>;
+
+std::string label(const lk::Locus& locus, Genotype g) {
+  if (g.first == 0) return locus.allele_name(g.second);
+  std::string s = locus.allele_name(g.first);
+  s += '/';
+  s += locus.allele_name(g.second);
+  return s;
+}
+
+std::optional<Genotype> observed(const lk::Person& p, int locus, bool hemizygous) {
+  const lk::Phenotype ph = p.pheno[locus];
+  if (ph.a1 == 0) return std::nullopt;
+  if (hemizygous) return Genotype{0, ph.a1};
+  return Genotype{std::min(ph.a1, ph.a2), std::max(ph.a1, ph.a2)};
+}
+
+// Hardy-Weinberg frequency of a genotype (of a single allele for a sex-linked male).
+double population_frequency(const lk::Locus& locus, Genotype g) {
+  const double b = locus.freq[g.second - 1];
+  if (g.first == 0) return b;
+  const double a = locus.freq[g.first - 1];
+  return g.first == g.second ? a * a : 2 * a * b;
+}
+
+// The posterior genotype distribution of each person in `wanted` at one marker, or nothing when
+// the data are impossible (a Mendelian inconsistency). The pedigree network of that marker alone
+// gets, per wanted person, one more variable: the unordered genotype, a deterministic function
+// of the person's allele variables (it sums to 1, so P(e) is unchanged); its marginal is the
+// answer. No allele recoding: every allele keeps its own name.
+std::optional<std::vector<GenotypeDist>> marker_posteriors(const lk::Pedigree& ped,
+                                                           const lk::LocusFile& lf, int locus,
+                                                           const std::vector<int>& wanted,
+                                                           const PlanOptions& po) {
+  lk::ReductionOptions ro;
+  ro.recode = false;
+  lk::Inconsistency err;
+  const lk::PedigreeLocus L = lk::reduce_locus(ped, lf, locus, ro, &err);
+  if (err.locus >= 0) return std::nullopt;
+  const lk::PedigreeNetwork pn(ped, {&L}, false, true);
+  Network net = pn.network();
+  auto input_allele = [&L](int x) {
+    return x < 0 ? 0 : x < static_cast<int>(L.original.size()) ? L.original[x] : x + 1;
+  };
+  std::vector<std::vector<Genotype>> keys;  // per wanted person, the values of its variable
+  std::vector<int> gvar;
+  for (int i : wanted) {
+    const lk::PedigreeNetwork::Genotype& g = pn.genotype(0, i);
+    std::map<Genotype, int> index;
+    std::vector<Genotype> of_config;
+    for (auto [x, y] : g.alleles) {
+      const int a = input_allele(x), b = input_allele(y);
+      of_config.push_back(a == 0 ? Genotype{0, b} : Genotype{std::min(a, b), std::max(a, b)});
+      index.emplace(of_config.back(), 0);
+    }
+    std::vector<Genotype>& k = keys.emplace_back();
+    for (auto& [key, at] : index) at = static_cast<int>(k.size()), k.push_back(key);
+    const int v = net.num_vars();
+    net.card.push_back(static_cast<int>(k.size()));
+    gvar.push_back(v);
+    std::vector<double> table(of_config.size() * k.size(), 0.0);
+    for (std::size_t c = 0; c < of_config.size(); ++c)
+      table[c * k.size() + index.at(of_config[c])] = 1.0;
+    std::vector<int> scope = g.vars;
+    scope.push_back(v);
+    net.factors.push_back({std::move(scope), std::move(table), 0});
+  }
+  ConditionedPlan cp = make_conditioned_plan(net, pn.evidence(), po);
+  // One marker's network is small: one thread (OpenMP's start per bucket costs more than the
+  // work), unless its largest table is large.
+  const int threads = cp.plan.order.stats.log2_max_table < 16 ? 1 : 0;
+  const Marginals m = compute_marginals(cp, threads);
+  if (m.ln_pe == -INFINITY) return std::nullopt;
+  std::vector<GenotypeDist> out;
+  for (std::size_t w = 0; w < wanted.size(); ++w) {
+    GenotypeDist& d = out.emplace_back();
+    for (std::size_t x = 0; x < keys[w].size(); ++x)
+      if (m.p[gvar[w]][x] > 0) d.push_back({keys[w][x], m.p[gvar[w]][x]});
+  }
+  return out;
+}
+
+// P(observed genotype | everyone else's data): the person's own genotype at this marker made
+// unknown, the rest as given. Nothing when the others' data are impossible on their own.
+std::optional<double> leave_one_out(const lk::Pedigree& ped, const lk::LocusFile& lf, int locus,
+                                     int person, Genotype obs, const PlanOptions& po) {
+  lk::Pedigree without = ped;
+  without.people[person].pheno[locus] = {0, 0};
+  const auto d = marker_posteriors(without, lf, locus, {person}, po);
+  if (!d) return std::nullopt;
+  for (auto [g, p] : d->front())
+    if (g == obs) return p;
+  return 0.0;
+}
+
+std::string number(double x, const char* fmt = "%.6f") {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, fmt, x);
+  return buf;
+}
+
+struct Report {
+  nlohmann::json pedigrees = nlohmann::json::array();
+  nlohmann::json suspect = nlohmann::json::array();
+  std::ostringstream text, suspect_text;
+};
+
+// One pedigree: the posteriors of every person at every marker, and the error check of every
+// typed genotype, into the report.
+void analyze_pedigree(const lk::Pedigree& ped, const lk::LocusFile& lf, const PlanOptions& po,
+                      double threshold, Report& r) {
+  const int np = static_cast<int>(ped.people.size());
+  std::vector<int> everyone(np);
+  for (int i = 0; i < np; ++i) everyone[i] = i;
+  nlohmann::json people = nlohmann::json::array();
+  for (const lk::Person& p : ped.people)
+    people.push_back({{"id", p.id}, {"markers", nlohmann::json::array()}});
+  // column widths: the longest person id and marker name
+  int pw = 6, mw = 6;
+  for (const lk::Person& p : ped.people) pw = std::max(pw, static_cast<int>(p.id.size()));
+  for (const lk::Locus& l : lf.loci) mw = std::max(mw, static_cast<int>(l.name.size()));
+  char head[160];
+  std::snprintf(head, sizeof head, "  %-*s  %-*s  %-8s  %-13s  %s\n", pw, "person", mw, "marker",
+                "observed", "most probable", "P");
+  r.text << "pedigree " << ped.id << "\n" << head;
+  for (int k = 0; k < lf.n_loci(); ++k) {
+    const lk::Locus& locus = lf.loci[k];
+    if (locus.type != lk::LocusType::Numbered) continue;
+    const auto post = marker_posteriors(ped, lf, k, everyone, po);
+    if (!post)
+      spdlog::warn("pedigree {}, marker {}: the genotypes are Mendelian-inconsistent; no "
+                   "posterior (the error check below says which genotype is at fault)",
+                   ped.id, locus.name);
+    for (int i = 0; i < np; ++i) {
+      const lk::Person& p = ped.people[i];
+      const bool hemi = lf.sex_linked && p.sex == 1;
+      const auto obs = observed(p, k, hemi);
+      nlohmann::json m = {{"marker", locus.name},
+                          {"observed", obs ? nlohmann::json(label(locus, *obs)) : nullptr},
+                          {"genotypes", nullptr}};
+      std::string best = "-", best_p = "-";
+      if (post) {
+        m["genotypes"] = nlohmann::json::object();
+        double top = -1;
+        for (auto [g, pr] : (*post)[i]) {
+          m["genotypes"][label(locus, g)] = pr;
+          if (pr > top) top = pr, best = label(locus, g);
+        }
+        best_p = number(top);
+      }
+      char line[512];
+      std::snprintf(line, sizeof line, "  %-*s  %-*s  %-8s  %-13s  %s\n", pw, p.id.c_str(), mw,
+                    locus.name.c_str(), obs ? label(locus, *obs).c_str() : "-", best.c_str(),
+                    best_p.c_str());
+      r.text << line;
+      if (obs) {
+        const auto q = leave_one_out(ped, lf, k, i, *obs, po);
+        m["p_given_others"] = q ? nlohmann::json(*q) : nullptr;
+        if (q && *q < threshold) {
+          const double prior = population_frequency(locus, *obs);
+          r.suspect.push_back({{"pedigree", ped.id},
+                               {"person", p.id},
+                               {"marker", locus.name},
+                               {"observed", label(locus, *obs)},
+                               {"p_given_others", *q},
+                               {"population_frequency", prior}});
+          r.suspect_text << "  pedigree " << ped.id << " person " << p.id << " marker "
+                         << locus.name << ": observed " << label(locus, *obs)
+                         << ", P(observed | others) = " << number(*q, "%.4g")
+                         << " (population frequency " << number(prior, "%.4g") << ")\n";
+        }
+      }
+      people[i]["markers"].push_back(std::move(m));
+    }
+  }
+  r.pedigrees.push_back({{"id", ped.id}, {"people", std::move(people)}});
+}
+
+int run_genotypes(const GenotypesOptions& o) {
+  check_output_file(o.out, "--out");
+  PlanOptions po;
+  po.order.heuristic = OrderHeuristic::MinFill;
+  try {
+    po.max_memory_bytes = within_available_memory(
+        o.max_memory.empty() ? default_max_memory_bytes() : parse_size(o.max_memory),
+        !o.max_memory.empty());
+  } catch (const std::invalid_argument& e) {
+    throw CLI::ValidationError("--max-memory", e.what());
+  }
+  const lk::LocusFile lf = io::read_locus_file(o.dat);
+  for (const auto& w : lf.warnings) spdlog::warn("{}", w);
+  const lk::PedigreeFile pf = io::read_pedigree_file(o.ped, lf);
+  for (const auto& w : pf.warnings) spdlog::warn("{}", w);
+  Report r;
+  for (const lk::Pedigree& ped : pf.pedigrees) analyze_pedigree(ped, lf, po, o.error_threshold, r);
+  std::string out;
+  if (o.json) {
+    out = nlohmann::json{{"ped", o.ped},
+                         {"dat", o.dat},
+                         {"error_threshold", o.error_threshold},
+                         {"pedigrees", std::move(r.pedigrees)},
+                         {"suspect", std::move(r.suspect)}}
+              .dump(2) +
+          "\n";
+  } else {
+    out = r.text.str();
+    out += "suspect genotypes (P(observed | others' data) < " + number(o.error_threshold, "%g") +
+           "):\n";
+    const std::string s = r.suspect_text.str();
+    out += s.empty() ? "  none\n" : s;
+  }
+  std::cout << out << std::flush;
+  if (!o.out.empty()) write_file_atomically(o.out, out);
+  return 0;
+}
+
+}  // namespace
+
+Runner add_genotypes(CLI::App& root) {
+  auto o = std::make_shared<GenotypesOptions>();
+  CLI::App* cmd = root.add_subcommand(
+      "genotypes",
+      "posterior genotype probabilities of every person at every marker (LINKAGE input), and "
+      "the observed genotypes improbable given everyone else's data");
+  cmd->add_option("-p,--ped", o->ped, "LINKAGE pedigree file (pre- or post-makeped)")->required();
+  cmd->add_option("-d,--dat", o->dat, "LINKAGE locus (data) file")->required();
+  cmd->add_option("--error-threshold", o->error_threshold,
+                  "flag an observed genotype whose probability given everyone else's data at "
+                  "that marker is below this")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  cmd->add_flag("--json", o->json, "print one JSON object instead of text");
+  cmd->add_option("--out", o->out, "also write the output (text or JSON) to this file");
+  cmd->add_option("--max-memory", o->max_memory,
+                  "memory one marker's computation may use, e.g. 8G (a plan that does not fit is "
+                  "conditioned)");
+  return [o, cmd]() { return cmd->parsed() ? run_genotypes(*o) : -1; };
+}
+
+}  // namespace kinfer::app
