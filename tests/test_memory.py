@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""`kinfer pe` under --max-memory far below a network's unconditioned need: it conditions
+"""`kinfer pe` under a --max-memory below a network's unconditioned need (halfway between the
+floor pe refuses below and the unconditioned estimate, both from `kinfer info`): it conditions
 instead of refusing, the process's peak RSS (GNU time's, of kinfer alone) stays under the limit,
 and the answer equals the UAI reference (data/uai/REFERENCES.tsv). A limit that not even conditioning
 can meet is refused with exit 3. `kinfer lod` on a dense map (the Lander-Green chain, 1.4 GiB of
@@ -34,24 +35,40 @@ def run_measured(args):
 
 
 def pe(name, limit, extra=()):
-    return run_measured(["pe", network(name), "--json", "--device", "cpu", "--threads", "2",
-                         "--order-time", "0.5", "--max-memory", limit] + list(extra))
+    return run_measured(["pe", network(name), "--json"] + PE_OPTIONS + ["--max-memory", limit]
+                        + list(extra))
+
+
+PE_OPTIONS = ["--device", "cpu", "--threads", "2", "--order-time", "0.5"]
+
+
+def forcing_limit(name):
+    """A --max-memory that forces pe to condition, from kinfer's own estimates (`kinfer info`
+    with pe's options, no limit): halfway between what any plan needs before computing (the
+    program, the network's and the reduced tables: the floor pe refuses below) and the
+    unconditioned plan's estimated peak. Returns (limit bytes, floor, unconditioned)."""
+    r = subprocess.run([EXE, "info", network(name), "--json", "-q"] + PE_OPTIONS,
+                       capture_output=True, text=True, check=True)
+    m = json.loads(r.stdout)["memory"]
+    floor = m["parts"]["process"] + m["parts"]["network"] + m["parts"]["model"]
+    unconditioned = m["estimated_peak_bytes"]
+    return int(floor + 0.5 * (unconditioned - floor)), floor, unconditioned
 
 
 def main():
     ref = references()
     mib = 1024 * 1024
-    # (network, limit): limits below the unconditioned estimates (about 15.5 MiB for
-    # linkage_16 since the search's version 3, 17.5 before, 15.6 MiB for linkage_21 since
-    # version 4, and 170 MiB for DBN_11 with 2 threads; the program itself is about 11 MiB)
-    for name, limit in (("linkage_16", "13M"), ("DBN_11", "24M"), ("linkage_21", "14M")):
+    for name in ("linkage_16", "DBN_11", "linkage_21"):
+        lim, floor, estimate = forcing_limit(name)
+        limit = str(lim)
+        print(f"{name}: floor {floor / mib:.1f} MiB, unconditioned estimate {estimate / mib:.1f} MiB, "
+              f"limit {lim / mib:.1f} MiB")
         rc, out, err, rss = pe(name, limit)
         check(rc == 0, f"{name} --max-memory {limit}: exit 0 (got {rc}: {err.strip()[-300:]})")
         if rc != 0:
             continue
         j = json.loads(out)
-        lim = int(limit[:-1]) * mib
-        check(rss <= lim, f"{name}: peak RSS {rss / mib:.1f} MiB within the limit {limit}")
+        check(rss <= lim, f"{name}: peak RSS {rss / mib:.1f} MiB within the limit {lim / mib:.1f} MiB")
         cond = j.get("conditioning")
         unconditioned = cond["unconditioned_peak_bytes"] if cond else j["memory"]["estimated_peak_bytes"]
         check(unconditioned > lim, f"{name}: unconditioned estimate {unconditioned / mib:.1f} MiB "
