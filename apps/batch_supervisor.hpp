@@ -247,9 +247,10 @@ class Batch {
   // What makes two jobs' plans the same: network, evidence and options.
   static std::string plan_key(const JobState& s);
 
-  // A GPU job whose plan's first job is running on a device worker and has not finished: that
-  // job is searching the order that this one would otherwise search again (the order cache is
-  // written when the search ends), so this one waits and other plans' jobs go first.
+  // A GPU job whose plan's order is being searched, by a search ahead or by the plan's first job
+  // on a device worker (when no search ahead could start): it would search the same order again
+  // (the order cache is written when the search ends), so it waits and other plans' jobs go
+  // first.
   bool order_being_searched(const JobState& c) const;
 
   // A GPU job to a device worker of the GPU with the fewest jobs: an idle one, else a new one.
@@ -305,7 +306,8 @@ class Batch {
   std::vector<std::size_t> position_;  // per job index: its position in order_
   std::size_t next_ = 0;               // position in order_ before which nothing is pending
   int groups_started_ = 0, plans_shared_ = 0, device_workers_started_ = 0;
-  // Plans whose first job went to a device worker, and those of them still running.
+  // Plans whose order search has started (a search ahead, or the first job on a device
+  // worker), and those of them still searching.
   std::set<std::string> searched_, searching_;
   std::vector<std::size_t> to_verify_;  // --verify: finished jobs waiting for their recomputation
   int verified_ = 0, verify_mismatches_ = 0, verify_not_run_ = 0;

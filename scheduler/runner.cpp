@@ -358,12 +358,15 @@ const std::string& Runner::gpu_name() {
       gpu_name_ = gpu_->given ? gpu_->given->name() : "";
     else if (gpu_->opened)
       gpu_name_ = gpu_->opened->ctx ? gpu_->opened->name : "";
-    else {
-      const gpu::DeviceInfo info = gpu::probe();
-      gpu_name_ = info.available ? info.name : "";
-    }
+    else
+      gpu_name_ = probed().available ? probed().name : "";
   }
   return *gpu_name_;
+}
+
+const gpu::DeviceInfo& Runner::probed() {
+  if (!probed_) probed_ = gpu::probe();
+  return *probed_;
 }
 
 bool Runner::auto_gpu(const Plan& plan, std::string& why_not) {
@@ -443,7 +446,7 @@ gpu::Context* Runner::open() {
 double Runner::device_budget(const Plan& plan) {
   if (!wants_gpu(plan)) return 0;
   if (describe_only_) {
-    const gpu::DeviceInfo info = gpu::probe();
+    const gpu::DeviceInfo& info = probed();
     if (!info.available) return 0;
     const double usable = 0.9 * info.memory_bytes;
     return req_.gpu_memory_bytes > 0 ? std::min(req_.gpu_memory_bytes, usable) : usable;
@@ -531,8 +534,7 @@ int Runner::lanes(const ConditionedPlan& cp) {
     if (gpu_->use_given) {
       gpu_count_ = gpu_->given ? 1 + static_cast<int>(lane_devices_.size()) : 0;
     } else {
-      const gpu::DeviceInfo info = gpu::probe();
-      gpu_count_ = info.available ? info.count : 0;
+      gpu_count_ = probed().available ? probed().count : 0;
     }
   }
   const int n = slice_lanes(*gpu_count_, cp, req_.host_memory_bytes);

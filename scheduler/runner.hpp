@@ -330,6 +330,10 @@ class Runner {
   bool check_warned_ = false;  // "--check: no GPU" said once
   Totals totals_;
   std::optional<int> gpu_count_;                // visible GPUs, probed once
+  // The machine's GPUs as the driver lists them, probed once (gpu_name, lanes, a described
+  // plan's device budget), without opening one.
+  const gpu::DeviceInfo& probed();
+  std::optional<gpu::DeviceInfo> probed_;
   std::vector<std::unique_ptr<Runner>> lanes_;  // the runners of GPUs 1, 2, ... (run(cp))
   std::vector<gpu::Context*> lane_devices_;     // tests: their devices
   int lanes_said_ = 0;                          // the lane count last logged

@@ -1,22 +1,25 @@
 #pragma once
 // The independent reference of the engine tests: P(e) by enumerating every configuration of
-// every variable, in the linear domain, and the comparison of ln values the tests use.
+// every variable, in the linear domain (for_each_configuration for other sums over them), and the comparison of ln values the tests use.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "engine/model.hpp"
 
 namespace kinfer::test {
 
-inline long double brute_force(const Network& net, const Evidence& ev) {
+// Calls visit(x, p) for every configuration x consistent with the evidence, p the product of
+// the factors at x (linear domain).
+template <class Visit>
+void for_each_configuration(const Network& net, const Evidence& ev, Visit&& visit) {
   const int n = net.num_vars();
   std::vector<int> lo(n, 0), hi(n);
   for (int v = 0; v < n; ++v) hi[v] = net.card[v] - 1;
   for (auto [v, x] : ev.observed) lo[v] = hi[v] = x;
   std::vector<int> x(lo);
-  long double z = 0;
   for (;;) {
     long double p = 1;
     for (const Factor& f : net.factors) {
@@ -24,7 +27,7 @@ inline long double brute_force(const Network& net, const Evidence& ev) {
       for (int v : f.scope) idx = idx * net.card[v] + x[v];
       p *= f.table[idx];
     }
-    z += p;
+    visit(std::as_const(x), p);
     int v = n - 1;
     for (; v >= 0; --v) {
       if (++x[v] <= hi[v]) break;
@@ -32,6 +35,11 @@ inline long double brute_force(const Network& net, const Evidence& ev) {
     }
     if (v < 0) break;
   }
+}
+
+inline long double brute_force(const Network& net, const Evidence& ev) {
+  long double z = 0;
+  for_each_configuration(net, ev, [&](const std::vector<int>&, long double p) { z += p; });
   return z;
 }
 

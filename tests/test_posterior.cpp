@@ -35,30 +35,13 @@ struct Enumerated {
 };
 
 Enumerated enumerate(const Network& net, const Evidence& ev) {
-  const int n = net.num_vars();
-  std::vector<int> lo(n, 0), hi(n);
-  for (int v = 0; v < n; ++v) hi[v] = net.card[v] - 1;
-  for (auto [v, x] : ev.observed) lo[v] = hi[v] = x;
   Enumerated e;
-  for (int v = 0; v < n; ++v) e.joint.emplace_back(net.card[v], 0.0L);
-  std::vector<int> x(lo);
-  for (;;) {
-    long double p = 1;
-    for (const Factor& f : net.factors) {
-      std::int64_t idx = 0;
-      for (int v : f.scope) idx = idx * net.card[v] + x[v];
-      p *= f.table[idx];
-    }
+  for (int v = 0; v < net.num_vars(); ++v) e.joint.emplace_back(net.card[v], 0.0L);
+  for_each_configuration(net, ev, [&](const std::vector<int>& x, long double p) {
     e.z += p;
     e.best = std::max(e.best, p);
-    for (int v = 0; v < n; ++v) e.joint[v][x[v]] += p;
-    int v = n - 1;
-    for (; v >= 0; --v) {
-      if (++x[v] <= hi[v]) break;
-      x[v] = lo[v];
-    }
-    if (v < 0) break;
-  }
+    for (std::size_t v = 0; v < x.size(); ++v) e.joint[v][x[v]] += p;
+  });
   return e;
 }
 
