@@ -308,20 +308,34 @@ def table_order(spec, out_dir, networks):
 
 
 def table_gpus(spec, out_dir):
-    L = ["| case | slices | compute s, 1 GPU | compute s, 2 GPUs | speedup (compute, medians) "
-         "| wall s, 1 -> 2 GPUs | answers equal |", "|---|---|---|---|---|---|---|"]
+    """Slices over one GPU against all GPUs; the optional unconditioned run gives the compute a
+    sliced plan is compared with (sliced compute / unconditioned compute, on one GPU)."""
+    def rows(f):
+        return [r for r in read_tsv(os.path.join(out_dir, f)) if num(r.get("wall_s")) is not None]
+    whole = None
+    L = []
+    if "unconditioned" in spec:
+        w = rows(spec["unconditioned"][0])
+        if w:
+            whole = statistics.median(float(r["compute_s"]) for r in w)
+            L += [f"{spec['unconditioned'][1]}: compute {', '.join(r['compute_s'] for r in w)} s "
+                  f"on one GPU, {w[0]['slices']} slices", ""]
+    L += ["| case | slices | compute s, 1 GPU | compute s, all GPUs | speedup (compute, medians) "
+          "| 1-GPU compute / unconditioned | wall s, 1 -> all GPUs | answers equal |",
+          "|---|---|---|---|---|---|---|---|"]
     for one, two, label in spec["pairs"]:
-        a = [r for r in read_tsv(os.path.join(out_dir, one)) if num(r.get("wall_s")) is not None]
-        b = [r for r in read_tsv(os.path.join(out_dir, two)) if num(r.get("wall_s")) is not None]
+        a, b = rows(one), rows(two)
         if not a or not b:
-            L.append(f"| {label} | not run | | | | | |")
+            L.append(f"| {label} | not run | | | | | | |")
             continue
         ca = [float(r["compute_s"]) for r in a]
         cb = [float(r["compute_s"]) for r in b]
         same = len({r["log10_pr"] for r in a + b}) == 1
+        vs_whole = (f"{statistics.median(ca) / whole:.1f}x"
+                    if whole and label.startswith("linkage_11") else "")
         L.append(f"| {label} | {a[0]['slices']} | {', '.join(f'{x:.3f}' for x in ca)} "
                  f"| {', '.join(f'{x:.3f}' for x in cb)} | {statistics.median(ca) / statistics.median(cb):.2f}x "
-                 f"| {statistics.median(float(r['wall_s']) for r in a):.2f} -> "
+                 f"| {vs_whole} | {statistics.median(float(r['wall_s']) for r in a):.2f} -> "
                  f"{statistics.median(float(r['wall_s']) for r in b):.2f} | {'yes' if same else '**no**'} |")
     return L
 
