@@ -114,6 +114,12 @@ void drain(int& fd, std::string& buf) {
   }
 }
 
+void wait_for_output(const std::vector<int>& fds, int ms) {
+  std::vector<pollfd> p;
+  for (int fd : fds) p.push_back({fd, POLLIN, 0});
+  ::poll(p.data(), p.size(), ms);
+}
+
 std::vector<RankSlot> gather_ranks(const BatchOptions& opt) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const gpu::DeviceInfo info = opt.gpu_jobs != 0 ? gpu::probe() : gpu::DeviceInfo{};
@@ -194,11 +200,18 @@ int run_batch_rank(const BatchOptions& opt) {
   const std::string self = fs::read_symlink("/proc/self/exe").string();
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
+  std::signal(SIGPIPE, SIG_IGN);  // a device worker that died: its write fails, it is reaped
   struct Child {
     int uid = 0, fd = -1;
+    int in_fd = -1;  // a device worker's input (kFeed, kClose)
     std::string buf;
   };
   std::map<pid_t, Child> children;
+  auto by_uid = [&](int uid) -> Child* {
+    for (auto& [pid, c] : children)
+      if (c.uid == uid) return &c;
+    return nullptr;
+  };
   auto forward = [](Child& c) {
     drain(c.fd, c.buf);
     const auto nl = c.buf.rfind('\n');
@@ -218,15 +231,31 @@ int run_batch_rank(const BatchOptions& opt) {
       const auto m = nlohmann::json::parse(dist::receive(from, tag));
       if (tag == kStop) {
         stop = true;
+        for (auto& [pid, c] : children)  // device workers end at the end of their input
+          if (c.in_fd >= 0) ::close(c.in_fd), c.in_fd = -1;
       } else if (tag == kTerm) {
         for (auto& [pid, c] : children) ::kill(pid, SIGTERM);
+      } else if (tag == kFeed) {  // a worker gone already: its kExit tells rank 0
+        if (Child* c = by_uid(m["uid"]); c && c->in_fd >= 0) {
+          const std::string line = m["line"];
+          if (::write(c->in_fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+            ::close(c->in_fd);
+            c->in_fd = -1;
+          }
+        }
+      } else if (tag == kClose) {
+        if (Child* c = by_uid(m["uid"]); c && c->in_fd >= 0) {
+          ::close(c->in_fd);
+          c->in_fd = -1;
+        }
       } else if (tag == kSpawn) {
         Child c;
         c.uid = m["uid"];
         auto args = m["args"].get<std::vector<std::string>>();
         args[0] = self;
-        const pid_t pid = spawn_child(self, args, m["out"], &c.fd, m["log"], m["threads"],
-                                      m["order_cache"], m["gpu_device"]);
+        const pid_t pid =
+            spawn_child(self, args, m["out"], &c.fd, m["log"], m["threads"], m["order_cache"],
+                        m["gpu_device"], m.value("serve", false) ? &c.in_fd : nullptr);
         if (pid < 0)  // as a child that could not exec
           dist::send(0, kExit, nlohmann::json{{"uid", c.uid}, {"status", 127 << 8}}.dump());
         else
@@ -244,11 +273,17 @@ int run_batch_rank(const BatchOptions& opt) {
         if (!c.buf.empty())
           dist::send(0, kLine, nlohmann::json{{"uid", c.uid}, {"text", c.buf + "\n"}}.dump());
         dist::send(0, kExit, nlohmann::json{{"uid", c.uid}, {"status", wstatus}}.dump());
+        if (c.in_fd >= 0) ::close(c.in_fd);
         children.erase(it);
       }
       continue;
     }
-    if (!busy) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (!busy) {
+      std::vector<int> fds;
+      for (const auto& [pid, c] : children)
+        if (c.fd >= 0) fds.push_back(c.fd);
+      wait_for_output(fds, 2);
+    }
   }
   return 0;
 }

@@ -157,6 +157,8 @@ void Batch::draw_progress(int running) {
 }
 
 void Batch::write_summary() {
+  summary_due_ = false;
+  summary_written_ = clock_type::now();
   std::ostringstream t;
   t << "id\tkind\tstatus\tanswer\tseconds\twhere\terror" << (opt_.verify > 0 ? "\tverify" : "")
     << '\n';
@@ -184,6 +186,7 @@ void Batch::print_json(int ok, int failed) {
                       {"probe_seconds", probe_seconds_},
                       {"order_searches", order_searches_},
                       {"wall_seconds", wall_seconds_},
+                      {"sizing_seconds", sizing_seconds_},
                       {"ideal_seconds", ideal_schedule().seconds},
                       {"ranks", ranks_.size()},
                       {"verify",

@@ -61,8 +61,8 @@ void Batch::probe_all() {
   std::map<std::string, std::size_t> first;  // plans not estimated yet: their first job
   for (std::size_t i = 0; i < states_.size(); ++i) {
     const JobState& s = states_[i];
-    if (s.status == Status::Pending && !s.probed && s.options.parsed && s.job.kind == "pe" &&
-        !probed_.count(plan_key(s)))
+    if (s.status == Status::Pending && !s.probed && !s.awaiting_search && s.options.parsed &&
+        s.job.kind == "pe" && !probed_.count(plan_key(s)))
       first.emplace(plan_key(s), i);
   }
   if (first.size() > 1) {
@@ -85,7 +85,24 @@ void Batch::probe_all() {
     probe_seconds_ += std::chrono::duration<double>(clock_type::now() - t0).count();
   }
   for (auto& s : states_)
-    if (s.status == Status::Pending && !s.probed) probe(s);
+    if (s.status == Status::Pending && !s.probed && !s.awaiting_search) probe(s);
+}
+
+void Batch::size_by_searches() {
+  if (ranks_[0].gpu_slots == 0 || opt_.no_share) return;
+  for (auto& s : states_)
+    s.awaiting_search = s.status == Status::Pending && !s.probed && s.options.parsed &&
+                        s.options.groupable && s.job.kind == "pe" && !s.solo &&
+                        !(s.options.device_given && s.options.device() == "cpu");
+}
+
+void Batch::sort_order() {
+  std::stable_sort(order_.begin(), order_.end(), [&](std::size_t a, std::size_t b) {
+    return states_[a].flops > states_[b].flops;
+  });
+  position_.resize(states_.size());
+  for (std::size_t k = 0; k < order_.size(); ++k) position_[order_[k]] = k;
+  next_ = 0;  // launch_on skips what is no longer pending
 }
 
 bool Batch::wants_gpu(const JobState& s) const {
@@ -108,8 +125,9 @@ bool Batch::start_order_search(RankSlot& k) {
   std::set<std::string> due;  // plans whose order is not searched yet
   for (std::size_t q = next_; q < order_.size(); ++q) {
     const JobState& c = states_[order_[q]];
-    if (c.status != Status::Pending || c.solo || !c.options.groupable || !wants_gpu(c) ||
-        c.flops < opt_.gpu_wait_flops || searched_.count(plan_key(c)))
+    if (c.status != Status::Pending || c.solo || !c.options.groupable ||
+        !(c.awaiting_search || (wants_gpu(c) && c.flops >= opt_.gpu_wait_flops)) ||
+        searched_.count(plan_key(c)))
       continue;
     if (due.insert(plan_key(c)).second && first == kNone) first = order_[q];
   }
@@ -136,10 +154,16 @@ bool Batch::start_order_search(RankSlot& k) {
   u.uid = ++uids_;
   const fs::path answer = out_ / "partial" / ("order-search-" + s.job.id + ".json");
   u.search_answer = answer;
+  // It sees the one GPU its jobs' device workers see (each sees its own): starting the driver
+  // on every GPU of the machine would cost it a fraction of a second per GPU.
   u.pid = spawn_child(self_, args, answer.string(), nullptr, log.string(), threads,
-                      (out_ / "order-cache").string(), -1);
+                      (out_ / "order-cache").string(), k.devices.empty() ? -1 : k.devices[0]);
   searched_.insert(u.search_key);
-  if (u.pid <= 0) return false;  // its jobs search their order themselves
+  if (u.pid <= 0) {  // its jobs search their order themselves (and are probed)
+    for (auto& c : states_)
+      if (c.awaiting_search && plan_key(c) == u.search_key) c.awaiting_search = false;
+    return false;
+  }
   searching_.insert(u.search_key);
   occupy(u, +1);
   ++order_searches_;
@@ -151,6 +175,14 @@ void Batch::reap_order_search(const Unit& u, int wstatus) {
   searching_.erase(u.search_key);
   const double secs = std::chrono::duration<double>(clock_type::now() - u.start).count();
   order_search_seconds_ += secs;
+  read_search_estimate(u, wstatus);
+  // Its jobs are sized now: by the search's estimate, or (when there is none) by a probe.
+  for (auto& s : states_)
+    if (s.awaiting_search && plan_key(s) == u.search_key) s.awaiting_search = false;
+  sort_order();
+}
+
+void Batch::read_search_estimate(const Unit& u, int wstatus) {
   if (!(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0)) {
     if (!g_signal)
       spdlog::warn(
@@ -171,6 +203,7 @@ void Batch::reap_order_search(const Unit& u, int wstatus) {
       if (s.status == Status::Pending && plan_key(s) == u.search_key) {
         s.memory = memory;
         s.flops = flops;
+        s.probed = true;
       }
   } catch (const std::exception& e) {
     spdlog::debug("order search {}: no estimate read ({})", u.search_answer.string(), e.what());

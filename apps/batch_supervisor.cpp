@@ -7,6 +7,7 @@ namespace kinfer::app {
 namespace supervisor {
 
 int Batch::run() {
+  t0_ = clock_type::now();  // the wall the batch reports counts its start too
   ranks_ = gather_ranks(opt_);  // every rank's offer (first: the other ranks wait for it)
   auto jobs = io::read_manifest(opt_.manifest);  // validated before anything runs
   out_ = fs::absolute(opt_.out.empty()
@@ -46,16 +47,13 @@ int Batch::run() {
   self_ = fs::read_symlink("/proc/self/exe").string();
   std::signal(SIGPIPE, SIG_IGN);  // a device worker that died: its write fails, it is reaped
   start_device_workers_early();   // their GPUs open while the jobs are sized
+  size_by_searches();
   probe_all();
-  std::stable_sort(order_.begin(), order_.end(), [&](std::size_t a, std::size_t b) {
-    return states_[a].flops > states_[b].flops;
-  });
-  position_.resize(states_.size());
-  for (std::size_t k = 0; k < order_.size(); ++k) position_[order_[k]] = k;
+  sort_order();
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   tty_ = ::isatty(STDERR_FILENO);
-  t0_ = clock_type::now();
+  sizing_seconds_ = std::chrono::duration<double>(clock_type::now() - t0_).count();
   loop();
   write_summary();
   if (tty_) std::fprintf(stderr, "\n");
@@ -67,8 +65,10 @@ int Batch::run() {
   }
   spdlog::info("batch: {} ok, {} failed, {} not finished; results in {}", ok, failed, interrupted,
                out_.string());
-  spdlog::info("batch: {:.2f} s spent estimating plans in this process before starting jobs",
-               probe_seconds_);
+  spdlog::info(
+      "batch: {:.2f} s from the start to the first job ({:.2f} s estimating plans in this "
+      "process)",
+      sizing_seconds_, probe_seconds_);
   if (device_workers_started_)
     spdlog::info("batch: {} device worker(s) ran the GPU jobs, each GPU opened once",
                  device_workers_started_);
@@ -101,7 +101,7 @@ int Batch::run() {
 bool Batch::start(Unit& u, const std::vector<std::string>& args, const std::string& out_path,
                   const fs::path& log, int threads) {
   u.uid = ++uids_;
-  if (u.gpu) {  // the rank's GPU with the fewest jobs
+  if (u.gpu && u.gpu_device < 0) {  // the rank's GPU with the fewest jobs
     const RankSlot& k = ranks_[u.rank];
     std::size_t e = 0;
     for (std::size_t i = 1; i < k.devices.size(); ++i)
@@ -119,7 +119,8 @@ bool Batch::start(Unit& u, const std::vector<std::string>& args, const std::stri
                             {"log", log.string()},
                             {"threads", threads},
                             {"order_cache", (out_ / "order-cache").string()},
-                            {"gpu_device", u.gpu_device}};
+                            {"gpu_device", u.gpu_device},
+                            {"serve", u.device_worker}};
   dist::send(u.rank, kSpawn, m.dump());
   u.pid = -1;
   return true;
@@ -378,7 +379,7 @@ void Batch::finish(JobState& s, Status st, const std::string& err) {
                    st == Status::Ok ? s.answer : err, ++finished_, states_.size());
     else
       ++finished_;
-    write_summary();
+    summary_due_ = true;  // written by the loop, at most every kSummaryInterval
   }
 }
 
@@ -418,14 +419,14 @@ bool Batch::launch_on(int r) {
   for (std::size_t q = next_; q < order_.size(); ++q) {
     JobState& c = states_[order_[q]];
     if (c.status != Status::Pending) continue;
+    if (c.awaiting_search) continue;  // sized (and its order found) by its search ahead
     if (!c.probed) probe(c);
     if (c.status != Status::Pending) continue;
     if (c.avoid_rank == r && ranks_.size() > 1) continue;
     if (k.gpu_running > 0 && k.gpu_running >= k.gpu_slots && wants_gpu(c) &&
         c.flops >= opt_.gpu_wait_flops)
       continue;
-    if (r == 0 && wants_gpu(c) && c.flops >= opt_.gpu_wait_flops && order_being_searched(c))
-      continue;
+    if (wants_gpu(c) && c.flops >= opt_.gpu_wait_flops && order_being_searched(c)) continue;
     idx = order_[q];
     break;
   }
@@ -450,8 +451,8 @@ bool Batch::launch_on(int r) {
   int threads = std::max(1, k.cores / concurrent);
   if (s.options.threads() > 0) threads = s.options.threads();
   const bool gpu = wants_gpu(s) && k.gpu_running < k.gpu_slots;
-  if (gpu && r == 0 && !opt_.no_share && !s.solo) {
-    dispatch(idx, threads);
+  if (gpu && !opt_.no_share && !s.solo) {
+    dispatch(idx, threads, r);
     return true;
   }
   if (g.size() > 1)
@@ -461,29 +462,30 @@ bool Batch::launch_on(int r) {
   return true;
 }
 
-void Batch::dispatch(std::size_t idx, int threads) {
+void Batch::dispatch(std::size_t idx, int threads, int r) {
   JobState& s = states_[idx];
-  const RankSlot& k = ranks_[0];
+  const RankSlot& k = ranks_[r];
   std::size_t e = 0;
   for (std::size_t i = 1; i < k.devices.size(); ++i)
     if (k.on_device[i] < k.on_device[e]) e = i;
   const int device = k.devices.empty() ? 0 : k.devices[e];
   Unit* w = nullptr;
   for (auto& u : units_)
-    if (u.device_worker && u.in_fd >= 0 && u.current == kNone && u.gpu_device == device) {
+    if (u.device_worker && u.rank == r && u.accepting && u.current == kNone &&
+        u.gpu_device == device) {
       w = &u;
       break;
     }
-  if (!w) w = start_device_worker(device, threads);
+  if (!w) w = start_device_worker(r, device, threads);
   std::vector<std::string> args = job_args(s, true);
   args.erase(args.begin());  // the executable: the worker runs the rest in itself
   write_log_header(out_ / "logs" / (s.job.id + ".log"), "job " + s.job.id + " (device worker)",
                    args);
   const std::string line =
       nlohmann::json{{"id", s.job.id}, {"args", args}, {"threads", threads}}.dump() + "\n";
-  if (!w || ::write(w->in_fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+  if (!w || !feed(*w, line)) {
     s.solo = true;  // no worker to take it (it could not start, or died): a process of its own
-    launch(idx, threads, true, 0);
+    launch(idx, threads, true, r);
     return;
   }
   w->current = idx;
@@ -494,51 +496,77 @@ void Batch::dispatch(std::size_t idx, int threads) {
   s.pid = w->pid;
   s.status = Status::Running;
   s.start = w->start;
-  s.where = where_of(0) + ":gpu" + std::to_string(device);
+  s.where = where_of(r) + ":gpu" + std::to_string(device);
   note_where(s);
   ++s.attempts;
 }
 
-Batch::Unit* Batch::start_device_worker(int device, int threads) {
+bool Batch::feed(Unit& w, const std::string& line) {
+  if (!w.accepting) return false;
+  if (w.rank != 0) {  // that rank writes it; a worker gone by then is reported by its kExit
+    dist::send(w.rank, kFeed, nlohmann::json{{"uid", w.uid}, {"line", line}}.dump());
+    return true;
+  }
+  return ::write(w.in_fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+}
+
+void Batch::close_input(Unit& w) {
+  w.accepting = false;
+  if (w.rank != 0) {
+    dist::send(w.rank, kClose, nlohmann::json{{"uid", w.uid}}.dump());
+  } else if (w.in_fd >= 0) {
+    ::close(w.in_fd);
+    w.in_fd = -1;
+  }
+}
+
+Batch::Unit* Batch::start_device_worker(int r, int device, int threads) {
   Unit u;
-  u.rank = 0;
+  u.rank = r;
   u.gpu = true;
   u.device_worker = true;
   u.gpu_device = device;
-  u.uid = ++uids_;
   const std::vector<std::string> args = {
       self_, "batch", fs::absolute(opt_.manifest).string(), "--out", out_.string(), "--serve"};
-  const fs::path log = out_ / "logs" / ("device-worker-gpu" + std::to_string(device) + ".log");
+  const std::string name = "device-worker-" + (r > 0 ? "rank" + std::to_string(r) + "-" : "") +
+                           "gpu" + std::to_string(device);
+  const fs::path log = out_ / "logs" / (name + ".log");
   if (!fs::exists(log)) write_log_header(log, "device worker", args);
-  u.pid = spawn_child(self_, args, "", &u.fd, log.string(), threads,
-                      (out_ / "order-cache").string(), device, &u.in_fd);
-  if (u.pid <= 0) return nullptr;
+  if (r == 0) {
+    u.uid = ++uids_;
+    u.pid = spawn_child(self_, args, "", &u.fd, log.string(), threads,
+                        (out_ / "order-cache").string(), device, &u.in_fd);
+    if (u.pid <= 0) return nullptr;
+  } else {
+    if (!start(u, args, "", log, threads)) return nullptr;
+  }
+  u.accepting = true;
   ++device_workers_started_;
   units_.push_back(std::move(u));
   return &units_.back();
 }
 
 void Batch::start_device_workers_early() {
-  const RankSlot& k = ranks_[0];
-  if (k.gpu_slots == 0 || opt_.no_share) return;
+  if (opt_.no_share) return;
   // Before the jobs are sized: any job that may want a GPU (not one that names --device cpu).
   bool gpu_jobs = false;
   for (const auto& s : states_)
     gpu_jobs = gpu_jobs || (s.status == Status::Pending && s.options.parsed &&
                             !(s.options.device_given && s.options.device() == "cpu"));
   if (!gpu_jobs) return;
-  const int n = std::min(k.gpu_slots, static_cast<int>(k.devices.size()));
-  for (int e = 0; e < n; ++e) start_device_worker(k.devices[e], std::max(1, k.cores / n));
+  for (std::size_t r = 0; r < ranks_.size(); ++r) {
+    const RankSlot& k = ranks_[r];
+    const int n = std::min(k.gpu_slots, static_cast<int>(k.devices.size()));
+    for (int e = 0; e < n; ++e)
+      start_device_worker(static_cast<int>(r), k.devices[e], std::max(1, k.cores / n));
+  }
 }
 
 void Batch::release_idle_workers() {
   for (const auto& s : states_)
     if (s.status == Status::Pending) return;
   for (auto& u : units_)
-    if (u.device_worker && u.current == kNone && u.in_fd >= 0) {
-      ::close(u.in_fd);
-      u.in_fd = -1;
-    }
+    if (u.device_worker && u.current == kNone && u.accepting) close_input(u);
 }
 
 void Batch::reap_device_worker(Unit& u, int wstatus) {
@@ -546,6 +574,7 @@ void Batch::reap_device_worker(Unit& u, int wstatus) {
   if (u.fd >= 0) ::close(u.fd);
   if (u.in_fd >= 0) ::close(u.in_fd);
   u.fd = u.in_fd = -1;
+  u.accepting = false;
   if (u.current == kNone) return;
   const std::size_t idx = u.current;
   occupy(u, -1);
@@ -614,7 +643,13 @@ void Batch::loop() {
         if ((started = launch_on(r))) break;
     }
     release_idle_workers();
-    if (units_.empty()) break;
+    if (summary_due_ && clock_type::now() - summary_written_ > kSummaryInterval) write_summary();
+    // Device workers whose input is closed are ending (their GPU's teardown): nothing of the
+    // batch waits for them; they end with this process at the latest.
+    if (std::all_of(units_.begin(), units_.end(), [](const Unit& u) {
+          return u.device_worker && !u.accepting && u.current == kNone;
+        }))
+      break;
     for (auto& u : units_)
       if ((u.group || u.device_worker) && u.rank == 0) read_worker(u);
     bool busy = false;
@@ -641,7 +676,10 @@ void Batch::loop() {
       draw_progress(running);
       last_draw = clock_type::now();
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::vector<int> fds;
+    for (const auto& u : units_)
+      if (u.rank == 0 && u.fd >= 0) fds.push_back(u.fd);
+    wait_for_output(fds, ranks_.size() > 1 ? 2 : 20);
   }
   for (std::size_t r = 1; r < ranks_.size(); ++r) dist::send(static_cast<int>(r), kStop, "{}");
   if (g_signal)

@@ -4,6 +4,7 @@
 // schedules them (batch_supervisor.cpp), sizes and places them (batch_sizing.cpp) and keeps their
 // results, summary and verification (batch_results.cpp). Private to apps/.
 #include <fcntl.h>
+#include <poll.h>
 #include <omp.h>
 #include <signal.h>
 #include <spdlog/sinks/basic_file_sink.h>
@@ -57,6 +58,9 @@ struct JobState {
   double flops = 0;   // the plan's estimated work (pe jobs), for the GPU decision
   int threads = 0;    // the CPU threads it was given (its last start)
   bool probed = false;
+  // Sized by its plan's order search ahead (a GPU candidate on a machine with device workers):
+  // it waits for that search instead of a probe of its own (see size_by_searches).
+  bool awaiting_search = false;
   bool solo = false;  // its group's worker died: run it alone
   pid_t pid = -1;
   clock_type::time_point start;
@@ -68,7 +72,9 @@ struct JobState {
 };
 
 // Messages between rank 0 (the supervisor) and the other ranks of `mpirun kinfer batch`.
-enum Tag : int { kSpawn = 1, kLine = 2, kExit = 3, kTerm = 4, kStop = 5 };
+// kFeed writes a line to a device worker's input, kClose ends its input (a worker spawned with
+// "serve").
+enum Tag : int { kSpawn = 1, kLine = 2, kExit = 3, kTerm = 4, kStop = 5, kFeed = 6, kClose = 7 };
 
 // Forks and execs `exe` with `args`: stdout to the file `out_path` (truncated) or, when it is
 // empty, to a pipe whose read end (non-blocking) is stored in *pipe_fd; stderr appended to
@@ -82,6 +88,11 @@ pid_t spawn_child(const std::string& exe, std::vector<std::string> args,
 
 // Reads what is available on a non-blocking fd into `buf`; closes it (and sets -1) at EOF.
 void drain(int& fd, std::string& buf);
+
+// Waits until one of `fds` (workers' outputs) can be read or `ms` milliseconds have passed: a
+// worker's finished job is taken at once, not at the next tick. Under mpirun the tick is short,
+// for the other ranks' messages (which no fd announces).
+void wait_for_output(const std::vector<int>& fds, int ms);
 
 // What a rank offers the batch: its machine's cores, memory and GPU, shared with the other ranks
 // on the same machine (docs/cluster.md).
@@ -150,8 +161,17 @@ class Batch {
 
   // Every pending job sized at the start, the distinct plans estimated at once on the cores
   // (each search with its share of them), so that a batch of many networks does not wait for
-  // their estimates one after another.
+  // their estimates one after another. Jobs awaiting their search ahead are left to it.
   void probe_all();
+
+  // On a machine whose GPUs take jobs through device workers, a pe job that may run on a GPU is
+  // sized by its plan's order search ahead (start_order_search), which it needs anyway, instead
+  // of a probe's shorter search before it: one search per plan, and the first GPU jobs start as
+  // soon as the first search ends. A job whose search fails is probed as any other.
+  void size_by_searches();
+
+  // order_ again, largest estimated work first (after searches ahead sized more jobs).
+  void sort_order();
 
   // A running child: one job's single command, or a group worker for several pe jobs that name
   // the same network with the same options (they share its compiled plan).
@@ -172,8 +192,9 @@ class Batch {
     fs::path search_answer;  // its --json answer
     int gpu_device = -1;     // gpu: which of its rank's visible GPUs
     // A device worker (run_batch_device_worker): alive for the whole batch, one job at a time
-    // written to its stdin; it occupies a slot only while it runs one.
-    bool device_worker = false;
+    // written to its stdin (rank 0: in_fd; another rank: kFeed to it); it occupies a slot only
+    // while it runs one. `accepting` until its input is closed.
+    bool device_worker = false, accepting = false;
     int in_fd = -1;
     std::size_t current = kNone;
   };
@@ -243,6 +264,8 @@ class Batch {
   // memory without the intermediate tables that live on the device) replace the probe's for
   // the jobs of that plan, so that GPU jobs are not held back by a CPU run's memory.
   void reap_order_search(const Unit& u, int wstatus);
+  // The estimates a successful search ahead printed, for the jobs of its plan.
+  void read_search_estimate(const Unit& u, int wstatus);
 
   // What makes two jobs' plans the same: network, evidence and options.
   static std::string plan_key(const JobState& s);
@@ -253,15 +276,20 @@ class Batch {
   // first.
   bool order_being_searched(const JobState& c) const;
 
-  // A GPU job to a device worker of the GPU with the fewest jobs: an idle one, else a new one.
-  // When no worker can take it, the job runs in a process of its own.
-  void dispatch(std::size_t idx, int threads);
+  // A GPU job to a device worker of rank r's GPU with the fewest jobs: an idle one, else a new
+  // one. When no worker can take it, the job runs in a process of its own.
+  void dispatch(std::size_t idx, int threads, int r);
 
-  // A device worker for GPU `device` (a visible index of rank 0), idle; nullptr when it could
-  // not start. It opens its GPU at once, so that it is ready when its first job comes.
-  Unit* start_device_worker(int device, int threads);
+  // A device worker on rank r for its GPU `device` (a visible index there), idle; nullptr when
+  // it could not start. It opens its GPU at once, so that it is ready when its first job comes.
+  Unit* start_device_worker(int r, int device, int threads);
 
-  // At the batch's start, when jobs will go to device workers: one worker per GPU of rank 0,
+  // Writes one line to a device worker's input (rank 0: its pipe; another rank: kFeed, which
+  // that rank writes); false when the worker cannot take it. close_input ends its input.
+  bool feed(Unit& w, const std::string& line);
+  void close_input(Unit& w);
+
+  // At the batch's start, when jobs will go to device workers: one worker per GPU of each rank,
   // opening its GPU while the first plans' orders are searched.
   void start_device_workers_early();
 
@@ -313,11 +341,18 @@ class Batch {
   int verified_ = 0, verify_mismatches_ = 0, verify_not_run_ = 0;
   std::map<std::string, Estimate> probed_;  // inputs -> the plan's estimates
   double probe_seconds_ = 0;
+  double sizing_seconds_ = 0;  // from the batch's start to its first job (workers, probes)
   double wall_seconds_ = 0;
   int order_searches_ = 0;           // order searches run ahead of GPU jobs
   double order_search_seconds_ = 0;  // their wall seconds, summed
   bool tty_ = false;
   clock_type::time_point t0_;
+  // summary.tsv is rewritten as jobs end, at most every kSummaryInterval (each write is a
+  // durable rename: milliseconds a GPU would wait per job); it is derived from results/, which
+  // --resume reads, so a summary a few jobs behind loses nothing.
+  static constexpr auto kSummaryInterval = std::chrono::milliseconds(500);
+  bool summary_due_ = false;
+  clock_type::time_point summary_written_;
 };
 
 // A rank other than 0 under `mpirun kinfer batch`: starts what rank 0 sends (kSpawn) as child

@@ -4,7 +4,7 @@
 # copies kinfer and the benchmark drivers built in BUILD_DIR (at their paths under the build),
 # the shared libraries they link that such a machine may lack (spdlog, fmt, CLI11, Boost, zlib)
 # into BUNDLE_DIR/lib, the shipped GPU profiles into BUNDLE_DIR/data/profiles (found beside the
-# executable), and a wrapper: BUNDLE_DIR/run apps/kinfer pe NETWORK.
+# executable), and wrappers: BUNDLE_DIR/run apps/kinfer pe NETWORK, or BUNDLE_DIR/kinfer pe NETWORK.
 # Build for such a machine with -Dcuda=enabled -Dmpi=disabled (Open MPI is not there), or with
 # -Dmpi=enabled and carry Open MPI too: scripts/mpi-bundle.sh PREFIX, then source PREFIX/env.sh there.
 set -euo pipefail
@@ -37,4 +37,10 @@ shift
 exec "$here/$prog" "$@"
 RUN
 chmod +x "$out/run"
+# One word for kinfer itself (scripts/bench.py --kinfer BUNDLE_DIR/kinfer).
+cat > "$out/kinfer" <<'KINFER'
+#!/usr/bin/env bash
+exec "$(cd "$(dirname "$0")" && pwd)/run" apps/kinfer "$@"
+KINFER
+chmod +x "$out/kinfer"
 du -sh "$out"

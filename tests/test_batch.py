@@ -193,7 +193,9 @@ def test_plan_sharing(tmp):
             single = single_pe_full_json(os.path.join(tmp, net), os.path.join(tmp, "flip1.evid"))
             with open(os.path.join(out, "results", "flip1.json")) as f:
                 grouped = json.load(f)
-            check(set(grouped) - {"batch_plan"} == set(single)
+            # (memory_limit is there only when a command lowered its limit to the memory
+            # available at that moment, which other processes of the machine move)
+            check(set(grouped) - {"batch_plan", "memory_limit"} == set(single) - {"memory_limit"}
                   and set(grouped["schedule"]) == set(single["schedule"]),
                   f"shared: a grouped job's JSON has the single command's keys "
                   f"({sorted(set(grouped) ^ set(single))})")
