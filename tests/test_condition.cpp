@@ -210,6 +210,42 @@ TEST_CASE("Condition.RealNetworksUnderForcedBudgets", "[engine]") {
   }
 }
 
+TEST_CASE("Condition.DeviceOrderNeverWorseThanStateSpaceOrderConditioned", "[engine]") {
+  // A device objective that prefers orders with large tables (as a GPU's profile does) may find
+  // one that needs far more slices under a device budget than the order of least total state
+  // space: make_conditioned_plan must then take the latter. Its estimated work is at most that
+  // of the state-space order conditioned to fit, computed here independently.
+  const auto ref = references();
+  for (const std::string name : {"Pedigree_11", "pedigree1", "linkage_16"}) {
+    const auto [net, ev] = shared_network(name);
+    PlanOptions lean;
+    lean.keep_tables = false;
+    lean.order.seed = 3;
+    const ConditionedPlan whole = make_conditioned_plan(net, ev, lean);
+    REQUIRE(!whole.conditioned());
+    // room for the inputs and a quarter of the intermediate tables (what conditioning shrinks)
+    const MemoryEstimate& m = whole.plan.memory;
+    const double device = m.input_bytes + m.intermediate_bytes / 4;
+    PlanOptions po = lean;
+    po.order.predict_seconds = [](const OrderStats& st) {
+      return 1e6 * std::exp2(-st.log2_max_table) + 1e-9 * std::exp2(st.log2_total_state);
+    };
+    po.order.predict_key = "test: large tables first";
+    po.device_budget = [device](const Plan&) { return device; };
+    ConditionedPlan cp = make_conditioned_plan(net, ev, po);
+    bool feasible = false;
+    OrderedModel om = order_model(net, ev, lean);
+    const Plan lean_plan = plan_structure(net, ev, lean, om.model, std::move(om.order));
+    const ConditionedPlan lean_fit = condition_to_fit(lean_plan, 0, lean, feasible, device);
+    INFO(name << ": device budget " << device << ", chosen " << cp.cond.slices << " slices, "
+              << cp.cond.flops << " FLOP (" << cp.cond.choice << "); state-space order "
+              << (feasible ? std::to_string(lean_fit.cond.flops) : std::string("does not fit")));
+    CHECK(cp.plan.memory.device_bytes <= device);
+    if (feasible) CHECK(cp.cond.flops <= lean_fit.cond.flops * (1 + 1e-12));
+    CHECK(std::abs(run_cpu(cp, 2) / std::log(10.0) - ref.at(name)) <= 0.006);
+  }
+}
+
 TEST_CASE("Condition.RefusesOnlyWhenConditioningCannotFit", "[engine]") {
   // One factor of 2^16 entries over 16 binary variables: no slice can be smaller than the
   // tables it is cut from, so a limit below the program plus twice that must be refused.
