@@ -827,7 +827,7 @@ Ceilings measure_ceilings(Context& ctx) {
   for (int nf = 1; nf <= 8; ++nf) {
     r.elem_rate_f64[nf] = measure_element_rate<double>(nf, st);
     r.elem_rate_f32[nf] = measure_element_rate<float>(nf, st);
-    r.elem_rate2_f64[nf] = measure_element_rate2(nf, st);
+    r.elem_rate_chunked_f64[nf] = measure_element_rate_chunked(nf, st);
   }
   return r;
 }
