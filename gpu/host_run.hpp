@@ -31,12 +31,13 @@ HostRunResult run_host_bucket(Context& ctx, const BucketShape& shape,
 
 // Ceilings measured on the device, for the roofline: bytes/s of a device-to-device copy
 // (read + write counted), and elements/s of the kernels' inner arithmetic with operands in
-// registers, per number of varying inputs (index 1..8).
+// registers, per number of varying inputs (index 1..8): one term at a time, and in the bucket
+// kernels' chunks of four (measure_element_rate, measure_element_rate_chunked).
 struct Ceilings {
   double bandwidth = 0;
   double elem_rate_f64[9] = {};
   double elem_rate_f32[9] = {};
-  double elem_rate2_f64[9] = {};  // kernel 2's arithmetic (DeviceLimits::kernel)
+  double elem_rate_chunked_f64[9] = {};
   int sm_count = 0;
   double l2_bytes = 0;
 };

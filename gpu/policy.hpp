@@ -28,15 +28,15 @@ constexpr int kMaxCachedVarying = 8;  // the cached kernel's template cases
 constexpr int kMaxTiledVarying = 12;  // the tiled plain kernel's (1-8, 12)
 constexpr int kMaxSlots = 64;         // kernel slots: inputs plus the zero tables that pad NF
 constexpr int kStaticShared = 512;    // static shared memory of every kernel (the exp table)
-// Kernel 7, the one-lane plain kernel: plans of at most kLeanMaxTerms summed configurations per
-// output and kLeanMaxVarying varying inputs (its template cases: at 4 blocks per SM a fourth
-// input spills).
+// The one-lane kernels (LaunchPlan::lean): plans of at most kLeanMaxTerms summed configurations
+// per output and kLeanMaxVarying varying inputs (their template cases: at 4 blocks per SM a
+// fourth input spills).
 constexpr std::int64_t kLeanMaxTerms = 16;
 constexpr int kLeanMaxVarying = 3;
-// Kernel 9's compiled term counts (LaunchPlan::lean_fixed_terms; sum_product.cu's
-// launch_lean9_terms has a case for each).
-// Kernel 9's tile of two outputs is compiled for each of them too (six kernels each, in the
-// binary: its resident size, which the memory accountant's process base counts).
+// The short-sum kernel's compiled term counts (LaunchPlan::lean_fixed_terms;
+// gpu/detail/launch.cuh's launch_short_sum_terms has a case for each). Its tile of two outputs
+// is compiled for each of them too: every case adds kernels to the binary, whose resident size
+// the memory accountant's process base counts.
 constexpr int kLeanFixedTerms[] = {2, 3, 4, 6, 8};
 constexpr bool lean_fixed_terms_compiled(std::int64_t mi) {
   for (int t : kLeanFixedTerms)
@@ -68,10 +68,10 @@ struct FastDiv64 {
   }
 };
 
-// Kernel 9 takes the one-lane buckets it can of up to this many summed configurations (the
-// selector), not the cached kernel's one-lane rule (device call 5: M = 2-12 faster in kernel 9,
-// M = 16 faster cached).
-constexpr std::int64_t kLean9MaxTerms = 12;
+// The selector gives the short-sum kernel the one-lane buckets it takes of up to this many summed
+// configurations, before the cached kernel's one-lane rule (on the H100, linkage buckets of
+// M = 2-12 ran faster in the short-sum kernel, one of M = 16 faster cached).
+constexpr std::int64_t kShortSumMaxTerms = 12;
 
 // What the planner needs to know about the device (read off it by the Context), and the
 // planner's options: a Context uses their defaults unless its creator adjusts them
@@ -83,21 +83,19 @@ struct DeviceLimits {
   int shared_per_sm = 228 * 1024;
   int block_overhead = 1024 + kStaticShared;  // per resident block: reserved + static shared
   // Planner option, not a device property: let the plain kernel share loads over tiles of at
-  // most `max_tile` configurations (kernel 1's tiles were net-neutral on the H100; kernel 5's
-  // tiles of 2, double only, ran the many-input buckets 1.2-1.67x faster); float plans never
-  // tile. tile_fill = false and tile_min_nf = 1 also tile outputs that then leave the device
-  // idle (tests).
+  // most `max_tile` configurations (tiles of 2, double only, ran the many-input buckets
+  // 1.2-1.67x faster on the H100); float plans never tile. tile_fill = false and
+  // tile_min_nf = 1 also tile outputs that then leave the device idle (tests).
   bool tiles = true;
   int max_tile = 2;
   int max_tile_dep = 2;   // varying inputs holding a tile variable (the kernels' template cases)
   int tile_min_nf = 2;    // tiles only for buckets with this many varying inputs or more
   bool tile_fill = true;  // output tiles only where the launch still fills the device
-  // Planner options for the plain kernel (issue 12 part 4): skip the offset
-  // table for inputs that hold every inner summed variable (`direct`); lanes per output: the
-  // most (up to 32) that leave each lane 16 configurations of the inner summed block, reduced
-  // while a lane would sum fewer than `lane_terms` configurations of the whole sum, but not
-  // below `lanes_floor` by that reduction (device call 4: 4 and 64 made the M = 144-512 buckets
-  // 1.14-1.46x faster than the 16-term rule, 32:16).
+  // Planner options for the plain kernel: skip the offset table for inputs that hold every
+  // inner summed variable (`direct`); lanes per output: the most (up to 32) that leave each lane
+  // 16 configurations of the inner summed block, reduced while a lane would sum fewer than
+  // `lane_terms` configurations of the whole sum, but not below `lanes_floor` by that reduction
+  // (4 and 64 made the M = 144-512 buckets 1.14-1.46x faster than the 16-term rule, 32:16).
   bool direct = true;
   int lanes_floor = 4;
   int lane_terms = 64;
@@ -117,26 +115,26 @@ struct DeviceLimits {
   // fresh 25 MB table took 20-50 ms of the host's page faults and odometer on the H100 machine
   // (docs/performance.md).
   double device_fill_bytes = 1 << 20;
-  // Planner option (kernel 7): plain plans of at most 16 summed configurations per output (one
-  // lane) and at most 3 varying inputs run untiled in a kernel compiled for one lane that holds
-  // 4 blocks of 256 per SM (the general one holds 2-3: registers): 1.03-1.22x on those
-  // buckets.
+  // Planner option (the one-lane plain kernel): plain plans of at most 16 summed configurations
+  // per output (one lane) and at most 3 varying inputs run untiled in a kernel compiled for one
+  // lane that holds 4 blocks of 256 per SM (the general one holds 2-3: registers): 1.03-1.22x on
+  // those buckets.
   bool lean = true;
-  // Planner option (kernel 8): a one-lane launch of at least lean_two_min_items outputs gives
-  // each thread two of them (a grid-stride apart: two independent chains of dependent loads per
-  // thread); 0 turns it off.
+  // Planner option (two outputs per thread): a one-lane launch of at least lean_two_min_items
+  // outputs gives each thread two of them (a grid-stride apart: two independent chains of
+  // dependent loads per thread); 0 turns it off.
   std::int64_t lean_two_min_items = std::int64_t{1} << 22;
-  // Planner option (kernel 9): one-lane plans of 1-3 varying inputs and output-table rows of 4
-  // or 8 columns run in kernel 9 (sum_product.cu: terms in chunks of four, the last predicated,
-  // 32-bit page-local indices, vector row loads, a table log) instead of kernel 7/8's one-lane
-  // path; kernel 9's plans of 2, 3, 4, 6 or 8 terms run in kernel 9 compiled for that many (no
-  // chunk loop).
+  // Planner option (the short-sum kernel): one-lane plans of 1-3 varying inputs and output-table
+  // rows of 4 or 8 columns run in the short-sum kernel (gpu/detail/short_sum_kernel.cuh: terms in
+  // chunks of four, the last predicated, 32-bit page-local indices, vector row loads, a table
+  // log) instead of the plain kernel's one-lane path; its plans of 2, 3, 4, 6 or 8 terms run in
+  // the short-sum kernel compiled for that many (no chunk loop).
   bool lean_chunks = true;
-  // Planner option (kernel 9's tile): a one-lane plan with terms compiled in and direct inputs
-  // takes a tile of two outputs (an output variable of two values that some varying input
-  // lacks: that input's loads serve both outputs) when it saves a fifth of the loads.
+  // Planner option (the short-sum kernel's tile): a one-lane plan with terms compiled in and
+  // direct inputs takes a tile of two outputs (an output variable of two values that some varying
+  // input lacks: that input's loads serve both outputs) when it saves a fifth of the loads.
   bool lean_tiles = true;
-  // Planner option (plain kernel and kernel 9): when the bucket's largest input table holds at
+  // Planner option (plain and short-sum kernels): when the bucket's largest input table holds at
   // least reuse_min_bytes and reuse_over_rest times the entries of the output and the other
   // inputs together, and lacks some output variables with at least reuse_near outputs below
   // them, those (up to a product of reuse_max_group values) are enumerated innermost, so that
@@ -205,15 +203,17 @@ struct LaunchPlan {
   int tile_dep = 0;  // varying slots holding a tile variable: the first ones, [0, tile_dep)
   // launch shape
   int lanes_log2 = 0;  // 2^lanes_log2 threads share one output (interleaved m)
-  bool lean = false;   // plain, M <= 16, <= 3 varying, untiled or lean9_tile: the one-lane kernel
-  int outs = 1;        // lean: outputs per thread, a grid-stride apart (kernel 8: 1 or 2)
+  // plain, M <= 16, <= 3 varying, untiled or short_sum_tile: a one-lane kernel
+  bool lean = false;
+  int outs = 1;  // lean: outputs per thread, a grid-stride apart (1 or 2)
   // lean, 1-3 varying inputs, rows of 4 or 8 columns, 32-bit page-local indices: the plan runs
-  // in kernel 9 (double; DeviceLimits::lean_chunks)
+  // in the short-sum kernel (double; DeviceLimits::lean_chunks)
   bool lean_chunks = false;
-  // lean_chunks and Mi one of kLeanFixedTerms: kernel 9 with Mi known at compile time
+  // lean_chunks and Mi one of kLeanFixedTerms: the short-sum kernel with Mi known at compile time
   bool lean_fixed_terms = false;
-  // lean_fixed_terms with a tile of two outputs (kernel 9's tile; DeviceLimits::lean_tiles)
-  bool lean9_tile = false;
+  // lean_fixed_terms with a tile of two outputs (the short-sum kernel's tile;
+  // DeviceLimits::lean_tiles)
+  bool short_sum_tile = false;
   int threads = 256;
   std::int64_t blocks = 1;
   int splits = 1;  // plain: blocks of outputs split over mh (partials combined)

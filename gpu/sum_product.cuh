@@ -41,17 +41,18 @@ void launch_fold(double* child, const double* factor, const FoldArgs& a, cudaStr
 
 // CUDA loads a kernel at its first use (lazy loading, CUDA 12's default), the module's first
 // kernel costing 10-17 ms on an H100 (docs/performance.md): load_module() loads the module (one
-// kernel), load_kernels(p) the kernels p
-// launches, ahead of the run.
+// kernel), load_kernels(p) the kernels p launches, ahead of the run.
 void load_module();
 template <class T>
 void load_kernels(const LaunchPlan& p);
 
 // The compute ceiling of the kernels' arithmetic: elements per second of the inner loop with
-// `nf` operands held in registers (no memory traffic at all). Returns elements/s.
+// `nf` operands held in registers (no memory traffic at all), one term at a time through the
+// canonical (max, sum) pair (gpu/detail/arith_rate.cuh). Returns elements/s.
 template <class T>
 double measure_element_rate(int nf, cudaStream_t stream);
-// The same for kernel 2's arithmetic (double).
-double measure_element_rate2(int nf, cudaStream_t stream);
+// The same for the bucket kernels' inner loops as they run: terms in chunks of four, the finite
+// pair (double).
+double measure_element_rate_chunked(int nf, cudaStream_t stream);
 
 }  // namespace kinfer::gpu

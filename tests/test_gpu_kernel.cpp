@@ -203,11 +203,12 @@ TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
       {"tiles off", [](DeviceLimits& l) { l.tiles = false; }},
       // tiles of 2, 1+ inputs, outputs even where the device idles
       {"tiles forced", [](DeviceLimits& l) { l.tile_fill = false, l.tile_min_nf = 1; }},
-      // one-lane plans (M <= 16, <= 3 varying) in kernel 3, not 7
+      // one-lane plans (M <= 16, <= 3 varying) in the general plain kernel, not the one compiled
+      // for one lane
       {"lean off", [](DeviceLimits& l) { l.lean = false; }},
-      // every one-lane plan two outputs per thread (kernel 8)
+      // every one-lane plan two outputs per thread
       {"lean two from 1", [](DeviceLimits& l) { l.lean_two_min_items = 1; }},
-      // one-lane plans in kernel 7/8, not kernel 9
+      // one-lane plans in the plain kernel compiled for one lane, not the short-sum kernel
       {"lean chunks off", [](DeviceLimits& l) { l.lean_chunks = false; }},
       // outputs reordered for the largest input in every plan
       {"reuse order everywhere",
@@ -242,15 +243,15 @@ TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
         const LaunchPlan plain = make_launch_plan(lay, Variant::plain, DeviceLimits{});
         direct += plain.direct_mask != 0;
         lean += plain.lean;  // on by default
-        // kernel 9 takes them by default (1-3 varying inputs, rows of 4 or 8 columns)
+        // the short-sum kernel takes them by default (1-3 varying inputs, rows of 4 or 8 columns)
         k9 += plain.lean_chunks;
-        DeviceLimits every;  // kernel 8 from one item on, as the setting above
+        DeviceLimits every;  // two outputs per thread from one item on, as the setting above
         every.lean_two_min_items = 1;
         two += make_launch_plan(lay, Variant::plain, every).outs == 2;
-        DeviceLimits forced;  // as "tiles forced": kernel 9's tile on small plans too
+        DeviceLimits forced;  // as "tiles forced": the short-sum kernel's tile on small plans too
         forced.tile_fill = false;
         forced.tile_min_nf = 1;
-        k9_tiled += make_launch_plan(lay, Variant::plain, forced).lean9_tile;
+        k9_tiled += make_launch_plan(lay, Variant::plain, forced).short_sum_tile;
       }
       ++buckets;
     }
@@ -258,8 +259,9 @@ TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
   }
   std::printf(
       "kernel variants: %d of %d buckets have direct inputs (default limits), %d plain plans "
-      "tiled, %d one-lane plans (%d in kernel 9), %d of them with two outputs per thread when "
-      "forced, %d with kernel 9's tile of two outputs when tiles are forced\n",
+      "tiled, %d one-lane plans (%d in the short-sum kernel), %d of them with two outputs per "
+      "thread when "
+      "forced, %d with the short-sum kernel's tile of two outputs when tiles are forced\n",
       direct, buckets, tiled, lean, k9, two, k9_tiled);
   CHECK(direct > 0);
   CHECK(tiled > 0);
@@ -268,9 +270,9 @@ TEST_CASE("GpuKernel.KernelVariantsMatchCpu", "[gpu]") {
   CHECK(two > 0);
 }
 
-TEST_CASE("GpuKernel.Kernel9TileMatchesCpu", "[gpu]") {
-  // Kernel 9's tile of two outputs (one-lane plans, terms compiled in, direct inputs, a binary
-  // output variable some varying input lacks) on random small buckets of binary and ternary
+TEST_CASE("GpuKernel.ShortSumTileMatchesCpu", "[gpu]") {
+  // The short-sum kernel's tile of two outputs (one-lane plans, terms compiled in, direct inputs, a
+  // binary output variable some varying input lacks) on random small buckets of binary and ternary
   // variables, with tiles forced (tiles where the device would idle too), in the plain variant
   // and as the selector runs them.
   const auto force_tiles = [](DeviceLimits& l) { l.tile_fill = false, l.tile_min_nf = 1; };
@@ -292,7 +294,7 @@ TEST_CASE("GpuKernel.Kernel9TileMatchesCpu", "[gpu]") {
     const BucketLayout lay = describe(b.shape, b.scopes);
     if (!lay.unsupported.empty()) continue;
     const LaunchPlan p = make_launch_plan(lay, Variant::plain, forced);
-    if (!p.lean9_tile) continue;
+    if (!p.short_sum_tile) continue;
     INFO("draw " << draws << ": " << p.nf << " varying, " << p.tile_dep << " holding the tile, M "
                  << p.M);
     REQUIRE(check_bucket(b, Variant::plain, Precision::f64, 1e-11, &f64, *ctx) == 2);
@@ -300,16 +302,18 @@ TEST_CASE("GpuKernel.Kernel9TileMatchesCpu", "[gpu]") {
     ++tiled;
     two_dep += p.tile_dep == 2;
   }
-  std::printf("kernel 9's tile: %d buckets (%d with two inputs holding the tile variable), largest "
-              "relative difference %.3g\n",
-              tiled, two_dep, f64.worst);
+  std::printf(
+      "the short-sum kernel's tile: %d buckets (%d with two inputs holding the tile variable), "
+      "largest "
+      "relative difference %.3g\n",
+      tiled, two_dep, f64.worst);
   CHECK(tiled == want);
   CHECK(two_dep > 0);
 }
 
-TEST_CASE("GpuKernel.Kernel9CasesMatchCpu", "[gpu]") {
-  // Kernel 9's four compiled families (every varying input direct or not, output rows of 4 or 8
-  // columns) each on several random one-lane buckets (up to 7 inputs, 2-16 summed
+TEST_CASE("GpuKernel.ShortSumCasesMatchCpu", "[gpu]") {
+  // The short-sum kernel's four compiled families (every varying input direct or not, output rows
+  // of 4 or 8 columns) each on several random one-lane buckets (up to 7 inputs, 2-16 summed
   // configurations), in the plain variant and as the selector runs them.
   std::mt19937_64 rng(909);
   int fam[2][2] = {{0, 0}, {0, 0}};
@@ -334,21 +338,22 @@ TEST_CASE("GpuKernel.Kernel9CasesMatchCpu", "[gpu]") {
     ++n;
     if (fam[0][0] >= want && fam[0][1] >= want && fam[1][0] >= want && fam[1][1] >= want) break;
   }
-  std::printf("kernel 9: mixed/4 %d, mixed/8 %d, direct/4 %d, direct/8 %d buckets, largest "
-              "relative difference %.3g\n",
-              fam[0][0], fam[0][1], fam[1][0], fam[1][1], f64.worst);
+  std::printf(
+      "short-sum kernel: mixed/4 %d, mixed/8 %d, direct/4 %d, direct/8 %d buckets, largest "
+      "relative difference %.3g\n",
+      fam[0][0], fam[0][1], fam[1][0], fam[1][1], f64.worst);
   CHECK(fam[0][0] == want);
   CHECK(fam[0][1] == want);
   CHECK(fam[1][0] == want);
   CHECK(fam[1][1] == want);
 }
 
-TEST_CASE("GpuKernel.Kernel9FixedTermsMatchCpu", "[gpu]") {
-  // Kernel 9 compiled for 2, 3, 4, 6 or 8 terms (the knockout: one exp per losing term), every
-  // varying input direct or not (not: M = 4, 6, 8 only; 2 or 3 terms are one summed variable,
-  // held last), rows of 4 or 8, on random one-lane buckets with many -inf entries (outputs
-  // whose terms are all -inf, or all but one), in the plain variant and as the selector runs
-  // them.
+TEST_CASE("GpuKernel.ShortSumFixedTermsMatchCpu", "[gpu]") {
+  // The short-sum kernel compiled for 2, 3, 4, 6 or 8 terms (the knockout: one exp per losing
+  // term), every varying input direct or not (not: M = 4, 6, 8 only; 2 or 3 terms are one summed
+  // variable, held last), rows of 4 or 8, on random one-lane buckets with many -inf entries
+  // (outputs whose terms are all -inf, or all but one), in the plain variant and as the selector
+  // runs them.
   std::mt19937_64 rng(2311);
   const auto& terms = kLeanFixedTerms;
   constexpr int n_terms = static_cast<int>(std::size(kLeanFixedTerms));
@@ -386,9 +391,10 @@ TEST_CASE("GpuKernel.Kernel9FixedTermsMatchCpu", "[gpu]") {
     for (double v : cpu_result(b.shape, b.inputs())) inf_outputs += std::isinf(v);
     ++n;
   }
-  std::printf("kernel 9, fixed terms (want %d a family; M = 2, 3, 4, 6, 8 x mixed/4, mixed/8, "
-              "direct/4, direct/8):",
-              want);
+  std::printf(
+      "short-sum kernel, fixed terms (want %d a family; M = 2, 3, 4, 6, 8 x mixed/4, mixed/8, "
+      "direct/4, direct/8):",
+      want);
   for (auto& m : fam) std::printf(" [%d %d %d %d]", m[0][0], m[0][1], m[1][0], m[1][1]);
   std::printf(" (%ld outputs -inf), largest relative difference %.3g\n", inf_outputs, f64.worst);
   CHECK(done());

@@ -104,7 +104,7 @@ TEST_CASE("GpuPolicy.PlainTablesReproduceBucket", "[gpu]") {
     REQUIRE(max_error(emulated(b, Variant::plain, DeviceLimits{}, &p), reference(b)) < 1e-10);
     direct += p.direct_mask != 0;
   }
-  // the emulator reads direct inputs at mi, as kernel 2 does: some buckets must have them
+  // the emulator reads direct inputs at mi, as the kernels do: some buckets must have them
   CHECK(direct > 30);
 }
 
@@ -300,7 +300,8 @@ TEST_CASE("GpuPolicy.SelectorExplainsEveryChoice", "[gpu]") {
   CHECK(cached > 0);
   CHECK(plain > 0);
   // two summed configurations, each staged value used once: plain, and the reason says so
-  // (kernel 9 takes it first; without kernel 9 the cached kernel's reuse rule says why not)
+  // (the short-sum kernel takes it first; without the short-sum kernel the cached kernel's reuse
+  // rule says why not)
   BucketShape sh;
   sh.vars = {0, 1};
   sh.card = {1000, 2};
@@ -309,7 +310,7 @@ TEST_CASE("GpuPolicy.SelectorExplainsEveryChoice", "[gpu]") {
   Selection s;
   make_launch_plan(describe(sh, scopes), Variant::automatic, DeviceLimits{}, 8, &s);
   CHECK(s.variant == Variant::plain);
-  CHECK(s.why.find("kernel 9") != std::string::npos);
+  CHECK(s.why.find("short-sum kernel") != std::string::npos);
   DeviceLimits no9;
   no9.lean_chunks = false;
   make_launch_plan(describe(sh, scopes), Variant::automatic, no9, 8, &s);
@@ -332,10 +333,10 @@ TEST_CASE("GpuPolicy.UnsupportedBucketsSayWhy", "[gpu]") {
 }
 
 TEST_CASE("GpuPolicy.TwoOutputsPerThreadCoverTheItems", "[gpu]") {
-  // Kernel 8: a one-lane plan of at least lean_two_min_items items gives each thread two outputs
-  // a grid-stride apart, so its grid covers half the items, rounded up: every item has a thread
-  // (2 x blocks x threads >= items) and the grid has no block too many (the last block's first
-  // thread has an item); below the threshold, or with it 0, one output per thread.
+  // Two outputs per thread: a one-lane plan of at least lean_two_min_items items gives each thread
+  // two outputs a grid-stride apart, so its grid covers half the items, rounded up: every item has
+  // a thread (2 x blocks x threads >= items) and the grid has no block too many (the last block's
+  // first thread has an item); below the threshold, or with it 0, one output per thread.
   std::mt19937_64 rng(23);
   int two = 0;
   for (int i = 0; i < 300; ++i) {
@@ -411,11 +412,11 @@ TEST_CASE("GpuPolicy.BucketSpecsParseAndSayWhatIsWrong", "[gpu]") {
   }
 }
 
-TEST_CASE("GpuPolicy.Kernel9TakesSmallOneLaneSums", "[gpu]") {
-  // The selector gives kernel 9 the double one-lane buckets it takes (1-3 varying inputs, output
-  // rows of <= 8 columns) of up to kLean9MaxTerms terms, and its plans there are the plain
-  // launch with lean_chunks set; with kernel 9 off (lean_chunks false) the other rules decide
-  // and no plan has lean_chunks. Float plans never go to it.
+TEST_CASE("GpuPolicy.ShortSumTakesSmallOneLaneSums", "[gpu]") {
+  // The selector gives the short-sum kernel the double one-lane buckets it takes (1-3 varying
+  // inputs, output rows of <= 8 columns) of up to kShortSumMaxTerms terms, and its plans there are
+  // the plain launch with lean_chunks set; with the short-sum kernel off (lean_chunks false) the
+  // other rules decide and no plan has lean_chunks. Float plans never go to it.
   std::mt19937_64 rng(29);
   int taken = 0, cached_before = 0;
   for (int i = 0; i < 400; ++i) {
@@ -428,14 +429,14 @@ TEST_CASE("GpuPolicy.Kernel9TakesSmallOneLaneSums", "[gpu]") {
     DeviceLimits lim;
     lim.sm_count = 2;  // small buckets fill it: the cached kernel's one-lane rule applies
     const LaunchPlan plain = make_launch_plan(lay, Variant::plain, lim);
-    const bool eligible = plain.lean_chunks && lay.M <= kLean9MaxTerms;
+    const bool eligible = plain.lean_chunks && lay.M <= kShortSumMaxTerms;
     Selection sel;
     const LaunchPlan a = make_launch_plan(lay, Variant::automatic, lim, 8, &sel);
     INFO("bucket " << i << ": M " << lay.M << ", nf " << plain.nf << ", " << sel.why);
     if (eligible) {
       REQUIRE(a.variant == Variant::plain);
       REQUIRE(a.lean_chunks);
-      REQUIRE(sel.why.find("kernel 9") != std::string::npos);
+      REQUIRE(sel.why.find("short-sum kernel") != std::string::npos);
       ++taken;
       DeviceLimits off = lim;
       off.lean_chunks = false;
@@ -444,11 +445,11 @@ TEST_CASE("GpuPolicy.Kernel9TakesSmallOneLaneSums", "[gpu]") {
       REQUIRE_FALSE(o8.lean_chunks);
       cached_before += o8.variant == Variant::cached;
     } else {
-      REQUIRE(sel.why.find("kernel 9") == std::string::npos);
+      REQUIRE(sel.why.find("short-sum kernel") == std::string::npos);
     }
     Selection f32;
     make_launch_plan(lay, Variant::automatic, lim, 4, &f32);
-    REQUIRE(f32.why.find("kernel 9") == std::string::npos);
+    REQUIRE(f32.why.find("short-sum kernel") == std::string::npos);
   }
   CHECK(taken > 20);
   CHECK(cached_before > 0);  // some of them went to the cached kernel's one-lane rule before
@@ -465,7 +466,7 @@ TEST_CASE("GpuPolicy.PlainTilesReproduceBucket", "[gpu]") {
   small.max_tile = 4;  // the planner's tiles of 4 too (no kernel takes them)
   small.max_tile_dep = 16;
   small.tile_min_nf = 1;
-  small.lean = false;  // kernel 7 takes the small sums of <= 3 varying inputs untiled
+  small.lean = false;  // the one-lane kernel takes the small sums of <= 3 varying inputs untiled
   std::mt19937_64 rng(19);
   int out_tiles = 0, sum_tiles = 0;
   for (int i = 0; i < 400; ++i) {
@@ -532,9 +533,9 @@ TEST_CASE("GpuPolicy.KernelTilesReproduceBucket", "[gpu]") {
   CHECK(two > 5);
 }
 
-TEST_CASE("GpuPolicy.Kernel9TileReproducesBucket", "[gpu]") {
-  // Kernel 9's tile of two outputs (one-lane plans, terms compiled in, direct inputs, some
-  // varying input without the tile variable): a binary output variable, the slots holding it
+TEST_CASE("GpuPolicy.ShortSumTileReproducesBucket", "[gpu]") {
+  // The short-sum kernel's tile of two outputs (one-lane plans, terms compiled in, direct inputs,
+  // some varying input without the tile variable): a binary output variable, the slots holding it
   // first and fewer than all of them, and the host walk of the tiled plan reproduces the bucket.
   // The device-fill rule off (a small device), as the kernel test's forced tiles.
   DeviceLimits small;
@@ -557,7 +558,7 @@ TEST_CASE("GpuPolicy.Kernel9TileReproducesBucket", "[gpu]") {
     INFO("bucket " << i << ", tile " << p.tile << ", slots holding it " << p.tile_dep);
     REQUIRE(max_error(out, reference(b)) < 1e-10);
     if (!p.lean) continue;
-    if (!p.lean9_tile) {
+    if (!p.short_sum_tile) {
       untiled += p.lean_fixed_terms;
       REQUIRE(p.tile == 1);
       continue;
@@ -590,7 +591,7 @@ TEST_CASE("GpuPolicy.Kernel9TileReproducesBucket", "[gpu]") {
     const RandomBucket b = random_bucket(rng2, o);
     const BucketLayout lay = describe(b.shape, b.scopes);
     if (!lay.unsupported.empty()) continue;
-    REQUIRE_FALSE(make_launch_plan(lay, Variant::plain, off).lean9_tile);
+    REQUIRE_FALSE(make_launch_plan(lay, Variant::plain, off).short_sum_tile);
   }
 }
 
