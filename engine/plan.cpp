@@ -111,9 +111,8 @@ double network_table_bytes(const Network& net) {
 
 double process_bytes(int threads) {
   // Measured (wait4 peak RSS of `kinfer pe` on networks with tables of a few kB): 10.7 MiB
-  // with 2 threads here, 16 MiB with 16 threads and the CUDA libraries on the GPU machine; the
-  // base raised by 0.5 MiB when kernel 9's tile added its kernels to the binary (the tests'
-  // runs under a limit grew by 0.3-0.9 MiB).
+  // with 2 threads on a 2-core machine, 16 MiB with 16 threads and the CUDA libraries on the GPU
+  // machine; the base includes the GPU kernels' code in the binary (about 0.5 MiB).
   return (10.5 + 0.4 * threads) * 1024 * 1024;
 }
 
