@@ -184,6 +184,17 @@ void Batch::launch(std::size_t idx, int threads, bool gpu, int rank) {
   units_.push_back(std::move(u));
 }
 
+void Batch::occupy_job(Unit& u, std::size_t idx, int sign) {
+  u.memory = states_[idx].memory;
+  occupy(u, sign);
+}
+
+bool Batch::gpu_room(int r) const {
+  const RankSlot& k = ranks_[r];
+  if (opt_.no_share) return k.gpu_running < k.gpu_slots;
+  return k.gpu_running < static_cast<int>(kWorkerDepth) * k.gpu_slots;
+}
+
 void Batch::occupy(const Unit& u, int sign) {
   RankSlot& k = ranks_[u.rank];
   k.running += sign;
@@ -250,9 +261,9 @@ void Batch::read_worker(Unit& u) {
     auto it = index_.find(f[1]);
     if (it == index_.end()) continue;
     JobState& s = states_[it->second];
-    if (u.device_worker && u.current == it->second) {  // the worker is free again
-      occupy(u, -1);
-      u.current = kNone;
+    if (u.device_worker && !u.queued.empty() && u.queued.front() == it->second) {
+      occupy_job(u, it->second, -1);  // its next job (if any) is running now
+      u.queued.pop_front();
       searching_.erase(plan_key(states_[it->second]));
     }
     if (s.status != Status::Running) continue;
@@ -423,8 +434,7 @@ bool Batch::launch_on(int r) {
     if (!c.probed) probe(c);
     if (c.status != Status::Pending) continue;
     if (c.avoid_rank == r && ranks_.size() > 1) continue;
-    if (k.gpu_running > 0 && k.gpu_running >= k.gpu_slots && wants_gpu(c) &&
-        c.flops >= opt_.gpu_wait_flops)
+    if (k.gpu_running > 0 && !gpu_room(r) && wants_gpu(c) && c.flops >= opt_.gpu_wait_flops)
       continue;
     if (wants_gpu(c) && c.flops >= opt_.gpu_wait_flops && order_being_searched(c)) continue;
     idx = order_[q];
@@ -450,7 +460,8 @@ bool Batch::launch_on(int r) {
   // A job's own --threads sets its process's OpenMP threads (OMP_NUM_THREADS at start).
   int threads = std::max(1, k.cores / concurrent);
   if (s.options.threads() > 0) threads = s.options.threads();
-  const bool gpu = wants_gpu(s) && k.gpu_running < k.gpu_slots;
+  const bool gpu = wants_gpu(s) && (s.solo || opt_.no_share ? k.gpu_running < k.gpu_slots
+                                                               : gpu_room(r));
   if (gpu && !opt_.no_share && !s.solo) {
     dispatch(idx, threads, r);
     return true;
@@ -471,11 +482,9 @@ void Batch::dispatch(std::size_t idx, int threads, int r) {
   const int device = k.devices.empty() ? 0 : k.devices[e];
   Unit* w = nullptr;
   for (auto& u : units_)
-    if (u.device_worker && u.rank == r && u.accepting && u.current == kNone &&
-        u.gpu_device == device) {
+    if (u.device_worker && u.rank == r && u.accepting && u.queued.size() < kWorkerDepth &&
+        u.gpu_device == device && (!w || u.queued.size() < w->queued.size()))
       w = &u;
-      break;
-    }
   if (!w) w = start_device_worker(r, device, threads);
   std::vector<std::string> args = job_args(s, true);
   args.erase(args.begin());  // the executable: the worker runs the rest in itself
@@ -488,10 +497,9 @@ void Batch::dispatch(std::size_t idx, int threads, int r) {
     launch(idx, threads, true, r);
     return;
   }
-  w->current = idx;
-  w->memory = s.memory;
+  w->queued.push_back(idx);
   w->start = clock_type::now();
-  occupy(*w, +1);
+  occupy_job(*w, idx, +1);
   if (searched_.insert(plan_key(s)).second) searching_.insert(plan_key(s));
   s.pid = w->pid;
   s.status = Status::Running;
@@ -566,7 +574,7 @@ void Batch::release_idle_workers() {
   for (const auto& s : states_)
     if (s.status == Status::Pending) return;
   for (auto& u : units_)
-    if (u.device_worker && u.current == kNone && u.accepting) close_input(u);
+    if (u.device_worker && u.queued.empty() && u.accepting) close_input(u);
 }
 
 void Batch::reap_device_worker(Unit& u, int wstatus) {
@@ -575,10 +583,20 @@ void Batch::reap_device_worker(Unit& u, int wstatus) {
   if (u.in_fd >= 0) ::close(u.in_fd);
   u.fd = u.in_fd = -1;
   u.accepting = false;
-  if (u.current == kNone) return;
-  const std::size_t idx = u.current;
-  occupy(u, -1);
-  u.current = kNone;
+  if (u.queued.empty()) return;
+  const std::size_t idx = u.queued.front();
+  // The jobs after the one it ran had not started: they wait for another worker.
+  for (std::size_t q = 1; q < u.queued.size(); ++q) {
+    const std::size_t j = u.queued[q];
+    occupy_job(u, j, -1);
+    if (states_[j].status != Status::Running) continue;
+    states_[j].status = Status::Pending;
+    states_[j].pid = -1;
+    --states_[j].attempts;
+    next_ = std::min(next_, position_[j]);
+  }
+  occupy_job(u, idx, -1);
+  u.queued.clear();
   searching_.erase(plan_key(states_[idx]));
   JobState& s = states_[idx];
   if (s.status != Status::Running) return;
@@ -647,7 +665,7 @@ void Batch::loop() {
     // Device workers whose input is closed are ending (their GPU's teardown): nothing of the
     // batch waits for them; they end with this process at the latest.
     if (std::all_of(units_.begin(), units_.end(), [](const Unit& u) {
-          return u.device_worker && !u.accepting && u.current == kNone;
+          return u.device_worker && !u.accepting && u.queued.empty();
         }))
       break;
     for (auto& u : units_)
@@ -672,7 +690,7 @@ void Batch::loop() {
     if (busy) continue;
     if (tty_ && clock_type::now() - last_draw > std::chrono::milliseconds(250)) {
       int running = 0;
-      for (const auto& u : units_) running += !u.device_worker || u.current != kNone;
+      for (const auto& u : units_) running += u.device_worker ? u.queued.size() : 1;
       draw_progress(running);
       last_draw = clock_type::now();
     }

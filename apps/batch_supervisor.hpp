@@ -18,6 +18,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -191,14 +192,24 @@ class Batch {
     std::string search_key;
     fs::path search_answer;  // its --json answer
     int gpu_device = -1;     // gpu: which of its rank's visible GPUs
-    // A device worker (run_batch_device_worker): alive for the whole batch, one job at a time
-    // written to its stdin (rank 0: in_fd; another rank: kFeed to it); it occupies a slot only
-    // while it runs one. `accepting` until its input is closed.
+    // A device worker (run_batch_device_worker): alive for the whole batch, its jobs written to
+    // its stdin (rank 0: in_fd; another rank: kFeed to it), at most kWorkerDepth at a time: the
+    // one it runs and the next, which it reads as soon as the first is done (while the first's
+    // result is written), so that its GPU does not wait for the batch's answer. `queued`: the
+    // jobs written and not reported yet, the running one first; each occupies a slot.
+    // `accepting` until its input is closed.
     bool device_worker = false, accepting = false;
     int in_fd = -1;
-    std::size_t current = kNone;
+    std::deque<std::size_t> queued;
   };
   static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+  static constexpr std::size_t kWorkerDepth = 2;
+
+  // Whether rank r can take one more GPU job now: a free GPU slot, or (device workers) room in
+  // a worker's queue.
+  bool gpu_room(int r) const;
+  // A unit's slot, with the memory of one of its jobs (a device worker's differ).
+  void occupy_job(Unit& u, std::size_t idx, int sign);
 
   // Starts `args` on rank u.rank: here, or by a message to that rank's executor
   // (run_batch_rank). stdout to `out_path`, or a pipe (u.fd) when it is empty.
