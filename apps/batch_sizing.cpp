@@ -96,44 +96,6 @@ void Batch::size_by_searches() {
                         !(s.options.device_given && s.options.device() == "cpu");
 }
 
-bool Batch::start_early_searches() {
-  if (opt_.no_share || !gpu::likely_present()) return false;
-  RankSlot k;
-  k.host = dist::host();
-  k.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  k.slots = opt_.jobs > 0 ? opt_.jobs : k.cores;
-  k.budget = opt_.max_memory > 0 ? opt_.max_memory : default_max_memory_bytes();
-  k.gpu_slots = 1;
-  k.devices = {0};
-  k.on_device = {0};
-  ranks_ = {k};
-  size_by_searches();
-  bool any = false;
-  while (start_order_search(ranks_[0])) any = true;
-  return any;
-}
-
-void Batch::end_early_searches(bool keep) {
-  if (keep) return;
-  // No usable GPU after all: the searches sized plans for one; every job is sized as a CPU job.
-  for (auto it = units_.begin(); it != units_.end();) {
-    if (it->search_key.empty()) {
-      ++it;
-      continue;
-    }
-    ::kill(it->pid, SIGKILL);
-    ::waitpid(it->pid, nullptr, 0);
-    std::error_code ec;
-    fs::remove(it->search_answer, ec);
-    occupy(*it, -1);
-    it = units_.erase(it);
-  }
-  searched_.clear();
-  searching_.clear();
-  order_searches_ = 0;
-  for (auto& s : states_) s.awaiting_search = false;
-}
-
 void Batch::sort_order() {
   std::stable_sort(order_.begin(), order_.end(), [&](std::size_t a, std::size_t b) {
     return states_[a].flops > states_[b].flops;

@@ -8,12 +8,7 @@ namespace supervisor {
 
 int Batch::run() {
   t0_ = clock_type::now();  // the wall the batch reports counts its start too
-  const bool alone = dist::size() == 1;
-  std::future<gpu::DeviceInfo> probing;
-  if (alone && opt_.gpu_jobs != 0)  // while the manifest is read and the first searches start
-    probing = std::async(std::launch::async, [] { return gpu::probe(); });
-  // Under mpirun every rank's offer first: the other ranks wait for it.
-  if (!alone) ranks_ = gather_ranks(opt_);
+  ranks_ = gather_ranks(opt_);  // every rank's offer (first: the other ranks wait for it)
   auto jobs = io::read_manifest(opt_.manifest);  // validated before anything runs
   out_ = fs::absolute(opt_.out.empty()
                           ? fs::path(opt_.manifest).replace_extension("").string() + "-results"
@@ -22,6 +17,7 @@ int Batch::run() {
   fs::create_directories(out_ / "logs");
   fs::create_directories(out_ / "partial");
   fs::create_directories(out_ / "order-cache");
+  budget_ = ranks_[0].budget;  // a pe job's --max-memory (the smallest it may get)
   for (auto& j : jobs) {
     JobState s;
     s.options = parse_job_options(j);
@@ -29,20 +25,6 @@ int Batch::run() {
     states_.push_back(std::move(s));
   }
   adopt_previous_results();
-  for (std::size_t i = 0; i < states_.size(); ++i) order_.push_back(i);
-  self_ = fs::read_symlink("/proc/self/exe").string();
-  if (alone) {
-    const bool early = probing.valid() && start_early_searches();
-    const gpu::DeviceInfo info = probing.valid() ? probing.get() : gpu::DeviceInfo{};
-    std::vector<RankSlot> provisional = std::move(ranks_);
-    ranks_ = gather_ranks(opt_, &info);
-    if (early) {
-      ranks_[0].running = provisional[0].running;  // the searches started
-      ranks_[0].memory = provisional[0].memory;
-      end_early_searches(ranks_[0].gpu_slots > 0 && !opt_.no_share);
-    }
-  }
-  budget_ = ranks_[0].budget;  // a pe job's --max-memory (the smallest it may get)
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
     const RankSlot& k = ranks_[r];
     budget_ = std::min(budget_, k.budget);
@@ -57,9 +39,12 @@ int Batch::run() {
                                                   k.gpu, k.gpu_slots, opt_.gpu_min_flops)
                                     : "GPU " + k.gpu + ": every job runs on the CPU");
   }
-  // The order jobs start in (sort_order): the largest estimated work first (pe jobs by their
-  // plan's FLOPs, lod jobs by estimate_lod_work; unsized ones last, in manifest order), so that
-  // no device or rank is left with a long job at the end while the others wait.
+  // The order jobs start in: the largest estimated work first (every job sized now: pe jobs
+  // by their plan's FLOPs, lod jobs by estimate_lod_work; unsized ones last, in manifest
+  // order), so that no device or rank is left with a long job at the end while the others
+  // wait.
+  for (std::size_t i = 0; i < states_.size(); ++i) order_.push_back(i);
+  self_ = fs::read_symlink("/proc/self/exe").string();
   std::signal(SIGPIPE, SIG_IGN);  // a device worker that died: its write fails, it is reaped
   start_device_workers_early();   // their GPUs open while the jobs are sized
   size_by_searches();

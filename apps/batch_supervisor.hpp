@@ -21,7 +21,6 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
-#include <future>
 #include <iostream>
 #include <limits>
 #include <map>
@@ -111,9 +110,7 @@ struct RankSlot {
 
 // Every rank's offer (collective under mpirun), each machine's cores, memory and GPU jobs divided
 // among the ranks it runs.
-// `probed`: this process's GPUs, when already probed (else probed here).
-std::vector<RankSlot> gather_ranks(const BatchOptions& opt,
-                                   const gpu::DeviceInfo* probed = nullptr);
+std::vector<RankSlot> gather_ranks(const BatchOptions& opt);
 
 // The answer column of the summary: log10 P(e) for pe, the highest total LOD for lod.
 std::string answer_of(const nlohmann::json& j);
@@ -176,13 +173,6 @@ class Batch {
 
   // order_ again, largest estimated work first (after searches ahead sized more jobs).
   void sort_order();
-
-  // One process (no mpirun) on a machine that looks as if it has a GPU: the GPU jobs' order
-  // searches start before the GPUs are probed (the driver's start takes a fraction of a second
-  // per GPU), on a provisional rank of this machine's cores and its first GPU. Returns whether
-  // they did; end_early_searches(false) stops them when the probe finds no usable GPU.
-  bool start_early_searches();
-  void end_early_searches(bool keep);
 
   // A running child: one job's single command, or a group worker for several pe jobs that name
   // the same network with the same options (they share its compiled plan).
