@@ -509,6 +509,7 @@ ConditionedPlan make_conditioned_plan(const Network& net, const Evidence& ev,
     return s;
   }();
   const double limit = opt.max_memory_bytes;
+  const double searched_work = om.order.work;  // 0 when the order came from the cache
   Plan best = plan_structure(net, ev, opt, om.model, std::move(om.order));
   const auto t1 = clock::now();
   const double device =
@@ -543,14 +544,37 @@ ConditionedPlan make_conditioned_plan(const Network& net, const Evidence& ev,
   const auto tb = clock::now();
   spdlog::debug("plan: the best order conditioned to fit in {:.3f} s ({})", secs(ta, tb),
                 a.feasible ? fmt::format("{:.3g} FLOP", a.flops) : std::string("does not fit"));
+  // Candidate 3, for a device whose speed the search predicted (OrderOptions::predict_seconds):
+  // the order the engine's own objective (total state space) finds. The device's objective
+  // favours fewer, larger buckets, and such an order can keep many large tables alive at once:
+  // on linkage_11 the H200's order needs 6.1 GiB where the state-space order needs 1.2 GiB, so
+  // under --gpu-memory 256M the first took 2048 slices (44x its work) and this one 8 (its
+  // compute as short as the unconditioned plan's, BENCHMARKS.md multi-gpu). It gets the effort
+  // the device's search took (at least one nominal core-second, when that order was cached):
+  // the state-space objective predicts the CPU's compute, whose stopping rule would search for
+  // as long as a CPU would compute.
+  Candidate d;
+  const bool search_state_space = device > 0 && static_cast<bool>(opt.order.predict_seconds);
+  if (search_state_space) {
+    const auto td = clock::now();
+    OrderOptions oo = opt.order;
+    oo.predict_seconds = nullptr;
+    oo.predict_key.clear();
+    oo.time_budget = std::min(oo.time_budget, std::max(searched_work, 1.0));
+    OrderResult r = find_order(net.num_vars(), om.model.card, scopes, oo);
+    d = fit(plan_structure(net, ev, opt, om.model, std::move(r)));
+    spdlog::debug("plan: a search by total state space {:.3f} s, conditioned to fit ({})",
+                  secs(td, clock::now()),
+                  d.feasible ? fmt::format("{:.3g} FLOP", d.flops) : std::string("does not fit"));
+  }
   // Candidate 2: the order a search under the limit finds (largest table bounded by it),
-  // conditioned too when its other tables still do not fit. Not searched when candidate 1 costs
-  // at most kConditionedSlack more than the unconditioned order: that search runs over a subset
-  // of the orders the first one searched, with the same effort, so it has little to win, and it
-  // is as long as the first (pedigree50 under 60G on the H100 machine: candidate 1 0.1% over,
-  // and a 0.8 s search under the limit that found no order within it).
+  // conditioned too when its other tables still do not fit. Not searched when candidate 1 or 3
+  // costs at most kConditionedSlack more than the unconditioned order: that search runs over a
+  // subset of the orders the first one searched, with the same effort, so it has little to win,
+  // and it is as long as the first (pedigree50 under 60G on the H100 machine: candidate 1 0.1%
+  // over, and a 0.8 s search under the limit that found no order within it).
   constexpr double kConditionedSlack = 0.05;
-  const bool search_limited = !a.feasible || a.flops > (1 + kConditionedSlack) * unlimited_flops;
+  const bool search_limited = std::min(a.flops, d.flops) > (1 + kConditionedSlack) * unlimited_flops;
   Candidate b;
   if (search_limited) {
     OrderOptions oo = opt.order;
@@ -564,24 +588,6 @@ ConditionedPlan make_conditioned_plan(const Network& net, const Evidence& ev,
     spdlog::debug("plan: a search under the limit {:.3f} s ({}), conditioned to fit {:.3f} s ({})",
                   secs(tb, tc), r.fits ? "found one" : "none fits", secs(tc, clock::now()),
                   b.feasible ? fmt::format("{:.3g} FLOP", b.flops) : std::string("does not fit"));
-  }
-  // Candidate 3, for a device whose speed the search predicted (OrderOptions::predict_seconds):
-  // the order the engine's own objective (total state space) finds. The device's objective
-  // favours fewer, larger buckets, and such an order can keep many large tables alive at once:
-  // on linkage_11 the H200's order needs 6.1 GiB where the state-space order needs 1.2 GiB, so
-  // under --gpu-memory 256M the first took 2048 slices (44x its work).
-  Candidate d;
-  const bool search_state_space = search_limited && device > 0 && opt.order.predict_seconds;
-  if (search_state_space) {
-    const auto td = clock::now();
-    OrderOptions oo = opt.order;
-    oo.predict_seconds = nullptr;
-    oo.predict_key.clear();
-    OrderResult r = find_order(net.num_vars(), om.model.card, scopes, oo);
-    d = fit(plan_structure(net, ev, opt, om.model, std::move(r)));
-    spdlog::debug("plan: a search by total state space {:.3f} s, conditioned to fit ({})",
-                  secs(td, clock::now()),
-                  d.feasible ? fmt::format("{:.3g} FLOP", d.flops) : std::string("does not fit"));
   }
   if (!a.feasible && !b.feasible && !d.feasible) {
     const MemoryEstimate& m = unlimited_memory;
@@ -607,8 +613,8 @@ ConditionedPlan make_conditioned_plan(const Network& net, const Evidence& ev,
     bool tried;
   };
   std::vector<Named> all = {{&a, "best order without a limit", true},
-                            {&b, "order searched under the limit", search_limited},
-                            {&d, "order searched by total state space", search_state_space}};
+                            {&d, "order searched by total state space", search_state_space},
+                            {&b, "order searched under the limit", search_limited}};
   std::size_t w = 0;
   for (std::size_t i = 1; i < all.size(); ++i)
     if (all[i].c->flops < all[w].c->flops) w = i;
@@ -616,23 +622,21 @@ ConditionedPlan make_conditioned_plan(const Network& net, const Evidence& ev,
   std::ostringstream why;
   why << all[w].name << (c.cp.conditioned() ? ", conditioned" : "") << " (estimated " << c.flops
       << " FLOP; ";
-  if (!search_limited) {
-    why << "the order under the limit not searched: this one is within "
-        << fmt::format("{:.0f}% of the order without conditioning, {:+.1f}%)",
-                       100 * kConditionedSlack, 100 * (a.flops / unlimited_flops - 1));
-  } else {
-    bool first = true;
-    for (std::size_t i = 0; i < all.size(); ++i) {
-      if (i == w || !all[i].tried) continue;
-      why << (first ? "" : "; ") << all[i].name << ": ";
-      first = false;
-      if (all[i].c->feasible)
-        why << all[i].c->flops << " FLOP" << (all[i].c->cp.conditioned() ? " conditioned" : "");
-      else
-        why << "does not fit";
-    }
-    why << ")";
+  bool first = true;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (i == w || !all[i].tried) continue;
+    why << (first ? "" : "; ") << all[i].name << ": ";
+    first = false;
+    if (all[i].c->feasible)
+      why << all[i].c->flops << " FLOP" << (all[i].c->cp.conditioned() ? " conditioned" : "");
+    else
+      why << "does not fit";
   }
+  if (!search_limited)
+    why << (first ? "" : "; ") << "the order under the limit not searched: this one is within "
+        << fmt::format("{:.0f}% of the order without conditioning, {:+.1f}%",
+                       100 * kConditionedSlack, 100 * (c.flops / unlimited_flops - 1));
+  why << ")";
   ConditionedPlan cp = std::move(c.cp);
   cp.cond.unconditioned_flops = unlimited_flops;
   cp.cond.unconditioned_peak_bytes = unlimited_peak;
