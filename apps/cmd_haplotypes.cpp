@@ -127,7 +127,7 @@ Result analyse(const Analysis& a, const PlanOptions& po) {
         nlohmann::json rec = nlohmann::json::array();
         for (int i2 : ph.recombinations[side]) {
           rec.push_back(interval(i2));
-          r.recomb += (r.recomb.empty() ? "" : ",") + names[i2] + "-" + names[i2 + 1];
+          r.recomb += (r.recomb.empty() ? "" : ",") + names[i2] + "|" + names[i2 + 1];
         }
         jp[side == 0 ? "paternal" : "maternal"] = std::move(alleles);
         jp[side == 0 ? "paternal_origin" : "maternal_origin"] =

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "test_linkage_support.hpp"
 
@@ -123,38 +124,38 @@ double enumerate_max(const std::vector<Ind>& ped, const Model& mo, long* count =
 // A LINKAGE locus file: an affection locus nobody's status is known at (input locus 1, placed
 // on the map after the first marker when `trait_inside`, else first and unlinked) and the
 // markers m1, m2, ... with recombination fractions `map_theta` between adjacent map positions
-// (from the first marker); and a pre-makeped
-// pedigree file (people named 1, 2, ... in order).
+// (from the first marker); and a pre-makeped pedigree file (people named 1, 2, ... in order).
 void write_input(const TempDir& dir, const std::vector<Ind>& ped, const Model& mo,
                  const std::vector<double>& map_theta, bool trait_inside) {
   const int nm = static_cast<int>(mo.freq.size());
-  std::string dat = std::to_string(nm + 1) + " 0 0 5\n0 0.0 0.0 0\n";
+  std::ostringstream dat;
+  dat << nm + 1 << " 0 0 5\n0 0.0 0.0 0\n";
   if (trait_inside) {
-    dat += "2 1";
-    for (int k = 3; k <= nm + 1; ++k) dat += " " + std::to_string(k);
+    dat << "2 1";
+    for (int k = 3; k <= nm + 1; ++k) dat << ' ' << k;
   } else {
-    for (int k = 1; k <= nm + 1; ++k) dat += std::to_string(k) + " ";
+    for (int k = 1; k <= nm + 1; ++k) dat << k << ' ';
   }
-  dat += "\n1 2\n0.999 0.001\n1\n0.0 1.0 1.0\n";
+  dat << "\n1 2\n0.999 0.001\n1\n0.0 1.0 1.0\n";
+  dat.precision(17);
   for (int k = 0; k < nm; ++k) {
-    dat += "3 " + std::to_string(mo.freq[k].size()) + " # m" + std::to_string(k + 1) + "\n";
-    for (double f : mo.freq[k]) dat += std::to_string(f) + " ";
-    dat += "\n";
+    dat << "3 " << mo.freq[k].size() << " # m" << k + 1 << "\n";
+    for (double f : mo.freq[k]) dat << f << ' ';
+    dat << "\n";
   }
-  dat += "0 0\n";
-  if (!trait_inside) dat += "0.5 ";  // the trait, first on the map, unlinked
-  for (double t : map_theta) dat += std::to_string(t) + " ";
-  dat += "\n1 0.1 0.45\n";
-  write_text(dir / "h.dat", dat);
-  std::string text;
+  dat << "0 0\n";
+  if (!trait_inside) dat << "0.5 ";  // the trait, first on the map, unlinked
+  for (double t : map_theta) dat << t << ' ';
+  dat << "\n1 0.1 0.45\n";
+  write_text(dir / "h.dat", dat.str());
+  std::ostringstream text;
   for (std::size_t i = 0; i < ped.size(); ++i) {
     const Ind& x = ped[i];
-    text += "1 " + std::to_string(i + 1) + " " + std::to_string(x.father + 1) + " " +
-            std::to_string(x.mother + 1) + " " + std::to_string(x.sex) + " 0";
-    for (auto [a, b] : x.typed) text += " " + std::to_string(a) + " " + std::to_string(b);
-    text += "\n";
+    text << "1 " << i + 1 << ' ' << x.father + 1 << ' ' << x.mother + 1 << ' ' << x.sex << " 0";
+    for (auto [a, b] : x.typed) text << ' ' << a << ' ' << b;
+    text << "\n";
   }
-  write_text(dir / "h.pre", text);
+  write_text(dir / "h.pre", text.str());
 }
 
 nlohmann::json haplotypes(const TempDir& dir, std::vector<std::string> extra = {}) {
@@ -195,7 +196,11 @@ nlohmann::json check_against_enumeration(const std::vector<Ind>& ped, const Mode
   const auto j = haplotypes(dir);
   const int nm = static_cast<int>(mo.freq.size());
   REQUIRE(j["markers"].size() == static_cast<std::size_t>(nm));
-  for (int k = 0; k < nm; ++k) CHECK(j["markers"][k] == "m" + std::to_string(k + 1));
+  for (int k = 0; k < nm; ++k) {
+    std::string name = "m";
+    name += std::to_string(k + 1);
+    CHECK(j["markers"][k].get<std::string>() == name);
+  }
   REQUIRE(j["pedigrees"].size() == 1);
   const auto& pj = j["pedigrees"][0];
   REQUIRE(pj["persons"].size() == ped.size());
@@ -257,7 +262,7 @@ TEST_CASE("Haplotypes.ThreeGenerations", "[linkage][apps]") {
                                 {-1, -1, 2, {{1, 1}, {1, 2}}},
                                 {2, 3, 1, {{1, 2}, {2, 3}}},
                                 {2, 3, 2, {{1, 3}, {1, 1}}},
-                                {2, 3, 1, {{1, 2}, {2, 2}}}};
+                                {2, 3, 1, {{1, 2}, {2, 3}}}};
   const Model mo{{{0.5, 0.3, 0.2}, {0.2, 0.3, 0.5}}, {0.15}};
   check_against_enumeration(ped, mo, mo.theta);
 }
@@ -336,7 +341,7 @@ TEST_CASE("Haplotypes.TextOutputAndOutFile", "[linkage][apps]") {
   CHECK_THAT(child[0], Catch::Matches(R"(\s+3\s+paternal\s+1\s+2:M\s+1:M\s+-)"));
   const auto child5 = lines_with(r.out, "  5       paternal");
   REQUIRE(child5.size() == 1);
-  CHECK_THAT(child5[0], Catch::Matches(R"(\s+5\s+paternal\s+1\s+2:M\s+2:P\s+m1-m2)"));
+  CHECK_THAT(child5[0], Catch::Matches(R"(\s+5\s+paternal\s+1\s+2:M\s+2:P\s+m1\|m2)"));
   CHECK_THAT(r.out, Catch::Contains(", 1 recombination\n"));
 }
 
@@ -392,5 +397,32 @@ TEST_CASE("Haplotypes.SexLinkedBundledPedigree", "[linkage][apps]") {
         }
       }
     }
+  }
+}
+
+TEST_CASE("Haplotypes.MerlinInputAsLinkage", "[linkage][apps]") {
+  // data/merlin/loop: the same analysis in MERLIN files and in LINKAGE files (thetas from the
+  // cM positions by Haldane): the same haplotypes.
+  const auto dir = data_dir() / "merlin" / "loop";
+  const ProcessResult m = run_kinfer(
+      {"haplotypes", "-q", "-p", (dir / "loop.ped").string(), "-d", (dir / "loop.dat").string(),
+       "-m", (dir / "loop.map").string(), "-f", (dir / "loop.freq").string(), "--json"});
+  const ProcessResult l =
+      run_kinfer({"haplotypes", "-q", "-p", (dir / "loop.linkage.pre").string(), "-d",
+                  (dir / "loop.linkage.dat").string(), "--json"});
+  INFO(m.err << l.err);
+  REQUIRE(m.rc == 0);
+  REQUIRE(l.rc == 0);
+  const auto jm = nlohmann::json::parse(m.out), jl = nlohmann::json::parse(l.out);
+  REQUIRE(jm["chromosomes"].size() == 1);
+  const auto& c = jm["chromosomes"][0];
+  CHECK(c["chromosome"] == "1");
+  CHECK(c["markers"] == jl["markers"]);
+  REQUIRE(c["pedigrees"].size() == jl["pedigrees"].size());
+  for (std::size_t p = 0; p < jl["pedigrees"].size(); ++p) {
+    const auto &a = c["pedigrees"][p], &b = jl["pedigrees"][p];
+    CHECK(std::abs(a["log10_probability"].get<double>() - b["log10_probability"].get<double>()) <
+          1e-9);
+    CHECK(a["persons"] == b["persons"]);
   }
 }
