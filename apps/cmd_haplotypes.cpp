@@ -90,9 +90,11 @@ Result analyse(const Analysis& a, const PlanOptions& po) {
                                                                 a.pf.path);
     const double log10 = h.ln_pr / kLn10;
     total += log10;
-    if (h.slices > 1)
-      spdlog::info("pedigree {}: the plan was conditioned into {} slices to fit the memory limit",
-                   ped.id, h.slices);
+    spdlog::info("pedigree {}: {} people, width {}, largest table 2^{:.1f}, estimated peak {}{}",
+                 ped.id, ped.people.size(), h.width, h.log2_max_table, human_bytes(h.peak_bytes),
+                 h.slices > 1 ? ", conditioned into " + std::to_string(h.slices) +
+                                    " slices to fit the memory limit"
+                              : std::string());
     // cells: per person and side, per marker "ALLELE" (founders) or "ALLELE:P|M"
     struct Row {
       std::string person, side, parent;
@@ -207,7 +209,6 @@ int run_haplotypes(const HaplotypesOptions& o) {
     throw CLI::ValidationError("-f/--freq", "is for MERLIN-format input, which needs -m MAP");
   check_output_file(o.out, "--out");
   PlanOptions po;
-  po.order.heuristic = OrderHeuristic::MinFill;
   try {
     po.max_memory_bytes = within_available_memory(
         o.max_memory.empty() ? default_max_memory_bytes() : parse_size(o.max_memory),
@@ -246,9 +247,9 @@ int run_haplotypes(const HaplotypesOptions& o) {
       j["chromosomes"] = std::move(chromosomes);
     }
     j["ties"] =
-        "the max-product traceback's (lowest values first, per bucket of the min-fill "
-        "elimination order), then each founder's haplotypes ordered so that the paternal allele "
-        "is the smaller at the founder's first heterozygous marker";
+        "the max-product traceback's (lowest values first, per bucket of the elimination "
+        "order, which is deterministic), then each founder's haplotypes ordered so that the "
+        "paternal allele is the smaller at the founder's first heterozygous marker";
     out = j.dump(2) + "\n";
   } else {
     out = text;
