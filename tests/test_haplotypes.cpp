@@ -23,7 +23,11 @@ struct Ind {
 
 struct Model {
   std::vector<std::vector<double>> freq;  // per marker
-  std::vector<double> theta;              // between adjacent markers (both sexes)
+  std::vector<double> theta;              // between adjacent markers (both sexes, or male)
+  std::vector<double> female = {};        // female thetas when they differ (empty: theta)
+  double between(int side, int k) const {  // meioses of the father (0) or the mother (1)
+    return side == 1 && !female.empty() ? female[k] : theta[k];
+  }
 };
 
 // One phased configuration: per person and marker the paternal and maternal allele and, for
@@ -64,7 +68,7 @@ double probability(const std::vector<Ind>& ped, const Model& mo, const Config& c
           w *= 0.5;
         } else {
           const int prev = side == 0 ? c.spat[i][k - 1] : c.smat[i][k - 1];
-          w *= prev == sel[side] ? 1 - mo.theta[k - 1] : mo.theta[k - 1];
+          w *= prev == sel[side] ? 1 - mo.between(side, k - 1) : mo.between(side, k - 1);
         }
       }
     }
@@ -109,8 +113,8 @@ double enumerate_max(const std::vector<Ind>& ped, const Model& mo, long* count =
         if (!fits(x, k, p, m)) continue;
         double t = 0.25;
         if (k > 0) {
-          const double th = mo.theta[k - 1];
-          t = (sp == c.spat[i][k - 1] ? 1 - th : th) * (sm == c.smat[i][k - 1] ? 1 - th : th);
+          const double tp = mo.between(0, k - 1), tm = mo.between(1, k - 1);
+          t = (sp == c.spat[i][k - 1] ? 1 - tp : tp) * (sm == c.smat[i][k - 1] ? 1 - tm : tm);
         }
         c.pat[i][k] = p, c.mat[i][k] = m, c.spat[i][k] = sp, c.smat[i][k] = sm;
         visit(k, i + 1, w * t);
@@ -143,9 +147,13 @@ void write_input(const TempDir& dir, const std::vector<Ind>& ped, const Model& m
     for (double f : mo.freq[k]) dat << f << ' ';
     dat << "\n";
   }
-  dat << "0 0\n";
+  dat << (mo.female.empty() ? "0 0\n" : "2 0\n");
   if (!trait_inside) dat << "0.5 ";  // the trait, first on the map, unlinked
   for (double t : map_theta) dat << t << ' ';
+  if (!mo.female.empty()) {  // sex difference 2: the second line is female (no trait inside)
+    dat << "\n0.5 ";
+    for (double t : mo.female) dat << t << ' ';
+  }
   dat << "\n1 0.1 0.45\n";
   write_text(dir / "h.dat", dat.str());
   std::ostringstream text;
@@ -238,6 +246,18 @@ TEST_CASE("Haplotypes.NuclearFamilyThreeMarkers", "[linkage][apps]") {
                                 {0, 1, 1, {{0, 0}, {0, 0}, {0, 0}}}};
   const Model mo{{{0.2, 0.3, 0.5}, {0.4, 0.35, 0.25}, {0.6, 0.4}}, {0.1, 0.2}};
   check_against_enumeration(ped, mo, mo.theta);
+}
+
+TEST_CASE("Haplotypes.SexSpecificThetas", "[linkage][apps]") {
+  // male theta 0.02, female 0.3 (sex difference 2): the father's meioses use the first.
+  const std::vector<Ind> ped = {{-1, -1, 1, {{1, 2}, {1, 2}, {1, 2}}},
+                                {-1, -1, 2, {{1, 2}, {1, 2}, {1, 2}}},
+                                {0, 1, 1, {{1, 1}, {1, 2}, {2, 2}}},
+                                {0, 1, 2, {{1, 2}, {1, 1}, {1, 2}}},
+                                {0, 1, 2, {{2, 2}, {1, 2}, {1, 1}}}};
+  const Model mo{{{0.5, 0.5}, {0.4, 0.6}, {0.7, 0.3}}, {0.02, 0.05}, {0.3, 0.25}};
+  const auto j = check_against_enumeration(ped, mo, mo.theta);
+  CHECK(j["female_theta"][0].get<double>() == Approx(0.3));
 }
 
 TEST_CASE("Haplotypes.TraitBetweenMarkersCombinesTheta", "[linkage][apps]") {
