@@ -446,3 +446,30 @@ TEST_CASE("Haplotypes.MerlinInputAsLinkage", "[linkage][apps]") {
     CHECK(a["persons"] == b["persons"]);
   }
 }
+
+TEST_CASE("Haplotypes.ConditionedUnderMaxMemory", "[linkage][apps]") {
+  // 20 people over three generations, 14 untyped, three 3-allele markers: a plan of about
+  // 26 MiB. Under --max-memory 24M it is conditioned into slices: the same maximum (the
+  // configuration may be another of equal probability).
+  const auto dir = linkage_data_dir() / "variants";
+  const std::vector<std::string> args = {"haplotypes", "-q", "--json", "-p",
+                                         (dir / "haplotypes_untyped.pre").string(), "-d",
+                                         (dir / "haplotypes_untyped.dat").string()};
+  const ProcessResult a = run_kinfer(args);
+  std::vector<std::string> limited = args;
+  limited.insert(limited.end(), {"--max-memory", "24M"});
+  const ProcessResult b = run_kinfer(limited);
+  INFO(a.err << b.err);
+  REQUIRE(a.rc == 0);
+  REQUIRE(b.rc == 0);
+  const auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
+  CHECK(ja["pedigrees"][0]["slices"] == 1);
+  CHECK(jb["pedigrees"][0]["slices"].get<int>() > 1);
+  CHECK(std::abs(ja["log10_probability"].get<double>() - jb["log10_probability"].get<double>()) <
+        1e-9);
+  // far too little: exit 3 with the numbers
+  limited.back() = "12M";
+  const ProcessResult c = run_kinfer(limited);
+  CHECK(c.rc == 3);
+  CHECK_THAT(c.err, Catch::Contains("MiB"));
+}
