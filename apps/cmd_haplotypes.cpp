@@ -196,7 +196,10 @@ std::vector<Analysis> merlin_analyses(const HaplotypesOptions& o) {
   std::vector<Analysis> out;
   for (const std::string& chr : io::merlin_chromosomes(f)) {
     io::MerlinAnalysisInput in = io::merlin_analysis_input(f, model, o.map, chr);
-    for (const auto& n : in.notes) spdlog::info("{}", n);
+    for (const auto& n : in.notes)  // the trait's penetrance: not the haplotypes' business
+      if (n.find("penetrance") == std::string::npos) spdlog::info("{}", n);
+    if (in.x_linked)
+      spdlog::info("chromosome X: X-linked haplotypes (a male carries only his maternal allele)");
     if (in.estimated_frequencies)
       spdlog::info("chromosome {}: allele frequencies counted over all genotyped people", chr);
     out.push_back({chr, std::move(in.loci), std::move(in.peds)});
