@@ -391,6 +391,17 @@ TEST_CASE("Haplotypes.BadInputExitsTwo", "[linkage][apps]") {
             .rc == 2);
   // the locus file given as the pedigree file
   CHECK(run_kinfer({"haplotypes", "--ped", dat, "--dat", ped}).rc == 2);
+  // each marker consistent, but at theta 0 the father passes haplotype 1-1 to one child and
+  // 1-2 to the other, and he is 1/2 at both markers: impossible
+  write_input(dir,
+              {{-1, -1, 1, {{1, 2}, {1, 2}}},
+               {-1, -1, 2, {{1, 1}, {1, 1}}},
+               {0, 1, 1, {{1, 1}, {1, 1}}},
+               {0, 1, 2, {{1, 1}, {1, 2}}}},
+              {{{0.5, 0.5}, {0.5, 0.5}}, {0.0}}, {0.0}, false);
+  r = run_kinfer({"haplotypes", "--ped", ped, "--dat", dat});
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.err, Catch::Contains("no haplotype configuration has a positive probability"));
 }
 
 TEST_CASE("Haplotypes.SexLinkedBundledPedigree", "[linkage][apps]") {
