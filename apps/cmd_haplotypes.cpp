@@ -86,8 +86,8 @@ Result analyse(const Analysis& a, const PlanOptions& po) {
   double total = 0;
   for (std::size_t p = 0; p < a.pf.pedigrees.size(); ++p) {
     const lk::Pedigree& ped = a.pf.pedigrees[p];
-    const lk::PedigreeHaplotypes h = lk::most_likely_haplotypes(ped, reduced[p], chain, po,
-                                                                a.pf.path);
+    const lk::PedigreeHaplotypes h =
+        lk::most_likely_haplotypes(ped, reduced[p], chain, po, a.pf.path);
     const double log10 = h.ln_pr / kLn10;
     total += log10;
     spdlog::info("pedigree {}: {} people, width {}, largest table 2^{:.1f}, estimated peak {}{}",
@@ -106,10 +106,11 @@ Result analyse(const Analysis& a, const PlanOptions& po) {
     for (std::size_t i = 0; i < ped.people.size(); ++i) {
       const lk::Person& q = ped.people[i];
       const lk::PersonHaplotypes& ph = h.people[i];
-      nlohmann::json jp = {{"id", q.id},
-                           {"father", q.founder() ? nlohmann::json() : nlohmann::json(ped.people[q.father].id)},
-                           {"mother", q.founder() ? nlohmann::json() : nlohmann::json(ped.people[q.mother].id)},
-                           {"founder", q.founder()}};
+      nlohmann::json jp = {
+          {"id", q.id},
+          {"father", q.founder() ? nlohmann::json() : nlohmann::json(ped.people[q.father].id)},
+          {"mother", q.founder() ? nlohmann::json() : nlohmann::json(ped.people[q.mother].id)},
+          {"founder", q.founder()}};
       for (int side = 0; side < 2; ++side) {
         const std::vector<int>& al = side == 0 ? ph.paternal : ph.maternal;
         const std::vector<int>& org = side == 0 ? ph.paternal_origin : ph.maternal_origin;
@@ -163,7 +164,8 @@ Result analyse(const Analysis& a, const PlanOptions& po) {
     head += "  recombinations";
     text << head << "\n";
     for (const Row& r : rows) {
-      std::string line = "  " + pad(r.person, wp) + "  " + pad(r.side, 8) + "  " + pad(r.parent, wf);
+      std::string line =
+          "  " + pad(r.person, wp) + "  " + pad(r.side, 8) + "  " + pad(r.parent, wf);
       for (int k = 0; k < nl; ++k) line += "  " + pad(r.cells[k], wc[k]);
       line += "  " + (r.recomb.empty() ? std::string("-") : r.recomb);
       text << line << "\n";
@@ -271,7 +273,8 @@ Runner add_haplotypes(CLI::App& root) {
       "the most likely phased haplotypes of every pedigree over all markers jointly "
       "(multipoint): each person's paternal and maternal alleles, their grandparental origin "
       "and the recombinations (LINKAGE or MERLIN input)");
-  cmd->add_option("-p,--ped", o->ped, "pedigree file: LINKAGE (pre- or post-makeped), or MERLIN's with -m")
+  cmd->add_option("-p,--ped", o->ped,
+                  "pedigree file: LINKAGE (pre- or post-makeped), or MERLIN's with -m")
       ->required();
   cmd->add_option("-d,--dat", o->dat, "LINKAGE locus (data) file, or MERLIN's data file with -m")
       ->required();

@@ -78,21 +78,21 @@ ConditionedPlan plan_mpe(const Network& net, const Evidence& ev, const PlanOptio
     try {
       cp = make_conditioned_plan(net, ev, trial);
     } catch (const ResourceError& e) {
-      throw ResourceError("pedigree " + pedigree + ": " + e.what() +
-                          (attempt > 0 ? " (planning within " + human_bytes(trial.max_memory_bytes) +
-                                             " so that the traceback fits " +
-                                             human_bytes(po.max_memory_bytes) + ")"
-                                       : std::string()));
+      throw ResourceError(
+          "pedigree " + pedigree + ": " + e.what() +
+          (attempt > 0 ? " (planning within " + human_bytes(trial.max_memory_bytes) +
+                             " so that the traceback fits " + human_bytes(po.max_memory_bytes) + ")"
+                       : std::string()));
     }
     const double need = posterior_peak_bytes(cp.plan, false);
     if (!(po.max_memory_bytes > 0) || need <= po.max_memory_bytes) return cp;
     if (attempt + 1 == kAttempts)
-      throw ResourceError(
-          "pedigree " + pedigree + ": the most likely haplotypes need an estimated " +
-          human_bytes(need) + " (every bucket's output kept for the traceback) even conditioned into " +
-          std::to_string(cp.cond.slices) + " slices, above the limit " +
-          human_bytes(po.max_memory_bytes) +
-          ": raise --max-memory or run on a machine with more memory");
+      throw ResourceError("pedigree " + pedigree +
+                          ": the most likely haplotypes need an estimated " + human_bytes(need) +
+                          " (every bucket's output kept for the traceback) even conditioned into " +
+                          std::to_string(cp.cond.slices) + " slices, above the limit " +
+                          human_bytes(po.max_memory_bytes) +
+                          ": raise --max-memory or run on a machine with more memory");
     trial.max_memory_bytes = std::min(trial.max_memory_bytes, cp.plan.memory.peak_bytes) * 0.95 *
                              po.max_memory_bytes / need;
   }
@@ -164,11 +164,14 @@ PedigreeHaplotypes most_likely_haplotypes(const Pedigree& ped,
   };
   read(mpe.assignment);
   double ln = ln_joint(net, mpe.assignment);
-  auto same = [](double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(1.0, std::abs(b)); };
+  auto same = [](double a, double b) {
+    return std::abs(a - b) <= 1e-9 * std::max(1.0, std::abs(b));
+  };
   if (!same(ln, mpe.ln_pr))
-    spdlog::warn("pedigree {}: the traceback's configuration has ln P = {:.12g}, the maximum "
-                 "is {:.12g}",
-                 ped.id, ln, mpe.ln_pr);
+    spdlog::warn(
+        "pedigree {}: the traceback's configuration has ln P = {:.12g}, the maximum "
+        "is {:.12g}",
+        ped.id, ln, mpe.ln_pr);
 
   // The tie rule for founders: their two haplotypes ordered by the first heterozygous marker.
   // Swapping a founder's haplotypes and flipping every selector of the meioses from that
@@ -197,9 +200,10 @@ PedigreeHaplotypes most_likely_haplotypes(const Pedigree& ped,
       ln = ln_swapped;
       out.founders_swapped = true;
     } else {  // not expected: keep the traceback's configuration
-      spdlog::warn("pedigree {}: ordering the founders' haplotypes changed the probability; "
-                   "the traceback's order is kept",
-                   ped.id);
+      spdlog::warn(
+          "pedigree {}: ordering the founders' haplotypes changed the probability; "
+          "the traceback's order is kept",
+          ped.id);
       read(mpe.assignment);
     }
   }

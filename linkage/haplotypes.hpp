@@ -47,7 +47,7 @@ struct PersonHaplotypes {
 
 struct PedigreeHaplotypes {
   std::string pedigree;
-  double ln_pr = 0;  // ln P(configuration, data): the configuration's own probability
+  double ln_pr = 0;   // ln P(configuration, data): the configuration's own probability
   double ln_max = 0;  // ln max over configurations, as the max-product pass computed it
   std::vector<PersonHaplotypes> people;  // in the pedigree's order
   int recombinations = 0;
