@@ -19,6 +19,7 @@ Runner add_info(CLI::App& root);
 Runner add_batch(CLI::App& root);
 Runner add_lod(CLI::App& root);
 Runner add_genotypes(CLI::App& root);
+Runner add_haplotypes(CLI::App& root);
 Runner add_schedule(CLI::App& root);
 Runner add_schedule_compare(CLI::App& root);
 Runner add_calibrate(CLI::App& root);

@@ -75,7 +75,8 @@ int run(int argc, char** argv) {
   std::vector<kinfer::app::Runner> runners = {kinfer::app::add_pe(app), kinfer::app::add_mar(app),
                                               kinfer::app::add_mpe(app), kinfer::app::add_info(app),
                                               kinfer::app::add_lod(app),
-                                              kinfer::app::add_genotypes(app)};
+                                              kinfer::app::add_genotypes(app),
+                                              kinfer::app::add_haplotypes(app)};
   runners.push_back(kinfer::app::add_batch(app));
   for (auto add : {kinfer::app::add_schedule, kinfer::app::add_schedule_compare,
                    kinfer::app::add_calibrate})  // the scheduler's commands

@@ -111,6 +111,7 @@ PedigreeNetwork::PedigreeNetwork(const Pedigree& ped,
     };
 
     std::vector<Genotype>& gt = genotypes_.emplace_back(np);
+    std::vector<std::array<int, 2>>& sels = selectors_.emplace_back(np, std::array<int, 2>{-1, -1});
     for (int i = 0; i < np; ++i) {
       if (L.carries_paternal(ped.people[i])) {
         parent_view(i, gt[i].vars, gt[i].alleles);
@@ -147,6 +148,7 @@ PedigreeNetwork::PedigreeNetwork(const Pedigree& ped,
           if (!L.carries_paternal(ped.people[parent]))
             throw std::logic_error("a father transmits through a selector at a sex-linked locus");
           const int s = add_var(2, true);
+          sels[i][side] = s;
           if (k == 0) {
             add_factor({s}, {0.5, 0.5});
             first_sel[i][side] = s;

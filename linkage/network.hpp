@@ -50,6 +50,11 @@ class PedigreeNetwork {
     std::vector<std::pair<int, int>> alleles;
   };
   const Genotype& genotype(int locus, int person) const { return genotypes_[locus][person]; }
+  // The selector variable of one meiosis at one chain position: `person`'s paternal (side 0)
+  // or maternal (side 1) allele's (value 0: the parent's paternal allele, 1: its maternal
+  // one); -1 where there is none (founders, and the paternal side at a sex-linked locus,
+  // where a daughter's paternal allele is her father's own variable).
+  int selector(int locus, int person, int side) const { return selectors_[locus][person][side]; }
 
   // Writes the selector tables for these recombination fractions (one per interval, male and
   // female) into the network. Returns the indices of the factors that depend on theta.
@@ -72,6 +77,7 @@ class PedigreeNetwork {
   std::vector<Transition> transitions_;
   std::vector<int> theta_factors_;
   std::vector<std::vector<Genotype>> genotypes_;  // [chain position][person]
+  std::vector<std::vector<std::array<int, 2>>> selectors_;  // [chain position][person][side]
 };
 
 // The likelihood of one pedigree over one chain, compiled once.

@@ -1,0 +1,486 @@
+// [linkage][apps] `kinfer haplotypes` end to end: the most likely phased configuration of a
+// pedigree over several markers against an enumeration written here from the model's definition
+// (founder alleles from the allele frequencies, each meiosis passing the parent's paternal or
+// maternal allele, the choice changing between adjacent markers with the recombination
+// fraction, phenotypes = unordered genotypes), independent of kinfer's network code.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "test_linkage_support.hpp"
+
+using namespace kinfer::linkage_test;
+
+namespace {
+
+struct Ind {
+  int father = -1, mother = -1;  // index (parents come first), -1 for a founder
+  int sex = 1;
+  std::vector<std::pair<int, int>> typed;  // per marker: observed alleles (1-based), 0 0 untyped
+};
+
+struct Model {
+  std::vector<std::vector<double>> freq;  // per marker
+  std::vector<double> theta;              // between adjacent markers (both sexes, or male)
+  std::vector<double> female = {};        // female thetas when they differ (empty: theta)
+  double between(int side, int k) const {  // meioses of the father (0) or the mother (1)
+    return side == 1 && !female.empty() ? female[k] : theta[k];
+  }
+};
+
+// One phased configuration: per person and marker the paternal and maternal allele and, for
+// non-founders, the selectors (0: the parent's paternal allele, 1: its maternal one).
+struct Config {
+  std::vector<std::vector<int>> pat, mat;   // [person][marker], 1-based alleles
+  std::vector<std::vector<int>> spat, smat;  // [person][marker], -1 for founders
+};
+
+bool fits(const Ind& x, int k, int p, int m) {
+  auto [a, b] = x.typed[k];
+  if (a == 0) return true;
+  return (a == p && b == m) || (a == m && b == p);
+}
+
+// P(configuration, data) from the model's definition; 0 when the configuration is not one
+// (a child's allele not its parent's allele the selector names, or a phenotype not matched).
+double probability(const std::vector<Ind>& ped, const Model& mo, const Config& c) {
+  const int nm = static_cast<int>(mo.freq.size());
+  double w = 1;
+  for (std::size_t i = 0; i < ped.size(); ++i) {
+    const Ind& x = ped[i];
+    for (int k = 0; k < nm; ++k) {
+      const int p = c.pat[i][k], m = c.mat[i][k];
+      if (!fits(x, k, p, m)) return 0;
+      if (x.father < 0) {
+        w *= mo.freq[k][p - 1] * mo.freq[k][m - 1];
+        continue;
+      }
+      const int sel[2] = {c.spat[i][k], c.smat[i][k]};
+      const int parent[2] = {x.father, x.mother};
+      const int allele[2] = {p, m};
+      for (int side = 0; side < 2; ++side) {
+        const int q = parent[side];
+        if (sel[side] != 0 && sel[side] != 1) return 0;
+        if (allele[side] != (sel[side] == 0 ? c.pat[q][k] : c.mat[q][k])) return 0;
+        if (k == 0) {
+          w *= 0.5;
+        } else {
+          const int prev = side == 0 ? c.spat[i][k - 1] : c.smat[i][k - 1];
+          w *= prev == sel[side] ? 1 - mo.between(side, k - 1) : mo.between(side, k - 1);
+        }
+      }
+    }
+  }
+  return w;
+}
+
+// The largest P(configuration, data) over every configuration: founders' ordered alleles and
+// non-founders' selectors enumerated marker by marker, person by person (parents first), a
+// branch dropped as soon as a phenotype does not fit.
+double enumerate_max(const std::vector<Ind>& ped, const Model& mo, long* count = nullptr) {
+  const int np = static_cast<int>(ped.size()), nm = static_cast<int>(mo.freq.size());
+  Config c;
+  c.pat.assign(np, std::vector<int>(nm, 0));
+  c.mat = c.pat;
+  c.spat.assign(np, std::vector<int>(nm, -1));
+  c.smat = c.spat;
+  double best = 0;
+  long n = 0;
+  std::function<void(int, int, double)> visit = [&](int k, int i, double w) {
+    if (i == np) ++k, i = 0;
+    if (k == nm) {
+      ++n;
+      best = std::max(best, w);
+      return;
+    }
+    const Ind& x = ped[i];
+    if (x.father < 0) {
+      const int na = static_cast<int>(mo.freq[k].size());
+      for (int p = 1; p <= na; ++p)
+        for (int m = 1; m <= na; ++m) {
+          if (!fits(x, k, p, m)) continue;
+          c.pat[i][k] = p, c.mat[i][k] = m;
+          visit(k, i + 1, w * mo.freq[k][p - 1] * mo.freq[k][m - 1]);
+        }
+      return;
+    }
+    for (int sp = 0; sp < 2; ++sp)
+      for (int sm = 0; sm < 2; ++sm) {
+        const int p = sp == 0 ? c.pat[x.father][k] : c.mat[x.father][k];
+        const int m = sm == 0 ? c.pat[x.mother][k] : c.mat[x.mother][k];
+        if (!fits(x, k, p, m)) continue;
+        double t = 0.25;
+        if (k > 0) {
+          const double tp = mo.between(0, k - 1), tm = mo.between(1, k - 1);
+          t = (sp == c.spat[i][k - 1] ? 1 - tp : tp) * (sm == c.smat[i][k - 1] ? 1 - tm : tm);
+        }
+        c.pat[i][k] = p, c.mat[i][k] = m, c.spat[i][k] = sp, c.smat[i][k] = sm;
+        visit(k, i + 1, w * t);
+      }
+  };
+  visit(0, 0, 1.0);
+  if (count) *count = n;
+  return best;
+}
+
+// A LINKAGE locus file: an affection locus nobody's status is known at (input locus 1, placed
+// on the map after the first marker when `trait_inside`, else first and unlinked) and the
+// markers m1, m2, ... with recombination fractions `map_theta` between adjacent map positions
+// (from the first marker); and a pre-makeped pedigree file (people named 1, 2, ... in order).
+void write_input(const TempDir& dir, const std::vector<Ind>& ped, const Model& mo,
+                 const std::vector<double>& map_theta, bool trait_inside) {
+  const int nm = static_cast<int>(mo.freq.size());
+  std::ostringstream dat;
+  dat << nm + 1 << " 0 0 5\n0 0.0 0.0 0\n";
+  if (trait_inside) {
+    dat << "2 1";
+    for (int k = 3; k <= nm + 1; ++k) dat << ' ' << k;
+  } else {
+    for (int k = 1; k <= nm + 1; ++k) dat << k << ' ';
+  }
+  dat << "\n1 2\n0.999 0.001\n1\n0.0 1.0 1.0\n";
+  dat.precision(17);
+  for (int k = 0; k < nm; ++k) {
+    dat << "3 " << mo.freq[k].size() << " # m" << k + 1 << "\n";
+    for (double f : mo.freq[k]) dat << f << ' ';
+    dat << "\n";
+  }
+  dat << (mo.female.empty() ? "0 0\n" : "2 0\n");
+  if (!trait_inside) dat << "0.5 ";  // the trait, first on the map, unlinked
+  for (double t : map_theta) dat << t << ' ';
+  if (!mo.female.empty()) {  // sex difference 2: the second line is female (no trait inside)
+    dat << "\n0.5 ";
+    for (double t : mo.female) dat << t << ' ';
+  }
+  dat << "\n1 0.1 0.45\n";
+  write_text(dir / "h.dat", dat.str());
+  std::ostringstream text;
+  for (std::size_t i = 0; i < ped.size(); ++i) {
+    const Ind& x = ped[i];
+    text << "1 " << i + 1 << ' ' << x.father + 1 << ' ' << x.mother + 1 << ' ' << x.sex << " 0";
+    for (auto [a, b] : x.typed) text << ' ' << a << ' ' << b;
+    text << "\n";
+  }
+  write_text(dir / "h.pre", text.str());
+}
+
+nlohmann::json haplotypes(const TempDir& dir, std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"haplotypes", "-q", "--ped", (dir / "h.pre").string(), "--dat",
+                                   (dir / "h.dat").string(), "--json"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const ProcessResult r = run_kinfer(args);
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  return nlohmann::json::parse(r.out);
+}
+
+// The command's configuration from its JSON (alleles are the numbers themselves here).
+Config reported(const nlohmann::json& pedigree, int nm) {
+  Config c;
+  for (const auto& p : pedigree["persons"]) {
+    std::vector<int> pat, mat, sp(nm, -1), sm(nm, -1);
+    for (int k = 0; k < nm; ++k) {
+      pat.push_back(std::stoi(p["paternal"][k].get<std::string>()));
+      mat.push_back(std::stoi(p["maternal"][k].get<std::string>()));
+      if (!p["founder"].get<bool>()) {
+        sp[k] = p["paternal_origin"][k] == "P" ? 0 : 1;
+        sm[k] = p["maternal_origin"][k] == "P" ? 0 : 1;
+      }
+    }
+    c.pat.push_back(pat), c.mat.push_back(mat), c.spat.push_back(sp), c.smat.push_back(sm);
+  }
+  return c;
+}
+
+// The command attains the enumeration's maximum, and its reported probability is that of its
+// reported configuration. Returns the JSON.
+nlohmann::json check_against_enumeration(const std::vector<Ind>& ped, const Model& mo,
+                                         const std::vector<double>& map_theta,
+                                         bool trait_inside = false) {
+  TempDir dir;
+  write_input(dir, ped, mo, map_theta, trait_inside);
+  const auto j = haplotypes(dir);
+  const int nm = static_cast<int>(mo.freq.size());
+  REQUIRE(j["markers"].size() == static_cast<std::size_t>(nm));
+  for (int k = 0; k < nm; ++k) {
+    std::string name = "m";
+    name += std::to_string(k + 1);
+    CHECK(j["markers"][k].get<std::string>() == name);
+  }
+  REQUIRE(j["pedigrees"].size() == 1);
+  const auto& pj = j["pedigrees"][0];
+  REQUIRE(pj["persons"].size() == ped.size());
+  long n = 0;
+  const double best = enumerate_max(ped, mo, &n);
+  REQUIRE(best > 0);
+  INFO(n << " configurations enumerated; the command's: " << pj.dump());
+  const Config c = reported(pj, nm);
+  const double own = probability(ped, mo, c);
+  REQUIRE(own > 0);  // a configuration of the model, consistent with the data
+  const double got = pj["log10_probability"].get<double>();
+  CHECK(std::abs(got - std::log10(best)) < 1e-9);
+  CHECK(std::abs(got - std::log10(own)) < 1e-9);
+  CHECK(std::abs(j["log10_probability"].get<double>() - got) < 1e-12);
+  // the recombinations reported are the origin changes between adjacent markers
+  int recombinations = 0;
+  for (std::size_t i = 0; i < ped.size(); ++i)
+    for (int k = 0; k + 1 < nm; ++k)
+      recombinations += (c.spat[i][k] >= 0 && c.spat[i][k] != c.spat[i][k + 1]) +
+                        (c.smat[i][k] >= 0 && c.smat[i][k] != c.smat[i][k + 1]);
+  CHECK(pj["recombinations"] == recombinations);
+  return j;
+}
+
+}  // namespace
+
+TEST_CASE("Haplotypes.NuclearFamilyThreeMarkers", "[linkage][apps]") {
+  // father 1/2 2/3 1/2, mother 1/3 1/1 2/2; four children, one untyped at the middle marker,
+  // one untyped everywhere.
+  const std::vector<Ind> ped = {{-1, -1, 1, {{1, 2}, {2, 3}, {1, 2}}},
+                                {-1, -1, 2, {{1, 3}, {1, 1}, {2, 2}}},
+                                {0, 1, 1, {{1, 1}, {1, 2}, {2, 2}}},
+                                {0, 1, 2, {{2, 3}, {0, 0}, {1, 2}}},
+                                {0, 1, 2, {{1, 3}, {1, 3}, {2, 2}}},
+                                {0, 1, 1, {{0, 0}, {0, 0}, {0, 0}}}};
+  const Model mo{{{0.2, 0.3, 0.5}, {0.4, 0.35, 0.25}, {0.6, 0.4}}, {0.1, 0.2}};
+  check_against_enumeration(ped, mo, mo.theta);
+}
+
+TEST_CASE("Haplotypes.SexSpecificThetas", "[linkage][apps]") {
+  // male theta 0.02, female 0.3 (sex difference 2): the father's meioses use the first.
+  const std::vector<Ind> ped = {{-1, -1, 1, {{1, 2}, {1, 2}, {1, 2}}},
+                                {-1, -1, 2, {{1, 2}, {1, 2}, {1, 2}}},
+                                {0, 1, 1, {{1, 1}, {1, 2}, {2, 2}}},
+                                {0, 1, 2, {{1, 2}, {1, 1}, {1, 2}}},
+                                {0, 1, 2, {{2, 2}, {1, 2}, {1, 1}}}};
+  const Model mo{{{0.5, 0.5}, {0.4, 0.6}, {0.7, 0.3}}, {0.02, 0.05}, {0.3, 0.25}};
+  const auto j = check_against_enumeration(ped, mo, mo.theta);
+  CHECK(j["female_theta"][0].get<double>() == Approx(0.3));
+}
+
+TEST_CASE("Haplotypes.TraitBetweenMarkersCombinesTheta", "[linkage][apps]") {
+  // The affection locus sits between m1 and m2 on the map (thetas 0.05 and 0.1 on its sides):
+  // the markers' recombination fraction is Haldane's 0.05 + 0.1 - 2 * 0.05 * 0.1.
+  const std::vector<Ind> ped = {{-1, -1, 1, {{1, 2}, {1, 2}}},
+                                {-1, -1, 2, {{1, 1}, {1, 1}}},
+                                {0, 1, 1, {{1, 2}, {1, 2}}},
+                                {0, 1, 2, {{1, 2}, {1, 1}}},
+                                {0, 1, 2, {{1, 1}, {1, 1}}},
+                                {0, 1, 1, {{1, 1}, {1, 2}}}};
+  const Model mo{{{0.5, 0.5}, {0.3, 0.7}}, {0.05 + 0.1 - 2 * 0.05 * 0.1}};
+  const auto j = check_against_enumeration(ped, mo, {0.05, 0.1}, true);
+  CHECK(j["male_theta"][0].get<double>() == Approx(mo.theta[0]).margin(1e-12));
+}
+
+TEST_CASE("Haplotypes.ThreeGenerations", "[linkage][apps]") {
+  // grandparents 1 (untyped) and 2; their son 3 (untyped) and his wife 4; grandchildren 5-7.
+  const std::vector<Ind> ped = {{-1, -1, 1, {{0, 0}, {0, 0}}},
+                                {-1, -1, 2, {{1, 2}, {2, 3}}},
+                                {0, 1, 1, {{0, 0}, {0, 0}}},
+                                {-1, -1, 2, {{1, 1}, {1, 2}}},
+                                {2, 3, 1, {{1, 2}, {2, 3}}},
+                                {2, 3, 2, {{1, 3}, {1, 1}}},
+                                {2, 3, 1, {{1, 2}, {2, 3}}}};
+  const Model mo{{{0.5, 0.3, 0.2}, {0.2, 0.3, 0.5}}, {0.15}};
+  check_against_enumeration(ped, mo, mo.theta);
+}
+
+TEST_CASE("Haplotypes.FirstCousinMarriage", "[linkage][apps]") {
+  // grandparents 1 x 2; their children 3 (x spouse 5) and 4 (x spouse 6); cousins 7 x 8 have
+  // children 9 and 10: a loop.
+  const std::vector<Ind> ped = {{-1, -1, 1, {{1, 2}, {1, 2}}},
+                                {-1, -1, 2, {{0, 0}, {0, 0}}},
+                                {0, 1, 1, {{0, 0}, {0, 0}}},
+                                {0, 1, 2, {{1, 2}, {2, 2}}},
+                                {-1, -1, 2, {{1, 1}, {1, 2}}},
+                                {-1, -1, 1, {{2, 2}, {1, 1}}},
+                                {2, 4, 1, {{1, 2}, {1, 2}}},
+                                {5, 3, 2, {{1, 2}, {1, 2}}},
+                                {6, 7, 1, {{1, 1}, {1, 1}}},
+                                {6, 7, 2, {{2, 2}, {2, 1}}}};
+  const Model mo{{{0.3, 0.7}, {0.6, 0.4}}, {0.1}};
+  check_against_enumeration(ped, mo, mo.theta);
+}
+
+TEST_CASE("Haplotypes.FounderPhaseTieRule", "[linkage][apps]") {
+  // Swapping a founder's two haplotypes (and the children's origins from that founder) keeps
+  // the probability: the paternal allele is the smaller at the founder's first heterozygous
+  // marker. Mother 2/1 then 1/2, father homozygous at the first marker.
+  const std::vector<Ind> ped = {{-1, -1, 1, {{1, 1}, {2, 3}, {3, 1}}},
+                                {-1, -1, 2, {{2, 1}, {1, 2}, {1, 1}}},
+                                {0, 1, 1, {{1, 2}, {2, 1}, {1, 3}}},
+                                {0, 1, 2, {{1, 1}, {3, 2}, {1, 1}}}};
+  const Model mo{{{0.5, 0.5}, {0.3, 0.3, 0.4}, {0.5, 0.2, 0.3}}, {0.1, 0.1}};
+  const auto j = check_against_enumeration(ped, mo, mo.theta);
+  for (const auto& p : j["pedigrees"][0]["persons"]) {
+    if (!p["founder"].get<bool>()) continue;
+    INFO("person " << p["id"]);
+    for (std::size_t k = 0; k < p["paternal"].size(); ++k)
+      if (p["paternal"][k] != p["maternal"][k]) {
+        CHECK(std::stoi(p["paternal"][k].get<std::string>()) <
+              std::stoi(p["maternal"][k].get<std::string>()));
+        break;
+      }
+  }
+  // the same answer on every run
+  TempDir dir;
+  write_input(dir, ped, mo, mo.theta, false);
+  CHECK(haplotypes(dir).dump() == haplotypes(dir).dump());
+}
+
+TEST_CASE("Haplotypes.TextOutputAndOutFile", "[linkage][apps]") {
+  TempDir dir;
+  write_input(dir,
+              {{-1, -1, 1, {{1, 2}, {1, 2}}},
+               {-1, -1, 2, {{1, 1}, {1, 1}}},
+               {0, 1, 1, {{1, 2}, {1, 1}}},
+               {0, 1, 2, {{1, 1}, {1, 2}}},
+               {0, 1, 2, {{1, 2}, {1, 2}}}},
+              {{{0.5, 0.5}, {0.5, 0.5}}, {0.1}}, {0.1}, false);
+  const ProcessResult r = run_kinfer({"haplotypes", "-q", "--ped", (dir / "h.pre").string(),
+                                      "--dat", (dir / "h.dat").string(), "--out",
+                                      (dir / "h.txt").string()});
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  CHECK(read_text(dir / "h.txt") == r.out);
+  CHECK_THAT(r.out, Catch::Contains("markers (map order): m1 m2\n"));
+  CHECK_THAT(r.out, Catch::Contains("recombination fractions: 0.1\n"));
+  CHECK_THAT(r.out, Catch::Contains("pedigree 1: log10 P(haplotypes, data) = "));
+  // two lines per person: the father's (founder) alleles without origins, phase 1-2 / 2-1
+  // (children 3 and 4 then need no recombination, child 5 one; phase 1-1 / 2-2 would need two);
+  // every child's two haplotypes with their origins.
+  CHECK(lines_with(r.out, "paternal  ").size() == 5);
+  CHECK(lines_with(r.out, "maternal  ").size() == 5);
+  const auto father = lines_with(r.out, "  1       paternal");
+  REQUIRE(father.size() == 1);
+  CHECK_THAT(father[0], Catch::Matches(R"(\s+1\s+paternal\s+-\s+1\s+2\s+-)"));
+  const auto child = lines_with(r.out, "  3       paternal");
+  REQUIRE(child.size() == 1);
+  CHECK_THAT(child[0], Catch::Matches(R"(\s+3\s+paternal\s+1\s+2:M\s+1:M\s+-)"));
+  const auto child5 = lines_with(r.out, "  5       paternal");
+  REQUIRE(child5.size() == 1);
+  CHECK_THAT(child5[0], Catch::Matches(R"(\s+5\s+paternal\s+1\s+2:M\s+2:P\s+m1\|m2)"));
+  CHECK_THAT(r.out, Catch::Contains(", 1 recombination\n"));
+}
+
+TEST_CASE("Haplotypes.BadInputExitsTwo", "[linkage][apps]") {
+  TempDir dir;
+  // parents 1/1 and 1/1 at m2, child 2/2: a Mendelian inconsistency at m2
+  write_input(dir,
+              {{-1, -1, 1, {{1, 2}, {1, 1}}},
+               {-1, -1, 2, {{1, 1}, {1, 1}}},
+               {0, 1, 1, {{1, 2}, {2, 2}}}},
+              {{{0.5, 0.5}, {0.5, 0.5}}, {0.1}}, {0.1}, false);
+  const std::string ped = (dir / "h.pre").string(), dat = (dir / "h.dat").string();
+  ProcessResult r = run_kinfer({"haplotypes", "--ped", ped, "--dat", dat});
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.err, Catch::Contains("Mendelian") && Catch::Contains("(m2)") &&
+                        Catch::Contains("pedigree 1"));
+  CHECK(r.out.empty());
+  r = run_kinfer({"haplotypes", "--ped", ped, "--dat", dat, "--json"});
+  CHECK(r.rc == 2);
+  CHECK(nlohmann::json::parse(r.out)["exit_code"] == 2);
+  // a missing file, a missing option, a MERLIN-only option without -m, an unwritable --out
+  CHECK(run_kinfer({"haplotypes", "--ped", (dir / "none.pre").string(), "--dat", dat}).rc == 2);
+  CHECK(run_kinfer({"haplotypes", "--dat", dat}).rc == 2);
+  CHECK(run_kinfer({"haplotypes", "--ped", ped, "--dat", dat, "-f", dat}).rc == 2);
+  CHECK(run_kinfer({"haplotypes", "--ped", ped, "--dat", dat, "--out",
+                    (dir / "no" / "such" / "dir" / "h.txt").string()})
+            .rc == 2);
+  // the locus file given as the pedigree file
+  CHECK(run_kinfer({"haplotypes", "--ped", dat, "--dat", ped}).rc == 2);
+  // each marker consistent, but at theta 0 the father passes haplotype 1-1 to one child and
+  // 1-2 to the other, and he is 1/2 at both markers: impossible
+  write_input(dir,
+              {{-1, -1, 1, {{1, 2}, {1, 2}}},
+               {-1, -1, 2, {{1, 1}, {1, 1}}},
+               {0, 1, 1, {{1, 1}, {1, 1}}},
+               {0, 1, 2, {{1, 1}, {1, 2}}}},
+              {{{0.5, 0.5}, {0.5, 0.5}}, {0.0}}, {0.0}, false);
+  r = run_kinfer({"haplotypes", "--ped", ped, "--dat", dat});
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.err, Catch::Contains("no haplotype configuration has a positive probability"));
+}
+
+TEST_CASE("Haplotypes.SexLinkedBundledPedigree", "[linkage][apps]") {
+  const auto dir = linkage_data_dir() / "variants";
+  const ProcessResult r =
+      run_kinfer({"haplotypes", "-q", "--ped", (dir / "xlinked5.pre").string(), "--dat",
+                  (dir / "xlinked5.dat").string(), "--json"});
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  REQUIRE(!j["pedigrees"].empty());
+  for (const auto& ped : j["pedigrees"]) {
+    CHECK(ped["log10_probability"].get<double>() < 0);
+    for (const auto& p : ped["persons"]) {
+      // a male has no paternal X: null alleles (and origins); a daughter's paternal X is her
+      // father's only one, his maternal
+      for (std::size_t k = 0; k < p["maternal"].size(); ++k) {
+        CHECK(p["maternal"][k].is_string());
+        if (!p["founder"].get<bool>()) {
+          if (p["paternal"][k].is_null())
+            CHECK(p["paternal_origin"][k].is_null());
+          else
+            CHECK(p["paternal_origin"][k] == "M");
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("Haplotypes.MerlinInputAsLinkage", "[linkage][apps]") {
+  // data/merlin/loop: the same analysis in MERLIN files and in LINKAGE files (thetas from the
+  // cM positions by Haldane): the same haplotypes.
+  const auto dir = data_dir() / "merlin" / "loop";
+  const ProcessResult m = run_kinfer(
+      {"haplotypes", "-q", "-p", (dir / "loop.ped").string(), "-d", (dir / "loop.dat").string(),
+       "-m", (dir / "loop.map").string(), "-f", (dir / "loop.freq").string(), "--json"});
+  const ProcessResult l =
+      run_kinfer({"haplotypes", "-q", "-p", (dir / "loop.linkage.pre").string(), "-d",
+                  (dir / "loop.linkage.dat").string(), "--json"});
+  INFO(m.err << l.err);
+  REQUIRE(m.rc == 0);
+  REQUIRE(l.rc == 0);
+  const auto jm = nlohmann::json::parse(m.out), jl = nlohmann::json::parse(l.out);
+  REQUIRE(jm["chromosomes"].size() == 1);
+  const auto& c = jm["chromosomes"][0];
+  CHECK(c["chromosome"] == "1");
+  CHECK(c["markers"] == jl["markers"]);
+  REQUIRE(c["pedigrees"].size() == jl["pedigrees"].size());
+  for (std::size_t p = 0; p < jl["pedigrees"].size(); ++p) {
+    const auto &a = c["pedigrees"][p], &b = jl["pedigrees"][p];
+    CHECK(std::abs(a["log10_probability"].get<double>() - b["log10_probability"].get<double>()) <
+          1e-9);
+    CHECK(a["persons"] == b["persons"]);
+  }
+}
+
+TEST_CASE("Haplotypes.ConditionedUnderMaxMemory", "[linkage][apps]") {
+  // 20 people over three generations, 14 untyped, three 3-allele markers: a plan of about
+  // 26 MiB. Under --max-memory 24M it is conditioned into slices: the same maximum (the
+  // configuration may be another of equal probability).
+  const auto dir = linkage_data_dir() / "variants";
+  const std::vector<std::string> args = {"haplotypes", "-q", "--json", "-p",
+                                         (dir / "haplotypes_untyped.pre").string(), "-d",
+                                         (dir / "haplotypes_untyped.dat").string()};
+  const ProcessResult a = run_kinfer(args);
+  std::vector<std::string> limited = args;
+  limited.insert(limited.end(), {"--max-memory", "24M"});
+  const ProcessResult b = run_kinfer(limited);
+  INFO(a.err << b.err);
+  REQUIRE(a.rc == 0);
+  REQUIRE(b.rc == 0);
+  const auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
+  CHECK(ja["pedigrees"][0]["slices"] == 1);
+  CHECK(jb["pedigrees"][0]["slices"].get<int>() > 1);
+  CHECK(std::abs(ja["log10_probability"].get<double>() - jb["log10_probability"].get<double>()) <
+        1e-9);
+  // far too little: exit 3 with the numbers
+  limited.back() = "12M";
+  const ProcessResult c = run_kinfer(limited);
+  CHECK(c.rc == 3);
+  CHECK_THAT(c.err, Catch::Contains("MiB"));
+}
