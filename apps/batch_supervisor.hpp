@@ -32,9 +32,9 @@
 #include "engine/errors.hpp"
 #include "engine/memory_limit.hpp"
 #include "engine/util.hpp"
-#include "gpu/device_api.hpp"
 #include "io/text_file.hpp"
 #include "io/uai.hpp"
+#include "scheduler/devices.hpp"
 
 namespace kinfer::app::supervisor {
 
