@@ -17,11 +17,11 @@
 #include "apps/lod_merlin.hpp"
 #include "apps/lod_report.hpp"
 #include "apps/network_options.hpp"
-#include "dist/distributed.hpp"
 #include "engine/errors.hpp"
 #include "engine/memory_limit.hpp"
 #include "io/linkage.hpp"
 #include "linkage/analysis.hpp"
+#include "mpi/distributed.hpp"
 #include "scheduler/devices.hpp"
 #include "scheduler/runner.hpp"
 

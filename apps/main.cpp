@@ -18,10 +18,10 @@
 #include "apps/environment.hpp"
 #include "apps/job_pipeline.hpp"
 #include "apps/process_exit.hpp"
-#include "dist/distributed.hpp"
 #include "engine/errors.hpp"
 #include "engine/memory_limit.hpp"
 #include "engine/util.hpp"
+#include "mpi/distributed.hpp"
 #include "scheduler/devices.hpp"
 #include "scheduler/profile.hpp"
 

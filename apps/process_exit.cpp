@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "apps/environment.hpp"
-#include "dist/distributed.hpp"
+#include "mpi/distributed.hpp"
 #include "scheduler/devices.hpp"
 
 namespace kinfer::app {

@@ -207,7 +207,7 @@ class Runner {
   // Every slice of a plan that may be conditioned (one call when it is not) through run(plan):
   // the device opens once; with several GPUs wanted for it (lanes(): not for --check), one
   // runner per GPU, the slices spread over them (engine/condition.hpp run_conditioned_lanes);
-  // with a `dealer` (dist/: MPI ranks), only this process's slices run here and the others'
+  // with a `dealer` (mpi/: MPI ranks), only this process's slices run here and the others'
   // values come from it. The answer is the slices' log-sum-exp in slice order whatever ran them;
   // a failed check in any slice is the run's check; device seconds are summed, the device peak
   // is the largest; the rest of the result is GPU 0's last slice's ("none" when this process ran
