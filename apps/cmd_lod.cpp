@@ -137,17 +137,17 @@ int run_lod(const LodOptions& o) {
   } catch (const std::invalid_argument& e) {
     throw CLI::ValidationError("--max-memory", e.what());
   }
-  // Every plan through one runner (scheduler/runner.hpp): the GPU opened once, for the plans
-  // large enough to pay for it (`--device auto`) or all of them (`gpu`); the profile read once.
-  // The plans are refills of a few structures (per theta or position).
+  // Every plan through one runner (scheduler/runner.hpp), which decides where each runs: the GPU
+  // opened once, for the plans large enough to pay for it (`--device auto`) or all of them
+  // (`gpu`), else the engine's run_plan; the profile read once. The plans are refills of a few
+  // structures (per theta or position).
   sched::RunRequest req =
       run_request(o.device, o.schedule, o.profile, o.check, o.explain, o.gpu_memory);
   req.repeated_plans = true;
   req.host_memory_bytes = ao.plan.max_memory_bytes;  // the copies of a plan for several GPUs
   auto runner = std::make_shared<sched::Runner>(req);
-  // The runner decides where each plan runs (the CPU under --device cpu, through the engine's
-  // run_plan); a plan whose tables do not fit the device that will run it is conditioned, its
-  // slices run one after another or spread over the GPUs.
+  // A plan whose tables do not fit the device that will run it is conditioned (its slices run
+  // one after another, or spread over the GPUs).
   ao.runner = [runner](ConditionedPlan& cp) { return runner->run(cp).ln_pr; };
   runner->budget_for_device(ao.plan);
   // The Lander-Green chain (dense maps): sched::gpu_chain_backends says when it uses the GPU.
