@@ -122,7 +122,7 @@ void wait_for_output(const std::vector<int>& fds, int ms) {
 
 std::vector<RankSlot> gather_ranks(const BatchOptions& opt) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const gpu::DeviceInfo info = opt.gpu_jobs != 0 ? gpu::probe() : gpu::DeviceInfo{};
+  const sched::GpuList info = opt.gpu_jobs != 0 ? sched::list_gpus() : sched::GpuList{};
   const int gpu_slots = !info.available ? 0 : opt.gpu_jobs < 0 ? info.count : opt.gpu_jobs;
   nlohmann::json me = {{"host", dist::host()},
                        {"cores", cores},

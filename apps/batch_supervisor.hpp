@@ -30,13 +30,13 @@
 #include <sstream>
 #include <thread>
 #include "apps/batch.hpp"
-#include "dist/distributed.hpp"
 #include "engine/errors.hpp"
 #include "engine/memory_limit.hpp"
 #include "engine/util.hpp"
-#include "gpu/device_api.hpp"
 #include "io/text_file.hpp"
 #include "io/uai.hpp"
+#include "mpi/distributed.hpp"
+#include "scheduler/devices.hpp"
 
 namespace kinfer::app::supervisor {
 

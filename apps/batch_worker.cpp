@@ -25,7 +25,6 @@
 #include "engine/errors.hpp"
 #include "engine/plan.hpp"
 #include "engine/util.hpp"
-#include "gpu/device_api.hpp"
 #include "io/uai.hpp"
 #include "scheduler/runner.hpp"
 

@@ -53,7 +53,7 @@ int run_quick(const sched::OpenedDevice& dev) {
     spdlog::error("--quick needs a GPU ({})", dev.name);
     return 3;
   }
-  const gpu::QuickFigures q = dev.ctx->quick_figures();
+  const sched::GpuFigures q = dev.ctx->quick_figures();
   std::cout << nlohmann::json{{"gpu", dev.name},
                               {"copy_bandwidth", q.copy_bandwidth},
                               {"h2d_bandwidth", q.h2d_bandwidth},

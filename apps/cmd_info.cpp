@@ -14,7 +14,7 @@
 #include "engine/json.hpp"
 #include "engine/util.hpp"
 #include "engine/plan.hpp"
-#include "gpu/device_api.hpp"
+#include "scheduler/devices.hpp"
 #include "scheduler/runner.hpp"
 
 namespace kinfer::app {
@@ -91,7 +91,7 @@ int run_info(const InfoOptions& o) {
   if (!plan.model.impossible.empty()) j["impossible"] = plan.model.impossible;
   // The GPUs this process sees (probed, not opened) and how a conditioned plan's slices would
   // spread over them when the plan runs on the GPU (pe --device gpu, or auto when it is chosen).
-  const gpu::DeviceInfo gpus = gpu::probe();
+  const sched::GpuList gpus = sched::list_gpus();
   const bool on_gpu = gpus.available && runner.wants_gpu(plan);
   j["device"] = on_gpu ? "gpu" : "cpu";
   const int lanes = sched::slice_lanes(gpus.available ? gpus.count : 0, cp, limit);

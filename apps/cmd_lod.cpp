@@ -17,13 +17,12 @@
 #include "apps/lod_merlin.hpp"
 #include "apps/lod_report.hpp"
 #include "apps/network_options.hpp"
-#include "dist/distributed.hpp"
 #include "engine/errors.hpp"
 #include "engine/memory_limit.hpp"
-#include "gpu/chain_api.hpp"
-#include "gpu/device_api.hpp"
 #include "io/linkage.hpp"
 #include "linkage/analysis.hpp"
+#include "mpi/distributed.hpp"
+#include "scheduler/devices.hpp"
 #include "scheduler/runner.hpp"
 
 namespace kinfer::app {
@@ -138,42 +137,21 @@ int run_lod(const LodOptions& o) {
   } catch (const std::invalid_argument& e) {
     throw CLI::ValidationError("--max-memory", e.what());
   }
-  // Every plan through one runner (scheduler/runner.hpp): the GPU opened once, for the plans
-  // large enough to pay for it (`--device auto`) or all of them (`gpu`); the profile read once.
-  // The plans are refills of a few structures (per theta or position).
+  // Every plan through one runner (scheduler/runner.hpp), which decides where each runs: the GPU
+  // opened once, for the plans large enough to pay for it (`--device auto`) or all of them
+  // (`gpu`), else the engine's run_plan; the profile read once. The plans are refills of a few
+  // structures (per theta or position).
   sched::RunRequest req =
       run_request(o.device, o.schedule, o.profile, o.check, o.explain, o.gpu_memory);
   req.repeated_plans = true;
   req.host_memory_bytes = ao.plan.max_memory_bytes;  // the copies of a plan for several GPUs
   auto runner = std::make_shared<sched::Runner>(req);
-  if (o.device != "cpu" || o.check)  // else the engine's own run_plan, as the runner would call
-    ao.runner = [runner](ConditionedPlan& cp) { return runner->run(cp).ln_pr; };
   // A plan whose tables do not fit the device that will run it is conditioned (its slices run
-  // through ao.runner: one after another, or spread over the GPUs).
-  if (o.device != "cpu")
-    ao.plan.device_budget = [runner](const Plan& plan) { return runner->device_budget(plan); };
-  // The Lander-Green chain (dense maps) on the GPU: with `gpu` always, with `auto` from 18 bits
-  // (below, a CPU step takes a millisecond); checkpoints beyond device memory go to pinned host
-  // memory within --max-memory. No GPU: the CPU, said once.
-  if (o.device != "cpu")
-    ao.chain_backend = [gpu_only = o.device == "gpu", host = ao.plan.max_memory_bytes,
-                        said = std::make_shared<bool>(false)](
-                           const lk::ChainLayout& l) -> std::unique_ptr<lk::ChainBackend> {
-      if (!gpu_only && l.bits < 18) return nullptr;
-      try {
-        return gpu::make_gpu_chain(l, host);
-      } catch (const std::exception& e) {
-        // A machine without a GPU is normal under --device auto: said at -v only.
-        if (!*said) {
-          if (gpu_only || gpu::likely_present())
-            spdlog::warn("the inheritance chain runs on the CPU: {}", e.what());
-          else
-            spdlog::debug("the inheritance chain runs on the CPU: {}", e.what());
-        }
-        *said = true;
-        return nullptr;
-      }
-    };
+  // one after another, or spread over the GPUs).
+  ao.runner = [runner](ConditionedPlan& cp) { return runner->run(cp).ln_pr; };
+  runner->budget_for_device(ao.plan);
+  // The Lander-Green chain (dense maps): sched::gpu_chain_backends says when it uses the GPU.
+  ao.chain_backend = sched::gpu_chain_backends(req.device, ao.plan.max_memory_bytes);
   // --check: the verdict over every plan run (logged), and the exit status
   auto check_status = [&o, runner]() {
     const sched::Runner::Totals& runs = runner->totals();

@@ -12,12 +12,12 @@
 #include "apps/commands.hpp"
 #include "apps/environment.hpp"
 #include "apps/network_options.hpp"
-#include "dist/distributed.hpp"
 #include "engine/condition.hpp"
 #include "engine/errors.hpp"
 #include "engine/memory_limit.hpp"
 #include "engine/plan.hpp"
 #include "engine/util.hpp"
+#include "mpi/distributed.hpp"
 #include "scheduler/runner.hpp"
 
 namespace kinfer::app {
@@ -143,7 +143,7 @@ int run_pe(const PeOptions& o) {
   log_resources("the network read");
   po.keep_tables = false;  // the plan runs once: its network and model tables are dropped
   runner.plan_for_device(po);
-  // Under mpirun rank 0 plans and the other ranks build its plan (dist/: no search there).
+  // Under mpirun rank 0 plans and the other ranks build its plan (mpi/: no search there).
   ConditionedPlan cplan = dist::conditioned_plan(net, ev, po);
   net = Network{};
   Plan& plan = cplan.plan;

@@ -14,10 +14,10 @@
 #include <sstream>
 
 #include "apps/lod_report.hpp"
-#include "dist/distributed.hpp"
 #include "engine/errors.hpp"
 #include "io/fields.hpp"
 #include "io/merlin.hpp"
+#include "mpi/distributed.hpp"
 
 namespace kinfer::app {
 

@@ -18,11 +18,11 @@
 #include "apps/environment.hpp"
 #include "apps/job_pipeline.hpp"
 #include "apps/process_exit.hpp"
-#include "dist/distributed.hpp"
 #include "engine/errors.hpp"
 #include "engine/memory_limit.hpp"
 #include "engine/util.hpp"
-#include "gpu/device_api.hpp"
+#include "mpi/distributed.hpp"
+#include "scheduler/devices.hpp"
 #include "scheduler/profile.hpp"
 
 namespace {
@@ -124,7 +124,7 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  kinfer::gpu::set_driver_environment();  // before any thread or CUDA call
+  kinfer::sched::set_gpu_driver_environment();  // before any thread or CUDA call
   const int status = run(argc, argv);
   // After a GPU run the driver's release of the device (~0.1 s) is left to a helper process.
   kinfer::app::leave_gpu_teardown_to_helper(status);

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "apps/environment.hpp"
-#include "dist/distributed.hpp"
-#include "gpu/device_api.hpp"
+#include "mpi/distributed.hpp"
+#include "scheduler/devices.hpp"
 
 namespace kinfer::app {
 
@@ -68,9 +68,9 @@ void leave_gpu_teardown_to_helper(int status) {
   const std::string& mode = environment().exit;
   if (mode == "wait" || dist::size() > 1) return;
   const bool forced = mode == "fast" || mode == "helper";  // "helper": the tests, without a GPU
-  if (!gpu::driver_started() && mode != "helper") return;
+  if (!sched::gpu_driver_started() && mode != "helper") return;
   if (!forced && !init_reaps_orphans()) return;
-  if (gpu::under_cuda_tool()) return;
+  if (sched::under_gpu_tool()) return;
   // The descriptors to close: all but the driver's, listed before the helper exists.
   std::vector<int> close_fds;
   if (DIR* d = opendir("/proc/self/fd")) {

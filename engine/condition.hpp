@@ -111,7 +111,7 @@ void refill_inputs(ConditionedPlan& cp, std::vector<InputTableRefill> tables);
 bool fill_slice(ConditionedPlan& cp, std::int64_t s);
 
 // Which work items (the slices of a plan, or any list that every process numbers alike) this
-// process computes, when several share a command (dist/: MPI ranks). An item may be computed by
+// process computes, when several share a command (mpi/: MPI ranks). An item may be computed by
 // more than one process (verification). combine() gets the values of the next computed.size()
 // items (`width` values per item, item after item) with `computed` set where this process
 // computed them, and fills in the others from the processes that did, so that every process

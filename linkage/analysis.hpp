@@ -40,7 +40,7 @@ struct AnalysisOptions {
   // (empty: run_plan on the CPU, slice by slice). `kinfer lod --device` puts the runner here
   // (scheduler/runner.hpp: the GPU for plans large enough to pay for it, slices over GPUs).
   std::function<double(ConditionedPlan&)> runner;
-  // Several processes (MPI ranks, dist/): each evaluation computes only the pedigrees the dealer
+  // Several processes (MPI ranks, mpi/): each evaluation computes only the pedigrees the dealer
   // gives this process (items numbered by a count of (evaluation, pedigree) pairs that every
   // process makes alike) and its combine() fills in the others. Null: all here.
   SliceDealer* dealer = nullptr;

@@ -9,13 +9,12 @@
 #include <functional>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 
 namespace kinfer::linkage {
 
 namespace {
-
-constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 // A table over variables in ascending order, the last varying fastest.
 struct Tab {
@@ -157,6 +156,97 @@ Tab make_tab(std::vector<int> vars, const std::vector<int>& card,
     }
   }
   return t;
+}
+
+
+// Sums the allele variables (ids from `bits` on) out of `pool`, greedily: the variable whose
+// bucket table is smallest first; `alive` marks the tables still in use. Stops when a factor of
+// more than `limit` entries would be built, returning its entries; none when every allele is
+// summed out.
+std::optional<double> sum_out_alleles(std::vector<Tab>& pool, std::vector<char>& alive,
+                                      const std::vector<int>& card, int bits, double limit) {
+  std::vector<char> done(card.size(), 0);
+  for (int left = static_cast<int>(card.size()) - bits; left > 0; --left) {
+    int best = -1;
+    double best_size = 0;
+    for (int v = bits; v < static_cast<int>(card.size()); ++v) {
+      if (done[v]) continue;
+      std::vector<int> u;
+      for (std::size_t f = 0; f < pool.size(); ++f)
+        if (alive[f] && std::binary_search(pool[f].vars.begin(), pool[f].vars.end(), v))
+          u.insert(u.end(), pool[f].vars.begin(), pool[f].vars.end());
+      std::sort(u.begin(), u.end());
+      u.erase(std::unique(u.begin(), u.end()), u.end());
+      double size = 1;
+      for (int x : u) size *= card[x];
+      if (best < 0 || size < best_size) best = v, best_size = size;
+    }
+    std::vector<const Tab*> in;
+    for (std::size_t f = 0; f < pool.size(); ++f)
+      if (alive[f] && std::binary_search(pool[f].vars.begin(), pool[f].vars.end(), best)) {
+        in.push_back(&pool[f]);
+        alive[f] = 0;
+      }
+    done[best] = 1;
+    if (in.empty()) continue;  // a variable in no table (cannot happen: priors, transmissions)
+    if (best_size / card[best] > limit) return best_size / card[best];
+    Tab t = multiply_sum(in, best, card);
+    pool.push_back(std::move(t));
+    alive.push_back(1);
+  }
+  return std::nullopt;
+}
+
+// Tables over state bits only, merged while their union stays within 2^12 entries (or adds no
+// variable), so that a step reads few.
+void merge_small_tables(std::vector<Tab>& rest, const std::vector<int>& card) {
+  while (rest.size() > 1) {
+    std::size_t bi = 0, bj = 1;
+    double best = std::numeric_limits<double>::infinity();
+    bool subset = false;
+    for (std::size_t i = 0; i < rest.size(); ++i)
+      for (std::size_t j = i + 1; j < rest.size(); ++j) {
+        std::vector<int> u = rest[i].vars;
+        u.insert(u.end(), rest[j].vars.begin(), rest[j].vars.end());
+        std::sort(u.begin(), u.end());
+        const std::size_t n = std::unique(u.begin(), u.end()) - u.begin();
+        const bool sub = n == std::max(rest[i].vars.size(), rest[j].vars.size());
+        const double size = std::exp2(static_cast<double>(n));
+        if ((sub && !subset) || (sub == subset && size < best)) best = size, bi = i, bj = j;
+        subset = subset || sub;
+      }
+    if (!subset && best > 4096) break;
+    if (subset) {  // the smaller one multiplied into the larger in place
+      if (rest[bi].vars.size() < rest[bj].vars.size()) std::swap(rest[bi], rest[bj]);
+      multiply_into(rest[bi], rest[bj]);
+      rest.erase(rest.begin() + bj);
+      continue;
+    }
+    Tab t = multiply_sum({&rest[bi], &rest[bj]}, -1, card);
+    rest.erase(rest.begin() + bj);
+    rest[bi] = std::move(t);
+  }
+}
+
+// Each table to a factor of `out` over state positions, numbered from the lowest (pext order),
+// scaled to a maximum of 1. A table's index is already that order: its variables ascend in id,
+// so descend in state position, the last (lowest position) fastest.
+void add_factors(std::vector<Tab>& rest, int bits, Emission& out) {
+  for (Tab& f : rest) {
+    EmissionFactor ef;
+    for (int v : f.vars) ef.mask |= std::uint64_t(1) << (bits - 1 - v);
+    double mx = 0;
+    for (double y : f.t) mx = std::max(mx, y);
+    ef.table = std::move(f.t);
+    if (!(mx > 0)) {
+      out.zero = true;
+      out.factors.clear();
+      return;
+    }
+    for (double& x : ef.table) x /= mx;
+    out.ln_scale += std::log(mx);
+    out.factors.push_back(std::move(ef));
+  }
 }
 
 }  // namespace
@@ -416,48 +506,18 @@ Emission InheritanceModel::emission(int l, double table_limit) const {
       }));
     }
   }
-  // Sum out the alleles, greedily: the variable whose bucket table is smallest first.
+  // Sum out the alleles; a factor beyond the limit: per state on the fly, else refused.
   std::vector<char> alive(tabs.size(), 1);
   std::vector<Tab> pool = std::move(tabs);
-  std::vector<char> done(card.size(), 0);
-  for (int left = static_cast<int>(card.size()) - bits_; left > 0; --left) {
-    int best = -1;
-    double best_size = 0;
-    for (int v = bits_; v < static_cast<int>(card.size()); ++v) {
-      if (done[v]) continue;
-      std::vector<int> u;
-      for (std::size_t f = 0; f < pool.size(); ++f)
-        if (alive[f] && std::binary_search(pool[f].vars.begin(), pool[f].vars.end(), v))
-          u.insert(u.end(), pool[f].vars.begin(), pool[f].vars.end());
-      std::sort(u.begin(), u.end());
-      u.erase(std::unique(u.begin(), u.end()), u.end());
-      double size = 1;
-      for (int x : u) size *= card[x];
-      if (best < 0 || size < best_size) best = v, best_size = size;
-    }
-    std::vector<const Tab*> in;
-    for (std::size_t f = 0; f < pool.size(); ++f)
-      if (alive[f] && std::binary_search(pool[f].vars.begin(), pool[f].vars.end(), best)) {
-        in.push_back(&pool[f]);
-        alive[f] = 0;
-      }
-    done[best] = 1;
-    if (in.empty()) continue;  // a variable in no table (cannot happen: priors, transmissions)
-    if (best_size / card[best] > limit) {
-      Emission p;
-      p.program = program(l);
-      if (p.program.n > 0) return p;
-    }
-    if (best_size / card[best] > limit)
-      throw std::length_error("an emission factor of 2^" +
-                              std::to_string(static_cast<int>(std::log2(best_size / card[best]))) +
-                              " entries at locus " + std::to_string(l + 1));
-    Tab t = multiply_sum(in, best, card);
-    pool.push_back(std::move(t));
-    alive.push_back(1);
+  if (const std::optional<double> over = sum_out_alleles(pool, alive, card, bits_, limit)) {
+    Emission p;
+    p.program = program(l);
+    if (p.program.n > 0) return p;
+    throw std::length_error("an emission factor of 2^" +
+                            std::to_string(static_cast<int>(std::log2(*over))) +
+                            " entries at locus " + std::to_string(l + 1));
   }
-  // What is left reads only state bits: constants go to the scale; small tables are merged
-  // while their union stays within 2^12 entries (or adds no variable), so the step reads few.
+  // What is left reads only state bits: constants go to the scale, the tables become factors.
   Emission out;
   std::vector<Tab> rest;
   for (std::size_t f = 0; f < pool.size(); ++f) {
@@ -473,408 +533,8 @@ Emission InheritanceModel::emission(int l, double table_limit) const {
     }
     rest.push_back(std::move(pool[f]));
   }
-  while (rest.size() > 1) {
-    std::size_t bi = 0, bj = 1;
-    double best = std::numeric_limits<double>::infinity();
-    bool subset = false;
-    for (std::size_t i = 0; i < rest.size(); ++i)
-      for (std::size_t j = i + 1; j < rest.size(); ++j) {
-        std::vector<int> u = rest[i].vars;
-        u.insert(u.end(), rest[j].vars.begin(), rest[j].vars.end());
-        std::sort(u.begin(), u.end());
-        const std::size_t n = std::unique(u.begin(), u.end()) - u.begin();
-        const bool sub = n == std::max(rest[i].vars.size(), rest[j].vars.size());
-        const double size = std::exp2(static_cast<double>(n));
-        if ((sub && !subset) || (sub == subset && size < best)) best = size, bi = i, bj = j;
-        subset = subset || sub;
-      }
-    if (!subset && best > 4096) break;
-    if (subset) {  // the smaller one multiplied into the larger in place
-      if (rest[bi].vars.size() < rest[bj].vars.size()) std::swap(rest[bi], rest[bj]);
-      multiply_into(rest[bi], rest[bj]);
-      rest.erase(rest.begin() + bj);
-      continue;
-    }
-    Tab t = multiply_sum({&rest[bi], &rest[bj]}, -1, card);
-    rest.erase(rest.begin() + bj);
-    rest[bi] = std::move(t);
-  }
-  // Each table to a factor over state positions, numbered from the lowest (pext order), scaled
-  // to a maximum of 1. A table's index is already that order: its variables ascend in id, so
-  // descend in state position, the last (lowest position) fastest.
-  for (Tab& f : rest) {
-    EmissionFactor ef;
-    for (int v : f.vars) ef.mask |= std::uint64_t(1) << (bits_ - 1 - v);
-    double mx = 0;
-    for (double y : f.t) mx = std::max(mx, y);
-    ef.table = std::move(f.t);
-    if (!(mx > 0)) {
-      out.zero = true;
-      out.factors.clear();
-      return out;
-    }
-    for (double& x : ef.table) x /= mx;
-    out.ln_scale += std::log(mx);
-    out.factors.push_back(std::move(ef));
-  }
-  return out;
-}
-
-std::vector<double> InheritanceModel::location_scores(const std::vector<int>& markers,
-                                                      const std::vector<double>& male,
-                                                      const std::vector<double>& female, int trait,
-                                                      const std::vector<Point>& points,
-                                                      double* markers_only, ChainBackend* backend) {
-  using Clock = std::chrono::steady_clock;
-  auto since = [](Clock::time_point t) {
-    return std::chrono::duration<double>(Clock::now() - t).count();
-  };
-  profile_ = {};
-  if (bits_ > kMaxBits)
-    throw std::length_error("an inheritance vector of " + std::to_string(bits_) +
-                            " bits is beyond the chain's " + std::to_string(kMaxBits));
-  std::unique_ptr<ChainBackend> own;
-  if (!backend) {
-    own = make_cpu_chain(layout_, 0);
-    backend = own.get();
-  }
-  ChainBackend& B = *backend;
-  const int M = static_cast<int>(markers.size());
-  const double ln_prior = -bits_ * std::log(2.0);  // each class of vectors: 2^-bits
-  // Every emission once, as factor tables (kept for the whole walk). Under a memory limit, in
-  // chunks of loci, each locus's factors limited to its share of what is left for tables after
-  // four state vectors (set_memory_limit); beyond it a locus goes per state on the fly.
-  auto t0 = Clock::now();
-  const double vec = 8.0 * std::exp2(bits_);
-  const bool bounded = memory_limit_ > 0;
-  auto bytes_of = [](const Emission& e) {
-    double b = 0;
-    for (const EmissionFactor& f : e.factors) b += 8.0 * static_cast<double>(f.table.size());
-    return b;
-  };
-  auto too_much = [&](double tables) {
-    auto mib = [](double b) { return std::to_string(static_cast<long>(std::ceil(b / 1048576))); };
-    return std::length_error("emission tables of " + mib(tables) +
-                             " MiB and four state vectors of " + mib(vec) +
-                             " MiB exceed the chain's memory, " + mib(memory_limit_) + " MiB");
-  };
-  // `room0`: bytes for the tables after the state vectors: the block cache's (2 sqrt(M) + 4, the
-  // walk's 734 steps on c250) while that is at most half of the memory, else at least four
-  // (with fewer checkpoints each point's beta is rebuilt from further away: 16375 steps on c250
-  // under 1500M when the tables took all but four). A factor of at most room0 / 8
-  // bytes (a locus beyond goes per state on the fly); loci computed in chunks that fit in what
-  // is free (the first chunk one locus, then as many as fit at kScratchTimes the largest so far,
-  // at most kEmissionChunk), each chunk followed by dropping the largest tables until the kept
-  // ones and one dropped locus (recomputed into `scratch` when a step needs it) fit. A locus
-  // being computed holds its elimination's intermediate tables too: kScratchTimes its own
-  // (measured on c250: 1.5 exceeded --max-memory by 4-7%).
-  constexpr double kScratchTimes = 3;
-  const double vectors_wanted = (2 * std::ceil(std::sqrt(static_cast<double>(M))) + 4) * vec;
-  const double room0 =
-      bounded ? memory_limit_ - std::max(4 * vec, std::min(vectors_wanted, memory_limit_ / 2)) : 0;
-  if (bounded && room0 < 0) throw too_much(0);
-  const double limit = bounded ? std::min(table_limit_, room0 / 8 / 8) : -1.0;
-  const Emission et = emission(trait, limit);
-  double kept_bytes = bytes_of(et), dropped_max = 0;
-  std::vector<Emission> em(M);
-  std::vector<char> kept(M, 1);
-  // Drops the largest kept table among loci [a, b) while the tables do not fit; false when
-  // nothing is left to drop there. Only with a backend that can forget an emission (the CPU):
-  // the GPU keeps each emission's device copy by its address, which `scratch` reuses.
-  const bool may_drop = B.forget(nullptr);
-  auto fit = [&](int a, int b) {
-    while (kept_bytes + kScratchTimes * dropped_max > room0) {
-      if (!may_drop) return false;
-      int worst = -1;
-      for (int k = a; k < b; ++k)
-        if (kept[k] && bytes_of(em[k]) > 0 && (worst < 0 || bytes_of(em[k]) > bytes_of(em[worst])))
-          worst = k;
-      if (worst < 0) return false;
-      const double w = bytes_of(em[worst]);
-      kept_bytes -= w;
-      dropped_max = std::max(dropped_max, w);
-      kept[worst] = 0;
-      em[worst] = Emission{};
-    }
-    return true;
-  };
-  double largest = 0;  // the largest locus's tables so far
-  for (int c0 = 0, chunk = 1; c0 < M; c0 += chunk) {
-    if (!bounded)
-      chunk = M;
-    else if (c0 > 0)
-      chunk = static_cast<int>(std::clamp((room0 - kept_bytes - kScratchTimes * dropped_max) /
-                                              std::max(kScratchTimes * largest, 1048576.0),
-                                          1.0, static_cast<double>(kEmissionChunk)));
-    const int c1 = std::min(M, c0 + chunk);
-    std::exception_ptr failed;  // the first locus that failed (no exception leaves the loop)
-#pragma omp parallel for schedule(dynamic)
-    for (int k = c0; k < c1; ++k) {
-      try {
-        em[k] = emission(markers[k], limit);
-      } catch (...) {
-#pragma omp critical
-        if (!failed) failed = std::current_exception();
-      }
-    }
-    if (failed) std::rethrow_exception(failed);
-    for (int k = c0; k < c1; ++k) {
-      kept_bytes += bytes_of(em[k]);
-      largest = std::max(largest, bytes_of(em[k]));
-    }
-    if (bounded && !fit(c0, c1) && !may_drop) throw too_much(kept_bytes);
-  }
-  if (bounded && !fit(0, M)) throw too_much(kept_bytes + kScratchTimes * dropped_max);
-  // A dropped locus's emission, recomputed (the same tables: emission() is deterministic).
-  Emission scratch;
-  int scratch_k = -1;
-  auto E = [&](int k) -> const Emission* {
-    if (kept[k]) return &em[k];
-    if (scratch_k != k) {
-      B.forget(&scratch);
-      scratch = Emission{};  // its tables go before the next are built
-      scratch = emission(markers[k], limit);
-      scratch_k = k;
-      ++profile_.recomputed;
-    }
-    return &scratch;
-  };
-  profile_.dropped = static_cast<long>(std::count(kept.begin(), kept.end(), 0));
-  profile_.programs += et.program.n > 0;
-  for (const Emission& e : em) {
-    profile_.factors += static_cast<long>(e.factors.size());
-    profile_.programs += e.program.n > 0;
-    profile_.table_bytes += bytes_of(e);
-    const std::uint64_t low = (std::uint64_t(1) << layout_.regions[0].second) - 1;
-    for (const EmissionFactor& f : e.factors) profile_.mixed_factors += (f.mask & ~low) != 0;
-  }
-  profile_.emission_s = since(t0);
-  // Which intervals have points: the forward pass stops there.
-  std::vector<std::vector<int>> at(M + 1);  // at[left + 1]: the points after marker `left`
-  for (std::size_t p = 0; p < points.size(); ++p) {
-    const int l = points[p].left;
-    if (l < -1 || l >= M) throw std::logic_error("location_scores: point outside the map");
-    at[l + 1].push_back(static_cast<int>(p));
-  }
-  // Memory: four working vectors (alpha, beta, and the two sides of a point) in fast memory;
-  // beta_k kept at checkpoints every `every` markers. With room, the betas of one block of
-  // markers are rebuilt once from the next checkpoint and kept (about 2 sqrt(M) vectors in
-  // all); without, each beta a point needs is rebuilt from the next checkpoint.
-  long fast = B.vectors_fast(), total = B.vectors_total();
-  if (bounded) {  // the checkpoints get what the tables leave
-    total = std::min(
-        total, static_cast<long>((memory_limit_ - kept_bytes - kScratchTimes * dropped_max) / vec));
-    fast = std::min(fast, total);
-  }
-  if (fast < 4 || total < 4)
-    throw std::runtime_error("the inheritance chain needs four state vectors in memory (" +
-                             std::to_string(bits_) + " bits)");
-  int every = std::max(1, static_cast<int>(std::ceil(std::sqrt(static_cast<double>(M)))));
-  bool block_cache = (M + every - 1) / every + every + 4 <= total;
-  if (!block_cache) {
-    const long room = total - 4;
-    every = room > 0 ? std::max(1, static_cast<int>((M + room - 1) / room)) : M + 1;
-    if (room <= 0) every = M + 1;  // no checkpoint: every beta rebuilt from the end
-  }
-  profile_.checkpoint_every = every;
-  profile_.block_cache = block_cache;
-  // When the checkpoints and the block all fit in fast memory (the CPU: always), they are read
-  // in place: a rebuilt beta is stepped from the next one into its own vector (step_from), and
-  // a point reads the cached beta itself; otherwise (a GPU with checkpoints in host memory)
-  // each is copied into `beta` first.
-  const bool direct = block_cache && static_cast<long>((M + every - 1) / every) + every + 4 <= fast;
-  profile_.direct = direct;
-  const int alpha = B.alloc(true), beta = B.alloc(true), va = B.alloc(true), vb = B.alloc(true);
-  std::vector<int> check(every <= M ? (M + every - 1) / every : 0, -1);
-  std::vector<double> check_scale(check.size(), 0);
-  auto timed_step = [&](int v, bool kernel, double m, double f, const Emission* e) {
-    const auto t = Clock::now();
-    const double s = B.step(v, kernel, m, f, e);
-    profile_.step_s += since(t);
-    ++profile_.steps;
-    return s;
-  };
-  // beta_k = E_k * K_k(beta_k+1) into `dst` from `src` (which holds beta_{k+1}; unchanged when
-  // it is another vector).
-  auto step_back_from = [&](int k, int dst, int src, double& s) {
-    if (k == M - 1) {
-      B.fill(dst, 1.0);
-      s = timed_step(dst, false, 0, 0, E(k));
-      return;
-    }
-    if (dst == src) {
-      s += timed_step(dst, true, male[k], female[k], E(k));
-      return;
-    }
-    const auto t = Clock::now();
-    s += B.step_from(dst, src, true, male[k], female[k], E(k));
-    profile_.step_s += since(t);
-    ++profile_.steps;
-  };
-  // beta_k = E_k * K_k(beta_k+1); `v` holds beta_{k+1} (nothing for k = M - 1).
-  auto step_back = [&](int k, int v, double& s) {
-    if (k == M - 1) {
-      B.fill(v, 1.0);
-      s = timed_step(v, false, 0, 0, E(k));
-    } else {
-      s += timed_step(v, true, male[k], female[k], E(k));
-    }
-  };
-  if (M > 0 && direct) {
-    double s = 0;
-    int cur = beta;
-    for (int k = M - 1; k >= 0; --k) {
-      const bool at_check = k % every == 0 && k / every < static_cast<int>(check.size());
-      const int dst = at_check ? B.alloc(true) : beta;
-      step_back_from(k, dst, cur, s);
-      if (at_check) {
-        check[k / every] = dst;
-        check_scale[k / every] = s;
-      }
-      cur = dst;
-    }
-  } else if (M > 0) {
-    double s = 0;
-    for (int k = M - 1; k >= 0; --k) {
-      step_back(k, beta, s);
-      if (k % every == 0 && k / every < static_cast<int>(check.size())) {
-        const int c = B.alloc(false);
-        B.copy(c, beta);
-        check[k / every] = c;
-        check_scale[k / every] = s;
-      }
-    }
-  }
-  // beta_k into `beta` (with its ln scale): from the block cache or rebuilt from a checkpoint.
-  int have_block = -1;
-  std::vector<int> cached;
-  std::vector<double> cached_scale;
-  auto rebuild = [&](int k, int target, double& s) {
-    // From the first checkpoint at or after k (or from the end of the map) down to k.
-    int from = M;
-    const int c = (k + every - 1) / every;
-    if (c < static_cast<int>(check.size())) from = c * every;
-    if (from < M) {
-      B.copy(target, check[from / every]);
-      s = check_scale[from / every];
-    }
-    for (int j = (from < M ? from - 1 : M - 1); j >= k; --j) step_back(j, target, s);
-  };
-  // beta_k (with its ln scale): the vector that holds it, `beta` or (direct) a cached one.
-  auto beta_at = [&](int k, double& s) -> int {
-    if (!block_cache) {
-      rebuild(k, beta, s);
-      return beta;
-    }
-    const int b = k / every;
-    if (b != have_block && direct) {
-      const int lo = b * every, hi = std::min(M, lo + every);
-      for (int v : cached)
-        if (v >= 0) B.release(v);
-      cached.assign(hi - lo, -1);
-      cached_scale.assign(hi - lo, 0);
-      int prev = hi < M ? check[hi / every] : -1;
-      double bs = hi < M ? check_scale[hi / every] : 0;
-      for (int j = hi - 1; j > lo; --j) {
-        const int v = B.alloc(true);
-        step_back_from(j, v, prev, bs);
-        cached[j - lo] = v;
-        cached_scale[j - lo] = bs;
-        prev = v;
-      }
-      have_block = b;
-    }
-    if (direct) {
-      s = k == b * every ? check_scale[b] : cached_scale[k - b * every];
-      return k == b * every ? check[b] : cached[k - b * every];
-    }
-    if (b != have_block) {
-      const int lo = b * every, hi = std::min(M, lo + every);
-      for (int v : cached)
-        if (v >= 0) B.release(v);
-      cached.assign(hi - lo, -1);
-      cached_scale.assign(hi - lo, 0);
-      double bs = 0;
-      int from = hi;
-      if (hi < M) {
-        B.copy(beta, check[hi / every]);
-        bs = check_scale[hi / every];
-      }
-      for (int j = from - 1; j >= lo; --j) {
-        if (j == lo) {
-          cached[0] = -1;  // the checkpoint itself
-          break;
-        }
-        step_back(j, beta, bs);
-        cached[j - lo] = B.alloc(false);
-        B.copy(cached[j - lo], beta);
-        cached_scale[j - lo] = bs;
-      }
-      have_block = b;
-    }
-    if (k == b * every) {
-      B.copy(beta, check[b]);
-      s = check_scale[b];
-    } else {
-      B.copy(beta, cached[k - b * every]);
-      s = cached_scale[k - b * every];
-    }
-    return beta;
-  };
-  std::vector<double> out(points.size(), kNegInf);
-  // sum_w [K_left alpha](w) E_T(w) [K_right beta](w)
-  auto score = [&](bool have_alpha, double as, int bv, double bs, const Point& pt) {
-    const bool have_beta = bv >= 0;
-    const auto t = Clock::now();
-    double s = as + bs;
-    // A point at a marker (theta 0 on that side) needs no kernel there.
-    // (Thetas below 1e-12, a point at a marker up to rounding, change no digit that matters.)
-    const bool kl = have_alpha && (pt.male_left > 1e-12 || pt.female_left > 1e-12);
-    const bool kr = have_beta && (pt.male_right > 1e-12 || pt.female_right > 1e-12);
-    if (have_alpha && have_beta) {
-      s += B.ln_score(alpha, {kl, pt.male_left, pt.female_left}, &et, bv,
-                      {kr, pt.male_right, pt.female_right}, va, vb);
-      profile_.score_steps += kl + kr;
-      profile_.score_s += since(t);
-      return std::isinf(s) ? kNegInf : s;
-    }
-    if (have_alpha) {
-      B.copy(va, alpha);
-      if (kl) s += B.step(va, true, pt.male_left, pt.female_left, nullptr);
-    } else {
-      B.fill(va, 1.0);
-    }
-    if (have_beta) {
-      B.copy(vb, bv);
-      if (kr) s += B.step(vb, true, pt.male_right, pt.female_right, nullptr);
-    } else {
-      B.fill(vb, 1.0);
-    }
-    profile_.score_steps += kl + kr;
-    const double d = B.ln_dot(va, &et, vb);
-    profile_.score_s += since(t);
-    return std::isinf(d) || std::isinf(s) ? kNegInf : d + s;
-  };
-  // Forward pass: alpha_k = E_k * K_{k-1}(alpha_k-1), alpha_0 = prior * E_0.
-  double as = ln_prior;
-  for (int k = -1; k < M; ++k) {
-    if (k == 0) {
-      B.fill(alpha, 1.0);
-      as += timed_step(alpha, false, 0, 0, E(0));
-    } else if (k > 0) {
-      as += timed_step(alpha, true, male[k - 1], female[k - 1], E(k));
-    }
-    if (at[k + 1].empty()) continue;
-    double bs = 0;
-    const int bv = k + 1 < M ? beta_at(k + 1, bs) : -1;
-    for (int p : at[k + 1]) out[p] = score(k >= 0, k >= 0 ? as : ln_prior, bv, bs, points[p]);
-  }
-  if (markers_only) *markers_only = M > 0 ? as + B.ln_dot(alpha, nullptr, -1) : 0.0;
-  for (int v : cached)
-    if (v >= 0) B.release(v);
-  for (int v : check)
-    if (v >= 0) B.release(v);
-  for (int v : {alpha, beta, va, vb}) B.release(v);
+  merge_small_tables(rest, card);
+  add_factors(rest, bits_, out);
   return out;
 }
 

@@ -105,6 +105,7 @@ class InheritanceModel {
   const Profile& profile() const { return profile_; }
 
  private:
+  struct Walk;  // location_scores's steps (location_scores.cpp)
   struct Meiosis {
     int child, side, parent;  // side 0 paternal, 1 maternal
     int bit;                  // state bit, or -1 when fixed at 0 (founder phase)

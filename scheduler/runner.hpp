@@ -5,6 +5,7 @@
 // with the one fallback when there is none), and the executor (executor.hpp) that runs it, or
 // its check mode. The GPU is opened once, lazily, by the first plan that uses it; a Runner is
 // meant to live as long as the command and to run many plans.
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -13,41 +14,14 @@
 #include <vector>
 
 #include "engine/condition.hpp"
+#include "engine/errors.hpp"
 #include "engine/plan.hpp"
-#include "gpu/device_api.hpp"
+#include "scheduler/devices.hpp"
 #include "scheduler/executor.hpp"
 #include "scheduler/policies.hpp"
 #include "scheduler/profile.hpp"
 
 namespace kinfer::sched {
-
-// Opening the machine's GPU (for the runner, and for `kinfer calibrate` and `kinfer schedule`,
-// which measure it directly). Never throws.
-struct OpenedDevice {
-  // null when there is no usable GPU; shared with the process's kept devices (keep_gpus_open)
-  std::shared_ptr<gpu::Context> ctx;
-  std::string name;                   // the GPU's name, or why there is none
-  double memory_bytes = 0;
-  double seconds = 0;  // probing and opening it took (the driver's start included)
-  // The calibration profile for it, looked up and read while the context is made when asked for
-  // (open_gpu's `with_profile`: the background start; reading ~0.2 MB of JSON takes 3-4 ms):
-  // `profile_looked` says it was; `profile_path` is where it was looked for (find_profile_for_gpu,
-  // else default_profile_path()), `profile` empty when there is none or it could not be read.
-  bool profile_looked = false;
-  std::string profile_path;
-  std::optional<Profile> profile;
-};
-// device: an index among the visible GPUs
-OpenedDevice open_gpu(int device = 0, bool with_profile = false);
-// For a process that runs many jobs one after another (a batch's device worker): from now on
-// each GPU opened stays open for the process's life, and later open_gpu calls (every job's
-// runner) take it as it is, its memory pools and loaded kernels warm, instead of opening the
-// device again. A single command's GPU closes with its runner.
-void keep_gpus_open();
-
-enum class DeviceChoice { automatic, cpu, gpu };
-const char* to_string(DeviceChoice d);
-DeviceChoice parse_device(const std::string& name);  // "auto", "cpu", "gpu"; invalid_argument
 
 // `--device auto` decides from the profile of the machine's GPU (auto_choice); without one, and
 // for the batch's GPU slots, it uses the GPU for plans of at least this many FLOP: below it,
@@ -233,7 +207,7 @@ class Runner {
   // Every slice of a plan that may be conditioned (one call when it is not) through run(plan):
   // the device opens once; with several GPUs wanted for it (lanes(): not for --check), one
   // runner per GPU, the slices spread over them (engine/condition.hpp run_conditioned_lanes);
-  // with a `dealer` (dist/: MPI ranks), only this process's slices run here and the others'
+  // with a `dealer` (mpi/: MPI ranks), only this process's slices run here and the others'
   // values come from it. The answer is the slices' log-sum-exp in slice order whatever ran them;
   // a failed check in any slice is the run's check; device seconds are summed, the device peak
   // is the largest; the rest of the result is GPU 0's last slice's ("none" when this process ran
@@ -261,6 +235,10 @@ class Runner {
   // not run (kinfer info): the GPU is never opened nor started in the background, and its budget
   // is --gpu-memory, at most 90% of the probed device memory.
   void plan_for_device(PlanOptions& po, bool describe_only = false);
+  // The device memory budget alone (device_budget), for a command that plans with the engine's
+  // own order prediction (`kinfer lod`): unless --device cpu, whose plans are sized for the host
+  // even when --check compares them on a GPU.
+  void budget_for_device(PlanOptions& po);
   // The accountant's estimate for the device that will run `plan`: on the CPU, plan.memory; on
   // a GPU, the host holds the inputs, their pinned staging copy and the CUDA context instead of
   // the intermediate tables (those live on the device), and device_bytes is the device's part.
@@ -308,6 +286,26 @@ class Runner {
   std::unique_ptr<Placed> placed_;
   // --device auto: whether this plan goes to the GPU, and why not when it does not.
   bool auto_gpu(const Plan& plan, std::string& why_not);
+
+  // run(plan)'s steps. The GPU it runs on (opened now), or nullptr and `why_not`.
+  gpu::Context* device_for(const Plan& plan, RunResult& r, std::string& why_not);
+  // Every bucket on the CPU, through the engine's reference executor (run_plan), for `why`.
+  void run_on_cpu(const Plan& plan, const std::string& why, RunResult& r);
+  // --check: every bucket on the CPU and the GPU, compared (the CPU alone without a GPU).
+  void run_check(const Plan& plan, gpu::Context* ctx, const std::string& why_not, RunResult& r);
+  void add_to_check_totals(const CheckReport& rep);
+  // Which buckets go where (placement), with the profile the policy needs.
+  Schedule schedule_for(const Plan& plan, Policy asked, gpu::Context& ctx, RunResult& r);
+  // No profile for a new GPU and RunRequest::auto_calibrate_seconds: calibrates it that long,
+  // caches the profile for later runs and returns it (`path`: where it is kept).
+  const Profile* calibrate_briefly(gpu::Context& ctx, std::string& path);
+  // The executor on the placement `s`; `t_sched`: when the scheduling began.
+  void run_placed(const Plan& plan, const Schedule& s, gpu::Context* ctx,
+                  std::chrono::steady_clock::time_point t_sched, RunResult& r);
+  // The device's memory ran out during the run: the CPU instead when the host limit allows.
+  void run_on_cpu_after(const Plan& plan, const DeviceMemoryError& e, RunResult& r);
+  // The executor's statistics and each bucket's device and reason into `r`, logged.
+  void record_placed(const Plan& plan, const Schedule& s, const ExecStats& st, RunResult& r);
 
   // run(cp)'s conditioning at run time (set_plan_options): when the plan's device estimate
   // exceeds the usable device memory now (or `after_failure`: an allocation failed), cp is

@@ -8,7 +8,7 @@
 #include <sstream>
 #include <string>
 
-#include "dist/distributed.hpp"
+#include "mpi/distributed.hpp"
 
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "dist/distributed.hpp"
+#include "mpi/distributed.hpp"
 
 namespace kinfer::dist {
 

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/distributed.hpp"
+#include "mpi/distributed.hpp"
 
 namespace kinfer::dist {
 
