@@ -117,6 +117,16 @@ struct RunResult {
 // the slices. 1 for an unconditioned plan or fewer than 2 GPUs.
 int slice_lanes(int gpus, const ConditionedPlan& cp, double host_memory_bytes);
 
+// Of `lanes` GPUs that could share a conditioned plan's slices, how many pay for their start:
+// each GPU more (started one after another, kGpuStartSeconds each) must save more than the
+// starts before it cost, by the predicted seconds of the slices (kGpuSliceBaseSeconds each plus
+// their states at kGpuStatesPerSecond).
+int lanes_that_pay(const ConditionedPlan& cp, int lanes);
+// A slice's fixed cost on the GPU (its inputs refilled and uploaded, the plan's kernels
+// launched): 8 ms per slice for pedigree50 under --gpu-memory 2G (72 slices in 0.58 s) and 12 ms
+// for linkage_11's 8 slices under --gpu-memory 256M, on one H200 (BENCHMARKS.md multi-gpu).
+inline constexpr double kGpuSliceBaseSeconds = 0.008;
+
 // `--device auto` from a profile: the plan's predicted time on the CPU alone against its best
 // placement with the GPU (`policy`'s schedule, plus `start_seconds` to start the device). The
 // GPU only when it is predicted faster, so auto is never predicted slower than the CPU.

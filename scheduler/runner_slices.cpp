@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <mutex>
 
 #include "engine/errors.hpp"
@@ -21,6 +22,15 @@ int slice_lanes(int gpus, const ConditionedPlan& cp, double host_memory_bytes) {
   return lanes;
 }
 
+int lanes_that_pay(const ConditionedPlan& cp, int lanes) {
+  const double per_slice =
+      kGpuSliceBaseSeconds + std::exp2(cp.plan.order.stats.log2_total_state) / kGpuStatesPerSecond;
+  const double total = static_cast<double>(cp.cond.slices) * per_slice;
+  int n = 1;
+  while (n < lanes && total / (n + 1) > n * kGpuStartSeconds) ++n;
+  return n;
+}
+
 int Runner::lanes(const ConditionedPlan& cp) {
   if (!cp.conditioned() || cp.cond.slices < 2 || req_.check || !wants_gpu(cp.plan)) return 1;
   if (!gpu_count_) {
@@ -30,10 +40,16 @@ int Runner::lanes(const ConditionedPlan& cp) {
       gpu_count_ = probed().available ? probed().count : 0;
     }
   }
-  const int n = slice_lanes(*gpu_count_, cp, req_.host_memory_bytes);
-  if (n > 1 && n != lanes_said_)  // once per runner and count (lod runs many plans)
-    spdlog::info("{} GPUs: the {} slices spread over {} of them{}", *gpu_count_, cp.cond.slices, n,
-                 n < *gpu_count_ ? " (what the copies of the plan fit in --max-memory)" : "");
+  const int fit = slice_lanes(*gpu_count_, cp, req_.host_memory_bytes);
+  // GPUs this process must still open: only as many as pay for their start.
+  const int n = gpu_->use_given ? fit : lanes_that_pay(cp, fit);
+  if (n < *gpu_count_ && n != lanes_said_)  // once per runner and count (lod runs many plans)
+    spdlog::info("{} GPUs: the {} slices spread over {} of them ({})", *gpu_count_,
+                 cp.cond.slices, n,
+                 n < fit ? "a GPU more would take longer to start than it would save"
+                         : "what the copies of the plan fit in --max-memory");
+  else if (n > 1 && n != lanes_said_)
+    spdlog::info("{} GPUs: the {} slices spread over all of them", *gpu_count_, cp.cond.slices);
   lanes_said_ = n;
   return n;
 }

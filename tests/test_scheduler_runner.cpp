@@ -887,3 +887,31 @@ TEST_CASE("Gpu.DriverEnvironmentOneWorkQueueUnlessTheUserSetIt", "[scheduler]") 
   queues.set(nullptr);
   CHECK(gpu_context_host_bytes() == 150.0 * 1048576);  // the driver's 8
 }
+
+TEST_CASE("Scheduler.GpusOpenedForSlicesOnlyWhenTheyPay", "[scheduler]") {
+  // Each GPU more starts after the ones before (kGpuStartSeconds each): it is opened only when
+  // the slices' predicted seconds, shared by one more GPU, save more than those starts.
+  ConditionedPlan cp;
+  cp.cond.vars = {0};
+  cp.plan.order.stats.log2_total_state = 10;  // a slice's kernels: negligible beside its base
+  const double slice = kGpuSliceBaseSeconds + std::exp2(10.0) / kGpuStatesPerSecond;
+  auto best = [&](int lanes) {  // the fewest lanes of least predicted wall
+    int n = 1;
+    for (int l = 2; l <= lanes; ++l) {
+      const double total = cp.cond.slices * slice;
+      if (total / l + (l - 1) * kGpuStartSeconds < total / n + (n - 1) * kGpuStartSeconds) n = l;
+    }
+    return n;
+  };
+  for (std::int64_t slices : {2, 8, 72, 300, 2048, 100000}) {
+    cp.cond.slices = slices;
+    INFO(slices << " slices of " << slice << " s");
+    CHECK(lanes_that_pay(cp, 4) <= best(4) + 1);
+    CHECK(lanes_that_pay(cp, 4) >= best(4));
+    CHECK(lanes_that_pay(cp, 1) == 1);
+  }
+  cp.cond.slices = 8;  // 8 slices of a few milliseconds: one GPU
+  CHECK(lanes_that_pay(cp, 4) == 1);
+  cp.cond.slices = 100000;  // minutes of slices: every GPU
+  CHECK(lanes_that_pay(cp, 4) == 4);
+}
