@@ -509,7 +509,6 @@ ConditionedPlan make_conditioned_plan(const Network& net, const Evidence& ev,
     return s;
   }();
   const double limit = opt.max_memory_bytes;
-  const double searched_work = om.order.work;  // 0 when the order came from the cache
   Plan best = plan_structure(net, ev, opt, om.model, std::move(om.order));
   const auto t1 = clock::now();
   const double device =
@@ -532,11 +531,21 @@ ConditionedPlan make_conditioned_plan(const Network& net, const Evidence& ev,
     ConditionedPlan cp;
     bool feasible = false;
     double flops = std::numeric_limits<double>::infinity();
+    // What decides between candidates: the search's prediction for the device that runs the
+    // plan (its slices one after another, each predicted as a plan of its own: a device's fixed
+    // cost per plan counts once per slice) when there is one; else the work.
+    double cost = std::numeric_limits<double>::infinity();
   };
   auto fit = [&](const Plan& p) {
     Candidate c;
     c.cp = condition_to_fit(p, limit, opt, c.feasible, device);
-    if (c.feasible) c.flops = c.cp.cond.flops;
+    if (c.feasible) {
+      c.flops = c.cp.cond.flops;
+      c.cost = opt.order.predict_seconds
+                   ? static_cast<double>(c.cp.cond.slices) *
+                         opt.order.predict_seconds(c.cp.plan.order.stats)
+                   : c.flops;
+    }
     return c;
   };
   const auto ta = clock::now();
@@ -549,10 +558,9 @@ ConditionedPlan make_conditioned_plan(const Network& net, const Evidence& ev,
   // favours fewer, larger buckets, and such an order can keep many large tables alive at once:
   // on linkage_11 the H200's order needs 6.1 GiB where the state-space order needs 1.2 GiB, so
   // under --gpu-memory 256M the first took 2048 slices (44x its work) and this one 8 (its
-  // compute as short as the unconditioned plan's, BENCHMARKS.md multi-gpu). It gets the effort
-  // the device's search took (at least one nominal core-second, when that order was cached):
-  // the state-space objective predicts the CPU's compute, whose stopping rule would search for
-  // as long as a CPU would compute.
+  // compute as short as the unconditioned plan's, BENCHMARKS.md multi-gpu). It is the search
+  // `--device cpu` runs (the same options, so the same order cache entry): a search with only
+  // the device's effort found an order that conditioning could not fit in as few slices.
   Candidate d;
   const bool search_state_space = device > 0 && static_cast<bool>(opt.order.predict_seconds);
   if (search_state_space) {
@@ -560,8 +568,8 @@ ConditionedPlan make_conditioned_plan(const Network& net, const Evidence& ev,
     OrderOptions oo = opt.order;
     oo.predict_seconds = nullptr;
     oo.predict_key.clear();
-    oo.time_budget = std::min(oo.time_budget, std::max(searched_work, 1.0));
-    OrderResult r = find_order(net.num_vars(), om.model.card, scopes, oo);
+    oo.max_table_entries = std::numeric_limits<double>::infinity();
+    OrderResult r = find_order_cached(net.num_vars(), om.model, scopes, oo, opt.order_cache_dir);
     d = fit(plan_structure(net, ev, opt, om.model, std::move(r)));
     spdlog::debug("plan: a search by total state space {:.3f} s, conditioned to fit ({})",
                   secs(td, clock::now()),
@@ -606,7 +614,7 @@ ConditionedPlan make_conditioned_plan(const Network& net, const Evidence& ev,
          "more memory";
     throw ResourceError(s.str());
   }
-  // The least estimated work wins (ties: the earlier candidate).
+  // The least predicted cost wins (ties: the earlier candidate).
   struct Named {
     Candidate* c;
     const char* name;
@@ -617,7 +625,7 @@ ConditionedPlan make_conditioned_plan(const Network& net, const Evidence& ev,
                             {&b, "order searched under the limit", search_limited}};
   std::size_t w = 0;
   for (std::size_t i = 1; i < all.size(); ++i)
-    if (all[i].c->flops < all[w].c->flops) w = i;
+    if (all[i].c->cost < all[w].c->cost) w = i;
   Candidate& c = *all[w].c;
   std::ostringstream why;
   why << all[w].name << (c.cp.conditioned() ? ", conditioned" : "") << " (estimated " << c.flops

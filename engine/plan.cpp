@@ -221,6 +221,20 @@ PlanStart start_plan(const Network& net, const Evidence& ev, const PlanOptions& 
   return s;
 }
 
+OrderResult find_order_cached(int num_vars, const ReducedModel& model,
+                              const std::vector<std::vector<int>>& scopes, const OrderOptions& oo,
+                              std::string cache_dir) {
+  if (cache_dir == "none") cache_dir.clear();
+  std::string cache_file;
+  if (!cache_dir.empty()) cache_file = cache_dir + "/order-" + structure_key(model, oo) + ".txt";
+  OrderResult r;
+  if (cache_file.empty() || !load_order(cache_file, model, scopes, oo, r)) {
+    r = find_order(num_vars, model.card, scopes, oo);
+    if (!cache_file.empty()) save_order(cache_file, r);
+  }
+  return r;
+}
+
 OrderedModel order_model(const Network& net, const Evidence& ev, const PlanOptions& opt) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
@@ -235,14 +249,7 @@ OrderedModel order_model(const Network& net, const Evidence& ev, const PlanOptio
   // No memory filter: the best order by total work; a limit is dealt with afterwards.
   OrderOptions oo = opt.order;
   oo.max_table_entries = std::numeric_limits<double>::infinity();
-  std::string cache_dir = opt.order_cache_dir;
-  if (cache_dir == "none") cache_dir.clear();
-  std::string cache_file;
-  if (!cache_dir.empty()) cache_file = cache_dir + "/order-" + structure_key(om.model, oo) + ".txt";
-  if (cache_file.empty() || !load_order(cache_file, om.model, scopes, oo, om.order)) {
-    om.order = find_order(net.num_vars(), om.model.card, scopes, oo);
-    if (!cache_file.empty()) save_order(cache_file, om.order);
-  }
+  om.order = find_order_cached(net.num_vars(), om.model, scopes, oo, opt.order_cache_dir);
   auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
   spdlog::debug(
       "plan: reduction {:.3f} s, components {:.3f} s, order {:.3f} s ({}; search {:.3f} s, "

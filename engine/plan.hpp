@@ -100,6 +100,12 @@ struct OrderedModel {
 };
 OrderedModel order_model(const Network& net, const Evidence& ev, const PlanOptions& opt);
 
+// find_order through the order cache in `cache_dir` ("none" or empty: no cache), keyed by the
+// reduced structure and every option of `oo` (a cached order is the one the search would find).
+OrderResult find_order_cached(int num_vars, const ReducedModel& model,
+                              const std::vector<std::vector<int>>& scopes, const OrderOptions& oo,
+                              std::string cache_dir);
+
 // A plan for `order` over `om.model` with its tree, statistics and memory estimate, inputs not
 // yet restructured (fill_inputs does it). Cheap: used to compare candidate orders.
 Plan plan_structure(const Network& net, const Evidence& ev, const PlanOptions& opt,
