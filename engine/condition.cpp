@@ -531,21 +531,11 @@ ConditionedPlan make_conditioned_plan(const Network& net, const Evidence& ev,
     ConditionedPlan cp;
     bool feasible = false;
     double flops = std::numeric_limits<double>::infinity();
-    // What decides between candidates: the search's prediction for the device that runs the
-    // plan (its slices one after another, each predicted as a plan of its own: a device's fixed
-    // cost per plan counts once per slice) when there is one; else the work.
-    double cost = std::numeric_limits<double>::infinity();
   };
   auto fit = [&](const Plan& p) {
     Candidate c;
     c.cp = condition_to_fit(p, limit, opt, c.feasible, device);
-    if (c.feasible) {
-      c.flops = c.cp.cond.flops;
-      c.cost = opt.order.predict_seconds
-                   ? static_cast<double>(c.cp.cond.slices) *
-                         opt.order.predict_seconds(c.cp.plan.order.stats)
-                   : c.flops;
-    }
+    if (c.feasible) c.flops = c.cp.cond.flops;
     return c;
   };
   const auto ta = clock::now();
@@ -561,8 +551,15 @@ ConditionedPlan make_conditioned_plan(const Network& net, const Evidence& ev,
   // compute as short as the unconditioned plan's, BENCHMARKS.md multi-gpu). It is the search
   // `--device cpu` runs (the same options, so the same order cache entry): a search with only
   // the device's effort found an order that conditioning could not fit in as few slices.
+  // That search takes seconds on a large network (pedigree50: 2-9 s more planning, for no better
+  // plan under the H200's own memory, 6 slices, nor under --gpu-memory 2G, 72), so it runs only
+  // when conditioning the device's order at least kStateSpaceOverhead-folds its work: then the
+  // device's order keeps too much alive for the budget (linkage_11 under 256M: 45-fold).
+  constexpr double kStateSpaceOverhead = 4;
   Candidate d;
-  const bool search_state_space = device > 0 && static_cast<bool>(opt.order.predict_seconds);
+  const bool search_state_space =
+      device > 0 && static_cast<bool>(opt.order.predict_seconds) &&
+      (!a.feasible || a.flops > kStateSpaceOverhead * unlimited_flops);
   if (search_state_space) {
     const auto td = clock::now();
     OrderOptions oo = opt.order;
@@ -614,7 +611,7 @@ ConditionedPlan make_conditioned_plan(const Network& net, const Evidence& ev,
          "more memory";
     throw ResourceError(s.str());
   }
-  // The least predicted cost wins (ties: the earlier candidate).
+  // The least estimated work wins (ties: the earlier candidate).
   struct Named {
     Candidate* c;
     const char* name;
@@ -625,7 +622,7 @@ ConditionedPlan make_conditioned_plan(const Network& net, const Evidence& ev,
                             {&b, "order searched under the limit", search_limited}};
   std::size_t w = 0;
   for (std::size_t i = 1; i < all.size(); ++i)
-    if (all[i].c->cost < all[w].c->cost) w = i;
+    if (all[i].c->flops < all[w].c->flops) w = i;
   Candidate& c = *all[w].c;
   std::ostringstream why;
   why << all[w].name << (c.cp.conditioned() ? ", conditioned" : "") << " (estimated " << c.flops
