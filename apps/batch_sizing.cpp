@@ -160,8 +160,7 @@ bool Batch::start_order_search(RankSlot& k) {
                       (out_ / "order-cache").string(), k.devices.empty() ? -1 : k.devices[0]);
   searched_.insert(u.search_key);
   if (u.pid <= 0) {  // its jobs search their order themselves (and are probed)
-    for (auto& c : states_)
-      if (c.awaiting_search && plan_key(c) == u.search_key) c.awaiting_search = false;
+    stop_awaiting(u.search_key);
     return false;
   }
   searching_.insert(u.search_key);
@@ -176,10 +175,13 @@ void Batch::reap_order_search(const Unit& u, int wstatus) {
   const double secs = std::chrono::duration<double>(clock_type::now() - u.start).count();
   order_search_seconds_ += secs;
   read_search_estimate(u, wstatus);
-  // Its jobs are sized now: by the search's estimate, or (when there is none) by a probe.
-  for (auto& s : states_)
-    if (s.awaiting_search && plan_key(s) == u.search_key) s.awaiting_search = false;
+  stop_awaiting(u.search_key);  // sized by the search's estimate, or (without one) by a probe
   sort_order();
+}
+
+void Batch::stop_awaiting(const std::string& key) {
+  for (auto& s : states_)
+    if (s.awaiting_search && plan_key(s) == key) s.awaiting_search = false;
 }
 
 void Batch::read_search_estimate(const Unit& u, int wstatus) {

@@ -110,7 +110,8 @@ bool Batch::start(Unit& u, const std::vector<std::string>& args, const std::stri
   }
   if (u.rank == 0) {
     u.pid = spawn_child(self_, args, out_path, &u.fd, log.string(), threads,
-                        (out_ / "order-cache").string(), u.gpu_device);
+                        (out_ / "order-cache").string(), u.gpu_device,
+                        u.device_worker ? &u.in_fd : nullptr);
     return u.pid > 0;
   }
   const nlohmann::json m = {{"uid", u.uid},
@@ -540,14 +541,7 @@ Batch::Unit* Batch::start_device_worker(int r, int device, int threads) {
                            "gpu" + std::to_string(device);
   const fs::path log = out_ / "logs" / (name + ".log");
   if (!fs::exists(log)) write_log_header(log, "device worker", args);
-  if (r == 0) {
-    u.uid = ++uids_;
-    u.pid = spawn_child(self_, args, "", &u.fd, log.string(), threads,
-                        (out_ / "order-cache").string(), device, &u.in_fd);
-    if (u.pid <= 0) return nullptr;
-  } else {
-    if (!start(u, args, "", log, threads)) return nullptr;
-  }
+  if (!start(u, args, "", log, threads)) return nullptr;
   u.accepting = true;
   ++device_workers_started_;
   units_.push_back(std::move(u));

@@ -212,7 +212,8 @@ class Batch {
   void occupy_job(Unit& u, std::size_t idx, int sign);
 
   // Starts `args` on rank u.rank: here, or by a message to that rank's executor
-  // (run_batch_rank). stdout to `out_path`, or a pipe (u.fd) when it is empty.
+  // (run_batch_rank). stdout to `out_path`, or a pipe (u.fd) when it is empty; a device worker's
+  // stdin from a pipe (here: u.in_fd; there: its rank keeps it).
   bool start(Unit& u, const std::vector<std::string>& args, const std::string& out_path,
              const fs::path& log, int threads);
 
@@ -277,6 +278,8 @@ class Batch {
   void reap_order_search(const Unit& u, int wstatus);
   // The estimates a successful search ahead printed, for the jobs of its plan.
   void read_search_estimate(const Unit& u, int wstatus);
+  // The jobs of plan `key` no longer wait for a search ahead to size them.
+  void stop_awaiting(const std::string& key);
 
   // What makes two jobs' plans the same: network, evidence and options.
   static std::string plan_key(const JobState& s);

@@ -549,12 +549,11 @@ ConditionedPlan make_conditioned_plan(const Network& net, const Evidence& ev,
   // on linkage_11 the H200's order needs 6.1 GiB where the state-space order needs 1.2 GiB, so
   // under --gpu-memory 256M the first took 2048 slices (44x its work) and this one 8 (its
   // compute as short as the unconditioned plan's, BENCHMARKS.md multi-gpu). It is the search
-  // `--device cpu` runs (the same options, so the same order cache entry): a search with only
-  // the device's effort found an order that conditioning could not fit in as few slices.
-  // That search takes seconds on a large network (pedigree50: 2-9 s more planning, for no better
-  // plan under the H200's own memory, 6 slices, nor under --gpu-memory 2G, 72), so it runs only
-  // when conditioning the device's order at least kStateSpaceOverhead-folds its work: then the
-  // device's order keeps too much alive for the budget (linkage_11 under 256M: 45-fold).
+  // `--device cpu` runs, with its full effort (the same options, so the same order cache entry).
+  // That search takes seconds on a large network (pedigree50 on the H200: 2-9 s more planning),
+  // so it runs only when conditioning the device's order at least kStateSpaceOverhead-folds its
+  // work, the sign that the device's order keeps too much alive for the budget (linkage_11 under
+  // 256M: 45-fold; pedigree50 under the H200's own memory: 0.1%).
   constexpr double kStateSpaceOverhead = 4;
   Candidate d;
   const bool search_state_space =
