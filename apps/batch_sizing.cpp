@@ -174,6 +174,8 @@ void Batch::reap_order_search(const Unit& u, int wstatus) {
   searching_.erase(u.search_key);
   const double secs = std::chrono::duration<double>(clock_type::now() - u.start).count();
   order_search_seconds_ += secs;
+  spdlog::debug("batch: an order search ended after {:.2f} s, {:.2f} s into the batch", secs,
+                std::chrono::duration<double>(clock_type::now() - t0_).count());
   read_search_estimate(u, wstatus);
   stop_awaiting(u.search_key);  // sized by the search's estimate, or (without one) by a probe
   sort_order();

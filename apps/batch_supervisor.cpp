@@ -544,6 +544,8 @@ Batch::Unit* Batch::start_device_worker(int r, int device, int threads) {
   if (!start(u, args, "", log, threads)) return nullptr;
   u.accepting = true;
   ++device_workers_started_;
+  spdlog::debug("batch: a device worker for GPU {} started {:.2f} s into the batch", device,
+                std::chrono::duration<double>(clock_type::now() - t0_).count());
   units_.push_back(std::move(u));
   return &units_.back();
 }

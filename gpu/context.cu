@@ -9,9 +9,11 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "gpu/cuda_check.cuh"
 #include "gpu/detail/cuda_context.cuh"
+#include "gpu/detail/nvml_list.hpp"
 #include "gpu/device_api.hpp"
 
 namespace kinfer::gpu {
@@ -24,6 +26,11 @@ bool driver_started() { return g_driver_started.load(); }
 void mark_driver_started() { g_driver_started = true; }
 
 DeviceInfo probe() {
+  if (auto listed = detail::list_by_nvml(CUDART_VERSION)) return *std::move(listed);
+  return detail::probe_runtime();
+}
+
+DeviceInfo detail::probe_runtime() {
   mark_driver_started();
   DeviceInfo info;
   int n = 0;

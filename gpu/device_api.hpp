@@ -32,11 +32,12 @@ struct DeviceInfo {
   std::vector<Device> devices;  // every usable device, by index (`kinfer info`)
 };
 
-// Never throws.
+// The usable GPUs. Listed through NVML where it can say for certain, without starting the CUDA
+// driver (gpu/detail/nvml_list.hpp); else by the CUDA runtime, which starts it. Never throws.
 DeviceInfo probe();
 
-// Whether this process has started the CUDA driver (probe() or Context::create began): its exit
-// then includes the driver's release of the device (~0.1 s on an H100 machine).
+// Whether this process has started the CUDA driver (the runtime's probe or Context::create
+// began): its exit then includes the driver's release of the device (~0.1 s on an H100 machine).
 bool driver_started();
 
 // Whether this process runs under a CUDA tool (compute-sanitizer, Nsight Systems): they report
@@ -50,7 +51,7 @@ bool under_cuda_tool();
 // thread starts (setenv).
 void set_driver_environment();
 
-// Whether a usable GPU is likely, without starting the driver (probe() costs ~0.1 s): CUDA is
+// Whether a usable GPU is likely, without starting the driver or loading NVML: CUDA is
 // compiled in, CUDA_VISIBLE_DEVICES does not hide every device, and the NVIDIA device nodes
 // exist. Deterministic on a machine; probe() or Context::create have the last word.
 bool likely_present();

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "engine/plan.hpp"
+#include "gpu/detail/nvml_list.hpp"
 #include "gpu/device_api.hpp"
 #include "gpu/host_run.hpp"
 #include "gpu/policy.hpp"
@@ -117,6 +118,26 @@ int main(int argc, char** argv) {
   }
   std::printf("GPU: %s\n", info.name.c_str());
   return Catch::Session().run(argc, argv);
+}
+
+// The GPU list read through NVML (no driver start) is the runtime's: the same devices in the same
+// order, and memory within 1% (a plan's device budget is 90% of it: the rest is headroom).
+TEST_CASE("GpuKernel.NvmlListMatchesRuntime", "[gpu]") {
+  const auto listed = kinfer::gpu::detail::list_by_nvml(0);
+  INFO("NVML (libnvidia-ml.so.1) must list the devices on a machine with the NVIDIA driver");
+  REQUIRE(listed.has_value());
+  const DeviceInfo runtime = kinfer::gpu::detail::probe_runtime();
+  REQUIRE(runtime.available);
+  REQUIRE(listed->count == runtime.count);
+  REQUIRE(listed->devices.size() == runtime.devices.size());
+  for (std::size_t d = 0; d < runtime.devices.size(); ++d) {
+    const double a = listed->devices[d].memory_bytes, b = runtime.devices[d].memory_bytes;
+    std::printf("GPU %zu: NVML %s %.0f bytes, runtime %s %.0f bytes (%+.3f%%)\n", d,
+                listed->devices[d].name.c_str(), a, runtime.devices[d].name.c_str(), b,
+                100 * (a - b) / b);
+    CHECK(listed->devices[d].name == runtime.devices[d].name);
+    CHECK(std::abs(a - b) <= 0.01 * b);
+  }
 }
 
 TEST_CASE("GpuKernel.RandomBucketsMatchCpu", "[gpu]") {
