@@ -20,7 +20,7 @@ struct Environment {
   // KINFER_EXIT=fast|wait|helper: how a process that used the GPU ends (process_exit.hpp); empty:
   // unset, kinfer decides.
   std::string exit;
-  // KINFER_NO_MPI (set, not 0): one process even when started by an MPI launcher (dist::init;
+  // KINFER_NO_MPI (set, not 0): one process even when started by an MPI launcher (mpi::init;
   // the batch sets it for its worker processes).
   bool no_mpi = false;
 
@@ -29,7 +29,7 @@ struct Environment {
   // job (tests/test_batch.py, test_mpi.py); empty: unset.
   std::string test_worker_crash;
   // KINFER_TEST_VERIFY_SKEW=X: a verifying rank's copies made wrong by X
-  // (dist::RankDealer::set_test_skew; tests/test_mpi.py); 0: unset.
+  // (mpi::RankDealer::set_test_skew; tests/test_mpi.py); 0: unset.
   double test_verify_skew = 0;
 };
 

@@ -229,7 +229,7 @@ int run_lod_merlin(const MerlinLodOptions& o, const lk::AnalysisOptions& base) {
   j["analyses"] = nlohmann::json::array();
   for (const Done& d : done) j["analyses"].push_back(d.json);
   j["seconds"] = secs;
-  if (dist::rank() > 0) return 0;  // under mpirun rank 0 alone prints
+  if (mpi::rank() > 0) return 0;  // under mpirun rank 0 alone prints
   if (o.json)
     std::cout << j.dump(2) << std::endl;
   else

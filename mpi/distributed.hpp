@@ -17,7 +17,7 @@
 
 #include "engine/condition.hpp"
 
-namespace kinfer::dist {
+namespace kinfer::mpi {
 
 // MPI_Init when this process was started by a launcher (OMPI_COMM_WORLD_SIZE, PMIX_RANK or
 // PMI_RANK in the environment), unless `no_mpi` (the batch's child processes: KINFER_NO_MPI,
@@ -99,4 +99,4 @@ ConditionedPlan conditioned_plan(const Network& net, const Evidence& ev, const P
 std::unique_ptr<RankDealer> slice_dealer(const ConditionedPlan& cp, double verify_fraction,
                                          std::uint64_t seed);
 
-}  // namespace kinfer::dist
+}  // namespace kinfer::mpi

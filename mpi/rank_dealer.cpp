@@ -15,7 +15,7 @@
 
 #include "engine/errors.hpp"
 
-namespace kinfer::dist {
+namespace kinfer::mpi {
 
 namespace {
 double now() {
@@ -198,4 +198,4 @@ std::unique_ptr<RankDealer> slice_dealer(const ConditionedPlan& cp, double verif
   return std::make_unique<RankDealer>(verify_fraction, seed);
 }
 
-}  // namespace kinfer::dist
+}  // namespace kinfer::mpi
