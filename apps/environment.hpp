@@ -23,14 +23,6 @@ struct Environment {
   // KINFER_NO_MPI (set, not 0): one process even when started by an MPI launcher (mpi::init;
   // the batch sets it for its worker processes).
   bool no_mpi = false;
-
-  // Test hooks, not for users (the tests set them; undocumented outside this file):
-  // KINFER_BATCH_TEST_WORKER_CRASH=JOB: a batch group worker kills itself (SIGKILL) before that
-  // job (tests/test_batch.py, test_mpi.py); empty: unset.
-  std::string test_worker_crash;
-  // KINFER_TEST_VERIFY_SKEW=X: a verifying rank's copies made wrong by X
-  // (mpi::RankDealer::set_test_skew; tests/test_mpi.py); 0: unset.
-  double test_verify_skew = 0;
 };
 
 // The variables as they were at the first call.

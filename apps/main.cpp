@@ -53,7 +53,6 @@ int run(int argc, char** argv) {
   const kinfer::app::Environment& env = kinfer::app::environment();
   kinfer::mpi::init(&argc, &argv, env.no_mpi);  // MPI, only when started by mpirun or srun
   kinfer::sched::set_profiles_folder(env.profiles);
-  kinfer::mpi::RankDealer::set_test_skew(env.test_verify_skew);
   auto logger = spdlog::stderr_color_mt("kinfer");
   spdlog::set_default_logger(logger);
   spdlog::set_pattern(kinfer::mpi::size() > 1
