@@ -106,11 +106,9 @@ void check_input_options(const LodOptions& o) {
     throw CLI::ValidationError("--theta", "with MERLIN input, --theta is for --singlepoint");
 }
 
-int run_lod(const LodOptions& o) {
-  using clock = std::chrono::steady_clock;
-  const auto t0 = clock::now();
-  check_input_options(o);
-  check_lod_outputs(o.out, o.plot);
+// The analysis as the options ask for it: program, thetas or positions, the chain's limits,
+// the reductions, the order search and the memory limit.
+lk::AnalysisOptions analysis_options(const LodOptions& o) {
   lk::AnalysisOptions ao;
   if (!o.program.empty())
     ao.program = o.program == "mlink" ? lk::Program::Mlink : lk::Program::Linkmap;
@@ -137,6 +135,15 @@ int run_lod(const LodOptions& o) {
   } catch (const std::invalid_argument& e) {
     throw CLI::ValidationError("--max-memory", e.what());
   }
+  return ao;
+}
+
+int run_lod(const LodOptions& o) {
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  check_input_options(o);
+  check_lod_outputs(o.out, o.plot);
+  lk::AnalysisOptions ao = analysis_options(o);
   // Every plan through one runner (scheduler/runner.hpp), which decides where each runs: the GPU
   // opened once, for the plans large enough to pay for it (`--device auto`) or all of them
   // (`gpu`), else the engine's run_plan; the profile read once. The plans are refills of a few
