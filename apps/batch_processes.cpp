@@ -32,7 +32,7 @@ pid_t spawn_child(const std::string& exe, std::vector<std::string> args,
   for (char** e = ::environ; *e; ++e) {  // <unistd.h> declares it (_GNU_SOURCE)
     const std::string kv = *e;
     const std::string name = kv.substr(0, kv.find('='));
-    if (dist::is_launcher_variable(name) || name == "OMP_NUM_THREADS" ||
+    if (mpi::is_launcher_variable(name) || name == "OMP_NUM_THREADS" ||
         name == "KINFER_ORDER_CACHE" || name == "KINFER_NO_MPI" || name == "KINFER_EXIT" ||
         (!visible.empty() && name == "CUDA_VISIBLE_DEVICES"))
       continue;
@@ -124,7 +124,7 @@ std::vector<RankSlot> gather_ranks(const BatchOptions& opt) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const sched::GpuList info = opt.gpu_jobs != 0 ? sched::list_gpus() : sched::GpuList{};
   const int gpu_slots = !info.available ? 0 : opt.gpu_jobs < 0 ? info.count : opt.gpu_jobs;
-  nlohmann::json me = {{"host", dist::host()},
+  nlohmann::json me = {{"host", mpi::host()},
                        {"cores", cores},
                        {"budget", opt.max_memory > 0 ? opt.max_memory : default_max_memory_bytes()},
                        {"gpu_slots", gpu_slots},
@@ -132,7 +132,7 @@ std::vector<RankSlot> gather_ranks(const BatchOptions& opt) {
                        {"gpu", opt.gpu_jobs == 0 ? "not asked for"
                                : info.available  ? info.name
                                                  : "none (" + info.why_not + ")"}};
-  const std::vector<std::string> all = dist::allgather(me.dump());
+  const std::vector<std::string> all = mpi::allgather(me.dump());
   std::vector<RankSlot> ranks(all.size());
   std::map<std::string, int> per_host;
   for (const auto& a : all) ++per_host[nlohmann::json::parse(a)["host"].get<std::string>()];
@@ -216,7 +216,7 @@ int run_batch_rank(const BatchOptions& opt) {
     drain(c.fd, c.buf);
     const auto nl = c.buf.rfind('\n');
     if (nl == std::string::npos) return;
-    dist::send(0, kLine, nlohmann::json{{"uid", c.uid}, {"text", c.buf.substr(0, nl + 1)}}.dump());
+    mpi::send(0, kLine, nlohmann::json{{"uid", c.uid}, {"text", c.buf.substr(0, nl + 1)}}.dump());
     c.buf.erase(0, nl + 1);
   };
   bool stop = false, termed = false;
@@ -226,9 +226,9 @@ int run_batch_rank(const BatchOptions& opt) {
       for (auto& [pid, c] : children) ::kill(pid, SIGTERM);
     }
     bool busy = false;
-    for (int from, tag; !stop && dist::poll(from, tag);) {
+    for (int from, tag; !stop && mpi::poll(from, tag);) {
       busy = true;
-      const auto m = nlohmann::json::parse(dist::receive(from, tag));
+      const auto m = nlohmann::json::parse(mpi::receive(from, tag));
       if (tag == kStop) {
         stop = true;
         for (auto& [pid, c] : children)  // device workers end at the end of their input
@@ -257,7 +257,7 @@ int run_batch_rank(const BatchOptions& opt) {
             spawn_child(self, args, m["out"], &c.fd, m["log"], m["threads"], m["order_cache"],
                         m["gpu_device"], m.value("serve", false) ? &c.in_fd : nullptr);
         if (pid < 0)  // as a child that could not exec
-          dist::send(0, kExit, nlohmann::json{{"uid", c.uid}, {"status", 127 << 8}}.dump());
+          mpi::send(0, kExit, nlohmann::json{{"uid", c.uid}, {"status", 127 << 8}}.dump());
         else
           children[pid] = std::move(c);
       }
@@ -271,8 +271,8 @@ int run_batch_rank(const BatchOptions& opt) {
         Child& c = it->second;
         while (c.fd >= 0) forward(c);  // the rest of its lines (the pipe is closed at its exit)
         if (!c.buf.empty())
-          dist::send(0, kLine, nlohmann::json{{"uid", c.uid}, {"text", c.buf + "\n"}}.dump());
-        dist::send(0, kExit, nlohmann::json{{"uid", c.uid}, {"status", wstatus}}.dump());
+          mpi::send(0, kLine, nlohmann::json{{"uid", c.uid}, {"text", c.buf + "\n"}}.dump());
+        mpi::send(0, kExit, nlohmann::json{{"uid", c.uid}, {"status", wstatus}}.dump());
         if (c.in_fd >= 0) ::close(c.in_fd);
         children.erase(it);
       }

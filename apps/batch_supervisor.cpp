@@ -122,7 +122,7 @@ bool Batch::start(Unit& u, const std::vector<std::string>& args, const std::stri
                             {"order_cache", (out_ / "order-cache").string()},
                             {"gpu_device", u.gpu_device},
                             {"serve", u.device_worker}};
-  dist::send(u.rank, kSpawn, m.dump());
+  mpi::send(u.rank, kSpawn, m.dump());
   u.pid = -1;
   return true;
 }
@@ -513,7 +513,7 @@ void Batch::dispatch(std::size_t idx, int threads, int r) {
 bool Batch::feed(Unit& w, const std::string& line) {
   if (!w.accepting) return false;
   if (w.rank != 0) {  // that rank writes it; a worker gone by then is reported by its kExit
-    dist::send(w.rank, kFeed, nlohmann::json{{"uid", w.uid}, {"line", line}}.dump());
+    mpi::send(w.rank, kFeed, nlohmann::json{{"uid", w.uid}, {"line", line}}.dump());
     return true;
   }
   return ::write(w.in_fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
@@ -522,7 +522,7 @@ bool Batch::feed(Unit& w, const std::string& line) {
 void Batch::close_input(Unit& w) {
   w.accepting = false;
   if (w.rank != 0) {
-    dist::send(w.rank, kClose, nlohmann::json{{"uid", w.uid}}.dump());
+    mpi::send(w.rank, kClose, nlohmann::json{{"uid", w.uid}}.dump());
   } else if (w.in_fd >= 0) {
     ::close(w.in_fd);
     w.in_fd = -1;
@@ -618,7 +618,7 @@ void Batch::reap_device_worker(Unit& u, int wstatus) {
 }
 
 void Batch::receive(int from, int tag) {
-  const auto m = nlohmann::json::parse(dist::receive(from, tag));
+  const auto m = nlohmann::json::parse(mpi::receive(from, tag));
   const int uid = m["uid"];
   for (std::size_t k = 0; k < units_.size(); ++k) {
     if (units_[k].rank != from || units_[k].uid != uid) continue;
@@ -643,7 +643,7 @@ void Batch::loop() {
       signalled = true;
       for (auto& u : units_)
         if (u.rank == 0) ::kill(u.pid, SIGTERM);
-      for (std::size_t r = 1; r < ranks_.size(); ++r) dist::send(static_cast<int>(r), kTerm, "{}");
+      for (std::size_t r = 1; r < ranks_.size(); ++r) mpi::send(static_cast<int>(r), kTerm, "{}");
     }
     // launch while there is room: on the rank with the most free slots first
     for (bool started = true; started && !g_signal;) {
@@ -667,7 +667,7 @@ void Batch::loop() {
     for (auto& u : units_)
       if ((u.group || u.device_worker) && u.rank == 0) read_worker(u);
     bool busy = false;
-    for (int from, tag; dist::poll(from, tag);) {
+    for (int from, tag; mpi::poll(from, tag);) {
       receive(from, tag);
       busy = true;
     }
@@ -695,7 +695,7 @@ void Batch::loop() {
       if (u.rank == 0 && u.fd >= 0) fds.push_back(u.fd);
     wait_for_output(fds, ranks_.size() > 1 ? 2 : 20);
   }
-  for (std::size_t r = 1; r < ranks_.size(); ++r) dist::send(static_cast<int>(r), kStop, "{}");
+  for (std::size_t r = 1; r < ranks_.size(); ++r) mpi::send(static_cast<int>(r), kStop, "{}");
   if (g_signal)
     for (auto& s : states_)
       if (s.status == Status::Pending) s.error = "not started: the batch was interrupted";
@@ -704,7 +704,7 @@ void Batch::loop() {
 }  // namespace supervisor
 
 int run_batch(const BatchOptions& opt) {
-  return dist::rank() > 0 ? supervisor::run_batch_rank(opt) : supervisor::Batch(opt).run();
+  return mpi::rank() > 0 ? supervisor::run_batch_rank(opt) : supervisor::Batch(opt).run();
 }
 
 }  // namespace kinfer::app

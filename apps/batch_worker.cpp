@@ -1,6 +1,5 @@
 // The hidden `kinfer batch --worker` process: the pe jobs of one group, one after another on
 // plans shared between jobs of the same reduced structure (see run_batch_worker in batch.hpp).
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,7 +18,6 @@
 #include <spdlog/spdlog.h>
 
 #include "apps/batch.hpp"
-#include "apps/environment.hpp"
 #include "apps/job_pipeline.hpp"
 #include "engine/condition.hpp"
 #include "engine/errors.hpp"
@@ -61,9 +59,6 @@ class Worker {
         report_job("failed", id, 0, "the worker found no job with this id in the manifest");
         continue;
       }
-      // Test hook: the worker dies as a crash would, before this job (tests/test_batch.py).
-      if (const std::string& c = environment().test_worker_crash; !c.empty() && id == c)
-        ::raise(SIGKILL);
       run_job(it->second);
     }
     return 0;

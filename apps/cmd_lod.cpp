@@ -106,11 +106,9 @@ void check_input_options(const LodOptions& o) {
     throw CLI::ValidationError("--theta", "with MERLIN input, --theta is for --singlepoint");
 }
 
-int run_lod(const LodOptions& o) {
-  using clock = std::chrono::steady_clock;
-  const auto t0 = clock::now();
-  check_input_options(o);
-  check_lod_outputs(o.out, o.plot);
+// The analysis as the options ask for it: program, thetas or positions, the chain's limits,
+// the reductions, the order search and the memory limit.
+lk::AnalysisOptions analysis_options(const LodOptions& o) {
   lk::AnalysisOptions ao;
   if (!o.program.empty())
     ao.program = o.program == "mlink" ? lk::Program::Mlink : lk::Program::Linkmap;
@@ -137,6 +135,15 @@ int run_lod(const LodOptions& o) {
   } catch (const std::invalid_argument& e) {
     throw CLI::ValidationError("--max-memory", e.what());
   }
+  return ao;
+}
+
+int run_lod(const LodOptions& o) {
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  check_input_options(o);
+  check_lod_outputs(o.out, o.plot);
+  lk::AnalysisOptions ao = analysis_options(o);
   // Every plan through one runner (scheduler/runner.hpp), which decides where each runs: the GPU
   // opened once, for the plans large enough to pay for it (`--device auto`) or all of them
   // (`gpu`), else the engine's run_plan; the profile read once. The plans are refills of a few
@@ -173,12 +180,12 @@ int run_lod(const LodOptions& o) {
   // Under mpirun: the (evaluation, pedigree) likelihoods dealt over the ranks, gathered after
   // each evaluation in pedigree order (the same sums as one process); rank 0 alone prints.
   // The Lander-Green chain's pedigrees are dealt the same way (gathered after the chain).
-  std::unique_ptr<dist::RankDealer> dealer;
-  if (dist::size() > 1) {
-    dealer = std::make_unique<dist::RankDealer>(o.verify, o.seed);
+  std::unique_ptr<mpi::RankDealer> dealer;
+  if (mpi::size() > 1) {
+    dealer = std::make_unique<mpi::RankDealer>(o.verify, o.seed);
     ao.dealer = dealer.get();
     spdlog::info("{} ranks: the likelihoods of each evaluation's pedigrees dealt cyclically",
-                 dist::size());
+                 mpi::size());
   }
   // --verify: every rank knows every mismatch (combine() compares on all of them); exit 5 with
   // both values, as pe's slices. In one process there is nothing to compare with: exit 6.
@@ -189,7 +196,7 @@ int run_lod(const LodOptions& o) {
                       m.item, m.a, m.rank_a, m.b, m.rank_b);
       return kExitCheckFailed;
     }
-    if (status == 0 && o.verify > 0 && dist::size() < 2) {
+    if (status == 0 && o.verify > 0 && mpi::size() < 2) {
       spdlog::warn(
           "verify: not run (it recomputes likelihoods on another rank; run under mpirun -np 2 "
           "or more)");
@@ -223,17 +230,18 @@ int run_lod(const LodOptions& o) {
 
   const lk::AnalysisResult r = lk::analyze(lf, pf, ao);
   int status = check_status();
-  nlohmann::json mpi;
+  nlohmann::json mpi_report;  // the "mpi" member of --json
   if (dealer) {
-    mpi = {{"ranks", dist::size()},
-           {"dealing",
-            "cyclic over (evaluation, pedigree) pairs, and the Lander-Green chain's pedigrees"},
-           {"per_rank", dealer->per_rank("likelihoods")}};
+    mpi_report = {
+        {"ranks", mpi::size()},
+        {"dealing",
+         "cyclic over (evaluation, pedigree) pairs, and the Lander-Green chain's pedigrees"},
+        {"per_rank", dealer->per_rank("likelihoods")}};
     if (dealer->verified() > 0 || !dealer->mismatches().empty())
-      mpi["verify"] = {{"recomputed", dealer->verified()},
-                       {"mismatches", dealer->mismatches().size()}};
-    if (dist::any(status != 0) && status == 0) status = kExitCheckFailed;  // failed elsewhere
-    if (dist::rank() > 0) return verify_status(status);
+      mpi_report["verify"] = {{"recomputed", dealer->verified()},
+                              {"mismatches", dealer->mismatches().size()}};
+    if (mpi::any(status != 0) && status == 0) status = kExitCheckFailed;  // failed elsewhere
+    if (mpi::rank() > 0) return verify_status(status);
   }
   const double secs = std::chrono::duration<double>(clock::now() - t0).count();
   spdlog::info(
@@ -251,7 +259,7 @@ int run_lod(const LodOptions& o) {
                      : nlohmann::json{{"passed", nullptr}, {"not_run", "no GPU to compare with"}};
     if (runs.checked) j["check"]["plan_runs"] = runs.checked;
   }
-  if (!mpi.is_null()) j["mpi"] = mpi;
+  if (!mpi_report.is_null()) j["mpi"] = mpi_report;
   if (const auto m = memory_limit_json(); !m.is_null()) j["memory_limit"] = m;
   if (o.json)
     std::cout << j.dump(2) << std::endl;

@@ -27,8 +27,8 @@ namespace {
 constexpr const char* kWholePlan = "whole-plan";
 
 // The "mpi" member of --json (collective: every rank calls it).
-nlohmann::json mpi_json(const dist::RankDealer& d, const ConditionedPlan& cp) {
-  nlohmann::json j = {{"ranks", dist::size()},
+nlohmann::json mpi_json(const mpi::RankDealer& d, const ConditionedPlan& cp) {
+  nlohmann::json j = {{"ranks", mpi::size()},
                       {"slices", cp.conditioned() ? cp.cond.slices : 1},
                       {"dealing", "cyclic: slice s on rank s mod ranks"},
                       {"per_rank", d.per_rank("slices")}};
@@ -144,14 +144,14 @@ int run_pe(const PeOptions& o) {
   po.keep_tables = false;  // the plan runs once: its network and model tables are dropped
   runner.plan_for_device(po);
   // Under mpirun rank 0 plans and the other ranks build its plan (mpi/: no search there).
-  ConditionedPlan cplan = dist::conditioned_plan(net, ev, po);
+  ConditionedPlan cplan = mpi::conditioned_plan(net, ev, po);
   net = Network{};
   Plan& plan = cplan.plan;
   log_resources("the plan made");
   plan.memory = runner.estimate(plan);  // for the device that runs it
   runner.set_plan_options(po);          // to condition further if the GPU fills before it runs
   // Under mpirun: this process's slices (every rank's plan checked to be rank 0's).
-  const auto dealer = dist::slice_dealer(cplan, o.verify, o.net.seed);
+  const auto dealer = mpi::slice_dealer(cplan, o.verify, o.net.seed);
   const auto t2 = clock::now();
   if (cplan.conditioned())
     spdlog::info(
@@ -174,10 +174,10 @@ int run_pe(const PeOptions& o) {
   const auto t3 = clock::now();
   log_resources("the evidence computed");
   // Several ranks: a failed check anywhere fails the run; rank 0 alone reports.
-  const bool check_failed_somewhere = dist::any(r.check && !r.check->passed);
-  nlohmann::json mpi;
-  if (dealer) mpi = mpi_json(*dealer, cplan);
-  if (dist::rank() > 0) return check_failed_somewhere ? kExitCheckFailed : 0;
+  const bool check_failed_somewhere = mpi::any(r.check && !r.check->passed);
+  nlohmann::json mpi_report;
+  if (dealer) mpi_report = mpi_json(*dealer, cplan);
+  if (mpi::rank() > 0) return check_failed_somewhere ? kExitCheckFailed : 0;
   const double log10_pr = r.ln_pr / std::log(10.0);
   if (!impossible.empty()) spdlog::warn("P(e) = 0: {}", impossible);
   if (!o.uai_output.empty())
@@ -189,7 +189,7 @@ int run_pe(const PeOptions& o) {
     if (o.explain) j["explain"] = explain_json(cplan);
     if (cplan.conditioned()) j["conditioning"] = conditioning_json(cplan);
     if (!impossible.empty()) j["impossible"] = impossible;
-    if (!mpi.is_null()) j["mpi"] = mpi;
+    if (!mpi_report.is_null()) j["mpi"] = mpi_report;
     if (lanes > 1 || !r.gpu_name.empty()) {  // how many GPUs, and what each did
       nlohmann::json per = nlohmann::json::array();
       for (int k = 0; k < lanes; ++k)
@@ -236,7 +236,7 @@ int run_pe(const PeOptions& o) {
                     m.a, m.rank_a, m.b, m.rank_b);
     return kExitCheckFailed;
   }
-  if (o.verify > 0 && dist::size() < 2) {
+  if (o.verify > 0 && mpi::size() < 2) {
     spdlog::warn(
         "verify: not run (it recomputes slices on another rank; run under mpirun -np 2 "
         "or more)");

@@ -164,62 +164,46 @@ ComparedProfile compare_profile(const CompareOptions& o, const std::string& gpu_
                  ": the shipped " + reference + " profile (choose with --gpu " + listed() + ")"};
 }
 
-int run_compare(const CompareOptions& o) {
-  check_output_file(o.save_tree, "--save-tree");
-  check_output_file(o.bucket_log, "--bucket-log");
-  Network net;
-  Evidence ev;
-  o.net.load(net, ev);
-  const Plan plan = make_plan(net, ev, o.net.plan_options());
-  const int nb = static_cast<int>(plan.tree.buckets.size());
-  if (!plan.model.impossible.empty())
-    throw InputError(
-        o.net.network, 0,
-        "P(e) = 0 before any bucket runs (" + plan.model.impossible + "): nothing to schedule");
-  sched::OpenedDevice dev;
-  if (o.no_gpu)
-    dev.name = "--no-gpu";
-  else
-    dev = sched::open_gpu();
-  const bool gpu_measured = dev.ctx != nullptr;
-  const ComparedProfile chosen = compare_profile(o, gpu_measured ? dev.name : std::string());
-  const std::string& profile_path = chosen.path;
-  const sched::Profile prof = sched::load_profile(profile_path);
-  spdlog::info("profile {}: {}", profile_path, chosen.why);
-  if (gpu_measured && !prof.has_gpu)
-    spdlog::warn(
-        "the profile {} was made without a GPU: every prediction keeps the buckets on "
-        "the CPU; run `kinfer calibrate` on this machine",
-        profile_path);
-  // every measured run follows a warm-up, so no bucket pays its shape's first GPU use
-  const sched::PlanCosts pc = sched::plan_costs(plan, prof, true);
-  if (!o.save_tree.empty())
-    write_file_atomically(o.save_tree, sched::to_json(pc.tree).dump(1) + "\n");
+struct PolicyRow {
+  sched::Schedule s;
+  sched::Traffic predicted_bytes;
+  bool measured = false;
+  double seconds = NAN, ln_pr = NAN;
+  sched::ExecStats st;
+};
 
-  struct Row {
-    sched::Schedule s;
-    sched::Traffic predicted_bytes;
-    bool measured = false;
-    double seconds = NAN, ln_pr = NAN;
-    sched::ExecStats st;
-  };
-  std::vector<Row> rows;
-  double reference = NAN, worst_diff = 0;
+// What schedule-compare found: every policy predicted and, where the device is here, measured;
+// every bucket timed alone on each device.
+struct Comparison {
+  int buckets = 0;
+  std::vector<PolicyRow> rows;  // in kAllPolicies order: the last is comm-aware
+  double reference = NAN;       // ln P(e) of the first policy measured
+  double worst_diff = 0;        // the largest difference of another policy's ln P(e) from it
+  bool gpu_measured = false;
+  sched::ExecStats cpu_st, gpu_st;  // bucket by bucket, each timed alone
+  BucketCheck cpu_check, gpu_check;
+  double predicted_uploads = 0;  // of the buckets that ran on the GPU
+};
+
+// Every policy's schedule predicted, and run (a warm-up that also checks ln P(e), then `repeat`
+// timed runs) unless it needs the GPU and there is none.
+void measure_policies(const Plan& plan, const sched::PlanCosts& pc, const sched::OpenedDevice& dev,
+                      int repeat, Comparison& c) {
   for (sched::Policy p : sched::kAllPolicies) {
-    Row r;
+    PolicyRow r;
     r.s = sched::make_schedule(pc.tree, p);
     r.predicted_bytes = sched::schedule_traffic(pc, r.s.device);
     const bool needs_gpu = p == sched::Policy::gpu_only || r.s.cost.on_gpu > 0;
-    if (needs_gpu && !gpu_measured) {
-      rows.push_back(std::move(r));
+    if (needs_gpu && !c.gpu_measured) {
+      c.rows.push_back(std::move(r));
       continue;
     }
     std::vector<double> times;
-    for (int rep = 0; rep <= o.repeat; ++rep) {  // the first run warms caches and checks
+    for (int rep = 0; rep <= repeat; ++rep) {  // the first run warms caches and checks
       const double ln = sched::run_scheduled(plan, r.s.device, dev.ctx.get(), {}, &r.st);
       if (rep == 0) {
-        if (std::isnan(reference)) reference = ln;
-        worst_diff = std::max(worst_diff, std::abs(ln - reference));
+        if (std::isnan(c.reference)) c.reference = ln;
+        c.worst_diff = std::max(c.worst_diff, std::abs(ln - c.reference));
         r.ln_pr = ln;
       } else {
         times.push_back(r.st.seconds);
@@ -227,104 +211,111 @@ int run_compare(const CompareOptions& o) {
     }
     r.measured = true;
     r.seconds = median(times);
-    rows.push_back(std::move(r));
+    c.rows.push_back(std::move(r));
   }
-  // Kernel predictions bucket by bucket: every bucket timed alone on the CPU, and on the GPU.
+}
+
+// Kernel predictions bucket by bucket: every bucket timed alone on the CPU, and on the GPU.
+void time_buckets_alone(const Plan& plan, const sched::PlanCosts& pc, const sched::Profile& prof,
+                        const sched::OpenedDevice& dev, Comparison& c) {
+  const int nb = c.buckets;
   sched::ExecOptions timed;
   timed.time_buckets = true;
-  sched::ExecStats cpu_st, gpu_st;
   sched::run_scheduled(plan, std::vector<sched::Device>(nb, sched::Device::cpu), nullptr, timed,
-                       &cpu_st);
-  const BucketCheck cpu_check = check_buckets(pc, prof, cpu_st, sched::Device::cpu);
-  BucketCheck gpu_check;
-  double predicted_uploads = 0;
-  if (gpu_measured) {
-    sched::run_scheduled(plan, std::vector<sched::Device>(nb, sched::Device::gpu), dev.ctx.get(),
-                         timed, &gpu_st);
-    gpu_check = check_buckets(pc, prof, gpu_st, sched::Device::gpu);
-    for (int b = 0; b < nb; ++b)
-      if (gpu_st.ran_on[b] == sched::Device::gpu) predicted_uploads += pc.tree.nodes[b].upload;
-  }
+                       &c.cpu_st);
+  c.cpu_check = check_buckets(pc, prof, c.cpu_st, sched::Device::cpu);
+  if (!c.gpu_measured) return;
+  sched::run_scheduled(plan, std::vector<sched::Device>(nb, sched::Device::gpu), dev.ctx.get(),
+                       timed, &c.gpu_st);
+  c.gpu_check = check_buckets(pc, prof, c.gpu_st, sched::Device::gpu);
+  for (int b = 0; b < nb; ++b)
+    if (c.gpu_st.ran_on[b] == sched::Device::gpu) c.predicted_uploads += pc.tree.nodes[b].upload;
+}
 
-  if (!o.bucket_log.empty()) {
-    std::string t = "bucket";
-    for (const char* n : sched::BucketFeatures::names()) t += std::string("\t") + n;
-    t += "\tcpu_predicted\tcpu_measured\tgpu_predicted\tgpu_measured\tcomm_aware\n";
-    const sched::Schedule& ca = rows.back().s;
-    for (int b = 0; b < nb; ++b) {
-      t += std::to_string(b);
-      for (double x : pc.features[b].values()) t += "\t" + fmt::format("{:.4g}", x);
-      const bool g = gpu_measured && gpu_st.ran_on[b] == sched::Device::gpu;
-      t += fmt::format("\t{:.4g}\t{:.4g}\t{:.4g}\t{}\t{}\n", pc.tree.nodes[b].cpu,
-                       cpu_st.kernel_seconds[b], pc.tree.nodes[b].gpu,
-                       g ? fmt::format("{:.4g}", gpu_st.kernel_seconds[b]) : "-",
-                       sched::to_string(ca.device[b]));
-    }
-    write_file_atomically(o.bucket_log, t);
+// --bucket-log: per bucket its features, predicted and measured seconds on each device, and
+// where comm-aware puts it (tab-separated).
+void write_bucket_log(const std::string& path, const sched::PlanCosts& pc, const Comparison& c) {
+  std::string t = "bucket";
+  for (const char* n : sched::BucketFeatures::names()) t += std::string("\t") + n;
+  t += "\tcpu_predicted\tcpu_measured\tgpu_predicted\tgpu_measured\tcomm_aware\n";
+  const sched::Schedule& ca = c.rows.back().s;
+  for (int b = 0; b < c.buckets; ++b) {
+    t += std::to_string(b);
+    for (double x : pc.features[b].values()) t += fmt::format("\t{:.4g}", x);
+    const bool g = c.gpu_measured && c.gpu_st.ran_on[b] == sched::Device::gpu;
+    t += fmt::format("\t{:.4g}\t{:.4g}\t{:.4g}\t{}\t{}\n", pc.tree.nodes[b].cpu,
+                     c.cpu_st.kernel_seconds[b], pc.tree.nodes[b].gpu,
+                     g ? fmt::format("{:.4g}", c.gpu_st.kernel_seconds[b]) : "-",
+                     sched::to_string(ca.device[b]));
   }
-  const double tolerance = 1e-9 * std::max(1.0, std::abs(reference));
-  if (worst_diff > tolerance)
-    spdlog::error("the policies disagree on ln P(e) by {:.3g} (tolerance {:.3g})", worst_diff,
-                  tolerance);
-  if (o.json) {
-    nlohmann::json pol = nlohmann::json::array();
-    for (const Row& r : rows) {
-      nlohmann::json j = {{"policy", sched::to_string(r.s.policy)},
-                          {"predicted_seconds", number_or_null(r.s.cost.total())},
-                          {"measured", r.measured},
-                          {"measured_seconds", number_or_null(r.seconds)},
-                          {"gpu_buckets", r.s.cost.on_gpu},
-                          {"predicted_h2d_bytes", bytes_or_null(r.predicted_bytes.h2d)},
-                          {"predicted_d2h_bytes", bytes_or_null(r.predicted_bytes.d2h)},
-                          {"crossings", r.s.cost.crossings}};
-      if (r.measured) {
-        j["h2d_bytes"] = bytes_or_null(r.st.h2d_bytes);
-        j["d2h_bytes"] = bytes_or_null(r.st.d2h_bytes);
-        j["gpu_buckets_ran"] = r.st.gpu_buckets;
-        j["ln_pr"] = r.ln_pr;
-        j["relative_error"] = number_or_null(r.s.cost.total() / r.seconds - 1);
-      }
-      pol.push_back(j);
+  write_file_atomically(path, t);
+}
+
+void print_comparison_json(const CompareOptions& o, const ComparedProfile& chosen,
+                           const sched::Profile& prof, const sched::PlanCosts& pc,
+                           const std::string& gpu_name, const Comparison& c) {
+  nlohmann::json pol = nlohmann::json::array();
+  for (const PolicyRow& r : c.rows) {
+    nlohmann::json j = {{"policy", sched::to_string(r.s.policy)},
+                        {"predicted_seconds", number_or_null(r.s.cost.total())},
+                        {"measured", r.measured},
+                        {"measured_seconds", number_or_null(r.seconds)},
+                        {"gpu_buckets", r.s.cost.on_gpu},
+                        {"predicted_h2d_bytes", bytes_or_null(r.predicted_bytes.h2d)},
+                        {"predicted_d2h_bytes", bytes_or_null(r.predicted_bytes.d2h)},
+                        {"crossings", r.s.cost.crossings}};
+    if (r.measured) {
+      j["h2d_bytes"] = bytes_or_null(r.st.h2d_bytes);
+      j["d2h_bytes"] = bytes_or_null(r.st.d2h_bytes);
+      j["gpu_buckets_ran"] = r.st.gpu_buckets;
+      j["ln_pr"] = r.ln_pr;
+      j["relative_error"] = number_or_null(r.s.cost.total() / r.seconds - 1);
     }
-    nlohmann::json j = {{"network", o.net.network},
-                        {"buckets", nb},
-                        {"profile", profile_path},
-                        {"profile_choice", chosen.why},
-                        {"profile_host", prof.host},
-                        {"gpu", gpu_measured ? nlohmann::json(dev.name) : nlohmann::json(nullptr)},
-                        {"gpu_missing_reason", gpu_measured ? "" : dev.name},
-                        {"repeat", o.repeat},
-                        {"ln_pr", number_or_null(reference)},
-                        {"log10_pr", number_or_null(reference / std::log(10.0))},
-                        {"max_ln_pr_difference", worst_diff},
-                        {"policies", pol},
-                        {"bucket_predictions", {{"cpu", cpu_check.to_json()}}}};
-    if (o.explain) j["comm_aware"] = sched::to_json(pc.tree, rows.back().s, true);
-    if (gpu_measured) {
-      j["bucket_predictions"]["gpu"] = gpu_check.to_json();
-      j["uploads"] = {{"predicted_seconds", predicted_uploads},
-                      {"measured_seconds", gpu_st.h2d_seconds}};
-    }
-    std::cout << j.dump(2) << std::endl;
-    return 0;
+    pol.push_back(j);
   }
+  nlohmann::json j = {{"network", o.net.network},
+                      {"buckets", c.buckets},
+                      {"profile", chosen.path},
+                      {"profile_choice", chosen.why},
+                      {"profile_host", prof.host},
+                      {"gpu", c.gpu_measured ? nlohmann::json(gpu_name) : nlohmann::json(nullptr)},
+                      {"gpu_missing_reason", c.gpu_measured ? "" : gpu_name},
+                      {"repeat", o.repeat},
+                      {"ln_pr", number_or_null(c.reference)},
+                      {"log10_pr", number_or_null(c.reference / std::log(10.0))},
+                      {"max_ln_pr_difference", c.worst_diff},
+                      {"policies", pol},
+                      {"bucket_predictions", {{"cpu", c.cpu_check.to_json()}}}};
+  if (o.explain) j["comm_aware"] = sched::to_json(pc.tree, c.rows.back().s, true);
+  if (c.gpu_measured) {
+    j["bucket_predictions"]["gpu"] = c.gpu_check.to_json();
+    j["uploads"] = {{"predicted_seconds", c.predicted_uploads},
+                    {"measured_seconds", c.gpu_st.h2d_seconds}};
+  }
+  std::cout << j.dump(2) << std::endl;
+}
+
+void print_comparison_text(const CompareOptions& o, const ComparedProfile& chosen,
+                           const sched::Profile& prof, const std::string& gpu_name,
+                           const Comparison& c, bool disagree) {
+  const int nb = c.buckets;
   std::printf("network  %s: %d buckets, log10 P(e) = %.10g\n", o.net.network.c_str(), nb,
-              reference / std::log(10.0));
-  std::printf("profile  %s (%s; made on %s, %s)\n", profile_path.c_str(), chosen.why.c_str(),
+              c.reference / std::log(10.0));
+  std::printf("profile  %s (%s; made on %s, %s)\n", chosen.path.c_str(), chosen.why.c_str(),
               prof.host.c_str(), prof.created.c_str());
-  if (gpu_measured)
+  if (c.gpu_measured)
     std::printf("GPU      %s: every policy measured (median of %d runs after a warm-up)\n",
-                dev.name.c_str(), o.repeat);
+                gpu_name.c_str(), o.repeat);
   else
     std::printf(
         "GPU      none here (%s): policies that use the GPU are PREDICTED ONLY, from the "
         "profile%s; measured figures are this machine's\n",
-        dev.name.c_str(),
+        gpu_name.c_str(),
         (prof.has_gpu ? " (" + prof.gpu.name + ")" : std::string(" (no GPU in it either)"))
             .c_str());
   std::printf("\n%-11s %11s %11s %8s %11s %10s %10s\n", "policy", "predicted", "measured", "error",
               "GPU nodes", "to GPU", "to CPU");
-  for (const Row& r : rows) {
+  for (const PolicyRow& r : c.rows) {
     char nodes[32];
     std::snprintf(nodes, sizeof nodes, "%d/%d", r.s.cost.on_gpu, nb);
     std::printf("%-11s %11s %11s %8s %11s %10s %10s\n", sched::to_string(r.s.policy),
@@ -335,29 +326,72 @@ int run_compare(const CompareOptions& o) {
                 human_bytes(r.measured ? r.st.d2h_bytes : r.predicted_bytes.d2h).c_str());
   }
   std::printf("\nkernel predictions, bucket by bucket (each timed alone):\n");
-  auto print_check = [](const char* device, const BucketCheck& c) {
+  auto print_check = [](const char* device, const BucketCheck& bc) {
     std::printf(
         "  %s  median |predicted/measured - 1| = %.1f%% over %d buckets; total %s predicted, %s "
         "measured\n",
-        device, 100 * c.median_error, c.buckets, sched::format_seconds(c.predicted).c_str(),
-        sched::format_seconds(c.measured).c_str());
+        device, 100 * bc.median_error, bc.buckets, sched::format_seconds(bc.predicted).c_str(),
+        sched::format_seconds(bc.measured).c_str());
   };
-  print_check("CPU", cpu_check);
-  if (gpu_measured) {
-    print_check("GPU", gpu_check);
+  print_check("CPU", c.cpu_check);
+  if (c.gpu_measured) {
+    print_check("GPU", c.gpu_check);
     std::printf("  uploads of the original inputs: %s predicted, %s measured\n",
-                sched::format_seconds(predicted_uploads).c_str(),
-                sched::format_seconds(gpu_st.h2d_seconds).c_str());
+                sched::format_seconds(c.predicted_uploads).c_str(),
+                sched::format_seconds(c.gpu_st.h2d_seconds).c_str());
   }
   if (o.explain) {
-    const sched::Schedule& ca = rows.back().s;
+    const sched::Schedule& ca = c.rows.back().s;
     std::printf("\nwhy (comm-aware, bucket by bucket):\n");
     for (int b = 0; b < nb; ++b)
       std::printf("  bucket %-5d %s  %s\n", b, sched::to_string(ca.device[b]),
                   ca.reason[b].c_str());
   }
-  if (worst_diff > tolerance)
-    std::printf("\nWARNING: the policies disagree on ln P(e) by %.3g\n", worst_diff);
+  if (disagree) std::printf("\nWARNING: the policies disagree on ln P(e) by %.3g\n", c.worst_diff);
+}
+
+int run_compare(const CompareOptions& o) {
+  check_output_file(o.save_tree, "--save-tree");
+  check_output_file(o.bucket_log, "--bucket-log");
+  Network net;
+  Evidence ev;
+  o.net.load(net, ev);
+  const Plan plan = make_plan(net, ev, o.net.plan_options());
+  if (!plan.model.impossible.empty())
+    throw InputError(
+        o.net.network, 0,
+        "P(e) = 0 before any bucket runs (" + plan.model.impossible + "): nothing to schedule");
+  sched::OpenedDevice dev;
+  if (o.no_gpu)
+    dev.name = "--no-gpu";
+  else
+    dev = sched::open_gpu();
+  Comparison c;
+  c.buckets = static_cast<int>(plan.tree.buckets.size());
+  c.gpu_measured = dev.ctx != nullptr;
+  const ComparedProfile chosen = compare_profile(o, c.gpu_measured ? dev.name : std::string());
+  const sched::Profile prof = sched::load_profile(chosen.path);
+  spdlog::info("profile {}: {}", chosen.path, chosen.why);
+  if (c.gpu_measured && !prof.has_gpu)
+    spdlog::warn(
+        "the profile {} was made without a GPU: every prediction keeps the buckets on "
+        "the CPU; run `kinfer calibrate` on this machine",
+        chosen.path);
+  // every measured run follows a warm-up, so no bucket pays its shape's first GPU use
+  const sched::PlanCosts pc = sched::plan_costs(plan, prof, true);
+  if (!o.save_tree.empty())
+    write_file_atomically(o.save_tree, sched::to_json(pc.tree).dump(1) + "\n");
+  measure_policies(plan, pc, dev, o.repeat, c);
+  time_buckets_alone(plan, pc, prof, dev, c);
+  if (!o.bucket_log.empty()) write_bucket_log(o.bucket_log, pc, c);
+  const double tolerance = 1e-9 * std::max(1.0, std::abs(c.reference));
+  if (c.worst_diff > tolerance)
+    spdlog::error("the policies disagree on ln P(e) by {:.3g} (tolerance {:.3g})", c.worst_diff,
+                  tolerance);
+  if (o.json)
+    print_comparison_json(o, chosen, prof, pc, dev.name, c);
+  else
+    print_comparison_text(o, chosen, prof, dev.name, c, c.worst_diff > tolerance);
   return 0;
 }
 

@@ -20,8 +20,6 @@ Environment read_environment() {
   e.exit = variable("KINFER_EXIT");
   const std::string no_mpi = variable("KINFER_NO_MPI");
   e.no_mpi = !no_mpi.empty() && no_mpi != "0";
-  e.test_worker_crash = variable("KINFER_BATCH_TEST_WORKER_CRASH");
-  e.test_verify_skew = std::atof(variable("KINFER_TEST_VERIFY_SKEW").c_str());
   return e;
 }
 

@@ -20,17 +20,9 @@ struct Environment {
   // KINFER_EXIT=fast|wait|helper: how a process that used the GPU ends (process_exit.hpp); empty:
   // unset, kinfer decides.
   std::string exit;
-  // KINFER_NO_MPI (set, not 0): one process even when started by an MPI launcher (dist::init;
+  // KINFER_NO_MPI (set, not 0): one process even when started by an MPI launcher (mpi::init;
   // the batch sets it for its worker processes).
   bool no_mpi = false;
-
-  // Test hooks, not for users (the tests set them; undocumented outside this file):
-  // KINFER_BATCH_TEST_WORKER_CRASH=JOB: a batch group worker kills itself (SIGKILL) before that
-  // job (tests/test_batch.py, test_mpi.py); empty: unset.
-  std::string test_worker_crash;
-  // KINFER_TEST_VERIFY_SKEW=X: a verifying rank's copies made wrong by X
-  // (dist::RankDealer::set_test_skew; tests/test_mpi.py); 0: unset.
-  double test_verify_skew = 0;
 };
 
 // The variables as they were at the first call.

@@ -36,28 +36,27 @@ bool json_requested(int argc, char** argv) {
 }
 
 void print_json_error(const std::string& message, int code) {
-  if (kinfer::dist::rank() != 0) return;
+  if (kinfer::mpi::rank() != 0) return;
   std::cout << nlohmann::json{{"error", message}, {"exit_code", code}}.dump(2) << std::endl;
 }
 
 // Under mpirun/srun: an error in one rank ends every rank (the others may wait in a collective),
 // with this rank's exit code; otherwise the code is returned.
 int fail(int code) {
-  if (kinfer::dist::size() > 1) kinfer::dist::abort(code);
-  kinfer::dist::finalize();
+  if (kinfer::mpi::size() > 1) kinfer::mpi::abort(code);
+  kinfer::mpi::finalize();
   return code;
 }
 
 int run(int argc, char** argv) {
   kinfer::bound_allocator();
   const kinfer::app::Environment& env = kinfer::app::environment();
-  kinfer::dist::init(&argc, &argv, env.no_mpi);  // MPI, only when started by mpirun or srun
+  kinfer::mpi::init(&argc, &argv, env.no_mpi);  // MPI, only when started by mpirun or srun
   kinfer::sched::set_profiles_folder(env.profiles);
-  kinfer::dist::RankDealer::set_test_skew(env.test_verify_skew);
   auto logger = spdlog::stderr_color_mt("kinfer");
   spdlog::set_default_logger(logger);
-  spdlog::set_pattern(kinfer::dist::size() > 1
-                          ? "[%H:%M:%S.%e] [" + kinfer::dist::where() + "] [%^%l%$] %v"
+  spdlog::set_pattern(kinfer::mpi::size() > 1
+                          ? "[%H:%M:%S.%e] [" + kinfer::mpi::where() + "] [%^%l%$] %v"
                           : std::string("[%H:%M:%S.%e] [%^%l%$] %v"));
 
   const bool json = json_requested(argc, argv);
@@ -84,15 +83,15 @@ int run(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int rc = kinfer::dist::rank() == 0 ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
+    const int rc = kinfer::mpi::rank() == 0 ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
     if (rc != 0 && json) print_json_error(e.what(), 2);
-    kinfer::dist::finalize();  // every rank parsed the same command line
+    kinfer::mpi::finalize();  // every rank parsed the same command line
     return rc == 0 ? 0 : 2;
   }
   // Ranks other than 0 log warnings and errors only, unless -v.
-  spdlog::set_level(log.quiet || (kinfer::dist::rank() > 0 && !log.verbose) ? spdlog::level::warn
-                    : log.verbose                                           ? spdlog::level::debug
-                                                                            : spdlog::level::info);
+  spdlog::set_level(log.quiet || (kinfer::mpi::rank() > 0 && !log.verbose) ? spdlog::level::warn
+                    : log.verbose                                          ? spdlog::level::debug
+                                                                           : spdlog::level::info);
   // The one place that sets the OpenMP thread count: the subcommand's --threads, at start.
   // Code that needs the count itself gets it through its options, never from here.
   bool threads_given = false;
@@ -100,8 +99,8 @@ int run(int argc, char** argv) {
     if (CLI::Option* t = sub->get_option_no_throw("--threads"); t && t->count() > 0)
       if (const int n = t->as<int>(); n > 0) omp_set_num_threads(n), threads_given = true;
   // Several ranks on one machine share its cores (without --threads each would take them all).
-  if (kinfer::dist::size() > 1)
-    if (const int local = kinfer::dist::ranks_on_this_host(); local > 1 && !threads_given)
+  if (kinfer::mpi::size() > 1)
+    if (const int local = kinfer::mpi::ranks_on_this_host(); local > 1 && !threads_given)
       omp_set_num_threads(std::max(1, omp_get_num_procs() / local));
   kinfer::log_resources("the command line read");
   try {
@@ -109,7 +108,7 @@ int run(int argc, char** argv) {
       int rc = r();
       if (rc >= 0) {
         kinfer::log_resources("the command's end");
-        kinfer::dist::finalize();
+        kinfer::mpi::finalize();
         return rc;
       }
     }

@@ -66,7 +66,7 @@ bool init_reaps_orphans() {
 
 void leave_gpu_teardown_to_helper(int status) {
   const std::string& mode = environment().exit;
-  if (mode == "wait" || dist::size() > 1) return;
+  if (mode == "wait" || mpi::size() > 1) return;
   const bool forced = mode == "fast" || mode == "helper";  // "helper": the tests, without a GPU
   if (!sched::gpu_driver_started() && mode != "helper") return;
   if (!forced && !init_reaps_orphans()) return;

@@ -203,18 +203,13 @@ bool looks_like_locus_file(const std::string& text) {
   return false;
 }
 
-LocusFile parse_locus_file(const std::string& path, const std::string& text) {
-  if (looks_like_pedigree_file(text))
-    throw InputError(path, 1,
-                     "this looks like a pedigree file (one person a line, every line of the same "
-                     "width), not a locus file: the locus (data) file goes with -d/--dat, the "
-                     "pedigree file with -p/--ped");
-  LocusReader r(path, text);
-  LocusFile lf;
-  lf.path = path;
-  long ln = 0;
+namespace {
 
-  // 1. nloci risk_locus sexlinked program [Superlink's extra field]
+// Lines 1 and 2: number of loci, risk locus, sex-linked flag, program [Superlink's extra
+// field]; mutation locus, male and female mutation rates, haplotype (linkage disequilibrium)
+// flag. Returns the number of loci.
+int read_header(LocusReader& r, LocusFile& lf) {
+  long ln = 0;
   auto h =
       r.numbers(4, 5, "the first line: number of loci, risk locus, sex-linked flag, program", &ln);
   const int nloci = static_cast<int>(r.to_int(h[0], ln, "the number of loci", 1, 100000));
@@ -225,7 +220,6 @@ LocusFile parse_locus_file(const std::string& path, const std::string& text) {
   lf.sex_linked = r.to_int(h[2], ln, "the sex-linked flag (0 autosomal, 1 X-linked)", 0, 1) == 1;
   lf.program = static_cast<int>(r.to_int(h[3], ln, "the program code", -1000000, 1000000));
 
-  // 2. mutation locus, male and female mutation rates, haplotype (linkage disequilibrium) flag
   auto m = r.numbers(4, 4,
                      "the second line: mutation locus, male and female mutation rates, "
                      "haplotype flag",
@@ -241,8 +235,12 @@ LocusFile parse_locus_file(const std::string& path, const std::string& text) {
     r.fail(ln, m[3].column,
            "haplotype frequencies (linkage disequilibrium) are not supported: "
            "expected 0, found 1");
+  return nloci;
+}
 
-  // 3. map order: the input locus at each map position
+// Line 3, the map order: the input locus at each map position.
+void read_map_order(LocusReader& r, int nloci, LocusFile& lf) {
+  long ln = 0;
   auto o =
       r.numbers(nloci, nloci, "the map order (" + std::to_string(nloci) + " locus numbers)", &ln);
   std::vector<char> seen(nloci, 0);
@@ -253,74 +251,86 @@ LocusFile parse_locus_file(const std::string& path, const std::string& text) {
     seen[k] = 1;
     lf.map_order.push_back(k);
   }
+}
 
-  // 4. one block per locus, in input order
-  for (int k = 0; k < nloci; ++k) {
-    Locus L;
-    const std::string who = "locus " + std::to_string(k + 1);
-    if (r.at_end()) r.fail(r.line(), 0, "unexpected end of file, expected the header of " + who);
-    const Line& hl = r.current();
-    auto hd = r.numbers(2, 2, "the header of " + who + ": locus type and number of alleles", &ln);
-    L.line = ln;
-    L.name = locus_name(hl, 2, k);
-    const long type = r.to_int(hd[0], ln, "the type of " + who, -1000, 1000);
-    if (type == 0 || type == 2)
-      r.fail(ln, hd[0].column,
-             who + " has type " + hd[0].text + " (" +
-                 (type == 0 ? "quantitative" : "binary factors") +
-                 "), which kinfer does not support: expected 1 (affection) "
-                 "or 3 (numbered alleles)");
-    if (type != 1 && type != 3)
-      r.fail(ln, hd[0].column,
-             "expected the type of " + who +
-                 ": 1 (affection) or 3 (numbered "
-                 "alleles), found " +
-                 hd[0].text);
-    L.type = type == 1 ? LocusType::Affection : LocusType::Numbered;
-    L.n_alleles = static_cast<int>(r.to_int(hd[1], ln, "the number of alleles of " + who, 1, 1000));
-    const int n = L.n_alleles;
-    const std::string desc = who + " (" + L.name + ")";
-    auto fq = r.numbers(n, n, std::to_string(n) + " allele frequencies of " + desc, &ln);
-    check_frequencies(r, fq, ln, L.freq, desc);
-    if (L.type == LocusType::Affection) {
-      auto c = r.numbers(1, 1, "the number of liability classes of " + desc, &ln);
-      const int nc =
-          static_cast<int>(r.to_int(c[0], ln, "the number of liability classes", 1, 10000));
-      const int ng = n * (n + 1) / 2;
-      for (int cl = 0; cl < nc; ++cl) {
-        const std::string what = std::to_string(ng) + " penetrances of liability class " +
-                                 std::to_string(cl + 1) + " of " + desc;
-        auto p = r.numbers(ng, ng, what, &ln);
-        std::vector<double> v;
-        for (const Field& f : p) v.push_back(r.to_prob(f, ln, "a penetrance"));
-        L.penetrance.push_back(std::move(v));
-        if (lf.sex_linked && !r.next_are_probabilities(n)) {
-          // SwiftLink's files leave the male line out: a hemizygous male is then taken to be
-          // like a homozygous female.
-          std::vector<double> w;
-          for (int a = 1; a <= n; ++a)
-            w.push_back(L.penetrance.back()[linkage::genotype_index(a, a, n)]);
-          L.male_penetrance.push_back(std::move(w));
-          lf.warnings.push_back(r.path() + ":" + std::to_string(ln) + ": " + desc +
-                                " has no male penetrance line after liability class " +
-                                std::to_string(cl + 1) +
-                                "; males use the homozygous female penetrances");
-        } else if (lf.sex_linked) {
-          auto q = r.numbers(n, n,
-                             std::to_string(n) + " male penetrances of liability class " +
-                                 std::to_string(cl + 1) + " of " + desc + " (sex-linked)",
-                             &ln);
-          std::vector<double> w;
-          for (const Field& f : q) w.push_back(r.to_prob(f, ln, "a male penetrance"));
-          L.male_penetrance.push_back(std::move(w));
-        }
-      }
+// An affection locus's liability classes: per class its penetrances and, sex-linked, the
+// males' (SwiftLink's files may leave that line out).
+void read_penetrances(LocusReader& r, const std::string& desc, Locus& L, LocusFile& lf) {
+  const int n = L.n_alleles;
+  long ln = 0;
+  auto c = r.numbers(1, 1, "the number of liability classes of " + desc, &ln);
+  const int nc = static_cast<int>(r.to_int(c[0], ln, "the number of liability classes", 1, 10000));
+  const int ng = n * (n + 1) / 2;
+  for (int cl = 0; cl < nc; ++cl) {
+    const std::string what = std::to_string(ng) + " penetrances of liability class " +
+                             std::to_string(cl + 1) + " of " + desc;
+    auto p = r.numbers(ng, ng, what, &ln);
+    std::vector<double> v;
+    for (const Field& f : p) v.push_back(r.to_prob(f, ln, "a penetrance"));
+    L.penetrance.push_back(std::move(v));
+    if (lf.sex_linked && !r.next_are_probabilities(n)) {
+      // SwiftLink's files leave the male line out: a hemizygous male is then taken to be
+      // like a homozygous female.
+      std::vector<double> w;
+      for (int a = 1; a <= n; ++a)
+        w.push_back(L.penetrance.back()[linkage::genotype_index(a, a, n)]);
+      L.male_penetrance.push_back(std::move(w));
+      lf.warnings.push_back(r.path() + ":" + std::to_string(ln) + ": " + desc +
+                            " has no male penetrance line after liability class " +
+                            std::to_string(cl + 1) +
+                            "; males use the homozygous female penetrances");
+    } else if (lf.sex_linked) {
+      auto q = r.numbers(n, n,
+                         std::to_string(n) + " male penetrances of liability class " +
+                             std::to_string(cl + 1) + " of " + desc + " (sex-linked)",
+                         &ln);
+      std::vector<double> w;
+      for (const Field& f : q) w.push_back(r.to_prob(f, ln, "a male penetrance"));
+      L.male_penetrance.push_back(std::move(w));
     }
-    if (lf.risk_locus == k + 1) r.numbers(1, 1, "the risk allele of " + desc, &ln);
-    lf.loci.push_back(std::move(L));
   }
+}
 
-  // 5. sex difference and interference
+// The block of input locus k: type and number of alleles, allele frequencies, an affection
+// locus's penetrances, and the risk allele of the risk locus.
+Locus read_locus(LocusReader& r, int k, LocusFile& lf) {
+  Locus L;
+  long ln = 0;
+  const std::string who = "locus " + std::to_string(k + 1);
+  if (r.at_end()) r.fail(r.line(), 0, "unexpected end of file, expected the header of " + who);
+  const Line& hl = r.current();
+  auto hd = r.numbers(2, 2, "the header of " + who + ": locus type and number of alleles", &ln);
+  L.line = ln;
+  L.name = locus_name(hl, 2, k);
+  const long type = r.to_int(hd[0], ln, "the type of " + who, -1000, 1000);
+  if (type == 0 || type == 2)
+    r.fail(ln, hd[0].column,
+           who + " has type " + hd[0].text + " (" +
+               (type == 0 ? "quantitative" : "binary factors") +
+               "), which kinfer does not support: expected 1 (affection) "
+               "or 3 (numbered alleles)");
+  if (type != 1 && type != 3)
+    r.fail(ln, hd[0].column,
+           "expected the type of " + who +
+               ": 1 (affection) or 3 (numbered "
+               "alleles), found " +
+               hd[0].text);
+  L.type = type == 1 ? LocusType::Affection : LocusType::Numbered;
+  L.n_alleles = static_cast<int>(r.to_int(hd[1], ln, "the number of alleles of " + who, 1, 1000));
+  const int n = L.n_alleles;
+  const std::string desc = who + " (" + L.name + ")";
+  auto fq = r.numbers(n, n, std::to_string(n) + " allele frequencies of " + desc, &ln);
+  check_frequencies(r, fq, ln, L.freq, desc);
+  if (L.type == LocusType::Affection) read_penetrances(r, desc, L, lf);
+  if (lf.risk_locus == k + 1) r.numbers(1, 1, "the risk allele of " + desc, &ln);
+  return L;
+}
+
+// The map: sex difference and interference, then the recombination fractions between
+// adjacent map positions (male first; female ones or their distance ratio by the sex
+// difference).
+void read_map(LocusReader& r, int nloci, LocusFile& lf) {
+  long ln = 0;
   auto si = r.numbers(2, 2, "the sex-difference and interference line", &ln);
   lf.sex_difference = static_cast<int>(r.to_int(si[0], ln, "the sex difference (0, 1 or 2)", 0, 2));
   const long interference = r.to_int(si[1], ln, "the interference (0 Haldane, 2 Kosambi)", 0, 2);
@@ -336,7 +346,6 @@ LocusFile parse_locus_file(const std::string& path, const std::string& text) {
            "expected sex difference 0, found " +
                si[0].text);
 
-  // 6-7. recombination fractions between adjacent map positions (male first)
   auto th =
       r.numbers(nloci - 1, nloci - 1, std::to_string(nloci - 1) + " recombination fractions", &ln);
   for (const Field& f : th)
@@ -355,21 +364,40 @@ LocusFile parse_locus_file(const std::string& path, const std::string& text) {
       r.fail(ln, d[0].column, "expected a positive female/male distance ratio, found " + d[0].text);
     lf.female_theta = lf.female_for(lf.male_theta);
   }
+}
 
-  // 8. program-specific tail (MLINK or LINKMAP); optional
-  if (!r.at_end()) {
-    lf.tail.present = true;
-    auto t = r.numbers(3, 3,
-                       "the program line (MLINK: varied theta, increment, finish; LINKMAP: "
-                       "moving locus, stop theta, grid size)",
-                       &lf.tail.line);
-    for (const Field& f : t) {
-      double v = 0;
-      parse_double(f.text, v);
-      lf.tail.fields.push_back(f.text);
-      lf.tail.values.push_back(v);
-    }
+// The program-specific last line (MLINK or LINKMAP), when there is one.
+void read_tail(LocusReader& r, LocusFile& lf) {
+  if (r.at_end()) return;
+  lf.tail.present = true;
+  auto t = r.numbers(3, 3,
+                     "the program line (MLINK: varied theta, increment, finish; LINKMAP: "
+                     "moving locus, stop theta, grid size)",
+                     &lf.tail.line);
+  for (const Field& f : t) {
+    double v = 0;
+    parse_double(f.text, v);
+    lf.tail.fields.push_back(f.text);
+    lf.tail.values.push_back(v);
   }
+}
+
+}  // namespace
+
+LocusFile parse_locus_file(const std::string& path, const std::string& text) {
+  if (looks_like_pedigree_file(text))
+    throw InputError(path, 1,
+                     "this looks like a pedigree file (one person a line, every line of the same "
+                     "width), not a locus file: the locus (data) file goes with -d/--dat, the "
+                     "pedigree file with -p/--ped");
+  LocusReader r(path, text);
+  LocusFile lf;
+  lf.path = path;
+  const int nloci = read_header(r, lf);
+  read_map_order(r, nloci, lf);
+  for (int k = 0; k < nloci; ++k) lf.loci.push_back(read_locus(r, k, lf));  // in input order
+  read_map(r, nloci, lf);
+  read_tail(r, lf);
   return lf;
 }
 

@@ -192,16 +192,10 @@ std::vector<std::string> merlin_chromosomes(const MerlinFiles& f) {
   return out;
 }
 
-MerlinAnalysisInput merlin_analysis_input(const MerlinFiles& f, const MerlinModel& model,
-                                          const std::string& model_path,
-                                          const std::string& chromosome) {
-  using linkage::Locus;
-  using linkage::LocusType;
-  MerlinAnalysisInput in;
-  in.chromosome = chromosome;
-  in.x_linked = chromosome == "X";
+namespace {
 
-  // The trait: the affection item the model names.
+// The trait: the index, among the affection (A) items, of the one the model names.
+int trait_item(const MerlinFiles& f, const MerlinModel& model, const std::string& model_path) {
   int trait = -1, a = 0;
   std::string names;
   for (const MerlinItem& it : f.dat.items) {
@@ -214,17 +208,23 @@ MerlinAnalysisInput merlin_analysis_input(const MerlinFiles& f, const MerlinMode
     fail(model_path, model.line, 1,
          "the model's affection status '" + model.trait + "' is not an A item of " + f.dat.path +
              (names.empty() ? " (which has none)" : " (A items: " + names + ")"));
+  return trait;
+}
 
-  // The markers of this chromosome, in map order (stable for equal positions).
+struct MappedMarker {
+  int item;  // index among the marker items
+  const MerlinMapEntry* pos;
+};
+
+// The markers of this chromosome, in map order (stable for equal positions); `x_markers`: the
+// markers on chromosome X; a note on the markers the map does not place.
+std::vector<MappedMarker> chromosome_markers(const MerlinFiles& f, const std::string& chromosome,
+                                             std::set<std::string>& x_markers,
+                                             std::vector<std::string>& notes) {
   std::map<std::string, const MerlinMapEntry*> where;
   for (const MerlinMapEntry& e : f.map.markers) where[e.marker] = &e;
-  struct M {
-    int item;  // index among the marker items
-    const MerlinMapEntry* pos;
-  };
-  std::vector<M> markers;
+  std::vector<MappedMarker> markers;
   std::vector<std::string> unmapped;
-  std::set<std::string> x_markers;
   int m = 0;
   for (const MerlinItem& it : f.dat.items) {
     if (it.type != 'M') continue;
@@ -236,51 +236,73 @@ MerlinAnalysisInput merlin_analysis_input(const MerlinFiles& f, const MerlinMode
     if (w != where.end() && w->second->chromosome == "X") x_markers.insert(it.name);
     ++m;
   }
-  std::stable_sort(markers.begin(), markers.end(),
-                   [](const M& x, const M& y) { return x.pos->cm < y.pos->cm; });
+  std::stable_sort(
+      markers.begin(), markers.end(),
+      [](const MappedMarker& x, const MappedMarker& y) { return x.pos->cm < y.pos->cm; });
   if (!unmapped.empty()) {
     std::string list;
     for (std::size_t i = 0; i < unmapped.size() && i < 10; ++i)
       list += (i ? ", " : "") + unmapped[i];
     if (unmapped.size() > 10) list += ", ...";
-    in.notes.push_back(std::to_string(unmapped.size()) + " marker(s) of " + f.dat.path +
-                       " are not on " + f.map.path + " and are left out: " + list);
+    notes.push_back(std::to_string(unmapped.size()) + " marker(s) of " + f.dat.path +
+                    " are not on " + f.map.path + " and are left out: " + list);
   }
+  return markers;
+}
 
-  // Allele frequencies: the .freq file, else counted over every genotyped person.
-  std::map<std::string, MerlinAlleles> counted;
-  std::vector<std::string> estimated;
-  if (!f.have_freq) in.estimated_frequencies = true;
-  auto alleles_of = [&](const std::string& name) -> const MerlinAlleles& {
-    if (f.have_freq) {
-      auto it = f.freq.markers.find(name);
-      if (it != f.freq.markers.end()) return it->second;
+// Allele frequencies: the .freq file's, else counted over every genotyped person (counted
+// once, when first needed).
+class MarkerAlleles {
+ public:
+  MarkerAlleles(const MerlinFiles& f, const std::set<std::string>& x_markers)
+      : f_(f), x_markers_(x_markers) {}
+  const MerlinAlleles& of(const std::string& name) {
+    if (f_.have_freq) {
+      auto it = f_.freq.markers.find(name);
+      if (it != f_.freq.markers.end()) return it->second;
     }
-    if (counted.empty()) counted = estimate_frequencies(f.dat, f.ped, x_markers);
+    if (counted_.empty()) counted_ = estimate_frequencies(f_.dat, f_.ped, x_markers_);
     estimated.push_back(name);
-    return counted.at(name);
-  };
+    return counted_.at(name);
+  }
+  std::vector<std::string> estimated;  // the markers whose frequencies were counted
 
+ private:
+  const MerlinFiles& f_;
+  const std::set<std::string>& x_markers_;
+  std::map<std::string, MerlinAlleles> counted_;
+};
+
+// The trait locus of the model: two alleles, allele 2 the disease allele.
+linkage::Locus trait_locus(const MerlinModel& model, bool x_linked) {
+  linkage::Locus T;
+  T.name = model.trait;
+  T.type = linkage::LocusType::Affection;
+  T.n_alleles = 2;
+  T.freq = {1 - model.freq, model.freq};
+  T.penetrance = {{model.pen[0], model.pen[1], model.pen[2]}};
+  if (x_linked) T.male_penetrance = {{model.pen[0], model.pen[2]}};
+  T.line = model.line;
+  return T;
+}
+
+// The locus file of one analysis: the trait, then the markers in map order. Returns, per
+// marker, its allele labels' numbers (label -> allele 1..n).
+std::vector<std::map<std::string, int>> analysis_loci(const MerlinModel& model,
+                                                      const std::vector<MappedMarker>& markers,
+                                                      MarkerAlleles& alleles,
+                                                      MerlinAnalysisInput& in) {
   linkage::LocusFile& lf = in.loci;
-  lf.path = f.dat.path;
   lf.sex_linked = in.x_linked;
   lf.sex_difference = 0;
   lf.map_function = linkage::MapFunction::Haldane;
-  Locus T;
-  T.name = model.trait;
-  T.type = LocusType::Affection;
-  T.n_alleles = 2;
-  T.freq = {1 - model.freq, model.freq};  // allele 2 is the disease allele
-  T.penetrance = {{model.pen[0], model.pen[1], model.pen[2]}};
-  if (in.x_linked) T.male_penetrance = {{model.pen[0], model.pen[2]}};
-  T.line = model.line;
-  lf.loci.push_back(T);
-  std::vector<std::map<std::string, int>> index;  // per marker: label -> allele 1..n
-  for (const M& mk : markers) {
-    const MerlinAlleles& al = alleles_of(mk.pos->marker);
-    Locus L;
+  lf.loci.push_back(trait_locus(model, in.x_linked));
+  std::vector<std::map<std::string, int>> index;
+  for (const MappedMarker& mk : markers) {
+    const MerlinAlleles& al = alleles.of(mk.pos->marker);
+    linkage::Locus L;
     L.name = mk.pos->marker;
-    L.type = LocusType::Numbered;
+    L.type = linkage::LocusType::Numbered;
     L.n_alleles = static_cast<int>(al.labels.size());
     L.freq = al.freq;
     L.labels = al.labels;
@@ -291,14 +313,6 @@ MerlinAnalysisInput merlin_analysis_input(const MerlinFiles& f, const MerlinMode
     lf.loci.push_back(std::move(L));
     in.cm.push_back(mk.pos->cm);
   }
-  if (!estimated.empty() && f.have_freq)
-    in.notes.push_back(std::to_string(estimated.size()) + " marker(s) missing from " + f.freq.path +
-                       ": allele frequencies counted over all genotyped people (" +
-                       estimated.front() + (estimated.size() > 1 ? ", ..." : "") + ")");
-  if (in.x_linked)
-    in.notes.push_back(
-        "chromosome X: X-linked analysis; males carry one allele and have the penetrance of "
-        "the homozygous genotype (p0 or p2)");
   const int n = lf.n_loci();
   for (int k = 0; k < n; ++k) lf.map_order.push_back(k);
   // The trait's own interval is not used by multipoint scans (it moves); two-point analyses
@@ -308,10 +322,16 @@ MerlinAnalysisInput merlin_analysis_input(const MerlinFiles& f, const MerlinMode
     lf.male_theta.push_back(
         linkage::morgans_to_theta((in.cm[i] - in.cm[i - 1]) / 100, linkage::MapFunction::Haldane));
   lf.female_theta = lf.male_theta;
+  return index;
+}
 
-  // The pedigree: written as a pre-makeped LINKAGE file with the .ped's line numbers and
-  // columns 1-5 as they are, and read by the LINKAGE reader, which checks parents, sexes,
-  // ancestry and loops and gives the same messages.
+// The pedigree as a pre-makeped LINKAGE file with the .ped's line numbers and columns 1-5 as
+// they are: the trait's status, then each marker's genotype as allele numbers (a male's X
+// marker written homozygous).
+std::string linkage_pedigree_text(const MerlinFiles& f, int trait,
+                                  const std::vector<MappedMarker>& markers,
+                                  const std::vector<std::map<std::string, int>>& index,
+                                  MarkerAlleles& alleles, const MerlinAnalysisInput& in) {
   std::vector<std::string> lines(static_cast<std::size_t>(f.ped.last_line));
   for (const MerlinPerson& q : f.ped.people) {
     std::ostringstream s;
@@ -327,8 +347,8 @@ MerlinAnalysisInput merlin_analysis_input(const MerlinFiles& f, const MerlinMode
         auto it = index[k].find(lab);
         if (it == index[k].end()) {
           std::string known;
-          for (std::size_t i = 0; i < lf.loci[k + 1].freq.size() && i < 12; ++i)
-            known += (i ? " " : "") + alleles_of(name).labels[i];
+          for (std::size_t i = 0; i < in.loci.loci[k + 1].freq.size() && i < 12; ++i)
+            known += (i ? " " : "") + alleles.of(name).labels[i];
           fail(f.ped.path, q.line, g.column,
                "allele '" + lab + "' of marker " + name + " is not among its alleles (" + known +
                    ")" + (f.have_freq ? " in " + f.freq.path : ""));
@@ -354,7 +374,37 @@ MerlinAnalysisInput merlin_analysis_input(const MerlinFiles& f, const MerlinMode
   }
   std::string text;
   for (const std::string& l : lines) text += l + '\n';
-  in.peds = parse_pedigree_file(f.ped.path, text, lf);
+  return text;
+}
+
+}  // namespace
+
+MerlinAnalysisInput merlin_analysis_input(const MerlinFiles& f, const MerlinModel& model,
+                                          const std::string& model_path,
+                                          const std::string& chromosome) {
+  MerlinAnalysisInput in;
+  in.chromosome = chromosome;
+  in.x_linked = chromosome == "X";
+  const int trait = trait_item(f, model, model_path);
+  std::set<std::string> x_markers;
+  const std::vector<MappedMarker> markers = chromosome_markers(f, chromosome, x_markers, in.notes);
+  if (!f.have_freq) in.estimated_frequencies = true;
+  MarkerAlleles alleles(f, x_markers);
+  in.loci.path = f.dat.path;
+  const std::vector<std::map<std::string, int>> index = analysis_loci(model, markers, alleles, in);
+  if (!alleles.estimated.empty() && f.have_freq)
+    in.notes.push_back(std::to_string(alleles.estimated.size()) + " marker(s) missing from " +
+                       f.freq.path + ": allele frequencies counted over all genotyped people (" +
+                       alleles.estimated.front() + (alleles.estimated.size() > 1 ? ", ..." : "") +
+                       ")");
+  if (in.x_linked)
+    in.notes.push_back(
+        "chromosome X: X-linked analysis; males carry one allele and have the penetrance of "
+        "the homozygous genotype (p0 or p2)");
+  // Read by the LINKAGE reader, which checks parents, sexes, ancestry and loops and gives the
+  // same messages.
+  in.peds = parse_pedigree_file(
+      f.ped.path, linkage_pedigree_text(f, trait, markers, index, alleles, in), in.loci);
   return in;
 }
 

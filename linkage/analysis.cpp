@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include <omp.h>
@@ -333,6 +334,120 @@ void unlinked_baseline(const LocusFile& lf, int moving, const MarkerMap& mm, Ana
 
 using Todo = std::vector<std::pair<Evaluation, std::vector<int>>>;
 
+// Where the moving locus sits in each position's locus order, for the inheritance chain.
+std::vector<InheritanceModel::Point> chain_points(const Todo& todo, int moving) {
+  std::vector<InheritanceModel::Point> points;
+  for (const auto& [e, chain] : todo) {
+    const int j = static_cast<int>(std::find(chain.begin(), chain.end(), moving) - chain.begin());
+    InheritanceModel::Point pt;
+    pt.left = j - 1;
+    if (j > 0) pt.male_left = e.male[j - 1], pt.female_left = e.female[j - 1];
+    if (j + 1 < static_cast<int>(chain.size()))
+      pt.male_right = e.male[j], pt.female_right = e.female[j];
+    points.push_back(pt);
+  }
+  return points;
+}
+
+// One pedigree's values by the inheritance chain: ln L of the markers alone, ln L per position,
+// and the inheritance vector's bits.
+struct ChainScores {
+  double markers = 0;
+  std::vector<double> positions;
+  int bits = 0;
+};
+
+// The chain of pedigree p (on opt.chain_backend's device when it takes it, else the CPU); none
+// when the pedigree needs more bits than allowed, the chain does not fit the memory limit, or
+// its likelihood is 0 (the network path then computes it and says which locus and people).
+std::optional<ChainScores> pedigree_chain(const LocusFile& lf, const PedigreeFile& pf,
+                                          std::size_t p, const AnalysisOptions& opt, int moving,
+                                          const MarkerMap& mm,
+                                          const std::vector<InheritanceModel::Point>& points,
+                                          Analysis& an) {
+  const int nm = static_cast<int>(mm.markers.size());
+  std::vector<int> idx(nm);
+  for (int i = 0; i < nm; ++i) idx[i] = i;
+  std::vector<const PedigreeLocus*> loci;
+  for (int k : mm.markers) loci.push_back(&an.reduced(static_cast<int>(p), k));
+  loci.push_back(&an.reduced(static_cast<int>(p), moving));
+  InheritanceModel im(pf.pedigrees[p], loci, lf.sex_linked);
+  spdlog::debug(
+      "pedigree {}: inheritance vector of {} bits ({} meioses of {} people, {} founder phases)",
+      pf.pedigrees[p].id, im.bits(), im.meioses(), im.people_kept(), im.founder_phases());
+  if (im.bits() > std::min(opt.lander_green_bits, InheritanceModel::kMaxBits)) return std::nullopt;
+  im.set_table_limit(opt.emission_table_entries);
+  // Four state vectors at least (the checkpoints adapt to what is left: inheritance.cpp).
+  const double vec = 8.0 * std::exp2(im.bits());
+  std::unique_ptr<ChainBackend> backend;
+  if (opt.chain_backend) backend = opt.chain_backend(im.layout());
+  const bool on_gpu = backend != nullptr;
+  const bool cpu_fits = opt.plan.max_memory_bytes <= 0 || 5 * vec <= opt.plan.max_memory_bytes;
+  if (!backend) {
+    if (!cpu_fits) return std::nullopt;
+    backend = make_cpu_chain(im.layout(), opt.plan.max_memory_bytes);
+  }
+  // --max-memory holds the emission tables and the state vectors together, less the rest of
+  // the process (the program, the pedigrees and results; a GPU's context on the host)
+  if (opt.plan.max_memory_bytes > 0)
+    im.set_memory_limit(std::max(1.0, opt.plan.max_memory_bytes -
+                                          process_bytes(omp_get_max_threads()) -
+                                          (on_gpu ? kChainGpuReserve : kChainReserve)));
+  ChainScores scores;
+  try {
+    try {
+      scores.positions =
+          im.location_scores(idx, mm.male, mm.female, nm, points, &scores.markers, backend.get());
+    } catch (const std::length_error& e) {
+      // the GPU keeps every emission's tables: under a tight --max-memory the CPU chain,
+      // which recomputes those without room, still fits (in the same memory limit: the CUDA
+      // context stays on the host)
+      if (!on_gpu || !cpu_fits) throw;
+      spdlog::warn("pedigree {}: the chain on {} refused ({}): it runs on the CPU",
+                   pf.pedigrees[p].id, backend->name(), e.what());
+      backend = make_cpu_chain(im.layout(), opt.plan.max_memory_bytes);
+      scores.positions =
+          im.location_scores(idx, mm.male, mm.female, nm, points, &scores.markers, backend.get());
+    }
+  } catch (const std::length_error& e) {
+    spdlog::warn("pedigree {}: the inheritance chain ({} bits) refused ({}): the network runs it",
+                 pf.pedigrees[p].id, im.bits(), e.what());
+    return std::nullopt;
+  }
+  const auto& pr = im.profile();
+  spdlog::debug(
+      "pedigree {}: chain on {}: emissions {:.3f} s ({} factors of {:.0f} MiB, {} beyond the "
+      "first region, {} loci per state on the fly, {} without room recomputed {} times), {} "
+      "steps {:.3f} s, {} points ({} kernel steps) {:.3f} s; checkpoint every {} markers{}",
+      pf.pedigrees[p].id, backend->name(), pr.emission_s, pr.factors, pr.table_bytes / 1048576.0,
+      pr.mixed_factors, pr.programs, pr.dropped, pr.recomputed, pr.steps, pr.step_s, points.size(),
+      pr.score_steps, pr.score_s, pr.checkpoint_every, pr.block_cache ? ", block cache" : "");
+  // Likelihood 0: the network path says which locus and people (diagnose_zero).
+  if (std::isinf(scores.markers)) return std::nullopt;
+  scores.bits = im.bits();
+  return scores;
+}
+
+// Under mpirun: every rank's chain values (per pedigree: markers, bits, one per position) in
+// pedigree order, each from the rank that computed it (RankDealer::combine).
+void gather_chain_values(SliceDealer& dealer, const std::vector<char>& computed,
+                         std::vector<double>& markers, std::vector<double>& bits,
+                         std::vector<std::vector<double>>& lnl) {
+  const std::size_t np = markers.size(), w = 2 + lnl.size();
+  std::vector<double> row(np * w);
+  for (std::size_t p = 0; p < np; ++p) {
+    row[p * w] = markers[p];
+    row[p * w + 1] = bits[p];
+    for (std::size_t i = 0; i < lnl.size(); ++i) row[p * w + 2 + i] = lnl[i][p];
+  }
+  dealer.combine(row, computed, w);
+  for (std::size_t p = 0; p < np; ++p) {
+    markers[p] = row[p * w];
+    bits[p] = row[p * w + 1];
+    for (std::size_t i = 0; i < lnl.size(); ++i) lnl[i][p] = row[p * w + 2 + i];
+  }
+}
+
 // Map positions by the inheritance chain (linkage/inheritance.hpp) for the pedigrees it
 // fits: returns per pedigree ln L of the markers alone (NaN: not this way) and, per position,
 // ln L of each pedigree in `lnl`.
@@ -348,19 +463,7 @@ std::vector<double> dense_positions(const LocusFile& lf, const PedigreeFile& pf,
       (lf.map_function == MapFunction::Kosambi && mm.markers.size() + 1 == 3))
     return markers;
   const auto t0 = Clock::now();
-  const int nm = static_cast<int>(mm.markers.size());
-  std::vector<InheritanceModel::Point> points;
-  for (const auto& [e, chain] : todo) {
-    const int j = static_cast<int>(std::find(chain.begin(), chain.end(), moving) - chain.begin());
-    InheritanceModel::Point pt;
-    pt.left = j - 1;
-    if (j > 0) pt.male_left = e.male[j - 1], pt.female_left = e.female[j - 1];
-    if (j + 1 < static_cast<int>(chain.size()))
-      pt.male_right = e.male[j], pt.female_right = e.female[j];
-    points.push_back(pt);
-  }
-  std::vector<int> idx(nm);
-  for (int i = 0; i < nm; ++i) idx[i] = i;
+  const std::vector<InheritanceModel::Point> points = chain_points(todo, moving);
   // Under mpirun each pedigree's chain runs on the rank it is dealt to (as the network's
   // likelihoods); its values (markers, bits, one per position) are gathered in pedigree order.
   const std::uint64_t first_item = an.take_items(np);
@@ -369,80 +472,14 @@ std::vector<double> dense_positions(const LocusFile& lf, const PedigreeFile& pf,
   for (std::size_t p = 0; p < np; ++p) {
     if (opt.dealer && !opt.dealer->mine(first_item + p)) continue;
     computed[p] = 1;
-    std::vector<const PedigreeLocus*> loci;
-    for (int k : mm.markers) loci.push_back(&an.reduced(static_cast<int>(p), k));
-    loci.push_back(&an.reduced(static_cast<int>(p), moving));
-    InheritanceModel im(pf.pedigrees[p], loci, lf.sex_linked);
-    spdlog::debug(
-        "pedigree {}: inheritance vector of {} bits ({} meioses of {} people, {} founder phases)",
-        pf.pedigrees[p].id, im.bits(), im.meioses(), im.people_kept(), im.founder_phases());
-    if (im.bits() > std::min(opt.lander_green_bits, InheritanceModel::kMaxBits)) continue;
-    im.set_table_limit(opt.emission_table_entries);
-    // Four state vectors at least (the checkpoints adapt to what is left: inheritance.cpp).
-    const double vec = 8.0 * std::exp2(im.bits());
-    std::unique_ptr<ChainBackend> backend;
-    if (opt.chain_backend) backend = opt.chain_backend(im.layout());
-    const bool on_gpu = backend != nullptr;
-    const bool cpu_fits = opt.plan.max_memory_bytes <= 0 || 5 * vec <= opt.plan.max_memory_bytes;
-    if (!backend) {
-      if (!cpu_fits) continue;
-      backend = make_cpu_chain(im.layout(), opt.plan.max_memory_bytes);
-    }
-    // --max-memory holds the emission tables and the state vectors together, less the rest of
-    // the process (the program, the pedigrees and results; a GPU's context on the host)
-    if (opt.plan.max_memory_bytes > 0)
-      im.set_memory_limit(std::max(1.0, opt.plan.max_memory_bytes -
-                                            process_bytes(omp_get_max_threads()) -
-                                            (on_gpu ? kChainGpuReserve : kChainReserve)));
-    double mk = 0;
-    std::vector<double> v;
-    try {
-      try {
-        v = im.location_scores(idx, mm.male, mm.female, nm, points, &mk, backend.get());
-      } catch (const std::length_error& e) {
-        // the GPU keeps every emission's tables: under a tight --max-memory the CPU chain,
-        // which recomputes those without room, still fits (in the same memory limit: the CUDA
-        // context stays on the host)
-        if (!on_gpu || !cpu_fits) throw;
-        spdlog::warn("pedigree {}: the chain on {} refused ({}): it runs on the CPU",
-                     pf.pedigrees[p].id, backend->name(), e.what());
-        backend = make_cpu_chain(im.layout(), opt.plan.max_memory_bytes);
-        v = im.location_scores(idx, mm.male, mm.female, nm, points, &mk, backend.get());
-      }
-    } catch (const std::length_error& e) {
-      spdlog::warn("pedigree {}: the inheritance chain ({} bits) refused ({}): the network runs it",
-                   pf.pedigrees[p].id, im.bits(), e.what());
-      continue;
-    }
-    const auto& pr = im.profile();
-    spdlog::debug(
-        "pedigree {}: chain on {}: emissions {:.3f} s ({} factors of {:.0f} MiB, {} beyond the "
-        "first region, {} loci per state on the fly, {} without room recomputed {} times), {} "
-        "steps {:.3f} s, {} points ({} kernel steps) {:.3f} s; checkpoint every {} markers{}",
-        pf.pedigrees[p].id, backend->name(), pr.emission_s, pr.factors, pr.table_bytes / 1048576.0,
-        pr.mixed_factors, pr.programs, pr.dropped, pr.recomputed, pr.steps, pr.step_s, todo.size(),
-        pr.score_steps, pr.score_s, pr.checkpoint_every, pr.block_cache ? ", block cache" : "");
-    // Likelihood 0: the network path says which locus and people (diagnose_zero).
-    if (std::isinf(mk)) continue;
-    markers[p] = mk;
-    for (std::size_t i = 0; i < todo.size(); ++i) lnl[i][p] = v[i];
-    bits[p] = im.bits();
+    const std::optional<ChainScores> scores =
+        pedigree_chain(lf, pf, p, opt, moving, mm, points, an);
+    if (!scores) continue;
+    markers[p] = scores->markers;
+    for (std::size_t i = 0; i < todo.size(); ++i) lnl[i][p] = scores->positions[i];
+    bits[p] = scores->bits;
   }
-  if (opt.dealer) {
-    const std::size_t w = 2 + todo.size();
-    std::vector<double> row(np * w);
-    for (std::size_t p = 0; p < np; ++p) {
-      row[p * w] = markers[p];
-      row[p * w + 1] = bits[p];
-      for (std::size_t i = 0; i < todo.size(); ++i) row[p * w + 2 + i] = lnl[i][p];
-    }
-    opt.dealer->combine(row, computed, w);
-    for (std::size_t p = 0; p < np; ++p) {
-      markers[p] = row[p * w];
-      bits[p] = row[p * w + 1];
-      for (std::size_t i = 0; i < todo.size(); ++i) lnl[i][p] = row[p * w + 2 + i];
-    }
-  }
+  if (opt.dealer) gather_chain_values(*opt.dealer, computed, markers, bits, lnl);
   int used = 0, max_bits = 0;
   an.result().chain_bits.assign(np, -1);
   for (std::size_t p = 0; p < np; ++p)
@@ -460,104 +497,109 @@ std::vector<double> dense_positions(const LocusFile& lf, const PedigreeFile& pf,
   return markers;
 }
 
-void run_linkmap(const LocusFile& lf, const PedigreeFile& pf, const AnalysisOptions& opt,
-                 Analysis& an, AnalysisResult& res) {
+// LINKMAP's moving locus: --moving, else the one the locus file's last line names, else the
+// first affection locus.
+int moving_locus(const LocusFile& lf, const AnalysisOptions& opt) {
   const int n = lf.n_loci();
-  int moving = -1;
   if (opt.moving_locus > 0) {
     if (opt.moving_locus > n)
       throw InputError("--moving", 0, "expected a locus number from 1 to " + std::to_string(n));
-    moving = opt.moving_locus - 1;
-  } else if (lf.tail.present && integer_token(lf.tail.fields[0]) && lf.tail.values[0] >= 1 &&
-             lf.tail.values[0] <= n) {
-    moving = static_cast<int>(lf.tail.values[0]) - 1;
-  } else {
-    for (int k = 0; k < n && moving < 0; ++k)
-      if (lf.loci[k].type == LocusType::Affection) moving = k;
-    if (moving < 0)
-      throw InputError(lf.path, lf.tail.line,
-                       "LINKMAP needs a moving locus: the last line names "
-                       "none and no locus is an affection locus; give --moving");
+    return opt.moving_locus - 1;
   }
-  res.moving_locus = moving;
-  const MarkerMap mm = marker_map(lf, moving);
-  for (std::size_t i = 0; i < mm.markers.size(); ++i)
-    res.markers.push_back({lf.loci[mm.markers[i]].name, mm.cm[i]});
+  if (lf.tail.present && integer_token(lf.tail.fields[0]) && lf.tail.values[0] >= 1 &&
+      lf.tail.values[0] <= n)
+    return static_cast<int>(lf.tail.values[0]) - 1;
+  for (int k = 0; k < n; ++k)
+    if (lf.loci[k].type == LocusType::Affection) return k;
+  throw InputError(lf.path, lf.tail.line,
+                   "LINKMAP needs a moving locus: the last line names "
+                   "none and no locus is an affection locus; give --moving");
+}
+
+// The evaluation of map position x (cM on the sex-averaged marker map) and its locus order: the
+// moving locus beyond an end of the map, or inside the interval holding x (the interval's
+// length split in proportion, per sex).
+std::pair<Evaluation, std::vector<int>> position_evaluation(double x, const LocusFile& lf,
+                                                            int moving, const MarkerMap& mm) {
   const MapFunction mf = lf.map_function;
-
-  if (!opt.positions.empty()) {
-    // Location scores across the whole map: one locus order per interval, compiled once each.
-    for (double x : mm.cm)
-      if (std::isinf(x))
-        throw InputError(lf.path, 0,
-                         "the marker map has an interval with theta 0.5 (unlinked "
-                         "markers): map positions beyond it are undefined");
-    const std::size_t nm = mm.markers.size();
-    const double total = mm.cm.back(), total_m = mm.male_cm.back(), total_f = mm.female_cm.back();
-    std::vector<std::pair<Evaluation, std::vector<int>>> todo;
-    for (double x : opt.positions) {
-      Evaluation e;
-      e.position = x;
-      std::vector<int> chain;
-      if (x < mm.cm.front() || x > total || nm == 1) {
-        const bool left = x < mm.cm.front() || (nm == 1 && x <= 0);
-        const double d = std::abs(left ? mm.cm.front() - x : x - total) / 100;
-        const double dm = total > 0 ? d * total_m / total : d,
-                     df = total > 0 ? d * total_f / total : d;
-        if (left) {
-          chain.push_back(moving);
-          chain.insert(chain.end(), mm.markers.begin(), mm.markers.end());
-          e.male = {morgans_to_theta(dm, mf)};
-          e.female = {morgans_to_theta(df, mf)};
-          e.male.insert(e.male.end(), mm.male.begin(), mm.male.end());
-          e.female.insert(e.female.end(), mm.female.begin(), mm.female.end());
-        } else {
-          chain = mm.markers;
-          chain.push_back(moving);
-          e.male = mm.male;
-          e.female = mm.female;
-          e.male.push_back(morgans_to_theta(dm, mf));
-          e.female.push_back(morgans_to_theta(df, mf));
-        }
-      } else {
-        std::size_t k = 0;
-        while (k + 2 < nm && x > mm.cm[k + 1]) ++k;
-        const double len = mm.cm[k + 1] - mm.cm[k];
-        const double f = len > 0 ? (x - mm.cm[k]) / len : 0;
-        const double lm = (mm.male_cm[k + 1] - mm.male_cm[k]) / 100,
-                     lf_ = (mm.female_cm[k + 1] - mm.female_cm[k]) / 100;
-        chain.assign(mm.markers.begin(), mm.markers.begin() + k + 1);
-        chain.push_back(moving);
-        chain.insert(chain.end(), mm.markers.begin() + k + 1, mm.markers.end());
-        e.male.assign(mm.male.begin(), mm.male.begin() + k);
-        e.female.assign(mm.female.begin(), mm.female.begin() + k);
-        e.male.push_back(morgans_to_theta(f * lm, mf));
-        e.male.push_back(morgans_to_theta((1 - f) * lm, mf));
-        e.female.push_back(morgans_to_theta(f * lf_, mf));
-        e.female.push_back(morgans_to_theta((1 - f) * lf_, mf));
-        e.male.insert(e.male.end(), mm.male.begin() + k + 1, mm.male.end());
-        e.female.insert(e.female.end(), mm.female.begin() + k + 1, mm.female.end());
-      }
-      todo.push_back({std::move(e), chain});
+  const std::size_t nm = mm.markers.size();
+  const double total = mm.cm.back(), total_m = mm.male_cm.back(), total_f = mm.female_cm.back();
+  Evaluation e;
+  e.position = x;
+  std::vector<int> chain;
+  if (x < mm.cm.front() || x > total || nm == 1) {
+    const bool left = x < mm.cm.front() || (nm == 1 && x <= 0);
+    const double d = std::abs(left ? mm.cm.front() - x : x - total) / 100;
+    const double dm = total > 0 ? d * total_m / total : d, df = total > 0 ? d * total_f / total : d;
+    if (left) {
+      chain.push_back(moving);
+      chain.insert(chain.end(), mm.markers.begin(), mm.markers.end());
+      e.male = {morgans_to_theta(dm, mf)};
+      e.female = {morgans_to_theta(df, mf)};
+      e.male.insert(e.male.end(), mm.male.begin(), mm.male.end());
+      e.female.insert(e.female.end(), mm.female.begin(), mm.female.end());
+    } else {
+      chain = mm.markers;
+      chain.push_back(moving);
+      e.male = mm.male;
+      e.female = mm.female;
+      e.male.push_back(morgans_to_theta(dm, mf));
+      e.female.push_back(morgans_to_theta(df, mf));
     }
-    std::vector<std::vector<double>> lnl;
-    const std::vector<double> dense = dense_positions(lf, pf, opt, moving, mm, todo, an, lnl);
-    std::vector<char> skip(dense.size());
-    for (std::size_t p = 0; p < dense.size(); ++p) skip[p] = !std::isnan(dense[p]);
-    unlinked_baseline(lf, moving, mm, an, res, dense);
-    for (const auto& [e, chain] : todo) an.expect_runs(chain, 1);
-    for (std::size_t i = 0; i < todo.size(); ++i) {
-      auto& [e, chain] = todo[i];
-      an.evaluate(e, chain, &skip);
-      for (std::size_t p = 0; p < skip.size(); ++p)
-        if (skip[p]) e.ln_l[p] = lnl[i][p], e.total_ln_l += lnl[i][p];
-      res.evaluations.push_back(std::move(e));
-    }
-    return;
+    return {std::move(e), chain};
   }
-  unlinked_baseline(lf, moving, mm, an, res);
+  std::size_t k = 0;
+  while (k + 2 < nm && x > mm.cm[k + 1]) ++k;
+  const double len = mm.cm[k + 1] - mm.cm[k];
+  const double f = len > 0 ? (x - mm.cm[k]) / len : 0;
+  const double lm = (mm.male_cm[k + 1] - mm.male_cm[k]) / 100,
+               lf_ = (mm.female_cm[k + 1] - mm.female_cm[k]) / 100;
+  chain.assign(mm.markers.begin(), mm.markers.begin() + k + 1);
+  chain.push_back(moving);
+  chain.insert(chain.end(), mm.markers.begin() + k + 1, mm.markers.end());
+  e.male.assign(mm.male.begin(), mm.male.begin() + k);
+  e.female.assign(mm.female.begin(), mm.female.begin() + k);
+  e.male.push_back(morgans_to_theta(f * lm, mf));
+  e.male.push_back(morgans_to_theta((1 - f) * lm, mf));
+  e.female.push_back(morgans_to_theta(f * lf_, mf));
+  e.female.push_back(morgans_to_theta((1 - f) * lf_, mf));
+  e.male.insert(e.male.end(), mm.male.begin() + k + 1, mm.male.end());
+  e.female.insert(e.female.end(), mm.female.begin() + k + 1, mm.female.end());
+  return {std::move(e), chain};
+}
 
-  // FASTLINK's LINKMAP: the moving locus stays in the interval the file puts it in.
+// Location scores across the whole map (--positions): one locus order per interval, compiled
+// once each; the pedigrees the inheritance chain takes are not evaluated by the network.
+void run_map_positions(const LocusFile& lf, const PedigreeFile& pf, const AnalysisOptions& opt,
+                       int moving, const MarkerMap& mm, Analysis& an, AnalysisResult& res) {
+  for (double x : mm.cm)
+    if (std::isinf(x))
+      throw InputError(lf.path, 0,
+                       "the marker map has an interval with theta 0.5 (unlinked "
+                       "markers): map positions beyond it are undefined");
+  Todo todo;
+  for (double x : opt.positions) todo.push_back(position_evaluation(x, lf, moving, mm));
+  std::vector<std::vector<double>> lnl;
+  const std::vector<double> dense = dense_positions(lf, pf, opt, moving, mm, todo, an, lnl);
+  std::vector<char> skip(dense.size());
+  for (std::size_t p = 0; p < dense.size(); ++p) skip[p] = !std::isnan(dense[p]);
+  unlinked_baseline(lf, moving, mm, an, res, dense);
+  for (const auto& [e, chain] : todo) an.expect_runs(chain, 1);
+  for (std::size_t i = 0; i < todo.size(); ++i) {
+    auto& [e, chain] = todo[i];
+    an.evaluate(e, chain, &skip);
+    for (std::size_t p = 0; p < skip.size(); ++p)
+      if (skip[p]) e.ln_l[p] = lnl[i][p], e.total_ln_l += lnl[i][p];
+    res.evaluations.push_back(std::move(e));
+  }
+}
+
+// FASTLINK's LINKMAP (no --positions): the moving locus stays in the interval the file puts it
+// in and moves over the grid of the locus file's last line.
+void run_tail_grid(const LocusFile& lf, int moving, const MarkerMap& mm, Analysis& an,
+                   AnalysisResult& res) {
+  const int n = lf.n_loci();
+  const MapFunction mf = lf.map_function;
   if (!tail_fits_linkmap(lf))
     throw InputError(
         lf.path, lf.tail.line,
@@ -638,6 +680,23 @@ void run_linkmap(const LocusFile& lf, const PedigreeFile& pf, const AnalysisOpti
     e.position = position_of(e);
     res.evaluations.push_back(std::move(e));
   }
+}
+
+// LINKMAP: the moving locus's place on the marker map, then the location scores at the given
+// map positions, or over the locus file's grid.
+void run_linkmap(const LocusFile& lf, const PedigreeFile& pf, const AnalysisOptions& opt,
+                 Analysis& an, AnalysisResult& res) {
+  const int moving = moving_locus(lf, opt);
+  res.moving_locus = moving;
+  const MarkerMap mm = marker_map(lf, moving);
+  for (std::size_t i = 0; i < mm.markers.size(); ++i)
+    res.markers.push_back({lf.loci[mm.markers[i]].name, mm.cm[i]});
+  if (!opt.positions.empty()) {
+    run_map_positions(lf, pf, opt, moving, mm, an, res);
+    return;
+  }
+  unlinked_baseline(lf, moving, mm, an, res);
+  run_tail_grid(lf, moving, mm, an, res);
 }
 
 }  // namespace

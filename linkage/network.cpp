@@ -20,6 +20,191 @@ double split_theta(double total, double a, MapFunction f) {
   return (total - a) / (1 - 2 * a);
 }
 
+namespace {
+
+// The network being built, and what PedigreeNetwork records of each variable: its chain
+// position and whether it is a meiosis selector.
+struct NetworkBuilder {
+  Network& net;
+  std::vector<int>& var_locus;
+  std::vector<char>& var_selector;
+  int locus = 0;  // the chain position whose variables are being added
+
+  int add_var(int card, bool selector = false) {
+    net.card.push_back(card);
+    var_locus.push_back(locus);
+    var_selector.push_back(selector ? 1 : 0);
+    return net.num_vars() - 1;
+  }
+  int add_factor(std::vector<int> scope, std::vector<double> table) {
+    net.factors.push_back({std::move(scope), std::move(table), 0});
+    return static_cast<int>(net.factors.size()) - 1;
+  }
+};
+
+// How each person's two alleles are represented: two allele variables ("split"), or one
+// variable over the ordered genotypes genotype elimination left ("joint"). Joint is used
+// where it is no larger than one allele variable (typically a typed person: a phase
+// bit instead of two constrained alleles); sex-linked loci stay split.
+struct Rep {
+  bool joint = false;
+  int gp = -1, gm = -1, g = -1;
+  std::vector<std::pair<int, int>> pairs;  // joint: (paternal, maternal) of each value
+};
+
+// Adds the allele variables of one locus, per person (`joint`: where it is no larger).
+std::vector<Rep> allele_variables(NetworkBuilder& b, const Pedigree& ped, const PedigreeLocus& L,
+                                  bool joint) {
+  const int np = static_cast<int>(ped.people.size());
+  const int n = L.n_alleles;
+  std::vector<Rep> rep(np);
+  for (int i = 0; i < np; ++i) {
+    const Person& p = ped.people[i];
+    Rep& r = rep[i];
+    if (joint && !L.sex_linked) {
+      for (int x : L.dom_p[i])
+        for (int y : L.dom_m[i])
+          if (L.weight[i][x * n + y] > 0) r.pairs.push_back({x, y});
+      const std::size_t split = L.dom_p[i].size() * L.dom_m[i].size();
+      r.joint = r.pairs.size() < split &&
+                r.pairs.size() <= std::max(L.dom_p[i].size(), L.dom_m[i].size());
+    }
+    if (r.joint) {
+      r.g = b.add_var(static_cast<int>(r.pairs.size()));
+      continue;
+    }
+    r.gm = b.add_var(static_cast<int>(L.dom_m[i].size()));
+    if (L.carries_paternal(p) && (!L.sex_linked || p.founder()))
+      r.gp = b.add_var(static_cast<int>(L.dom_p[i].size()));
+  }
+  // A daughter's paternal X is her father's maternal variable.
+  for (int i = 0; i < np; ++i) {
+    const Person& p = ped.people[i];
+    if (L.sex_linked && L.carries_paternal(p) && !p.founder()) rep[i].gp = rep[p.father].gm;
+  }
+  return rep;
+}
+
+// One locus's allele variables seen per person.
+struct LocusVars {
+  const Pedigree& ped;
+  const PedigreeLocus& L;
+  std::vector<Rep> rep;
+
+  // The domain of a split allele variable, as recoded alleles.
+  const std::vector<int>& dom(int i, bool paternal) const {
+    if (paternal && L.sex_linked && !ped.people[i].founder()) return L.dom_m[ped.people[i].father];
+    return paternal ? L.dom_p[i] : L.dom_m[i];
+  }
+  // A parent's variables and, in table order, the (paternal, maternal) alleles of each of
+  // their configurations.
+  void parent_view(int q, std::vector<int>& vars, std::vector<std::pair<int, int>>& cfg) const {
+    if (rep[q].joint) {
+      vars = {rep[q].g};
+      cfg = rep[q].pairs;
+      return;
+    }
+    vars = {rep[q].gp, rep[q].gm};
+    cfg.clear();
+    for (int a : dom(q, true))
+      for (int b : dom(q, false)) cfg.push_back({a, b});
+  }
+  // A child's variable holding its allele from one side, and that allele for each value.
+  int child_view(int c, bool paternal, std::vector<int>& values) const {
+    values.clear();
+    if (rep[c].joint) {
+      for (auto [x, y] : rep[c].pairs) values.push_back(paternal ? x : y);
+      return rep[c].g;
+    }
+    values = dom(c, paternal);
+    return paternal ? rep[c].gp : rep[c].gm;
+  }
+};
+
+// Where each person's two alleles live at this locus (PedigreeNetwork::genotype).
+std::vector<PedigreeNetwork::Genotype> genotype_views(const LocusVars& v) {
+  const int np = static_cast<int>(v.ped.people.size());
+  std::vector<PedigreeNetwork::Genotype> gt(np);
+  for (int i = 0; i < np; ++i) {
+    if (v.L.carries_paternal(v.ped.people[i])) {
+      v.parent_view(i, gt[i].vars, gt[i].alleles);
+      continue;
+    }
+    gt[i].vars = {v.rep[i].gm};
+    for (int m : v.L.dom_m[i]) gt[i].alleles.push_back({-1, m});
+  }
+  return gt;
+}
+
+// A founder's alleles: their frequencies (linkage equilibrium).
+void add_founder_frequencies(NetworkBuilder& b, const LocusVars& v, int i) {
+  const PedigreeLocus& L = v.L;
+  const Rep& r = v.rep[i];
+  if (r.joint) {
+    std::vector<double> t;
+    for (auto [x, y] : r.pairs) t.push_back(L.freq[x] * L.freq[y]);
+    b.add_factor({r.g}, std::move(t));
+    return;
+  }
+  const bool hemi = !L.carries_paternal(v.ped.people[i]);
+  for (int side = 0; side < 2; ++side) {
+    if (side == 0 && hemi) continue;
+    std::vector<double> t;
+    for (int a : v.dom(i, side == 0)) t.push_back(L.freq[a]);
+    b.add_factor({side == 0 ? r.gp : r.gm}, std::move(t));
+  }
+}
+
+// Transmission: child i's allele from `parent` is the parent's paternal allele when the
+// selector `s` is 0, the maternal one when it is 1.
+void add_transmission(NetworkBuilder& b, const LocusVars& v, int i, int parent, bool paternal,
+                      int s) {
+  std::vector<int> scope, xs;
+  std::vector<std::pair<int, int>> cfg;
+  v.parent_view(parent, scope, cfg);
+  const int child = v.child_view(i, paternal, xs);
+  scope.push_back(s);
+  scope.push_back(child);
+  std::vector<double> t;
+  t.reserve(cfg.size() * 2 * xs.size());
+  for (auto [a, c] : cfg)
+    for (int sel = 0; sel < 2; ++sel)
+      for (int x : xs) t.push_back(x == (sel == 0 ? a : c) ? 1.0 : 0.0);
+  b.add_factor(std::move(scope), std::move(t));
+}
+
+// Phenotype: the weight of each ordered genotype (penetrance, or 1/0 for markers),
+// omitted when it is 1 on every genotype the variables still allow.
+void add_phenotype(NetworkBuilder& b, const LocusVars& v, int i) {
+  const PedigreeLocus& L = v.L;
+  const Rep& r = v.rep[i];
+  const int n = L.n_alleles;
+  const bool hemi = !L.carries_paternal(v.ped.people[i]);
+  const std::vector<double>& w = L.weight[i];
+  std::vector<double> t;
+  if (r.joint) {
+    for (auto [x, y] : r.pairs) t.push_back(w[x * n + y]);
+  } else if (hemi) {
+    for (int m : L.dom_m[i]) t.push_back(w[m]);
+  } else {
+    for (int a : v.dom(i, true))
+      for (int m : L.dom_m[i]) t.push_back(w[a * n + m]);
+  }
+  bool trivial = true;
+  for (double x : t) trivial &= x == 1.0;
+  if (trivial) return;
+  if (r.joint)
+    b.add_factor({r.g}, std::move(t));
+  else if (hemi)
+    b.add_factor({r.gm}, std::move(t));
+  else
+    b.add_factor({r.gp, r.gm}, std::move(t));
+}
+
+}  // namespace
+
+// Per chain position: the allele variables, then per person in pedigree order its founder
+// frequencies or its meioses (selector, selector table, transmission), then its phenotype.
 PedigreeNetwork::PedigreeNetwork(const Pedigree& ped,
                                  const std::vector<const PedigreeLocus*>& chain, bool kosambi,
                                  bool joint) {
@@ -28,175 +213,48 @@ PedigreeNetwork::PedigreeNetwork(const Pedigree& ped,
   const bool interference = kosambi && n_loci_ == 3;
   net_.source = "pedigree " + ped.id;
   net_.kind = "BAYES";
-  int locus = 0;
-  auto add_var = [&](int card, bool selector = false) {
-    net_.card.push_back(card);
-    var_locus_.push_back(locus);
-    var_selector_.push_back(selector ? 1 : 0);
-    return net_.num_vars() - 1;
-  };
-  auto add_factor = [&](std::vector<int> scope, std::vector<double> table) {
-    net_.factors.push_back({std::move(scope), std::move(table), 0});
-    return static_cast<int>(net_.factors.size()) - 1;
-  };
+  NetworkBuilder b{net_, var_locus_, var_selector_};
   // Selector variables of the previous chain position, per person: [paternal, maternal].
   std::vector<std::array<int, 2>> prev_sel(np, {-1, -1}), first_sel(np, {-1, -1});
 
   for (int k = 0; k < n_loci_; ++k) {
-    locus = k;
+    b.locus = k;
     const PedigreeLocus& L = *chain[k];
-    const int n = L.n_alleles;
-    // How each person's two alleles are represented: two allele variables ("split"), or one
-    // variable over the ordered genotypes genotype elimination left ("joint"). Joint is used
-    // where it is no larger than one allele variable (typically a typed person: a phase
-    // bit instead of two constrained alleles); sex-linked loci stay split.
-    struct Rep {
-      bool joint = false;
-      int gp = -1, gm = -1, g = -1;
-      std::vector<std::pair<int, int>> pairs;  // joint: (paternal, maternal) of each value
-    };
-    std::vector<Rep> rep(np);
-    for (int i = 0; i < np; ++i) {
-      const Person& p = ped.people[i];
-      Rep& r = rep[i];
-      if (joint && !L.sex_linked) {
-        for (int x : L.dom_p[i])
-          for (int y : L.dom_m[i])
-            if (L.weight[i][x * n + y] > 0) r.pairs.push_back({x, y});
-        const std::size_t split = L.dom_p[i].size() * L.dom_m[i].size();
-        r.joint = r.pairs.size() < split &&
-                  r.pairs.size() <= std::max(L.dom_p[i].size(), L.dom_m[i].size());
-      }
-      if (r.joint) {
-        r.g = add_var(static_cast<int>(r.pairs.size()));
-        continue;
-      }
-      r.gm = add_var(static_cast<int>(L.dom_m[i].size()));
-      if (L.carries_paternal(p) && (!L.sex_linked || p.founder()))
-        r.gp = add_var(static_cast<int>(L.dom_p[i].size()));
-    }
-    // A daughter's paternal X is her father's maternal variable.
-    for (int i = 0; i < np; ++i) {
-      const Person& p = ped.people[i];
-      if (L.sex_linked && L.carries_paternal(p) && !p.founder()) rep[i].gp = rep[p.father].gm;
-    }
-    // The domain of a split allele variable, as recoded alleles.
-    auto dom = [&](int i, bool paternal) -> const std::vector<int>& {
-      if (paternal && L.sex_linked && !ped.people[i].founder())
-        return L.dom_m[ped.people[i].father];
-      return paternal ? L.dom_p[i] : L.dom_m[i];
-    };
-    // A parent's variables and, in table order, the (paternal, maternal) alleles of each of
-    // their configurations.
-    auto parent_view = [&](int q, std::vector<int>& vars, std::vector<std::pair<int, int>>& cfg) {
-      if (rep[q].joint) {
-        vars = {rep[q].g};
-        cfg = rep[q].pairs;
-        return;
-      }
-      vars = {rep[q].gp, rep[q].gm};
-      cfg.clear();
-      for (int a : dom(q, true))
-        for (int b : dom(q, false)) cfg.push_back({a, b});
-    };
-    // A child's variable holding its allele from one side, and that allele for each value.
-    auto child_view = [&](int c, bool paternal, std::vector<int>& values) {
-      values.clear();
-      if (rep[c].joint) {
-        for (auto [x, y] : rep[c].pairs) values.push_back(paternal ? x : y);
-        return rep[c].g;
-      }
-      values = dom(c, paternal);
-      return paternal ? rep[c].gp : rep[c].gm;
-    };
-
-    std::vector<Genotype>& gt = genotypes_.emplace_back(np);
+    const LocusVars v{ped, L, allele_variables(b, ped, L, joint)};
+    genotypes_.push_back(genotype_views(v));
     std::vector<std::array<int, 2>>& sels = selectors_.emplace_back(np, std::array<int, 2>{-1, -1});
     for (int i = 0; i < np; ++i) {
-      if (L.carries_paternal(ped.people[i])) {
-        parent_view(i, gt[i].vars, gt[i].alleles);
-        continue;
-      }
-      gt[i].vars = {rep[i].gm};
-      for (int m : L.dom_m[i]) gt[i].alleles.push_back({-1, m});
-    }
-    for (int i = 0; i < np; ++i) {
       const Person& p = ped.people[i];
-      const Rep& r = rep[i];
       const bool hemi = !L.carries_paternal(p);
-      // Founders: allele frequencies (linkage equilibrium).
       if (p.founder()) {
-        if (r.joint) {
-          std::vector<double> t;
-          for (auto [x, y] : r.pairs) t.push_back(L.freq[x] * L.freq[y]);
-          add_factor({r.g}, std::move(t));
-        } else {
-          for (int side = 0; side < 2; ++side) {
-            if (side == 0 && hemi) continue;
-            std::vector<double> t;
-            for (int a : dom(i, side == 0)) t.push_back(L.freq[a]);
-            add_factor({side == 0 ? r.gp : r.gm}, std::move(t));
-          }
-        }
+        add_founder_frequencies(b, v, i);
       } else {
-        // Transmission: the child's allele is the parent's paternal allele when the selector
-        // is 0, the maternal one when it is 1. Sex-linked: sons and daughters get the
-        // mother's X through a selector; the father's X is the daughter's own variable.
+        // Sex-linked: sons and daughters get the mother's X through a selector; the father's
+        // X is the daughter's own variable.
         for (int side = 0; side < 2; ++side) {
           if (side == 0 && (hemi || L.sex_linked)) continue;
           const int parent = side == 0 ? p.father : p.mother;
           if (!L.carries_paternal(ped.people[parent]))
             throw std::logic_error("a father transmits through a selector at a sex-linked locus");
-          const int s = add_var(2, true);
+          const int s = b.add_var(2, true);
           sels[i][side] = s;
           if (k == 0) {
-            add_factor({s}, {0.5, 0.5});
+            b.add_factor({s}, {0.5, 0.5});
             first_sel[i][side] = s;
           } else {
             const bool kos = interference && k == 2;
             std::vector<int> scope{prev_sel[i][side], s};
             if (kos) scope.insert(scope.begin(), first_sel[i][side]);
-            const int f = add_factor(scope, std::vector<double>(kos ? 8 : 4, 0.5));
+            const int f = b.add_factor(scope, std::vector<double>(kos ? 8 : 4, 0.5));
             // X-linked meioses are all maternal (female thetas).
             transitions_.push_back({f, k - 1, side == 0, kos});
             theta_factors_.push_back(f);
           }
           prev_sel[i][side] = s;
-          std::vector<int> scope, xs;
-          std::vector<std::pair<int, int>> cfg;
-          parent_view(parent, scope, cfg);
-          const int child = child_view(i, side == 0, xs);
-          scope.push_back(s);
-          scope.push_back(child);
-          std::vector<double> t;
-          t.reserve(cfg.size() * 2 * xs.size());
-          for (auto [a, b] : cfg)
-            for (int sel = 0; sel < 2; ++sel)
-              for (int x : xs) t.push_back(x == (sel == 0 ? a : b) ? 1.0 : 0.0);
-          add_factor(std::move(scope), std::move(t));
+          add_transmission(b, v, i, parent, side == 0, s);
         }
       }
-      // Phenotype: the weight of each ordered genotype (penetrance, or 1/0 for markers),
-      // omitted when it is 1 on every genotype the variables still allow.
-      const std::vector<double>& w = L.weight[i];
-      std::vector<double> t;
-      if (r.joint) {
-        for (auto [x, y] : r.pairs) t.push_back(w[x * n + y]);
-      } else if (hemi) {
-        for (int m : L.dom_m[i]) t.push_back(w[m]);
-      } else {
-        for (int a : dom(i, true))
-          for (int m : L.dom_m[i]) t.push_back(w[a * n + m]);
-      }
-      bool trivial = true;
-      for (double x : t) trivial &= x == 1.0;
-      if (trivial) continue;
-      if (r.joint)
-        add_factor({r.g}, std::move(t));
-      else if (hemi)
-        add_factor({r.gm}, std::move(t));
-      else
-        add_factor({r.gp, r.gm}, std::move(t));
+      add_phenotype(b, v, i);
     }
   }
 }

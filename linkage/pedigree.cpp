@@ -41,17 +41,15 @@ std::string describe(const Inconsistency& e, const LocusFile& lf, const Pedigree
   return s.str();
 }
 
-PedigreeLocus reduce_locus(const Pedigree& ped, const LocusFile& lf, int k,
-                           const ReductionOptions& opt, Inconsistency* err) {
-  const Locus& L = lf.loci[k];
-  const int np = static_cast<int>(ped.people.size());
-  PedigreeLocus out;
-  out.locus = k;
-  out.sex_linked = lf.sex_linked;
+namespace {
 
-  // Allele recoding: the alleles someone is typed with keep their identity, the others merge.
-  std::vector<int> code(L.n_alleles + 1, -1);  // original (1-based) -> recoded (0-based)
-  if (L.type == LocusType::Numbered && opt.recode) {
+// Allele recoding: the alleles someone is typed with keep their identity, the others merge
+// into one (`recode`). Fills out.freq and out.original; returns original (1-based) ->
+// recoded (0-based).
+std::vector<int> recode_alleles(const Pedigree& ped, const Locus& L, int k, bool recode,
+                                PedigreeLocus& out) {
+  std::vector<int> code(L.n_alleles + 1, -1);
+  if (L.type == LocusType::Numbered && recode) {
     std::vector<char> seen(L.n_alleles + 1, 0);
     for (const Person& p : ped.people) seen[p.pheno[k].a1] = seen[p.pheno[k].a2] = 1;
     double other = 0;
@@ -79,10 +77,14 @@ PedigreeLocus reduce_locus(const Pedigree& ped, const LocusFile& lf, int k,
       out.original.push_back(a);
     }
   }
-  const int n = static_cast<int>(out.freq.size());
-  out.n_alleles = n;
+  return code;
+}
 
-  // Phenotype weights of each ordered genotype.
+// Phenotype weights of each ordered genotype (out.weight, per person).
+void phenotype_weights(const Pedigree& ped, const Locus& L, int k, const std::vector<int>& code,
+                       PedigreeLocus& out) {
+  const int np = static_cast<int>(ped.people.size());
+  const int n = out.n_alleles;
   out.weight.resize(np);
   for (int i = 0; i < np; ++i) {
     const Person& p = ped.people[i];
@@ -106,90 +108,91 @@ PedigreeLocus reduce_locus(const Pedigree& ped, const LocusFile& lf, int k,
       w[a * n + b] = w[b * n + a] = 1.0;
     }
   }
-  auto fail = [&](std::vector<int> who, const std::string& detail) {
-    if (err) {
-      err->pedigree = ped.id;
-      err->locus = k;
-      err->individuals.clear();
-      for (int i : who) err->individuals.push_back(ped.people[i].id);
-      err->detail = detail;
-    }
-  };
-  for (int i = 0; i < np; ++i)
-    if (std::none_of(out.weight[i].begin(), out.weight[i].end(), [](double x) { return x > 0; })) {
-      fail({i},
-           "the phenotype is impossible under the locus model (every genotype has penetrance 0)");
-      return out;
-    }
+}
 
-  if (opt.eliminate) {
-    // Nuclear families: (father, mother) -> children.
-    std::map<std::pair<int, int>, std::vector<int>> families;
-    for (int i = 0; i < np; ++i)
-      if (!ped.people[i].founder())
-        families[{ped.people[i].father, ped.people[i].mother}].push_back(i);
-    bool changed = true;
-    while (changed) {
-      changed = false;
-      for (const auto& [parents, kids] : families) {
-        const auto [f, m] = parents;
-        const std::vector<double>& wf = out.weight[f];  // the father: n*n, or n (hemizygous)
-        const std::vector<double>& wm = out.weight[m];
-        const bool f_hemi = !out.carries_paternal(ped.people[f]);
-        std::vector<char> save_f(wf.size(), 0), save_m(wm.size(), 0);
-        std::vector<std::vector<char>> save_k(kids.size());
-        for (std::size_t c = 0; c < kids.size(); ++c)
-          save_k[c].assign(out.weight[kids[c]].size(), 0);
-        std::vector<int> hits;
-        for (int gf = 0; gf < static_cast<int>(wf.size()); ++gf) {
-          if (wf[gf] <= 0) continue;
-          const int fa[2] = {f_hemi ? gf : gf / n, f_hemi ? gf : gf % n};
-          for (int gm = 0; gm < static_cast<int>(wm.size()); ++gm) {
-            if (wm[gm] <= 0) continue;
-            const int ma[2] = {gm / n, gm % n};
-            // Every child needs a genotype this mating can transmit.
-            bool ok = true;
-            std::vector<std::vector<int>> fit(kids.size());
-            for (std::size_t c = 0; c < kids.size() && ok; ++c) {
-              const Person& kid = ped.people[kids[c]];
-              const std::vector<double>& wk = out.weight[kids[c]];
-              if (!out.carries_paternal(kid)) {
-                for (int x : ma)
-                  if (wk[x] > 0) fit[c].push_back(x);
-              } else {
-                for (int x : fa)
-                  for (int y : ma)
-                    if (wk[x * n + y] > 0) fit[c].push_back(x * n + y);
-              }
-              ok = !fit[c].empty();
-            }
-            if (!ok) continue;
-            save_f[gf] = save_m[gm] = 1;
-            for (std::size_t c = 0; c < kids.size(); ++c)
-              for (int g : fit[c]) save_k[c][g] = 1;
-          }
+// Genotype elimination in one nuclear family: keeps the genotypes of the father, the mother and
+// each child that some mating of the parents' remaining genotypes explains for every child.
+// Sets `changed` when a genotype goes; returns false when someone has none left.
+bool eliminate_in_family(const Pedigree& ped, int f, int m, const std::vector<int>& kids,
+                         PedigreeLocus& out, bool& changed) {
+  const int n = out.n_alleles;
+  const std::vector<double>& wf = out.weight[f];  // the father: n*n, or n (hemizygous)
+  const std::vector<double>& wm = out.weight[m];
+  const bool f_hemi = !out.carries_paternal(ped.people[f]);
+  std::vector<char> save_f(wf.size(), 0), save_m(wm.size(), 0);
+  std::vector<std::vector<char>> save_k(kids.size());
+  for (std::size_t c = 0; c < kids.size(); ++c) save_k[c].assign(out.weight[kids[c]].size(), 0);
+  for (int gf = 0; gf < static_cast<int>(wf.size()); ++gf) {
+    if (wf[gf] <= 0) continue;
+    const int fa[2] = {f_hemi ? gf : gf / n, f_hemi ? gf : gf % n};
+    for (int gm = 0; gm < static_cast<int>(wm.size()); ++gm) {
+      if (wm[gm] <= 0) continue;
+      const int ma[2] = {gm / n, gm % n};
+      // Every child needs a genotype this mating can transmit.
+      bool ok = true;
+      std::vector<std::vector<int>> fit(kids.size());
+      for (std::size_t c = 0; c < kids.size() && ok; ++c) {
+        const Person& kid = ped.people[kids[c]];
+        const std::vector<double>& wk = out.weight[kids[c]];
+        if (!out.carries_paternal(kid)) {
+          for (int x : ma)
+            if (wk[x] > 0) fit[c].push_back(x);
+        } else {
+          for (int x : fa)
+            for (int y : ma)
+              if (wk[x * n + y] > 0) fit[c].push_back(x * n + y);
         }
-        auto apply = [&](int who, const std::vector<char>& save) {
-          std::vector<double>& w = out.weight[who];
-          bool any = false;
-          for (std::size_t g = 0; g < w.size(); ++g) {
-            if (w[g] > 0 && !save[g]) w[g] = 0, changed = true;
-            any |= w[g] > 0;
-          }
-          return any;
-        };
-        bool alive = apply(f, save_f) & apply(m, save_m);
-        for (std::size_t c = 0; c < kids.size(); ++c) alive &= apply(kids[c], save_k[c]);
-        if (!alive) {
-          std::vector<int> who{f, m};
-          who.insert(who.end(), kids.begin(), kids.end());
-          fail(who, "no genotypes fit the nuclear family (father, mother, children)");
-          return out;
-        }
+        ok = !fit[c].empty();
+      }
+      if (!ok) continue;
+      save_f[gf] = save_m[gm] = 1;
+      for (std::size_t c = 0; c < kids.size(); ++c)
+        for (int g : fit[c]) save_k[c][g] = 1;
+    }
+  }
+  auto apply = [&](int who, const std::vector<char>& save) {
+    std::vector<double>& w = out.weight[who];
+    bool any = false;
+    for (std::size_t g = 0; g < w.size(); ++g) {
+      if (w[g] > 0 && !save[g]) w[g] = 0, changed = true;
+      any |= w[g] > 0;
+    }
+    return any;
+  };
+  bool alive = apply(f, save_f) & apply(m, save_m);
+  for (std::size_t c = 0; c < kids.size(); ++c) alive &= apply(kids[c], save_k[c]);
+  return alive;
+}
+
+// Genotype elimination over the nuclear families until nothing changes. Returns the family
+// (father, mother, children) left without genotypes, or empty.
+std::vector<int> eliminate_genotypes(const Pedigree& ped, PedigreeLocus& out) {
+  const int np = static_cast<int>(ped.people.size());
+  // Nuclear families: (father, mother) -> children.
+  std::map<std::pair<int, int>, std::vector<int>> families;
+  for (int i = 0; i < np; ++i)
+    if (!ped.people[i].founder())
+      families[{ped.people[i].father, ped.people[i].mother}].push_back(i);
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    for (const auto& [parents, kids] : families) {
+      const auto [f, m] = parents;
+      if (!eliminate_in_family(ped, f, m, kids, out, changed)) {
+        std::vector<int> who{f, m};
+        who.insert(who.end(), kids.begin(), kids.end());
+        return who;
       }
     }
   }
+  return {};
+}
 
+// The recoded alleles each person's paternal and maternal allele can still be (out.dom_p,
+// out.dom_m), from the genotypes left.
+void allele_domains(const Pedigree& ped, PedigreeLocus& out) {
+  const int np = static_cast<int>(ped.people.size());
+  const int n = out.n_alleles;
   out.dom_p.resize(np);
   out.dom_m.resize(np);
   for (int i = 0; i < np; ++i) {
@@ -206,6 +209,45 @@ PedigreeLocus reduce_locus(const Pedigree& ped, const LocusFile& lf, int k,
       if (m[a]) out.dom_m[i].push_back(a);
     }
   }
+}
+
+}  // namespace
+
+PedigreeLocus reduce_locus(const Pedigree& ped, const LocusFile& lf, int k,
+                           const ReductionOptions& opt, Inconsistency* err) {
+  const Locus& L = lf.loci[k];
+  const int np = static_cast<int>(ped.people.size());
+  PedigreeLocus out;
+  out.locus = k;
+  out.sex_linked = lf.sex_linked;
+  const std::vector<int> code = recode_alleles(ped, L, k, opt.recode, out);
+  out.n_alleles = static_cast<int>(out.freq.size());
+  phenotype_weights(ped, L, k, code, out);
+
+  // An inconsistency: where it shows (a person, or a nuclear family) and what it is.
+  auto fail = [&](std::vector<int> who, const std::string& detail) {
+    if (err) {
+      err->pedigree = ped.id;
+      err->locus = k;
+      err->individuals.clear();
+      for (int i : who) err->individuals.push_back(ped.people[i].id);
+      err->detail = detail;
+    }
+  };
+  for (int i = 0; i < np; ++i)
+    if (std::none_of(out.weight[i].begin(), out.weight[i].end(), [](double x) { return x > 0; })) {
+      fail({i},
+           "the phenotype is impossible under the locus model (every genotype has penetrance 0)");
+      return out;
+    }
+  if (opt.eliminate) {
+    const std::vector<int> family = eliminate_genotypes(ped, out);
+    if (!family.empty()) {
+      fail(family, "no genotypes fit the nuclear family (father, mother, children)");
+      return out;
+    }
+  }
+  allele_domains(ped, out);
   return out;
 }
 

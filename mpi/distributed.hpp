@@ -17,7 +17,7 @@
 
 #include "engine/condition.hpp"
 
-namespace kinfer::dist {
+namespace kinfer::mpi {
 
 // MPI_Init when this process was started by a launcher (OMPI_COMM_WORLD_SIZE, PMIX_RANK or
 // PMI_RANK in the environment), unless `no_mpi` (the batch's child processes: KINFER_NO_MPI,
@@ -70,10 +70,6 @@ class RankDealer : public SliceDealer {
   // Per rank: {"rank", "host", "items", "seconds"} (collective: every rank calls it).
   nlohmann::json per_rank(const char* items_name) const;
   std::uint64_t items_here() const { return items_; }
-  // A test hook (tests/test_mpi.py sets KINFER_TEST_VERIFY_SKEW, apps/environment.cpp): a
-  // verifying rank's copies made wrong by `skew` in combine(), so that the mismatch path runs;
-  // the answer (from the owners) is untouched. 0: off.
-  static void set_test_skew(double skew);
 
  private:
   bool verifies(std::uint64_t item) const;
@@ -99,4 +95,4 @@ ConditionedPlan conditioned_plan(const Network& net, const Evidence& ev, const P
 std::unique_ptr<RankDealer> slice_dealer(const ConditionedPlan& cp, double verify_fraction,
                                          std::uint64_t seed);
 
-}  // namespace kinfer::dist
+}  // namespace kinfer::mpi

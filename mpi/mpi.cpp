@@ -15,7 +15,7 @@
 
 #include "mpi/distributed.hpp"
 
-namespace kinfer::dist {
+namespace kinfer::mpi {
 
 namespace {
 bool g_launched = false;
@@ -136,4 +136,4 @@ std::string receive(int from, int tag) {
   return body;
 }
 
-}  // namespace kinfer::dist
+}  // namespace kinfer::mpi

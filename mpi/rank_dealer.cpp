@@ -15,7 +15,7 @@
 
 #include "engine/errors.hpp"
 
-namespace kinfer::dist {
+namespace kinfer::mpi {
 
 namespace {
 double now() {
@@ -51,12 +51,6 @@ bool is_launcher_variable(const std::string& name) {
   return false;
 }
 
-namespace {
-double g_test_skew = 0;
-}  // namespace
-
-void RankDealer::set_test_skew(double skew) { g_test_skew = skew; }
-
 RankDealer::RankDealer(double verify_fraction, std::uint64_t seed)
     : fraction_(verify_fraction), seed_(seed), start_(now()) {}
 
@@ -84,12 +78,6 @@ void RankDealer::combine(std::vector<double>& value, const std::vector<char>& co
       mine[i * (w + 1)] = computed[i] ? 1 : 0;
       for (std::size_t k = 0; k < w; ++k) mine[i * (w + 1) + 1 + k] = value[i * w + k];
     }
-    // set_test_skew: a verifying rank's copies made wrong on purpose (tests)
-    if (g_test_skew != 0)
-      for (std::size_t i = 0; i < items; ++i)
-        if (computed[i] &&
-            (base_ + i) % static_cast<std::uint64_t>(size()) != static_cast<std::uint64_t>(rank()))
-          for (std::size_t k = 0; k < w; ++k) mine[i * (w + 1) + 1 + k] += g_test_skew;
     const auto all = allgather(mine);
     auto same = [](double a, double v) {
       return a == v || (std::isnan(a) && std::isnan(v)) ||
@@ -198,4 +186,4 @@ std::unique_ptr<RankDealer> slice_dealer(const ConditionedPlan& cp, double verif
   return std::make_unique<RankDealer>(verify_fraction, seed);
 }
 
-}  // namespace kinfer::dist
+}  // namespace kinfer::mpi

@@ -4,7 +4,9 @@
 with the single commands' answers; SIGKILL to mpirun then --resume completes it with no finished
 job redone; a job process killed mid-batch is run again. Exit 77 (SKIP) when kinfer was built
 without MPI or mpirun is missing. Run by meson with KINFER_EXE, KINFER_DATA and KINFER_MPI set."""
+import gzip
 import json
+import math
 import os
 import shutil
 import signal
@@ -13,7 +15,7 @@ import sys
 import tempfile
 import time
 
-from support import EXE, DATA, check, finish, network, references
+from support import EXE, DATA, batch_with_a_worker_killed, check, finish, network, references
 
 if os.environ.get("KINFER_MPI") != "1" or not shutil.which("mpirun"):
     print("SKIP: kinfer built without MPI, or no mpirun")
@@ -28,6 +30,36 @@ MPIRUN = ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", "2"]
 def run(args, mpi=False, **kw):
     return subprocess.run((MPIRUN if mpi else []) + [EXE] + args, capture_output=True, text=True,
                           env=ENV, **kw)
+
+
+def run_mpmd(args0, args1):
+    """Rank 0 runs kinfer with args0 and rank 1 with args1 (an MPMD launch)."""
+    return subprocess.run(["mpirun", "--oversubscribe", "--bind-to", "none", "-np", "1", EXE] + args0
+                          + [":", "-np", "1", EXE] + args1, capture_output=True, text=True, env=ENV)
+
+
+def scaled_network(src, dst, factor):
+    """Writes the UAI network `src` (plain or gzipped) to `dst` with every table value times
+    `factor`; returns the number of tables. A MARKOV network's P(e) is the product of its
+    tables, so ln P(e) grows by tables x ln(factor)."""
+    opener = gzip.open if src.endswith(".gz") else open
+    with opener(src, "rt") as f:
+        tok = f.read().split()
+    check(tok[0] == "MARKOV", f"{src} is a MARKOV network")
+    n = int(tok[1])
+    at = 2 + n
+    tables = int(tok[at])
+    at += 1
+    for _ in range(tables):  # the scopes: a size, then that many variables
+        at += 1 + int(tok[at])
+    for _ in range(tables):  # the tables: a count, then that many values
+        count = int(tok[at])
+        for i in range(at + 1, at + 1 + count):
+            tok[i] = repr(float(tok[i]) * factor)
+        at += 1 + count
+    with open(dst, "w") as f:
+        f.write(" ".join(tok) + "\n")
+    return tables
 
 
 def test_pe():
@@ -60,9 +92,19 @@ def test_pe():
           and vj["mpi"]["verify"]["mismatches"] == 0 and vj["ln_pr"] == b["ln_pr"],
           f"--verify 1: {slices} slices recomputed on the other rank, no mismatch "
           f"({v.returncode}: {vj.get('mpi', {}).get('verify')})")
-    # a verifying rank whose values are wrong (a test hook skews its copies): exit 5, both values
-    bad = subprocess.run(MPIRUN + [EXE] + args + ["--verify", "1"], capture_output=True, text=True,
-                         env=dict(ENV, KINFER_TEST_VERIFY_SKEW="1e-6"))
+    # a verifying rank whose values are wrong: rank 1 reads a copy of the network with every
+    # table doubled (the same structure, so the same plan and slices, with other values):
+    # exit 5, naming the slices and both values
+    with tempfile.TemporaryDirectory() as tmp:
+        doubled = os.path.join(tmp, "linkage_21.uai")
+        tables = scaled_network(network("linkage_21"), doubled, 2.0)
+        shutil.copy(network("linkage_21")[:-len(".gz")] + ".evid", doubled + ".evid")
+        d = run(["pe", doubled] + args[2:])
+        dj = json.loads(d.stdout) if d.returncode == 0 else {}
+        shift = dj.get("ln_pr", a["ln_pr"]) - a["ln_pr"]
+        check(abs(shift - tables * math.log(2)) <= 1e-9 * max(1, abs(a["ln_pr"])),
+              f"the doubled copy's ln P(e) is {tables} ln 2 more ({shift!r})")
+        bad = run_mpmd(args + ["--verify", "1"], ["pe", doubled] + args[2:] + ["--verify", "1"])
     check(bad.returncode == 5 and "verify: slice" in bad.stderr and "on rank 1" in bad.stderr,
           f"--verify with a wrong rank: exit 5 naming the slices and both values ({bad.returncode})")
     # --verify in one process: nothing to compare with, said with exit 6 (as --check without a GPU)
@@ -119,7 +161,8 @@ def test_lod():
 def test_lod_chain():
     """LINKMAP by the Lander-Green chain: each pedigree's chain on the rank it is dealt to,
     gathered in pedigree order: the same location scores as one process; --verify 1 recomputes
-    every likelihood and chain on the other rank (a skewed copy: exit 5; one process: exit 6)."""
+    every likelihood and chain on the other rank (a rank with other penetrances: exit 5; one
+    process: exit 6)."""
     f = os.path.join(DATA, "merlin", "fastlink")
     args = ["lod", "--ped", os.path.join(f, "fastlink.linkage.pre"), "--dat",
             os.path.join(f, "fastlink.linkage.dat"), "--program", "linkmap", "--positions",
@@ -142,8 +185,22 @@ def test_lod_chain():
     check(v.returncode == 0 and ver.get("recomputed", 0) > 0 and ver.get("mismatches") == 0
           and lv == la, f"lod --verify 1: likelihoods recomputed on the other rank, no mismatch "
           f"({v.returncode}: {ver})")
-    bad = subprocess.run(MPIRUN + [EXE] + args + ["--verify", "1"], capture_output=True, text=True,
-                         env=dict(ENV, KINFER_TEST_VERIFY_SKEW="1e-6"))
+    # a verifying rank whose values are wrong: rank 1 reads a locus file with another phenocopy
+    # rate (the penetrance of the normal homozygote; the same loci and pedigrees, other
+    # likelihoods)
+    with tempfile.TemporaryDirectory() as tmp:
+        dat = os.path.join(tmp, "other-penetrance.dat")
+        with open(os.path.join(f, "fastlink.linkage.dat")) as src:
+            text = src.read()
+        check("\n0.001 0.86 0.86\n" in text, "the locus file's penetrances as this test knows them")
+        with open(dat, "w") as w:
+            w.write(text.replace("\n0.001 0.86 0.86\n", "\n0.01 0.86 0.86\n"))
+        other = args[:4] + [dat] + args[5:]
+        o = run(other)
+        lo = [e["total"]["lod"] for e in json.loads(o.stdout)["evaluations"]] if o.returncode == 0 else []
+        check(len(lo) == len(la) and lo != [e[0] for e in la],
+              f"the other penetrance gives other LODs ({o.returncode})")
+        bad = run_mpmd(args + ["--verify", "1"], other + ["--verify", "1"])
     check(bad.returncode == 5 and "verify: likelihood" in bad.stderr,
           f"lod --verify with a wrong rank: exit 5 with both values ({bad.returncode})")
     alone = run(args + ["--verify", "0.5"])
@@ -217,8 +274,8 @@ def test_batch(tmp):
 
 def test_group_workers(tmp):
     """pe jobs of one network share plans in group workers on both ranks (a worker on rank 1 has
-    its lines forwarded to rank 0); a worker killed mid-group (test hook) leaves its unfinished
-    jobs to run again one by one."""
+    its lines forwarded to rank 0); a worker killed mid-group (SIGKILL from the test) leaves its
+    unfinished jobs to run again one by one."""
     jobs = [(f"p{i:02d}", "Pedigree_11") for i in range(8)]
     with open(os.path.join(tmp, "jobs.tsv"), "w") as f:
         f.write("id\tkind\tnetwork\toptions\n")
@@ -226,9 +283,10 @@ def test_group_workers(tmp):
             f.write(f"{j}\t{'pe'}\t{network(n)}\t--threads 1\n")
     expect = expected(["Pedigree_11"])
     out = os.path.join(tmp, "out")
-    r = subprocess.run(MPIRUN + [EXE, "batch", os.path.join(tmp, "jobs.tsv"), "--out", out,
-                                 "--jobs", "1", "--json"], capture_output=True, text=True,
-                       env=dict(ENV, KINFER_BATCH_TEST_WORKER_CRASH="p03"))
+    r, out, killed = batch_with_a_worker_killed(
+        lambda out: MPIRUN + [EXE, "batch", os.path.join(tmp, "jobs.tsv"), "--out", out, "--jobs", "1",
+                              "--json"], out, {j for j, _ in jobs}, env=ENV)
+    check(killed is not None, f"a group worker killed (SIGKILL) midway ({killed})")
     check(r.returncode == 0, f"group workers under 2 ranks: exit 0 ({r.returncode})"
           + (f": {r.stderr[-400:]}" if r.returncode else ""))
     if r.returncode:
