@@ -1,4 +1,5 @@
 // kinfer mar: the posterior marginal of every variable given the evidence.
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -36,9 +37,12 @@ std::string uai_mar(const Marginals& m) {
 
 int run_mar(const PosteriorOptions& o) {
   Network net;
+  const auto t0 = std::chrono::steady_clock::now();
   ConditionedPlan cp = plan_posterior(o, "mar", true, net);
+  const auto t1 = std::chrono::steady_clock::now();
   net = Network{};
   const Marginals m = compute_marginals(cp);
+  const auto t2 = std::chrono::steady_clock::now();
   const Plan& plan = cp.plan;
   if (m.ln_pe == -INFINITY) refuse_impossible(plan, "the posterior marginals are");
   const double log10_pe = m.ln_pe / std::log(10.0);
@@ -48,7 +52,10 @@ int run_mar(const PosteriorOptions& o) {
                               {"evidence_observed", plan.model.num_observed},
                               {"slices", cp.cond.slices},
                               {"log10_pr", log10_pe},
-                              {"marginals", m.p}};
+                              {"marginals", m.p},
+                              {"seconds", seconds_between(t0, t2)},
+                              {"timings", {{"plan", seconds_between(t0, t1)},
+                                           {"compute", seconds_between(t1, t2)}}}};
     std::cout << j.dump(2) << std::endl;
     return 0;
   }

@@ -3,6 +3,7 @@
 // --uai-output) and the plan they run on, conditioned when it must be, with the second pass's
 // memory checked.
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <string>
 
 #include "apps/network_options.hpp"
@@ -30,5 +31,12 @@ ConditionedPlan plan_posterior(const PosteriorOptions& o, const std::string& com
 // ResourceError (exit 3) saying that P(e) = 0 leaves `what` undefined, with the reduction's
 // reason when it found one.
 [[noreturn]] void refuse_impossible(const Plan& plan, const std::string& what);
+
+// Seconds from `a` to `b` (the JSON's "seconds" and "timings": plan = reading and planning,
+// compute = both passes).
+inline double seconds_between(std::chrono::steady_clock::time_point a,
+                              std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
 
 }  // namespace kinfer::app
