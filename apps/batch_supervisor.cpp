@@ -218,9 +218,7 @@ void Batch::launch_group(const std::vector<std::size_t>& jobs, int threads, bool
       "--worker",
       ids,
       "--max-memory",
-      std::to_string(static_cast<long long>(std::max(first.memory, budget_))),
-      "--gpu-min-flops",
-      std::to_string(opt_.gpu_min_flops)};
+      std::to_string(static_cast<long long>(std::max(first.memory, budget_)))};
   if (gpu) args.push_back("--worker-gpu");
   const fs::path log = out_ / "logs" / ("group-" + first.job.id + ".log");
   write_log_header(log, "group worker", args);

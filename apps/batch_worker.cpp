@@ -89,6 +89,9 @@ class Worker {
         throw std::runtime_error(
             "options a group worker does not handle (the batch runs such jobs alone)");
       NetworkOptions& net = jo.pe.net;  // NETWORK and -e come from the manifest's columns
+      // The device is the runner's choice, as for `kinfer pe --device D` (D the job's, auto by
+      // default), unless the supervisor gave this group no GPU slot.
+      const std::string device = opt_.worker_gpu ? jo.pe.device : "cpu";
       net.order_cache = (out_ / "order-cache").string();
       spdlog::info("kinfer batch job {}: pe {} (group worker, process {})", job.id, job.network,
                    ::getpid());
@@ -139,11 +142,7 @@ class Worker {
             shared->first_job, tables_kept, old.size());
       } else {
         Compiled c;
-        po.device_budget = [&](const Plan& p) {
-          return opt_.worker_gpu && wants_gpu(jo.pe.device, p)
-                     ? runner(true, jo.pe).device_budget(p)
-                     : 0.0;
-        };
+        po.device_budget = [&](const Plan& p) { return runner(device, jo.pe).device_budget(p); };
         c.plan = make_conditioned_plan(net_, ev, po);
         c.planned = c.plan.plan.memory;
         c.key = key;
@@ -167,8 +166,7 @@ class Worker {
       // The job runs through the worker's runner, as `kinfer pe` runs through its own (the same
       // run block, run_evidence): the same placement policy and the same JSON whichever process
       // runs the job.
-      const bool wants = wants_gpu(jo.pe.device, plan);
-      sched::Runner& runner_used = runner(wants && opt_.worker_gpu, jo.pe);
+      sched::Runner& runner_used = runner(device, jo.pe);
       runner_used.set_threads(net.threads);
       cplan.plan.memory = shared->planned;
       cplan.plan.memory = runner_used.estimate(cplan.plan);  // for the device that runs it
@@ -176,7 +174,7 @@ class Worker {
       sched::RunResult run = run_evidence(runner_used, cplan, impossible);
       const auto t_dev = t2 + std::chrono::duration_cast<clock::duration>(
                                   std::chrono::duration<double>(run.device_seconds));
-      if (impossible.empty() && wants && !opt_.worker_gpu) {
+      if (impossible.empty() && !opt_.worker_gpu && jo.pe.device != "cpu") {
         run.why_not_gpu = "kinfer batch: no free GPU slot (--gpu-jobs) when this group started";
         run.note.clear();
       }
@@ -207,17 +205,11 @@ class Worker {
     report_job("failed", job.id, secs(t0, clock::now()), error);
   }
 
-  // Whether a job asking for `device` (its --device) wants the GPU for `plan`.
-  bool wants_gpu(const std::string& device, const Plan& plan) const {
-    return device == "gpu" || (device == "auto" && plan.flops >= opt_.gpu_min_flops);
-  }
-  // The worker's runner for the GPU (opened once, on first use) or for the CPU.
-  sched::Runner& runner(bool gpu, const PeOptions& pe) {
-    std::unique_ptr<sched::Runner>& r = gpu ? gpu_runner_ : cpu_runner_;
-    if (!r) {
-      sched::RunRequest req = run_request(gpu ? "gpu" : "cpu", "", "", false, false, pe.gpu_memory);
-      r = std::make_unique<sched::Runner>(req);
-    }
+  // The worker's runner for `device` (auto, cpu, gpu), made on first use and kept: a GPU it
+  // opens stays open for the worker's later jobs.
+  sched::Runner& runner(const std::string& device, const PeOptions& pe) {
+    std::unique_ptr<sched::Runner>& r = runners_[device];
+    if (!r) r = std::make_unique<sched::Runner>(run_request(device, "", "", false, false, pe.gpu_memory));
     return *r;
   }
 
@@ -226,7 +218,7 @@ class Worker {
   Network net_;
   std::string net_path_;
   std::vector<Compiled> plans_;
-  std::unique_ptr<sched::Runner> gpu_runner_, cpu_runner_;
+  std::map<std::string, std::unique_ptr<sched::Runner>> runners_;
 };
 
 }  // namespace
