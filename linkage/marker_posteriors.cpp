@@ -1,0 +1,238 @@
+#include "linkage/marker_posteriors.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+
+#include "engine/plan.hpp"
+#include "linkage/chain.hpp"
+#include "linkage/inheritance.hpp"
+#include "linkage/network.hpp"
+#include "linkage/pedigree.hpp"
+
+namespace kinfer::linkage {
+
+namespace {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+// One likelihood to compute at a marker: person `person` with phenotype `pheno` there (0/0:
+// removed), everyone else as observed.
+struct Candidate {
+  int person;
+  Phenotype pheno;
+  UnorderedGenotype genotype;  // the genotype asked about (unused when removed)
+  double ln_l = kNegInf;
+};
+
+// Every unordered genotype of a locus with `n` alleles (hemizygous: the single alleles).
+std::vector<UnorderedGenotype> all_genotypes(int n, bool hemizygous) {
+  std::vector<UnorderedGenotype> out;
+  for (int b = 1; b <= n; ++b) {
+    if (hemizygous) {
+      out.push_back({0, b});
+      continue;
+    }
+    for (int a = 1; a <= b; ++a) out.push_back({a, b});
+  }
+  return out;
+}
+
+// The candidates of marker `locus`: per person typed there, the phenotype removed; per person
+// untyped there, each genotype.
+std::vector<Candidate> candidates_at(const Pedigree& ped, const LocusFile& lf, int locus) {
+  std::vector<Candidate> out;
+  const Locus& L = lf.loci[locus];
+  for (int i = 0; i < static_cast<int>(ped.people.size()); ++i) {
+    const Person& p = ped.people[i];
+    const bool hemi = lf.sex_linked && p.sex == 1;
+    if (p.pheno[locus].a1 != 0) {
+      out.push_back({i, Phenotype{0, 0}, {0, 0}});
+      continue;
+    }
+    for (UnorderedGenotype g : all_genotypes(L.n_alleles, hemi))
+      out.push_back({i, hemi ? Phenotype{g.second, g.second} : Phenotype{g.first, g.second}, g});
+  }
+  return out;
+}
+
+// ln sum_v va(v) e(v) vb(v) + s for marker `locus` of `ped` as reduced (recoding, genotype
+// elimination); -inf when the reduction finds the phenotypes inconsistent.
+double ln_likelihood_with(const InheritanceModel& im, const Pedigree& ped, const LocusFile& lf,
+                          int locus, double table_limit, Emission& e) {
+  Inconsistency err;
+  const PedigreeLocus L = reduce_locus(ped, lf, locus, ReductionOptions{}, &err);
+  if (err.locus >= 0) return kNegInf;
+  e = im.emission(L, table_limit);
+  return e.zero ? kNegInf : 0.0;
+}
+
+double ln_sum(const std::vector<double>& xs) {
+  const double mx = *std::max_element(xs.begin(), xs.end());
+  if (std::isinf(mx)) return kNegInf;
+  double s = 0;
+  for (double x : xs) s += std::exp(x - mx);
+  return mx + std::log(s);
+}
+
+// Marker k's cells from its candidates' likelihoods and ln L of all the data (`ln_all`).
+void fill_cells(const Pedigree& ped, const LocusFile& lf, int locus, double ln_all,
+                const std::vector<Candidate>& cs, std::vector<MultipointGenotypes::Cell>& cells) {
+  const int np = static_cast<int>(ped.people.size());
+  cells.assign(np, {});
+  for (std::size_t c = 0; c < cs.size();) {
+    const int i = cs[c].person;
+    std::size_t d = c;
+    while (d < cs.size() && cs[d].person == i) ++d;
+    MultipointGenotypes::Cell& cell = cells[i];
+    const Phenotype ph = ped.people[i].pheno[locus];
+    if (ph.a1 != 0) {  // typed: the observed genotype, and P(observed | others)
+      const bool hemi = lf.sex_linked && ped.people[i].sex == 1;
+      const UnorderedGenotype obs = hemi ? UnorderedGenotype{0, ph.a1}
+                                         : UnorderedGenotype{std::min(ph.a1, ph.a2),
+                                                             std::max(ph.a1, ph.a2)};
+      if (!std::isinf(ln_all)) cell.posterior.push_back({obs, 1.0});
+      const double without = cs[c].ln_l;
+      if (!std::isinf(without)) cell.p_given_others = std::exp(std::min(0.0, ln_all - without));
+    } else if (!std::isinf(ln_all)) {  // untyped: each genotype's share of L
+      std::vector<double> ls;
+      for (std::size_t e = c; e < d; ++e) ls.push_back(cs[e].ln_l);
+      const double total = ln_sum(ls);
+      for (std::size_t e = c; e < d; ++e) {
+        const double p = std::exp(cs[e].ln_l - total);
+        if (p > 0) cell.posterior.push_back({cs[e].genotype, p});
+      }
+    }
+    c = d;
+  }
+}
+
+}  // namespace
+
+MarkerChainMap marker_chain_map(const LocusFile& lf) {
+  MarkerChainMap m;
+  double male = 0, female = 0;  // from the last marker to the current map position
+  for (int p = 0; p < lf.n_loci(); ++p) {
+    const int k = lf.map_order[p];
+    if (p > 0 && !m.markers.empty()) {
+      male = combine_thetas(male, lf.male_theta[p - 1], lf.map_function);
+      female = combine_thetas(female, lf.female_theta[p - 1], lf.map_function);
+    }
+    if (lf.loci[k].type != LocusType::Numbered) continue;
+    if (!m.markers.empty()) {
+      m.male.push_back(male);
+      m.female.push_back(female);
+    }
+    m.markers.push_back(k);
+    male = female = 0;
+  }
+  return m;
+}
+
+MultipointGenotypes multipoint_genotypes(const Pedigree& ped, const LocusFile& lf,
+                                         const MarkerChainMap& map, const MultipointOptions& opt) {
+  MultipointGenotypes out;
+  // The chain's markers: the consistent ones (an inconsistent marker would make every
+  // multipoint likelihood 0), the thetas across a left-out marker combined.
+  std::vector<PedigreeLocus> reduced;
+  std::vector<double> male, female;
+  double ml = 0, fl = 0;
+  for (std::size_t j = 0; j < map.markers.size(); ++j) {
+    if (j > 0) {
+      ml = combine_thetas(ml, map.male[j - 1], lf.map_function);
+      fl = combine_thetas(fl, map.female[j - 1], lf.map_function);
+    }
+    Inconsistency err;
+    PedigreeLocus L = reduce_locus(ped, lf, map.markers[j], ReductionOptions{}, &err);
+    if (err.locus >= 0) {
+      out.left_out.push_back(map.markers[j]);
+      continue;
+    }
+    if (!reduced.empty()) male.push_back(ml), female.push_back(fl);
+    ml = fl = 0;
+    reduced.push_back(std::move(L));
+    out.markers.push_back(map.markers[j]);
+  }
+  std::vector<const PedigreeLocus*> loci;
+  for (const PedigreeLocus& L : reduced) loci.push_back(&L);
+  InheritanceModel im(ped, loci, lf.sex_linked, true, true);
+  out.bits = im.bits();
+  if (im.bits() > std::min(opt.max_bits, InheritanceModel::kMaxBits))
+    throw std::length_error("pedigree " + ped.id + ": an inheritance vector of " +
+                            std::to_string(im.bits()) + " bits, more than the chain's " +
+                            std::to_string(std::min(opt.max_bits, InheritanceModel::kMaxBits)));
+  im.set_table_limit(opt.table_limit);
+  // Memory: each thread holds one candidate's emission at a time (its tables at most one state
+  // vector's size, its elimination a few times that, as the walk counts), the walk the rest.
+  const double vec = 8.0 * std::exp2(im.bits());
+  int threads = omp_get_max_threads();
+  std::unique_ptr<ChainBackend> backend;
+  if (opt.max_memory_bytes > 0) {
+    const double rest = opt.max_memory_bytes - process_bytes(threads);
+    while (threads > 1 && rest - threads * 3 * vec < 5 * vec) --threads;
+    const double walk = rest - threads * 3 * vec;
+    if (walk < 5 * vec)
+      throw std::length_error("pedigree " + ped.id + ": the chain's state vectors of " +
+                              std::to_string(static_cast<long>(std::ceil(vec / 1048576))) +
+                              " MiB (" + std::to_string(im.bits()) +
+                              " bits) do not fit the memory limit");
+    im.set_memory_limit(walk);
+    backend = make_cpu_chain(im.layout(), walk);
+  } else {
+    backend = make_cpu_chain(im.layout(), 0);
+  }
+  const int M = static_cast<int>(out.markers.size());
+  out.cell.resize(M);
+  std::vector<Pedigree> copies(threads, ped);  // each thread's: one phenotype changed at a time
+  out.ln_likelihood = M == 0 ? 0.0 : kNegInf;
+  std::vector<int> idx(M);
+  std::iota(idx.begin(), idx.end(), 0);
+  im.walk_markers(
+      idx, male, female,
+      [&](int k, ChainBackend& B, int va, int vb, double s, const Emission& ek) {
+        const int locus = out.markers[k];
+        const bool impossible = std::isinf(s) || std::isnan(s);
+        const double ln_all = impossible ? kNegInf : B.ln_dot(va, &ek, vb) + s;
+        if (k == 0) out.ln_likelihood = ln_all;
+        std::vector<Candidate> cs = candidates_at(ped, lf, locus);
+        // The candidates' emissions in chunks (one per thread), then their sums in turn (the
+        // backend's own threads).
+        for (std::size_t c0 = 0; c0 < cs.size() && !impossible; c0 += threads) {
+          const std::size_t c1 = std::min(cs.size(), c0 + threads);
+          std::vector<Emission> es(c1 - c0);
+          std::vector<double> pre(c1 - c0, kNegInf);
+          std::exception_ptr failed;
+#pragma omp parallel for num_threads(threads) schedule(dynamic)
+          for (std::size_t c = c0; c < c1; ++c) {
+            try {
+              Pedigree& mine = copies[omp_get_thread_num()];
+              Phenotype& ph = mine.people[cs[c].person].pheno[locus];
+              const Phenotype was = ph;
+              ph = cs[c].pheno;
+              pre[c - c0] = ln_likelihood_with(im, mine, lf, locus, opt.table_limit, es[c - c0]);
+              ph = was;
+            } catch (...) {
+#pragma omp critical
+              if (!failed) failed = std::current_exception();
+            }
+          }
+          if (failed) std::rethrow_exception(failed);
+          for (std::size_t c = c0; c < c1; ++c) {
+            if (!std::isinf(pre[c - c0])) cs[c].ln_l = B.ln_dot(va, &es[c - c0], vb) + s;
+            B.forget(&es[c - c0]);
+          }
+        }
+        fill_cells(ped, lf, locus, ln_all, cs, out.cell[k]);
+      },
+      backend.get());
+  return out;
+}
+
+}  // namespace kinfer::linkage
