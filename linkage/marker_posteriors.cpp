@@ -1,8 +1,10 @@
 #include "linkage/marker_posteriors.hpp"
 
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <exception>
 #include <limits>
@@ -73,6 +75,118 @@ double ln_likelihood_with(const InheritanceModel& im, const Pedigree& ped, const
   e = im.emission(L, table_limit);
   return e.zero ? kNegInf : 0.0;
 }
+
+std::uint64_t pext64(std::uint64_t x, std::uint64_t m) {
+#ifdef __BMI2__
+  return _pext_u64(x, m);
+#else
+  std::uint64_t r = 0;
+  for (int k = 0; m; m &= m - 1, ++k) r |= ((x >> __builtin_ctzll(m)) & 1) << k;
+  return r;
+#endif
+}
+
+std::uint64_t pdep64(std::uint64_t x, std::uint64_t m) {
+#ifdef __BMI2__
+  return _pdep_u64(x, m);
+#else
+  std::uint64_t r = 0;
+  for (int k = 0; m; m &= m - 1, ++k) r |= ((x >> k) & 1) << __builtin_ctzll(m);
+  return r;
+#endif
+}
+
+// The sums of one marker's candidates against W = va * vb. A candidate's emission shares most
+// factors with the marker's own (a phenotype changes only the factors its elimination reaches):
+// with U the union of the masks of the factors it does not share,
+//   sum_v W(v) e'(v) = sum_u mu(u) prod_{f' not shared} f'(u),
+//   mu(u) = sum_{v: v_U = u} W(v) prod_{f shared} f(v),
+// one pass over the states per (U, shared factors), kept for the marker's other candidates;
+// each candidate then costs 2^|U|. Without host access to the vectors (or with a per-state
+// program, or U nearly every bit): the backend's ln_dot.
+class CandidateSums {
+ public:
+  CandidateSums(ChainBackend& B, int va, int vb, double ln_scale, const Emission& ek, int bits)
+      : B_(B), va_(va), vb_(vb), s_(ln_scale), ek_(ek), bits_(bits) {
+    double fa = 0, fb = 0;
+    a_ = B.host_data(va, &fa);
+    b_ = B.host_data(vb, &fb);
+    s_host_ = s_ + fa + fb;
+  }
+  double ln_sum(const Emission& e) {
+    if (e.zero) return kNegInf;
+    if (!a_ || !b_ || e.program.n > 0 || ek_.program.n > 0) return B_.ln_dot(va_, &e, vb_) + s_;
+    std::vector<int> shared;
+    std::uint64_t U = 0;
+    std::vector<const EmissionFactor*> own;
+    for (const EmissionFactor& f : e.factors) {
+      int same = -1;
+      for (std::size_t j = 0; j < ek_.factors.size() && same < 0; ++j)
+        if (ek_.factors[j].mask == f.mask && ek_.factors[j].table == f.table)
+          same = static_cast<int>(j);
+      if (same >= 0) {
+        shared.push_back(same);
+      } else {
+        own.push_back(&f);
+        U |= f.mask;
+      }
+    }
+    if (__builtin_popcountll(U) > bits_ - 3) return B_.ln_dot(va_, &e, vb_) + s_;
+    const std::vector<double>& mu = cavity(U, shared);
+    const long n = 1L << __builtin_popcountll(U);
+    double sum = 0;
+#pragma omp parallel for reduction(+ : sum) schedule(static) if (n > 65536)
+    for (long u = 0; u < n; ++u) {
+      double x = mu[u];
+      if (x == 0) continue;
+      const std::uint64_t v = pdep64(static_cast<std::uint64_t>(u), U);
+      for (const EmissionFactor* f : own) x *= f->table[pext64(v, f->mask)];
+      sum += x;
+    }
+    return sum > 0 ? std::log(sum) + e.ln_scale + s_host_ : kNegInf;
+  }
+
+ private:
+  const std::vector<double>& cavity(std::uint64_t U, const std::vector<int>& shared) {
+    for (const Cavity& c : cache_)
+      if (c.U == U && c.shared == shared) return c.mu;
+    Cavity& c = cache_.emplace_back();
+    c.U = U;
+    c.shared = shared;
+    const long n = 1L << __builtin_popcountll(U), N = 1L << bits_;
+    c.mu.assign(n, 0.0);
+    std::vector<const EmissionFactor*> fs;
+    for (int j : shared) fs.push_back(&ek_.factors[j]);
+#pragma omp parallel
+    {
+      std::vector<double> mine(n, 0.0);
+#pragma omp for schedule(static)
+      for (long v = 0; v < N; ++v) {
+        double x = a_[v] * b_[v];
+        if (x == 0) continue;
+        for (const EmissionFactor* f : fs) x *= f->table[pext64(static_cast<std::uint64_t>(v), f->mask)];
+        mine[pext64(static_cast<std::uint64_t>(v), U)] += x;
+      }
+#pragma omp critical
+      for (long u = 0; u < n; ++u) c.mu[u] += mine[u];
+    }
+    return c.mu;
+  }
+  struct Cavity {
+    std::uint64_t U;
+    std::vector<int> shared;
+    std::vector<double> mu;
+  };
+  ChainBackend& B_;
+  const int va_, vb_;
+  const double s_;
+  const Emission& ek_;
+  const int bits_;
+  const double* a_ = nullptr;
+  const double* b_ = nullptr;
+  double s_host_ = 0;
+  std::vector<Cavity> cache_;
+};
 
 double ln_sum(const std::vector<double>& xs) {
   const double mx = *std::max_element(xs.begin(), xs.end());
@@ -202,6 +316,7 @@ MultipointGenotypes multipoint_genotypes(const Pedigree& ped, const LocusFile& l
         const double ln_all = impossible ? kNegInf : B.ln_dot(va, &ek, vb) + s;
         if (k == 0) out.ln_likelihood = ln_all;
         std::vector<Candidate> cs = candidates_at(ped, lf, locus);
+        CandidateSums sums(B, va, vb, s, ek, im.bits());
         // The candidates' emissions in chunks (one per thread), then their sums in turn (the
         // backend's own threads).
         for (std::size_t c0 = 0; c0 < cs.size() && !impossible; c0 += threads) {
@@ -209,6 +324,7 @@ MultipointGenotypes multipoint_genotypes(const Pedigree& ped, const LocusFile& l
           std::vector<Emission> es(c1 - c0);
           std::vector<double> pre(c1 - c0, kNegInf);
           std::exception_ptr failed;
+          const auto t0 = std::chrono::steady_clock::now();
 #pragma omp parallel for num_threads(threads) schedule(dynamic)
           for (std::size_t c = c0; c < c1; ++c) {
             try {
@@ -224,14 +340,19 @@ MultipointGenotypes multipoint_genotypes(const Pedigree& ped, const LocusFile& l
             }
           }
           if (failed) std::rethrow_exception(failed);
+          const auto t1 = std::chrono::steady_clock::now();
+          out.emission_s += std::chrono::duration<double>(t1 - t0).count();
           for (std::size_t c = c0; c < c1; ++c) {
-            if (!std::isinf(pre[c - c0])) cs[c].ln_l = B.ln_dot(va, &es[c - c0], vb) + s;
+            if (!std::isinf(pre[c - c0])) cs[c].ln_l = sums.ln_sum(es[c - c0]);
             B.forget(&es[c - c0]);
           }
+          out.sum_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+          out.candidates += static_cast<long>(c1 - c0);
         }
         fill_cells(ped, lf, locus, ln_all, cs, out.cell[k]);
       },
       backend.get());
+  out.walk_s = im.profile().emission_s + im.profile().step_s;
   return out;
 }
 

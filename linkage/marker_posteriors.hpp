@@ -54,6 +54,10 @@ struct MultipointGenotypes {
   };
   std::vector<int> markers;            // input indices, map order: the chain's markers
   std::vector<std::vector<Cell>> cell;  // [index into markers][person]
+  // Where the time went (seconds): the walk (its emissions and steps), the candidates'
+  // emissions, their sums against the walk's vectors; candidates computed.
+  double walk_s = 0, emission_s = 0, sum_s = 0;
+  long candidates = 0;
 };
 
 // Throws std::length_error (with the numbers) when the pedigree's inheritance vector has more
