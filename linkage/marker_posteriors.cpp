@@ -24,6 +24,10 @@ namespace kinfer::linkage {
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+// An emission's elimination holds its intermediate tables too: this many times its factors (as
+// the walk counts them, location_scores.cpp).
+constexpr double kScratchTimes = 3;
+constexpr double kFixedReserve = 32.0 * 1024 * 1024;
 
 // One likelihood to compute at a marker: person `person` with phenotype `pheno` there (0/0:
 // removed), everyone else as observed.
@@ -106,6 +110,7 @@ std::uint64_t pdep64(std::uint64_t x, std::uint64_t m) {
 // program, or U nearly every bit): the backend's ln_dot.
 class CandidateSums {
  public:
+  static constexpr int kCached = 4;  // cavity tables kept per marker (the oldest goes first)
   CandidateSums(ChainBackend& B, int va, int vb, double ln_scale, const Emission& ek, int bits)
       : B_(B), va_(va), vb_(vb), s_(ln_scale), ek_(ek), bits_(bits) {
     double fa = 0, fb = 0;
@@ -150,6 +155,7 @@ class CandidateSums {
   const std::vector<double>& cavity(std::uint64_t U, const std::vector<int>& shared) {
     for (const Cavity& c : cache_)
       if (c.U == U && c.shared == shared) return c.mu;
+    if (static_cast<int>(cache_.size()) == kCached) cache_.erase(cache_.begin());
     Cavity& c = cache_.emplace_back();
     c.U = U;
     c.shared = shared;
@@ -283,20 +289,26 @@ MultipointGenotypes multipoint_genotypes(const Pedigree& ped, const LocusFile& l
                             std::to_string(im.bits()) + " bits, more than the chain's " +
                             std::to_string(std::min(opt.max_bits, InheritanceModel::kMaxBits)));
   im.set_table_limit(opt.table_limit);
-  // Memory: each thread holds one candidate's emission at a time (its tables at most one state
-  // vector's size, its elimination a few times that, as the walk counts), the walk the rest.
+  // Memory, besides the walk's (set_memory_limit): per thread one candidate's emission, its
+  // factors limited to a state vector's entries and its elimination kScratchTimes that; the
+  // sums' cavity tables (at most an eighth of a state vector each: one per thread being summed,
+  // CandidateSums::kCached kept); kFixedReserve for the pedigree copies and the results.
   const double vec = 8.0 * std::exp2(im.bits());
+  const double per_thread = kScratchTimes * vec + vec / 8;
   int threads = omp_get_max_threads();
+  double candidate_limit = opt.table_limit;
   std::unique_ptr<ChainBackend> backend;
   if (opt.max_memory_bytes > 0) {
-    const double rest = opt.max_memory_bytes - process_bytes(threads);
-    while (threads > 1 && rest - threads * 3 * vec < 5 * vec) --threads;
-    const double walk = rest - threads * 3 * vec;
+    candidate_limit = std::min(candidate_limit, vec / 8);
+    const double rest = opt.max_memory_bytes - process_bytes(threads) - kFixedReserve -
+                        CandidateSums::kCached * vec / 8;
+    while (threads > 1 && rest - threads * per_thread < 5 * vec) --threads;
+    const double walk = rest - threads * per_thread;
     if (walk < 5 * vec)
       throw std::length_error("pedigree " + ped.id + ": the chain's state vectors of " +
                               std::to_string(static_cast<long>(std::ceil(vec / 1048576))) +
                               " MiB (" + std::to_string(im.bits()) +
-                              " bits) do not fit the memory limit");
+                              " bits) and the candidates' emissions do not fit the memory limit");
     im.set_memory_limit(walk);
     backend = make_cpu_chain(im.layout(), walk);
   } else {
@@ -332,7 +344,7 @@ MultipointGenotypes multipoint_genotypes(const Pedigree& ped, const LocusFile& l
               Phenotype& ph = mine.people[cs[c].person].pheno[locus];
               const Phenotype was = ph;
               ph = cs[c].pheno;
-              pre[c - c0] = ln_likelihood_with(im, mine, lf, locus, opt.table_limit, es[c - c0]);
+              pre[c - c0] = ln_likelihood_with(im, mine, lf, locus, candidate_limit, es[c - c0]);
               ph = was;
             } catch (...) {
 #pragma omp critical
