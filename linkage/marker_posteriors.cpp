@@ -290,20 +290,27 @@ MultipointGenotypes multipoint_genotypes(const Pedigree& ped, const LocusFile& l
                             std::to_string(std::min(opt.max_bits, InheritanceModel::kMaxBits)));
   im.set_table_limit(opt.table_limit);
   // Memory, besides the walk's (set_memory_limit): per thread one candidate's emission, its
-  // factors limited to a state vector's entries and its elimination kScratchTimes that; the
-  // sums' cavity tables (at most an eighth of a state vector each: one per thread being summed,
-  // CandidateSums::kCached kept); kFixedReserve for the pedigree copies and the results.
+  // elimination's tables limited to `candidate_limit` entries (4 state vectors' entries: the
+  // tables over the bits and a few alleles that c250's markers build; halved while that does
+  // not fit) and counted kScratchTimes; the sums' cavity tables (at most an eighth of a state
+  // vector each: one per thread being summed, CandidateSums::kCached kept); kFixedReserve for
+  // the pedigree copies and the results. A candidate beyond the limit goes per state (exact,
+  // slower).
   const double vec = 8.0 * std::exp2(im.bits());
-  const double per_thread = kScratchTimes * vec + vec / 8;
   int threads = omp_get_max_threads();
-  double candidate_limit = opt.table_limit;
+  double candidate_limit = std::min(opt.table_limit, 4 * std::exp2(im.bits()));
   std::unique_ptr<ChainBackend> backend;
   if (opt.max_memory_bytes > 0) {
-    candidate_limit = std::min(candidate_limit, vec / 8);
     const double rest = opt.max_memory_bytes - process_bytes(threads) - kFixedReserve -
                         CandidateSums::kCached * vec / 8;
-    while (threads > 1 && rest - threads * per_thread < 5 * vec) --threads;
-    const double walk = rest - threads * per_thread;
+    auto per_thread = [&] { return kScratchTimes * 8 * candidate_limit + vec / 8; };
+    for (;;) {
+      threads = omp_get_max_threads();
+      while (threads > 1 && rest - threads * per_thread() < 5 * vec) --threads;
+      if (rest - threads * per_thread() >= 5 * vec || candidate_limit <= 4096) break;
+      candidate_limit /= 2;
+    }
+    const double walk = rest - threads * per_thread();
     if (walk < 5 * vec)
       throw std::length_error("pedigree " + ped.id + ": the chain's state vectors of " +
                               std::to_string(static_cast<long>(std::ceil(vec / 1048576))) +
