@@ -170,7 +170,8 @@ class CandidateSums {
       for (long v = 0; v < N; ++v) {
         double x = a_[v] * b_[v];
         if (x == 0) continue;
-        for (const EmissionFactor* f : fs) x *= f->table[pext64(static_cast<std::uint64_t>(v), f->mask)];
+        for (const EmissionFactor* f : fs)
+          x *= f->table[pext64(static_cast<std::uint64_t>(v), f->mask)];
         mine[pext64(static_cast<std::uint64_t>(v), U)] += x;
       }
 #pragma omp critical
@@ -215,9 +216,9 @@ void fill_cells(const Pedigree& ped, const LocusFile& lf, int locus, double ln_a
     const Phenotype ph = ped.people[i].pheno[locus];
     if (ph.a1 != 0) {  // typed: the observed genotype, and P(observed | others)
       const bool hemi = lf.sex_linked && ped.people[i].sex == 1;
-      const UnorderedGenotype obs = hemi ? UnorderedGenotype{0, ph.a1}
-                                         : UnorderedGenotype{std::min(ph.a1, ph.a2),
-                                                             std::max(ph.a1, ph.a2)};
+      const UnorderedGenotype obs =
+          hemi ? UnorderedGenotype{0, ph.a1}
+               : UnorderedGenotype{std::min(ph.a1, ph.a2), std::max(ph.a1, ph.a2)};
       if (!std::isinf(ln_all)) cell.posterior.push_back({obs, 1.0});
       const double without = cs[c].ln_l;
       if (!std::isinf(without)) cell.p_given_others = std::exp(std::min(0.0, ln_all - without));

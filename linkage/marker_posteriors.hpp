@@ -36,8 +36,8 @@ struct MarkerChainMap {
 MarkerChainMap marker_chain_map(const LocusFile& lf);
 
 struct MultipointOptions {
-  double max_memory_bytes = 0;  // the process's limit (0: none)
-  int max_bits = 24;            // a larger inheritance vector is refused (std::length_error)
+  double max_memory_bytes = 0;      // the process's limit (0: none)
+  int max_bits = 24;                // a larger inheritance vector is refused (std::length_error)
   double table_limit = 67108864.0;  // an emission factor's entries at most (else per state)
 };
 
@@ -52,7 +52,7 @@ struct MultipointGenotypes {
     // P(observed | all other data); NaN when untyped or when the other data are impossible.
     double p_given_others = std::nan("");
   };
-  std::vector<int> markers;            // input indices, map order: the chain's markers
+  std::vector<int> markers;             // input indices, map order: the chain's markers
   std::vector<std::vector<Cell>> cell;  // [index into markers][person]
   // Where the time went (seconds): the walk (its emissions and steps), the candidates'
   // emissions, their sums against the walk's vectors; candidates computed.

@@ -143,9 +143,8 @@ const std::vector<Member> kNuclear = {{-1, -1, 1}, {-1, -1, 2}, {0, 1, 1}, {0, 1
 const std::vector<Member> kThreeGenerations = {{-1, -1, 1}, {-1, -1, 2}, {0, 1, 1}, {-1, -1, 2},
                                                {2, 3, 1},   {2, 3, 2},   {2, 3, 2}};
 // A first-cousin marriage (a loop) and its child.
-const std::vector<Member> kCousins = {{-1, -1, 1}, {-1, -1, 2}, {0, 1, 1}, {0, 1, 2},
-                                      {-1, -1, 2}, {-1, -1, 1}, {2, 4, 1}, {5, 3, 2},
-                                      {6, 7, 2}};
+const std::vector<Member> kCousins = {{-1, -1, 1}, {-1, -1, 2}, {0, 1, 1}, {0, 1, 2}, {-1, -1, 2},
+                                      {-1, -1, 1}, {2, 4, 1},   {5, 3, 2}, {6, 7, 2}};
 
 }  // namespace
 
