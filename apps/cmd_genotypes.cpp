@@ -188,8 +188,7 @@ struct Report {
 
 // The multipoint answers of one pedigree (nothing without --multipoint): refused (exit 3) when
 // the chain does not fit --bits or --max-memory.
-std::optional<lk::MultipointGenotypes> multipoint(const lk::Pedigree& ped,
-                                                  const lk::LocusFile& lf,
+std::optional<lk::MultipointGenotypes> multipoint(const lk::Pedigree& ped, const lk::LocusFile& lf,
                                                   const GenotypesOptions& o,
                                                   const PlanOptions& po) {
   if (!o.multipoint) return std::nullopt;
@@ -199,16 +198,19 @@ std::optional<lk::MultipointGenotypes> multipoint(const lk::Pedigree& ped,
   try {
     lk::MultipointGenotypes mp = lk::multipoint_genotypes(ped, lf, lk::marker_chain_map(lf), mo);
     for (int k : mp.left_out)
-      spdlog::warn("pedigree {}, marker {}: Mendelian-inconsistent; left out of the multipoint "
-                   "chain and analysed on its own",
-                   ped.id, lf.loci[k].name);
+      spdlog::warn(
+          "pedigree {}, marker {}: Mendelian-inconsistent; left out of the multipoint "
+          "chain and analysed on its own",
+          ped.id, lf.loci[k].name);
     if (std::isinf(mp.ln_likelihood))
-      spdlog::warn("pedigree {}: the data at all markers together are impossible; no multipoint "
-                   "posterior",
-                   ped.id);
-    spdlog::info("pedigree {}: multipoint by the Lander-Green chain, {} bits: walk {:.2f} s, {} "
-                 "candidate emissions {:.2f} s, their sums {:.2f} s",
-                 ped.id, mp.bits, mp.walk_s, mp.candidates, mp.emission_s, mp.sum_s);
+      spdlog::warn(
+          "pedigree {}: the data at all markers together are impossible; no multipoint "
+          "posterior",
+          ped.id);
+    spdlog::info(
+        "pedigree {}: multipoint by the Lander-Green chain, {} bits: walk {:.2f} s, {} "
+        "candidate emissions {:.2f} s, their sums {:.2f} s",
+        ped.id, mp.bits, mp.walk_s, mp.candidates, mp.emission_s, mp.sum_s);
     return mp;
   } catch (const std::length_error& e) {
     throw ResourceError(std::string(e.what()) +
@@ -295,8 +297,8 @@ void analyze_pedigree(const lk::Pedigree& ped, const lk::LocusFile& lf, const Pl
   nlohmann::json out = {{"id", ped.id}, {"people", std::move(people)}};
   if (mp) {
     out["chain_bits"] = mp->bits;
-    out["ln_likelihood"] = std::isinf(mp->ln_likelihood) ? nlohmann::json(nullptr)
-                                                         : nlohmann::json(mp->ln_likelihood);
+    out["ln_likelihood"] =
+        std::isinf(mp->ln_likelihood) ? nlohmann::json(nullptr) : nlohmann::json(mp->ln_likelihood);
     nlohmann::json left = nlohmann::json::array();
     for (int k : mp->left_out) left.push_back(lf.loci[k].name);
     out["single_marker"] = std::move(left);

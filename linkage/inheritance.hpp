@@ -117,8 +117,8 @@ class InheritanceModel {
   // B.ln_dot(va, &e, vb) + ln_scale is ln L of the other markers with emission e at k (e_k, the
   // marker's own: ln L of all markers). The visitor must not change va, vb or e_k. Loci as in
   // location_scores; memory as set_memory_limit.
-  using MarkerVisitor = std::function<void(int k, ChainBackend& B, int va, int vb,
-                                           double ln_scale, const Emission& e_k)>;
+  using MarkerVisitor = std::function<void(int k, ChainBackend& B, int va, int vb, double ln_scale,
+                                           const Emission& e_k)>;
   void walk_markers(const std::vector<int>& markers, const std::vector<double>& male,
                     const std::vector<double>& female, const MarkerVisitor& visit,
                     ChainBackend* backend = nullptr);

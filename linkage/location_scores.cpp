@@ -520,8 +520,8 @@ std::vector<double> InheritanceModel::location_scores(const std::vector<int>& ma
 
 void InheritanceModel::walk_markers(const std::vector<int>& markers,
                                     const std::vector<double>& male,
-                                    const std::vector<double>& female,
-                                    const MarkerVisitor& visit, ChainBackend* backend) {
+                                    const std::vector<double>& female, const MarkerVisitor& visit,
+                                    ChainBackend* backend) {
   profile_ = {};
   if (bits_ > kMaxBits)
     throw std::length_error("an inheritance vector of " + std::to_string(bits_) +

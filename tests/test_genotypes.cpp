@@ -123,33 +123,33 @@ void check_against_enumeration(const std::vector<Ind>& ped, const std::vector<do
   TempDir dir;
   write_input(dir, ped, freq, sex_linked);
   for (const char* mode : {"", "--multipoint"}) {
-  INFO("mode " << mode);
-  const auto j = genotypes(dir, *mode ? std::vector<std::string>{mode}
-                                      : std::vector<std::string>{});
-  const auto want = enumerate(ped, freq, sex_linked);
-  const auto& people = j["pedigrees"][0]["people"];
-  REQUIRE(people.size() == ped.size());
-  for (std::size_t i = 0; i < ped.size(); ++i) {
-    INFO("person " << i + 1);
-    const auto& m = people[i]["markers"][0];
-    CHECK(m["marker"] == "locus2");
-    double sum = 0;
-    for (auto& [g, p] : m["genotypes"].items()) {
-      INFO("genotype " << g);
-      CHECK(p.get<double>() == Approx(want[i].count(g) ? want[i].at(g) : 0.0).margin(1e-12));
-      sum += p.get<double>();
+    INFO("mode " << mode);
+    const auto j =
+        genotypes(dir, *mode ? std::vector<std::string>{mode} : std::vector<std::string>{});
+    const auto want = enumerate(ped, freq, sex_linked);
+    const auto& people = j["pedigrees"][0]["people"];
+    REQUIRE(people.size() == ped.size());
+    for (std::size_t i = 0; i < ped.size(); ++i) {
+      INFO("person " << i + 1);
+      const auto& m = people[i]["markers"][0];
+      CHECK(m["marker"] == "locus2");
+      double sum = 0;
+      for (auto& [g, p] : m["genotypes"].items()) {
+        INFO("genotype " << g);
+        CHECK(p.get<double>() == Approx(want[i].count(g) ? want[i].at(g) : 0.0).margin(1e-12));
+        sum += p.get<double>();
+      }
+      CHECK(sum == Approx(1.0).margin(1e-12));
+      for (auto& [g, p] : want[i])
+        if (p > 1e-15) CHECK(m["genotypes"].contains(g));
+      if (ped[i].a1) {
+        CHECK(m["observed"] == label_of(ped[i], ped[i].a1, ped[i].a2, sex_linked));
+        CHECK(m["p_given_others"].get<double>() ==
+              Approx(given_others(ped, freq, static_cast<int>(i), sex_linked)).margin(1e-12));
+      } else {
+        CHECK(m["observed"].is_null());
+      }
     }
-    CHECK(sum == Approx(1.0).margin(1e-12));
-    for (auto& [g, p] : want[i])
-      if (p > 1e-15) CHECK(m["genotypes"].contains(g));
-    if (ped[i].a1) {
-      CHECK(m["observed"] == label_of(ped[i], ped[i].a1, ped[i].a2, sex_linked));
-      CHECK(m["p_given_others"].get<double>() ==
-            Approx(given_others(ped, freq, static_cast<int>(i), sex_linked)).margin(1e-12));
-    } else {
-      CHECK(m["observed"].is_null());
-    }
-  }
   }
 }
 
@@ -307,11 +307,13 @@ TEST_CASE("Genotypes.MultipointFlagsDoubleRecombinant", "[linkage][apps]") {
 TEST_CASE("Genotypes.MultipointRefusedBeyondBits", "[linkage][apps]") {
   // A nuclear family of three children: 6 meioses less 2 founder phases, 4 bits.
   TempDir dir;
-  write_input(dir, {{-1, -1, 1, 1, 2}, {-1, -1, 2, 1, 2}, {0, 1, 1, 1, 1}, {0, 1, 2, 2, 2},
-                    {0, 1, 1, 1, 2}},
-              {0.5, 0.5});
-  const std::vector<std::string> base = {"genotypes", "-q", "--ped", (dir / "g.pre").string(),
-                                         "--dat", (dir / "g.dat").string(), "--multipoint"};
+  write_input(
+      dir,
+      {{-1, -1, 1, 1, 2}, {-1, -1, 2, 1, 2}, {0, 1, 1, 1, 1}, {0, 1, 2, 2, 2}, {0, 1, 1, 1, 2}},
+      {0.5, 0.5});
+  const std::vector<std::string> base = {
+      "genotypes",   "-q", "--ped", (dir / "g.pre").string(), "--dat", (dir / "g.dat").string(),
+      "--multipoint"};
   std::vector<std::string> args = base;
   args.insert(args.end(), {"--bits", "3"});
   const ProcessResult r = run_kinfer(args);
