@@ -1,6 +1,7 @@
 // kinfer genotypes: each person's posterior genotype probabilities at each marker of a LINKAGE
 // pedigree, given all the data, and the observed genotypes that are improbable given everyone
-// else's data (MERLIN's error check). Single-marker: every marker on its own (docs/genotypes.md).
+// else's data (MERLIN's error check). Single-marker (every marker on its own), or with
+// --multipoint all markers at once through the map by the Lander-Green chain (docs/genotypes.md).
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include "engine/posterior.hpp"
 #include "engine/util.hpp"
 #include "io/linkage.hpp"
+#include "linkage/marker_posteriors.hpp"
 #include "linkage/network.hpp"
 #include "linkage/pedigree.hpp"
 
@@ -34,6 +36,8 @@ struct GenotypesOptions {
   std::string ped, dat, out, max_memory;
   double error_threshold = 0.01;
   bool json = false;
+  bool multipoint = false;
+  int bits = 24;
 };
 
 // An unordered genotype as input alleles (1-based), the smaller first; a sex-linked male's
@@ -141,19 +145,87 @@ std::string number(double x, const char* fmt = "%.6f") {
   return buf;
 }
 
+// One marker's answers: the posteriors of every person (nothing when the data are impossible)
+// and, per person, P(observed | others) (nothing: untyped, or the others' data impossible).
+struct MarkerResult {
+  std::optional<std::vector<GenotypeDist>> post;
+  std::vector<std::optional<double>> given_others;
+};
+
+MarkerResult single_marker(const lk::Pedigree& ped, const lk::LocusFile& lf, int k,
+                           const PlanOptions& po) {
+  const int np = static_cast<int>(ped.people.size());
+  std::vector<int> everyone(np);
+  for (int i = 0; i < np; ++i) everyone[i] = i;
+  MarkerResult r;
+  r.post = marker_posteriors(ped, lf, k, everyone, po);
+  r.given_others.resize(np);
+  for (int i = 0; i < np; ++i) {
+    const lk::Person& p = ped.people[i];
+    if (const auto obs = observed(p, k, lf.sex_linked && p.sex == 1))
+      r.given_others[i] = leave_one_out(ped, lf, k, i, *obs, po);
+  }
+  return r;
+}
+
+MarkerResult from_chain(const std::vector<lk::MultipointGenotypes::Cell>& cells) {
+  MarkerResult r;
+  r.post.emplace();
+  for (const auto& c : cells) {
+    if (c.posterior.empty()) r.post.reset();
+    if (r.post) r.post->push_back(c.posterior);
+    r.given_others.push_back(std::isnan(c.p_given_others) ? std::nullopt
+                                                          : std::optional(c.p_given_others));
+  }
+  return r;
+}
+
 struct Report {
   nlohmann::json pedigrees = nlohmann::json::array();
   nlohmann::json suspect = nlohmann::json::array();
   std::ostringstream text, suspect_text;
 };
 
+// The multipoint answers of one pedigree (nothing without --multipoint): refused (exit 3) when
+// the chain does not fit --bits or --max-memory.
+std::optional<lk::MultipointGenotypes> multipoint(const lk::Pedigree& ped, const lk::LocusFile& lf,
+                                                  const GenotypesOptions& o,
+                                                  const PlanOptions& po) {
+  if (!o.multipoint) return std::nullopt;
+  lk::MultipointOptions mo;
+  mo.max_memory_bytes = po.max_memory_bytes;
+  mo.max_bits = o.bits;
+  try {
+    lk::MultipointGenotypes mp = lk::multipoint_genotypes(ped, lf, lk::marker_chain_map(lf), mo);
+    for (int k : mp.left_out)
+      spdlog::warn(
+          "pedigree {}, marker {}: Mendelian-inconsistent; left out of the multipoint "
+          "chain and analysed on its own",
+          ped.id, lf.loci[k].name);
+    if (std::isinf(mp.ln_likelihood))
+      spdlog::warn(
+          "pedigree {}: the data at all markers together are impossible; no multipoint "
+          "posterior",
+          ped.id);
+    spdlog::info(
+        "pedigree {}: multipoint by the Lander-Green chain, {} bits: walk {:.2f} s, {} "
+        "candidate emissions {:.2f} s, their sums {:.2f} s",
+        ped.id, mp.bits, mp.walk_s, mp.candidates, mp.emission_s, mp.sum_s);
+    return mp;
+  } catch (const std::length_error& e) {
+    throw ResourceError(std::string(e.what()) +
+                        " (--multipoint needs the chain; without it every marker is analysed "
+                        "on its own)");
+  }
+}
+
 // One pedigree: the posteriors of every person at every marker, and the error check of every
 // typed genotype, into the report.
 void analyze_pedigree(const lk::Pedigree& ped, const lk::LocusFile& lf, const PlanOptions& po,
-                      double threshold, Report& r) {
+                      const GenotypesOptions& o, Report& r) {
   const int np = static_cast<int>(ped.people.size());
-  std::vector<int> everyone(np);
-  for (int i = 0; i < np; ++i) everyone[i] = i;
+  const double threshold = o.error_threshold;
+  const std::optional<lk::MultipointGenotypes> mp = multipoint(ped, lf, o, po);
   nlohmann::json people = nlohmann::json::array();
   for (const lk::Person& p : ped.people)
     people.push_back({{"id", p.id}, {"markers", nlohmann::json::array()}});
@@ -168,8 +240,15 @@ void analyze_pedigree(const lk::Pedigree& ped, const lk::LocusFile& lf, const Pl
   for (int k = 0; k < lf.n_loci(); ++k) {
     const lk::Locus& locus = lf.loci[k];
     if (locus.type != lk::LocusType::Numbered) continue;
-    const auto post = marker_posteriors(ped, lf, k, everyone, po);
-    if (!post)
+    // the chain's answer, or the marker on its own (without --multipoint, or left out of it)
+    int in_chain = -1;
+    if (mp)
+      for (std::size_t j = 0; j < mp->markers.size(); ++j)
+        if (mp->markers[j] == k) in_chain = static_cast<int>(j);
+    const MarkerResult res =
+        in_chain >= 0 ? from_chain(mp->cell[in_chain]) : single_marker(ped, lf, k, po);
+    const auto& post = res.post;
+    if (!post && in_chain < 0)
       spdlog::warn("pedigree {}, marker {}: the genotypes are Mendelian-inconsistent; no "
                    "posterior (the error check below says which genotype is at fault)",
                    ped.id, locus.name);
@@ -196,7 +275,7 @@ void analyze_pedigree(const lk::Pedigree& ped, const lk::LocusFile& lf, const Pl
                     best_p.c_str());
       r.text << line;
       if (obs) {
-        const auto q = leave_one_out(ped, lf, k, i, *obs, po);
+        const auto q = res.given_others[i];
         m["p_given_others"] = q ? nlohmann::json(*q) : nullptr;
         if (q && *q < threshold) {
           const double prior = population_frequency(locus, *obs);
@@ -215,7 +294,16 @@ void analyze_pedigree(const lk::Pedigree& ped, const lk::LocusFile& lf, const Pl
       people[i]["markers"].push_back(std::move(m));
     }
   }
-  r.pedigrees.push_back({{"id", ped.id}, {"people", std::move(people)}});
+  nlohmann::json out = {{"id", ped.id}, {"people", std::move(people)}};
+  if (mp) {
+    out["chain_bits"] = mp->bits;
+    out["ln_likelihood"] =
+        std::isinf(mp->ln_likelihood) ? nlohmann::json(nullptr) : nlohmann::json(mp->ln_likelihood);
+    nlohmann::json left = nlohmann::json::array();
+    for (int k : mp->left_out) left.push_back(lf.loci[k].name);
+    out["single_marker"] = std::move(left);
+  }
+  r.pedigrees.push_back(std::move(out));
 }
 
 int run_genotypes(const GenotypesOptions& o) {
@@ -234,12 +322,13 @@ int run_genotypes(const GenotypesOptions& o) {
   const lk::PedigreeFile pf = io::read_pedigree_file(o.ped, lf);
   for (const auto& w : pf.warnings) spdlog::warn("{}", w);
   Report r;
-  for (const lk::Pedigree& ped : pf.pedigrees) analyze_pedigree(ped, lf, po, o.error_threshold, r);
+  for (const lk::Pedigree& ped : pf.pedigrees) analyze_pedigree(ped, lf, po, o, r);
   std::string out;
   if (o.json) {
     out = nlohmann::json{{"ped", o.ped},
                          {"dat", o.dat},
                          {"error_threshold", o.error_threshold},
+                         {"multipoint", o.multipoint},
                          {"pedigrees", std::move(r.pedigrees)},
                          {"suspect", std::move(r.suspect)}}
               .dump(2) +
@@ -270,6 +359,14 @@ Runner add_genotypes(CLI::App& root) {
                   "flag an observed genotype whose probability given everyone else's data at "
                   "that marker is below this")
       ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  cmd->add_flag("--multipoint", o->multipoint,
+                "all markers at once through the map (the locus file's recombination fractions) "
+                "by the Lander-Green chain, instead of each marker on its own");
+  cmd->add_option("--bits", o->bits,
+                  "--multipoint: a pedigree whose inheritance vector has more bits is refused "
+                  "(exit 3)")
+      ->check(CLI::Range(0, 40))
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "print one JSON object instead of text");
   cmd->add_option("--out", o->out, "also write the output (text or JSON) to this file");

@@ -335,6 +335,10 @@ class CpuChain final : public ChainBackend {
     for (long i = 0; i < N_; ++i) d[i] = s[i];
     vecs_[dst].pending = vecs_[src].pending;
   }
+  const double* host_data(int v, double* ln_factor) override {
+    *ln_factor = std::log(vecs_.at(v).pending);
+    return vecs_[v].data.data();
+  }
   double step(int v, bool kernel, double male, double female, const Emission* e) override;
   double step_from(int dst, int src, bool kernel, double male, double female,
                    const Emission* e) override;

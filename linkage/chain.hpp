@@ -90,6 +90,14 @@ class ChainBackend {
     const double d = ln_dot(va, e, vb);
     return d + s;
   }
+  // Vector v's entries in host memory, and the ln of the factor they are to be multiplied by
+  // (`ln_factor`), for sums the backend has no operation for; null when v does not live on the
+  // host (a GPU: the caller uses ln_dot instead). Valid until the next operation on v.
+  virtual const double* host_data(int v, double* ln_factor) {
+    (void)v;
+    (void)ln_factor;
+    return nullptr;
+  }
   // Drops what the backend keeps for emission `e` (prepared from its tables and kept by its
   // address) before the caller changes or frees it; forget(nullptr) asks whether it can.
   // Returns false when it cannot: an emission it has seen must then stay unchanged at its

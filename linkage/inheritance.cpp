@@ -253,12 +253,12 @@ void add_factors(std::vector<Tab>& rest, int bits, Emission& out) {
 
 InheritanceModel::InheritanceModel(const Pedigree& ped,
                                    const std::vector<const PedigreeLocus*>& loci, bool sex_linked,
-                                   bool founder_phase)
+                                   bool founder_phase, bool keep_everyone)
     : ped_(ped), loci_(loci), sex_linked_(sex_linked) {
   const int np = static_cast<int>(ped.people.size());
   // People kept: a phenotype at an analysed locus, or a kept child (people are not in
   // generation order, so iterate to the fixed point).
-  keep_.assign(np, 0);
+  keep_.assign(np, keep_everyone ? 1 : 0);
   for (int i = 0; i < np; ++i)
     for (const PedigreeLocus* L : loci)
       if (ped.people[i].pheno.at(L->locus).a1 != 0) keep_[i] = 1;
@@ -366,8 +366,7 @@ InheritanceModel::InheritanceModel(const Pedigree& ped,
   }
 }
 
-EmissionProgram InheritanceModel::program(int l) const {
-  const PedigreeLocus& L = *loci_.at(l);
+EmissionProgram InheritanceModel::program(const PedigreeLocus& L) const {
   using P = EmissionProgram;
   EmissionProgram out;
   const int np = static_cast<int>(ped_.people.size()), n = L.n_alleles;
@@ -428,16 +427,19 @@ EmissionProgram InheritanceModel::program(int l) const {
 }
 
 Emission InheritanceModel::emission(int l, double table_limit) const {
+  return emission(*loci_.at(l), table_limit);
+}
+
+Emission InheritanceModel::emission(const PedigreeLocus& L, double table_limit) const {
   if (bits_ > kMaxBits)
     throw std::length_error("an inheritance vector of " + std::to_string(bits_) +
                             " bits is beyond the chain's " + std::to_string(kMaxBits));
   const double limit = table_limit < 0 ? table_limit_ : table_limit;
   if (limit <= 0) {
     Emission p;
-    p.program = program(l);
+    p.program = program(L);
     if (p.program.n > 0) return p;
   }
-  const PedigreeLocus& L = *loci_.at(l);
   const int np = static_cast<int>(ped_.people.size());
   const int n = L.n_alleles;
   // Variables: the state bits first, the bit at state position p as id bits-1-p (a table lists
@@ -511,11 +513,11 @@ Emission InheritanceModel::emission(int l, double table_limit) const {
   std::vector<Tab> pool = std::move(tabs);
   if (const std::optional<double> over = sum_out_alleles(pool, alive, card, bits_, limit)) {
     Emission p;
-    p.program = program(l);
+    p.program = program(L);
     if (p.program.n > 0) return p;
     throw std::length_error("an emission factor of 2^" +
                             std::to_string(static_cast<int>(std::log2(*over))) +
-                            " entries at locus " + std::to_string(l + 1));
+                            " entries at locus " + std::to_string(L.locus + 1));
   }
   // What is left reads only state bits: constants go to the scale, the tables become factors.
   Emission out;

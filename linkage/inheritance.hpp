@@ -27,6 +27,7 @@
 // markers: each position then costs two kernel steps and one product with the trait emission.
 // Each emission is kept as its small factor tables (computed once per locus, a few KB), never as
 // a 2^bits table; the steps run on a ChainBackend (linkage/chain.hpp: the CPU, or a GPU).
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -40,9 +41,10 @@ class InheritanceModel {
  public:
   // `loci`: every reduced locus of this pedigree the analyses use (markers and the trait); the
   // people kept are those with a phenotype at one of them or a kept descendant.
-  // `founder_phase` off keeps every meiosis as a bit (for tests of the lumping).
+  // `founder_phase` off keeps every meiosis as a bit (for tests of the lumping);
+  // `keep_everyone` keeps every person (genotype posteriors ask about the untyped too).
   InheritanceModel(const Pedigree& ped, const std::vector<const PedigreeLocus*>& loci,
-                   bool sex_linked, bool founder_phase = true);
+                   bool sex_linked, bool founder_phase = true, bool keep_everyone = false);
 
   // The chain's ceiling: 2^40 states of 8 bytes are 8 TiB per vector, beyond any machine, and
   // the layout's state masks are 64-bit. A larger pedigree is measured (bits(), meioses(),
@@ -78,8 +80,13 @@ class InheritanceModel {
   // evaluated per state on the fly instead (linkage/emission_program.hpp; table_limit 0: always).
   // Throws std::length_error when neither fits. `table_limit` >= 0: instead of the model's.
   Emission emission(int l, double table_limit = -1) const;
+  // The same for a locus of this pedigree not among `loci` (another reduction of one of them:
+  // a phenotype changed), over the same states; its people must be kept ones.
+  Emission emission(const PedigreeLocus& L, double table_limit = -1) const;
   // The per-state program of locus `l` (n == 0: this pedigree is beyond the program's limits).
-  EmissionProgram program(int l) const;
+  EmissionProgram program(int l) const { return program(*loci_.at(l)); }
+  EmissionProgram program(const PedigreeLocus& L) const;
+  bool kept(int person) const { return keep_.at(person) != 0; }
   void set_table_limit(double entries) { table_limit_ = entries; }
   // Host bytes location_scores may hold (0: unbounded): the emissions' factor tables and the
   // state vectors together (--max-memory less the rest of the process). A factor is limited to
@@ -103,6 +110,18 @@ class InheritanceModel {
     bool direct = false;  // checkpoints and cached betas read in place (no copies)
   };
   const Profile& profile() const { return profile_; }
+
+  // The walk of location_scores without a trait: for each marker k in map order, `visit(k, B,
+  // va, vb, ln_scale, e_k)` with va = K(alpha_k-1) and vb = K(beta_k+1) on backend B (the
+  // markers before and after k, each through the kernel to k; 1 at an end of the map), so that
+  // B.ln_dot(va, &e, vb) + ln_scale is ln L of the other markers with emission e at k (e_k, the
+  // marker's own: ln L of all markers). The visitor must not change va, vb or e_k. Loci as in
+  // location_scores; memory as set_memory_limit.
+  using MarkerVisitor = std::function<void(int k, ChainBackend& B, int va, int vb, double ln_scale,
+                                           const Emission& e_k)>;
+  void walk_markers(const std::vector<int>& markers, const std::vector<double>& male,
+                    const std::vector<double>& female, const MarkerVisitor& visit,
+                    ChainBackend* backend = nullptr);
 
  private:
   struct Walk;  // location_scores's steps (location_scores.cpp)

@@ -117,6 +117,8 @@ struct InheritanceModel::Walk {
   // sum_w [K_left alpha](w) E_T(w) [K_right beta](w)
   double score(bool have_alpha, double as, int bv, double bs, const Point& pt);
   std::vector<double> forward_pass(const std::vector<Point>& points, double* markers_only);
+  // walk_markers's forward pass: K(alpha_k-1) and K(beta_k+1) at each marker k.
+  void visit_markers(const MarkerVisitor& visit);
   void release_all();
 };
 
@@ -135,7 +137,7 @@ void InheritanceModel::Walk::compute_emissions(int trait) {
                   : 0;
   if (bounded && room0 < 0) throw too_much(0);
   limit = bounded ? std::min(m.table_limit_, room0 / 8 / 8) : -1.0;
-  et = m.emission(trait, limit);
+  et = trait >= 0 ? m.emission(trait, limit) : Emission{};
   kept_bytes = bytes_of(et);
   double largest = 0;  // the largest locus's tables so far
   for (int c0 = 0, chunk = 1; c0 < M; c0 += chunk) {
@@ -441,6 +443,41 @@ std::vector<double> InheritanceModel::Walk::forward_pass(const std::vector<Point
   return out;
 }
 
+void InheritanceModel::Walk::visit_markers(const MarkerVisitor& visit) {
+  // alpha_k = E_k * va, va = K(alpha_k-1) (1 at k = 0); each scaled, its ln factor in `as`.
+  const double ln_prior = -m.bits_ * std::log(2.0);
+  double as = ln_prior;
+  for (int k = 0; k < M; ++k) {
+    // vb first: rebuilding a beta may recompute a dropped emission into the one scratch
+    // emission that E(k) below may return.
+    double sb = 0;
+    if (k + 1 < M) {
+      const int bv = beta_at(k + 1, sb);
+      const auto t = Clock::now();
+      sb += B.step_from(vb, bv, true, male[k], female[k], nullptr);
+      m.profile_.step_s += since(t);
+      ++m.profile_.steps;
+    } else {
+      B.fill(vb, 1.0);
+    }
+    double sa = as;
+    if (k == 0) {
+      B.fill(va, 1.0);
+    } else {
+      const auto t = Clock::now();
+      sa += B.step_from(va, alpha, true, male[k - 1], female[k - 1], nullptr);
+      m.profile_.step_s += since(t);
+      ++m.profile_.steps;
+    }
+    const Emission* ek = E(k);
+    const auto t = Clock::now();
+    as = sa + B.step_from(alpha, va, false, 0, 0, ek);
+    m.profile_.step_s += since(t);
+    ++m.profile_.steps;
+    visit(k, B, va, vb, sa + sb, *ek);
+  }
+}
+
 void InheritanceModel::Walk::release_all() {
   for (int v : cached)
     if (v >= 0) B.release(v);
@@ -479,6 +516,30 @@ std::vector<double> InheritanceModel::location_scores(const std::vector<int>& ma
   std::vector<double> out = w.forward_pass(points, markers_only);
   w.release_all();
   return out;
+}
+
+void InheritanceModel::walk_markers(const std::vector<int>& markers,
+                                    const std::vector<double>& male,
+                                    const std::vector<double>& female, const MarkerVisitor& visit,
+                                    ChainBackend* backend) {
+  profile_ = {};
+  if (bits_ > kMaxBits)
+    throw std::length_error("an inheritance vector of " + std::to_string(bits_) +
+                            " bits is beyond the chain's " + std::to_string(kMaxBits));
+  std::unique_ptr<ChainBackend> own;
+  if (!backend) {
+    own = make_cpu_chain(layout_, 0);
+    backend = own.get();
+  }
+  Walk w(*this, *backend, markers, male, female);
+  const auto t0 = Walk::Clock::now();
+  w.compute_emissions(-1);
+  w.count_emissions();
+  profile_.emission_s = Walk::since(t0);
+  w.plan_checkpoints();
+  w.backward_pass();
+  w.visit_markers(visit);
+  w.release_all();
 }
 
 }  // namespace kinfer::linkage

@@ -116,34 +116,39 @@ nlohmann::json genotypes(const TempDir& dir, std::vector<std::string> extra = {}
   return nlohmann::json::parse(r.out);
 }
 
-// Every person's posterior and every typed person's P(observed | others) against the enumeration.
+// Every person's posterior and every typed person's P(observed | others) against the
+// enumeration, single-marker and --multipoint (one marker: the chain over it alone).
 void check_against_enumeration(const std::vector<Ind>& ped, const std::vector<double>& freq,
                                bool sex_linked = false) {
   TempDir dir;
   write_input(dir, ped, freq, sex_linked);
-  const auto j = genotypes(dir);
-  const auto want = enumerate(ped, freq, sex_linked);
-  const auto& people = j["pedigrees"][0]["people"];
-  REQUIRE(people.size() == ped.size());
-  for (std::size_t i = 0; i < ped.size(); ++i) {
-    INFO("person " << i + 1);
-    const auto& m = people[i]["markers"][0];
-    CHECK(m["marker"] == "locus2");
-    double sum = 0;
-    for (auto& [g, p] : m["genotypes"].items()) {
-      INFO("genotype " << g);
-      CHECK(p.get<double>() == Approx(want[i].count(g) ? want[i].at(g) : 0.0).margin(1e-12));
-      sum += p.get<double>();
-    }
-    CHECK(sum == Approx(1.0).margin(1e-12));
-    for (auto& [g, p] : want[i])
-      if (p > 1e-15) CHECK(m["genotypes"].contains(g));
-    if (ped[i].a1) {
-      CHECK(m["observed"] == label_of(ped[i], ped[i].a1, ped[i].a2, sex_linked));
-      CHECK(m["p_given_others"].get<double>() ==
-            Approx(given_others(ped, freq, static_cast<int>(i), sex_linked)).margin(1e-12));
-    } else {
-      CHECK(m["observed"].is_null());
+  for (const char* mode : {"", "--multipoint"}) {
+    INFO("mode " << mode);
+    const auto j =
+        genotypes(dir, *mode ? std::vector<std::string>{mode} : std::vector<std::string>{});
+    const auto want = enumerate(ped, freq, sex_linked);
+    const auto& people = j["pedigrees"][0]["people"];
+    REQUIRE(people.size() == ped.size());
+    for (std::size_t i = 0; i < ped.size(); ++i) {
+      INFO("person " << i + 1);
+      const auto& m = people[i]["markers"][0];
+      CHECK(m["marker"] == "locus2");
+      double sum = 0;
+      for (auto& [g, p] : m["genotypes"].items()) {
+        INFO("genotype " << g);
+        CHECK(p.get<double>() == Approx(want[i].count(g) ? want[i].at(g) : 0.0).margin(1e-12));
+        sum += p.get<double>();
+      }
+      CHECK(sum == Approx(1.0).margin(1e-12));
+      for (auto& [g, p] : want[i])
+        if (p > 1e-15) CHECK(m["genotypes"].contains(g));
+      if (ped[i].a1) {
+        CHECK(m["observed"] == label_of(ped[i], ped[i].a1, ped[i].a2, sex_linked));
+        CHECK(m["p_given_others"].get<double>() ==
+              Approx(given_others(ped, freq, static_cast<int>(i), sex_linked)).margin(1e-12));
+      } else {
+        CHECK(m["observed"].is_null());
+      }
     }
   }
 }
@@ -270,4 +275,51 @@ TEST_CASE("Genotypes.TextOutFileAndBadInput", "[linkage][apps]") {
                     (dir / "g.dat").string(), "--error-threshold", "2"})
             .rc == 2);
   CHECK(run_kinfer({"genotypes", "--dat", (dir / "g.dat").string()}).rc == 2);
+}
+
+TEST_CASE("Genotypes.MultipointFlagsDoubleRecombinant", "[linkage][apps]") {
+  // Three SNPs 1 cM apart. Father 1/2 at each, mother 1/1; eight children carry the father's
+  // haplotype 1-1-1 or 2-2-2 whole (so his phase is clear). Child 12 is 1/1, 1/2, 1/1: possible
+  // at marker 2 alone (P = 1/2 given the parents), but it takes a recombination on either side
+  // of marker 2 in one meiosis (about 0.01^2 against no recombination): only the multipoint
+  // check flags it, and only it (its markers 1 and 3, each one recombination away from the
+  // other two, have P about 0.01: above the threshold of 0.005).
+  TempDir dir;
+  write_text(dir / "g.dat",
+             "3 0 0 5\n0 0.0 0.0 0\n1 2 3\n"
+             "3 2\n0.5 0.5\n3 2\n0.5 0.5\n3 2\n0.5 0.5\n0 0\n0.01 0.01\n1 0.1 0.45\n");
+  std::string ped = "1 1 0 0 1 1 2 1 2 1 2\n1 2 0 0 2 1 1 1 1 1 1\n";
+  for (int c = 3; c <= 10; ++c)
+    ped += "1 " + std::to_string(c) + " 1 2 " + std::to_string(1 + c % 2) +
+           (c % 2 ? " 1 1 1 1 1 1\n" : " 1 2 1 2 1 2\n");
+  ped += "1 11 1 2 1 1 2 1 2 1 2\n1 12 1 2 2 1 1 1 2 1 1\n";
+  write_text(dir / "g.pre", ped);
+  const auto single = genotypes(dir, {"--error-threshold", "0.005"});
+  CHECK(single["suspect"].empty());
+  const auto multi = genotypes(dir, {"--error-threshold", "0.005", "--multipoint"});
+  REQUIRE(multi["suspect"].size() == 1);
+  CHECK(multi["suspect"][0]["person"] == "12");
+  CHECK(multi["suspect"][0]["marker"] == "locus2");
+  CHECK(multi["suspect"][0]["p_given_others"].get<double>() < 1e-3);
+  CHECK(multi["pedigrees"][0]["chain_bits"].get<int>() > 0);
+}
+
+TEST_CASE("Genotypes.MultipointRefusedBeyondBits", "[linkage][apps]") {
+  // A nuclear family of three children: 6 meioses less 2 founder phases, 4 bits.
+  TempDir dir;
+  write_input(
+      dir,
+      {{-1, -1, 1, 1, 2}, {-1, -1, 2, 1, 2}, {0, 1, 1, 1, 1}, {0, 1, 2, 2, 2}, {0, 1, 1, 1, 2}},
+      {0.5, 0.5});
+  const std::vector<std::string> base = {
+      "genotypes",   "-q", "--ped", (dir / "g.pre").string(), "--dat", (dir / "g.dat").string(),
+      "--multipoint"};
+  std::vector<std::string> args = base;
+  args.insert(args.end(), {"--bits", "3"});
+  const ProcessResult r = run_kinfer(args);
+  CHECK(r.rc == 3);
+  CHECK_THAT(r.err, Catch::Contains("4 bits"));
+  args = base;
+  args.insert(args.end(), {"--bits", "4"});
+  CHECK(run_kinfer(args).rc == 0);
 }
