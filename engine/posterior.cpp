@@ -53,9 +53,9 @@ class Blocks {
       offsets(st_[f].data(), off_.data() + f * size);
     }
   }
-  int first = 0;            // shape.vars[first..] are a block's variables
-  std::int64_t size = 1;    // configurations of a block
-  std::int64_t count = 1;   // blocks
+  int first = 0;           // shape.vars[first..] are a block's variables
+  std::int64_t size = 1;   // configurations of a block
+  std::int64_t count = 1;  // blocks
   // The offset within a block of each of its entries, in a table of strides `st` (over every
   // variable of the shape; 0 where the table does not vary with it).
   void offsets(const std::int64_t* st, std::int64_t* off) const {
@@ -141,23 +141,96 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
   const Blocks bl(full, inputs);
   const int nv = static_cast<int>(full.vars.size());
   const std::size_t n_t = targets.size();
+  // Per target: its strides, its size, and a block's entries in its terms: the index of each
+  // entry among the configurations of the block's variables that the target has (n_local of
+  // them), and `at[l]`, the offset in the target of local configuration l. A target with as many
+  // local configurations as the block has entries takes the block's entries directly; any
+  // other sums a block onto its local configurations first, so that it sees n_local adds a
+  // block. Targets with few local configurations (most are one eliminated variable) are summed
+  // in groups: a block is summed once onto the local configurations of a group's variables,
+  // then onto each member from those. That sum runs in kCopies interleaved copies, since
+  // consecutive entries often fall on one configuration and one copy would make each add wait
+  // for the previous one.
+  constexpr std::int64_t kCopies = 8, kGroupMax = kBlock / kCopies;
   std::vector<std::vector<std::int64_t>> st(n_t, std::vector<std::int64_t>(nv, 0));
-  std::vector<std::int64_t> off(n_t * bl.size);
-  std::vector<std::int64_t> size(n_t);
+  std::vector<std::int64_t> size(n_t), n_local(n_t);
+  std::vector<std::vector<std::int64_t>> local(n_t), at(n_t);
+  std::vector<std::vector<char>> in_block(n_t, std::vector<char>(nv, 0));
   for (std::size_t t = 0; t < n_t; ++t) {
     size[t] = input_strides(full, targets[t], st[t].data());
-    bl.offsets(st[t].data(), off.data() + t * bl.size);
+    std::vector<std::int64_t> lst(nv, 0), off(bl.size);
+    n_local[t] = 1;
+    for (int j = nv - 1; j >= bl.first; --j)
+      if (st[t][j] != 0) lst[j] = n_local[t], n_local[t] *= full.card[j], in_block[t][j] = 1;
+    local[t].resize(bl.size);
+    bl.offsets(lst.data(), local[t].data());
+    bl.offsets(st[t].data(), off.data());
+    at[t].resize(n_local[t]);
+    for (std::int64_t k = 0; k < bl.size; ++k) at[t][local[t][k]] = off[k];
   }
-  const int nt = std::min(pass_threads(static_cast<double>(bl.size) * bl.count, inputs.size(),
-                                       threads),
-                          downward_threads(threads));
+  struct Group {
+    std::vector<char> vars;                     // the block variables of its members
+    std::int64_t n = 1;                         // their configurations
+    std::vector<std::int64_t> index;            // [block entry]: its configuration
+    std::vector<int> members;                   // targets
+    std::vector<std::vector<std::int64_t>> to;  // [member][configuration]: member's local one
+  };
+  std::vector<Group> groups;
+  std::vector<int> large;  // targets outside the groups
+  for (std::size_t t = 0; t < n_t; ++t) {
+    if (n_local[t] > kGroupMax) {
+      large.push_back(static_cast<int>(t));
+      continue;
+    }
+    auto union_size = [&](const std::vector<char>& vars) {
+      std::int64_t n = 1;
+      for (int j = bl.first; j < nv; ++j)
+        if (vars[j] || in_block[t][j]) n *= full.card[j];
+      return n;
+    };
+    Group* g = nullptr;
+    for (Group& h : groups)
+      if (union_size(h.vars) <= kGroupMax) {
+        g = &h;
+        break;
+      }
+    if (!g) g = &groups.emplace_back(Group{std::vector<char>(nv, 0), 1, {}, {}, {}});
+    g->n = union_size(g->vars);
+    for (int j = 0; j < nv; ++j) g->vars[j] |= in_block[t][j];
+    g->members.push_back(static_cast<int>(t));
+  }
+  for (Group& g : groups) {
+    std::vector<std::int64_t> gst(nv, 0);
+    std::int64_t n = 1;
+    for (int j = nv - 1; j >= bl.first; --j)
+      if (g.vars[j]) gst[j] = n, n *= full.card[j];
+    g.index.resize(bl.size);
+    bl.offsets(gst.data(), g.index.data());
+    for (int t : g.members) {
+      std::vector<std::int64_t> to(g.n);
+      for (std::int64_t k = 0; k < bl.size; ++k) to[g.index[k]] = local[t][k];
+      g.to.push_back(std::move(to));
+    }
+  }
+  for (int t : large)  // a direct target's entries go straight to their offsets
+    if (n_local[t] == bl.size)
+      for (std::int64_t k = 0; k < bl.size; ++k) local[t][k] = at[t][local[t][k]];
+  const int nt =
+      std::min(pass_threads(static_cast<double>(bl.size) * bl.count, inputs.size(), threads),
+               downward_threads(threads));
   // part[thread][target]: each thread's own sums, added up afterwards.
   std::vector<std::vector<std::vector<double>>> part(nt);
   in_parts(bl.count, nt, [&](int me, std::int64_t lo, std::int64_t hi) {
     std::vector<std::vector<double>>& acc = part[me];
     acc.resize(n_t);
     for (std::size_t t = 0; t < n_t; ++t) acc[t].assign(size[t], 0.0);
-    std::vector<double> buf(bl.size);
+    std::vector<double> buf(bl.size), sums(kBlock), member(kGroupMax);
+    // Adds the local sums y of target t for block b to the thread's sums.
+    auto flush = [&](std::size_t t, std::int64_t b, const double* y) {
+      double* a = acc[t].data() + bl.base(b, st[t].data());
+      const std::int64_t* o = at[t].data();
+      for (std::int64_t i = 0; i < n_local[t]; ++i) a[o[i]] += y[i];
+    };
     for (std::int64_t b = lo; b < hi; ++b) {
       bl.products(b, buf.data());
       double* x = buf.data();
@@ -166,10 +239,33 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
         const double y = x[k] - ln_total;
         x[k] = y < -708.0 ? 0.0 : exp_np(y);
       }
-      for (std::size_t t = 0; t < n_t; ++t) {
-        double* a = acc[t].data() + bl.base(b, st[t].data());
-        const std::int64_t* o = off.data() + t * bl.size;
-        for (std::int64_t k = 0; k < bl.size; ++k) a[o[k]] += x[k];
+      for (const Group& g : groups) {
+        double* y = sums.data();
+        const std::int64_t* gi = g.index.data();
+        std::fill(y, y + g.n * kCopies, 0.0);
+        for (std::int64_t k = 0; k < bl.size; ++k) y[(k % kCopies) * g.n + gi[k]] += x[k];
+        for (std::int64_t c = 1; c < kCopies; ++c)
+          for (std::int64_t i = 0; i < g.n; ++i) y[i] += y[c * g.n + i];
+        for (std::size_t m = 0; m < g.members.size(); ++m) {
+          const int t = g.members[m];
+          double* z = member.data();
+          std::fill(z, z + n_local[t], 0.0);
+          const std::int64_t* to = g.to[m].data();
+          for (std::int64_t i = 0; i < g.n; ++i) z[to[i]] += y[i];
+          flush(t, b, z);
+        }
+      }
+      for (int t : large) {
+        const std::int64_t* l = local[t].data();
+        if (n_local[t] == bl.size) {
+          double* a = acc[t].data() + bl.base(b, st[t].data());
+          for (std::int64_t k = 0; k < bl.size; ++k) a[l[k]] += x[k];
+          continue;
+        }
+        double* y = sums.data();
+        std::fill(y, y + n_local[t], 0.0);
+        for (std::int64_t k = 0; k < bl.size; ++k) y[l[k]] += x[k];
+        flush(t, b, y);
       }
     }
   });
@@ -523,22 +619,25 @@ double posterior_peak_bytes(const Plan& plan, bool marginals) {
   for (const Bucket& b : buckets) {
     outputs += 8.0 * std::exp2(b.log2_output);
     belief = std::max(belief, 8.0 * std::exp2(b.log2_states));
-    // A pass over the bucket (Blocks): offsets of each input and target within a block, and
-    // each thread's block of products. The downward pass adds each thread's sums of the belief
-    // onto the children and the eliminated variables (downward_threads), and their total.
-    const double tables = b.factors.size() + 2.0 * b.children.size() + b.n_marg + 1;
+    // A pass over the bucket (Blocks): offsets of each input within a block (the downward pass
+    // also the message from above, and three tables of a block's size per target: its offsets,
+    // local indices and local offsets), and each thread's block of products and local sums. The
+    // downward pass adds each thread's sums of the belief onto the children and the eliminated
+    // variables (downward_threads), and their total.
+    const double tables = b.factors.size() + 1 + 4.0 * b.children.size() + 3.0 * b.n_marg;
     double onto = 0;
     for (int c : b.children) onto += 8.0 * std::exp2(buckets[c].log2_output);
     for (std::size_t k = b.vars.size() - b.n_marg; k < b.vars.size(); ++k)
       onto += 8.0 * plan.model.card[b.vars[k]];
-    pass = std::max(pass, 8.0 * kBlock * (tables + threads) + (marginals ? (threads + 1) * onto : 0));
+    pass = std::max(pass,
+                    8.0 * kBlock * (tables + 2 * threads) + (marginals ? (threads + 1) * onto : 0));
   }
   MemoryEstimate m = plan.memory;
   // MPE: the upward pass's threads keep their own maxima where a bucket has fewer than 4 outputs
   // a thread; the traceback's product chunks.
-  m.intermediate_bytes =
-      marginals ? 2 * outputs + pass
-                : outputs + std::max(pass + 32.0 * threads * threads, std::min(8.0 * kChunk, belief));
+  m.intermediate_bytes = marginals ? 2 * outputs + pass
+                                   : outputs + std::max(pass + 32.0 * threads * threads,
+                                                        std::min(8.0 * kChunk, belief));
   update_peak(m);
   return m.peak_bytes;
 }
