@@ -174,6 +174,9 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
     std::vector<std::int64_t> index;            // [block entry]: its configuration
     std::vector<int> members;                   // targets
     std::vector<std::vector<std::int64_t>> to;  // [member][configuration]: member's local one
+    // [member]: where the member has one block variable, its stride among the group's
+    // configurations (its sums are then column sums, which vectorise); 0 otherwise
+    std::vector<std::int64_t> one_var_stride;
   };
   std::vector<Group> groups;
   std::vector<int> large;  // targets outside the groups
@@ -194,7 +197,7 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
         g = &h;
         break;
       }
-    if (!g) g = &groups.emplace_back(Group{std::vector<char>(nv, 0), 1, {}, {}, {}});
+    if (!g) g = &groups.emplace_back(Group{std::vector<char>(nv, 0), 1, {}, {}, {}, {}});
     g->n = union_size(g->vars);
     for (int j = 0; j < nv; ++j) g->vars[j] |= in_block[t][j];
     g->members.push_back(static_cast<int>(t));
@@ -210,6 +213,10 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
       std::vector<std::int64_t> to(g.n);
       for (std::int64_t k = 0; k < bl.size; ++k) to[g.index[k]] = local[t][k];
       g.to.push_back(std::move(to));
+      int n_vars = 0, var = 0;
+      for (int j = bl.first; j < nv; ++j)
+        if (in_block[t][j]) ++n_vars, var = j;
+      g.one_var_stride.push_back(n_vars == 1 ? gst[var] : 0);
     }
   }
   for (int t : large)  // a direct target's entries go straight to their offsets
@@ -224,7 +231,7 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
     std::vector<std::vector<double>>& acc = part[me];
     acc.resize(n_t);
     for (std::size_t t = 0; t < n_t; ++t) acc[t].assign(size[t], 0.0);
-    std::vector<double> buf(bl.size), sums(kBlock), member(kGroupMax);
+    std::vector<double> buf(bl.size), sums(kBlock), member(2 * kGroupMax);
     // Adds the local sums y of target t for block b to the thread's sums.
     auto flush = [&](std::size_t t, std::int64_t b, const double* y) {
       double* a = acc[t].data() + bl.base(b, st[t].data());
@@ -249,9 +256,30 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
         for (std::size_t m = 0; m < g.members.size(); ++m) {
           const int t = g.members[m];
           double* z = member.data();
-          std::fill(z, z + n_local[t], 0.0);
-          const std::int64_t* to = g.to[m].data();
-          for (std::int64_t i = 0; i < g.n; ++i) z[to[i]] += y[i];
+          const std::int64_t nl = n_local[t], stride = g.one_var_stride[m];
+          if (nl == 1) {  // the member has no block variable: the block's total
+            double total = 0;
+#pragma omp simd reduction(+ : total)
+            for (std::int64_t i = 0; i < g.n; ++i) total += y[i];
+            z[0] = total;
+          } else if (stride > 0) {  // y as rows of nl * stride columns, summed by column
+            const std::int64_t w = nl * stride;
+            double* col = z + kGroupMax;
+            std::fill(col, col + w, 0.0);
+            for (std::int64_t i0 = 0; i0 < g.n; i0 += w) {
+#pragma omp simd
+              for (std::int64_t r = 0; r < w; ++r) col[r] += y[i0 + r];
+            }
+            for (std::int64_t v = 0; v < nl; ++v) {
+              double sv = 0;
+              for (std::int64_t r = 0; r < stride; ++r) sv += col[v * stride + r];
+              z[v] = sv;
+            }
+          } else {
+            std::fill(z, z + nl, 0.0);
+            const std::int64_t* to = g.to[m].data();
+            for (std::int64_t i = 0; i < g.n; ++i) z[to[i]] += y[i];
+          }
           flush(t, b, z);
         }
       }
