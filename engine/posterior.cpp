@@ -148,9 +148,9 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
   // other sums a block onto its local configurations first, so that it sees n_local adds a
   // block. Targets with few local configurations (most are one eliminated variable) are summed
   // in groups: a block is summed once onto the local configurations of a group's variables,
-  // then onto each member from those. That sum runs in kCopies interleaved copies, since
-  // consecutive entries often fall on one configuration and one copy would make each add wait
-  // for the previous one.
+  // then onto each member from those. Where a configuration gets many of a block's entries,
+  // that sum runs in up to kCopies interleaved copies: consecutive entries often fall on one
+  // configuration, and one copy would make each add wait for the previous one.
   constexpr std::int64_t kCopies = 8, kGroupMax = kBlock / kCopies;
   std::vector<std::vector<std::int64_t>> st(n_t, std::vector<std::int64_t>(nv, 0));
   std::vector<std::int64_t> size(n_t), n_local(n_t);
@@ -171,6 +171,7 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
   struct Group {
     std::vector<char> vars;                     // the block variables of its members
     std::int64_t n = 1;                         // their configurations
+    std::int64_t copies = 1;                    // of its sums: a power of 2, at most kCopies
     std::vector<std::int64_t> index;            // [block entry]: its configuration
     std::vector<int> members;                   // targets
     std::vector<std::vector<std::int64_t>> to;  // [member][configuration]: member's local one
@@ -197,7 +198,7 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
         g = &h;
         break;
       }
-    if (!g) g = &groups.emplace_back(Group{std::vector<char>(nv, 0), 1, {}, {}, {}, {}});
+    if (!g) g = &groups.emplace_back(Group{std::vector<char>(nv, 0), 1, 1, {}, {}, {}, {}});
     g->n = union_size(g->vars);
     for (int j = 0; j < nv; ++j) g->vars[j] |= in_block[t][j];
     g->members.push_back(static_cast<int>(t));
@@ -207,6 +208,9 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
     std::int64_t n = 1;
     for (int j = nv - 1; j >= bl.first; --j)
       if (g.vars[j]) gst[j] = n, n *= full.card[j];
+    // Copies where a configuration gets many of a block's entries; zeroing and adding up
+    // copies costs more than the waits they save where it gets few.
+    while (g.copies < kCopies && 8 * g.copies * g.n <= bl.size) g.copies *= 2;
     g.index.resize(bl.size);
     bl.offsets(gst.data(), g.index.data());
     for (int t : g.members) {
@@ -249,9 +253,10 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
       for (const Group& g : groups) {
         double* y = sums.data();
         const std::int64_t* gi = g.index.data();
-        std::fill(y, y + g.n * kCopies, 0.0);
-        for (std::int64_t k = 0; k < bl.size; ++k) y[(k % kCopies) * g.n + gi[k]] += x[k];
-        for (std::int64_t c = 1; c < kCopies; ++c)
+        const std::int64_t nc = g.copies;
+        std::fill(y, y + g.n * nc, 0.0);
+        for (std::int64_t k = 0; k < bl.size; ++k) y[(k & (nc - 1)) * g.n + gi[k]] += x[k];
+        for (std::int64_t c = 1; c < nc; ++c)
           for (std::int64_t i = 0; i < g.n; ++i) y[i] += y[c * g.n + i];
         for (std::size_t m = 0; m < g.members.size(); ++m) {
           const int t = g.members[m];
