@@ -370,9 +370,6 @@ void max_product_log(const BucketShape& shape, std::span<const InputTable> input
     for (std::size_t o = 0; o < p.size(); ++o) out[o] = std::max(out[o], p[o]);
 }
 
-// The largest chunk of for_each_product_chunk (entries).
-constexpr std::int64_t kChunk = std::int64_t{1} << 20;
-
 // A bucket with its `lead` most significant variables fixed: the rest of the shape, and inputs
 // over the rest (the inputs are row-major in the bucket's order, so fixing leading variables is
 // an offset into each). fix(l) points the inputs at configuration l of the leading variables.
@@ -412,27 +409,31 @@ class LeadingFixed {
   std::vector<InputTable> in_;
 };
 
-// The product of `inputs` (their ln values summed) at every configuration of shape.vars
-// (n_marg is ignored), a chunk at a time: the most significant variables are fixed per chunk so
-// that a chunk holds at most kChunk entries. visit(first, chunk) gets the index of the chunk's
-// first configuration; a chunk is whole blocks of the last variables' configurations, or a part
-// of one such block.
-template <class Visit>
-void for_each_product_chunk(const BucketShape& shape, std::span<const InputTable> inputs,
-                            int threads, Visit&& visit) {
-  const int nv = static_cast<int>(shape.vars.size());
-  std::int64_t rest = 1;
-  for (int c : shape.card) rest *= c;
-  int lead = 0;
-  while (lead < nv && rest > kChunk) rest /= shape.card[lead++];
-  LeadingFixed fixed(shape, inputs, lead);
-  std::int64_t n_lead = 1;
-  for (int j = 0; j < lead; ++j) n_lead *= shape.card[j];
-  std::vector<double> chunk(rest);
-  for (std::int64_t l = 0; l < n_lead; ++l) {
-    sum_product_log(fixed.rest, fixed.fix(l), chunk.data(), threads);
-    visit(l * rest, chunk);
-  }
+// The index of the first configuration of shape.vars (n_marg is ignored) at which the product
+// of `inputs` is largest; 0 where every product is -inf. Each thread keeps the first maximum of
+// its part; the first of the largest wins.
+std::int64_t first_maximum(const BucketShape& shape, std::span<const InputTable> inputs,
+                           int threads) {
+  const Blocks bl(shape, inputs);
+  const int nt = pass_threads(static_cast<double>(bl.size) * bl.count, inputs.size(), threads);
+  std::vector<std::pair<double, std::int64_t>> part(nt, {kNegInf, 0});
+  in_parts(bl.count, nt, [&](int me, std::int64_t lo, std::int64_t hi) {
+    std::vector<double> buf(bl.size);
+    auto& [best, arg] = part[me];
+    for (std::int64_t b = lo; b < hi; ++b) {
+      bl.products(b, buf.data());
+      double m = kNegInf;
+#pragma omp simd reduction(max : m)
+      for (std::int64_t k = 0; k < bl.size; ++k) m = buf[k] > m ? buf[k] : m;
+      if (m > best)
+        best = m, arg = b * bl.size + (std::find(buf.begin(), buf.end(), m) - buf.begin());
+    }
+  });
+  double best = kNegInf;
+  std::int64_t arg = 0;
+  for (const auto& [m, a] : part)
+    if (m > best) best = m, arg = a;
+  return arg;
 }
 
 // The index of the configuration of `vars` (card from the model, last fastest) at `value`.
@@ -544,14 +545,8 @@ MostProbable compute_mpe(const Plan& plan, int threads) {
     // The bucket at its output's values (fixed above), maximised over its eliminated variables:
     // the first configuration attaining the maximum.
     LeadingFixed at_output(shape, in, static_cast<int>(bk.vars.size()) - bk.n_marg);
-    double best = kNegInf;
-    std::int64_t arg = 0;
-    for_each_product_chunk(at_output.rest,
-                           at_output.fix(config_index(bk.output_vars(), model.card, value)),
-                           threads, [&](std::int64_t first, const std::vector<double>& c) {
-                             const auto it = std::max_element(c.begin(), c.end());
-                             if (*it > best) best = *it, arg = first + (it - c.begin());
-                           });
+    std::int64_t arg = first_maximum(
+        at_output.rest, at_output.fix(config_index(bk.output_vars(), model.card, value)), threads);
     for (std::size_t k = bk.vars.size(); k-- > bk.vars.size() - bk.n_marg;) {
       const int v = bk.vars[k];
       value[v] = static_cast<int>(arg % model.card[v]);
@@ -648,29 +643,28 @@ MostProbable compute_mpe(ConditionedPlan& cp, int threads) {
 double posterior_peak_bytes(const Plan& plan, bool marginals) {
   const auto& buckets = plan.tree.buckets;
   const double threads = omp_get_max_threads();
-  double outputs = 0, belief = 0, pass = 0;
+  double outputs = 0, pass = 0;
   for (const Bucket& b : buckets) {
     outputs += 8.0 * std::exp2(b.log2_output);
-    belief = std::max(belief, 8.0 * std::exp2(b.log2_states));
     // A pass over the bucket (Blocks): offsets of each input within a block (the downward pass
-    // also the message from above, and three tables of a block's size per target: its offsets,
-    // local indices and local offsets), and each thread's block of products and local sums. The
-    // downward pass adds each thread's sums of the belief onto the children and the eliminated
-    // variables (downward_threads), and their total.
-    const double tables = b.factors.size() + 1 + 4.0 * b.children.size() + 3.0 * b.n_marg;
+    // also the message from above, and per target at most five tables of a block's size: its
+    // offsets, local indices, local offsets, its group's configurations and its own from
+    // those), and each thread's block of products, local sums and member sums (under three
+    // blocks). The downward pass adds each thread's sums of the belief onto the children and
+    // the eliminated variables (downward_threads), and their total.
+    const double tables =
+        b.factors.size() + 1 + b.children.size() + 5.0 * (b.children.size() + b.n_marg);
     double onto = 0;
     for (int c : b.children) onto += 8.0 * std::exp2(buckets[c].log2_output);
     for (std::size_t k = b.vars.size() - b.n_marg; k < b.vars.size(); ++k)
       onto += 8.0 * plan.model.card[b.vars[k]];
     pass = std::max(pass,
-                    8.0 * kBlock * (tables + 2 * threads) + (marginals ? (threads + 1) * onto : 0));
+                    8.0 * kBlock * (tables + 3 * threads) + (marginals ? (threads + 1) * onto : 0));
   }
   MemoryEstimate m = plan.memory;
   // MPE: the upward pass's threads keep their own maxima where a bucket has fewer than 4 outputs
-  // a thread; the traceback's product chunks.
-  m.intermediate_bytes = marginals ? 2 * outputs + pass
-                                   : outputs + std::max(pass + 32.0 * threads * threads,
-                                                        std::min(8.0 * kChunk, belief));
+  // a thread.
+  m.intermediate_bytes = marginals ? 2 * outputs + pass : outputs + pass + 32.0 * threads * threads;
   update_peak(m);
   return m.peak_bytes;
 }
