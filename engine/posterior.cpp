@@ -52,6 +52,19 @@ class Blocks {
       input_strides(shape, inputs[f].scope, st_[f].data());
       offsets(st_[f].data(), off_.data() + f * size);
     }
+    // An input over the block's variables only is the same in every block: those are summed
+    // once (Markov networks put many small factors on a bucket's lowest variables).
+    for (std::size_t f = 0; f < inputs.size(); ++f) {
+      bool varies = false;
+      for (int j = 0; j < first; ++j) varies |= st_[f][j] != 0;
+      if (varies) {
+        varying_.push_back(f);
+        continue;
+      }
+      if (same_.empty()) same_.assign(size, 0.0);
+      const std::int64_t* o = off_.data() + f * size;
+      for (std::int64_t k = 0; k < size; ++k) same_[k] += inputs[f].data[o[k]];
+    }
   }
   int first = 0;           // shape.vars[first..] are a block's variables
   std::int64_t size = 1;   // configurations of a block
@@ -84,20 +97,15 @@ class Blocks {
   // Block t's products into buf[0, size).
   void products(std::int64_t t, double* buf) const {
     const std::int64_t n = size;
-    if (inputs_.empty()) {
+    if (same_.empty())
       std::fill(buf, buf + n, 0.0);
-      return;
-    }
-    for (std::size_t f = 0; f < inputs_.size(); ++f) {
+    else
+      std::copy(same_.begin(), same_.end(), buf);
+    for (std::size_t f : varying_) {
       const double* d = inputs_[f].data + base(t, st_[f].data());
       const std::int64_t* o = off_.data() + f * n;
-      if (f == 0) {
 #pragma omp simd
-        for (std::int64_t k = 0; k < n; ++k) buf[k] = d[o[k]];
-      } else {
-#pragma omp simd
-        for (std::int64_t k = 0; k < n; ++k) buf[k] += d[o[k]];
-      }
+      for (std::int64_t k = 0; k < n; ++k) buf[k] += d[o[k]];
     }
   }
 
@@ -106,6 +114,8 @@ class Blocks {
   std::span<const InputTable> inputs_;
   std::vector<std::vector<std::int64_t>> st_;  // [input][variable]
   std::vector<std::int64_t> off_;              // [input][block entry]
+  std::vector<std::size_t> varying_;           // inputs that vary from block to block
+  std::vector<double> same_;                   // the sum of the others, per block entry
 };
 
 // Threads for a pass over `entries` bucket configurations with `inputs` inputs: one where the
@@ -646,14 +656,15 @@ double posterior_peak_bytes(const Plan& plan, bool marginals) {
   double outputs = 0, pass = 0;
   for (const Bucket& b : buckets) {
     outputs += 8.0 * std::exp2(b.log2_output);
-    // A pass over the bucket (Blocks): offsets of each input within a block (the downward pass
+    // A pass over the bucket (Blocks): offsets of each input within a block, the sum of the
+    // inputs that are the same in every block (the downward pass
     // also the message from above, and per target at most five tables of a block's size: its
     // offsets, local indices, local offsets, its group's configurations and its own from
     // those), and each thread's block of products, local sums and member sums (under three
     // blocks). The downward pass adds each thread's sums of the belief onto the children and
     // the eliminated variables (downward_threads), and their total.
     const double tables =
-        b.factors.size() + 1 + b.children.size() + 5.0 * (b.children.size() + b.n_marg);
+        b.factors.size() + 2 + b.children.size() + 5.0 * (b.children.size() + b.n_marg);
     double onto = 0;
     for (int c : b.children) onto += 8.0 * std::exp2(buckets[c].log2_output);
     for (std::size_t k = b.vars.size() - b.n_marg; k < b.vars.size(); ++k)
