@@ -8,6 +8,8 @@
 #include <limits>
 #include <stdexcept>
 
+#include "engine/fast_exp.hpp"
+
 namespace kinfer {
 
 namespace {
@@ -25,36 +27,6 @@ std::int64_t BucketShape::marg_size() const {
   std::int64_t s = 1;
   for (std::size_t i = vars.size() - n_marg; i < vars.size(); ++i) s *= card[i];
   return s;
-}
-
-#pragma omp declare simd notinbranch
-inline double exp_np(double x) {
-  // exp(x) = 2^n * exp(r), r = x - n ln2, |r| <= ln2/2; Taylor to degree 13 (error < 1e-17).
-  x = x < -708.0 ? -708.0 : x;                // also maps -inf to a harmless tiny value
-  const double shifter = 6755399441055744.0;  // 1.5 * 2^52: rounds to an integer
-  double t = x * 1.4426950408889634 + shifter;
-  double n = t - shifter;
-  double r = x - n * 0.6931471805599453;
-  r = r - n * 2.3190468138462996e-17;
-  double p = 1.0 / 6227020800.0;
-  p = p * r + 1.0 / 479001600.0;
-  p = p * r + 1.0 / 39916800.0;
-  p = p * r + 1.0 / 3628800.0;
-  p = p * r + 1.0 / 362880.0;
-  p = p * r + 1.0 / 40320.0;
-  p = p * r + 1.0 / 5040.0;
-  p = p * r + 1.0 / 720.0;
-  p = p * r + 1.0 / 120.0;
-  p = p * r + 1.0 / 24.0;
-  p = p * r + 1.0 / 6.0;
-  p = p * r + 0.5;
-  p = p * r + 1.0;
-  p = p * r + 1.0;
-  // scale by 2^n through the exponent bits (n >= -1022 here, so the result is normal)
-  std::int64_t bits = (static_cast<std::int64_t>(n) + 1023) << 52;
-  double scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
 }
 
 double exp_nonpositive(double x) { return exp_np(x); }

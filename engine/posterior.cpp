@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "engine/cpu_kernel.hpp"
+#include "engine/fast_exp.hpp"
 
 namespace kinfer {
 
@@ -30,69 +31,354 @@ std::vector<InputTable> bucket_inputs(const Plan& plan, int b,
   return in;
 }
 
-// ln sum of `table`, a table over every variable of `full`, onto each of `targets` (each a
-// subsequence of full.vars), in one pass. The sums run in the linear domain, shifted by the
-// table's largest entry: a target entry whose terms are all below e^-708 of it (of P(e) times at
-// most the table's size) comes out as -inf, a probability no double holds next to 1.
-void sum_onto(const BucketShape& full, std::vector<double>& table,
-              const std::vector<std::vector<int>>& targets, std::vector<std::vector<double>*> out,
-              int threads) {
-  const int nv = static_cast<int>(full.vars.size());
-  const std::size_t nt = targets.size();
-  std::vector<std::vector<std::int64_t>> st(nt, std::vector<std::int64_t>(nv, 0));
-  for (std::size_t t = 0; t < nt; ++t)
-    out[t]->assign(input_strides(full, targets[t], st[t].data()), 0.0);
-  const double mx = *std::max_element(table.begin(), table.end());
-  if (mx == kNegInf) {
-    for (auto* o : out) std::fill(o->begin(), o->end(), kNegInf);
-    return;
+// The configurations of a bucket's variables a block at a time: a block is the configurations
+// of the lowest variables (at most kBlock), block t the t-th configuration of the variables
+// above them. Each input's offsets within a block are computed once, so a block's products (the
+// inputs' ln values summed) are gathers and adds that vectorise, and a block's first entry in
+// any table is a few multiplications away from t (no odometer to carry between threads).
+constexpr std::int64_t kBlock = 4096;
+
+class Blocks {
+ public:
+  Blocks(const BucketShape& shape, std::span<const InputTable> inputs)
+      : shape_(shape), inputs_(inputs), st_(inputs.size()) {
+    const int nv = static_cast<int>(shape.vars.size());
+    first = nv;
+    while (first > 0 && size * shape.card[first - 1] <= kBlock) size *= shape.card[--first];
+    for (int j = 0; j < first; ++j) count *= shape.card[j];
+    off_.resize(inputs.size() * size);
+    for (std::size_t f = 0; f < inputs.size(); ++f) {
+      st_[f].assign(nv, 0);
+      input_strides(shape, inputs[f].scope, st_[f].data());
+      offsets(st_[f].data(), off_.data() + f * size);
+    }
+    // An input over the block's variables only is the same in every block: those are summed
+    // once (Markov networks put many small factors on a bucket's lowest variables).
+    for (std::size_t f = 0; f < inputs.size(); ++f) {
+      bool varies = false;
+      for (int j = 0; j < first; ++j) varies |= st_[f][j] != 0;
+      if (varies) {
+        varying_.push_back(f);
+        continue;
+      }
+      if (same_.empty()) same_.assign(size, 0.0);
+      const std::int64_t* o = off_.data() + f * size;
+      for (std::int64_t k = 0; k < size; ++k) same_[k] += inputs[f].data[o[k]];
+    }
   }
-  const auto n = static_cast<std::int64_t>(table.size());
-#pragma omp parallel for num_threads(thread_count(threads)) schedule(static)
-  for (std::int64_t i = 0; i < n; ++i) table[i] = std::exp(table[i] - mx);  // now linear
-  // An inner block of the least significant variables (at most kBlock entries) with each
-  // target's offsets precomputed, and an odometer over the variables above it.
-  constexpr std::int64_t kBlock = 4096;
-  int inner_first = nv;
-  std::int64_t block = 1;
-  while (inner_first > 0 && block * full.card[inner_first - 1] <= kBlock)
-    block *= full.card[--inner_first];
-  std::vector<std::vector<std::int64_t>> off(nt, std::vector<std::int64_t>(block, 0));
-  for (std::size_t t = 0; t < nt; ++t) {
+  int first = 0;           // shape.vars[first..] are a block's variables
+  std::int64_t size = 1;   // configurations of a block
+  std::int64_t count = 1;  // blocks
+  // The offset within a block of each of its entries, in a table of strides `st` (over every
+  // variable of the shape; 0 where the table does not vary with it).
+  void offsets(const std::int64_t* st, std::int64_t* off) const {
+    const int nv = static_cast<int>(shape_.vars.size());
     std::vector<int> digit(nv, 0);
     std::int64_t o = 0;
-    for (std::int64_t k = 0; k < block; ++k) {
-      off[t][k] = o;
-      for (int j = nv - 1; j >= inner_first; --j) {
-        o += st[t][j];
-        if (++digit[j] < full.card[j]) break;
-        o -= st[t][j] * digit[j];
+    for (std::int64_t k = 0; k < size; ++k) {
+      off[k] = o;
+      for (int j = nv - 1; j >= first; --j) {
+        o += st[j];
+        if (++digit[j] < shape_.card[j]) break;
+        o -= st[j] * digit[j];
         digit[j] = 0;
       }
     }
   }
-  std::vector<std::int64_t> base(nt, 0);
-  std::vector<int> digit(nv, 0);
-  for (std::int64_t i = 0; i < n; i += block) {
-    for (std::size_t t = 0; t < nt; ++t) {
-      double* acc = out[t]->data() + base[t];
-      const std::int64_t* ot = off[t].data();
-      for (std::int64_t k = 0; k < block; ++k) acc[ot[k]] += table[i + k];
+  // The offset of block t's first entry in a table of strides `st`.
+  std::int64_t base(std::int64_t t, const std::int64_t* st) const {
+    std::int64_t b = 0;
+    for (int j = first - 1; j >= 0; --j) {
+      b += (t % shape_.card[j]) * st[j];
+      t /= shape_.card[j];
     }
-    for (int j = inner_first - 1; j >= 0; --j) {
-      const bool carry = ++digit[j] == full.card[j];
-      for (std::size_t t = 0; t < nt; ++t)
-        base[t] += carry ? -st[t][j] * (full.card[j] - 1) : st[t][j];
-      if (!carry) break;
-      digit[j] = 0;
+    return b;
+  }
+  // Block t's products into buf[0, size).
+  void products(std::int64_t t, double* buf) const {
+    const std::int64_t n = size;
+    if (same_.empty())
+      std::fill(buf, buf + n, 0.0);
+    else
+      std::copy(same_.begin(), same_.end(), buf);
+    for (std::size_t f : varying_) {
+      const double* d = inputs_[f].data + base(t, st_[f].data());
+      const std::int64_t* o = off_.data() + f * n;
+#pragma omp simd
+      for (std::int64_t k = 0; k < n; ++k) buf[k] += d[o[k]];
     }
   }
-  for (auto* o : out)
-    for (double& x : *o) x = x > 0 ? mx + std::log(x) : kNegInf;
+
+ private:
+  const BucketShape& shape_;
+  std::span<const InputTable> inputs_;
+  std::vector<std::vector<std::int64_t>> st_;  // [input][variable]
+  std::vector<std::int64_t> off_;              // [input][block entry]
+  std::vector<std::size_t> varying_;           // inputs that vary from block to block
+  std::vector<double> same_;                   // the sum of the others, per block entry
+};
+
+// Threads for a pass over `entries` bucket configurations with `inputs` inputs: one where the
+// work is too small to pay for a parallel region (the CPU kernel's threshold).
+int pass_threads(double entries, std::size_t inputs, int threads) {
+  return entries * static_cast<double>(inputs + 1) < 2e5 ? 1 : thread_count(threads);
 }
 
-// The largest chunk of for_each_product_chunk (entries).
-constexpr std::int64_t kChunk = std::int64_t{1} << 20;
+// body(thread, lo, hi) on `threads` contiguous parts of [0, n).
+template <class Body>
+void in_parts(std::int64_t n, int threads, Body&& body) {
+  if (n < threads) threads = static_cast<int>(std::max<std::int64_t>(n, 1));
+#pragma omp parallel num_threads(threads)
+  {
+    const int nt = omp_get_num_threads(), me = omp_get_thread_num();
+    body(me, n * me / nt, n * (me + 1) / nt);
+  }
+}
+
+// The downward pass's threads: each keeps its own sums onto the children and variables
+// (posterior_peak_bytes counts omp_get_max_threads() of them).
+int downward_threads(int threads) { return std::min(thread_count(threads), omp_get_max_threads()); }
+
+// ln of the sums of exp(belief) onto each of `targets` (each a subsequence of full.vars), where
+// the belief is the product of `inputs` over every variable of `full`, in one pass that never
+// stores the belief: a block's products are shifted by `ln_total` (the belief's total, which no
+// entry exceeds), taken to the linear domain and added onto every target. An entry below
+// e^-708 of the total is taken as 0 (a probability no double holds next to 1), so a target
+// entry whose terms all are comes out as -inf.
+void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, double ln_total,
+                 const std::vector<std::vector<int>>& targets,
+                 const std::vector<std::vector<double>*>& out, int threads) {
+  const Blocks bl(full, inputs);
+  const int nv = static_cast<int>(full.vars.size());
+  const std::size_t n_t = targets.size();
+  // Per target: its strides, its size, and a block's entries in its terms: the index of each
+  // entry among the configurations of the block's variables that the target has (n_local of
+  // them), and `at[l]`, the offset in the target of local configuration l. A target with as many
+  // local configurations as the block has entries takes the block's entries directly; any
+  // other sums a block onto its local configurations first, so that it sees n_local adds a
+  // block. Targets with few local configurations (most are one eliminated variable) are summed
+  // in groups: a block is summed once onto the local configurations of a group's variables,
+  // then onto each member from those. Where a configuration gets many of a block's entries,
+  // that sum runs in up to kCopies interleaved copies: consecutive entries often fall on one
+  // configuration, and one copy would make each add wait for the previous one.
+  constexpr std::int64_t kCopies = 8, kGroupMax = kBlock / kCopies;
+  std::vector<std::vector<std::int64_t>> st(n_t, std::vector<std::int64_t>(nv, 0));
+  std::vector<std::int64_t> size(n_t), n_local(n_t);
+  std::vector<std::vector<std::int64_t>> local(n_t), at(n_t);
+  std::vector<std::vector<char>> in_block(n_t, std::vector<char>(nv, 0));
+  for (std::size_t t = 0; t < n_t; ++t) {
+    size[t] = input_strides(full, targets[t], st[t].data());
+    std::vector<std::int64_t> lst(nv, 0), off(bl.size);
+    n_local[t] = 1;
+    for (int j = nv - 1; j >= bl.first; --j)
+      if (st[t][j] != 0) lst[j] = n_local[t], n_local[t] *= full.card[j], in_block[t][j] = 1;
+    local[t].resize(bl.size);
+    bl.offsets(lst.data(), local[t].data());
+    bl.offsets(st[t].data(), off.data());
+    at[t].resize(n_local[t]);
+    for (std::int64_t k = 0; k < bl.size; ++k) at[t][local[t][k]] = off[k];
+  }
+  struct Group {
+    std::vector<char> vars;                     // the block variables of its members
+    std::int64_t n = 1;                         // their configurations
+    std::int64_t copies = 1;                    // of its sums: a power of 2, at most kCopies
+    std::vector<std::int64_t> index;            // [block entry]: its configuration
+    std::vector<int> members;                   // targets
+    std::vector<std::vector<std::int64_t>> to;  // [member][configuration]: member's local one
+    // [member]: where the member has one block variable, its stride among the group's
+    // configurations (its sums are then column sums, which vectorise); 0 otherwise
+    std::vector<std::int64_t> one_var_stride;
+  };
+  std::vector<Group> groups;
+  std::vector<int> large;  // targets outside the groups
+  for (std::size_t t = 0; t < n_t; ++t) {
+    if (n_local[t] > kGroupMax) {
+      large.push_back(static_cast<int>(t));
+      continue;
+    }
+    auto union_size = [&](const std::vector<char>& vars) {
+      std::int64_t n = 1;
+      for (int j = bl.first; j < nv; ++j)
+        if (vars[j] || in_block[t][j]) n *= full.card[j];
+      return n;
+    };
+    Group* g = nullptr;
+    for (Group& h : groups)
+      if (union_size(h.vars) <= kGroupMax) {
+        g = &h;
+        break;
+      }
+    if (!g) g = &groups.emplace_back(Group{std::vector<char>(nv, 0), 1, 1, {}, {}, {}, {}});
+    g->n = union_size(g->vars);
+    for (int j = 0; j < nv; ++j) g->vars[j] |= in_block[t][j];
+    g->members.push_back(static_cast<int>(t));
+  }
+  for (Group& g : groups) {
+    std::vector<std::int64_t> gst(nv, 0);
+    std::int64_t n = 1;
+    for (int j = nv - 1; j >= bl.first; --j)
+      if (g.vars[j]) gst[j] = n, n *= full.card[j];
+    // Copies where a configuration gets many of a block's entries; zeroing and adding up
+    // copies costs more than the waits they save where it gets few.
+    while (g.copies < kCopies && 8 * g.copies * g.n <= bl.size) g.copies *= 2;
+    g.index.resize(bl.size);
+    bl.offsets(gst.data(), g.index.data());
+    for (int t : g.members) {
+      std::vector<std::int64_t> to(g.n);
+      for (std::int64_t k = 0; k < bl.size; ++k) to[g.index[k]] = local[t][k];
+      g.to.push_back(std::move(to));
+      int n_vars = 0, var = 0;
+      for (int j = bl.first; j < nv; ++j)
+        if (in_block[t][j]) ++n_vars, var = j;
+      g.one_var_stride.push_back(n_vars == 1 ? gst[var] : 0);
+    }
+  }
+  for (int t : large)  // a direct target's entries go straight to their offsets
+    if (n_local[t] == bl.size)
+      for (std::int64_t k = 0; k < bl.size; ++k) local[t][k] = at[t][local[t][k]];
+  const int nt =
+      std::min(pass_threads(static_cast<double>(bl.size) * bl.count, inputs.size(), threads),
+               downward_threads(threads));
+  // part[thread][target]: each thread's own sums, added up afterwards.
+  std::vector<std::vector<std::vector<double>>> part(nt);
+  in_parts(bl.count, nt, [&](int me, std::int64_t lo, std::int64_t hi) {
+    std::vector<std::vector<double>>& acc = part[me];
+    acc.resize(n_t);
+    for (std::size_t t = 0; t < n_t; ++t) acc[t].assign(size[t], 0.0);
+    std::vector<double> buf(bl.size), sums(kBlock), member(2 * kGroupMax);
+    // Adds the local sums y of target t for block b to the thread's sums.
+    auto flush = [&](std::size_t t, std::int64_t b, const double* y) {
+      double* a = acc[t].data() + bl.base(b, st[t].data());
+      const std::int64_t* o = at[t].data();
+      for (std::int64_t i = 0; i < n_local[t]; ++i) a[o[i]] += y[i];
+    };
+    for (std::int64_t b = lo; b < hi; ++b) {
+      bl.products(b, buf.data());
+      double* x = buf.data();
+#pragma omp simd
+      for (std::int64_t k = 0; k < bl.size; ++k) {
+        const double y = x[k] - ln_total;
+        x[k] = y < -708.0 ? 0.0 : exp_np(y);
+      }
+      for (const Group& g : groups) {
+        double* y = sums.data();
+        const std::int64_t* gi = g.index.data();
+        const std::int64_t nc = g.copies;
+        std::fill(y, y + g.n * nc, 0.0);
+        for (std::int64_t k = 0; k < bl.size; ++k) y[(k & (nc - 1)) * g.n + gi[k]] += x[k];
+        for (std::int64_t c = 1; c < nc; ++c)
+          for (std::int64_t i = 0; i < g.n; ++i) y[i] += y[c * g.n + i];
+        for (std::size_t m = 0; m < g.members.size(); ++m) {
+          const int t = g.members[m];
+          double* z = member.data();
+          const std::int64_t nl = n_local[t], stride = g.one_var_stride[m];
+          if (nl == 1) {  // the member has no block variable: the block's total
+            double total = 0;
+#pragma omp simd reduction(+ : total)
+            for (std::int64_t i = 0; i < g.n; ++i) total += y[i];
+            z[0] = total;
+          } else if (stride > 0) {  // y as rows of nl * stride columns, summed by column
+            const std::int64_t w = nl * stride;
+            double* col = z + kGroupMax;
+            std::fill(col, col + w, 0.0);
+            for (std::int64_t i0 = 0; i0 < g.n; i0 += w) {
+#pragma omp simd
+              for (std::int64_t r = 0; r < w; ++r) col[r] += y[i0 + r];
+            }
+            for (std::int64_t v = 0; v < nl; ++v) {
+              double sv = 0;
+              for (std::int64_t r = 0; r < stride; ++r) sv += col[v * stride + r];
+              z[v] = sv;
+            }
+          } else {
+            std::fill(z, z + nl, 0.0);
+            const std::int64_t* to = g.to[m].data();
+            for (std::int64_t i = 0; i < g.n; ++i) z[to[i]] += y[i];
+          }
+          flush(t, b, z);
+        }
+      }
+      for (int t : large) {
+        const std::int64_t* l = local[t].data();
+        if (n_local[t] == bl.size) {
+          double* a = acc[t].data() + bl.base(b, st[t].data());
+          for (std::int64_t k = 0; k < bl.size; ++k) a[l[k]] += x[k];
+          continue;
+        }
+        double* y = sums.data();
+        std::fill(y, y + n_local[t], 0.0);
+        for (std::int64_t k = 0; k < bl.size; ++k) y[l[k]] += x[k];
+        flush(t, b, y);
+      }
+    }
+  });
+  for (std::size_t t = 0; t < n_t; ++t) {
+    std::vector<double>& o = *out[t];
+    o.assign(size[t], 0.0);
+    for (const auto& acc : part)
+      if (!acc.empty())
+        for (std::int64_t i = 0; i < size[t]; ++i) o[i] += acc[t][i];
+    for (double& x : o) x = x > 0 ? ln_total + std::log(x) : kNegInf;
+  }
+}
+
+// out(o) = max over the summed variables of the product of `inputs` (ln values summed), for
+// every output configuration o of `shape`: the CPU kernel's bucket with max in place of sum.
+void max_product_log(const BucketShape& shape, std::span<const InputTable> inputs, double* out,
+                     int threads) {
+  const Blocks bl(shape, inputs);
+  const int nv = static_cast<int>(shape.vars.size());
+  const std::int64_t n_out = shape.output_size(), n_m = shape.marg_size();
+  const int nt = pass_threads(static_cast<double>(bl.size) * bl.count, inputs.size(), threads);
+  auto block_max = [&](const double* x, std::int64_t n) {
+    double m = kNegInf;
+#pragma omp simd reduction(max : m)
+    for (std::int64_t k = 0; k < n; ++k) m = x[k] > m ? x[k] : m;
+    return m;
+  };
+  if (bl.first <= nv - shape.n_marg) {  // a block is whole output configurations
+    const std::int64_t per_block = bl.size / n_m;
+    in_parts(bl.count, nt, [&](int, std::int64_t lo, std::int64_t hi) {
+      std::vector<double> buf(bl.size);
+      for (std::int64_t b = lo; b < hi; ++b) {
+        bl.products(b, buf.data());
+        for (std::int64_t g = 0; g < per_block; ++g)
+          out[b * per_block + g] = block_max(buf.data() + g * n_m, n_m);
+      }
+    });
+    return;
+  }
+  // A block is a part of one output configuration's summed configurations.
+  const std::int64_t blocks_per_out = n_m / bl.size;
+  if (n_out >= 4 * static_cast<std::int64_t>(nt)) {  // parallel over outputs
+    in_parts(n_out, nt, [&](int, std::int64_t lo, std::int64_t hi) {
+      std::vector<double> buf(bl.size);
+      for (std::int64_t o = lo; o < hi; ++o) {
+        double m = kNegInf;
+        for (std::int64_t r = 0; r < blocks_per_out; ++r) {
+          bl.products(o * blocks_per_out + r, buf.data());
+          m = std::max(m, block_max(buf.data(), bl.size));
+        }
+        out[o] = m;
+      }
+    });
+    return;
+  }
+  // Few outputs: parallel over blocks, each thread's own maxima, then the maximum of those.
+  std::vector<std::vector<double>> part(nt);
+  in_parts(bl.count, nt, [&](int me, std::int64_t lo, std::int64_t hi) {
+    part[me].assign(n_out, kNegInf);
+    std::vector<double> buf(bl.size);
+    for (std::int64_t b = lo; b < hi; ++b) {
+      bl.products(b, buf.data());
+      double& m = part[me][b / blocks_per_out];
+      m = std::max(m, block_max(buf.data(), bl.size));
+    }
+  });
+  std::fill(out, out + n_out, kNegInf);
+  for (const auto& p : part)
+    for (std::size_t o = 0; o < p.size(); ++o) out[o] = std::max(out[o], p[o]);
+}
 
 // A bucket with its `lead` most significant variables fixed: the rest of the shape, and inputs
 // over the rest (the inputs are row-major in the bucket's order, so fixing leading variables is
@@ -133,27 +419,31 @@ class LeadingFixed {
   std::vector<InputTable> in_;
 };
 
-// The product of `inputs` (their ln values summed) at every configuration of shape.vars
-// (n_marg is ignored), a chunk at a time: the most significant variables are fixed per chunk so
-// that a chunk holds at most kChunk entries. visit(first, chunk) gets the index of the chunk's
-// first configuration; a chunk is whole blocks of the last variables' configurations, or a part
-// of one such block.
-template <class Visit>
-void for_each_product_chunk(const BucketShape& shape, std::span<const InputTable> inputs,
-                            int threads, Visit&& visit) {
-  const int nv = static_cast<int>(shape.vars.size());
-  std::int64_t rest = 1;
-  for (int c : shape.card) rest *= c;
-  int lead = 0;
-  while (lead < nv && rest > kChunk) rest /= shape.card[lead++];
-  LeadingFixed fixed(shape, inputs, lead);
-  std::int64_t n_lead = 1;
-  for (int j = 0; j < lead; ++j) n_lead *= shape.card[j];
-  std::vector<double> chunk(rest);
-  for (std::int64_t l = 0; l < n_lead; ++l) {
-    sum_product_log(fixed.rest, fixed.fix(l), chunk.data(), threads);
-    visit(l * rest, chunk);
-  }
+// The index of the first configuration of shape.vars (n_marg is ignored) at which the product
+// of `inputs` is largest; 0 where every product is -inf. Each thread keeps the first maximum of
+// its part; the first of the largest wins.
+std::int64_t first_maximum(const BucketShape& shape, std::span<const InputTable> inputs,
+                           int threads) {
+  const Blocks bl(shape, inputs);
+  const int nt = pass_threads(static_cast<double>(bl.size) * bl.count, inputs.size(), threads);
+  std::vector<std::pair<double, std::int64_t>> part(nt, {kNegInf, 0});
+  in_parts(bl.count, nt, [&](int me, std::int64_t lo, std::int64_t hi) {
+    std::vector<double> buf(bl.size);
+    auto& [best, arg] = part[me];
+    for (std::int64_t b = lo; b < hi; ++b) {
+      bl.products(b, buf.data());
+      double m = kNegInf;
+#pragma omp simd reduction(max : m)
+      for (std::int64_t k = 0; k < bl.size; ++k) m = buf[k] > m ? buf[k] : m;
+      if (m > best)
+        best = m, arg = b * bl.size + (std::find(buf.begin(), buf.end(), m) - buf.begin());
+    }
+  });
+  double best = kNegInf;
+  std::int64_t arg = 0;
+  for (const auto& [m, a] : part)
+    if (m > best) best = m, arg = a;
+  return arg;
 }
 
 // The index of the configuration of `vars` (card from the model, last fastest) at `value`.
@@ -194,7 +484,7 @@ Marginals compute_marginals(const Plan& plan, int threads) {
   // tree's part of the evidence: the same for every x, removed by normalising).
   std::vector<std::vector<double>> down(nb), joint(n);
   down[nb - 1] = {0.0};
-  std::vector<double> belief;
+  const double ln_tree = up.back()[0];  // every bucket's belief sums to it
   for (int b = nb - 1; b >= 0; --b) {
     const Bucket& bk = buckets[b];
     const std::vector<int> out_vars = bk.output_vars();
@@ -202,14 +492,12 @@ Marginals compute_marginals(const Plan& plan, int threads) {
     BucketShape full = bucket_shape(plan, b);
     full.n_marg = 0;
     const auto in = bucket_inputs(plan, b, up, {&from_above, 1});
-    belief.resize(full.output_size());
-    sum_product_log(full, in, belief.data(), threads);
     std::vector<std::vector<int>> targets;
     std::vector<std::vector<double>*> sums;
     for (int c : bk.children) targets.push_back(buckets[c].output_vars()), sums.push_back(&down[c]);
     for (std::size_t k = bk.vars.size() - bk.n_marg; k < bk.vars.size(); ++k)
       targets.push_back({bk.vars[k]}), sums.push_back(&joint[bk.vars[k]]);
-    sum_onto(full, belief, targets, sums, threads);
+    belief_sums(full, in, ln_tree, targets, sums, threads);
     for (int c : bk.children)
       for (std::size_t s = 0; s < down[c].size(); ++s)
         down[c][s] = up[c][s] == kNegInf ? kNegInf : down[c][s] - up[c][s];
@@ -245,25 +533,12 @@ MostProbable compute_mpe(const Plan& plan, int threads) {
   MostProbable r;
   r.ln_pr = kNegInf;
   if (!model.impossible.empty()) return r;
-  const int nt = thread_count(threads);
   std::vector<std::vector<double>> up(nb);
   for (int b = 0; b < nb; ++b) {
     const BucketShape shape = bucket_shape(plan, b);
     const auto in = bucket_inputs(plan, b, up);
-    const std::int64_t n_m = shape.marg_size();
-    up[b].assign(shape.output_size(), kNegInf);
-    auto keep_maxima = [&](std::int64_t first, const std::vector<double>& c) {
-      const auto n_q = static_cast<std::int64_t>(c.size()) / n_m;
-      if (n_q == 0) {  // a part of one output configuration's block
-        double& o = up[b][first / n_m];
-        o = std::max(o, *std::max_element(c.begin(), c.end()));
-        return;
-      }
-#pragma omp parallel for num_threads(n_q > 1 ? nt : 1) schedule(static)
-      for (std::int64_t q = 0; q < n_q; ++q)
-        up[b][first / n_m + q] = *std::max_element(c.begin() + q * n_m, c.begin() + (q + 1) * n_m);
-    };
-    for_each_product_chunk(shape, in, threads, keep_maxima);
+    up[b].resize(shape.output_size());
+    max_product_log(shape, in, up[b].data(), threads);
   }
   // A free variable in no factor multiplies P(e) by its number of values but the maximum by 1:
   // the constants without it.
@@ -280,14 +555,8 @@ MostProbable compute_mpe(const Plan& plan, int threads) {
     // The bucket at its output's values (fixed above), maximised over its eliminated variables:
     // the first configuration attaining the maximum.
     LeadingFixed at_output(shape, in, static_cast<int>(bk.vars.size()) - bk.n_marg);
-    double best = kNegInf;
-    std::int64_t arg = 0;
-    for_each_product_chunk(at_output.rest,
-                           at_output.fix(config_index(bk.output_vars(), model.card, value)),
-                           threads, [&](std::int64_t first, const std::vector<double>& c) {
-                             const auto it = std::max_element(c.begin(), c.end());
-                             if (*it > best) best = *it, arg = first + (it - c.begin());
-                           });
+    std::int64_t arg = first_maximum(
+        at_output.rest, at_output.fix(config_index(bk.output_vars(), model.card, value)), threads);
     for (std::size_t k = bk.vars.size(); k-- > bk.vars.size() - bk.n_marg;) {
       const int v = bk.vars[k];
       value[v] = static_cast<int>(arg % model.card[v]);
@@ -382,14 +651,31 @@ MostProbable compute_mpe(ConditionedPlan& cp, int threads) {
 }
 
 double posterior_peak_bytes(const Plan& plan, bool marginals) {
-  double outputs = 0, belief = 0;
-  for (const Bucket& b : plan.tree.buckets) {
+  const auto& buckets = plan.tree.buckets;
+  const double threads = omp_get_max_threads();
+  double outputs = 0, pass = 0;
+  for (const Bucket& b : buckets) {
     outputs += 8.0 * std::exp2(b.log2_output);
-    belief = std::max(belief, 8.0 * std::exp2(b.log2_states));
+    // A pass over the bucket (Blocks): offsets of each input within a block, the sum of the
+    // inputs that are the same in every block (the downward pass
+    // also the message from above, and per target at most five tables of a block's size: its
+    // offsets, local indices, local offsets, its group's configurations and its own from
+    // those), and each thread's block of products, local sums and member sums (under three
+    // blocks). The downward pass adds each thread's sums of the belief onto the children and
+    // the eliminated variables (downward_threads), and their total.
+    const double tables =
+        b.factors.size() + 2 + b.children.size() + 5.0 * (b.children.size() + b.n_marg);
+    double onto = 0;
+    for (int c : b.children) onto += 8.0 * std::exp2(buckets[c].log2_output);
+    for (std::size_t k = b.vars.size() - b.n_marg; k < b.vars.size(); ++k)
+      onto += 8.0 * plan.model.card[b.vars[k]];
+    pass = std::max(pass,
+                    8.0 * kBlock * (tables + 3 * threads) + (marginals ? (threads + 1) * onto : 0));
   }
   MemoryEstimate m = plan.memory;
-  m.intermediate_bytes =
-      marginals ? 2 * outputs + belief : outputs + std::min(8.0 * kChunk, belief);
+  // MPE: the upward pass's threads keep their own maxima where a bucket has fewer than 4 outputs
+  // a thread.
+  m.intermediate_bytes = marginals ? 2 * outputs + pass : outputs + pass + 32.0 * threads * threads;
   update_peak(m);
   return m.peak_bytes;
 }

@@ -8,12 +8,13 @@
 // the constants outside the tree. The message to a child is the belief summed onto the child's
 // output variables, divided by the child's own output (exact: the child's output depends on
 // those variables only; where it is zero the child's belief is zero whatever the message). Each
-// variable's marginal is its bucket's belief summed onto it, normalised. The sums onto the
-// children and the variables run in one pass over the belief, in the linear domain shifted by
-// its largest entry.
+// variable's marginal is its bucket's belief summed onto it, normalised. The belief is never
+// stored: a block of its entries at a time (the products of the inputs, as the CPU kernel forms
+// them) is taken to the linear domain, shifted by ln P(e) (which no entry exceeds), and added
+// onto every child and variable, the threads each keeping their own sums.
 //
-// MPE: the same upward pass with max in place of sum (the CPU kernel's products, a chunk of a
-// bucket at a time, maximised over the eliminated variables), every output kept; then a
+// MPE: the same upward pass with max in place of sum (the products a block at a time, as the CPU
+// kernel forms them, maximised over the eliminated variables), every output kept; then a
 // traceback root first: each bucket's output variables are fixed by the buckets above it, and its eliminated
 // variables take the first configuration (lowest values, most significant variable first) that
 // attains the maximum of the bucket's inputs given them.
@@ -57,7 +58,8 @@ MostProbable compute_mpe(ConditionedPlan& cp, int threads = 0);
 
 // Host bytes at the peak of compute_marginals (`marginals`) or compute_mpe on `plan`, counted
 // like MemoryEstimate::peak_bytes: the plan's inputs, every bucket's output kept for the second
-// pass, and for marginals the messages from above and the largest bucket's belief table.
+// pass, for marginals the messages from above and each thread's sums of a belief onto a bucket's
+// children and variables (at most omp_get_max_threads() threads), and each thread's block buffers.
 double posterior_peak_bytes(const Plan& plan, bool marginals);
 
 // ln of the product of the network's factors at a full assignment (-inf when one is zero).

@@ -320,7 +320,7 @@ TEST_CASE("Posterior.UaiMpeReferences", "[apps]") {
 // of the unconditioned run.
 TEST_CASE("Posterior.ConditionedCommands", "[apps]") {
   const std::string net = uai_network_path("Grids_11").string();
-  for (const auto& [cmd, limit] : {std::pair{"mar", "50M"}, std::pair{"mpe", "21M"}}) {
+  for (const auto& [cmd, limit] : {std::pair{"mar", "25M"}, std::pair{"mpe", "21M"}}) {
     INFO(cmd);
     const auto whole = run_kinfer({cmd, net, "--json", "-q"});
     const auto sliced = run_kinfer({cmd, net, "--json", "-q", "--max-memory", limit});
