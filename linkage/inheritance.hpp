@@ -125,6 +125,12 @@ class InheritanceModel {
 
  private:
   struct Walk;  // location_scores's steps (location_scores.cpp)
+  // What location_scores and walk_markers share: the emissions of `markers` (and of `trait`, an
+  // index into loci, when >= 0), the backward pass kept at checkpoints, then `pass` (the forward
+  // walk that reads them) on `backend` (null: the CPU, unbounded).
+  void walk(const std::vector<int>& markers, const std::vector<double>& male,
+            const std::vector<double>& female, int trait, ChainBackend* backend,
+            const std::function<void(Walk&)>& pass);
   struct Meiosis {
     int child, side, parent;  // side 0 paternal, 1 maternal
     int bit;                  // state bit, or -1 when fixed at 0 (founder phase)

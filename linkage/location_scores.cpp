@@ -486,11 +486,9 @@ void InheritanceModel::Walk::release_all() {
   for (int v : {alpha, beta, va, vb}) B.release(v);
 }
 
-std::vector<double> InheritanceModel::location_scores(const std::vector<int>& markers,
-                                                      const std::vector<double>& male,
-                                                      const std::vector<double>& female, int trait,
-                                                      const std::vector<Point>& points,
-                                                      double* markers_only, ChainBackend* backend) {
+void InheritanceModel::walk(const std::vector<int>& markers, const std::vector<double>& male,
+                            const std::vector<double>& female, int trait, ChainBackend* backend,
+                            const std::function<void(Walk&)>& pass) {
   profile_ = {};
   if (bits_ > kMaxBits)
     throw std::length_error("an inheritance vector of " + std::to_string(bits_) +
@@ -508,13 +506,23 @@ std::vector<double> InheritanceModel::location_scores(const std::vector<int>& ma
   w.compute_emissions(trait);
   w.count_emissions();
   profile_.emission_s = Walk::since(t0);
-  for (const Point& pt : points)
-    if (pt.left < -1 || pt.left >= w.M)
-      throw std::logic_error("location_scores: point outside the map");
   w.plan_checkpoints();
   w.backward_pass();
-  std::vector<double> out = w.forward_pass(points, markers_only);
+  pass(w);
   w.release_all();
+}
+
+std::vector<double> InheritanceModel::location_scores(const std::vector<int>& markers,
+                                                      const std::vector<double>& male,
+                                                      const std::vector<double>& female, int trait,
+                                                      const std::vector<Point>& points,
+                                                      double* markers_only, ChainBackend* backend) {
+  for (const Point& pt : points)
+    if (pt.left < -1 || pt.left >= static_cast<int>(markers.size()))
+      throw std::logic_error("location_scores: point outside the map");
+  std::vector<double> out;
+  walk(markers, male, female, trait, backend,
+       [&](Walk& w) { out = w.forward_pass(points, markers_only); });
   return out;
 }
 
@@ -522,24 +530,7 @@ void InheritanceModel::walk_markers(const std::vector<int>& markers,
                                     const std::vector<double>& male,
                                     const std::vector<double>& female, const MarkerVisitor& visit,
                                     ChainBackend* backend) {
-  profile_ = {};
-  if (bits_ > kMaxBits)
-    throw std::length_error("an inheritance vector of " + std::to_string(bits_) +
-                            " bits is beyond the chain's " + std::to_string(kMaxBits));
-  std::unique_ptr<ChainBackend> own;
-  if (!backend) {
-    own = make_cpu_chain(layout_, 0);
-    backend = own.get();
-  }
-  Walk w(*this, *backend, markers, male, female);
-  const auto t0 = Walk::Clock::now();
-  w.compute_emissions(-1);
-  w.count_emissions();
-  profile_.emission_s = Walk::since(t0);
-  w.plan_checkpoints();
-  w.backward_pass();
-  w.visit_markers(visit);
-  w.release_all();
+  walk(markers, male, female, -1, backend, [&](Walk& w) { w.visit_markers(visit); });
 }
 
 }  // namespace kinfer::linkage

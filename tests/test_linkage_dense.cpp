@@ -29,16 +29,7 @@ std::pair<LocusFile, PedigreeFile> dense_case(std::mt19937& rng, bool x_linked, 
   dat << "1 2\n0.8 0.2\n1\n0.05 0.7 0.9\n";
   if (x_linked) dat << "0.05 0.9\n";
   std::vector<std::vector<double>> freq{{0.8, 0.2}};
-  for (int k = 1; k < nl; ++k) {
-    const int n = k % 2 ? 2 : 3;
-    std::vector<double> f(n);
-    double s = 0;
-    for (double& x : f) s += x = 0.3 + U(rng);
-    dat << "3 " << n << '\n';
-    for (double& x : f) dat << (x /= s) << ' ';
-    dat << '\n';
-    freq.push_back(f);
-  }
+  for (int k = 1; k < nl; ++k) freq.push_back(write_random_marker(dat, rng, k % 2 ? 2 : 3));
   std::vector<double> theta;
   dat << "0 0\n";
   for (int k = 1; k < nl; ++k) {

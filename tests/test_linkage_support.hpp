@@ -5,6 +5,8 @@
 #include <array>
 #include <cmath>
 #include <functional>
+#include <ostream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -33,6 +35,20 @@ struct LgLocus {
 };
 
 // ln L of pedigree `ped` over loci `chain` (input indices, map order) with thetas per interval.
+// One numbered-allele marker of `alleles` alleles with random frequencies (each 0.3 + U(0, 1),
+// normalised) written to a LINKAGE locus file in the making (`3 n`, then the frequencies);
+// returns the frequencies written.
+inline std::vector<double> write_random_marker(std::ostream& dat, std::mt19937& rng, int alleles) {
+  std::uniform_real_distribution<double> U(0, 1);
+  std::vector<double> f(alleles);
+  double s = 0;
+  for (double& x : f) s += x = 0.3 + U(rng);
+  dat << "3 " << alleles << '\n';
+  for (double& x : f) dat << (x /= s) << ' ';
+  dat << '\n';
+  return f;
+}
+
 inline double lander_green(const Pedigree& ped, const LocusFile& lf, const std::vector<int>& chain,
                            const std::vector<double>& male, const std::vector<double>& female) {
   const int np = static_cast<int>(ped.people.size());

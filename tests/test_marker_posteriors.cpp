@@ -30,16 +30,7 @@ std::pair<LocusFile, PedigreeFile> simulate(std::mt19937& rng, const std::vector
   dat << markers << " 0 " << (x_linked ? 1 : 0) << " 5\n0 0.0 0.0 0\n";
   for (int k = 1; k <= markers; ++k) dat << k << (k == markers ? '\n' : ' ');
   std::vector<std::vector<double>> freq;
-  for (int k = 0; k < markers; ++k) {
-    const int n = k % 2 ? 3 : 2;
-    std::vector<double> f(n);
-    double s = 0;
-    for (double& x : f) s += x = 0.3 + U(rng);
-    dat << "3 " << n << '\n';
-    for (double& x : f) dat << (x /= s) << ' ';
-    dat << '\n';
-    freq.push_back(f);
-  }
+  for (int k = 0; k < markers; ++k) freq.push_back(write_random_marker(dat, rng, k % 2 ? 3 : 2));
   std::vector<double> theta;
   dat << "0 0\n";
   for (int k = 1; k < markers; ++k) {
