@@ -1,10 +1,16 @@
 #pragma once
 // Small helpers every folder uses, kept once here: atomic file writes, the median of timings,
-// and byte counts for people to read.
+// seconds since a moment, and byte counts for people to read.
+#include <chrono>
 #include <string>
 #include <vector>
 
 namespace kinfer {
+
+// Seconds from `t0` to now, on the steady clock every timing of kinfer reads.
+inline double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 // Writes `content` to `path` so that readers see the old file or the whole new one, even after
 // a crash or power loss: a temporary file in the same folder, fsync, rename, fsync the folder.

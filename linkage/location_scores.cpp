@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/util.hpp"
 #include "linkage/inheritance.hpp"
 
 namespace kinfer::linkage {
@@ -25,9 +26,6 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 // there is room), and the forward pass scoring each point.
 struct InheritanceModel::Walk {
   using Clock = std::chrono::steady_clock;
-  static double since(Clock::time_point t) {
-    return std::chrono::duration<double>(Clock::now() - t).count();
-  }
   // A locus being computed holds its elimination's intermediate tables too: kScratchTimes its
   // own (measured on c250: 1.5 exceeded --max-memory by 4-7%).
   static constexpr double kScratchTimes = 3;
@@ -505,7 +503,7 @@ void InheritanceModel::walk(const std::vector<int>& markers, const std::vector<d
   const auto t0 = Walk::Clock::now();
   w.compute_emissions(trait);
   w.count_emissions();
-  profile_.emission_s = Walk::since(t0);
+  profile_.emission_s = since(t0);
   w.plan_checkpoints();
   w.backward_pass();
   pass(w);

@@ -20,9 +20,6 @@ namespace kinfer::sched {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-double since(clock_type::time_point t0) {
-  return std::chrono::duration<double>(clock_type::now() - t0).count();
-}
 
 int draw_card(std::mt19937_64& rng) {
   const double u = std::uniform_real_distribution<double>(0, 1)(rng);

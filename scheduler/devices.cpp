@@ -9,15 +9,13 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "engine/util.hpp"
 #include "gpu/chain_api.hpp"
 
 namespace kinfer::sched {
 
 namespace {
 using clock_type = std::chrono::steady_clock;
-double since(clock_type::time_point t0) {
-  return std::chrono::duration<double>(clock_type::now() - t0).count();
-}
 }  // namespace
 
 const char* to_string(DeviceChoice d) {

@@ -37,7 +37,6 @@ using exec::merged_inputs;
 using exec::MergedInputs;
 using exec::Run;
 using exec::Shared;
-using exec::since;
 
 namespace {
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/util.hpp"
 #include "gpu/merge_inputs.hpp"
 #include "scheduler/executor.hpp"
 #include "scheduler/staging.hpp"
@@ -18,9 +19,6 @@
 namespace kinfer::sched::exec {
 
 using clock_type = std::chrono::steady_clock;
-inline double since(clock_type::time_point t0) {
-  return std::chrono::duration<double>(clock_type::now() - t0).count();
-}
 
 // What the two threads share. Everything here is guarded by `m`; a table pointer published
 // with ready[b] = 1 is not written again, so it may be read without the lock afterwards.

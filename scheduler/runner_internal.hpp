@@ -6,14 +6,12 @@
 #include <optional>
 #include <string>
 
+#include "engine/util.hpp"
 #include "scheduler/runner.hpp"
 
 namespace kinfer::sched::detail {
 
 using clock_type = std::chrono::steady_clock;
-inline double since(clock_type::time_point t0) {
-  return std::chrono::duration<double>(clock_type::now() - t0).count();
-}
 
 // A plan as the runner's caches know it: the object and its sizes (a plan is not changed once
 // made; the sizes catch one that was).
@@ -36,7 +34,6 @@ namespace kinfer::sched {
 
 using detail::clock_type;
 using detail::PlanKey;
-using detail::since;
 
 // The last profile schedule placement() made (or auto_gpu's prediction did), for its plan.
 struct Runner::Placed {
