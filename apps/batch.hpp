@@ -69,6 +69,11 @@ int run_batch_device_worker(const BatchOptions& opt);
 // A worker's line to the supervisor for one finished job: "ok\tID\tSECONDS\t" or
 // "failed\tID\tSECONDS\tMESSAGE" (the message on one line), flushed at once.
 void report_job(const char* what, const std::string& id, double seconds, std::string message);
+// A completed job's journal line ("completed ID"), appended to journal.log under `out`.
+void journal_completed(const std::filesystem::path& out, const std::string& id);
+// The same unless journal.log has it: for a result found written by a worker that died (before
+// or after its journal line).
+void journal_if_missing(const std::filesystem::path& out, const std::string& id);
 // A completed job's result: results/ID.json under `out` written atomically, then its journal line.
 void record_result(const std::filesystem::path& out, const std::string& id,
                    const nlohmann::json& result);

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <initializer_list>
+#include <string>
 
 #include "apps/batch.hpp"
 #include "engine/util.hpp"
@@ -19,10 +20,23 @@ void report_job(const char* what, const std::string& id, double seconds, std::st
   std::fflush(stdout);
 }
 
+void journal_completed(const std::filesystem::path& out, const std::string& id) {
+  std::ofstream(out / "journal.log", std::ios::app) << "completed " << id << '\n';
+}
+
+void journal_if_missing(const std::filesystem::path& out, const std::string& id) {
+  const std::string line = "completed " + id;
+  std::ifstream in(out / "journal.log");
+  for (std::string l; std::getline(in, l);)
+    if (l == line) return;
+  in.close();
+  journal_completed(out, id);
+}
+
 void record_result(const std::filesystem::path& out, const std::string& id,
                    const nlohmann::json& result) {
   write_file_atomically(out / "results" / (id + ".json"), result.dump(2) + "\n");
-  std::ofstream(out / "journal.log", std::ios::app) << "completed " << id << '\n';
+  journal_completed(out, id);
 }
 
 JobOptions parse_job_options(const io::Job& job) {

@@ -308,8 +308,10 @@ void Batch::reap_unit(Unit& u, int wstatus) {
     JobState& s = states_[i];
     if (s.status != Status::Running) continue;
     s.pid = -1;
-    // The worker renamed the result into place and died before saying so: it is complete.
+    // The worker renamed the result into place and died before saying so (and perhaps before
+    // its journal line): it is complete, and journaled here.
     if (read_result(s)) {
+      journal_if_missing(out_, s.job.id);
       finish(s, Status::Ok, "");
       continue;
     }
@@ -595,7 +597,8 @@ void Batch::reap_device_worker(Unit& u, int wstatus) {
   JobState& s = states_[idx];
   if (s.status != Status::Running) return;
   s.pid = -1;
-  if (read_result(s)) {
+  if (read_result(s)) {  // written before the worker died: complete (journaled as above)
+    journal_if_missing(out_, s.job.id);
     finish(s, Status::Ok, "");
     return;
   }

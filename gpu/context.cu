@@ -3,13 +3,16 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "gpu/cuda_check.cuh"
 #include "gpu/detail/cuda_context.cuh"
@@ -89,6 +92,54 @@ bool likely_present() {
     return true;
   }
   return false;
+}
+
+namespace {
+// CUDA_VISIBLE_DEVICES's entry (or the index) that makes only GPU `device` visible, when more
+// than one is visible (as CUDA_VISIBLE_DEVICES lists them, else the NVIDIA device nodes).
+std::optional<std::string> only_entry(int device) {
+  if (device < 0) return std::nullopt;
+  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) {
+    std::vector<std::string> listed;
+    std::string item;
+    for (const char* c = v;; ++c) {
+      if (*c == ',' || *c == '\0') {
+        listed.push_back(item);
+        item.clear();
+        if (*c == '\0') break;
+      } else if (*c != ' ') {
+        item += *c;
+      }
+    }
+    // "" or "-1" hide every device; a list the runtime would cut short is left to it
+    for (const std::string& x : listed)
+      if (x.empty() || x[0] == '-') return std::nullopt;
+    if (listed.size() < 2 || static_cast<std::size_t>(device) >= listed.size())
+      return std::nullopt;
+    return listed[device];
+  }
+  // the runtime numbers the devices it sees 0..n-1; the device nodes count them
+  int nodes = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/dev", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.size() > 6 && name.compare(0, 6, "nvidia") == 0 &&
+        std::all_of(name.begin() + 6, name.end(), [](unsigned char c) { return std::isdigit(c); }))
+      ++nodes;
+  }
+  if (nodes < 2 || device >= nodes) return std::nullopt;
+  return std::to_string(device);
+}
+}  // namespace
+
+bool several_visible() { return !driver_started() && only_entry(0).has_value(); }
+
+bool see_only(int device) {
+  if (driver_started()) return false;
+  const std::optional<std::string> only = only_entry(device);
+  if (!only) return false;
+  setenv("CUDA_VISIBLE_DEVICES", only->c_str(), 1);
+  return true;
 }
 
 using detail::CudaContext;

@@ -56,6 +56,18 @@ void set_driver_environment();
 // exist. Deterministic on a machine; probe() or Context::create have the last word.
 bool likely_present();
 
+// Makes GPU `device` (this process's numbering) the only one the CUDA driver will see, by
+// narrowing CUDA_VISIBLE_DEVICES to it, when the driver has not started yet and more than one
+// GPU is visible (as CUDA_VISIBLE_DEVICES lists them, else the NVIDIA device nodes): the driver
+// starts in ~0.3 s with one GPU visible against ~1.1 s with four (measured on a 4-GPU host,
+// docs/performance.md), a cost every single command pays that uses one GPU. Returns whether it
+// narrowed; the device is then number 0 and the only one. It sets the environment: call it before
+// the thread that starts the driver starts, from a thread while no other thread reads the
+// environment (the order search's threads do not).
+bool see_only(int device);
+// Whether see_only would narrow anything: the driver not started, more than one GPU visible.
+bool several_visible();
+
 // Does a kernel take this bucket (inputs with these scopes, in launch order), and if not, why:
 // empty when one does, else the reason ("more than 16 inputs", ...). Cheap: the layout check
 // alone, no device, no launch, no kernel tables; the same answer with or without CUDA.

@@ -26,6 +26,9 @@ bool likely_present() { return false; }
 
 bool driver_started() { return false; }
 
+bool see_only(int) { return false; }
+bool several_visible() { return false; }
+
 std::unique_ptr<Context> Context::create(int, const PlannerOptions&) {
   throw std::runtime_error(kWhy);
 }

@@ -73,9 +73,31 @@ Runner::~Runner() {
 void Runner::start_early() {
   if (gpu_->use_given || gpu_->opened || gpu_->early.valid()) return;
   if (req_.device == DeviceChoice::gpu || req_.check) {
-    gpu_->early = std::async(std::launch::async, open_gpu, req_.gpu_index, !profile_read_);
-    gpu_->early_at = clock_type::now();
+    // With several GPUs visible the order search's first round decides how many this process
+    // sees (see_one_gpu), a few milliseconds after the network is read.
+    if (req_.gpu_memory_bytes <= 0 && gpu::several_visible())
+      gpu_->start_at_first_round = true;
+    else
+      start_in_background();
   }
+}
+
+void Runner::start_in_background() {
+  gpu_->early = std::async(std::launch::async, open_gpu, req_.gpu_index, !profile_read_);
+  gpu_->early_at = clock_type::now();
+}
+
+void Runner::see_one_gpu(double log2_max_table) {
+  if (gpu_->use_given || gpu_->opened || gpu_->early.valid() || req_.gpu_memory_bytes > 0 ||
+      log2_max_table > kOneGpuLog2Table || !gpu::see_only(req_.gpu_index))
+    return;
+  spdlog::debug("only GPU {} made visible to this process (CUDA_VISIBLE_DEVICES={}): a largest "
+                "table of 2^{:.1f} entries fits one",
+                req_.gpu_index, std::getenv("CUDA_VISIBLE_DEVICES"), log2_max_table);
+  req_.gpu_index = 0;
+  gpu_count_ = 1;
+  probed_.reset();
+  gpu_name_.reset();
 }
 
 bool Runner::wants_gpu(const Plan& plan) {
@@ -109,12 +131,13 @@ const gpu::DeviceInfo& Runner::probed() {
   return *probed_;
 }
 
-gpu::Context* Runner::open() {
+gpu::Context* Runner::open(const Plan* plan) {
   if (gpu_->use_given) {
     if (gpu_->given) gpu_->given->bind();
     return gpu_->given;
   }
   if (!gpu_->opened) {
+    if (!gpu_->early.valid() && plan) see_one_gpu(plan->order.stats.log2_max_table);
     gpu_->opened = gpu_->early.valid() ? gpu_->early.get() : open_gpu(req_.gpu_index);
     if (gpu_->opened->ctx)
       spdlog::info("GPU {}: {} ({:.0f} GiB)", req_.gpu_index, gpu_->opened->name,
@@ -133,7 +156,7 @@ double Runner::device_budget(const Plan& plan) {
     const double usable = 0.9 * info.memory_bytes;
     return req_.gpu_memory_bytes > 0 ? std::min(req_.gpu_memory_bytes, usable) : usable;
   }
-  gpu::Context* ctx = open();
+  gpu::Context* ctx = open(&plan);
   if (!ctx) return 0;
   const auto t0 = clock_type::now();
   const double usable = 0.9 * ctx->free_bytes();
@@ -240,7 +263,7 @@ gpu::Context* Runner::device_for(const Plan& plan, RunResult& r, std::string& wh
   } else {
     const auto t0 = clock_type::now();
     const bool first = gpu_->use_given || !gpu_->opened;
-    ctx = open();
+    ctx = open(&plan);
     if (first) r.device_seconds = since(t0);
     log_resources("the GPU open");
     if (ctx)

@@ -63,12 +63,18 @@ std::function<double(const OrderStats&)> Runner::order_prediction() {
     const double states = std::exp2(s.log2_total_state);
     const double cpu = states / kCpuSearchStatesPerSecond;  // the engine's own prediction
     if (*calls < 8)
-      spdlog::debug("order search round {}: best 2^{:.2f} states", *calls, s.log2_total_state);
+      spdlog::debug("order search round {}: best 2^{:.2f} states, largest table 2^{:.2f}", *calls,
+                    s.log2_total_state, s.log2_max_table);
     // The first rounds' best orders are far worse than the search's answer (2^3-2^6 states):
     // sized for the CPU, so that a small network never touches the GPU's driver.
     // They start the GPU in the background only when even 2^6 fewer states would make it win
     // clearly, so that its start (~0.3 s) begins with the search instead of after its first
     // rounds and a probe on the search's thread.
+    if (gpu_->start_at_first_round) {  // --device gpu or --check with several GPUs visible
+      gpu_->start_at_first_round = false;
+      see_one_gpu(s.log2_max_table - kEarlyTableDiscountLog2);
+      start_in_background();
+    }
     if ((*calls)++ < kCpuSizedRounds) {
       start_if_likely(s, kEarlyStartDiscountLog2);
       return cpu;
@@ -103,8 +109,9 @@ void Runner::start_if_likely(const OrderStats& s, double discount_log2) {
   if (2 * gpu >= cpu) return;
   spdlog::debug("starting the GPU in the background (2^{:.1f} states: about {} on the CPU)",
                 log2_states, format_seconds(cpu));
-  gpu_->early = std::async(std::launch::async, open_gpu, req_.gpu_index, !profile_read_);
-  gpu_->early_at = clock_type::now();
+  see_one_gpu(s.log2_max_table -
+              (discount_log2 >= kEarlyStartDiscountLog2 ? kEarlyTableDiscountLog2 : discount_log2));
+  start_in_background();
 }
 
 bool Runner::auto_gpu(const Plan& plan, std::string& why_not) {

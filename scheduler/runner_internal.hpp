@@ -45,11 +45,22 @@ struct Runner::Placed {
 };
 
 // The GPU: the machine's (opened once, maybe in the background) or one given by a test.
+// see_one_gpu's line: a largest table of 2^31 entries (16 GiB) fits one GPU of kinfer's class
+// with room for the rest of the plan, so such a plan is not sliced over several GPUs.
+constexpr double kOneGpuLog2Table = 31;
+// The order search's first rounds have largest tables 2^4-2^11 above its answer's (linkage_17:
+// 2^36.3 at round 0, 2^25.2 in the end; pedigree50 2^36.7; linkage_11 2^40.6): their guess for
+// see_one_gpu is discounted by this much. A plan it misjudges still runs, its slices on one GPU.
+constexpr double kEarlyTableDiscountLog2 = 10;
+
 struct Runner::Gpu {
   gpu::Context* given = nullptr;
   bool use_given = false;
   std::future<OpenedDevice> early;
   clock_type::time_point early_at;  // when `early` was started
+  // start_early left the start to the order search's first round (several GPUs visible: the
+  // round's best order says whether one GPU holds the plan, see_one_gpu).
+  bool start_at_first_round = false;
   std::optional<OpenedDevice> opened;
   // The last --device auto decision made with the GPU open, for the plan it was made for (the
   // planner, the accountant and run() each ask; a prediction is ~10 ms on a large network).

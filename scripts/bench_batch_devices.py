@@ -100,6 +100,9 @@ def main():
     ap.add_argument("--lod", type=int, default=0, help="a manifest of this many lod analyses instead")
     ap.add_argument("--lod-people", default="10:60", help="family sizes MIN:MAX (--lod)")
     ap.add_argument("--lod-markers", default="10:40", help="marker counts MIN:MAX (--lod)")
+    ap.add_argument("--lod-max-bits", type=int, default=0,
+                    help="draw again a family whose pedigree has more inheritance bits (2n - f) "
+                         "than this (--lod; 0: no limit)")
     ap.add_argument("--copies", type=int, default=8, help="jobs per network")
     ap.add_argument("--gpus", default="1",
                     help="comma-separated GPU counts to run the batch with (all: every GPU)")
@@ -266,6 +269,12 @@ def main():
     shutil.rmtree(work, ignore_errors=True)
 
 
+def inheritance_bits(people):
+    """A pedigree's inheritance vector bits as `kinfer lod --bits` counts them: 2n - f."""
+    founders = sum(1 for p in people if not p['fa'])
+    return 2 * (len(people) - founders) - founders
+
+
 def lod_suite(a, kinfer, work):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import random
@@ -277,9 +286,12 @@ def lod_suite(a, kinfer, work):
     with open(manifest, "w") as f:
         f.write("id\tkind\tped\tdat\toptions\n")
         for i in range(a.lod):
-            size = rng.randint(lo_p, hi_p)
-            markers = rng.randint(lo_m, hi_m)
-            dat, peds = bench_linkage.simulate(rng, rng.randint(1, 3), size, markers, 4, 0, 2.0)
+            while True:  # a family above --lod-max-bits is drawn again
+                size = rng.randint(lo_p, hi_p)
+                markers = rng.randint(lo_m, hi_m)
+                dat, peds = bench_linkage.simulate(rng, rng.randint(1, 3), size, markers, 4, 0, 2.0)
+                if not a.lod_max_bits or max(inheritance_bits(p) for p in peds) <= a.lod_max_bits:
+                    break
             d, p = os.path.join(work, f"f{i}.dat"), os.path.join(work, f"f{i}.ped")
             with open(d, "w") as g:
                 g.write(dat)
