@@ -100,6 +100,9 @@ JobOptions parse_job_options(const io::Job& job);
 // f founders), and per evaluation b x 2^b per locus for a multipoint scan (the chain's step, or
 // the network beyond --bits, at least as large), 2^min(b, 20) per locus for two-point
 // likelihoods. Negative when its files cannot be read (the job itself reports why).
-double estimate_lod_work(const io::Job& job, const LodOptions& o);
+// `beyond_chain` (optional) is set when a multipoint scan has a pedigree beyond --bits: its
+// network's work is unknown before it is planned (often far less than b x 2^b), so how much a
+// GPU gains on it is too.
+double estimate_lod_work(const io::Job& job, const LodOptions& o, bool* beyond_chain = nullptr);
 
 }  // namespace kinfer::app

@@ -83,7 +83,8 @@ JobOptions parse_job_options(const io::Job& job) {
   return o;
 }
 
-double estimate_lod_work(const io::Job& job, const LodOptions& o) {
+double estimate_lod_work(const io::Job& job, const LodOptions& o, bool* beyond_chain) {
+  if (beyond_chain) *beyond_chain = false;
   if (!o.merlin.map.empty()) return -1;  // MERLIN input (-m): not sized
   try {
     const linkage::LocusFile lf = io::read_locus_file(job.dat);
@@ -99,6 +100,7 @@ double estimate_lod_work(const io::Job& job, const LodOptions& o) {
       int nonfounders = 0, founders = 0;
       for (const auto& p : ped.people) (p.founder() ? founders : nonfounders) += 1;
       const int bits = std::clamp(2 * nonfounders - founders, 0, 60);
+      if (multipoint && bits > o.bits && beyond_chain) *beyond_chain = true;
       work += multipoint ? evaluations * loci * bits * std::exp2(bits)
                          : evaluations * loci * std::exp2(std::min(bits, 20));
     }

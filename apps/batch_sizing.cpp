@@ -37,7 +37,7 @@ void Batch::probe(JobState& s) {
     return;
   }
   if (s.job.kind == "lod") {
-    s.flops = estimate_lod_work(s.job, s.options.lod);
+    s.flops = estimate_lod_work(s.job, s.options.lod, &s.gpu_gain_unknown);
     return;
   }
   if (s.job.kind != "pe") return;
@@ -119,6 +119,10 @@ bool Batch::wants_gpu(const JobState& s) const {
   return d == "gpu" || s.flops >= opt_.gpu_min_flops;
 }
 
+bool Batch::waits_for_gpu(const JobState& s) const {
+  return wants_gpu(s) && s.flops >= opt_.gpu_wait_flops && !s.gpu_gain_unknown;
+}
+
 bool Batch::start_order_search(RankSlot& k) {
   if (k.gpu_slots == 0 || opt_.no_share || k.running >= k.slots) return false;
   std::size_t first = kNone;
@@ -126,7 +130,7 @@ bool Batch::start_order_search(RankSlot& k) {
   for (std::size_t q = next_; q < order_.size(); ++q) {
     const JobState& c = states_[order_[q]];
     if (c.status != Status::Pending || c.solo || !c.options.groupable ||
-        !(c.awaiting_search || (wants_gpu(c) && c.flops >= opt_.gpu_wait_flops)) ||
+        !(c.awaiting_search || waits_for_gpu(c)) ||
         searched_.count(plan_key(c)))
       continue;
     if (due.insert(plan_key(c)).second && first == kNone) first = order_[q];

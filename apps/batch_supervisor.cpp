@@ -435,9 +435,8 @@ bool Batch::launch_on(int r) {
     if (!c.probed) probe(c);
     if (c.status != Status::Pending) continue;
     if (c.avoid_rank == r && ranks_.size() > 1) continue;
-    if (k.gpu_running > 0 && !gpu_room(r) && wants_gpu(c) && c.flops >= opt_.gpu_wait_flops)
-      continue;
-    if (wants_gpu(c) && c.flops >= opt_.gpu_wait_flops && order_being_searched(c)) continue;
+    if (k.gpu_running > 0 && !gpu_room(r) && waits_for_gpu(c)) continue;
+    if (waits_for_gpu(c) && order_being_searched(c)) continue;
     idx = order_[q];
     break;
   }

@@ -63,6 +63,9 @@ struct JobState {
   // it waits for that search instead of a probe of its own (see size_by_searches).
   bool awaiting_search = false;
   bool solo = false;  // its group's worker died: run it alone
+  // A lod job whose work is a guess (estimate_lod_work's beyond_chain): it takes a free GPU
+  // but does not wait for a busy one while cores are free.
+  bool gpu_gain_unknown = false;
   pid_t pid = -1;
   clock_type::time_point start;
   bool from_previous_run = false;
@@ -223,6 +226,9 @@ class Batch {
   // The GPU decision for a job: a pe job whose plan is big enough for `pe --device auto` (or that
   // asks for --device gpu) wants the GPU; it gets it when fewer than --gpu-jobs hold it.
   bool wants_gpu(const JobState& s) const;
+  // Whether it waits for a busy GPU rather than run on free cores: a GPU candidate of at least
+  // --gpu-wait-flops whose work is not a guess (gpu_gain_unknown).
+  bool waits_for_gpu(const JobState& s) const;
 
   // A job's single command line (`gpu`: a pe job may use the GPU).
   std::vector<std::string> job_args(const JobState& s, bool gpu) const;

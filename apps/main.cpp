@@ -124,6 +124,7 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   kinfer::sched::set_gpu_driver_environment();  // before any thread or CUDA call
+  kinfer::app::report_crashes();
   const int status = run(argc, argv);
   // After a GPU run the driver's release of the device (~0.1 s) is left to a helper process.
   kinfer::app::leave_gpu_teardown_to_helper(status);

@@ -1,6 +1,7 @@
 #include "apps/process_exit.hpp"
 
 #include <dirent.h>
+#include <execinfo.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -107,6 +108,37 @@ void leave_gpu_teardown_to_helper(int status) {
   }
   for (int fd : close_fds) close(fd);
   std::_Exit(status);
+}
+
+namespace {
+// Async-signal-safe: write(2) and backtrace_symbols_fd only (backtrace() is primed in
+// report_crashes, so that its first call, which may load libgcc, is not made here).
+void on_crash(int sig) {
+  char msg[64] = "kinfer: internal error (signal ";
+  std::size_t n = std::strlen(msg);
+  if (sig >= 10) msg[n++] = static_cast<char>('0' + sig / 10);
+  msg[n++] = static_cast<char>('0' + sig % 10);
+  const char tail[] = "); stack:\n";
+  std::memcpy(msg + n, tail, sizeof tail);
+  if (write(STDERR_FILENO, msg, std::strlen(msg)) < 0) _exit(128 + sig);
+  void* frames[64];
+  const int depth = backtrace(frames, 64);
+  backtrace_symbols_fd(frames, depth, STDERR_FILENO);
+  signal(sig, SIG_DFL);  // the default action: the process dies of this signal, as it would have
+  raise(sig);
+}
+}  // namespace
+
+void report_crashes() {
+  void* prime[1];
+  backtrace(prime, 1);
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL}) {
+    struct sigaction sa {};
+    sa.sa_handler = on_crash;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(sig, &sa, nullptr);
+  }
 }
 
 }  // namespace kinfer::app

@@ -17,4 +17,9 @@ namespace kinfer::app {
 // even without a GPU (the tests check the exit this way).
 void leave_gpu_teardown_to_helper(int status);
 
+// On a crash (SIGSEGV, SIGBUS, SIGFPE, SIGILL), prints "kinfer: internal error (signal N)" and
+// the raw stack addresses to stderr before the process dies of the signal as it would have, so
+// that a report carries where it happened (addr2line -f -e kinfer ADDRESS resolves them).
+void report_crashes();
+
 }  // namespace kinfer::app
