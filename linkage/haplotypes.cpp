@@ -353,7 +353,7 @@ PedigreeHaplotypes most_likely_haplotypes_chain(const Pedigree& ped,
                         std::to_string(vp.ln_max) +
                         " (a bug): the answer is withheld; run with --method network");
   finish(ped, loci, pn, std::move(g), s, std::move(x), ln, out);
-  out.chain_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  out.chain_s = since(t0);
   return out;
 }
 

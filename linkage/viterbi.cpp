@@ -11,14 +11,13 @@
 #include <stdexcept>
 #include <string>
 
+#include "engine/util.hpp"
+
 namespace kinfer::linkage {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 // A founder's meioses kept: the group of state positions flipped with its phase (empty when
@@ -314,7 +313,7 @@ ViterbiPath viterbi_path(const InheritanceModel& im, const Pedigree& ped, int ma
     const int k1 = std::min(M, k0 + chunk_size);
     auto t0 = Clock::now();
     std::vector<std::unique_ptr<Emission>> chunk = compute(k0, k1);
-    out.emission_s += seconds_since(t0);
+    out.emission_s += since(t0);
     t0 = Clock::now();
     for (int k = k0; k < k1; ++k) {
       const Emission* e = chunk[k - k0].get();
@@ -332,7 +331,7 @@ ViterbiPath viterbi_path(const InheritanceModel& im, const Pedigree& ped, int ma
       const double b = bytes_of(*e);
       if (cached + b <= left / 2) cache[k] = std::move(chunk[k - k0]), cached += b;
     }
-    out.forward_s += seconds_since(t0);
+    out.forward_s += since(t0);
   }
   out.ln_max = ln;
 
@@ -374,7 +373,7 @@ ViterbiPath viterbi_path(const InheritanceModel& im, const Pedigree& ped, int ma
   for (int k = M - 1; k > 0; --k)
     state[k - 1] = chain.argmax_previous(delta(k - 1), state[k], male[k - 1], female[k - 1],
                                          flips[k]);
-  out.traceback_s = seconds_since(t0);
+  out.traceback_s = since(t0);
 
   // The selectors: a founder's meioses flip with its phase (0 at the first marker).
   const int np = static_cast<int>(ped.people.size());
