@@ -649,13 +649,24 @@ TEST_CASE("Haplotypes.ChainMatchesNetworkOnBundledPedigrees", "[linkage][apps]")
       {"-p", (l / "fastlink_example" / "pedfile.dat").string(), "-d",
        (l / "fastlink_example" / "datafile.dat").string()},
       {"-p", (data_dir() / "merlin" / "loop" / "loop.linkage.pre").string(), "-d",
-       (data_dir() / "merlin" / "loop" / "loop.linkage.dat").string()}};
+       (data_dir() / "merlin" / "loop" / "loop.linkage.dat").string()},
+      {"-p", (data_dir() / "merlin" / "xlinked" / "xlinked5.ped").string(), "-d",
+       (data_dir() / "merlin" / "xlinked" / "xlinked5.dat").string(), "-m",
+       (data_dir() / "merlin" / "xlinked" / "xlinked5.map").string(), "-f",
+       (data_dir() / "merlin" / "xlinked" / "xlinked5.freq").string()}};
   for (const auto& in : inputs) {
     INFO(in[1]);
     std::vector<std::string> chain = in, network = in;
     chain.insert(chain.end(), {"--method", "chain"});
     network.insert(network.end(), {"--method", "network"});
-    check_paths_agree(run_json(chain), run_json(network));
+    const auto c = run_json(chain), n = run_json(network);
+    if (c.contains("chromosomes")) {  // MERLIN input: per chromosome
+      REQUIRE(c["chromosomes"].size() == n["chromosomes"].size());
+      for (std::size_t i = 0; i < c["chromosomes"].size(); ++i)
+        check_paths_agree(c["chromosomes"][i], n["chromosomes"][i]);
+    } else {
+      check_paths_agree(c, n);
+    }
   }
 }
 
@@ -740,4 +751,57 @@ TEST_CASE("Haplotypes.ChainCheckpointsUnderMaxMemory", "[linkage][apps]") {
   const ProcessResult c = run_kinfer(limited);
   CHECK(c.rc == 3);
   CHECK_THAT(c.err, Catch::Contains("Lander-Green chain"));
+}
+
+TEST_CASE("Haplotypes.ChainMatchesNetworkBeyondOneRegion", "[linkage][apps]") {
+  // More state bits than one kernel region (11): a three-generation pedigree of 14-17 bits over
+  // 4 markers, and a sibship of 13 (24 bits) whose founders' groups of 12 bits each span two
+  // regions (their own pass): the same maximum by both paths, and the chain's configuration
+  // has the probability it prints.
+  std::mt19937 rng(1711);
+  std::vector<std::pair<std::vector<Ind>, Model>> cases;
+  {
+    const Model mo = random_model(rng, 4);
+    cases.emplace_back(random_pedigree(rng, mo, 14, 0.8), mo);
+  }
+  {
+    const Model mo = random_model(rng, 3);
+    std::vector<Ind> ped = {{-1, -1, 1, {}}, {-1, -1, 2, {}}};
+    for (int c = 0; c < 13; ++c) ped.push_back({0, 1, 1 + c % 2, {}});
+    // data from a simulation of the same family
+    std::vector<Ind> sim = random_pedigree(rng, mo, 2, 1.0);  // two founders' genotypes
+    ped[0].typed = sim[0].typed, ped[1].typed = sim[1].typed;
+    std::uniform_real_distribution<double> u(0, 1);
+    for (int c = 2; c < 15; ++c) {
+      int sel[2] = {static_cast<int>(rng() % 2), static_cast<int>(rng() % 2)};
+      for (int k = 0; k < 3; ++k) {
+        int al[2];
+        for (int side = 0; side < 2; ++side) {
+          if (k > 0 && u(rng) < mo.between(side, k - 1)) sel[side] ^= 1;
+          const auto [a, b] = ped[side].typed[k];
+          al[side] = sel[side] == 0 ? a : b;  // the founder's listed alleles taken as its phase
+        }
+        ped[c].typed.push_back(u(rng) < 0.85 ? std::make_pair(al[0], al[1]) : std::make_pair(0, 0));
+      }
+    }
+    cases.emplace_back(ped, mo);
+  }
+  for (const auto& [ped, mo] : cases) {
+    TempDir dir;
+    write_input(dir, ped, mo, mo.theta, false);
+    const ProcessResult r =
+        run_kinfer({"haplotypes", "--json", "--method", "chain", "-p", (dir / "h.pre").string(),
+                    "-d", (dir / "h.dat").string()});
+    INFO(r.err);
+    REQUIRE(r.rc == 0);
+    const std::string mark = "(Viterbi), ";
+    const auto at = r.err.find(mark);
+    REQUIRE(at != std::string::npos);
+    CHECK(std::stoi(r.err.substr(at + mark.size())) > 11);
+    const auto chain = nlohmann::json::parse(r.out);
+    check_paths_agree(chain, haplotypes(dir, {"--method", "network"}));
+    const double own = log10_probability(ped, mo, reported(chain["pedigrees"][0],
+                                                           static_cast<int>(mo.freq.size())));
+    CHECK(std::abs(chain["log10_probability"].get<double>() - own) < 1e-9);
+  }
 }
