@@ -2,6 +2,13 @@
 
 #include <omp.h>
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#define KINFER_VITERBI_AVX2 1
+#else
+#define KINFER_VITERBI_AVX2 0
+#endif
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -39,20 +46,70 @@ inline void max_mix(double* __restrict a, double* __restrict b, long n, double t
   }
 }
 
-// The max-times kernel on R rows of W contiguous doubles (row r at b + r W): every bit q of the
-// row index by theta bt[q], then every group (mask over row bits) by its theta.
+#if KINFER_VITERBI_AVX2
+// v[j ^ L] in lane j of a 4-double vector.
+template <int L>
+inline __m256d lane_xor(__m256d v) {
+  if constexpr (L == 1) return _mm256_permute_pd(v, 0b0101);
+  if constexpr (L == 2) return _mm256_permute2f128_pd(v, v, 1);
+  if constexpr (L == 3) return _mm256_permute4x64_pd(v, 0b00011011);
+  return v;
+}
+// xor_max for a mask whose two lowest bits are L and the rest `hi`: lanes permuted, vectors
+// paired (runs of the lowest bit of hi).
+template <int L>
+void xor_max_lanes(double* x, long n, long hi, double t) {
+  const __m256d tv = _mm256_set1_pd(t), uv = _mm256_set1_pd(1 - t);
+  if (hi == 0) {
+    for (long i = 0; i < n; i += 4) {
+      const __m256d v = _mm256_loadu_pd(x + i);
+      _mm256_storeu_pd(x + i, _mm256_max_pd(_mm256_mul_pd(uv, v),
+                                            _mm256_mul_pd(tv, lane_xor<L>(v))));
+    }
+    return;
+  }
+  const long low = hi & -hi;
+  for (long base = 0; base < n; base += 2 * low)
+    for (long i = 0; i < low; i += 4) {
+      double* p = x + base + i;
+      double* q = x + ((base + i) ^ hi);
+      const __m256d a = _mm256_loadu_pd(p), b = _mm256_loadu_pd(q);
+      _mm256_storeu_pd(p, _mm256_max_pd(_mm256_mul_pd(uv, a), _mm256_mul_pd(tv, lane_xor<L>(b))));
+      _mm256_storeu_pd(q, _mm256_max_pd(_mm256_mul_pd(uv, b), _mm256_mul_pd(tv, lane_xor<L>(a))));
+    }
+}
+#endif
+
+// x[w] <- max((1-t) x[w], t x[w ^ m]) for every w in [0, n) at once (n a power of two, m < n):
+// one bit's max-times butterfly (m a single bit) or a founder group's flip.
+void xor_max(double* x, long n, long m, double t) {
+#if KINFER_VITERBI_AVX2
+  if (n >= 4) {
+    const long hi = m & ~3L;
+    switch (m & 3) {
+      case 0:
+        return xor_max_lanes<0>(x, n, hi, t);
+      case 1:
+        return xor_max_lanes<1>(x, n, hi, t);
+      case 2:
+        return xor_max_lanes<2>(x, n, hi, t);
+      default:
+        return xor_max_lanes<3>(x, n, hi, t);
+    }
+  }
+#endif
+  const long low = m & -m;
+  for (long w = 0; w < n; ++w)
+    if (!(w & low)) max_mix(x + w, x + (w ^ m), 1, t);
+}
+
+// The max-times kernel on R rows of W contiguous doubles (row r at b + r W, W a power of two):
+// every bit q of the row index by theta bt[q], then every group (mask over row bits) by its
+// theta. A row mask M is the element mask M W.
 void mix_rows(double* b, long R, long W, const std::vector<double>& bt,
               const std::vector<std::pair<std::uint64_t, double>>& groups) {
-  for (std::size_t q = 0; q < bt.size(); ++q) {
-    const long s = 1L << q;
-    for (long base = 0; base < R; base += 2 * s)
-      max_mix(b + base * W, b + (base + s) * W, s * W, bt[q]);
-  }
-  for (const auto& [M, t] : groups) {
-    const long low = static_cast<long>(M & (~M + 1));
-    for (long r = 0; r < R; ++r)
-      if (!(r & low)) max_mix(b + r * W, b + (r ^ static_cast<long>(M)) * W, W, t);
-  }
+  for (std::size_t q = 0; q < bt.size(); ++q) xor_max(b, R * W, (1L << q) * W, bt[q]);
+  for (const auto& [M, t] : groups) xor_max(b, R * W, static_cast<long>(M) * W, t);
 }
 
 class MaxChain {
@@ -114,10 +171,10 @@ class MaxChain {
     return ln;
   }
 
-  // x <- e x, then scaled to a maximum of 1: returns the ln of the factor taken out (e's scale
-  // included), -inf when x is 0.
-  double emit_and_scale(double* x, const Emission* e) const {
-    if (e && e->zero) return kNegInf;
+  // x <- factor e x (the factor: the previous step's scaling, deferred to this pass); returns
+  // the maximum of x (0: x is 0). e's own ln_scale is the caller's.
+  double emit(double* x, const Emission* e, double factor) const {
+    if (e && e->zero) return 0;
     struct Lut {
       std::vector<std::uint32_t> lo, hi;
       const double* t;
@@ -142,16 +199,12 @@ class MaxChain {
     double mx = 0;
 #pragma omp parallel for schedule(static) reduction(max : mx)
     for (long s = 0; s < n_; ++s) {
-      double v = x[s];
+      double v = x[s] * factor;
       for (const Lut& l : luts) v *= l.direct ? l.t[s] : l.t[l.lo[s & lmask] | l.hi[s >> lb]];
       x[s] = v;
       mx = std::max(mx, v);
     }
-    if (!(mx > 0)) return kNegInf;
-    const double inv = 1 / mx;
-#pragma omp parallel for schedule(static)
-    for (long s = 0; s < n_; ++s) x[s] *= inv;
-    return std::log(mx) + (e ? e->ln_scale : 0.0);
+    return mx;
   }
 
   // The state at the previous marker maximising d(s') K(s', s) (the first among equals), and
@@ -308,6 +361,11 @@ ViterbiPath viterbi_path(const InheritanceModel& im, const Pedigree& ped, int ma
   std::vector<std::vector<double>> stored(C == 1 ? M : (M + C - 1) / C);
   std::vector<double> cur(N, 1.0);
   double ln = -static_cast<double>(im.meioses()) * std::log(2.0);
+  // Each vector is scaled to a maximum of 1 by the next pass over it (the emission's): the
+  // factor each marker's pass applied, kept so that the traceback's recomputation repeats the
+  // same operations (the same values, so the same ties).
+  std::vector<double> factor(M, 1.0);
+  double next_factor = 1;
   const int chunk_size = 2 * threads;
   for (int k0 = 0; k0 < M; k0 += chunk_size) {
     const int k1 = std::min(M, k0 + chunk_size);
@@ -318,11 +376,14 @@ ViterbiPath viterbi_path(const InheritanceModel& im, const Pedigree& ped, int ma
     for (int k = k0; k < k1; ++k) {
       const Emission* e = chunk[k - k0].get();
       if (k > 0) ln += chain.kernel(cur.data(), male[k - 1], female[k - 1]);
-      ln += chain.emit_and_scale(cur.data(), e);
-      if (!(ln > kNegInf)) {
+      factor[k] = next_factor;
+      const double mx = chain.emit(cur.data(), e, factor[k]);
+      if (!(mx > 0)) {
         out.ln_max = kNegInf;
         return out;
       }
+      ln += std::log(mx) + e->ln_scale;
+      next_factor = 1 / mx;
       if (C == 1)
         stored[k] = cur;
       else if (k % C == 0)
@@ -361,7 +422,7 @@ ViterbiPath viterbi_path(const InheritanceModel& im, const Pedigree& ped, int ma
           v = block[j - b * C - 1];
           chain.kernel(v.data(), male[j - 1], female[j - 1]);
           if (!cache[j]) ++out.emissions_recomputed;
-          chain.emit_and_scale(v.data(), cache[j] ? cache[j].get() : e[j - j0].get());
+          chain.emit(v.data(), cache[j] ? cache[j].get() : e[j - j0].get(), factor[j]);
         }
       }
       current = b;
