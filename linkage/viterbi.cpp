@@ -143,38 +143,47 @@ class MaxChain {
   long states() const { return n_; }
   const std::vector<FounderGroup>& groups() const { return groups_; }
 
-  // x <- K(x) in the max-times semiring at these thetas; returns the ln of the constant factor
-  // of the founders with an empty group.
-  double kernel(double* x, double tm, double tf) const {
-    for (std::size_t r = 0; r < layout_.regions.size(); ++r) {
+  // One step: x <- factor e K(x) (K the max-times kernel at these thetas when `kernel`; factor:
+  // the previous step's scaling, deferred to this pass). The regions above 0 and the groups
+  // spanning regions first, each its own pass; then one pass over region 0's contiguous blocks
+  // applies their butterflies and the emission while a block is in cache (the kernel's stages
+  // commute: each is a function of s' xor s). Returns the maximum of x (0: x is 0); `ln_const`
+  // receives the ln of the constant factor of the founders with an empty group. e's own
+  // ln_scale is the caller's.
+  double step(double* x, bool kernel, double tm, double tf, const Emission* e, double factor,
+              double* ln_const) const {
+    *ln_const = 0;
+    if (e && e->zero) return 0;
+    auto region_data = [&](std::size_t r, std::vector<double>& bt,
+                           std::vector<std::pair<std::uint64_t, double>>& gm) {
       const auto [lo, hi] = layout_.regions[r];
-      std::vector<double> bt;
       for (int p = lo; p < hi; ++p) bt.push_back(layout_.female[p] ? tf : tm);
-      std::vector<std::pair<std::uint64_t, double>> gm;
       for (const FounderGroup& g : groups_)
         if (g.mask && g.region == static_cast<int>(r))
           gm.push_back({g.mask >> lo, g.female ? tf : tm});
-      region_pass(x, lo, hi, bt, gm);
-    }
-    double ln = 0;
-    for (const FounderGroup& g : groups_) {
-      const double t = g.female ? tf : tm;
-      if (!g.mask) {
-        ln += std::log(std::max(t, 1 - t));
-      } else if (g.region < 0) {
-        const long M = static_cast<long>(g.mask), low = M & -M;
-#pragma omp parallel for schedule(static)
-        for (long w = 0; w < n_; ++w)
-          if (!(w & low)) max_mix(x + w, x + (w ^ M), 1, t);
+    };
+    std::vector<double> bt0;
+    std::vector<std::pair<std::uint64_t, double>> gm0;
+    if (kernel) {
+      for (std::size_t r = 1; r < layout_.regions.size(); ++r) {
+        std::vector<double> bt;
+        std::vector<std::pair<std::uint64_t, double>> gm;
+        region_data(r, bt, gm);
+        region_pass(x, layout_.regions[r].first, layout_.regions[r].second, bt, gm);
       }
+      for (const FounderGroup& g : groups_) {
+        const double t = g.female ? tf : tm;
+        if (!g.mask) {
+          *ln_const += std::log(std::max(t, 1 - t));
+        } else if (g.region < 0) {
+          const long M = static_cast<long>(g.mask), low = M & -M;
+#pragma omp parallel for schedule(static)
+          for (long w = 0; w < n_; ++w)
+            if (!(w & low)) max_mix(x + w, x + (w ^ M), 1, t);
+        }
+      }
+      region_data(0, bt0, gm0);
     }
-    return ln;
-  }
-
-  // x <- factor e x (the factor: the previous step's scaling, deferred to this pass); returns
-  // the maximum of x (0: x is 0). e's own ln_scale is the caller's.
-  double emit(double* x, const Emission* e, double factor) const {
-    if (e && e->zero) return 0;
     struct Lut {
       std::vector<std::uint32_t> lo, hi;
       const double* t;
@@ -196,13 +205,17 @@ class MaxChain {
         luts.push_back(std::move(l));
       }
     const long lmask = (1L << lb) - 1;
+    const long R0 = 1L << layout_.regions.at(0).second;
     double mx = 0;
 #pragma omp parallel for schedule(static) reduction(max : mx)
-    for (long s = 0; s < n_; ++s) {
-      double v = x[s] * factor;
-      for (const Lut& l : luts) v *= l.direct ? l.t[s] : l.t[l.lo[s & lmask] | l.hi[s >> lb]];
-      x[s] = v;
-      mx = std::max(mx, v);
+    for (long h = 0; h < n_ / R0; ++h) {
+      if (kernel) mix_rows(x + h * R0, R0, 1, bt0, gm0);
+      for (long s = h * R0; s < (h + 1) * R0; ++s) {
+        double v = x[s] * factor;
+        for (const Lut& l : luts) v *= l.direct ? l.t[s] : l.t[l.lo[s & lmask] | l.hi[s >> lb]];
+        x[s] = v;
+        mx = std::max(mx, v);
+      }
     }
     return mx;
   }
@@ -211,13 +224,6 @@ class MaxChain {
   // per group the phase change attaining it (1: the founder's phase flips).
   long argmax_previous(const double* d, long s, double tm, double tf,
                        std::vector<int>& flips) const {
-    const int nm = __builtin_popcountll(ungrouped_[0]), nf = __builtin_popcountll(ungrouped_[1]);
-    auto powers = [](double t, int n) {  // [c]: t^c (1-t)^(n-c)
-      std::vector<double> p(n + 1);
-      for (int c = 0; c <= n; ++c) p[c] = std::pow(t, c) * std::pow(1 - t, n - c);
-      return p;
-    };
-    const std::vector<double> pm = powers(tm, nm), pf = powers(tf, nf);
     const int ng = static_cast<int>(groups_.size());
     std::vector<std::vector<double>> gv(ng);
     std::vector<std::vector<char>> gd(ng);
@@ -232,7 +238,37 @@ class MaxChain {
         gd[g].push_back(b > a);
       }
     }
-    const std::uint64_t um = ungrouped_[0], uf = ungrouped_[1];
+    // K(s', s) as a product of one table per region (its bits and the groups inside it, read
+    // at the region's bits of s' xor s) and the groups that span regions.
+    struct Table {
+      int lo;
+      long mask;
+      std::vector<double> t;
+    };
+    std::vector<Table> tables;
+    for (std::size_t r = 0; r < layout_.regions.size(); ++r) {
+      const auto [lo, hi] = layout_.regions[r];
+      if (hi <= lo) continue;
+      Table tb{lo, (1L << (hi - lo)) - 1, std::vector<double>(std::size_t(1) << (hi - lo), 1.0)};
+      for (long y = 0; y <= tb.mask; ++y) {
+        const std::uint64_t x = static_cast<std::uint64_t>(y) << lo;
+        double v = 1;
+        for (int p = lo; p < hi; ++p)
+          for (int sex = 0; sex < 2; ++sex)
+            if ((ungrouped_[sex] >> p) & 1) {
+              const double t = sex ? tf : tm;
+              v *= (x >> p) & 1 ? t : 1 - t;
+            }
+        for (int g = 0; g < ng; ++g)
+          if (groups_[g].mask && groups_[g].region == static_cast<int>(r))
+            v *= gv[g][__builtin_popcountll(x & groups_[g].mask)];
+        tb.t[y] = v;
+      }
+      tables.push_back(std::move(tb));
+    }
+    std::vector<int> spanning;
+    for (int g = 0; g < ng; ++g)
+      if (groups_[g].mask && groups_[g].region < 0) spanning.push_back(g);
     double best = -1;
     long arg = 0;
 #pragma omp parallel
@@ -241,9 +277,11 @@ class MaxChain {
       long ta = 0;
 #pragma omp for schedule(static) nowait
       for (long w = 0; w < n_; ++w) {
-        const std::uint64_t x = static_cast<std::uint64_t>(w ^ s);
-        double v = d[w] * pm[__builtin_popcountll(x & um)] * pf[__builtin_popcountll(x & uf)];
-        for (int g = 0; g < ng; ++g) v *= gv[g][__builtin_popcountll(x & groups_[g].mask)];
+        const long x = w ^ s;
+        double v = d[w];
+        for (const Table& t : tables) v *= t.t[(x >> t.lo) & t.mask];
+        for (int g : spanning)
+          v *= gv[g][__builtin_popcountll(static_cast<std::uint64_t>(x) & groups_[g].mask)];
         if (v > tb) tb = v, ta = w;
       }
 #pragma omp critical
@@ -263,17 +301,12 @@ class MaxChain {
       r |= static_cast<std::uint32_t>((x >> __builtin_ctzll(m)) & 1) << k;
     return r;
   }
-  // One region's bits and groups: region 0 (contiguous rows) in place, a higher region by
-  // tiles of up to 8 columns gathered into a buffer so that its butterflies stay in cache.
+  // One region's bits and groups, a region above 0 (lo > 0): by tiles of up to 8 columns
+  // gathered into a buffer so that its butterflies stay in cache.
   void region_pass(double* x, int lo, int hi, const std::vector<double>& bt,
                    const std::vector<std::pair<std::uint64_t, double>>& gm) const {
     if (hi <= lo) return;
     const long R = 1L << (hi - lo), C = 1L << lo, H = n_ / (R * C);
-    if (C == 1) {
-#pragma omp parallel for schedule(static)
-      for (long h = 0; h < H; ++h) mix_rows(x + h * R, R, 1, bt, gm);
-      return;
-    }
     const long W = std::min(C, 8L), tiles = H * (C / W);
 #pragma omp parallel
     {
@@ -375,9 +408,11 @@ ViterbiPath viterbi_path(const InheritanceModel& im, const Pedigree& ped, int ma
     t0 = Clock::now();
     for (int k = k0; k < k1; ++k) {
       const Emission* e = chunk[k - k0].get();
-      if (k > 0) ln += chain.kernel(cur.data(), male[k - 1], female[k - 1]);
       factor[k] = next_factor;
-      const double mx = chain.emit(cur.data(), e, factor[k]);
+      double ln_const = 0;
+      const double mx = chain.step(cur.data(), k > 0, k > 0 ? male[k - 1] : 0.5,
+                                   k > 0 ? female[k - 1] : 0.5, e, factor[k], &ln_const);
+      ln += ln_const;
       if (!(mx > 0)) {
         out.ln_max = kNegInf;
         return out;
@@ -420,9 +455,10 @@ ViterbiPath viterbi_path(const InheritanceModel& im, const Pedigree& ped, int ma
         for (int j = j0; j < j1; ++j) {
           std::vector<double>& v = block[j - b * C];
           v = block[j - b * C - 1];
-          chain.kernel(v.data(), male[j - 1], female[j - 1]);
           if (!cache[j]) ++out.emissions_recomputed;
-          chain.emit(v.data(), cache[j] ? cache[j].get() : e[j - j0].get(), factor[j]);
+          double ln_const;
+          chain.step(v.data(), true, male[j - 1], female[j - 1],
+                     cache[j] ? cache[j].get() : e[j - j0].get(), factor[j], &ln_const);
         }
       }
       current = b;
