@@ -308,8 +308,9 @@ PedigreeHaplotypes most_likely_haplotypes_chain(const Pedigree& ped,
                                                    vp.checkpoint_every + 1);
   out.ln_max = vp.ln_max;
   spdlog::debug("pedigree {}: Viterbi chain, {} bits: emissions {:.2f} s, forward {:.2f} s, "
-                "traceback {:.2f} s, checkpoints every {} marker(s), {} emission(s) recomputed",
-                ped.id, im.bits(), vp.emission_s, vp.forward_s, vp.traceback_s,
+                "traceback {:.2f} s ({:.2f} s recomputing from checkpoints every {} marker(s), {} "
+                "emission(s) recomputed)",
+                ped.id, im.bits(), vp.emission_s, vp.forward_s, vp.traceback_s, vp.recompute_s,
                 vp.checkpoint_every, vp.emissions_recomputed);
 
   // Each marker's alleles given its selectors: the one-marker network's MPE with the selectors

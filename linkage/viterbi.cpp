@@ -447,6 +447,7 @@ ViterbiPath viterbi_path(const InheritanceModel& im, const Pedigree& ped, int ma
     if (C == 1) return stored[k].data();
     const int b = k / C;
     if (b != current) {
+      const auto r0 = Clock::now();
       block[0] = stored[b];
       const int end = std::min(M, (b + 1) * C);
       for (int j0 = b * C + 1; j0 < end; j0 += chunk_size) {
@@ -462,6 +463,7 @@ ViterbiPath viterbi_path(const InheritanceModel& im, const Pedigree& ped, int ma
         }
       }
       current = b;
+      out.recompute_s += since(r0);
     }
     return block[k - b * C].data();
   };

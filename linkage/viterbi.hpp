@@ -32,6 +32,7 @@ struct ViterbiPath {
   int checkpoint_every = 1;  // 1: every marker's delta kept
   long emissions_recomputed = 0;
   double emission_s = 0, forward_s = 0, traceback_s = 0;
+  double recompute_s = 0;  // of traceback_s: the blocks of deltas recomputed from checkpoints
 };
 
 // `im`: the model over the markers (every locus index 0..M-1 in map order, everyone kept);
