@@ -21,6 +21,7 @@
 #include "io/linkage.hpp"
 #include "io/merlin.hpp"
 #include "linkage/haplotypes.hpp"
+#include "linkage/inheritance.hpp"
 
 namespace kinfer::app {
 
@@ -30,6 +31,8 @@ namespace lk = kinfer::linkage;
 
 struct HaplotypesOptions {
   std::string ped, dat, map, freq, out, max_memory;
+  std::string method = "auto";  // auto, chain or network
+  int bits = 24;                // auto: the chain for pedigrees of at most this many bits
   bool json = false;
 };
 
@@ -51,10 +54,42 @@ struct Analysis {
 struct Result {
   nlohmann::json json;
   std::string text;
+  bool chain = false;  // some pedigree ran the Lander-Green chain
 };
 
+// One pedigree's most likely haplotypes by the path `o.method` asks for: auto runs the chain
+// when the pedigree's bits are at most --bits and it fits the memory limit, else the network.
+lk::PedigreeHaplotypes one_pedigree(const HaplotypesOptions& o, const lk::Pedigree& ped,
+                                    const std::vector<lk::PedigreeLocus>& loci,
+                                    const lk::MarkerChain& chain, const PlanOptions& po,
+                                    const std::string& path) {
+  if (o.method == "network") return lk::most_likely_haplotypes(ped, loci, chain, po, path);
+  const int bits = lk::haplotypes_chain_bits(ped, loci, chain);
+  const int ceiling = lk::InheritanceModel::kMaxBits;
+  if (o.method == "chain" && (bits < 0 || bits > ceiling))
+    throw ResourceError("pedigree " + ped.id + ": " +
+                        (bits < 0 ? std::string("a Kosambi map over exactly three markers "
+                                                "(interference) has no Lander-Green chain")
+                                  : std::to_string(bits) + " bits, beyond the chain's " +
+                                        std::to_string(ceiling)) +
+                        "; run with --method network");
+  if (o.method == "auto" && (bits < 0 || bits > o.bits))
+    return lk::most_likely_haplotypes(ped, loci, chain, po, path);
+  try {
+    return lk::most_likely_haplotypes_chain(ped, loci, chain, po, path);
+  } catch (const std::length_error& e) {
+    if (o.method == "chain")
+      throw ResourceError("pedigree " + ped.id + ": the Lander-Green chain (" +
+                          std::to_string(bits) + " bits) does not fit: " + e.what());
+    spdlog::info("pedigree {}: the Lander-Green chain ({} bits) does not fit ({}): the network",
+                 ped.id, bits, e.what());
+    return lk::most_likely_haplotypes(ped, loci, chain, po, path);
+  }
+}
+
 // The most likely haplotypes of every pedigree of one analysis, as text and JSON.
-Result analyse(const Analysis& a, const PlanOptions& po) {
+Result analyse(const HaplotypesOptions& o, const Analysis& a, const PlanOptions& po) {
+  bool any_chain = false;
   const lk::MarkerChain chain = lk::marker_chain(a.lf);
   if (chain.loci.empty())
     throw InputError(a.lf.path, 0,
@@ -86,15 +121,27 @@ Result analyse(const Analysis& a, const PlanOptions& po) {
   double total = 0;
   for (std::size_t p = 0; p < a.pf.pedigrees.size(); ++p) {
     const lk::Pedigree& ped = a.pf.pedigrees[p];
-    const lk::PedigreeHaplotypes h =
-        lk::most_likely_haplotypes(ped, reduced[p], chain, po, a.pf.path);
+    const lk::PedigreeHaplotypes h = one_pedigree(o, ped, reduced[p], chain, po, a.pf.path);
     const double log10 = h.ln_pr / kLn10;
     total += log10;
-    spdlog::info("pedigree {}: {} people, width {}, largest table 2^{:.1f}, estimated peak {}{}",
-                 ped.id, ped.people.size(), h.width, h.log2_max_table, human_bytes(h.peak_bytes),
-                 h.slices > 1 ? ", conditioned into " + std::to_string(h.slices) +
-                                    " slices to fit the memory limit"
-                              : std::string());
+    any_chain = any_chain || h.chain;
+    if (h.chain)
+      spdlog::info(
+          "pedigree {}: {} people, Lander-Green chain (Viterbi), {} bits, state vectors {}{}, "
+          "{:.2f} s",
+          ped.id, ped.people.size(), h.bits, human_bytes(h.peak_bytes),
+          h.checkpoint_every > 1
+              ? " (checkpoints every " + std::to_string(h.checkpoint_every) + " markers)"
+              : std::string(),
+          h.chain_s);
+    else
+      spdlog::info(
+          "pedigree {}: {} people, network, width {}, largest table 2^{:.1f}, estimated peak "
+          "{}{}",
+          ped.id, ped.people.size(), h.width, h.log2_max_table, human_bytes(h.peak_bytes),
+          h.slices > 1 ? ", conditioned into " + std::to_string(h.slices) +
+                             " slices to fit the memory limit"
+                       : std::string());
     // cells: per person and side, per marker "ALLELE" (founders) or "ALLELE:P|M"
     struct Row {
       std::string person, side, parent;
@@ -180,7 +227,7 @@ Result analyse(const Analysis& a, const PlanOptions& po) {
                       {"log10_probability", total},
                       {"pedigrees", std::move(peds)}};
   if (!a.chromosome.empty()) j["chromosome"] = a.chromosome;
-  return {std::move(j), text.str()};
+  return {std::move(j), text.str(), any_chain};
 }
 
 // MERLIN input: the shared reader (io/merlin.hpp) builds a linkage analysis per chromosome
@@ -234,8 +281,10 @@ int run_haplotypes(const HaplotypesOptions& o) {
   }
   std::string text;
   nlohmann::json chromosomes = nlohmann::json::array();
+  bool any_chain = false;
   for (const Analysis& a : analyses) {
-    Result r = analyse(a, po);
+    Result r = analyse(o, a, po);
+    any_chain = any_chain || r.chain;
     text += (text.empty() ? "" : "\n") + r.text;
     chromosomes.push_back(std::move(r.json));
   }
@@ -252,9 +301,15 @@ int run_haplotypes(const HaplotypesOptions& o) {
       j["chromosomes"] = std::move(chromosomes);
     }
     j["ties"] =
-        "the max-product traceback's (lowest values first, per bucket of the elimination "
-        "order, which is deterministic), then each founder's haplotypes ordered so that the "
-        "paternal allele is the smaller at the founder's first heterozygous marker";
+        std::string(any_chain
+                        ? "the Lander-Green chain's Viterbi traceback (the lowest-numbered "
+                          "inheritance state among equals, from the last marker back), each "
+                          "marker's alleles by the one-marker network's max-product traceback "
+                          "(lowest values first), "
+                        : "the max-product traceback's (lowest values first, per bucket of "
+                          "the elimination order, which is deterministic), ") +
+        "then each founder's haplotypes ordered so that the paternal allele is the smaller at "
+        "the founder's first heterozygous marker";
     out = j.dump(2) + "\n";
   } else {
     out = text;
@@ -285,6 +340,15 @@ Runner add_haplotypes(CLI::App& root) {
                   "MERLIN allele frequency file (default: counted over all genotyped people)");
   cmd->add_flag("--json", o->json, "print one JSON object instead of text");
   cmd->add_option("--out", o->out, "also write the output (text or JSON) to this file");
+  cmd->add_option("--method", o->method,
+                  "auto: the Lander-Green chain (Viterbi) for pedigrees of at most --bits bits "
+                  "that fit --max-memory, the network otherwise; chain or network: that path "
+                  "for every pedigree")
+      ->check(CLI::IsMember({"auto", "chain", "network"}));
+  cmd->add_option("--bits", o->bits,
+                  "auto: the largest inheritance vector (bits) run by the chain (default 24; 0: "
+                  "always the network)")
+      ->check(CLI::Range(0, 1000));
   cmd->add_option("--max-memory", o->max_memory,
                   "memory one pedigree's computation may use, e.g. 8G (a plan that does not fit "
                   "is conditioned)");

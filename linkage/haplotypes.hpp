@@ -56,7 +56,13 @@ struct PedigreeHaplotypes {
   std::int64_t slices = 1;
   int width = 0;
   double log2_max_table = 0, peak_bytes = 0;
+  // The path that computed it: the network's MPE, or the Lander-Green chain's Viterbi (with its
+  // bit count and, when the deltas did not all fit, the checkpoint interval).
+  bool chain = false;
+  int bits = 0, checkpoint_every = 1;
+  double chain_s = 0;  // the chain's emissions, passes and traceback
 };
+
 
 // The most likely configuration of one pedigree. `loci`: reduce_markers' row of this pedigree.
 // Ties: the traceback's (lowest values first in the elimination order's buckets), then each
@@ -70,5 +76,24 @@ PedigreeHaplotypes most_likely_haplotypes(const Pedigree& ped,
                                           const std::vector<PedigreeLocus>& loci,
                                           const MarkerChain& chain, const PlanOptions& plan,
                                           const std::string& path);
+
+// The bits of the pedigree's chain for the haplotypes (every person kept: the untyped ones'
+// alleles are printed too; less one per founder with children), or -1 when the chain does not
+// apply (a Kosambi map over exactly three markers: FASTLINK's interference is not Markov).
+int haplotypes_chain_bits(const Pedigree& ped, const std::vector<PedigreeLocus>& loci,
+                          const MarkerChain& chain);
+
+// The same answer (the same maximum; ties may resolve differently, docs/haplotypes.md) by the
+// Lander-Green chain in the max-times semiring (linkage/viterbi.hpp): the most likely
+// inheritance vector at every marker, then at each marker the founder alleles attaining the
+// max given it (the one-marker network's MPE with the selectors as evidence), the founders'
+// tie rule as above, and the configuration's probability recomputed from the multi-locus
+// network's tables. std::length_error when the chain does not fit plan.max_memory_bytes (the
+// caller may run the network instead); ResourceError when the recomputed probability is not
+// the chain's maximum (not expected: the answer is withheld rather than possibly wrong).
+PedigreeHaplotypes most_likely_haplotypes_chain(const Pedigree& ped,
+                                                const std::vector<PedigreeLocus>& loci,
+                                                const MarkerChain& chain,
+                                                const PlanOptions& plan, const std::string& path);
 
 }  // namespace kinfer::linkage

@@ -22,8 +22,10 @@ struct Tab {
   std::vector<double> t;
 };
 
-// Product of `fs`, with variable `x` summed out (x < 0: none). `card` per variable.
-Tab multiply_sum(const std::vector<const Tab*>& fs, int x, const std::vector<int>& card) {
+// Product of `fs`, with variable `x` summed out (x < 0: none); `max`: maximised out instead
+// (the max-product emission of kinfer haplotypes' chain). `card` per variable.
+Tab multiply_sum(const std::vector<const Tab*>& fs, int x, const std::vector<int>& card,
+                 bool max = false) {
   std::vector<int> u;
   for (const Tab* f : fs) u.insert(u.end(), f->vars.begin(), f->vars.end());
   std::sort(u.begin(), u.end());
@@ -91,7 +93,10 @@ Tab multiply_sum(const std::vector<const Tab*>& fs, int x, const std::vector<int
       }
       double* y = out.t.data() + idx[nf];
       const long* o = off[nf].data();
-      for (long k = 0; k < inner; ++k) y[o[k]] += p[k];
+      if (max)
+        for (long k = 0; k < inner; ++k) y[o[k]] = std::max(y[o[k]], p[k]);
+      else
+        for (long k = 0; k < inner; ++k) y[o[k]] += p[k];
     }
     int j = no - 1;
     for (; j >= 0; --j) {
@@ -162,9 +167,10 @@ Tab make_tab(std::vector<int> vars, const std::vector<int>& card,
 // Sums the allele variables (ids from `bits` on) out of `pool`, greedily: the variable whose
 // bucket table is smallest first; `alive` marks the tables still in use. Stops when a factor of
 // more than `limit` entries would be built, returning its entries; none when every allele is
-// summed out.
+// summed out. `max`: maximised out instead.
 std::optional<double> sum_out_alleles(std::vector<Tab>& pool, std::vector<char>& alive,
-                                      const std::vector<int>& card, int bits, double limit) {
+                                      const std::vector<int>& card, int bits, double limit,
+                                      bool max = false) {
   std::vector<char> done(card.size(), 0);
   for (int left = static_cast<int>(card.size()) - bits; left > 0; --left) {
     int best = -1;
@@ -190,7 +196,7 @@ std::optional<double> sum_out_alleles(std::vector<Tab>& pool, std::vector<char>&
     done[best] = 1;
     if (in.empty()) continue;  // a variable in no table (cannot happen: priors, transmissions)
     if (best_size / card[best] > limit) return best_size / card[best];
-    Tab t = multiply_sum(in, best, card);
+    Tab t = multiply_sum(in, best, card, max);
     pool.push_back(std::move(t));
     alive.push_back(1);
   }
@@ -431,11 +437,27 @@ Emission InheritanceModel::emission(int l, double table_limit) const {
 }
 
 Emission InheritanceModel::emission(const PedigreeLocus& L, double table_limit) const {
+  return emission_of(L, table_limit, false);
+}
+
+Emission InheritanceModel::max_emission(int l, double table_limit) const {
+  return emission_of(*loci_.at(l), table_limit, true);
+}
+
+std::vector<InheritanceModel::MeiosisPosition> InheritanceModel::meiosis_positions() const {
+  std::vector<MeiosisPosition> out;
+  for (const Meiosis& m : meiosis_)
+    out.push_back({m.child, m.side, m.parent, m.bit >= 0 ? pos_.at(m.bit) : -1});
+  return out;
+}
+
+Emission InheritanceModel::emission_of(const PedigreeLocus& L, double table_limit,
+                                       bool max) const {
   if (bits_ > kMaxBits)
     throw std::length_error("an inheritance vector of " + std::to_string(bits_) +
                             " bits is beyond the chain's " + std::to_string(kMaxBits));
   const double limit = table_limit < 0 ? table_limit_ : table_limit;
-  if (limit <= 0) {
+  if (limit <= 0 && !max) {
     Emission p;
     p.program = program(L);
     if (p.program.n > 0) return p;
@@ -511,9 +533,10 @@ Emission InheritanceModel::emission(const PedigreeLocus& L, double table_limit) 
   // Sum out the alleles; a factor beyond the limit: per state on the fly, else refused.
   std::vector<char> alive(tabs.size(), 1);
   std::vector<Tab> pool = std::move(tabs);
-  if (const std::optional<double> over = sum_out_alleles(pool, alive, card, bits_, limit)) {
+  if (const std::optional<double> over =
+          sum_out_alleles(pool, alive, card, bits_, limit, max)) {
     Emission p;
-    p.program = program(L);
+    if (!max) p.program = program(L);  // the per-state program sums: no max-product version
     if (p.program.n > 0) return p;
     throw std::length_error("an emission factor of 2^" +
                             std::to_string(static_cast<int>(std::log2(*over))) +

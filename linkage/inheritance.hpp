@@ -83,6 +83,17 @@ class InheritanceModel {
   // The same for a locus of this pedigree not among `loci` (another reduction of one of them:
   // a phenotype changed), over the same states; its people must be kept ones.
   Emission emission(const PedigreeLocus& L, double table_limit = -1) const;
+  // The max-product emission of locus `l`: max over the alleles (instead of the sum) given the
+  // inheritance vector, as factor tables (kinfer haplotypes' Viterbi path, linkage/viterbi.hpp).
+  // Exact for the lumped states too: the flip of a founder's phase keeps every term. No
+  // per-state program: throws std::length_error when a factor would exceed `table_limit`.
+  Emission max_emission(int l, double table_limit = -1) const;
+  // Every meiosis kept: the child, the side (0 paternal, 1 maternal), the parent and its state
+  // position (-1: fixed at the parent's paternal allele by founder phase).
+  struct MeiosisPosition {
+    int child, side, parent, position;
+  };
+  std::vector<MeiosisPosition> meiosis_positions() const;
   // The per-state program of locus `l` (n == 0: this pedigree is beyond the program's limits).
   EmissionProgram program(int l) const { return program(*loci_.at(l)); }
   EmissionProgram program(const PedigreeLocus& L) const;
@@ -124,6 +135,7 @@ class InheritanceModel {
                     ChainBackend* backend = nullptr);
 
  private:
+  Emission emission_of(const PedigreeLocus& L, double table_limit, bool max) const;
   struct Walk;  // location_scores's steps (location_scores.cpp)
   // What location_scores and walk_markers share: the emissions of `markers` (and of `trait`, an
   // index into loci, when >= 0), the backward pass kept at checkpoints, then `pass` (the forward

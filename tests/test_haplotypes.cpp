@@ -7,6 +7,8 @@
 #include <cmath>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <random>
+#include <set>
 #include <sstream>
 
 #include "test_linkage_support.hpp"
@@ -43,18 +45,19 @@ bool fits(const Ind& x, int k, int p, int m) {
   return (a == p && b == m) || (a == m && b == p);
 }
 
-// P(configuration, data) from the model's definition; 0 when the configuration is not one
-// (a child's allele not its parent's allele the selector names, or a phenotype not matched).
-double probability(const std::vector<Ind>& ped, const Model& mo, const Config& c) {
+// log10 P(configuration, data) from the model's definition (a sum of logs: long maps underflow
+// a product); -inf when the configuration is not one (a child's allele not its parent's allele
+// the selector names, or a phenotype not matched).
+double log10_probability(const std::vector<Ind>& ped, const Model& mo, const Config& c) {
   const int nm = static_cast<int>(mo.freq.size());
-  double w = 1;
+  double w = 0;
   for (std::size_t i = 0; i < ped.size(); ++i) {
     const Ind& x = ped[i];
     for (int k = 0; k < nm; ++k) {
       const int p = c.pat[i][k], m = c.mat[i][k];
-      if (!fits(x, k, p, m)) return 0;
+      if (!fits(x, k, p, m)) return -INFINITY;
       if (x.father < 0) {
-        w *= mo.freq[k][p - 1] * mo.freq[k][m - 1];
+        w += std::log10(mo.freq[k][p - 1] * mo.freq[k][m - 1]);
         continue;
       }
       const int sel[2] = {c.spat[i][k], c.smat[i][k]};
@@ -62,18 +65,22 @@ double probability(const std::vector<Ind>& ped, const Model& mo, const Config& c
       const int allele[2] = {p, m};
       for (int side = 0; side < 2; ++side) {
         const int q = parent[side];
-        if (sel[side] != 0 && sel[side] != 1) return 0;
-        if (allele[side] != (sel[side] == 0 ? c.pat[q][k] : c.mat[q][k])) return 0;
+        if (sel[side] != 0 && sel[side] != 1) return -INFINITY;
+        if (allele[side] != (sel[side] == 0 ? c.pat[q][k] : c.mat[q][k])) return -INFINITY;
         if (k == 0) {
-          w *= 0.5;
+          w += std::log10(0.5);
         } else {
           const int prev = side == 0 ? c.spat[i][k - 1] : c.smat[i][k - 1];
-          w *= prev == sel[side] ? 1 - mo.between(side, k - 1) : mo.between(side, k - 1);
+          w += std::log10(prev == sel[side] ? 1 - mo.between(side, k - 1) : mo.between(side, k - 1));
         }
       }
     }
   }
   return w;
+}
+
+double probability(const std::vector<Ind>& ped, const Model& mo, const Config& c) {
+  return std::pow(10.0, log10_probability(ped, mo, c));
 }
 
 // The largest P(configuration, data) over every configuration: founders' ordered alleles and
@@ -166,7 +173,7 @@ void write_input(const TempDir& dir, const std::vector<Ind>& ped, const Model& m
   write_text(dir / "h.pre", text.str());
 }
 
-nlohmann::json haplotypes(const TempDir& dir, std::vector<std::string> extra = {}) {
+nlohmann::json haplotypes(const TempDir& dir, const std::vector<std::string>& extra = {}) {
   std::vector<std::string> args = {"haplotypes", "-q", "--ped", (dir / "h.pre").string(), "--dat",
                                    (dir / "h.dat").string(), "--json"};
   args.insert(args.end(), extra.begin(), extra.end());
@@ -194,14 +201,15 @@ Config reported(const nlohmann::json& pedigree, int nm) {
   return c;
 }
 
-// The command attains the enumeration's maximum, and its reported probability is that of its
-// reported configuration. Returns the JSON.
+// The command (with `extra` options) attains the enumeration's maximum, and its reported
+// probability is that of its reported configuration. Returns the JSON.
 nlohmann::json check_against_enumeration(const std::vector<Ind>& ped, const Model& mo,
                                          const std::vector<double>& map_theta,
-                                         bool trait_inside = false) {
+                                         bool trait_inside = false,
+                                         const std::vector<std::string>& extra = {}) {
   TempDir dir;
   write_input(dir, ped, mo, map_theta, trait_inside);
-  const auto j = haplotypes(dir);
+  const auto j = haplotypes(dir, extra);
   const int nm = static_cast<int>(mo.freq.size());
   REQUIRE(j["markers"].size() == static_cast<std::size_t>(nm));
   for (int k = 0; k < nm; ++k) {
@@ -464,7 +472,7 @@ TEST_CASE("Haplotypes.ConditionedUnderMaxMemory", "[linkage][apps]") {
   // is conditioned into slices: the same maximum (the configuration may be another of equal
   // probability).
   const auto dir = linkage_data_dir() / "variants";
-  const std::vector<std::string> args = {"haplotypes", "--json", "-p",
+  const std::vector<std::string> args = {"haplotypes", "--json", "--method", "network", "-p",
                                          (dir / "haplotypes_untyped.pre").string(), "-d",
                                          (dir / "haplotypes_untyped.dat").string()};
   const ProcessResult a = run_kinfer(args);
@@ -491,4 +499,309 @@ TEST_CASE("Haplotypes.ConditionedUnderMaxMemory", "[linkage][apps]") {
   const ProcessResult c = run_kinfer(limited);
   CHECK(c.rc == 3);
   CHECK_THAT(c.err, Catch::Contains("MiB"));
+}
+
+namespace {
+
+// A random pedigree and data simulated from the model (so the data are consistent): two
+// founders, then children of a random couple or a founder married to a non-founder (who then
+// has a child next); each person typed at each marker with probability `typed`.
+std::vector<Ind> random_pedigree(std::mt19937& rng, const Model& mo, int people, double typed) {
+  std::uniform_real_distribution<double> u(0, 1);
+  const int nm = static_cast<int>(mo.freq.size());
+  std::vector<Ind> ped = {{-1, -1, 1, {}}, {-1, -1, 2, {}}};
+  std::vector<std::pair<int, int>> couples = {{0, 1}};
+  std::vector<char> married(people, 0);
+  married[0] = married[1] = 1;
+  while (static_cast<int>(ped.size()) < people) {
+    const int n = static_cast<int>(ped.size());
+    std::vector<int> single;
+    for (int i = 2; i < n; ++i)
+      if (!married[i]) single.push_back(i);
+    if (!single.empty() && n + 2 <= people && u(rng) < 0.3) {
+      const int x = single[rng() % single.size()];
+      const int sex = ped[x].sex == 1 ? 2 : 1;
+      ped.push_back({-1, -1, sex, {}});
+      married[x] = married[n] = 1;
+      couples.push_back(sex == 2 ? std::make_pair(x, n) : std::make_pair(n, x));
+      ped.push_back({couples.back().first, couples.back().second, 1 + static_cast<int>(rng() % 2),
+                     {}});
+      continue;
+    }
+    const auto [f, m] = couples[rng() % couples.size()];
+    ped.push_back({f, m, 1 + static_cast<int>(rng() % 2), {}});
+  }
+  // Simulated haplotypes: founders' alleles from the frequencies, meioses along the map.
+  const int np = static_cast<int>(ped.size());
+  std::vector<std::vector<std::array<int, 2>>> h(np, std::vector<std::array<int, 2>>(nm));
+  for (int i = 0; i < np; ++i) {
+    int sel[2] = {static_cast<int>(rng() % 2), static_cast<int>(rng() % 2)};
+    for (int k = 0; k < nm; ++k)
+      for (int side = 0; side < 2; ++side) {
+        if (ped[i].father < 0) {
+          std::discrete_distribution<int> d(mo.freq[k].begin(), mo.freq[k].end());
+          h[i][k][side] = d(rng) + 1;
+          continue;
+        }
+        if (k > 0 && u(rng) < mo.between(side, k - 1)) sel[side] ^= 1;
+        h[i][k][side] = h[side == 0 ? ped[i].father : ped[i].mother][k][sel[side]];
+      }
+    for (int k = 0; k < nm; ++k)
+      ped[i].typed.push_back(u(rng) < typed ? std::make_pair(h[i][k][0], h[i][k][1])
+                                            : std::make_pair(0, 0));
+  }
+  return ped;
+}
+
+Model random_model(std::mt19937& rng, int markers) {
+  std::uniform_real_distribution<double> u(0, 1);
+  Model mo;
+  for (int k = 0; k < markers; ++k) {
+    const int n = 2 + static_cast<int>(rng() % 2);
+    std::vector<double> f(n);
+    double sum = 0;
+    for (double& x : f) sum += x = 0.2 + u(rng);
+    for (double& x : f) x /= sum;
+    mo.freq.push_back(f);
+  }
+  const bool sexdiff = rng() % 2 == 0;
+  for (int k = 0; k + 1 < markers; ++k) {
+    mo.theta.push_back(0.01 + 0.3 * u(rng));
+    if (sexdiff) mo.female.push_back(0.01 + 0.3 * u(rng));
+  }
+  return mo;
+}
+
+// Both paths on the same files: the same maximum to 1e-9; each reports the probability of its
+// own configuration (checked by the caller when it can enumerate).
+void check_paths_agree(const nlohmann::json& chain, const nlohmann::json& network) {
+  REQUIRE(chain["pedigrees"].size() == network["pedigrees"].size());
+  for (std::size_t p = 0; p < chain["pedigrees"].size(); ++p) {
+    INFO("pedigree " << chain["pedigrees"][p]["id"]);
+    CHECK(std::abs(chain["pedigrees"][p]["log10_probability"].get<double>() -
+                   network["pedigrees"][p]["log10_probability"].get<double>()) < 1e-9);
+  }
+  CHECK(std::abs(chain["log10_probability"].get<double>() -
+                 network["log10_probability"].get<double>()) < 1e-9);
+}
+
+nlohmann::json run_json(std::vector<std::string> args) {
+  args.insert(args.begin(), "haplotypes");
+  args.push_back("-q");
+  args.push_back("--json");
+  const ProcessResult r = run_kinfer(args);
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  return nlohmann::json::parse(r.out);
+}
+
+}  // namespace
+
+TEST_CASE("Haplotypes.ChainMatchesEnumerationAndNetwork", "[linkage][apps]") {
+  // Random small pedigrees over 2-3 markers: the Lander-Green chain's Viterbi path (--method
+  // chain) attains the enumeration's maximum, its configuration has the probability it reports
+  // (recomputed here from the model's definition), and the network path finds the same maximum.
+  std::mt19937 rng(36);
+  for (int trial = 0; trial < 12; ++trial) {
+    const Model mo = random_model(rng, 2 + trial % 2);
+    const std::vector<Ind> ped = random_pedigree(rng, mo, 4 + trial % 3, 0.85);
+    INFO("trial " << trial);
+    const auto chain = check_against_enumeration(ped, mo, mo.theta, false, {"--method", "chain"});
+    const auto network =
+        check_against_enumeration(ped, mo, mo.theta, false, {"--method", "network"});
+    check_paths_agree(chain, network);
+  }
+}
+
+TEST_CASE("Haplotypes.ChainMatchesNetworkOnLargerRandomPedigrees", "[linkage][apps]") {
+  // Beyond enumeration: 7-11 people, some untyped, 3-6 markers: the same maximum by both paths.
+  std::mt19937 rng(3636);
+  for (int trial = 0; trial < 10; ++trial) {
+    const Model mo = random_model(rng, 3 + trial % 4);
+    const std::vector<Ind> ped = random_pedigree(rng, mo, 7 + trial % 5, 0.7);
+    INFO("trial " << trial);
+    TempDir dir;
+    write_input(dir, ped, mo, mo.theta, false);
+    const auto chain = haplotypes(dir, {"--method", "chain"});
+    const auto network = haplotypes(dir, {"--method", "network"});
+    check_paths_agree(chain, network);
+    // the chain's configuration has the probability it reports (the model's definition)
+    const int nm = static_cast<int>(mo.freq.size());
+    const double own = probability(ped, mo, reported(chain["pedigrees"][0], nm));
+    CHECK(std::abs(chain["pedigrees"][0]["log10_probability"].get<double>() - std::log10(own)) <
+          1e-9);
+    // auto takes the chain here (few bits): the same output as --method chain
+    CHECK(haplotypes(dir) == chain);
+  }
+}
+
+TEST_CASE("Haplotypes.ChainMatchesNetworkOnBundledPedigrees", "[linkage][apps]") {
+  // LINKAGE files shipped with kinfer: a loop, three generations, sex-linked, the FASTLINK
+  // example and MERLIN input; both paths find the same maximum.
+  const auto l = linkage_data_dir();
+  const std::vector<std::vector<std::string>> inputs = {
+      {"-p", (l / "variants" / "haplotypes.pre").string(), "-d",
+       (l / "variants" / "haplotypes.dat").string()},
+      {"-p", (l / "swiftlink" / "loop.ped").string(), "-d",
+       (l / "swiftlink" / "loop.dat").string()},
+      {"-p", (l / "variants" / "xlinked5.pre").string(), "-d",
+       (l / "variants" / "xlinked5.dat").string()},
+      {"-p", (l / "fastlink_example" / "pedfile.dat").string(), "-d",
+       (l / "fastlink_example" / "datafile.dat").string()},
+      {"-p", (data_dir() / "merlin" / "loop" / "loop.linkage.pre").string(), "-d",
+       (data_dir() / "merlin" / "loop" / "loop.linkage.dat").string()},
+      {"-p", (data_dir() / "merlin" / "xlinked" / "xlinked5.ped").string(), "-d",
+       (data_dir() / "merlin" / "xlinked" / "xlinked5.dat").string(), "-m",
+       (data_dir() / "merlin" / "xlinked" / "xlinked5.map").string(), "-f",
+       (data_dir() / "merlin" / "xlinked" / "xlinked5.freq").string()}};
+  for (const auto& in : inputs) {
+    INFO(in[1]);
+    std::vector<std::string> chain = in, network = in;
+    chain.insert(chain.end(), {"--method", "chain"});
+    network.insert(network.end(), {"--method", "network"});
+    const auto c = run_json(chain), n = run_json(network);
+    if (c.contains("chromosomes")) {  // MERLIN input: per chromosome
+      REQUIRE(c["chromosomes"].size() == n["chromosomes"].size());
+      for (std::size_t i = 0; i < c["chromosomes"].size(); ++i)
+        check_paths_agree(c["chromosomes"][i], n["chromosomes"][i]);
+    } else {
+      check_paths_agree(c, n);
+    }
+  }
+}
+
+TEST_CASE("Haplotypes.MethodOptions", "[linkage][apps]") {
+  // A Kosambi map over exactly three markers (FASTLINK's interference) has no chain: auto runs
+  // the network, --method chain is refused with exit 3; --bits 0 sends auto to the network.
+  TempDir dir;
+  const std::vector<Ind> ped = {{-1, -1, 1, {{1, 2}, {1, 2}, {1, 2}}},
+                                {-1, -1, 2, {{1, 1}, {1, 2}, {2, 2}}},
+                                {0, 1, 1, {{1, 2}, {1, 1}, {1, 2}}},
+                                {0, 1, 2, {{1, 1}, {2, 2}, {1, 2}}}};
+  const Model mo{{{0.5, 0.5}, {0.4, 0.6}, {0.3, 0.7}}, {0.1, 0.2}};
+  write_input(dir, ped, mo, mo.theta, false);
+  const ProcessResult bad =
+      run_kinfer({"haplotypes", "-q", "-p", (dir / "h.pre").string(), "-d",
+                  (dir / "h.dat").string(), "--method", "fast"});
+  CHECK(bad.rc == 2);
+  const auto a = haplotypes(dir);
+  const auto c = haplotypes(dir, {"--method", "chain"});
+  const auto n = haplotypes(dir, {"--method", "network"});
+  CHECK(a == c);
+  CHECK(haplotypes(dir, {"--bits", "0"}) == n);
+  check_paths_agree(c, n);
+  // Kosambi (the locus file's interference field 2)
+  std::string dat = read_text(dir / "h.dat");
+  const auto at = dat.find("\n0 0\n");
+  REQUIRE(at != std::string::npos);
+  dat.replace(at, 5, "\n0 2\n");
+  write_text(dir / "h.dat", dat);
+  CHECK(haplotypes(dir) == haplotypes(dir, {"--method", "network"}));
+  const ProcessResult r = run_kinfer({"haplotypes", "-q", "-p", (dir / "h.pre").string(), "-d",
+                                      (dir / "h.dat").string(), "--method", "chain"});
+  CHECK(r.rc == 3);
+  CHECK_THAT(r.err, Catch::Contains("Kosambi"));
+}
+
+TEST_CASE("Haplotypes.ChainCheckpointsUnderMaxMemory", "[linkage][apps]") {
+  // 15-17 bits over 60 markers: with every marker's vector kept, and under a --max-memory that
+  // holds only checkpoints and one block (recomputed in the traceback), the same output; far
+  // too little memory for the chain: exit 3 with --method chain. (The limit must stay above
+  // the program's own footprint, which the one-marker plans check.)
+  std::mt19937 rng(7);
+  const Model mo = random_model(rng, 60);
+  std::vector<Ind> ped;
+  for (int b = 0; b < 15 || b > 17;) {  // bits: 2 per non-founder, less 1 per founder parent
+    ped = random_pedigree(rng, mo, 16, 0.9);
+    std::set<int> parents;
+    b = 0;
+    for (const Ind& x : ped)
+      if (x.father >= 0) b += 2, parents.insert(x.father), parents.insert(x.mother);
+    for (int q : parents) b -= ped[q].father < 0;
+  }
+  TempDir dir;
+  write_input(dir, ped, mo, mo.theta, false);
+  const std::vector<std::string> args = {"haplotypes", "--json", "--method", "chain", "-p",
+                                         (dir / "h.pre").string(), "-d",
+                                         (dir / "h.dat").string()};
+  const ProcessResult a = run_kinfer(args);
+  INFO(a.err);
+  REQUIRE(a.rc == 0);
+  CHECK(a.err.find("checkpoints every") == std::string::npos);
+  // the bits from the log: a limit of 48 vectors (the 61 kept need 4 times the limit) keeps
+  // checkpoints only
+  const std::string mark = "(Viterbi), ";
+  const auto at = a.err.find(mark);
+  REQUIRE(at != std::string::npos);
+  const int bits = std::stoi(a.err.substr(at + mark.size()));
+  CHECK(bits >= 12);
+  std::vector<std::string> limited = args;
+  limited.insert(limited.end(),
+                 {"--max-memory", std::to_string(static_cast<long>(std::exp2(bits) * 8 * 48))});
+  const ProcessResult b = run_kinfer(limited);
+  INFO(b.err);
+  REQUIRE(b.rc == 0);
+  CHECK_THAT(b.err, Catch::Contains("checkpoints every"));
+  CHECK(nlohmann::json::parse(a.out) == nlohmann::json::parse(b.out));
+  // the reported configuration's probability, from the model's definition
+  const auto j = nlohmann::json::parse(b.out);
+  const double own = log10_probability(ped, mo, reported(j["pedigrees"][0], 60));
+  CHECK(std::abs(j["log10_probability"].get<double>() - own) < 1e-9);
+  limited.back() = std::to_string(static_cast<long>(std::exp2(bits) * 8 * 2));
+  const ProcessResult c = run_kinfer(limited);
+  CHECK(c.rc == 3);
+  CHECK_THAT(c.err, Catch::Contains("Lander-Green chain"));
+}
+
+TEST_CASE("Haplotypes.ChainMatchesNetworkBeyondOneRegion", "[linkage][apps]") {
+  // More state bits than one kernel region (11): a three-generation pedigree of 14-17 bits over
+  // 4 markers, and a sibship of 13 (24 bits) whose founders' groups of 12 bits each span two
+  // regions (their own pass): the same maximum by both paths, and the chain's configuration
+  // has the probability it prints.
+  std::mt19937 rng(1711);
+  std::vector<std::pair<std::vector<Ind>, Model>> cases;
+  {
+    const Model mo = random_model(rng, 4);
+    cases.emplace_back(random_pedigree(rng, mo, 14, 0.8), mo);
+  }
+  {
+    const Model mo = random_model(rng, 3);
+    std::vector<Ind> ped = {{-1, -1, 1, {}}, {-1, -1, 2, {}}};
+    for (int c = 0; c < 13; ++c) ped.push_back({0, 1, 1 + c % 2, {}});
+    // data from a simulation of the same family
+    std::vector<Ind> sim = random_pedigree(rng, mo, 2, 1.0);  // two founders' genotypes
+    ped[0].typed = sim[0].typed, ped[1].typed = sim[1].typed;
+    std::uniform_real_distribution<double> u(0, 1);
+    for (int c = 2; c < 15; ++c) {
+      int sel[2] = {static_cast<int>(rng() % 2), static_cast<int>(rng() % 2)};
+      for (int k = 0; k < 3; ++k) {
+        int al[2];
+        for (int side = 0; side < 2; ++side) {
+          if (k > 0 && u(rng) < mo.between(side, k - 1)) sel[side] ^= 1;
+          const auto [a, b] = ped[side].typed[k];
+          al[side] = sel[side] == 0 ? a : b;  // the founder's listed alleles taken as its phase
+        }
+        ped[c].typed.push_back(u(rng) < 0.85 ? std::make_pair(al[0], al[1]) : std::make_pair(0, 0));
+      }
+    }
+    cases.emplace_back(ped, mo);
+  }
+  for (const auto& [ped, mo] : cases) {
+    TempDir dir;
+    write_input(dir, ped, mo, mo.theta, false);
+    const ProcessResult r =
+        run_kinfer({"haplotypes", "--json", "--method", "chain", "-p", (dir / "h.pre").string(),
+                    "-d", (dir / "h.dat").string()});
+    INFO(r.err);
+    REQUIRE(r.rc == 0);
+    const std::string mark = "(Viterbi), ";
+    const auto at = r.err.find(mark);
+    REQUIRE(at != std::string::npos);
+    CHECK(std::stoi(r.err.substr(at + mark.size())) > 11);
+    const auto chain = nlohmann::json::parse(r.out);
+    check_paths_agree(chain, haplotypes(dir, {"--method", "network"}));
+    const double own = log10_probability(ped, mo, reported(chain["pedigrees"][0],
+                                                           static_cast<int>(mo.freq.size())));
+    CHECK(std::abs(chain["log10_probability"].get<double>() - own) < 1e-9);
+  }
 }
