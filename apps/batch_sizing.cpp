@@ -123,6 +123,14 @@ bool Batch::waits_for_gpu(const JobState& s) const {
   return wants_gpu(s) && s.flops >= opt_.gpu_wait_flops && !s.gpu_gain_unknown;
 }
 
+bool Batch::gpu_job_pending() const {
+  for (std::size_t q = next_; q < order_.size(); ++q) {
+    const JobState& c = states_[order_[q]];
+    if (c.status == Status::Pending && c.probed && waits_for_gpu(c)) return true;
+  }
+  return false;
+}
+
 bool Batch::start_order_search(RankSlot& k) {
   if (k.gpu_slots == 0 || opt_.no_share || k.running >= k.slots) return false;
   std::size_t first = kNone;

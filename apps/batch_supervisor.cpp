@@ -460,8 +460,10 @@ bool Batch::launch_on(int r) {
   // A job's own --threads sets its process's OpenMP threads (OMP_NUM_THREADS at start).
   int threads = std::max(1, k.cores / concurrent);
   if (s.options.threads() > 0) threads = s.options.threads();
-  const bool gpu = wants_gpu(s) && (s.solo || opt_.no_share ? k.gpu_running < k.gpu_slots
-                                                               : gpu_room(r));
+  // A job whose GPU gain is a guess leaves the GPU to a pending one whose gain is known.
+  const bool gpu = wants_gpu(s) &&
+                   (s.solo || opt_.no_share ? k.gpu_running < k.gpu_slots : gpu_room(r)) &&
+                   !(s.gpu_gain_unknown && gpu_job_pending());
   if (gpu && !opt_.no_share && !s.solo) {
     dispatch(idx, threads, r);
     return true;

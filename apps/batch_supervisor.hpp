@@ -229,6 +229,8 @@ class Batch {
   // Whether it waits for a busy GPU rather than run on free cores: a GPU candidate of at least
   // --gpu-wait-flops whose work is not a guess (gpu_gain_unknown).
   bool waits_for_gpu(const JobState& s) const;
+  // Whether a sized pending job waits for a GPU (waits_for_gpu).
+  bool gpu_job_pending() const;
 
   // A job's single command line (`gpu`: a pe job may use the GPU).
   std::vector<std::string> job_args(const JobState& s, bool gpu) const;
