@@ -100,6 +100,9 @@ def main():
     ap.add_argument("--lod", type=int, default=0, help="a manifest of this many lod analyses instead")
     ap.add_argument("--lod-people", default="10:60", help="family sizes MIN:MAX (--lod)")
     ap.add_argument("--lod-markers", default="10:40", help="marker counts MIN:MAX (--lod)")
+    ap.add_argument("--lod-ways", default="gpus,cpu-only",
+                    help="which batches of the lod manifest to run, in order (--lod): gpus (every "
+                         "GPU), cpu-only (--gpu-jobs 0)")
     ap.add_argument("--lod-max-bits", type=int, default=0,
                     help="draw again a family whose pedigree has more inheritance bits (2n - f) "
                          "than this (--lod; 0: no limit)")
@@ -302,7 +305,9 @@ def lod_suite(a, kinfer, work):
     total_gpus = gpu_count()
     print(f"machine: {os.cpu_count()} cores, {total_gpus} GPU(s); {a.lod} lod jobs", flush=True)
     rows, ref = [], None
-    for way, extra in (("gpus", []), ("cpu-only", ["--gpu-jobs", "0"])):
+    ways = {"gpus": [], "cpu-only": ["--gpu-jobs", "0"]}
+    for way in a.lod_ways.split(","):
+        extra = ways[way]
         out = os.path.join(work, "out-" + way)
         t0 = time.time()
         try:
