@@ -208,9 +208,10 @@ std::optional<lk::MultipointGenotypes> multipoint(const lk::Pedigree& ped, const
           "posterior",
           ped.id);
     spdlog::info(
-        "pedigree {}: multipoint by the Lander-Green chain, {} bits: walk {:.2f} s, {} "
-        "candidate emissions {:.2f} s, their sums {:.2f} s",
-        ped.id, mp.bits, mp.walk_s, mp.candidates, mp.emission_s, mp.sum_s);
+        "pedigree {}: multipoint by the Lander-Green chain, {} bits: walk {:.2f} s, cavities "
+        "at {} markers {:.2f} s, {} candidate emissions {:.2f} s, their sums {:.2f} s",
+        ped.id, mp.bits, mp.walk_s, mp.cavity_markers, mp.cavity_s, mp.candidates,
+        mp.emission_s, mp.sum_s);
     return mp;
   } catch (const std::length_error& e) {
     throw ResourceError(std::string(e.what()) +
