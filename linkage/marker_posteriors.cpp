@@ -361,8 +361,7 @@ MultipointGenotypes multipoint_genotypes(const Pedigree& ped, const LocusFile& l
   // not fit) and counted kScratchTimes; the sums' cavity tables (at most an eighth of a state
   // vector each: one per thread being summed, CandidateSums::kCached kept); kFixedReserve for
   // the pedigree copies and the results. A candidate beyond the limit goes per state (exact,
-  // slower). A marker's cavities may hold what its candidates would, and without a memory limit
-  // at least what one emission factor may (opt.table_limit entries).
+  // slower). A marker's cavities may hold what its candidates would, and more (below).
   struct Memory {
     int threads = 1;
     double candidate_limit = 0, walk = 0, cavity_budget = 0;
@@ -387,7 +386,14 @@ MultipointGenotypes multipoint_genotypes(const Pedigree& ped, const LocusFile& l
       r.fits = r.walk >= 5 * vec;
     }
     r.cavity_budget = r.threads * per_thread() + CandidateSums::kCached * vec / 8;
-    if (opt.max_memory_bytes <= 0) r.cavity_budget = std::max(r.cavity_budget, 8 * opt.table_limit);
+    // Up to one emission factor's worth (opt.table_limit entries) more, taken from the walk
+    // where it has more than it needs (half of what is beyond its 5 vectors).
+    double more = std::max(0.0, 8 * opt.table_limit - r.cavity_budget);
+    if (opt.max_memory_bytes > 0) {
+      more = std::min(more, std::max(0.0, (r.walk - 5 * vec) / 2));
+      r.walk -= more;
+    }
+    r.cavity_budget += more;
     return r;
   };
   const int max_bits = std::min(opt.max_bits, InheritanceModel::kMaxBits);
