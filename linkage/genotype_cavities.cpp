@@ -24,7 +24,7 @@ constexpr double kParallelWork = 4194304.0;
 // outside the inner block (then each thread sums into its own copy). The last variables (at
 // most 4096 combinations) form an inner block whose offsets into every table are listed once.
 Table contract(const std::vector<const Table*>& ins, const std::vector<int>& keep,
-               const std::vector<int>& card) {
+               const std::vector<int>& card, std::vector<double> buffer) {
   std::vector<int> all(keep);
   for (const Table* f : ins) all.insert(all.end(), f->vars.begin(), f->vars.end());
   std::sort(all.begin(), all.end());
@@ -49,6 +49,7 @@ Table contract(const std::vector<const Table*>& ins, const std::vector<int>& kee
   out.vars = keep;
   long out_size = 1;
   for (int v : keep) out_size *= card[v];
+  out.t = std::move(buffer);
   out.t.assign(out_size, 0.0);
   int ni = 0;
   long inner = 1;
@@ -72,6 +73,10 @@ Table contract(const std::vector<const Table*>& ins, const std::vector<int>& kee
       for (int q = 0; q < ni; ++q)
         if (st[f][no + q] != 0) constant[f] = 0;
   }
+  // A table whose inner block is contiguous (offsets 0, 1, ...) is read without its offsets.
+  std::vector<char> contiguous(nf + 1, 1);
+  for (int f = 0; f <= nf; ++f)
+    for (long k = 0; k < inner && contiguous[f]; ++k) contiguous[f] = off[f][k] == k;
   const bool shared_out = no > static_cast<int>(keep.size());
   const double work = static_cast<double>(outer) * static_cast<double>(inner) * (nf + 1);
   const int threads = work > kParallelWork && outer > 1 ? omp_get_max_threads() : 1;
@@ -105,6 +110,9 @@ Table contract(const std::vector<const Table*>& ins, const std::vector<int>& kee
           if (constant[f]) {
             const double c = *t;
             for (long k = 0; k < inner; ++k) p[k] *= c;
+          } else if (contiguous[f]) {
+            double* __restrict q = p.data();
+            for (long k = 0; k < inner; ++k) q[k] *= t[k];
           } else {
             const long* of = off[f].data();
             for (long k = 0; k < inner; ++k) p[k] *= t[of[k]];
@@ -112,7 +120,10 @@ Table contract(const std::vector<const Table*>& ins, const std::vector<int>& kee
         }
         double* y = y0 + idx[nf];
         const long* of = off[nf].data();
-        for (long k = 0; k < inner; ++k) y[of[k]] += p[k];
+        if (contiguous[nf])
+          for (long k = 0; k < inner; ++k) y[k] += p[k];
+        else
+          for (long k = 0; k < inner; ++k) y[of[k]] += p[k];
       }
       for (int j = no - 1; j >= 0; --j) {
         const int c = card[ord[j]];
@@ -134,10 +145,14 @@ Table contract(const std::vector<const Table*>& ins, const std::vector<int>& kee
 
 // Scales t to a maximum of 1; returns the ln of the factor taken out (0 for a zero table).
 double normalize(std::vector<double>& t) {
+  const long n = static_cast<long>(t.size());
   double mx = 0;
-  for (double y : t) mx = std::max(mx, y);
+#pragma omp parallel for reduction(max : mx) schedule(static) if (n > kParallelWork)
+  for (long k = 0; k < n; ++k) mx = std::max(mx, t[k]);
   if (!(mx > 0)) return 0;
-  for (double& y : t) y /= mx;
+  const double inv = 1 / mx;
+#pragma omp parallel for schedule(static) if (n > kParallelWork)
+  for (long k = 0; k < n; ++k) t[k] *= inv;
   return std::log(mx);
 }
 
@@ -213,6 +228,32 @@ const PersonCavitySolver::Plan& PersonCavitySolver::plan(
   return plans_.back().second;
 }
 
+std::vector<double> PersonCavitySolver::spare(const std::vector<int>& vars,
+                                              const std::vector<int>& card) {
+  std::size_t n = 1;
+  for (int v : vars) n *= card[v];
+  // The smallest kept buffer that holds n entries, else the largest (it grows).
+  int best = -1;
+  for (std::size_t i = 0; i < spare_.size(); ++i) {
+    if (best < 0) {
+      best = static_cast<int>(i);
+      continue;
+    }
+    const std::size_t c = spare_[i].capacity(), b = spare_[best].capacity();
+    const bool better = c >= n ? (b < n || c < b) : (b < n && c > b);
+    if (better) best = static_cast<int>(i);
+  }
+  if (best < 0) return {};
+  std::vector<double> out = std::move(spare_[best]);
+  spare_.erase(spare_.begin() + best);
+  return out;
+}
+
+void PersonCavitySolver::keep_spare(std::vector<double>&& t) {
+  if (t.capacity() * sizeof(double) >= kSpareBytes) spare_.push_back(std::move(t));
+  t = std::vector<double>{};
+}
+
 double PersonCavitySolver::bytes(const InheritanceModel::AlleleNetwork& net) {
   return 2 * 8 * plan(net).entries;  // the tables and their derivatives
 }
@@ -227,6 +268,7 @@ PersonCavities PersonCavitySolver::run(const InheritanceModel::AlleleNetwork& ne
   for (std::size_t f = 0; f < net.tables.size(); ++f) tab[f] = net.tables[f];
   Table& W = tab[p.leaves - 1];
   W.vars = p.vars[p.leaves - 1];
+  W.t = spare(W.vars, card);
   W.t.resize(std::size_t(1) << bits_);
 #pragma omp parallel for schedule(static)
   for (long v = 0; v < static_cast<long>(W.t.size()); ++v) W.t[v] = a[v] * b[v];
@@ -239,7 +281,7 @@ PersonCavities PersonCavitySolver::run(const InheritanceModel::AlleleNetwork& ne
     double ls = 0;
     for (int f : st.in) in.push_back(&tab[f]), ls += s[f], consumed[f] = 1;
     const int o = p.leaves + static_cast<int>(k);
-    tab[o] = contract(in, p.vars[o], card);
+    tab[o] = contract(in, p.vars[o], card, spare(p.vars[o], card));
     s[o] = ls + normalize(tab[o].t);
   }
   // What is left are constants: S is their product, and each one's derivative the product of
@@ -278,12 +320,12 @@ PersonCavities PersonCavitySolver::run(const InheritanceModel::AlleleNetwork& ne
         double lg = g[o];
         for (std::size_t q = 0; q < in.size(); ++q)
           if (q != j) fs.push_back(&tab[in[q]]), lg += s[in[q]];
-        grad[in[j]] = contract(fs, p.vars[in[j]], card);
+        grad[in[j]] = contract(fs, p.vars[in[j]], card, spare(p.vars[in[j]], card));
         g[in[j]] = lg + normalize(grad[in[j]].t);
       }
     }
-    grad[o] = Table{};
-    for (int f : in) tab[f] = Table{};
+    keep_spare(std::move(grad[o].t));
+    for (int f : in) keep_spare(std::move(tab[f].t));
   }
   out.person.resize(net.person_vars.size());
   for (std::size_t f = 0; f < net.tables.size(); ++f) {

@@ -68,6 +68,12 @@ class PersonCavitySolver {
 
  private:
   const Plan& plan(const InheritanceModel::AlleleNetwork& net);
+  // Tables of at least kSpareBytes are reused from one step and marker to the next: a fresh one
+  // would cost a page fault per 4 KiB page.
+  static constexpr std::size_t kSpareBytes = 1 << 20;
+  std::vector<double> spare(const std::vector<int>& vars, const std::vector<int>& card);
+  void keep_spare(std::vector<double>&& t);
+  std::vector<std::vector<double>> spare_;
   int bits_;
   std::vector<std::pair<std::vector<int>, Plan>> plans_;  // by the network's domain sizes
 };
