@@ -207,11 +207,14 @@ std::optional<lk::MultipointGenotypes> multipoint(const lk::Pedigree& ped, const
           "pedigree {}: the data at all markers together are impossible; no multipoint "
           "posterior",
           ped.id);
+    std::string one_by_one;  // the markers whose candidates went one emission each
+    if (mp.candidates > 0)
+      one_by_one = fmt::format(", {} candidate emissions {:.2f} s, their sums {:.2f} s",
+                               mp.candidates, mp.emission_s, mp.sum_s);
     spdlog::info(
         "pedigree {}: multipoint by the Lander-Green chain, {} bits: walk {:.2f} s, cavities "
-        "at {} markers {:.2f} s, {} candidate emissions {:.2f} s, their sums {:.2f} s",
-        ped.id, mp.bits, mp.walk_s, mp.cavity_markers, mp.cavity_s, mp.candidates,
-        mp.emission_s, mp.sum_s);
+        "at {} markers {:.2f} s{}",
+        ped.id, mp.bits, mp.walk_s, mp.cavity_markers, mp.cavity_s, one_by_one);
     return mp;
   } catch (const std::length_error& e) {
     throw ResourceError(std::string(e.what()) +
