@@ -22,6 +22,7 @@
 #include "engine/posterior.hpp"
 #include "engine/util.hpp"
 #include "io/linkage.hpp"
+#include "io/merlin.hpp"
 #include "linkage/marker_posteriors.hpp"
 #include "linkage/network.hpp"
 #include "linkage/pedigree.hpp"
@@ -33,7 +34,7 @@ namespace {
 namespace lk = kinfer::linkage;
 
 struct GenotypesOptions {
-  std::string ped, dat, out, max_memory;
+  std::string ped, dat, map, freq, out, max_memory;
   double error_threshold = 0.01;
   bool json = false;
   bool multipoint = false;
@@ -207,10 +208,14 @@ std::optional<lk::MultipointGenotypes> multipoint(const lk::Pedigree& ped, const
           "pedigree {}: the data at all markers together are impossible; no multipoint "
           "posterior",
           ped.id);
+    std::string one_by_one;  // the markers whose candidates went one emission each
+    if (mp.candidates > 0)
+      one_by_one = fmt::format(", {} candidate emissions {:.2f} s, their sums {:.2f} s",
+                               mp.candidates, mp.emission_s, mp.sum_s);
     spdlog::info(
-        "pedigree {}: multipoint by the Lander-Green chain, {} bits: walk {:.2f} s, {} "
-        "candidate emissions {:.2f} s, their sums {:.2f} s",
-        ped.id, mp.bits, mp.walk_s, mp.candidates, mp.emission_s, mp.sum_s);
+        "pedigree {}: multipoint by the Lander-Green chain, {} bits: walk {:.2f} s, cavities "
+        "at {} markers {:.2f} s{}",
+        ped.id, mp.bits, mp.walk_s, mp.cavity_markers, mp.cavity_s, one_by_one);
     return mp;
   } catch (const std::length_error& e) {
     throw ResourceError(std::string(e.what()) +
@@ -221,8 +226,9 @@ std::optional<lk::MultipointGenotypes> multipoint(const lk::Pedigree& ped, const
 
 // One pedigree: the posteriors of every person at every marker, and the error check of every
 // typed genotype, into the report.
+// `chromosome`: MERLIN input's (named in the output), else empty.
 void analyze_pedigree(const lk::Pedigree& ped, const lk::LocusFile& lf, const PlanOptions& po,
-                      const GenotypesOptions& o, Report& r) {
+                      const GenotypesOptions& o, const std::string& chromosome, Report& r) {
   const int np = static_cast<int>(ped.people.size());
   const double threshold = o.error_threshold;
   const std::optional<lk::MultipointGenotypes> mp = multipoint(ped, lf, o, po);
@@ -236,7 +242,8 @@ void analyze_pedigree(const lk::Pedigree& ped, const lk::LocusFile& lf, const Pl
   char head[160];
   std::snprintf(head, sizeof head, "  %-*s  %-*s  %-8s  %-13s  %s\n", pw, "person", mw, "marker",
                 "observed", "most probable", "P");
-  r.text << "pedigree " << ped.id << "\n" << head;
+  const std::string on_chromosome = chromosome.empty() ? "" : " chromosome " + chromosome;
+  r.text << "pedigree " << ped.id << on_chromosome << "\n" << head;
   for (int k = 0; k < lf.n_loci(); ++k) {
     const lk::Locus& locus = lf.loci[k];
     if (locus.type != lk::LocusType::Numbered) continue;
@@ -285,7 +292,9 @@ void analyze_pedigree(const lk::Pedigree& ped, const lk::LocusFile& lf, const Pl
                                {"observed", label(locus, *obs)},
                                {"p_given_others", *q},
                                {"population_frequency", prior}});
-          r.suspect_text << "  pedigree " << ped.id << " person " << p.id << " marker "
+          if (!chromosome.empty()) r.suspect.back()["chromosome"] = chromosome;
+          r.suspect_text << "  pedigree " << ped.id << on_chromosome << " person " << p.id
+                         << " marker "
                          << locus.name << ": observed " << label(locus, *obs)
                          << ", P(observed | others) = " << number(*q, "%.4g")
                          << " (population frequency " << number(prior, "%.4g") << ")\n";
@@ -295,6 +304,7 @@ void analyze_pedigree(const lk::Pedigree& ped, const lk::LocusFile& lf, const Pl
     }
   }
   nlohmann::json out = {{"id", ped.id}, {"people", std::move(people)}};
+  if (!chromosome.empty()) out["chromosome"] = chromosome;
   if (mp) {
     out["chain_bits"] = mp->bits;
     out["ln_likelihood"] =
@@ -306,7 +316,42 @@ void analyze_pedigree(const lk::Pedigree& ped, const lk::LocusFile& lf, const Pl
   r.pedigrees.push_back(std::move(out));
 }
 
+// The pedigrees and loci of one analysis: LINKAGE input's, or one chromosome of MERLIN input's.
+struct Analysis {
+  std::string chromosome;  // empty for LINKAGE input
+  lk::LocusFile lf;
+  lk::PedigreeFile pf;
+};
+
+// MERLIN input: the shared reader (io/merlin.hpp) builds a linkage analysis per chromosome
+// around a trait; genotypes need none, so an affection item nobody's status is known at is
+// added for it (it is not a marker, so it changes nothing: the map from it to the first marker
+// is not used).
+std::vector<Analysis> merlin_analyses(const GenotypesOptions& o) {
+  io::MerlinFiles f = io::read_merlin_files(o.dat, o.ped, o.map, o.freq);
+  const std::string trait = "(kinfer genotypes: no trait)";
+  f.dat.items.push_back({'A', trait, 1, 0});
+  for (io::MerlinPerson& q : f.ped.people) q.status.push_back(0), q.status_column.push_back(0);
+  io::MerlinModel model;
+  model.trait = trait;
+  model.freq = 0.5;
+  model.pen[0] = model.pen[1] = model.pen[2] = 1;
+  std::vector<Analysis> out;
+  for (const std::string& chr : io::merlin_chromosomes(f)) {
+    io::MerlinAnalysisInput in = io::merlin_analysis_input(f, model, o.map, chr);
+    for (const auto& n : in.notes)  // the trait's penetrance: not the genotypes' business
+      if (n.find("penetrance") == std::string::npos) spdlog::info("{}", n);
+    if (in.x_linked) spdlog::info("chromosome X: X-linked (a male's genotype is his one allele)");
+    if (in.estimated_frequencies)
+      spdlog::info("chromosome {}: allele frequencies counted over all genotyped people", chr);
+    out.push_back({chr, std::move(in.loci), std::move(in.peds)});
+  }
+  return out;
+}
+
 int run_genotypes(const GenotypesOptions& o) {
+  if (o.map.empty() && !o.freq.empty())
+    throw CLI::ValidationError("-f/--freq", "is for MERLIN-format input, which needs -m MAP");
   check_output_file(o.out, "--out");
   PlanOptions po;
   po.order.heuristic = OrderHeuristic::MinFill;
@@ -317,22 +362,31 @@ int run_genotypes(const GenotypesOptions& o) {
   } catch (const std::invalid_argument& e) {
     throw CLI::ValidationError("--max-memory", e.what());
   }
-  const lk::LocusFile lf = io::read_locus_file(o.dat);
-  for (const auto& w : lf.warnings) spdlog::warn("{}", w);
-  const lk::PedigreeFile pf = io::read_pedigree_file(o.ped, lf);
-  for (const auto& w : pf.warnings) spdlog::warn("{}", w);
+  std::vector<Analysis> analyses;
+  if (!o.map.empty()) {
+    analyses = merlin_analyses(o);
+  } else {
+    Analysis a;
+    a.lf = io::read_locus_file(o.dat);
+    for (const auto& w : a.lf.warnings) spdlog::warn("{}", w);
+    a.pf = io::read_pedigree_file(o.ped, a.lf);
+    for (const auto& w : a.pf.warnings) spdlog::warn("{}", w);
+    analyses.push_back(std::move(a));
+  }
   Report r;
-  for (const lk::Pedigree& ped : pf.pedigrees) analyze_pedigree(ped, lf, po, o, r);
+  for (const Analysis& a : analyses)
+    for (const lk::Pedigree& ped : a.pf.pedigrees)
+      analyze_pedigree(ped, a.lf, po, o, a.chromosome, r);
   std::string out;
   if (o.json) {
-    out = nlohmann::json{{"ped", o.ped},
-                         {"dat", o.dat},
-                         {"error_threshold", o.error_threshold},
-                         {"multipoint", o.multipoint},
-                         {"pedigrees", std::move(r.pedigrees)},
-                         {"suspect", std::move(r.suspect)}}
-              .dump(2) +
-          "\n";
+    nlohmann::json j = {{"ped", o.ped},
+                        {"dat", o.dat},
+                        {"error_threshold", o.error_threshold},
+                        {"multipoint", o.multipoint},
+                        {"pedigrees", std::move(r.pedigrees)},
+                        {"suspect", std::move(r.suspect)}};
+    if (!o.map.empty()) j["map"] = o.map;
+    out = j.dump(2) + "\n";
   } else {
     out = r.text.str();
     out += "suspect genotypes (P(observed | others' data) < " + number(o.error_threshold, "%g") +
@@ -351,10 +405,18 @@ Runner add_genotypes(CLI::App& root) {
   auto o = std::make_shared<GenotypesOptions>();
   CLI::App* cmd = root.add_subcommand(
       "genotypes",
-      "posterior genotype probabilities of every person at every marker (LINKAGE input), and "
-      "the observed genotypes improbable given everyone else's data");
-  cmd->add_option("-p,--ped", o->ped, "LINKAGE pedigree file (pre- or post-makeped)")->required();
-  cmd->add_option("-d,--dat", o->dat, "LINKAGE locus (data) file")->required();
+      "posterior genotype probabilities of every person at every marker (LINKAGE or MERLIN "
+      "input), and the observed genotypes improbable given everyone else's data");
+  cmd->add_option("-p,--ped", o->ped,
+                  "pedigree file: LINKAGE (pre- or post-makeped), or MERLIN's with -m")
+      ->required();
+  cmd->add_option("-d,--dat", o->dat, "LINKAGE locus (data) file, or MERLIN's data file with -m")
+      ->required();
+  cmd->add_option("-m,--map", o->map,
+                  "MERLIN map (CHROMOSOME MARKER POSITION in cM): read -d and -p as MERLIN files "
+                  "(each chromosome analysed on its own)");
+  cmd->add_option("-f,--freq", o->freq,
+                  "MERLIN allele frequency file (default: counted over all genotyped people)");
   cmd->add_option("--error-threshold", o->error_threshold,
                   "flag an observed genotype whose probability given everyone else's data at "
                   "that marker is below this")

@@ -563,4 +563,116 @@ Emission InheritanceModel::emission_of(const PedigreeLocus& L, double table_limi
   return out;
 }
 
+InheritanceModel::AlleleNetwork InheritanceModel::allele_network(const PedigreeLocus& L) const {
+  if (bits_ > kMaxBits)
+    throw std::length_error("an inheritance vector of " + std::to_string(bits_) +
+                            " bits is beyond the chain's " + std::to_string(kMaxBits));
+  const int np = static_cast<int>(ped_.people.size());
+  const int n = L.n_alleles;
+  AlleleNetwork net;
+  std::vector<int>& card = net.card;
+  card.assign(bits_, 2);
+  std::vector<std::array<int, 2>>& var = net.person_vars;
+  var.assign(np, {-1, -1});
+  auto add = [&](const std::vector<int>& d) {
+    card.push_back(static_cast<int>(d.size()));
+    net.values.push_back(d);
+    return static_cast<int>(card.size()) - 1;
+  };
+  for (int i = 0; i < np; ++i) {
+    if (!keep_[i]) continue;
+    const Person& p = ped_.people[i];
+    var[i][1] = add(L.dom_m[i]);
+    if (L.carries_paternal(p) && (!L.sex_linked || p.founder())) var[i][0] = add(L.dom_p[i]);
+  }
+  for (int i = 0; i < np; ++i) {
+    const Person& p = ped_.people[i];
+    if (keep_[i] && L.sex_linked && L.carries_paternal(p) && !p.founder())
+      var[i][0] = var[p.father][1];
+  }
+  // The people the chain drops (no phenotype at its loci, no kept descendant), parents first:
+  // nothing about them is observed at any locus, so their selectors at this locus are
+  // independent of everything else, each 0 or 1 with probability 1/2 (a local variable, summed
+  // here). They are in the network so that they get cavities too.
+  std::vector<char> done(keep_.begin(), keep_.end());
+  std::vector<int> dropped;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int i = 0; i < np; ++i) {
+      const Person& p = ped_.people[i];
+      if (done[i] || (!p.founder() && (!done[p.father] || !done[p.mother]))) continue;
+      var[i][1] = add(L.dom_m[i]);
+      if (L.carries_paternal(p))
+        var[i][0] = L.sex_linked && !p.founder() ? var[p.father][1] : add(L.dom_p[i]);
+      done[i] = 1;
+      dropped.push_back(i);
+      changed = true;
+    }
+  }
+  auto values = [&](int v) -> const std::vector<int>& { return net.values[v - bits_]; };
+  auto push = [&](Tab t, int person) {
+    net.tables.push_back({std::move(t.vars), std::move(t.t), person});
+  };
+  for (int i = 0; i < np; ++i) {
+    const Person& p = ped_.people[i];
+    const bool hemi = !L.carries_paternal(p);
+    if (p.founder())
+      for (int side = hemi ? 1 : 0; side < 2; ++side) {
+        const int v = var[i][side];
+        push(make_tab({v}, card, [&](const std::vector<int>& x) { return L.freq[values(v)[x[0]]]; }),
+             -1);
+      }
+    const std::vector<double>& w = L.weight[i];
+    if (hemi) {
+      const int v = var[i][1];
+      push(make_tab({v}, card, [&](const std::vector<int>& x) { return w[values(v)[x[0]]]; }), i);
+    } else {
+      const int a = var[i][0], b = var[i][1];
+      push(make_tab({a, b}, card,
+                    [&](const std::vector<int>& x) {
+                      return w[values(a)[x[0]] * n + values(b)[x[1]]];
+                    }),
+           i);
+    }
+  }
+  // Transmissions: the child's allele is the parent's paternal one when the selector is 0.
+  for (const Meiosis& m : meiosis_) {
+    const int pa = var[m.parent][0], ma = var[m.parent][1], c = var[m.child][m.side];
+    if (pa < 0) throw std::logic_error("a father transmits through a selector at an X locus");
+    if (m.bit < 0) {
+      push(make_tab({pa, c}, card,
+                    [&](const std::vector<int>& x) {
+                      return values(pa)[x[0]] == values(c)[x[1]] ? 1.0 : 0.0;
+                    }),
+           -1);
+    } else {
+      const int sel = bits_ - 1 - pos_[m.bit];
+      push(make_tab({pa, ma, sel, c}, card,
+                    [&](const std::vector<int>& x) {
+                      const int from = x[2] == 0 ? values(pa)[x[0]] : values(ma)[x[1]];
+                      return from == values(c)[x[3]] ? 1.0 : 0.0;
+                    }),
+           -1);
+    }
+  }
+  for (int i : dropped) {
+    const Person& p = ped_.people[i];
+    if (p.founder()) continue;
+    for (int side = 0; side < 2; ++side) {
+      if (side == 0 && (!L.carries_paternal(p) || L.sex_linked)) continue;  // none, or a copy
+      const int parent = side == 0 ? p.father : p.mother;
+      const int pa = var[parent][0], ma = var[parent][1], c = var[i][side];
+      if (pa < 0) throw std::logic_error("a father transmits through a selector at an X locus");
+      const int sel = add({0, 1});
+      push(make_tab({pa, ma, sel, c}, card,
+                    [&](const std::vector<int>& x) {
+                      const int from = x[2] == 0 ? values(pa)[x[0]] : values(ma)[x[1]];
+                      return from == values(c)[x[3]] ? 0.5 : 0.0;
+                    }),
+           -1);
+    }
+  }
+  return net;
+}
+
 }  // namespace kinfer::linkage

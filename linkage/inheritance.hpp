@@ -27,6 +27,7 @@
 // markers: each position then costs two kernel steps and one product with the trait emission.
 // Each emission is kept as its small factor tables (computed once per locus, a few KB), never as
 // a 2^bits table; the steps run on a ChainBackend (linkage/chain.hpp: the CPU, or a GPU).
+#include <array>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -98,6 +99,29 @@ class InheritanceModel {
   EmissionProgram program(int l) const { return program(*loci_.at(l)); }
   EmissionProgram program(const PedigreeLocus& L) const;
   bool kept(int person) const { return keep_.at(person) != 0; }
+  // Locus L's allele network over the states, before any elimination: summed over its allele
+  // variables it is L's emission, so summed over every variable with a table W over the states
+  // it is sum_v W(v) e(v). Variables 0..bits-1 are the state bits (the bit at state position p
+  // is variable bits-1-p, as in emission()), then the allele variables of the kept people (values
+  // in `values`: L's alleles, 0-based). Tables list their variables ascending, the last fastest.
+  // Every person has exactly one phenotype table (`person` >= 0) over its paternal and maternal
+  // allele variables (a hemizygous male: the maternal one), all ones when untyped, so that the
+  // derivative of the sum with respect to it (genotype posteriors:
+  // linkage/genotype_cavities.hpp) is that person's cavity. The people the chain does not keep
+  // are in it too, their selectors local variables (nothing about them is observed anywhere, so
+  // each is 0 or 1 with probability 1/2 independently of the rest).
+  struct AlleleNetwork {
+    struct Table {
+      std::vector<int> vars;
+      std::vector<double> t;
+      int person = -1;
+    };
+    std::vector<int> card;
+    std::vector<std::vector<int>> values;         // per allele variable v: at values[v - bits]
+    std::vector<Table> tables;
+    std::vector<std::array<int, 2>> person_vars;  // per person: paternal, maternal (-1: none)
+  };
+  AlleleNetwork allele_network(const PedigreeLocus& L) const;
   void set_table_limit(double entries) { table_limit_ = entries; }
   // Host bytes location_scores may hold (0: unbounded): the emissions' factor tables and the
   // state vectors together (--max-memory less the rest of the process). A factor is limited to

@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <exception>
@@ -15,6 +16,7 @@
 
 #include "engine/plan.hpp"
 #include "linkage/chain.hpp"
+#include "linkage/genotype_cavities.hpp"
 #include "linkage/inheritance.hpp"
 #include "linkage/network.hpp"
 #include "linkage/pedigree.hpp"
@@ -203,6 +205,75 @@ double ln_sum(const std::vector<double>& xs) {
   return mx + std::log(s);
 }
 
+// Marker `locus` reduced for the cavities (linkage/genotype_cavities.hpp). Their derivatives
+// are exact when every person's allele domains hold every genotype that some candidate's data
+// allow: the union, over the data and the data less each typed person's phenotype, of the
+// alleles that genotype elimination leaves (a typed person's cavity reads its own alleles and
+// its relatives' beyond what its phenotype allows; an untyped person's genotypes are within
+// what the data allow). No allele recoding (every allele keeps its name); the phenotype tables
+// are the phenotypes' own weights. `work` is a copy of `ped` (one phenotype changed at a time,
+// restored). False when a phenotype is impossible under the locus model (the chain's markers
+// never are).
+bool cavity_locus(Pedigree& work, const LocusFile& lf, int locus, PedigreeLocus& out) {
+  Inconsistency err;
+  out = reduce_locus(work, lf, locus, ReductionOptions{false, false, true}, &err);
+  if (err.locus >= 0) return false;
+  const int np = static_cast<int>(work.people.size()), n = out.n_alleles;
+  std::vector<std::vector<char>> p(np, std::vector<char>(n, 0)), m = p;
+  auto add = [&](const PedigreeLocus& L) {
+    for (int i = 0; i < np; ++i) {
+      for (int a : L.dom_p[i]) p[i][a] = 1;
+      for (int a : L.dom_m[i]) m[i][a] = 1;
+    }
+  };
+  for (int j = -1; j < np; ++j) {
+    Phenotype* ph = j < 0 ? nullptr : &work.people[j].pheno[locus];
+    if (ph && ph->a1 == 0) continue;
+    const Phenotype was = ph ? *ph : Phenotype{};
+    if (ph) *ph = Phenotype{0, 0};
+    const PedigreeLocus L = reduce_locus(work, lf, locus, ReductionOptions{false, true, true}, &err);
+    if (ph) *ph = was;
+    if (err.locus >= 0) return false;
+    add(L);
+  }
+  for (int i = 0; i < np; ++i) {
+    out.dom_p[i].clear();
+    out.dom_m[i].clear();
+    for (int a = 0; a < n; ++a) {
+      if (p[i][a]) out.dom_p[i].push_back(a);
+      if (m[i][a]) out.dom_m[i].push_back(a);
+    }
+  }
+  return true;
+}
+
+// The candidates' ln L from the cavities: a typed person's, the sum of its whole cavity (its
+// phenotype removed); an untyped person's genotype, the cavity's entries of that genotype.
+void candidates_from_cavities(const InheritanceModel::AlleleNetwork& net, const PedigreeLocus& L,
+                              int bits, const PersonCavities& pc, std::vector<Candidate>& cs) {
+  for (Candidate& c : cs) {
+    const PersonCavities::Cavity& cav = pc.person.at(c.person);
+    const std::array<int, 2> pv = net.person_vars.at(c.person);
+    const int nv = static_cast<int>(cav.vars.size());
+    double sum = 0;
+    std::vector<int> digit(nv, 0);
+    for (std::size_t e = 0; e < cav.t.size(); ++e) {
+      int allele[2] = {-1, -1};  // the entry's paternal and maternal allele (input, 1-based)
+      for (int q = 0; q < nv; ++q) {
+        const int v = cav.vars[q];
+        const int a = L.original.at(net.values.at(v - bits).at(digit[q]));
+        allele[v == pv[0] ? 0 : 1] = a;
+      }
+      const UnorderedGenotype g = allele[0] < 0 ? UnorderedGenotype{0, allele[1]}
+                                                : UnorderedGenotype{std::min(allele[0], allele[1]),
+                                                                    std::max(allele[0], allele[1])};
+      if (c.pheno.a1 == 0 || g == c.genotype) sum += cav.t[e];
+      for (int q = nv - 1; q >= 0 && ++digit[q] == net.card[cav.vars[q]]; --q) digit[q] = 0;
+    }
+    c.ln_l = sum > 0 ? std::log(sum) + cav.ln_scale : kNegInf;
+  }
+}
+
 // Marker k's cells from its candidates' likelihoods and ln L of all the data (`ln_all`).
 void fill_cells(const Pedigree& ped, const LocusFile& lf, int locus, double ln_all,
                 const std::vector<Candidate>& cs, std::vector<MultipointGenotypes::Cell>& cells) {
@@ -283,52 +354,95 @@ MultipointGenotypes multipoint_genotypes(const Pedigree& ped, const LocusFile& l
   }
   std::vector<const PedigreeLocus*> loci;
   for (const PedigreeLocus& L : reduced) loci.push_back(&L);
-  InheritanceModel im(ped, loci, lf.sex_linked, true, true);
-  out.bits = im.bits();
-  if (im.bits() > std::min(opt.max_bits, InheritanceModel::kMaxBits))
-    throw std::length_error("pedigree " + ped.id + ": an inheritance vector of " +
-                            std::to_string(im.bits()) + " bits, more than the chain's " +
-                            std::to_string(std::min(opt.max_bits, InheritanceModel::kMaxBits)));
-  im.set_table_limit(opt.table_limit);
+  const int M = static_cast<int>(out.markers.size());
   // Memory, besides the walk's (set_memory_limit): per thread one candidate's emission, its
   // elimination's tables limited to `candidate_limit` entries (4 state vectors' entries: the
   // tables over the bits and a few alleles that c250's markers build; halved while that does
   // not fit) and counted kScratchTimes; the sums' cavity tables (at most an eighth of a state
   // vector each: one per thread being summed, CandidateSums::kCached kept); kFixedReserve for
   // the pedigree copies and the results. A candidate beyond the limit goes per state (exact,
-  // slower).
-  const double vec = 8.0 * std::exp2(im.bits());
-  int threads = omp_get_max_threads();
-  double candidate_limit = std::min(opt.table_limit, 4 * std::exp2(im.bits()));
+  // slower). A marker's cavities may hold what its candidates would, and more (below).
+  struct Memory {
+    int threads = 1;
+    double candidate_limit = 0, walk = 0, cavity_budget = 0;
+    bool fits = true;
+  };
+  auto memory = [&](const InheritanceModel& m) {
+    Memory r;
+    const double vec = 8.0 * std::exp2(m.bits());
+    r.threads = omp_get_max_threads();
+    r.candidate_limit = std::min(opt.table_limit, 4 * std::exp2(m.bits()));
+    auto per_thread = [&] { return kScratchTimes * 8 * r.candidate_limit + vec / 8; };
+    if (opt.max_memory_bytes > 0) {
+      const double rest = opt.max_memory_bytes - process_bytes(r.threads) - kFixedReserve -
+                          CandidateSums::kCached * vec / 8;
+      for (;;) {
+        r.threads = omp_get_max_threads();
+        while (r.threads > 1 && rest - r.threads * per_thread() < 5 * vec) --r.threads;
+        if (rest - r.threads * per_thread() >= 5 * vec || r.candidate_limit <= 4096) break;
+        r.candidate_limit /= 2;
+      }
+      r.walk = rest - r.threads * per_thread();
+      r.fits = r.walk >= 5 * vec;
+    }
+    r.cavity_budget = r.threads * per_thread() + CandidateSums::kCached * vec / 8;
+    // Up to one emission factor's worth (opt.table_limit entries) more, taken from the walk
+    // where it has more than it needs (half of what is beyond its 5 vectors).
+    double more = std::max(0.0, 8 * opt.table_limit - r.cavity_budget);
+    if (opt.max_memory_bytes > 0) {
+      more = std::min(more, std::max(0.0, (r.walk - 5 * vec) / 2));
+      r.walk -= more;
+    }
+    r.cavity_budget += more;
+    return r;
+  };
+  const int max_bits = std::min(opt.max_bits, InheritanceModel::kMaxBits);
+  // The chain keeps only the people kinfer lod's keeps (a phenotype at a marker, or such a
+  // descendant) when every marker's candidates come from its cavities, which hold the others
+  // too; a marker whose candidates go one by one needs everyone in the chain.
+  std::vector<PedigreeLocus> full(M);  // per chain marker: reduced for the cavities
+  auto im = std::make_unique<InheritanceModel>(ped, loci, lf.sex_linked, true, false);
+  bool all_cavities = opt.cavities && im->bits() <= max_bits &&
+                      im->people_kept() < static_cast<int>(ped.people.size());
+  if (all_cavities) {
+    const Memory mem = memory(*im);
+    PersonCavitySolver sizes(im->bits());
+    Pedigree work = ped;
+    all_cavities = mem.fits;
+    for (int k = 0; k < M && all_cavities; ++k)
+      all_cavities = cavity_locus(work, lf, out.markers[k], full[k]) &&
+                     sizes.bytes(im->allele_network(full[k])) <= mem.cavity_budget;
+  }
+  if (!all_cavities) im = std::make_unique<InheritanceModel>(ped, loci, lf.sex_linked, true, true);
+  out.bits = im->bits();
+  if (im->bits() > max_bits)
+    throw std::length_error("pedigree " + ped.id + ": an inheritance vector of " +
+                            std::to_string(im->bits()) + " bits, more than the chain's " +
+                            std::to_string(max_bits));
+  im->set_table_limit(opt.table_limit);
+  const Memory mem = memory(*im);
+  const int threads = mem.threads;
+  const double candidate_limit = mem.candidate_limit, cavity_budget = mem.cavity_budget;
   std::unique_ptr<ChainBackend> backend;
   if (opt.max_memory_bytes > 0) {
-    const double rest = opt.max_memory_bytes - process_bytes(threads) - kFixedReserve -
-                        CandidateSums::kCached * vec / 8;
-    auto per_thread = [&] { return kScratchTimes * 8 * candidate_limit + vec / 8; };
-    for (;;) {
-      threads = omp_get_max_threads();
-      while (threads > 1 && rest - threads * per_thread() < 5 * vec) --threads;
-      if (rest - threads * per_thread() >= 5 * vec || candidate_limit <= 4096) break;
-      candidate_limit /= 2;
-    }
-    const double walk = rest - threads * per_thread();
-    if (walk < 5 * vec)
+    if (!mem.fits)
       throw std::length_error("pedigree " + ped.id + ": the chain's state vectors of " +
-                              std::to_string(static_cast<long>(std::ceil(vec / 1048576))) +
-                              " MiB (" + std::to_string(im.bits()) +
+                              std::to_string(static_cast<long>(
+                                  std::ceil(8.0 * std::exp2(im->bits()) / 1048576))) +
+                              " MiB (" + std::to_string(im->bits()) +
                               " bits) and the candidates' emissions do not fit the memory limit");
-    im.set_memory_limit(walk);
-    backend = make_cpu_chain(im.layout(), walk);
+    im->set_memory_limit(mem.walk);
+    backend = make_cpu_chain(im->layout(), mem.walk);
   } else {
-    backend = make_cpu_chain(im.layout(), 0);
+    backend = make_cpu_chain(im->layout(), 0);
   }
-  const int M = static_cast<int>(out.markers.size());
+  PersonCavitySolver cavities(im->bits());
   out.cell.resize(M);
   std::vector<Pedigree> copies(threads, ped);  // each thread's: one phenotype changed at a time
   out.ln_likelihood = M == 0 ? 0.0 : kNegInf;
   std::vector<int> idx(M);
   std::iota(idx.begin(), idx.end(), 0);
-  im.walk_markers(
+  im->walk_markers(
       idx, male, female,
       [&](int k, ChainBackend& B, int va, int vb, double s, const Emission& ek) {
         const int locus = out.markers[k];
@@ -336,7 +450,30 @@ MultipointGenotypes multipoint_genotypes(const Pedigree& ped, const LocusFile& l
         const double ln_all = impossible ? kNegInf : B.ln_dot(va, &ek, vb) + s;
         if (k == 0) out.ln_likelihood = ln_all;
         std::vector<Candidate> cs = candidates_at(ped, lf, locus);
-        CandidateSums sums(B, va, vb, s, ek, im.bits());
+        // Every candidate at once from the marker's cavities, where the vectors are on the host
+        // and the cavities' tables fit what the candidates would hold; else one by one.
+        double fa = 0, fb = 0;
+        const double* a = impossible ? nullptr : B.host_data(va, &fa);
+        const double* b = impossible ? nullptr : B.host_data(vb, &fb);
+        if (opt.cavities && a && b &&
+            (all_cavities || cavity_locus(copies[0], lf, locus, full[k]))) {
+          const InheritanceModel::AlleleNetwork net = im->allele_network(full[k]);
+          if (all_cavities || cavities.bytes(net) <= cavity_budget) {
+            const auto t0 = std::chrono::steady_clock::now();
+            const PersonCavities pc = cavities.run(net, a, b, s + fa + fb);
+            candidates_from_cavities(net, full[k], im->bits(), pc, cs);
+            full[k] = PedigreeLocus{};
+            out.cavity_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+                                .count();
+            ++out.cavity_markers;
+            fill_cells(ped, lf, locus, ln_all, cs, out.cell[k]);
+            return;
+          }
+        }
+        if (all_cavities && !impossible)
+          throw std::logic_error("multipoint_genotypes: a marker without its cavities in a chain "
+                                 "that drops people");
+        CandidateSums sums(B, va, vb, s, ek, im->bits());
         // The candidates' emissions in chunks (one per thread), then their sums in turn (the
         // backend's own threads).
         for (std::size_t c0 = 0; c0 < cs.size() && !impossible; c0 += threads) {
@@ -352,7 +489,7 @@ MultipointGenotypes multipoint_genotypes(const Pedigree& ped, const LocusFile& l
               Phenotype& ph = mine.people[cs[c].person].pheno[locus];
               const Phenotype was = ph;
               ph = cs[c].pheno;
-              pre[c - c0] = ln_likelihood_with(im, mine, lf, locus, candidate_limit, es[c - c0]);
+              pre[c - c0] = ln_likelihood_with(*im, mine, lf, locus, candidate_limit, es[c - c0]);
               ph = was;
             } catch (...) {
 #pragma omp critical
@@ -372,7 +509,7 @@ MultipointGenotypes multipoint_genotypes(const Pedigree& ped, const LocusFile& l
         fill_cells(ped, lf, locus, ln_all, cs, out.cell[k]);
       },
       backend.get());
-  out.walk_s = im.profile().emission_s + im.profile().step_s;
+  out.walk_s = im->profile().emission_s + im->profile().step_s;
   return out;
 }
 

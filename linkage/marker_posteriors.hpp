@@ -39,6 +39,10 @@ struct MultipointOptions {
   double max_memory_bytes = 0;      // the process's limit (0: none)
   int max_bits = 24;                // a larger inheritance vector is refused (std::length_error)
   double table_limit = 67108864.0;  // an emission factor's entries at most (else per state)
+  // Each marker's candidates from one computation of every person's cavity
+  // (linkage/genotype_cavities.hpp) where it fits the memory the candidates would take; false:
+  // always one emission per candidate (the path a marker whose cavities do not fit takes).
+  bool cavities = true;
 };
 
 struct MultipointGenotypes {
@@ -58,6 +62,10 @@ struct MultipointGenotypes {
   // emissions, their sums against the walk's vectors; candidates computed.
   double walk_s = 0, emission_s = 0, sum_s = 0;
   long candidates = 0;
+  // Markers whose candidates all came from one cavity computation
+  // (linkage/genotype_cavities.hpp), and its seconds; the others' candidates are counted above.
+  double cavity_s = 0;
+  long cavity_markers = 0;
 };
 
 // Throws std::length_error (with the numbers) when the pedigree's inheritance vector has more

@@ -323,3 +323,61 @@ TEST_CASE("Genotypes.MultipointRefusedBeyondBits", "[linkage][apps]") {
   args.insert(args.end(), {"--bits", "4"});
   CHECK(run_kinfer(args).rc == 0);
 }
+
+TEST_CASE("Genotypes.MerlinInputAsItsLinkageConversion", "[linkage][apps]") {
+  // data/merlin's examples and their LINKAGE conversions (the map's positions as Haldane
+  // recombination fractions): the same posteriors and error checks, single-marker and
+  // multipoint; MERLIN's name each pedigree's chromosome.
+  auto run = [](std::vector<std::string> args, const std::string& mode) {
+    if (!mode.empty()) args.push_back(mode);
+    const ProcessResult r = run_kinfer(args);
+    INFO(r.err);
+    REQUIRE(r.rc == 0);
+    return nlohmann::json::parse(r.out);
+  };
+  for (const std::string name : {"loop/loop", "xlinked/xlinked5"})
+    for (const std::string mode : {"", "--multipoint"}) {
+      INFO(name << " " << mode);
+      const std::string base = (data_dir() / "merlin" / name).string();
+      nlohmann::json m = run({"genotypes", "-q", "--json", "-d", base + ".dat", "-p",
+                              base + ".ped", "-m", base + ".map", "-f", base + ".freq"},
+                             mode);
+      const nlohmann::json l = run(
+          {"genotypes", "-q", "--json", "-d", base + ".linkage.dat", "-p", base + ".linkage.pre"},
+          mode);
+      CHECK(m["map"] == base + ".map");
+      REQUIRE(m["pedigrees"].size() == l["pedigrees"].size());
+      for (auto& p : m["pedigrees"]) {
+        CHECK(p["chromosome"].is_string());
+        p.erase("chromosome");
+      }
+      for (auto& s : m["suspect"]) s.erase("chromosome");
+      for (std::size_t k = 0; k < l["pedigrees"].size(); ++k) {
+        const nlohmann::json &a = m["pedigrees"][k], &b = l["pedigrees"][k];
+        CHECK(a["id"] == b["id"]);
+        if (b.contains("ln_likelihood") && b["ln_likelihood"].is_number())
+          CHECK(a["ln_likelihood"].get<double>() ==
+                Approx(b["ln_likelihood"].get<double>()).epsilon(1e-10));
+        REQUIRE(a["people"].size() == b["people"].size());
+        for (std::size_t i = 0; i < b["people"].size(); ++i)
+          for (std::size_t j = 0; j < b["people"][i]["markers"].size(); ++j) {
+            const nlohmann::json &x = a["people"][i]["markers"][j],
+                                 &y = b["people"][i]["markers"][j];
+            INFO("pedigree " << b["id"] << " person " << b["people"][i]["id"] << " marker "
+                             << y["marker"]);
+            CHECK(x["observed"] == y["observed"]);
+            REQUIRE(x["genotypes"].is_null() == y["genotypes"].is_null());
+            if (!y["genotypes"].is_null()) {
+              REQUIRE(x["genotypes"].size() == y["genotypes"].size());
+              for (auto it = y["genotypes"].begin(); it != y["genotypes"].end(); ++it)
+                CHECK(x["genotypes"][it.key()].get<double>() ==
+                      Approx(it.value().get<double>()).epsilon(1e-10));
+            }
+            if (y.contains("p_given_others") && y["p_given_others"].is_number())
+              CHECK(x["p_given_others"].get<double>() ==
+                    Approx(y["p_given_others"].get<double>()).epsilon(1e-10));
+          }
+      }
+      CHECK(m["suspect"].size() == l["suspect"].size());
+    }
+}

@@ -8,6 +8,9 @@
 #include <random>
 #include <sstream>
 
+#include <omp.h>
+
+#include "engine/plan.hpp"
 #include "io/linkage.hpp"
 #include "linkage/marker_posteriors.hpp"
 #include "test_linkage_support.hpp"
@@ -129,6 +132,12 @@ void check_against_enumeration(const LocusFile& lf, const Pedigree& ped,
   CHECK(untyped > 0);
 }
 
+// Person `i` untyped at every locus (a leaf so treated has nothing observed about it or below
+// it: the chain drops it and the cavities give its genotypes).
+void untype(Pedigree& ped, int i) {
+  for (Phenotype& ph : ped.people[i].pheno) ph = Phenotype{0, 0};
+}
+
 const std::vector<Member> kNuclear = {{-1, -1, 1}, {-1, -1, 2}, {0, 1, 1}, {0, 1, 2}, {0, 1, 2}};
 // Grandparents, their son and daughter-in-law, three grandchildren.
 const std::vector<Member> kThreeGenerations = {{-1, -1, 1}, {-1, -1, 2}, {0, 1, 1}, {-1, -1, 2},
@@ -148,10 +157,64 @@ TEST_CASE("MarkerPosteriors.MatchEnumeratedLikelihoodRatios", "[linkage]") {
       for (int rep = 0; rep < (fam == &kCousins ? 1 : 2); ++rep) {
         INFO("family of " << fam->size() << (x ? ", sex-linked" : "") << ", rep " << rep);
         auto [lf, pf] = simulate(rng, *fam, x, fam == &kCousins ? 3 : 4);
-        const Pedigree& ped = pf.pedigrees[0];
+        Pedigree ped = pf.pedigrees[0];
+        if (rep == 0) untype(ped, static_cast<int>(fam->size()) - 1);
         const MultipointGenotypes mp =
             multipoint_genotypes(ped, lf, marker_chain_map(lf), MultipointOptions{});
         CHECK(mp.left_out.empty());
+        CHECK(mp.cavity_markers == static_cast<long>(mp.markers.size()));
         check_against_enumeration(lf, ped, mp);
       }
+}
+
+// Every posterior and every P(observed | others) of `a` and `b` the same.
+void check_same(const Pedigree& ped, const MultipointGenotypes& a, const MultipointGenotypes& b) {
+  REQUIRE(a.markers == b.markers);
+  CHECK(a.ln_likelihood == Approx(b.ln_likelihood).epsilon(1e-12));
+  for (std::size_t k = 0; k < a.markers.size(); ++k)
+    for (std::size_t i = 0; i < ped.people.size(); ++i) {
+      INFO("marker " << a.markers[k] << " person " << ped.people[i].id);
+      const MultipointGenotypes::Cell &ca = a.cell[k][i], &cb = b.cell[k][i];
+      CHECK(std::isnan(ca.p_given_others) == std::isnan(cb.p_given_others));
+      if (!std::isnan(cb.p_given_others))
+        CHECK(ca.p_given_others == Approx(cb.p_given_others).epsilon(1e-10));
+      REQUIRE(ca.posterior.size() == cb.posterior.size());
+      for (std::size_t g = 0; g < cb.posterior.size(); ++g) {
+        CHECK(ca.posterior[g].first == cb.posterior[g].first);
+        CHECK(ca.posterior[g].second == Approx(cb.posterior[g].second).epsilon(1e-10));
+      }
+    }
+}
+
+TEST_CASE("MarkerPosteriors.CavitiesMatchOneEmissionPerCandidate", "[linkage]") {
+  // The two paths on larger families than the enumeration reaches (the per-candidate path is
+  // the one checked against the enumeration above with everything on the other path), and both
+  // under memory limits: a roomy one (the walk bounded, the cavities fit) and a tight one (on
+  // the 13-person family here, the cavities do not fit: everyone back in the chain, one
+  // emission per candidate).
+  std::mt19937 rng(11);
+  const std::vector<Member> big = {{-1, -1, 1}, {-1, -1, 2}, {0, 1, 1},  {-1, -1, 2}, {0, 1, 2},
+                                   {-1, -1, 1}, {2, 3, 1},   {2, 3, 2},  {5, 4, 2},   {5, 4, 1},
+                                   {6, 8, 2},   {9, 7, 1},   {11, 10, 2}};
+  for (const auto* fam : {&kCousins, &big})
+    for (bool x : {false, true}) {
+      INFO("family of " << fam->size() << (x ? ", sex-linked" : ""));
+      auto [lf, pf] = simulate(rng, *fam, x, 6);
+      Pedigree ped = pf.pedigrees[0];
+      if (fam == &big) untype(ped, 11), untype(ped, 12);  // a dropped child of a dropped parent
+      MultipointOptions one, each;
+      each.cavities = false;
+      const MultipointGenotypes a = multipoint_genotypes(ped, lf, marker_chain_map(lf), one);
+      const MultipointGenotypes b = multipoint_genotypes(ped, lf, marker_chain_map(lf), each);
+      CHECK(a.cavity_markers == static_cast<long>(a.markers.size()));
+      CHECK(b.cavity_markers == 0);
+      if (fam == &big) CHECK(a.bits == b.bits - (x ? 2 : 4));  // the chain without the two
+      check_same(ped, a, b);
+      for (double mib : {1.0, 16.0}) {
+        INFO("--max-memory: the process and " << mib << " MiB");
+        MultipointOptions bounded;
+        bounded.max_memory_bytes = process_bytes(omp_get_max_threads()) + (32 + mib) * 1048576;
+        check_same(ped, multipoint_genotypes(ped, lf, marker_chain_map(lf), bounded), b);
+      }
+    }
 }

@@ -1,0 +1,341 @@
+#include "linkage/genotype_cavities.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace kinfer::linkage {
+
+namespace {
+
+using Table = InheritanceModel::AlleleNetwork::Table;
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+// Products below this many factor reads run on one thread: waking the others costs more there,
+// and much more on a machine whose cores are busy with other work.
+constexpr double kParallelWork = 4194304.0;
+
+// The product of `ins` summed onto `keep` (ascending; a variable of keep in no input is
+// broadcast). The loop runs over keep's variables first and the summed ones last, so that the
+// outer positions of a parallel split write disjoint outputs unless summed variables reach
+// outside the inner block (then each thread sums into its own copy). The last variables (at
+// most 4096 combinations) form an inner block whose offsets into every table are listed once.
+Table contract(const std::vector<const Table*>& ins, const std::vector<int>& keep,
+               const std::vector<int>& card, std::vector<double> buffer) {
+  std::vector<int> all(keep);
+  for (const Table* f : ins) all.insert(all.end(), f->vars.begin(), f->vars.end());
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  std::vector<int> ord(keep);
+  for (int v : all)
+    if (!std::binary_search(keep.begin(), keep.end(), v)) ord.push_back(v);
+  const int n = static_cast<int>(ord.size()), nf = static_cast<int>(ins.size());
+  std::vector<int> at(card.size(), -1);
+  for (int j = 0; j < n; ++j) at[ord[j]] = j;
+  std::vector<std::vector<long>> st(nf + 1, std::vector<long>(n, 0));
+  auto fill = [&](const std::vector<int>& vars, std::vector<long>& s) {
+    long m = 1;
+    for (int j = static_cast<int>(vars.size()) - 1; j >= 0; --j) {
+      s[at[vars[j]]] = m;
+      m *= card[vars[j]];
+    }
+  };
+  for (int f = 0; f < nf; ++f) fill(ins[f]->vars, st[f]);
+  fill(keep, st[nf]);
+  Table out;
+  out.vars = keep;
+  long out_size = 1;
+  for (int v : keep) out_size *= card[v];
+  out.t = std::move(buffer);
+  out.t.assign(out_size, 0.0);
+  int ni = 0;
+  long inner = 1;
+  while (ni < n && inner * card[ord[n - 1 - ni]] <= 4096) inner *= card[ord[n - 1 - ni++]];
+  const int no = n - ni;
+  long outer = 1;
+  for (int j = 0; j < no; ++j) outer *= card[ord[j]];
+  std::vector<std::vector<long>> off(nf + 1, std::vector<long>(inner, 0));
+  std::vector<char> constant(nf, 1);  // the factor reads no inner variable
+  {
+    std::vector<int> d(ni, 0);
+    for (long k = 0; k < inner; ++k) {
+      for (int f = 0; f <= nf; ++f) {
+        long o = 0;
+        for (int q = 0; q < ni; ++q) o += d[q] * st[f][no + q];
+        off[f][k] = o;
+      }
+      for (int q = ni - 1; q >= 0 && ++d[q] == card[ord[no + q]]; --q) d[q] = 0;
+    }
+    for (int f = 0; f < nf; ++f)
+      for (int q = 0; q < ni; ++q)
+        if (st[f][no + q] != 0) constant[f] = 0;
+  }
+  // A table whose inner block is contiguous (offsets 0, 1, ...) is read without its offsets.
+  std::vector<char> contiguous(nf + 1, 1);
+  for (int f = 0; f <= nf; ++f)
+    for (long k = 0; k < inner && contiguous[f]; ++k) contiguous[f] = off[f][k] == k;
+  const bool shared_out = no > static_cast<int>(keep.size());
+  const double work = static_cast<double>(outer) * static_cast<double>(inner) * (nf + 1);
+  const int threads = work > kParallelWork && outer > 1 ? omp_get_max_threads() : 1;
+#pragma omp parallel num_threads(threads)
+  {
+    const int T = omp_get_num_threads(), me = omp_get_thread_num();
+    const long lo = outer * me / T, hi = outer * (me + 1) / T;
+    std::vector<double> mine;
+    double* y0 = out.t.data();
+    if (shared_out && T > 1) {
+      mine.assign(out.t.size(), 0.0);
+      y0 = mine.data();
+    }
+    std::vector<double> p(inner);
+    std::vector<int> digit(no, 0);
+    std::vector<long> idx(nf + 1, 0);
+    long r = lo;
+    for (int j = no - 1; j >= 0; --j) {
+      const int c = card[ord[j]];
+      digit[j] = static_cast<int>(r % c);
+      r /= c;
+      for (int f = 0; f <= nf; ++f) idx[f] += digit[j] * st[f][j];
+    }
+    for (long o = lo; o < hi; ++o) {
+      bool zero = false;
+      for (int f = 0; f < nf && !zero; ++f) zero = constant[f] && ins[f]->t[idx[f]] == 0;
+      if (!zero) {
+        std::fill(p.begin(), p.end(), 1.0);
+        for (int f = 0; f < nf; ++f) {
+          const double* t = ins[f]->t.data() + idx[f];
+          if (constant[f]) {
+            const double c = *t;
+            for (long k = 0; k < inner; ++k) p[k] *= c;
+          } else if (contiguous[f]) {
+            double* __restrict q = p.data();
+            for (long k = 0; k < inner; ++k) q[k] *= t[k];
+          } else {
+            const long* of = off[f].data();
+            for (long k = 0; k < inner; ++k) p[k] *= t[of[k]];
+          }
+        }
+        double* y = y0 + idx[nf];
+        const long* of = off[nf].data();
+        if (contiguous[nf])
+          for (long k = 0; k < inner; ++k) y[k] += p[k];
+        else
+          for (long k = 0; k < inner; ++k) y[of[k]] += p[k];
+      }
+      for (int j = no - 1; j >= 0; --j) {
+        const int c = card[ord[j]];
+        if (++digit[j] < c) {
+          for (int f = 0; f <= nf; ++f) idx[f] += st[f][j];
+          break;
+        }
+        digit[j] = 0;
+        for (int f = 0; f <= nf; ++f) idx[f] -= st[f][j] * (c - 1);
+      }
+    }
+    if (shared_out && T > 1) {
+#pragma omp critical
+      for (std::size_t k = 0; k < out.t.size(); ++k) out.t[k] += mine[k];
+    }
+  }
+  return out;
+}
+
+// Scales t to a maximum of 1; returns the ln of the factor taken out (0 for a zero table).
+double normalize(std::vector<double>& t) {
+  const long n = static_cast<long>(t.size());
+  double mx = 0;
+#pragma omp parallel for reduction(max : mx) schedule(static) if (n > kParallelWork)
+  for (long k = 0; k < n; ++k) mx = std::max(mx, t[k]);
+  if (!(mx > 0)) return 0;
+  const double inv = 1 / mx;
+#pragma omp parallel for schedule(static) if (n > kParallelWork)
+  for (long k = 0; k < n; ++k) t[k] *= inv;
+  return std::log(mx);
+}
+
+}  // namespace
+
+const PersonCavitySolver::Plan& PersonCavitySolver::plan(
+    const InheritanceModel::AlleleNetwork& net) {
+  for (const auto& [card, p] : plans_)
+    if (card == net.card && p.leaves == static_cast<int>(net.tables.size()) + 1) return p;
+  Plan p;
+  for (const Table& t : net.tables) p.vars.push_back(t.vars);
+  std::vector<int> w(bits_);
+  std::iota(w.begin(), w.end(), 0);
+  p.vars.push_back(w);
+  p.leaves = static_cast<int>(p.vars.size());
+  const std::vector<int>& card = net.card;
+  const int nv = static_cast<int>(card.size());
+  std::vector<char> alive(p.vars.size(), 1), done(nv, 0);
+  std::vector<int> stamp(nv, -1);
+  int round = 0;
+  // The alleles first (given the bits they are independent across loci: what the emission
+  // sums), then the bits with W; each time the variable whose product table is smallest.
+  for (const auto& [lo, hi] : {std::pair{bits_, nv}, std::pair{0, bits_}}) {
+    for (;;) {
+      int best = -1;
+      double best_size = 0;
+      for (int v = lo; v < hi; ++v) {
+        if (done[v]) continue;
+        ++round;
+        double size = 1;
+        for (std::size_t f = 0; f < p.vars.size(); ++f) {
+          if (!alive[f] || !std::binary_search(p.vars[f].begin(), p.vars[f].end(), v)) continue;
+          for (int u : p.vars[f])
+            if (stamp[u] != round) stamp[u] = round, size *= card[u];
+        }
+        if (best < 0 || size < best_size) best = v, best_size = size;
+      }
+      if (best < 0) break;
+      done[best] = 1;
+      Plan::Step s{{}, {best}};
+      std::vector<int> u;
+      for (std::size_t f = 0; f < p.vars.size(); ++f)
+        if (alive[f] && std::binary_search(p.vars[f].begin(), p.vars[f].end(), best)) {
+          s.in.push_back(static_cast<int>(f));
+          u.insert(u.end(), p.vars[f].begin(), p.vars[f].end());
+          alive[f] = 0;
+        }
+      if (s.in.empty()) continue;
+      std::sort(u.begin(), u.end());
+      u.erase(std::unique(u.begin(), u.end()), u.end());
+      // A bucket of one table: every other variable of this phase that no other table reads
+      // goes in the same pass (the bits of W's last table, one sum instead of one pass each).
+      if (s.in.size() == 1)
+        for (int v : u) {
+          if (v == best || done[v] || v < lo || v >= hi) continue;
+          bool elsewhere = false;
+          for (std::size_t f = 0; f < p.vars.size() && !elsewhere; ++f)
+            elsewhere = alive[f] && std::binary_search(p.vars[f].begin(), p.vars[f].end(), v);
+          if (!elsewhere) s.x.push_back(v), done[v] = 1;
+        }
+      for (int v : s.x) u.erase(std::find(u.begin(), u.end(), v));
+      p.steps.push_back(std::move(s));
+      p.vars.push_back(std::move(u));
+      alive.push_back(1);
+    }
+  }
+  for (const std::vector<int>& vs : p.vars) {
+    double e = 1;
+    for (int v : vs) e *= card[v];
+    p.entries += e;
+  }
+  plans_.emplace_back(card, std::move(p));
+  return plans_.back().second;
+}
+
+std::vector<double> PersonCavitySolver::spare(const std::vector<int>& vars,
+                                              const std::vector<int>& card) {
+  std::size_t n = 1;
+  for (int v : vars) n *= card[v];
+  // The smallest kept buffer that holds n entries, else the largest (it grows).
+  int best = -1;
+  for (std::size_t i = 0; i < spare_.size(); ++i) {
+    if (best < 0) {
+      best = static_cast<int>(i);
+      continue;
+    }
+    const std::size_t c = spare_[i].capacity(), b = spare_[best].capacity();
+    const bool better = c >= n ? (b < n || c < b) : (b < n && c > b);
+    if (better) best = static_cast<int>(i);
+  }
+  if (best < 0) return {};
+  std::vector<double> out = std::move(spare_[best]);
+  spare_.erase(spare_.begin() + best);
+  return out;
+}
+
+void PersonCavitySolver::keep_spare(std::vector<double>&& t) {
+  if (t.capacity() * sizeof(double) >= kSpareBytes) spare_.push_back(std::move(t));
+  t = std::vector<double>{};
+}
+
+double PersonCavitySolver::bytes(const InheritanceModel::AlleleNetwork& net) {
+  return 2 * 8 * plan(net).entries;  // the tables and their derivatives
+}
+
+PersonCavities PersonCavitySolver::run(const InheritanceModel::AlleleNetwork& net,
+                                       const double* a, const double* b, double ln_w) {
+  const Plan& p = plan(net);
+  const std::vector<int>& card = net.card;
+  const int nt = static_cast<int>(p.vars.size());
+  std::vector<Table> tab(nt);
+  std::vector<double> s(nt, 0.0);  // the true table is exp(s) * tab
+  for (std::size_t f = 0; f < net.tables.size(); ++f) tab[f] = net.tables[f];
+  Table& W = tab[p.leaves - 1];
+  W.vars = p.vars[p.leaves - 1];
+  W.t = spare(W.vars, card);
+  W.t.resize(std::size_t(1) << bits_);
+#pragma omp parallel for schedule(static)
+  for (long v = 0; v < static_cast<long>(W.t.size()); ++v) W.t[v] = a[v] * b[v];
+  s[p.leaves - 1] = ln_w;
+  // Forward: every step's product summed over its variables, scaled.
+  std::vector<char> consumed(nt, 0);
+  for (std::size_t k = 0; k < p.steps.size(); ++k) {
+    const Plan::Step& st = p.steps[k];
+    std::vector<const Table*> in;
+    double ls = 0;
+    for (int f : st.in) in.push_back(&tab[f]), ls += s[f], consumed[f] = 1;
+    const int o = p.leaves + static_cast<int>(k);
+    tab[o] = contract(in, p.vars[o], card, spare(p.vars[o], card));
+    s[o] = ls + normalize(tab[o].t);
+  }
+  // What is left are constants: S is their product, and each one's derivative the product of
+  // the others.
+  std::vector<int> roots;
+  for (int f = 0; f < nt; ++f)
+    if (!consumed[f]) roots.push_back(f);
+  PersonCavities out;
+  out.ln_l = 0;
+  for (int r : roots) {
+    const double c = tab[r].t.at(0);
+    out.ln_l += c > 0 ? s[r] + std::log(c) : kNegInf;
+  }
+  // Backward: the derivative of S with respect to each table that leads to a phenotype table.
+  std::vector<char> needs(nt, 0);
+  for (std::size_t f = 0; f < net.tables.size(); ++f) needs[f] = net.tables[f].person >= 0;
+  for (std::size_t k = 0; k < p.steps.size(); ++k)
+    for (int f : p.steps[k].in)
+      if (needs[f]) needs[p.leaves + k] = 1;
+  std::vector<Table> grad(nt);
+  std::vector<double> g(nt, 0.0);  // the true derivative is exp(g) * grad
+  for (int r : roots) {
+    if (!needs[r]) continue;
+    grad[r].t.assign(1, 1.0);
+    for (int q : roots)
+      if (q != r) grad[r].t[0] *= tab[q].t[0], g[r] += s[q];
+  }
+  for (int k = static_cast<int>(p.steps.size()) - 1; k >= 0; --k) {
+    const int o = p.leaves + k;
+    const std::vector<int>& in = p.steps[k].in;
+    if (needs[o]) {
+      grad[o].vars = p.vars[o];
+      for (std::size_t j = 0; j < in.size(); ++j) {
+        if (!needs[in[j]]) continue;
+        std::vector<const Table*> fs{&grad[o]};
+        double lg = g[o];
+        for (std::size_t q = 0; q < in.size(); ++q)
+          if (q != j) fs.push_back(&tab[in[q]]), lg += s[in[q]];
+        grad[in[j]] = contract(fs, p.vars[in[j]], card, spare(p.vars[in[j]], card));
+        g[in[j]] = lg + normalize(grad[in[j]].t);
+      }
+    }
+    keep_spare(std::move(grad[o].t));
+    for (int f : in) keep_spare(std::move(tab[f].t));
+  }
+  out.person.resize(net.person_vars.size());
+  for (std::size_t f = 0; f < net.tables.size(); ++f) {
+    const int i = net.tables[f].person;
+    if (i < 0) continue;
+    out.person[i].vars = p.vars[f];
+    out.person[i].t = std::move(grad[f].t);
+    out.person[i].ln_scale = g[f];
+  }
+  return out;
+}
+
+}  // namespace kinfer::linkage
