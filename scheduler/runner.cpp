@@ -161,24 +161,7 @@ double Runner::device_budget(const Plan& plan) {
   const auto t0 = clock_type::now();
   const double usable = 0.9 * ctx->free_bytes();
   if (since(t0) > 0.001) spdlog::debug("the GPU's free memory read in {:.1f} ms", 1e3 * since(t0));
-  const double budget = req_.gpu_memory_bytes > 0 ? std::min(req_.gpu_memory_bytes, usable) : usable;
-  if (plan.memory.device_bytes > budget) open_lanes_early();
-  return budget;
-}
-
-void Runner::open_lanes_early() {
-  if (gpu_->use_given || !lanes_.empty() || req_.check) return;
-  const int gpus = probed().available ? probed().count : 0;
-  if (gpus < 2) return;
-  spdlog::debug("the plan will be conditioned to fit the GPU: GPUs 1-{} start opening while it "
-                "is, for its slices",
-                gpus - 1);
-  for (int k = 1; k < gpus; ++k) {
-    RunRequest rk = req_;
-    rk.gpu_index = k;
-    lanes_.push_back(std::make_unique<Runner>(rk));
-    lanes_.back()->start_in_background();
-  }
+  return req_.gpu_memory_bytes > 0 ? std::min(req_.gpu_memory_bytes, usable) : usable;
 }
 
 void Runner::budget_for_device(PlanOptions& po) {

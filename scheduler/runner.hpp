@@ -281,10 +281,6 @@ class Runner {
   void see_one_gpu(double log2_max_table);
   // Starts opening the GPU in the background (open_gpu on another thread).
   void start_in_background();
-  // Starts opening the other visible GPUs' runners in the background (lanes_), when a plan is
-  // about to be conditioned to fit the GPU: they open while it is conditioned, and its slices
-  // spread over all of them (lanes) instead of the first GPU taking most while they start.
-  void open_lanes_early();
   // The profile for the machine's GPU, read once: the user's, a cached one, a shipped one
   // matched by the GPU's name; none of them for an open GPU, one derived from the closest
   // shipped profile by the GPU's quick figures (derive_for_open_gpu). nullptr: none.

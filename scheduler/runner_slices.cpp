@@ -41,12 +41,8 @@ int Runner::lanes(const ConditionedPlan& cp) {
     }
   }
   const int fit = slice_lanes(*gpu_count_, cp, req_.host_memory_bytes);
-  // GPUs this process must still open: only as many as pay for their start (those opened
-  // while the plan was conditioned, open_lanes_early, cost nothing more).
-  const int n = gpu_->use_given
-                    ? fit
-                    : std::max(lanes_that_pay(cp, fit),
-                               std::min(fit, 1 + static_cast<int>(lanes_.size())));
+  // GPUs this process must still open: only as many as pay for their start.
+  const int n = gpu_->use_given ? fit : lanes_that_pay(cp, fit);
   if (n < *gpu_count_ && n != lanes_said_)  // once per runner and count (lod runs many plans)
     spdlog::info("{} GPUs: the {} slices spread over {} of them ({})", *gpu_count_,
                  cp.cond.slices, n,
