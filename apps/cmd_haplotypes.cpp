@@ -230,28 +230,18 @@ Result analyse(const HaplotypesOptions& o, const Analysis& a, const PlanOptions&
   return {std::move(j), text.str(), any_chain};
 }
 
-// MERLIN input: the shared reader (io/merlin.hpp) builds a linkage analysis per chromosome
-// around a trait; haplotypes need none, so an affection item nobody's status is known at is
-// added for it (it is not among the markers, so it changes nothing).
+// MERLIN input: one analysis per chromosome of the markers alone (io/merlin.hpp).
 std::vector<Analysis> merlin_analyses(const HaplotypesOptions& o) {
-  io::MerlinFiles f = io::read_merlin_files(o.dat, o.ped, o.map, o.freq);
-  const std::string trait = "(kinfer haplotypes: no trait)";
-  f.dat.items.push_back({'A', trait, 1, 0});
-  for (io::MerlinPerson& q : f.ped.people) q.status.push_back(0), q.status_column.push_back(0);
-  io::MerlinModel model;
-  model.trait = trait;
-  model.freq = 0.5;
-  model.pen[0] = model.pen[1] = model.pen[2] = 1;
   std::vector<Analysis> out;
-  for (const std::string& chr : io::merlin_chromosomes(f)) {
-    io::MerlinAnalysisInput in = io::merlin_analysis_input(f, model, o.map, chr);
-    for (const auto& n : in.notes)  // the trait's penetrance: not the haplotypes' business
-      if (n.find("penetrance") == std::string::npos) spdlog::info("{}", n);
+  for (io::MerlinAnalysisInput& in : io::merlin_marker_analyses(
+           io::read_merlin_files(o.dat, o.ped, o.map, o.freq), o.map, "kinfer haplotypes")) {
+    for (const auto& n : in.notes) spdlog::info("{}", n);
     if (in.x_linked)
       spdlog::info("chromosome X: X-linked haplotypes (a male carries only his maternal allele)");
     if (in.estimated_frequencies)
-      spdlog::info("chromosome {}: allele frequencies counted over all genotyped people", chr);
-    out.push_back({chr, std::move(in.loci), std::move(in.peds)});
+      spdlog::info("chromosome {}: allele frequencies counted over all genotyped people",
+                   in.chromosome);
+    out.push_back({in.chromosome, std::move(in.loci), std::move(in.peds)});
   }
   return out;
 }

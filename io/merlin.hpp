@@ -124,6 +124,13 @@ MerlinAnalysisInput merlin_analysis_input(const MerlinFiles& f, const MerlinMode
                                           const std::string& model_path,
                                           const std::string& chromosome);
 
+// The markers alone (kinfer genotypes, haplotypes), one analysis per chromosome: the reader
+// builds each around a trait, so an affection item nobody's status is known at is added for it
+// (it is not a marker, so it changes nothing), and the notes about its penetrance are dropped.
+// `command` names the trait in messages.
+std::vector<MerlinAnalysisInput> merlin_marker_analyses(MerlinFiles f, const std::string& map_path,
+                                                        const std::string& command);
+
 // Allele frequencies counted over every genotyped person (MERLIN's default): per marker item
 // of the data file, the labels (sorted, numerically where all are numbers) and frequencies.
 // Markers on chromosome X (`x_markers`) count one allele per male.

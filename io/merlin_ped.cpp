@@ -408,4 +408,22 @@ MerlinAnalysisInput merlin_analysis_input(const MerlinFiles& f, const MerlinMode
   return in;
 }
 
+std::vector<MerlinAnalysisInput> merlin_marker_analyses(MerlinFiles f, const std::string& map_path,
+                                                        const std::string& command) {
+  const std::string trait = "(" + command + ": no trait)";
+  f.dat.items.push_back({'A', trait, 1, 0});
+  for (MerlinPerson& q : f.ped.people) q.status.push_back(0), q.status_column.push_back(0);
+  MerlinModel model;
+  model.trait = trait;
+  model.freq = 0.5;
+  model.pen[0] = model.pen[1] = model.pen[2] = 1;
+  std::vector<MerlinAnalysisInput> out;
+  for (const std::string& chr : merlin_chromosomes(f)) {
+    out.push_back(merlin_analysis_input(f, model, map_path, chr));
+    auto& notes = out.back().notes;
+    std::erase_if(notes, [](const std::string& n) { return n.find("penetrance") != n.npos; });
+  }
+  return out;
+}
+
 }  // namespace kinfer::io
