@@ -14,6 +14,7 @@
 #include <optional>
 #include <sstream>
 
+#include "apps/command_options.hpp"
 #include "apps/commands.hpp"
 #include "apps/network_options.hpp"
 #include "engine/condition.hpp"
@@ -390,22 +391,27 @@ int run_genotypes(const GenotypesOptions& o) {
 
 }  // namespace
 
+void add_pedigree_input_options(CLI::App& cmd, std::string& ped, std::string& dat,
+                                std::string& map, std::string& freq) {
+  cmd.add_option("-p,--ped", ped,
+                 "pedigree file: LINKAGE (pre- or post-makeped), or MERLIN's with -m")
+      ->required();
+  cmd.add_option("-d,--dat", dat, "LINKAGE locus (data) file, or MERLIN's data file with -m")
+      ->required();
+  cmd.add_option("-m,--map", map,
+                 "MERLIN map (CHROMOSOME MARKER POSITION in cM): read -d and -p as MERLIN files "
+                 "(one analysis per chromosome)");
+  cmd.add_option("-f,--freq", freq,
+                 "MERLIN allele frequency file (default: counted over all genotyped people)");
+}
+
 Runner add_genotypes(CLI::App& root) {
   auto o = std::make_shared<GenotypesOptions>();
   CLI::App* cmd = root.add_subcommand(
       "genotypes",
       "posterior genotype probabilities of every person at every marker (LINKAGE or MERLIN "
       "input), and the observed genotypes improbable given everyone else's data");
-  cmd->add_option("-p,--ped", o->ped,
-                  "pedigree file: LINKAGE (pre- or post-makeped), or MERLIN's with -m")
-      ->required();
-  cmd->add_option("-d,--dat", o->dat, "LINKAGE locus (data) file, or MERLIN's data file with -m")
-      ->required();
-  cmd->add_option("-m,--map", o->map,
-                  "MERLIN map (CHROMOSOME MARKER POSITION in cM): read -d and -p as MERLIN files "
-                  "(each chromosome analysed on its own)");
-  cmd->add_option("-f,--freq", o->freq,
-                  "MERLIN allele frequency file (default: counted over all genotyped people)");
+  add_pedigree_input_options(*cmd, o->ped, o->dat, o->map, o->freq);
   cmd->add_option("--error-threshold", o->error_threshold,
                   "flag an observed genotype whose probability given everyone else's data at "
                   "that marker is below this")

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "apps/command_options.hpp"
 #include "apps/commands.hpp"
 #include "apps/network_options.hpp"
 #include "engine/errors.hpp"
@@ -318,16 +319,7 @@ Runner add_haplotypes(CLI::App& root) {
       "the most likely phased haplotypes of every pedigree over all markers jointly "
       "(multipoint): each person's paternal and maternal alleles, their grandparental origin "
       "and the recombinations (LINKAGE or MERLIN input)");
-  cmd->add_option("-p,--ped", o->ped,
-                  "pedigree file: LINKAGE (pre- or post-makeped), or MERLIN's with -m")
-      ->required();
-  cmd->add_option("-d,--dat", o->dat, "LINKAGE locus (data) file, or MERLIN's data file with -m")
-      ->required();
-  cmd->add_option("-m,--map", o->map,
-                  "MERLIN map (CHROMOSOME MARKER POSITION in cM): read -d and -p as MERLIN files "
-                  "(one analysis per chromosome)");
-  cmd->add_option("-f,--freq", o->freq,
-                  "MERLIN allele frequency file (default: counted over all genotyped people)");
+  add_pedigree_input_options(*cmd, o->ped, o->dat, o->map, o->freq);
   cmd->add_flag("--json", o->json, "print one JSON object instead of text");
   cmd->add_option("--out", o->out, "also write the output (text or JSON) to this file");
   cmd->add_option("--method", o->method,
