@@ -451,6 +451,32 @@ std::vector<InheritanceModel::MeiosisPosition> InheritanceModel::meiosis_positio
   return out;
 }
 
+InheritanceModel::AlleleNetwork InheritanceModel::kept_allele_variables(
+    const PedigreeLocus& L) const {
+  const int np = static_cast<int>(ped_.people.size());
+  AlleleNetwork net;
+  net.card.assign(bits_, 2);
+  net.person_vars.assign(np, {-1, -1});
+  auto& var = net.person_vars;
+  auto add = [&](const std::vector<int>& d) {
+    net.card.push_back(static_cast<int>(d.size()));
+    net.values.push_back(d);
+    return static_cast<int>(net.card.size()) - 1;
+  };
+  for (int i = 0; i < np; ++i) {
+    if (!keep_[i]) continue;
+    const Person& p = ped_.people[i];
+    var[i][1] = add(L.dom_m[i]);
+    if (L.carries_paternal(p) && (!L.sex_linked || p.founder())) var[i][0] = add(L.dom_p[i]);
+  }
+  for (int i = 0; i < np; ++i) {
+    const Person& p = ped_.people[i];
+    if (keep_[i] && L.sex_linked && L.carries_paternal(p) && !p.founder())
+      var[i][0] = var[p.father][1];
+  }
+  return net;
+}
+
 Emission InheritanceModel::emission_of(const PedigreeLocus& L, double table_limit,
                                        bool max) const {
   if (bits_ > kMaxBits)
@@ -468,26 +494,10 @@ Emission InheritanceModel::emission_of(const PedigreeLocus& L, double table_limi
   // its variables in ascending id, the last fastest: so a table over bits is already in the
   // state's index order, and its factor needs no reordering), then the allele variables of the
   // kept people.
-  std::vector<int> card(bits_, 2);
-  std::vector<std::vector<int>> dom;  // per allele variable: recoded alleles
-  std::vector<std::array<int, 2>> var(np, {-1, -1});
-  auto add = [&](const std::vector<int>& d) {
-    card.push_back(static_cast<int>(d.size()));
-    dom.push_back(d);
-    return static_cast<int>(card.size()) - 1;
-  };
-  for (int i = 0; i < np; ++i) {
-    if (!keep_[i]) continue;
-    const Person& p = ped_.people[i];
-    var[i][1] = add(L.dom_m[i]);
-    if (L.carries_paternal(p) && (!L.sex_linked || p.founder())) var[i][0] = add(L.dom_p[i]);
-  }
-  for (int i = 0; i < np; ++i) {
-    const Person& p = ped_.people[i];
-    if (keep_[i] && L.sex_linked && L.carries_paternal(p) && !p.founder())
-      var[i][0] = var[p.father][1];
-  }
-  auto values = [&](int v) -> const std::vector<int>& { return dom[v - bits_]; };
+  AlleleNetwork net = kept_allele_variables(L);
+  const std::vector<int>& card = net.card;
+  const std::vector<std::array<int, 2>>& var = net.person_vars;
+  auto values = [&](int v) -> const std::vector<int>& { return net.values[v - bits_]; };
   std::vector<Tab> tabs;
   for (int i = 0; i < np; ++i) {
     if (!keep_[i]) continue;
@@ -569,27 +579,14 @@ InheritanceModel::AlleleNetwork InheritanceModel::allele_network(const PedigreeL
                             " bits is beyond the chain's " + std::to_string(kMaxBits));
   const int np = static_cast<int>(ped_.people.size());
   const int n = L.n_alleles;
-  AlleleNetwork net;
+  AlleleNetwork net = kept_allele_variables(L);
   std::vector<int>& card = net.card;
-  card.assign(bits_, 2);
   std::vector<std::array<int, 2>>& var = net.person_vars;
-  var.assign(np, {-1, -1});
   auto add = [&](const std::vector<int>& d) {
     card.push_back(static_cast<int>(d.size()));
     net.values.push_back(d);
     return static_cast<int>(card.size()) - 1;
   };
-  for (int i = 0; i < np; ++i) {
-    if (!keep_[i]) continue;
-    const Person& p = ped_.people[i];
-    var[i][1] = add(L.dom_m[i]);
-    if (L.carries_paternal(p) && (!L.sex_linked || p.founder())) var[i][0] = add(L.dom_p[i]);
-  }
-  for (int i = 0; i < np; ++i) {
-    const Person& p = ped_.people[i];
-    if (keep_[i] && L.sex_linked && L.carries_paternal(p) && !p.founder())
-      var[i][0] = var[p.father][1];
-  }
   // The people the chain drops (no phenotype at its loci, no kept descendant), parents first:
   // nothing about them is observed at any locus, so their selectors at this locus are
   // independent of everything else, each 0 or 1 with probability 1/2 (a local variable, summed

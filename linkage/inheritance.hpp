@@ -160,6 +160,10 @@ class InheritanceModel {
 
  private:
   Emission emission_of(const PedigreeLocus& L, double table_limit, bool max) const;
+  // The variables of a locus's allele network for the kept people (card: the state bits, then
+  // one per allele variable; values: each allele variable's alleles; person_vars), no tables:
+  // what emission_of and allele_network start from.
+  AlleleNetwork kept_allele_variables(const PedigreeLocus& L) const;
   struct Walk;  // location_scores's steps (location_scores.cpp)
   // What location_scores and walk_markers share: the emissions of `markers` (and of `trait`, an
   // index into loci, when >= 0), the backward pass kept at checkpoints, then `pass` (the forward
