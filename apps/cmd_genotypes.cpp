@@ -14,7 +14,7 @@
 #include <optional>
 #include <sstream>
 
-#include "apps/command_options.hpp"
+#include "apps/pedigree_input.hpp"
 #include "apps/commands.hpp"
 #include "apps/network_options.hpp"
 #include "engine/condition.hpp"
@@ -35,7 +35,8 @@ namespace {
 namespace lk = kinfer::linkage;
 
 struct GenotypesOptions {
-  std::string ped, dat, map, freq, out, max_memory;
+  PedigreeInput input;
+  std::string out, max_memory;
   double error_threshold = 0.01;
   bool json = false;
   bool multipoint = false;
@@ -318,30 +319,10 @@ void analyze_pedigree(const lk::Pedigree& ped, const lk::LocusFile& lf, const Pl
 }
 
 // The pedigrees and loci of one analysis: LINKAGE input's, or one chromosome of MERLIN input's.
-struct Analysis {
-  std::string chromosome;  // empty for LINKAGE input
-  lk::LocusFile lf;
-  lk::PedigreeFile pf;
-};
-
-// MERLIN input: one analysis per chromosome of the markers alone (io/merlin.hpp).
-std::vector<Analysis> merlin_analyses(const GenotypesOptions& o) {
-  std::vector<Analysis> out;
-  for (io::MerlinAnalysisInput& in : io::merlin_marker_analyses(
-           io::read_merlin_files(o.dat, o.ped, o.map, o.freq), o.map, "kinfer genotypes")) {
-    for (const auto& n : in.notes) spdlog::info("{}", n);
-    if (in.x_linked) spdlog::info("chromosome X: X-linked (a male's genotype is his one allele)");
-    if (in.estimated_frequencies)
-      spdlog::info("chromosome {}: allele frequencies counted over all genotyped people",
-                   in.chromosome);
-    out.push_back({in.chromosome, std::move(in.loci), std::move(in.peds)});
-  }
-  return out;
-}
+using Analysis = MarkerAnalysis;
 
 int run_genotypes(const GenotypesOptions& o) {
-  if (o.map.empty() && !o.freq.empty())
-    throw CLI::ValidationError("-f/--freq", "is for MERLIN-format input, which needs -m MAP");
+  check_pedigree_input(o.input);
   check_output_file(o.out, "--out");
   PlanOptions po;
   po.order.heuristic = OrderHeuristic::MinFill;
@@ -352,30 +333,22 @@ int run_genotypes(const GenotypesOptions& o) {
   } catch (const std::invalid_argument& e) {
     throw CLI::ValidationError("--max-memory", e.what());
   }
-  std::vector<Analysis> analyses;
-  if (!o.map.empty()) {
-    analyses = merlin_analyses(o);
-  } else {
-    Analysis a;
-    a.lf = io::read_locus_file(o.dat);
-    for (const auto& w : a.lf.warnings) spdlog::warn("{}", w);
-    a.pf = io::read_pedigree_file(o.ped, a.lf);
-    for (const auto& w : a.pf.warnings) spdlog::warn("{}", w);
-    analyses.push_back(std::move(a));
-  }
+  const std::vector<Analysis> analyses =
+      read_marker_analyses(o.input, "kinfer genotypes",
+                           "X-linked (a male's genotype is his one allele)");
   Report r;
   for (const Analysis& a : analyses)
     for (const lk::Pedigree& ped : a.pf.pedigrees)
       analyze_pedigree(ped, a.lf, po, o, a.chromosome, r);
   std::string out;
   if (o.json) {
-    nlohmann::json j = {{"ped", o.ped},
-                        {"dat", o.dat},
+    nlohmann::json j = {{"ped", o.input.ped},
+                        {"dat", o.input.dat},
                         {"error_threshold", o.error_threshold},
                         {"multipoint", o.multipoint},
                         {"pedigrees", std::move(r.pedigrees)},
                         {"suspect", std::move(r.suspect)}};
-    if (!o.map.empty()) j["map"] = o.map;
+    if (!o.input.map.empty()) j["map"] = o.input.map;
     out = j.dump(2) + "\n";
   } else {
     out = r.text.str();
@@ -391,27 +364,13 @@ int run_genotypes(const GenotypesOptions& o) {
 
 }  // namespace
 
-void add_pedigree_input_options(CLI::App& cmd, std::string& ped, std::string& dat,
-                                std::string& map, std::string& freq) {
-  cmd.add_option("-p,--ped", ped,
-                 "pedigree file: LINKAGE (pre- or post-makeped), or MERLIN's with -m")
-      ->required();
-  cmd.add_option("-d,--dat", dat, "LINKAGE locus (data) file, or MERLIN's data file with -m")
-      ->required();
-  cmd.add_option("-m,--map", map,
-                 "MERLIN map (CHROMOSOME MARKER POSITION in cM): read -d and -p as MERLIN files "
-                 "(one analysis per chromosome)");
-  cmd.add_option("-f,--freq", freq,
-                 "MERLIN allele frequency file (default: counted over all genotyped people)");
-}
-
 Runner add_genotypes(CLI::App& root) {
   auto o = std::make_shared<GenotypesOptions>();
   CLI::App* cmd = root.add_subcommand(
       "genotypes",
       "posterior genotype probabilities of every person at every marker (LINKAGE or MERLIN "
       "input), and the observed genotypes improbable given everyone else's data");
-  add_pedigree_input_options(*cmd, o->ped, o->dat, o->map, o->freq);
+  add_pedigree_input_options(*cmd, o->input);
   cmd->add_option("--error-threshold", o->error_threshold,
                   "flag an observed genotype whose probability given everyone else's data at "
                   "that marker is below this")

@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "apps/command_options.hpp"
+#include "apps/pedigree_input.hpp"
 #include "apps/commands.hpp"
 #include "apps/network_options.hpp"
 #include "engine/errors.hpp"
@@ -31,7 +31,8 @@ namespace {
 namespace lk = kinfer::linkage;
 
 struct HaplotypesOptions {
-  std::string ped, dat, map, freq, out, max_memory;
+  PedigreeInput input;
+  std::string out, max_memory;
   std::string method = "auto";  // auto, chain or network
   int bits = 24;                // auto: the chain for pedigrees of at most this many bits
   bool json = false;
@@ -46,11 +47,7 @@ std::string fixed(double x, const char* fmt = "%.6f") {
 }
 
 // One analysis: a locus file and its pedigrees (a MERLIN chromosome, or the LINKAGE files).
-struct Analysis {
-  std::string chromosome;  // MERLIN input only
-  lk::LocusFile lf;
-  lk::PedigreeFile pf;
-};
+using Analysis = MarkerAnalysis;
 
 struct Result {
   nlohmann::json json;
@@ -231,25 +228,8 @@ Result analyse(const HaplotypesOptions& o, const Analysis& a, const PlanOptions&
   return {std::move(j), text.str(), any_chain};
 }
 
-// MERLIN input: one analysis per chromosome of the markers alone (io/merlin.hpp).
-std::vector<Analysis> merlin_analyses(const HaplotypesOptions& o) {
-  std::vector<Analysis> out;
-  for (io::MerlinAnalysisInput& in : io::merlin_marker_analyses(
-           io::read_merlin_files(o.dat, o.ped, o.map, o.freq), o.map, "kinfer haplotypes")) {
-    for (const auto& n : in.notes) spdlog::info("{}", n);
-    if (in.x_linked)
-      spdlog::info("chromosome X: X-linked haplotypes (a male carries only his maternal allele)");
-    if (in.estimated_frequencies)
-      spdlog::info("chromosome {}: allele frequencies counted over all genotyped people",
-                   in.chromosome);
-    out.push_back({in.chromosome, std::move(in.loci), std::move(in.peds)});
-  }
-  return out;
-}
-
 int run_haplotypes(const HaplotypesOptions& o) {
-  if (o.map.empty() && !o.freq.empty())
-    throw CLI::ValidationError("-f/--freq", "is for MERLIN-format input, which needs -m MAP");
+  check_pedigree_input(o.input);
   check_output_file(o.out, "--out");
   PlanOptions po;
   try {
@@ -259,17 +239,9 @@ int run_haplotypes(const HaplotypesOptions& o) {
   } catch (const std::invalid_argument& e) {
     throw CLI::ValidationError("--max-memory", e.what());
   }
-  std::vector<Analysis> analyses;
-  if (!o.map.empty()) {
-    analyses = merlin_analyses(o);
-  } else {
-    Analysis a;
-    a.lf = io::read_locus_file(o.dat);
-    for (const auto& w : a.lf.warnings) spdlog::warn("{}", w);
-    a.pf = io::read_pedigree_file(o.ped, a.lf);
-    for (const auto& w : a.pf.warnings) spdlog::warn("{}", w);
-    analyses.push_back(std::move(a));
-  }
+  const std::vector<Analysis> analyses =
+      read_marker_analyses(o.input, "kinfer haplotypes",
+                           "X-linked haplotypes (a male carries only his maternal allele)");
   std::string text;
   nlohmann::json chromosomes = nlohmann::json::array();
   bool any_chain = false;
@@ -284,11 +256,11 @@ int run_haplotypes(const HaplotypesOptions& o) {
       "maternal allele, from the grandmother; founders' alleles have no origin)\n";
   std::string out;
   if (o.json) {
-    nlohmann::json j = {{"ped", o.ped}, {"dat", o.dat}};
-    if (o.map.empty()) {
+    nlohmann::json j = {{"ped", o.input.ped}, {"dat", o.input.dat}};
+    if (o.input.map.empty()) {
       j.update(chromosomes[0]);
     } else {
-      j["map"] = o.map;
+      j["map"] = o.input.map;
       j["chromosomes"] = std::move(chromosomes);
     }
     j["ties"] =
@@ -319,7 +291,7 @@ Runner add_haplotypes(CLI::App& root) {
       "the most likely phased haplotypes of every pedigree over all markers jointly "
       "(multipoint): each person's paternal and maternal alleles, their grandparental origin "
       "and the recombinations (LINKAGE or MERLIN input)");
-  add_pedigree_input_options(*cmd, o->ped, o->dat, o->map, o->freq);
+  add_pedigree_input_options(*cmd, o->input);
   cmd->add_flag("--json", o->json, "print one JSON object instead of text");
   cmd->add_option("--out", o->out, "also write the output (text or JSON) to this file");
   cmd->add_option("--method", o->method,

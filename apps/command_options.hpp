@@ -19,11 +19,6 @@ struct LogFlags {
 };
 void add_log_flags(CLI::App& root, LogFlags& f);
 
-// -p/--ped, -d/--dat, -m/--map, -f/--freq: the pedigree input of `kinfer genotypes` and
-// `kinfer haplotypes` (LINKAGE files, or MERLIN's with -m; defined in cmd_genotypes.cpp).
-void add_pedigree_input_options(CLI::App& cmd, std::string& ped, std::string& dat,
-                                std::string& map, std::string& freq);
-
 // --device, --schedule, --profile, --check, --explain, --gpu-memory: how a command's plans run
 // through the runner (scheduler/runner.hpp); `kinfer pe` and `kinfer lod` share them (defined
 // in cmd_pe.cpp).
