@@ -337,7 +337,7 @@ void add_lod_options(CLI::App& cmd, LodOptions& o) {
                  "many entries each (default 2^26); a larger one is computed per inheritance "
                  "vector on the fly (less memory, more time per step); 0: every locus on the fly")
       ->check(number_at_least(0));
-  add_run_options(cmd, o.device, o.schedule, o.profile, o.check, o.explain, o.gpu_memory);
+  add_run_options(cmd, o.device, o.schedule, o.profile, o.check, &o.explain, o.gpu_memory);
   cmd.add_option("--verify", o.verify,
                  "under mpirun: recompute this fraction (0 to 1, drawn with --seed) of the "
                  "likelihoods on a second rank and compare (exit 5 on a mismatch, with both "

@@ -38,17 +38,20 @@ std::string uai_mar(const Marginals& m) {
 int run_mar(const PosteriorOptions& o) {
   Network net;
   const auto t0 = std::chrono::steady_clock::now();
-  ConditionedPlan cp = plan_posterior(o, "mar", true, net);
+  sched::Runner runner(posterior_run_request(o));
+  runner.start_early();  // the device starts while the network is read and planned
+  ConditionedPlan cp = plan_posterior(o, "mar", true, net, runner);
   const auto t1 = std::chrono::steady_clock::now();
   net = Network{};
-  const Marginals m = compute_marginals(cp);
+  UpwardRuns runs;
+  const Marginals m = compute_marginals(cp, o.net.threads, upward_through(runner, runs));
   const auto t2 = std::chrono::steady_clock::now();
   const Plan& plan = cp.plan;
   if (m.ln_pe == -INFINITY) refuse_impossible(plan, "the posterior marginals are");
   const double log10_pe = m.ln_pe / std::log(10.0);
   if (!o.uai_output.empty()) write_file_atomically(o.uai_output, uai_mar(m));
   if (o.json) {
-    const nlohmann::json j = {{"network", o.net.network},
+    nlohmann::json j = {{"network", o.net.network},
                               {"evidence_observed", plan.model.num_observed},
                               {"slices", cp.cond.slices},
                               {"log10_pr", log10_pe},
@@ -56,8 +59,9 @@ int run_mar(const PosteriorOptions& o) {
                               {"seconds", seconds_between(t0, t2)},
                               {"timings", {{"plan", seconds_between(t0, t1)},
                                            {"compute", seconds_between(t1, t2)}}}};
+    add_run_json(j, runner, runs, o.check);
     std::cout << j.dump(2) << std::endl;
-    return 0;
+    return posterior_exit(runner, runs, o.check);
   }
   std::ostringstream out;
   out << "log10 P(e) = " << format_log10(log10_pe) << "\n";
@@ -70,8 +74,9 @@ int run_mar(const PosteriorOptions& o) {
     }
     out << "\n";
   }
+  out << run_lines(runner, runs, o.check);
   std::cout << out.str() << std::flush;
-  return 0;
+  return posterior_exit(runner, runs, o.check);
 }
 
 }  // namespace

@@ -31,9 +31,12 @@ std::string uai_mpe(const std::vector<int>& x) {
 int run_mpe(const PosteriorOptions& o) {
   Network net;
   const auto t0 = std::chrono::steady_clock::now();
-  ConditionedPlan cp = plan_posterior(o, "mpe", false, net);
+  sched::Runner runner(posterior_run_request(o));
+  runner.start_early();  // the device starts while the network is read and planned
+  ConditionedPlan cp = plan_posterior(o, "mpe", false, net, runner);
   const auto t1 = std::chrono::steady_clock::now();
-  const MostProbable m = compute_mpe(cp);
+  UpwardRuns runs;
+  const MostProbable m = compute_mpe(cp, o.net.threads, upward_through(runner, runs));
   const auto t2 = std::chrono::steady_clock::now();
   const Plan& plan = cp.plan;
   if (m.ln_pr == -INFINITY) refuse_impossible(plan, "a most probable assignment is");
@@ -45,7 +48,7 @@ int run_mpe(const PosteriorOptions& o) {
   const double log10_pr = m.ln_pr / std::log(10.0);
   if (!o.uai_output.empty()) write_file_atomically(o.uai_output, uai_mpe(m.assignment));
   if (o.json) {
-    const nlohmann::json j = {{"network", o.net.network},
+    nlohmann::json j = {{"network", o.net.network},
                               {"evidence_observed", plan.model.num_observed},
                               {"slices", cp.cond.slices},
                               {"log10_pr", log10_pr},
@@ -53,15 +56,16 @@ int run_mpe(const PosteriorOptions& o) {
                               {"seconds", seconds_between(t0, t2)},
                               {"timings", {{"plan", seconds_between(t0, t1)},
                                            {"compute", seconds_between(t1, t2)}}}};
+    add_run_json(j, runner, runs, o.check);
     std::cout << j.dump(2) << std::endl;
-    return 0;
+    return posterior_exit(runner, runs, o.check);
   }
   std::ostringstream out;
   out << "log10 P(x, e) = " << format_log10(log10_pr) << "\nassignment:";
   for (int v : m.assignment) out << ' ' << v;
-  out << "\n";
+  out << "\n" << run_lines(runner, runs, o.check);
   std::cout << out.str() << std::flush;
-  return 0;
+  return posterior_exit(runner, runs, o.check);
 }
 
 }  // namespace

@@ -282,7 +282,7 @@ sched::RunRequest run_request(const std::string& device, const std::string& sche
 }
 
 void add_run_options(CLI::App& cmd, std::string& device, std::string& schedule,
-                     std::string& profile, bool& check, bool& explain, std::string& gpu_memory) {
+                     std::string& profile, bool& check, bool* explain, std::string& gpu_memory) {
   cmd.add_option("--device", device,
                  "where buckets run: auto (the GPU when present and the plan is large enough), "
                  "cpu, or gpu (falls back to the CPU, logged, when no GPU is usable)")
@@ -305,9 +305,10 @@ void add_run_options(CLI::App& cmd, std::string& device, std::string& schedule,
                  "calibration profile for greedy and comm-aware (default: the one `kinfer "
                  "calibrate` stored in the cache directory); without one with a GPU part they "
                  "fall back to whole-plan, logged");
-  cmd.add_flag("--explain", explain,
-               "explain the plan: the order, where the memory and the work go, and where the "
-               "buckets ran (per bucket when a GPU is used)");
+  if (explain)
+    cmd.add_flag("--explain", *explain,
+                 "explain the plan: the order, where the memory and the work go, and where the "
+                 "buckets ran (per bucket when a GPU is used)");
   cmd.add_option("--gpu-memory", gpu_memory,
                  "device memory a plan's tables may use on the GPU, e.g. 8G (default: 90% of the "
                  "device's free memory when it opens); a plan whose tables do not fit is "
@@ -318,7 +319,7 @@ void add_pe_options(CLI::App& cmd, PeOptions& o) {
   o.net.add(cmd);
   cmd.add_flag("--json", o.json, "print one JSON object instead of text");
   cmd.add_option("--uai-output", o.uai_output, "also write the answer in the UAI PR format");
-  add_run_options(cmd, o.device, o.schedule, o.profile, o.check, o.explain, o.gpu_memory);
+  add_run_options(cmd, o.device, o.schedule, o.profile, o.check, &o.explain, o.gpu_memory);
   cmd.add_option("--repeat", o.repeat,
                  "time the computation this many more times after the first (for benchmarks: "
                  "first run and median of the repeats in the output)")

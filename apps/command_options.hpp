@@ -20,10 +20,10 @@ struct LogFlags {
 void add_log_flags(CLI::App& root, LogFlags& f);
 
 // --device, --schedule, --profile, --check, --explain, --gpu-memory: how a command's plans run
-// through the runner (scheduler/runner.hpp); `kinfer pe` and `kinfer lod` share them (defined
-// in cmd_pe.cpp).
+// through the runner (scheduler/runner.hpp); `kinfer pe`, `kinfer lod`, `kinfer mar` and
+// `kinfer mpe` share them (defined in cmd_pe.cpp). `explain` nullptr: no --explain.
 void add_run_options(CLI::App& cmd, std::string& device, std::string& schedule,
-                     std::string& profile, bool& check, bool& explain, std::string& gpu_memory);
+                     std::string& profile, bool& check, bool* explain, std::string& gpu_memory);
 // The runner's request from those options (CLI::ValidationError for a bad --gpu-memory).
 sched::RunRequest run_request(const std::string& device, const std::string& schedule,
                               const std::string& profile, bool check, bool explain,

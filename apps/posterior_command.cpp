@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "apps/command_options.hpp"
+#include "apps/commands.hpp"
 #include "engine/errors.hpp"
 #include "engine/posterior.hpp"
 #include "engine/util.hpp"
@@ -15,14 +17,28 @@ void add_posterior_options(CLI::App& cmd, PosteriorOptions& o, const std::string
   cmd.add_flag("--json", o.json, "print one JSON object instead of text");
   cmd.add_option("--uai-output", o.uai_output,
                  "also write the answer in the UAI 2014 " + uai_format + " format");
+  add_run_options(cmd, o.device, o.schedule, o.profile, o.check, nullptr, o.gpu_memory);
+}
+
+sched::RunRequest posterior_run_request(const PosteriorOptions& o) {
+  sched::RunRequest req = run_request(o.device, o.schedule, o.profile, o.check, false, o.gpu_memory);
+  req.threads = o.net.threads;
+  return req;
 }
 
 ConditionedPlan plan_posterior(const PosteriorOptions& o, const std::string& command,
-                               bool marginals, Network& net) {
+                               bool marginals, Network& net, sched::Runner& runner) {
   check_output_file(o.uai_output, "--uai-output");
   Evidence ev;
   o.net.load(net, ev);
-  const PlanOptions po = o.net.plan_options();
+  PlanOptions po = o.net.plan_options();
+  // mpe: the order search sized for the device that runs the upward pass (the traceback is
+  // cheap); mar: for the CPU, where its downward pass runs (an order that suits the GPU can
+  // cost the downward pass more than the GPU saves). Both: the device's memory budget.
+  if (marginals)
+    runner.budget_for_device(po);
+  else
+    runner.plan_for_device(po);
   PlanOptions trial = po;
   trial.keep_tables = false;  // the plan runs once: the reduced model's tables are dropped
   // pe's planner conditions a plan to fit its own estimate; the second pass keeps more (every
@@ -62,6 +78,62 @@ ConditionedPlan plan_posterior(const PosteriorOptions& o, const std::string& com
       plan.order.heuristic, plan.order.stats.width, plan.order.stats.log2_max_table,
       plan.order.stats.log2_total_state, plan.tree.buckets.size(), human_bytes(need));
   return cp;
+}
+
+UpwardRunner upward_through(sched::Runner& runner, UpwardRuns& runs) {
+  return [&runner, &runs](const Plan& plan, const UpwardPass& pass) {
+    runner.set_upward_pass(pass);
+    sched::RunResult r;
+    try {
+      r = runner.run(plan);
+    } catch (...) {
+      runner.set_upward_pass({});
+      throw;
+    }
+    runner.set_upward_pass({});
+    ++runs.runs;
+    runs.gpu_runs += r.gpu_buckets > 0;
+    runs.device = r.device;
+    if (!r.gpu_name.empty()) runs.gpu_name = r.gpu_name;
+    if (runs.note.empty()) runs.note = r.note;
+    if (runs.check_not_run.empty()) runs.check_not_run = r.check_not_run;
+    runs.upward_seconds += r.first_seconds;
+  };
+}
+
+void add_run_json(nlohmann::json& j, const sched::Runner& runner, const UpwardRuns& runs,
+                  bool check) {
+  j["device"] = runs.device;
+  if (!runs.gpu_name.empty()) j["gpu"] = {{"name", runs.gpu_name}, {"runs", runs.gpu_runs}};
+  if (!runs.note.empty()) j["note"] = runs.note;
+  j["timings"]["upward"] = runs.upward_seconds;
+  if (!check) return;
+  if (!runs.check_not_run.empty())
+    j["check"] = {{"run", false}, {"why", runs.check_not_run}};
+  else
+    j["check"] = sched::check_json(runner.totals().check);
+}
+
+std::string run_lines(const sched::Runner& runner, const UpwardRuns& runs, bool check) {
+  std::string s;
+  if (!runs.gpu_name.empty())
+    s += "upward pass on " + runs.device + " (" + runs.gpu_name + ")\n";
+  if (!runs.note.empty()) s += "note: " + runs.note + "\n";
+  if (check)
+    s += (runs.check_not_run.empty() ? sched::check_report_verdict(runner.totals().check)
+                                     : "check: not run (" + runs.check_not_run + ")") +
+         "\n";
+  return s;
+}
+
+int posterior_exit(const sched::Runner& runner, const UpwardRuns& runs, bool check) {
+  if (!check) return 0;
+  if (!runs.check_not_run.empty()) return kExitCheckNotRun;
+  if (!runner.totals().check.passed) {
+    spdlog::error("{}", sched::check_report_verdict(runner.totals().check));
+    return kExitCheckFailed;
+  }
+  return 0;
 }
 
 void refuse_impossible(const Plan& plan, const std::string& what) {

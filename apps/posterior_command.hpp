@@ -1,14 +1,18 @@
 #pragma once
-// What `kinfer mar` and `kinfer mpe` share: their options (the network options of pe, --json,
-// --uai-output) and the plan they run on, conditioned when it must be, with the second pass's
-// memory checked.
+// What `kinfer mar` and `kinfer mpe` share: their options (the network options of pe, pe's run
+// options, --json, --uai-output), the plan they run on, conditioned when it must be, with the
+// second pass's memory checked, and their upward pass through the scheduler's Runner (any
+// device, its check mode included).
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "apps/network_options.hpp"
 #include "engine/condition.hpp"
 #include "engine/plan.hpp"
+#include "engine/posterior.hpp"
+#include "scheduler/runner.hpp"
 
 namespace kinfer::app {
 
@@ -16,17 +20,42 @@ struct PosteriorOptions {
   NetworkOptions net;
   bool json = false;
   std::string uai_output;
+  // pe's run options (scheduler/runner.hpp): where the upward pass runs
+  std::string device = "auto", schedule, profile, gpu_memory;
+  bool check = false;
 };
 
-// Registers the network options and --json, --uai-output (`uai_format` names the format).
+// Registers the network options, the run options but --explain, and --json, --uai-output
+// (`uai_format` names the format).
 void add_posterior_options(CLI::App& cmd, PosteriorOptions& o, const std::string& uai_format);
 
-// Checks --uai-output, reads the network and the evidence (into `net`) and plans as pe does,
-// conditioning (engine/condition.hpp) when the plan does not fit --max-memory; the budget is
-// lowered until the second pass (`marginals`: the downward pass, else the MPE traceback) fits
-// too. ResourceError (exit 3) naming `command` when nothing fits.
+// The runner of the options (started early when it will use the GPU whatever the plan).
+sched::RunRequest posterior_run_request(const PosteriorOptions& o);
+
+// Checks --uai-output, reads the network and the evidence (into `net`) and plans as pe does for
+// the device `runner` will use, conditioning (engine/condition.hpp) when the plan does not fit
+// --max-memory; the budget is lowered until the second pass (`marginals`: the downward pass,
+// else the MPE traceback) fits too. ResourceError (exit 3) naming `command` when nothing fits.
 ConditionedPlan plan_posterior(const PosteriorOptions& o, const std::string& command,
-                               bool marginals, Network& net);
+                               bool marginals, Network& net, sched::Runner& runner);
+
+// The upward passes of one command through `runner` (every slice's): where they ran.
+struct UpwardRuns {
+  int runs = 0, gpu_runs = 0;
+  std::string device;    // the last run's: "cpu", "gpu", "gpu+cpu", "cpu+gpu" (a check)
+  std::string gpu_name;  // the GPU used, if any
+  std::string note;      // fallbacks taken, the first
+  std::string check_not_run;
+  double upward_seconds = 0;  // the passes' computation
+};
+UpwardRunner upward_through(sched::Runner& runner, UpwardRuns& runs);
+
+// The JSON members and the text lines both commands add about where the pass ran and the check,
+// and their exit code: 5 when the check failed, 6 when it could not run (no GPU), else 0.
+void add_run_json(nlohmann::json& j, const sched::Runner& runner, const UpwardRuns& runs,
+                  bool check);
+std::string run_lines(const sched::Runner& runner, const UpwardRuns& runs, bool check);
+int posterior_exit(const sched::Runner& runner, const UpwardRuns& runs, bool check);
 
 // ResourceError (exit 3) saying that P(e) = 0 leaves `what` undefined, with the reduction's
 // reason when it found one.

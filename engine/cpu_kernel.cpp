@@ -374,6 +374,10 @@ bool combine_small_inputs(const BucketShape& shape, std::span<const InputTable> 
 
 void sum_product_log(const BucketShape& shape, std::span<const InputTable> inputs, double* out,
                      int threads) {
+  if (shape.maximise) {
+    max_product_log(shape, inputs, out, threads);
+    return;
+  }
   if (inputs.size() > 4) {
     std::vector<std::vector<double>> storage;
     std::vector<InputTable> combined;
@@ -518,8 +522,8 @@ void sum_product_log_reference(const BucketShape& shape, std::span<const InputTa
     }
     double mx = kNegInf;
     for (double x : terms) mx = std::max(mx, x);
-    if (mx == kNegInf) {
-      out[o] = kNegInf;
+    if (mx == kNegInf || shape.maximise) {
+      out[o] = mx;
       continue;
     }
     double acc = 0;

@@ -20,6 +20,9 @@ struct BucketShape {
   std::vector<int> vars;  // most significant first
   std::vector<int> card;  // cardinality of each entry of vars
   int n_marg = 0;         // the last n_marg vars are summed out
+  // Max-product: the last n_marg vars are maximised over instead of summed (the upward pass of
+  // `kinfer mpe`, engine/posterior.hpp). Every kernel, CPU and GPU, takes both.
+  bool maximise = false;
   std::int64_t output_size() const;
   std::int64_t marg_size() const;
 };
@@ -29,8 +32,14 @@ struct BucketShape {
 // Returns the input's number of entries. Shared by the CPU kernel and the GPU launch plans.
 std::int64_t input_strides(const BucketShape& shape, std::span<const int> scope, std::int64_t* st);
 
-// Writes output_size() log values to `out`. `threads` <= 0 uses OpenMP's default.
+// Writes output_size() log values to `out`. `threads` <= 0 uses OpenMP's default. A
+// `maximise` shape runs max_product_log.
 void sum_product_log(const BucketShape& shape, std::span<const InputTable> inputs, double* out,
+                     int threads = 0);
+
+// out(o) = max over the summed variables of the product of the inputs (ln values summed): the
+// bucket with max in place of sum, a block of products at a time (engine/posterior.cpp).
+void max_product_log(const BucketShape& shape, std::span<const InputTable> inputs, double* out,
                      int threads = 0);
 
 // Straightforward reference (one configuration at a time, no tricks), for tests.

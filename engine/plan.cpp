@@ -360,21 +360,39 @@ BucketShape bucket_shape(const Plan& plan, int b) {
   return s;
 }
 
+BucketShape bucket_shape(const Plan& plan, int b, const UpwardPass& pass) {
+  BucketShape s = bucket_shape(plan, b);
+  s.maximise = pass.maximise;
+  return s;
+}
+
 double run_plan(const Plan& plan, const RunOptions& opt) {
   const auto& buckets = plan.tree.buckets;
   std::vector<std::unique_ptr<double[]>> msg(buckets.size());
+  std::vector<const double*> out(buckets.size());
+  // Kept outputs are computed in place: the tables the children pass up are the kept ones.
+  std::vector<std::vector<double>>* kept = opt.pass.outputs;
+  if (kept) kept->assign(buckets.size(), {});
   for (std::size_t b = 0; b < buckets.size(); ++b) {
     const Bucket& bk = buckets[b];
-    const BucketShape shape = bucket_shape(plan, static_cast<int>(b));
+    const BucketShape shape = bucket_shape(plan, static_cast<int>(b), opt.pass);
     std::vector<InputTable> in;
     for (int f : bk.factors) in.push_back({plan.input_data[f].data(), plan.input_scope[f]});
-    for (int c : bk.children) in.push_back({msg[c].get(), buckets[c].output_vars()});
-    msg[b].reset(new double[shape.output_size()]);
-    sum_product_log(shape, in, msg[b].get(), opt.threads);
-    if (opt.after_bucket) opt.after_bucket(static_cast<int>(b), shape, in, msg[b].get());
+    for (int c : bk.children) in.push_back({out[c], buckets[c].output_vars()});
+    double* o;
+    if (kept) {
+      (*kept)[b].resize(shape.output_size());
+      o = (*kept)[b].data();
+    } else {
+      msg[b].reset(new double[shape.output_size()]);
+      o = msg[b].get();
+    }
+    out[b] = o;
+    sum_product_log(shape, in, o, opt.threads);
+    if (opt.after_bucket) opt.after_bucket(static_cast<int>(b), shape, in, o);
     for (int c : bk.children) msg[c].reset();
   }
-  return msg.back()[0] + plan.model.log_constant();
+  return out.back()[0] + plan.model.log_constant();
 }
 
 }  // namespace kinfer

@@ -159,11 +159,25 @@ double model_table_bytes(const ReducedModel& model);
 double bucket_flops(const Bucket& bucket);
 double estimate_flops(const TaskTree& tree);
 
+// What an upward pass over a plan computes besides ln P(e), for `kinfer mar` and `kinfer mpe`
+// (engine/posterior.hpp): every bucket maximises instead of summing (`maximise`: max-product,
+// the MPE's pass), and every bucket's output is copied into `outputs` (one table per bucket, in
+// bucket order; nullptr: none kept). Every executor takes it: run_plan, the scheduler's
+// executor on any placement, its check mode.
+struct UpwardPass {
+  bool maximise = false;
+  std::vector<std::vector<double>>* outputs = nullptr;
+  bool any() const { return maximise || outputs; }
+};
+
 // The shape and the input scopes of bucket b (inputs: its factors, then its children).
 BucketShape bucket_shape(const Plan& plan, int b);
+// The same, maximising when `pass` asks.
+BucketShape bucket_shape(const Plan& plan, int b, const UpwardPass& pass);
 
 struct RunOptions {
   int threads = 0;
+  UpwardPass pass;
   // Optional per-bucket hook, e.g. to run a bucket on another backend and compare.
   std::function<void(int bucket, const BucketShape&, std::span<const InputTable>,
                      const double* out)>
@@ -186,7 +200,9 @@ void refill_inputs(Plan& plan, std::vector<InputTableRefill> tables);
 // std::logic_error if the new tables change which values value elimination keeps.
 void refill_factors(Plan& plan, const Network& net, std::span<const int> changed);
 
-// Returns ln P(e) (−inf when the evidence is impossible).
+// Returns ln P(e) (−inf when the evidence is impossible): the root's value plus the model's
+// constant; for a maximising pass (RunOptions::pass) the caller adds its own constants to the
+// root's value (compute_mpe).
 double run_plan(const Plan& plan, const RunOptions& opt = {});
 
 }  // namespace kinfer

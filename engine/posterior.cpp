@@ -322,8 +322,103 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
   }
 }
 
-// out(o) = max over the summed variables of the product of `inputs` (ln values summed), for
-// every output configuration o of `shape`: the CPU kernel's bucket with max in place of sum.
+// A bucket with its `lead` most significant variables fixed: the rest of the shape, and inputs
+// over the rest (the inputs are row-major in the bucket's order, so fixing leading variables is
+// an offset into each). fix(l) points the inputs at configuration l of the leading variables.
+class LeadingFixed {
+ public:
+  LeadingFixed(const BucketShape& shape, std::span<const InputTable> inputs, int lead)
+      : shape_(shape), inputs_(inputs), lead_(lead), st_(inputs.size()), in_(inputs.size()) {
+    const int nv = static_cast<int>(shape.vars.size());
+    rest.vars.assign(shape.vars.begin() + lead, shape.vars.end());
+    rest.card.assign(shape.card.begin() + lead, shape.card.end());
+    for (std::size_t f = 0; f < inputs.size(); ++f) {
+      st_[f].assign(nv, 0);
+      input_strides(shape, inputs[f].scope, st_[f].data());
+      for (int v : inputs[f].scope)
+        if (std::find(rest.vars.begin(), rest.vars.end(), v) != rest.vars.end())
+          in_[f].scope.push_back(v);
+    }
+  }
+  BucketShape rest;  // n_marg 0
+  std::span<const InputTable> fix(std::int64_t l) {
+    for (std::size_t f = 0; f < inputs_.size(); ++f) {
+      std::int64_t base = 0, x = l;
+      for (int j = lead_ - 1; j >= 0; --j) {
+        base += (x % shape_.card[j]) * st_[f][j];
+        x /= shape_.card[j];
+      }
+      in_[f].data = inputs_[f].data + base;
+    }
+    return in_;
+  }
+
+ private:
+  const BucketShape& shape_;
+  std::span<const InputTable> inputs_;
+  int lead_;
+  std::vector<std::vector<std::int64_t>> st_;
+  std::vector<InputTable> in_;
+};
+
+// Configurations whose ln values lie within this of the maximum (relative to max(1, |max|)) are
+// ties for the traceback: the same maximum computed on another device (other rounding, inputs
+// merged in another order) then gives the same assignment.
+constexpr double kTieTolerance = 1e-12;
+
+// The index of the first configuration of shape.vars (n_marg is ignored) at which the product
+// of `inputs` is largest, up to kTieTolerance; 0 where every product is -inf. Two passes: the
+// maximum, then the first configuration within the tolerance of it (each thread the first of
+// its part; the first of those wins).
+std::int64_t first_maximum(const BucketShape& shape, std::span<const InputTable> inputs,
+                           int threads) {
+  const Blocks bl(shape, inputs);
+  const int nt = pass_threads(static_cast<double>(bl.size) * bl.count, inputs.size(), threads);
+  std::vector<double> part_max(nt, kNegInf);
+  in_parts(bl.count, nt, [&](int me, std::int64_t lo, std::int64_t hi) {
+    std::vector<double> buf(bl.size);
+    double m = kNegInf;
+    for (std::int64_t b = lo; b < hi; ++b) {
+      bl.products(b, buf.data());
+#pragma omp simd reduction(max : m)
+      for (std::int64_t k = 0; k < bl.size; ++k) m = buf[k] > m ? buf[k] : m;
+    }
+    part_max[me] = m;
+  });
+  const double best = *std::max_element(part_max.begin(), part_max.end());
+  if (best == kNegInf) return 0;
+  const double at_least = best - kTieTolerance * std::max(1.0, std::abs(best));
+  constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::max();
+  std::vector<std::int64_t> part_first(nt, kNone);
+  in_parts(bl.count, nt, [&](int me, std::int64_t lo, std::int64_t hi) {
+    std::vector<double> buf(bl.size);
+    for (std::int64_t b = lo; b < hi && part_first[me] == kNone; ++b) {
+      bl.products(b, buf.data());
+      for (std::int64_t k = 0; k < bl.size; ++k)
+        if (buf[k] >= at_least) {
+          part_first[me] = b * bl.size + k;
+          break;
+        }
+    }
+  });
+  return *std::min_element(part_first.begin(), part_first.end());
+}
+
+// The index of the configuration of `vars` (card from the model, last fastest) at `value`.
+std::int64_t config_index(const std::vector<int>& vars, const std::vector<int>& card,
+                          const std::vector<int>& value) {
+  std::int64_t idx = 0;
+  for (int v : vars) idx = idx * card[v] + value[v];
+  return idx;
+}
+
+void require_inputs_filled(const Plan& plan) {
+  if (plan.input_data.size() != plan.model.factors.size())
+    throw std::logic_error("posterior: the plan's inputs are not filled");
+}
+
+}  // namespace
+
 void max_product_log(const BucketShape& shape, std::span<const InputTable> inputs, double* out,
                      int threads) {
   const Blocks bl(shape, inputs);
@@ -380,88 +475,31 @@ void max_product_log(const BucketShape& shape, std::span<const InputTable> input
     for (std::size_t o = 0; o < p.size(); ++o) out[o] = std::max(out[o], p[o]);
 }
 
-// A bucket with its `lead` most significant variables fixed: the rest of the shape, and inputs
-// over the rest (the inputs are row-major in the bucket's order, so fixing leading variables is
-// an offset into each). fix(l) points the inputs at configuration l of the leading variables.
-class LeadingFixed {
- public:
-  LeadingFixed(const BucketShape& shape, std::span<const InputTable> inputs, int lead)
-      : shape_(shape), inputs_(inputs), lead_(lead), st_(inputs.size()), in_(inputs.size()) {
-    const int nv = static_cast<int>(shape.vars.size());
-    rest.vars.assign(shape.vars.begin() + lead, shape.vars.end());
-    rest.card.assign(shape.card.begin() + lead, shape.card.end());
-    for (std::size_t f = 0; f < inputs.size(); ++f) {
-      st_[f].assign(nv, 0);
-      input_strides(shape, inputs[f].scope, st_[f].data());
-      for (int v : inputs[f].scope)
-        if (std::find(rest.vars.begin(), rest.vars.end(), v) != rest.vars.end())
-          in_[f].scope.push_back(v);
-    }
+namespace {
+
+// Every bucket's output of the upward pass (maximising when `maximise`), by `upward` or run_plan.
+std::vector<std::vector<double>> upward_pass(const Plan& plan, bool maximise, int threads,
+                                             const UpwardRunner& upward) {
+  std::vector<std::vector<double>> up;
+  const UpwardPass pass{maximise, &up};
+  if (upward) {
+    upward(plan, pass);
+  } else {
+    RunOptions ro;
+    ro.threads = threads;
+    ro.pass = pass;
+    run_plan(plan, ro);
   }
-  BucketShape rest;  // n_marg 0
-  std::span<const InputTable> fix(std::int64_t l) {
-    for (std::size_t f = 0; f < inputs_.size(); ++f) {
-      std::int64_t base = 0, x = l;
-      for (int j = lead_ - 1; j >= 0; --j) {
-        base += (x % shape_.card[j]) * st_[f][j];
-        x /= shape_.card[j];
-      }
-      in_[f].data = inputs_[f].data + base;
-    }
-    return in_;
-  }
-
- private:
-  const BucketShape& shape_;
-  std::span<const InputTable> inputs_;
-  int lead_;
-  std::vector<std::vector<std::int64_t>> st_;
-  std::vector<InputTable> in_;
-};
-
-// The index of the first configuration of shape.vars (n_marg is ignored) at which the product
-// of `inputs` is largest; 0 where every product is -inf. Each thread keeps the first maximum of
-// its part; the first of the largest wins.
-std::int64_t first_maximum(const BucketShape& shape, std::span<const InputTable> inputs,
-                           int threads) {
-  const Blocks bl(shape, inputs);
-  const int nt = pass_threads(static_cast<double>(bl.size) * bl.count, inputs.size(), threads);
-  std::vector<std::pair<double, std::int64_t>> part(nt, {kNegInf, 0});
-  in_parts(bl.count, nt, [&](int me, std::int64_t lo, std::int64_t hi) {
-    std::vector<double> buf(bl.size);
-    auto& [best, arg] = part[me];
-    for (std::int64_t b = lo; b < hi; ++b) {
-      bl.products(b, buf.data());
-      double m = kNegInf;
-#pragma omp simd reduction(max : m)
-      for (std::int64_t k = 0; k < bl.size; ++k) m = buf[k] > m ? buf[k] : m;
-      if (m > best)
-        best = m, arg = b * bl.size + (std::find(buf.begin(), buf.end(), m) - buf.begin());
-    }
-  });
-  double best = kNegInf;
-  std::int64_t arg = 0;
-  for (const auto& [m, a] : part)
-    if (m > best) best = m, arg = a;
-  return arg;
-}
-
-// The index of the configuration of `vars` (card from the model, last fastest) at `value`.
-std::int64_t config_index(const std::vector<int>& vars, const std::vector<int>& card,
-                          const std::vector<int>& value) {
-  std::int64_t idx = 0;
-  for (int v : vars) idx = idx * card[v] + value[v];
-  return idx;
-}
-
-void require_inputs_filled(const Plan& plan) {
-  if (plan.input_data.size() != plan.model.factors.size())
-    throw std::logic_error("posterior: the plan's inputs are not filled");
+  if (up.size() != plan.tree.buckets.size())
+    throw std::logic_error("posterior: the upward pass kept " + std::to_string(up.size()) +
+                           " outputs for " + std::to_string(plan.tree.buckets.size()) +
+                           " buckets");
+  return up;
 }
 
 }  // namespace
 
-Marginals compute_marginals(const Plan& plan, int threads) {
+Marginals compute_marginals(const Plan& plan, int threads, const UpwardRunner& upward) {
   require_inputs_filled(plan);
   const ReducedModel& model = plan.model;
   const auto& buckets = plan.tree.buckets;
@@ -470,13 +508,7 @@ Marginals compute_marginals(const Plan& plan, int threads) {
   Marginals r;
   r.ln_pe = kNegInf;
   if (!model.impossible.empty()) return r;
-  std::vector<std::vector<double>> up(nb);
-  for (int b = 0; b < nb; ++b) {
-    const BucketShape shape = bucket_shape(plan, b);
-    const auto in = bucket_inputs(plan, b, up);
-    up[b].resize(shape.output_size());
-    sum_product_log(shape, in, up[b].data(), threads);
-  }
+  std::vector<std::vector<double>> up = upward_pass(plan, false, threads, upward);
   r.ln_pe = up.back()[0] + model.log_constant();
   if (r.ln_pe == kNegInf) return r;
 
@@ -524,7 +556,7 @@ Marginals compute_marginals(const Plan& plan, int threads) {
   return r;
 }
 
-MostProbable compute_mpe(const Plan& plan, int threads) {
+MostProbable compute_mpe(const Plan& plan, int threads, const UpwardRunner& upward) {
   require_inputs_filled(plan);
   const ReducedModel& model = plan.model;
   const auto& buckets = plan.tree.buckets;
@@ -533,13 +565,7 @@ MostProbable compute_mpe(const Plan& plan, int threads) {
   MostProbable r;
   r.ln_pr = kNegInf;
   if (!model.impossible.empty()) return r;
-  std::vector<std::vector<double>> up(nb);
-  for (int b = 0; b < nb; ++b) {
-    const BucketShape shape = bucket_shape(plan, b);
-    const auto in = bucket_inputs(plan, b, up);
-    up[b].resize(shape.output_size());
-    max_product_log(shape, in, up[b].data(), threads);
-  }
+  const std::vector<std::vector<double>> up = upward_pass(plan, true, threads, upward);
   // A free variable in no factor multiplies P(e) by its number of values but the maximum by 1:
   // the constants without it.
   const double outside = model.log_constant() - model.free_constant;
@@ -590,15 +616,15 @@ std::vector<int> slice_values(const Conditioning& cond, std::int64_t s) {
 
 }  // namespace
 
-Marginals compute_marginals(ConditionedPlan& cp, int threads) {
-  if (!cp.conditioned()) return compute_marginals(cp.plan, threads);
+Marginals compute_marginals(ConditionedPlan& cp, int threads, const UpwardRunner& upward) {
+  if (!cp.conditioned()) return compute_marginals(cp.plan, threads, upward);
   const ReducedModel& model = cp.plan.model;
   // Running sums of P(e, X = x) / e^top over the slices, top the largest ln P(e, C = c) so far.
   Marginals r;
   double top = kNegInf;
   for (std::int64_t s = 0; s < cp.cond.slices; ++s) {
     if (!fill_slice(cp, s)) continue;
-    Marginals m = compute_marginals(cp.plan, threads);
+    Marginals m = compute_marginals(cp.plan, threads, upward);
     if (m.ln_pe == kNegInf) continue;
     const std::vector<int> x = slice_values(cp.cond, s);
     for (std::size_t i = 0; i < x.size(); ++i) {  // C is a point mass within its slice
@@ -634,13 +660,13 @@ Marginals compute_marginals(ConditionedPlan& cp, int threads) {
   return r;
 }
 
-MostProbable compute_mpe(ConditionedPlan& cp, int threads) {
-  if (!cp.conditioned()) return compute_mpe(cp.plan, threads);
+MostProbable compute_mpe(ConditionedPlan& cp, int threads, const UpwardRunner& upward) {
+  if (!cp.conditioned()) return compute_mpe(cp.plan, threads, upward);
   MostProbable best;
   best.ln_pr = kNegInf;
   for (std::int64_t s = 0; s < cp.cond.slices; ++s) {
     if (!fill_slice(cp, s)) continue;
-    MostProbable m = compute_mpe(cp.plan, threads);
+    MostProbable m = compute_mpe(cp.plan, threads, upward);
     if (!(m.ln_pr > best.ln_pr)) continue;
     const std::vector<int> x = slice_values(cp.cond, s);
     for (std::size_t i = 0; i < x.size(); ++i)

@@ -17,11 +17,13 @@
 // kernel forms them, maximised over the eliminated variables), every output kept; then a
 // traceback root first: each bucket's output variables are fixed by the buckets above it, and its eliminated
 // variables take the first configuration (lowest values, most significant variable first) that
-// attains the maximum of the bucket's inputs given them.
+// attains the maximum of the bucket's inputs given them, up to a relative 1e-12 in ln (so that
+// the maximum computed on another device, with other rounding, gives the same assignment).
 //
 // Variables outside the tree get their answer from the reduction: observed variables and those
 // left with one possible value are point masses (MPE: that value); a free variable in no factor
 // is uniform (MPE: its lowest value); values removed by value elimination have probability 0.
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -37,24 +39,30 @@ struct Marginals {
   std::vector<std::vector<double>> p;
 };
 
+// The upward pass that compute_marginals and compute_mpe run first: every bucket's output into
+// pass.outputs, maximising when pass.maximise (engine/plan.hpp UpwardPass). The commands give
+// the scheduler's Runner (any device and placement); empty: run_plan, every bucket on the CPU.
+using UpwardRunner = std::function<void(const Plan&, const UpwardPass&)>;
+
 // The plan must be unconditioned (a conditioned plan's inputs hold one slice only).
-// `threads` <= 0: OpenMP's default.
-Marginals compute_marginals(const Plan& plan, int threads = 0);
+// `threads` <= 0: OpenMP's default (the second pass's; the upward pass's are `upward`'s).
+Marginals compute_marginals(const Plan& plan, int threads = 0, const UpwardRunner& upward = {});
 
 struct MostProbable {
   double ln_pr = 0;  // ln max_x P(x, e); -inf when the evidence is impossible (then no assignment)
   std::vector<int> assignment;  // per network variable, a value of its declared domain
 };
 
-MostProbable compute_mpe(const Plan& plan, int threads = 0);
+MostProbable compute_mpe(const Plan& plan, int threads = 0, const UpwardRunner& upward = {});
 
 // The same on a conditioned plan (engine/condition.hpp), exactly: every slice C = c runs in turn
 // (its inputs refilled by fill_slice). Marginals: P(e, X = x) = sum_c P(e, C = c) P(X = x | e,
 // C = c), the slices weighed in the log domain, and C's own marginals P(e, C = c) / P(e). MPE:
 // the most probable slice's assignment (the first slice among equals), C at that slice's
 // values. An unconditioned `cp` is one slice, the plan's own answer.
-Marginals compute_marginals(ConditionedPlan& cp, int threads = 0);
-MostProbable compute_mpe(ConditionedPlan& cp, int threads = 0);
+Marginals compute_marginals(ConditionedPlan& cp, int threads = 0,
+                            const UpwardRunner& upward = {});
+MostProbable compute_mpe(ConditionedPlan& cp, int threads = 0, const UpwardRunner& upward = {});
 
 // Host bytes at the peak of compute_marginals (`marginals`) or compute_mpe on `plan`, counted
 // like MemoryEstimate::peak_bytes: the plan's inputs, every bucket's output kept for the second

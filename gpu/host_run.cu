@@ -52,7 +52,7 @@ HostRunResult run_host_typed(CudaContext& ctx, const BucketShape& shape,
   if (opt.repeats > 0 && opt.flush_l2) flush = std::make_unique<DevBuf>(flush_bytes);
   auto run = [&] {
     launch_sum_product<T>(pe.p, pe.t, slots.data(), static_cast<T*>(out.p),
-                          static_cast<T*>(partial.p), st);
+                          static_cast<T*>(partial.p), st, shape.maximise);
   };
   // checked run: the output is poisoned (all-ones bytes are NaN) so unwritten entries show
   CUDA_CHECK(cudaMemsetAsync(out.p, 0xff, n_out * sizeof(T), st));

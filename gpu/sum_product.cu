@@ -45,8 +45,9 @@ std::size_t align16(std::size_t bytes) { return (bytes + 15) / 16 * 16; }
 // table) and the outputs.
 template <class T>
 KernelArgs<T> make_kernel_args(const LaunchPlan& p, const DeviceTables& t, const T* const* in,
-                               T* out, T* partial) {
+                               T* out, T* partial, bool maximise) {
   KernelArgs<T> a{};
+  a.maximise = maximise;
   const int n_in = p.nf + p.nc;
   if (n_in > kMaxSlots) throw std::invalid_argument("more input slots than a launch takes");
   for (int s = 0; s < n_in; ++s) a.in[s] = in[s] ? in[s] : zero_table<T>();
@@ -150,14 +151,15 @@ DeviceTables upload_table_image(const LaunchPlan& p, void* dev, cudaStream_t str
 
 template <class T>
 void launch_sum_product(const LaunchPlan& p, const DeviceTables& t, const T* const* in, T* out,
-                        T* partial, cudaStream_t stream) {
-  const KernelArgs<T> a = make_kernel_args(p, t, in, out, partial);
+                        T* partial, cudaStream_t stream, bool maximise) {
+  const KernelArgs<T> a = make_kernel_args(p, t, in, out, partial, maximise);
   dispatch_nf(p, a, stream, false);
   if (p.variant == Variant::plain && p.splits > 1) {
     const unsigned warps_per_block = 8;
     const unsigned blocks =
         static_cast<unsigned>((p.n_out + warps_per_block - 1) / warps_per_block);
-    combine_kernel<T><<<blocks, 32 * warps_per_block, 0, stream>>>(partial, out, p.n_out, p.splits);
+    combine_kernel<T>
+        <<<blocks, 32 * warps_per_block, 0, stream>>>(partial, out, p.n_out, p.splits, maximise);
     CUDA_CHECK(cudaGetLastError());
   }
 }
@@ -220,9 +222,10 @@ double measure_element_rate_chunked(int nf, cudaStream_t stream) {
 }
 
 template void launch_sum_product<double>(const LaunchPlan&, const DeviceTables&,
-                                         const double* const*, double*, double*, cudaStream_t);
+                                         const double* const*, double*, double*, cudaStream_t,
+                                         bool);
 template void launch_sum_product<float>(const LaunchPlan&, const DeviceTables&, const float* const*,
-                                        float*, float*, cudaStream_t);
+                                        float*, float*, cudaStream_t, bool);
 template void load_kernels<double>(const LaunchPlan&);
 template void load_kernels<float>(const LaunchPlan&);
 template double measure_element_rate<double>(int, cudaStream_t);

@@ -25,10 +25,11 @@ std::size_t table_image_bytes(const LaunchPlan& p);
 DeviceTables upload_table_image(const LaunchPlan& p, void* dev, cudaStream_t stream);
 
 // in[s]: input of slot s (p.slot_input order; nullptr for padding slots: the zero table). partial:
-// 2 * splits * n_out elements, needed when p.splits > 1. Checks the launch.
+// 2 * splits * n_out elements, needed when p.splits > 1. `maximise`: max-product (each output
+// the largest of its terms; BucketShape::maximise). Checks the launch.
 template <class T>
 void launch_sum_product(const LaunchPlan& p, const DeviceTables& t, const T* const* in, T* out,
-                        T* partial, cudaStream_t stream);
+                        T* partial, cudaStream_t stream, bool maximise = false);
 
 // child[i] += factor[sum_v digit_v(i) * stride[v]] over the n entries of child (Context::fold).
 struct FoldArgs {

@@ -107,11 +107,21 @@ void cpu_thread(Run& r) {
         in.push_back({r.plan.input_data[f].data(), r.plan.input_scope[f]});
       for (int c : buckets[b].children) in.push_back({r.sh.host[c], buckets[c].output_vars()});
     }
-    const BucketShape shape = bucket_shape(r.plan, b);
-    // not make_unique: zero-filling a large table would cost as much as a small bucket
-    std::unique_ptr<double[]> out(new double[shape.output_size()]);
+    const BucketShape shape = bucket_shape(r.plan, b, r.opt.pass);
+    // not make_unique: zero-filling a large table would cost as much as a small bucket; a kept
+    // output (ExecOptions::pass) is computed in place, and its consumer reads the kept table
+    std::unique_ptr<double[]> out;
+    double* o;
+    if (r.opt.pass.outputs) {  // sized before the threads start: each writes its own buckets
+      std::vector<double>& kept = (*r.opt.pass.outputs)[b];
+      kept.resize(shape.output_size());
+      o = kept.data();
+    } else {
+      out.reset(new double[shape.output_size()]);
+      o = out.get();
+    }
     const auto t0 = clock_type::now();
-    sum_product_log(shape, in, out.get(), r.opt.threads);
+    sum_product_log(shape, in, o, r.opt.threads);
     r.st.cpu_kernel_s += since(t0);
     if (r.opt.time_buckets) r.st.kernel_seconds[b] = since(t0);
     {
@@ -123,7 +133,7 @@ void cpu_thread(Run& r) {
           r.sh.give_back.push_back(const_cast<double*>(r.sh.host[c]));
         r.sh.host[c] = nullptr;
       }
-      r.sh.publish(b, out.get());
+      r.sh.publish(b, o);
       r.sh.owned[b] = std::move(out);
     }
     r.sh.cv.notify_all();
@@ -343,6 +353,7 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
   // bucket whose plan nobody has started, builds it itself (else waits for it). With
   // time_buckets they are all built before the run (calibration times kernels alone).
   Shared sh(plan.tree, dev);
+  if (opt.pass.outputs) opt.pass.outputs->assign(nb, {});
   std::vector<std::pair<double, int>> order;
   if (ctx && st.gpu_buckets > 0) order = preparation_order(plan, pl);
   const int upload_stream = ctx && ctx->num_streams() > 1 ? 1 : 0;

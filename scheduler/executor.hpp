@@ -28,6 +28,10 @@ namespace kinfer::sched {
 
 struct ExecOptions {
   int threads = 0;  // CPU kernel threads (0: OpenMP's default)
+  // The posterior commands' upward pass (engine/plan.hpp UpwardPass): max-product buckets on
+  // either device, and every bucket's output copied to the host (a GPU output that stays on the
+  // device for its parent is downloaded as well).
+  UpwardPass pass;
   // Time every kernel alone (the GPU thread waits for each one): for comparing predictions
   // with measurements, not for speed.
   bool time_buckets = false;
@@ -71,7 +75,7 @@ struct ExecStats {
          gpu_download_s = 0, gpu_upload_wait_s = 0;
 };
 
-// Returns ln P(e) like run_plan. `assignment` has one entry per bucket. With ctx == nullptr
+// Returns ln P(e) like run_plan (a maximising pass: see run_plan). `assignment` has one entry per bucket. With ctx == nullptr
 // every bucket runs on the CPU (logged when the assignment wanted the GPU). Buckets no GPU
 // kernel takes, or that do not fit device memory, run on the CPU (logged, and in
 // stats->fallback_reason). Errors of either thread are rethrown here. An all-CPU assignment
@@ -114,7 +118,8 @@ struct CheckReport {
 // Runs the plan on the CPU (run_plan: the answer is the CPU's, bit for bit) and every bucket a
 // GPU kernel takes again on `ctx` from the same input tables (factor inputs merged as the
 // executor merges them), comparing outputs under `tolerance`.
+// `pass`: the posterior commands' upward pass (max-product buckets compared, outputs kept).
 double run_checked(const Plan& plan, gpu::Context& ctx, int threads, CheckReport& report,
-                   double tolerance = kCheckTolerance);
+                   double tolerance = kCheckTolerance, const UpwardPass& pass = {});
 
 }  // namespace kinfer::sched

@@ -109,12 +109,13 @@ void check_bucket(const Plan& plan, gpu::Context& ctx, int b, const BucketShape&
 }  // namespace
 
 double run_checked(const Plan& plan, gpu::Context& ctx, int threads, CheckReport& report,
-                   double tolerance) {
+                   double tolerance, const UpwardPass& pass) {
   report = CheckReport{};
   report.tolerance = tolerance;
   report.bucket_rel_diff.assign(plan.tree.buckets.size(), NAN);
   RunOptions ro;
   ro.threads = threads;
+  ro.pass = pass;
   ro.after_bucket = [&](int b, const BucketShape& shape, std::span<const InputTable> in,
                         const double* out) { check_bucket(plan, ctx, b, shape, in, out, report); };
   return run_plan(plan, ro);

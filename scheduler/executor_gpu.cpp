@@ -143,6 +143,9 @@ class GpuThread {
   gpu::Handle launch(int b, const BucketShape& shape, const BucketInputs& bi);
   // Its output downloaded for the CPU (its parent's or the root's) and published.
   void download(int b, gpu::Handle o, std::int64_t n_out, int s);
+  // ExecOptions::pass.outputs: a copy of b's output, which stays on the device for its GPU
+  // parent, downloaded into the kept tables (waiting for it: a pageable copy).
+  void keep_on_host(int b, gpu::Handle o, std::int64_t n_out, int s);
 
   // The device bytes this run holds at once (ExecStats::device_peak_bytes).
   gpu::Handle dev_alloc(std::int64_t n) {
@@ -359,6 +362,16 @@ gpu::Handle GpuThread::launch(int b, const BucketShape& shape, const BucketInput
   return o;
 }
 
+void GpuThread::keep_on_host(int b, gpu::Handle o, std::int64_t n_out, int s) {
+  std::vector<double>& kept = (*r_.opt.pass.outputs)[b];
+  kept.resize(n_out);
+  const auto t1 = clock_type::now();
+  ctx_.download(o, kept.data(), n_out, s);
+  ctx_.synchronize(s);
+  r_.st.gpu_download_s += since(t1);
+  r_.st.d2h_bytes += 8.0 * n_out;
+}
+
 void GpuThread::download(int b, gpu::Handle o, std::int64_t n_out, int s) {
   double* p = pool_.take(n_out);
   const auto t1 = clock_type::now();
@@ -368,6 +381,7 @@ void GpuThread::download(int b, gpu::Handle o, std::int64_t n_out, int s) {
   if (r_.opt.time_buckets) r_.st.d2h_seconds += since(t1);
   dev_release(o);
   r_.st.d2h_bytes += 8.0 * n_out;
+  if (r_.opt.pass.outputs) (*r_.opt.pass.outputs)[b].assign(p, p + n_out);
   {
     std::lock_guard lock(r_.sh.m);
     r_.sh.publish(b, p);
@@ -382,17 +396,19 @@ bool GpuThread::run_bucket(int b) {
   if (!gather_inputs(b, bi)) return false;
   wait_for_plan(b);
   finish_uploads(b);  // the kernel reads what was just uploaded
-  const BucketShape shape = bucket_shape(r_.plan, b);
+  const BucketShape shape = bucket_shape(r_.plan, b, r_.opt.pass);
   if (bi.stream < 0) bi.stream = compute_streams_[next_stream_++ % compute_streams_.size()];
   stream_of_[b] = bi.stream;
   const gpu::Handle o = launch(b, shape, bi);
   for (gpu::Handle h : used_) dev_release(h);  // safe: reused only after the kernel read them
   used_.clear();
   take_back();
-  if (!r_.to_host(b))
+  if (!r_.to_host(b)) {
     out_[b] = o;
-  else
+    if (r_.opt.pass.outputs) keep_on_host(b, o, shape.output_size(), bi.stream);
+  } else {
     download(b, o, shape.output_size(), bi.stream);
+  }
   return true;
 }
 

@@ -283,6 +283,7 @@ void Runner::run_on_cpu(const Plan& plan, const std::string& why, RunResult& r) 
   r.buckets.assign(nb, {Device::cpu, why});
   RunOptions ro;
   ro.threads = req_.threads;
+  ro.pass = pass_;
   const auto t0 = clock_type::now();
   r.ln_pr = run_plan(plan, ro);  // the engine's reference executor: its answers on the CPU
   r.first_seconds = since(t0);
@@ -309,7 +310,7 @@ void Runner::run_check(const Plan& plan, gpu::Context* ctx, const std::string& w
   const std::size_t nb = plan.tree.buckets.size();
   CheckReport rep;
   const auto t0 = clock_type::now();
-  r.ln_pr = run_checked(plan, *ctx, req_.threads, rep);
+  r.ln_pr = run_checked(plan, *ctx, req_.threads, rep, kCheckTolerance, pass_);
   r.first_seconds = since(t0);
   r.policy = "check";
   r.device = "cpu+gpu";
@@ -381,6 +382,7 @@ void Runner::run_placed(const Plan& plan, const Schedule& s, gpu::Context* ctx,
                         clock_type::time_point t_sched, RunResult& r) {
   ExecOptions eo;
   eo.threads = req_.threads;
+  eo.pass = pass_;
   eo.device_budget_bytes = device_budget(plan);
   eo.over_budget_throws = rethrow_device_full_;
   eo.timeline_path = req_.gpu_timeline_path;

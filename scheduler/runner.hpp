@@ -257,6 +257,11 @@ class Runner {
   // one): what estimate() counts the host part over.
   std::vector<Device> planned_assignment(const Plan& plan);
 
+  // The posterior commands' upward pass (engine/plan.hpp UpwardPass) for the next runs of
+  // run(plan): max-product buckets and every bucket's output kept, on whatever device and
+  // placement run(plan) chooses, its check mode included. A default UpwardPass: P(e) alone.
+  void set_upward_pass(const UpwardPass& pass) { pass_ = pass; }
+
   const RunRequest& request() const { return req_; }
   void set_threads(int threads) { req_.threads = threads; }  // for the next runs (batch jobs)
   struct Totals {
@@ -293,6 +298,7 @@ class Runner {
   // The profile's CPU part scaled to this run's thread count (cpu_for_threads).
   void fit_cpu_to_threads();
   bool derive_tried_ = false;
+  UpwardPass pass_;  // set_upward_pass
   bool describe_only_ = false;  // plan_for_device(describe_only): never open the GPU
   // The GPU's name without opening it (probed once); empty when there is none.
   const std::string& gpu_name();

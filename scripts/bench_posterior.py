@@ -3,11 +3,13 @@
 machine: the compute seconds of each (the JSON's timings.compute: pe's run, mar's two passes,
 mpe's max-product pass and traceback), the best of --repeats runs, and the ratios mar/pe and
 mpe/pe. Every command of a network shares one order cache (filled by a first, unmeasured pe
-run), so the three run the same elimination order; pe runs with --device cpu (mar and mpe run on
-the CPU). Networks too large for --max-memory or slower than --timeout are reported, not hidden.
+run), so the three run the same elimination order, all three on --device (default cpu; gpu: the
+upward passes on the GPU, mpe's traceback and mar's downward pass on the CPU). Networks too large
+for --max-memory or slower than --timeout are reported, not hidden.
 
   scripts/bench_posterior.py [--kinfer build/apps/kinfer] [--threads N] [--repeats 3]
-                             [--data DIR]... [--out bench/out/posterior] NETWORK...
+                             [--device cpu|gpu|auto] [--data DIR]... [--out bench/out/posterior]
+                             NETWORK...
 NETWORK is a file, or a name found in a --data folder.
 """
 import argparse
@@ -38,6 +40,7 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--max-memory", default="")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "gpu", "auto"])
     ap.add_argument("--out", default="bench/out/posterior")
     ap.add_argument("--data", action="append", default=[],
                     help="a folder where a network given by name (NAME.uai or NAME.uai.gz) is")
@@ -59,7 +62,7 @@ def main():
         name = os.path.basename(net).split(".uai")[0]
         cache = tempfile.mkdtemp(prefix="kinfer-posterior-orders-")
         base = [net, "--order-cache", cache] + common
-        warm, why = run(kinfer, ["pe"] + base + ["--device", "cpu"], a.timeout)
+        warm, why = run(kinfer, ["pe"] + base + ["--device", a.device], a.timeout)
         if warm is None:
             rows.append((name, None, None, None, why))
             print(f"{name}: {why}", file=sys.stderr)
@@ -68,7 +71,7 @@ def main():
         answers = {}
         note = ""
         for cmd in ("pe", "mar", "mpe"):
-            extra = ["--device", "cpu"] if cmd == "pe" else []
+            extra = ["--device", a.device]
             times = []
             for _ in range(a.repeats):
                 j, why = run(kinfer, [cmd] + base + extra, a.timeout)

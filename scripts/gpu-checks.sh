@@ -9,6 +9,7 @@
 #   2. tests/test_gpu_chain: the Lander-Green chain's steps against the CPU
 #   3. pe --check on linkage_11 and linkage_17 (every bucket on both devices, compared)
 #   4. a batch through a device worker (its GPU kept open across jobs) against --device cpu
+#   5. mar and mpe with their upward pass on the GPU: --check, and the answers against --device cpu
 set -uo pipefail
 bundle=${1:?usage: scripts/gpu-checks.sh BUNDLE OUT [SCALE]}
 out=${2:?usage: scripts/gpu-checks.sh BUNDLE OUT [SCALE]}
@@ -34,6 +35,36 @@ net() { ls "$here"/data/uai/large/"$1".uai* "$here"/data/uai/"$1".uai* 2>/dev/nu
 [ -x "$bundle/tests/test_gpu_chain" ] && check gpu-chain "$run" tests/test_gpu_chain
 for name in linkage_11 linkage_17; do
   check "pe-check-$name" "$run" apps/kinfer pe "$(net $name)" --device gpu --check --json
+done
+
+# mar and mpe: the upward pass on the GPU (max-product for mpe) checked bucket by bucket, and the
+# answers (marginals, the assignment and its probability) against --device cpu, on one order
+# (--order minfill: the GPU's order search would pick another order, whose traceback may pick
+# another assignment of the same probability).
+for name in linkage_13 Pedigree_13 DBN_11; do
+  check "mpe-check-$name" "$run" apps/kinfer mpe "$(net $name)" --device gpu --check --json -q
+  check "mar-check-$name" "$run" apps/kinfer mar "$(net $name)" --device gpu --check --json -q
+  check "posterior-vs-cpu-$name" python3 - "$run" "$(net $name)" <<'PY'
+import json, subprocess, sys
+run, net = sys.argv[1:]
+def ask(cmd, device):
+    r = subprocess.run([run, "apps/kinfer", cmd, net, "--device", device, "--order", "minfill",
+                        "--json", "-q"],
+                       capture_output=True, text=True, check=True)
+    return json.loads(r.stdout)
+m_cpu, m_gpu = ask("mar", "cpu"), ask("mar", "gpu")
+e_cpu, e_gpu = ask("mpe", "cpu"), ask("mpe", "gpu")
+worst = max(abs(a - b) for pa, pb in zip(m_cpu["marginals"], m_gpu["marginals"]) for a, b in zip(pa, pb))
+print("mar: device", m_gpu["device"], "largest marginal difference", worst,
+      "log10 P(e)", m_cpu["log10_pr"], m_gpu["log10_pr"])
+print("mpe: device", e_gpu["device"], "log10 P(x, e)", e_cpu["log10_pr"], e_gpu["log10_pr"],
+      "same assignment", e_cpu["assignment"] == e_gpu["assignment"])
+ok = (worst <= 1e-9 and "gpu" in m_gpu["device"] and "gpu" in e_gpu["device"]
+      and abs(m_cpu["log10_pr"] - m_gpu["log10_pr"]) <= 1e-9 * max(1, abs(m_cpu["log10_pr"]))
+      and abs(e_cpu["log10_pr"] - e_gpu["log10_pr"]) <= 1e-9 * max(1, abs(e_cpu["log10_pr"]))
+      and e_cpu["assignment"] == e_gpu["assignment"])
+sys.exit(0 if ok else 1)
+PY
 done
 
 # A batch on one GPU: pe jobs of two networks (the device worker keeps its GPU open across them)

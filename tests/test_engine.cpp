@@ -374,21 +374,25 @@ TEST_CASE("Kernel.RandomBucketsMatchReference", "[engine]") {
       for (int f = 0; f < n_in; ++f) in[f].data = data[f].data();
       INFO(s.name << " #" << it << ": " << nv << " variables, " << shape.n_marg << " summed, "
                   << n_in << " inputs, p(-inf) " << p_inf);
-      std::vector<double> want(shape.output_size()), got(shape.output_size());
-      sum_product_log_reference(shape, in, want.data());
-      for (int threads : {1, 2, 3}) {
-        std::fill(got.begin(), got.end(), 12345.0);
-        sum_product_log(shape, in, got.data(), threads);
-        int bad = 0;
-        for (std::size_t o = 0; o < got.size(); ++o)
-          if (!close_ln(got[o], want[o], 1e-12)) {
-            if (bad++ < 3) {
-              INFO("threads " << threads << ", output " << o << ": " << got[o] << " vs "
-                              << want[o]);
-              CHECK(close_ln(got[o], want[o], 1e-12));
+      // sum-product, and max-product (BucketShape::maximise: the MPE's upward pass)
+      for (bool maximise : {false, true}) {
+        shape.maximise = maximise;
+        std::vector<double> want(shape.output_size()), got(shape.output_size());
+        sum_product_log_reference(shape, in, want.data());
+        for (int threads : {1, 2, 3}) {
+          std::fill(got.begin(), got.end(), 12345.0);
+          sum_product_log(shape, in, got.data(), threads);
+          int bad = 0;
+          for (std::size_t o = 0; o < got.size(); ++o)
+            if (!close_ln(got[o], want[o], 1e-12)) {
+              if (bad++ < 3) {
+                INFO((maximise ? "max" : "sum") << ", threads " << threads << ", output " << o
+                                                << ": " << got[o] << " vs " << want[o]);
+                CHECK(close_ln(got[o], want[o], 1e-12));
+              }
             }
-          }
-        CHECK(bad == 0);
+          CHECK(bad == 0);
+        }
       }
       ++buckets;
     }

@@ -422,6 +422,66 @@ TEST_CASE("GpuKernel.ShortSumFixedTermsMatchCpu", "[gpu]") {
   CHECK(inf_outputs > 0);
 }
 
+TEST_CASE("GpuKernel.MaxProductMatchesCpu", "[gpu]") {
+  // Max-product buckets (BucketShape::maximise, the MPE's upward pass) through every kernel
+  // family: random buckets as in the tests above (general, large summed ranges with splits, few
+  // summed configurations for the short-sum kernel and its fixed terms, tiles forced), with
+  // -inf entries, against the CPU's max_product_log, in every variant.
+  const auto force_tiles = [](DeviceLimits& l) { l.tile_fill = false, l.tile_min_nf = 1; };
+  const std::unique_ptr<gpu::Context> tiles = gpu::Context::create(0, force_tiles);
+  std::mt19937_64 rng(6151);
+  const int n = std::max(40, static_cast<int>(600 * scale()));
+  Compare f64;
+  int split = 0, fixed_terms = 0, chunks = 0, tiled = 0, cached = 0, inf_outputs = 0;
+  for (int i = 0; i < n; ++i) {
+    RandomBucketOptions o;
+    switch (i % 4) {
+      case 0:
+        o.max_log2_states = 20;
+        break;
+      case 1:  // few outputs, long sums: lanes and splits
+        o.min_log2_states = 14;
+        o.max_log2_states = 22;
+        o.min_marg = 1000;
+        o.max_marg = 2000000;
+        o.max_functions = 6;
+        break;
+      default:  // short sums: the short-sum kernel, its fixed terms and tiles
+        o.max_log2_states = 16;
+        o.max_card = 3;
+        o.min_marg = 2;
+        o.max_marg = 8;
+        o.max_functions = 7;
+        break;
+    }
+    o.zero_fraction = i % 2 ? 0.3 : 0.03;
+    RandomBucket b = random_bucket(rng, o);
+    b.shape.maximise = true;
+    const BucketLayout lay = describe(b.shape, b.scopes);
+    if (!lay.unsupported.empty()) continue;
+    const LaunchPlan p = make_launch_plan(lay, Variant::plain, DeviceLimits{});
+    split += p.splits > 1;
+    fixed_terms += p.lean_fixed_terms;
+    chunks += p.lean_chunks;
+    INFO("max-product bucket " << i << ": " << b.shape.output_size() << " outputs x "
+                               << b.shape.marg_size());
+    check_bucket(b, Variant::automatic, Precision::f64, 1e-12, &f64);
+    check_bucket(b, Variant::plain, Precision::f64, 1e-12, &f64);
+    cached += check_bucket(b, Variant::cached, Precision::f64, 1e-12, &f64) != 0;
+    if (i % 4 >= 2) tiled += check_bucket(b, Variant::plain, Precision::f64, 1e-12, &f64, *tiles) == 2;
+    for (double v : cpu_result(b.shape, b.inputs())) inf_outputs += std::isinf(v);
+  }
+  std::printf(
+      "max-product buckets: %d (%d split, %d short-sum fixed terms, %d short-sum chunks, %d tiled, "
+      "%d cached; %d outputs -inf), largest relative difference %.3g\n",
+      n, split, fixed_terms, chunks, tiled, cached, inf_outputs, f64.worst);
+  CHECK(split > 0);
+  CHECK(fixed_terms > 0);
+  CHECK(chunks > 0);
+  CHECK(tiled > 0);
+  CHECK(inf_outputs > 0);
+}
+
 TEST_CASE("GpuKernel.NothingVariesWithTheSumMatchesCpu", "[gpu]") {
   // no input holds a summed variable (the plain kernel's NF = 0 case: every term is the
   // constant part, counted): outputs over vars 0-2, vars 3-4 summed (6 and 40 values), inputs

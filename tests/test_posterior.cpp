@@ -341,6 +341,36 @@ TEST_CASE("Posterior.ConditionedCommands", "[apps]") {
   }
 }
 
+TEST_CASE("Posterior.DeviceOptions", "[apps]") {
+  // --device and --check as pe takes them. Without a GPU (CI): --device gpu falls back to the
+  // CPU (said in "device") with the same answer; --check says it did not run (exit 6). With a
+  // GPU the same answer on it, and the check passes (scripts/gpu-checks.sh runs both).
+  const std::string net = uai_network_path("Pedigree_13").string();
+  for (const std::string cmd : {"mar", "mpe"}) {
+    INFO(cmd);
+    // one order (a GPU's order search may find another, whose traceback may pick another
+    // assignment of the same probability)
+    const auto cpu = run_kinfer({cmd, net, "--json", "-q", "--device", "cpu", "--order", "minfill"});
+    const auto dev = run_kinfer({cmd, net, "--json", "-q", "--device", "gpu", "--order", "minfill"});
+    REQUIRE(cpu.rc == 0);
+    REQUIRE(dev.rc == 0);
+    const auto c = nlohmann::json::parse(cpu.out), d = nlohmann::json::parse(dev.out);
+    CHECK(c["device"] == "cpu");
+    const bool gpu = d["device"] != "cpu";  // a GPU was there, and used ("gpu", "gpu+cpu")
+    CHECK(d["log10_pr"].get<double>() == Approx(c["log10_pr"].get<double>()).epsilon(1e-12));
+    if (cmd == "mpe") CHECK(d["assignment"] == c["assignment"]);
+    const auto checked = run_kinfer({cmd, net, "--json", "-q", "--check"});
+    CHECK(checked.rc == (gpu ? 0 : 6));
+    const auto k = nlohmann::json::parse(checked.out);
+    if (gpu)
+      CHECK(k["check"]["passed"] == true);
+    else
+      CHECK(k["check"]["run"] == false);
+    CHECK(k["log10_pr"].get<double>() == Approx(c["log10_pr"].get<double>()).epsilon(1e-12));
+    CHECK(run_kinfer({cmd, net, "--device", "tpu"}).rc == 2);
+  }
+}
+
 TEST_CASE("Posterior.UserErrors", "[apps]") {
   TempDir tmp;
   // P(A = 1) = 0: the evidence A = 1 is impossible

@@ -87,6 +87,54 @@ TEST_CASE("Scheduler.ExecutorMatchesRunPlanUnderEveryAssignment", "[scheduler]")
   CHECK(folds > 20);
 }
 
+TEST_CASE("Scheduler.ExecutorKeepsTheUpwardPassOfMarAndMpe", "[scheduler]") {
+  // ExecOptions::pass under every assignment: every bucket's output kept on the host (a GPU
+  // output that stays on the device for its parent downloaded too) and, maximising, max-product
+  // buckets on both devices: the kept tables are run_plan's, entry for entry.
+  int kept_on_device_total = 0;
+  for (const char* name : {"Pedigree_11.uai", "DBN_11.uai"}) {
+    const Plan plan = uai_plan(name);
+    for (bool maximise : {false, true}) {
+      std::vector<std::vector<double>> expected, got;
+      RunOptions ro;
+      ro.pass = {maximise, &expected};
+      run_plan(plan, ro);
+      REQUIRE(expected.size() == plan.tree.buckets.size());
+      int kept_on_device = 0;
+      for (const auto& [label, a] : assignments(plan, 29)) {
+        INFO(name << (maximise ? ", max-product, " : ", sum-product, ") << label);
+        test::FakeDevice dev(2, 100, std::hash<std::string>{}(label));
+        ExecOptions eo;
+        eo.pass = {maximise, &got};
+        ExecStats st;
+        run_scheduled(plan, a, &dev, eo, &st);
+        CHECK(dev.error().empty());
+        REQUIRE(got.size() == expected.size());
+        for (std::size_t b = 0; b < got.size(); ++b) {
+          REQUIRE(got[b].size() == expected[b].size());
+          for (std::size_t i = 0; i < got[b].size(); ++i)
+            if (std::isinf(expected[b][i]))
+              REQUIRE(got[b][i] == expected[b][i]);
+            else
+              REQUIRE(got[b][i] == Approx(expected[b][i]).epsilon(1e-12).margin(1e-12));
+          const int parent = plan.tree.buckets[b].parent;
+          kept_on_device += parent >= 0 && st.ran_on[b] == Device::gpu &&
+                            st.ran_on[parent] == Device::gpu;
+        }
+      }
+      kept_on_device_total += kept_on_device;
+    }
+  }
+  CHECK(kept_on_device_total > 0);  // Pedigree_11's; DBN_11's GPU buckets all have CPU parents
+  // The maximising pass's root is max_x P(x, e) up to the constants: never above P(e).
+  const Plan plan = uai_plan("Pedigree_11.uai");
+  std::vector<std::vector<double>> up;
+  RunOptions ro;
+  ro.pass = {true, &up};
+  run_plan(plan, ro);
+  CHECK(up.back()[0] < run_plan(plan) - plan.model.log_constant());
+}
+
 TEST_CASE("Scheduler.ExecutorWithOneStreamAndTimedBuckets", "[scheduler]") {
   const Plan plan = uai_plan("Pedigree_11.uai");
   const double expected = run_plan(plan);

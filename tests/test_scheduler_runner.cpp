@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "engine/condition.hpp"
+#include "engine/posterior.hpp"
 #include "engine/errors.hpp"
 #include "fake_device.hpp"
 #include "gpu/device_api.hpp"
@@ -715,6 +716,67 @@ TEST_CASE("Scheduler.CheckModeWithoutGpuSaysSo", "[scheduler]") {
   CHECK_FALSE(r.check);
   CHECK_THAT(check_verdict(r), Catch::StartsWith("check: not run"));
   CHECK(run_json(r, false).at("check").at("passed").is_null());
+}
+
+TEST_CASE("Scheduler.RunnerRunsTheUpwardPassOfMarAndMpe", "[scheduler]") {
+  // compute_marginals and compute_mpe with their upward pass through the runner (the commands'
+  // way: engine/posterior.hpp UpwardRunner) on the fake device, under two placements and the
+  // check mode: the CPU's marginals and assignment.
+  for (const char* name : {"Pedigree_11.uai", "DBN_11.uai"}) {
+    const Plan plan = uai_plan(name);
+    const Marginals want = compute_marginals(plan);
+    const MostProbable best = compute_mpe(plan);
+    for (int way = 0; way < 3; ++way) {
+      INFO(name << ", " << (way == 0 ? "gpu-only" : way == 1 ? "whole-plan" : "check"));
+      test::FakeDevice dev(2, 20);
+      RunRequest req;
+      req.device = DeviceChoice::gpu;
+      req.policy = way == 0 ? Policy::gpu_only : Policy::whole_plan;
+      req.check = way == 2;
+      Runner runner(req, &dev);
+      int gpu_runs = 0;
+      const UpwardRunner upward = [&](const Plan& p, const UpwardPass& pass) {
+        runner.set_upward_pass(pass);
+        const RunResult r = runner.run(p);
+        runner.set_upward_pass({});
+        gpu_runs += r.gpu_buckets > 0;
+      };
+      const Marginals m = compute_marginals(plan, 0, upward);
+      CHECK(close(m.ln_pe, want.ln_pe));
+      REQUIRE(m.p.size() == want.p.size());
+      double worst = 0;
+      for (std::size_t v = 0; v < m.p.size(); ++v)
+        for (std::size_t x = 0; x < m.p[v].size(); ++x)
+          worst = std::max(worst, std::abs(m.p[v][x] - want.p[v][x]));
+      CHECK(worst <= 1e-12);
+      const MostProbable mp = compute_mpe(plan, 0, upward);
+      CHECK(close(mp.ln_pr, best.ln_pr));
+      CHECK(mp.assignment == best.assignment);
+      CHECK(gpu_runs == 2);
+      if (way == 2) {
+        CHECK(runner.totals().checked == 2);
+        CHECK(runner.totals().check.passed);
+        CHECK(runner.totals().check.buckets > 0);
+      }
+      CHECK(dev.error().empty());
+    }
+  }
+  // A max-product bucket the "GPU" gets wrong fails the check of the MPE's pass.
+  const Plan plan = uai_plan("Pedigree_11.uai");
+  test::FakeDevice dev(2, 20);
+  dev.corrupt = [](const BucketShape& s) { return s.maximise && s.n_marg > 0; };
+  RunRequest req;
+  req.check = true;
+  Runner runner(req, &dev);
+  const UpwardRunner upward = [&](const Plan& p, const UpwardPass& pass) {
+    runner.set_upward_pass(pass);
+    runner.run(p);
+    runner.set_upward_pass({});
+  };
+  compute_marginals(plan, 0, upward);
+  CHECK(runner.totals().check.passed);
+  compute_mpe(plan, 0, upward);
+  CHECK_FALSE(runner.totals().check.passed);
 }
 
 TEST_CASE("Scheduler.SlicesOverTwoFakeDevices", "[scheduler]") {

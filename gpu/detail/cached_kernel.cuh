@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(256, 4) cached_kernel(const __grid_constant__ 
       }
       lanes_merge_finite(mx, acc, G, tab_a);
       finite_to_canonical(mx, acc);
-      if (active && g == 0) a.out[page * a.P + ol] = lse_value(mx, acc);
+      if (active && g == 0) a.out[page * a.P + ol] = a.maximise ? mx : lse_value(mx, acc);
     }
   }
 }

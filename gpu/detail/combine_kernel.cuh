@@ -9,10 +9,10 @@
 namespace kinfer::gpu {
 namespace {
 
-// One warp per output merges the splits' partial pairs.
+// One warp per output merges the splits' partial pairs; `maximise`: stores the merged max.
 template <class T>
 __global__ void combine_kernel(const T* __restrict__ partial, T* __restrict__ out, long long n_out,
-                               int splits) {
+                               int splits, bool maximise) {
   __shared__ double tab[64];
   load_exp_table(tab);
   __syncthreads();
@@ -26,7 +26,7 @@ __global__ void combine_kernel(const T* __restrict__ partial, T* __restrict__ ou
     lse_merge(mx, acc, partial[i], partial[i + 1], tab);
   }
   lanes_merge(mx, acc, 32, tab);
-  if (lane == 0) out[warp] = lse_value(mx, acc);
+  if (lane == 0) out[warp] = maximise ? mx : lse_value(mx, acc);
 }
 
 }  // namespace

@@ -291,7 +291,7 @@ class CudaContext final : public Context {
                           ? static_cast<double*>(scratch(s, 2 * 8 * pe.p.splits * pe.p.n_out))
                           : nullptr;
     launch_sum_product<double>(pe.p, pe.t, slots.data(), static_cast<double*>(ptr(out)), partial,
-                               stream(s));
+                               stream(s), shape.maximise);
     return summarize(pe.p, pe.sel);
   }
 

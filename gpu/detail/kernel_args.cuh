@@ -63,6 +63,10 @@ struct KernelArgs {
   bool tile_summed;
   int tile_off1[kMaxVarying];
   long long tile_all1[kMaxSlots + 1];
+  // Max-product (BucketShape::maximise): each output is the largest of its terms, the running
+  // pair's max, instead of their log-sum-exp. The pairs are formed as for a sum (the exps are
+  // spent either way); only the stores differ.
+  bool maximise;
 };
 
 // Shared memory read through 32-bit shared-window addresses: a generic pointer would have its

@@ -240,7 +240,7 @@ __global__ void __launch_bounds__(256, plain_min_blocks<NF, TD ? 2 : 1, GC>())
       if (active && g == 0) {
         const long long ob = obase + (r > 0 ? a.tile_all1[a.n_in] : 0);
         if (a.splits == 1) {
-          a.out[ob] = lse_value(mx[r], acc[r]);
+          a.out[ob] = a.maximise ? mx[r] : lse_value(mx[r], acc[r]);
         } else {
           a.partial[2 * (sp * a.n_out + ob)] = mx[r];
           a.partial[2 * (sp * a.n_out + ob) + 1] = acc[r];

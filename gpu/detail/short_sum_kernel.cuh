@@ -110,8 +110,10 @@ __global__ void __launch_bounds__(256, 4)
         x[k] = v;
         y[k] = w;
       }
-      a.out[ob] = lse_knockout<MI>(x, tab_a, ltab_a);
-      a.out[ob1] = lse_knockout<MI>(y, tab_a, ltab_a);
+      const double vx = lse_knockout<MI>(x, tab_a, ltab_a);
+      const double vy = lse_knockout<MI>(y, tab_a, ltab_a);
+      a.out[ob] = a.maximise ? x[0] : vx;  // the knockout leaves the max in x[0]
+      a.out[ob1] = a.maximise ? y[0] : vy;
       continue;
     } else if constexpr (MI > 0) {
       double x[MI];
@@ -124,7 +126,8 @@ __global__ void __launch_bounds__(256, 4)
                                                     : q[f] + lds32(col0 + f * colstride + 4 * k));
         x[k] = v;
       }
-      a.out[ob] = lse_knockout<MI>(x, tab_a, ltab_a);
+      const double v = lse_knockout<MI>(x, tab_a, ltab_a);
+      a.out[ob] = a.maximise ? x[0] : v;  // the knockout leaves the max in x[0]
       continue;
     }
     double mx = lowest(0.0), acc = 0;
@@ -159,7 +162,9 @@ __global__ void __launch_bounds__(256, 4)
         if (m0 + k < Mi) acc = exp_neg_add(mx - x[k], tab_a, acc);
     }
     // acc >= 1 once a finite term was added; below 0.5 every term was -inf
-    a.out[ob] = acc < 0.5 ? -INFINITY : Mi == 1 ? mx : mx + log_of_sum(acc, ltab_a);
+    a.out[ob] = acc < 0.5                  ? -INFINITY
+                : Mi == 1 || a.maximise ? mx
+                                        : mx + log_of_sum(acc, ltab_a);
   }
 }
 
