@@ -164,9 +164,28 @@ double estimate_flops(const TaskTree& tree);
 // the MPE's pass), and every bucket's output is copied into `outputs` (one table per bucket, in
 // bucket order; nullptr: none kept). Every executor takes it: run_plan, the scheduler's
 // executor on any placement, its check mode.
+// Bucket outputs an upward pass left on a device (UpwardPass::on_device): the MPE's traceback
+// reads the few entries it needs of each instead of copying every table to the host.
+class DeviceOutputs {
+ public:
+  virtual ~DeviceOutputs() = default;  // releases the device's tables
+  // Whether bucket b's output is held there (its entry in UpwardPass::outputs is then empty).
+  virtual bool holds(int b) const = 0;
+  // Entries [first, first + n) of bucket b's output, into `to`.
+  virtual void read(int b, std::int64_t first, std::int64_t n, double* to) = 0;
+  // Bucket b's factor inputs (positions in its factor list) that the device added into the
+  // tables of b's children it holds: those tables include them, so b's traceback leaves them
+  // out of b's inputs.
+  virtual const std::vector<int>& folded(int b) const = 0;
+};
+
 struct UpwardPass {
   bool maximise = false;
   std::vector<std::vector<double>>* outputs = nullptr;
+  // With `outputs`: the outputs of GPU buckets whose parent is a GPU bucket may stay on the
+  // device, when it has room for all of them at once: the executor then puts their reader here
+  // (and leaves their host entries empty). nullptr: every output to the host.
+  std::unique_ptr<DeviceOutputs>* on_device = nullptr;
   bool any() const { return maximise || outputs; }
 };
 

@@ -342,15 +342,32 @@ class LeadingFixed {
   }
   BucketShape rest;  // n_marg 0
   std::span<const InputTable> fix(std::int64_t l) {
-    for (std::size_t f = 0; f < inputs_.size(); ++f) {
-      std::int64_t base = 0, x = l;
-      for (int j = lead_ - 1; j >= 0; --j) {
-        base += (x % shape_.card[j]) * st_[f][j];
-        x /= shape_.card[j];
-      }
-      in_[f].data = inputs_[f].data + base;
-    }
+    for (std::size_t f = 0; f < inputs_.size(); ++f)
+      in_[f].data = inputs_[f].data ? inputs_[f].data + base(f, l) : nullptr;
     return in_;
+  }
+  // The offset in input f of its entries at configuration l of the leading variables.
+  std::int64_t base(std::size_t f, std::int64_t l) const {
+    std::int64_t b = 0;
+    for (int j = lead_ - 1; j >= 0; --j) {
+      b += (l % shape_.card[j]) * st_[f][j];
+      l /= shape_.card[j];
+    }
+    return b;
+  }
+  // The offsets in input f of its entries at configuration l, over the rest's variables it has
+  // (row-major in its order, last fastest): the table fix(l) points input f at.
+  std::vector<std::int64_t> offsets(std::size_t f, std::int64_t l) const {
+    std::vector<std::int64_t> off = {base(f, l)};
+    const int nv = static_cast<int>(shape_.vars.size());
+    for (int j = lead_; j < nv; ++j) {
+      if (st_[f][j] == 0) continue;
+      std::vector<std::int64_t> next;
+      for (std::int64_t o : off)
+        for (int x = 0; x < shape_.card[j]; ++x) next.push_back(o + x * st_[f][j]);
+      off.swap(next);
+    }
+    return off;
   }
 
  private:
@@ -477,11 +494,13 @@ void max_product_log(const BucketShape& shape, std::span<const InputTable> input
 
 namespace {
 
-// Every bucket's output of the upward pass (maximising when `maximise`), by `upward` or run_plan.
+// Every bucket's output of the upward pass (maximising when `maximise`), by `upward` or run_plan;
+// with `held`, those a device may hold (UpwardPass::on_device) are left there.
 std::vector<std::vector<double>> upward_pass(const Plan& plan, bool maximise, int threads,
-                                             const UpwardRunner& upward) {
+                                             const UpwardRunner& upward,
+                                             std::unique_ptr<DeviceOutputs>* held = nullptr) {
   std::vector<std::vector<double>> up;
-  const UpwardPass pass{maximise, &up};
+  const UpwardPass pass{maximise, &up, held};
   if (upward) {
     upward(plan, pass);
   } else {
@@ -565,7 +584,9 @@ MostProbable compute_mpe(const Plan& plan, int threads, const UpwardRunner& upwa
   MostProbable r;
   r.ln_pr = kNegInf;
   if (!model.impossible.empty()) return r;
-  const std::vector<std::vector<double>> up = upward_pass(plan, true, threads, upward);
+  // The outputs of GPU buckets may stay on the device (then read a few entries at a time).
+  std::unique_ptr<DeviceOutputs> held;
+  const std::vector<std::vector<double>> up = upward_pass(plan, true, threads, upward, &held);
   // A free variable in no factor multiplies P(e) by its number of values but the maximum by 1:
   // the constants without it.
   const double outside = model.log_constant() - model.free_constant;
@@ -577,12 +598,47 @@ MostProbable compute_mpe(const Plan& plan, int threads, const UpwardRunner& upwa
   for (int b = nb - 1; b >= 0; --b) {
     const Bucket& bk = buckets[b];
     const BucketShape shape = bucket_shape(plan, b);
-    const auto in = bucket_inputs(plan, b, up);
+    // The bucket's inputs: its factors (but those the device added into a child's table it
+    // holds), then its children's outputs (no host table for those the device holds).
+    std::vector<InputTable> in;
+    std::vector<int> held_child;  // positions in `in`
+    {
+      std::vector<char> folded(bk.factors.size(), 0);
+      if (held)
+        for (int k : held->folded(b)) folded.at(k) = 1;
+      for (std::size_t k = 0; k < bk.factors.size(); ++k)
+        if (!folded[k])
+          in.push_back({plan.input_data[bk.factors[k]].data(), plan.input_scope[bk.factors[k]]});
+      for (int c : bk.children) {
+        if (held && held->holds(c)) held_child.push_back(static_cast<int>(in.size()));
+        in.push_back({up[c].empty() ? nullptr : up[c].data(), buckets[c].output_vars()});
+      }
+    }
     // The bucket at its output's values (fixed above), maximised over its eliminated variables:
     // the first configuration attaining the maximum.
     LeadingFixed at_output(shape, in, static_cast<int>(bk.vars.size()) - bk.n_marg);
-    std::int64_t arg = first_maximum(
-        at_output.rest, at_output.fix(config_index(bk.output_vars(), model.card, value)), threads);
+    const std::int64_t l = config_index(bk.output_vars(), model.card, value);
+    std::vector<InputTable> fixed;
+    {
+      const auto f = at_output.fix(l);
+      fixed.assign(f.begin(), f.end());
+    }
+    std::vector<std::vector<double>> read(held_child.size());  // their entries at l
+    for (std::size_t i = 0; i < held_child.size(); ++i) {
+      const int p = held_child[i];
+      const int c = bk.children[p - (in.size() - bk.children.size())];
+      const std::vector<std::int64_t> off = at_output.offsets(p, l);
+      read[i].resize(off.size());
+      const auto [lo, hi] = std::minmax_element(off.begin(), off.end());
+      if (*hi - *lo + 1 == static_cast<std::int64_t>(off.size()) &&
+          std::is_sorted(off.begin(), off.end())) {
+        held->read(c, *lo, static_cast<std::int64_t>(off.size()), read[i].data());
+      } else {
+        for (std::size_t k = 0; k < off.size(); ++k) held->read(c, off[k], 1, &read[i][k]);
+      }
+      fixed[p].data = read[i].data();
+    }
+    std::int64_t arg = first_maximum(at_output.rest, fixed, threads);
     for (std::size_t k = bk.vars.size(); k-- > bk.vars.size() - bk.n_marg;) {
       const int v = bk.vars[k];
       value[v] = static_cast<int>(arg % model.card[v]);

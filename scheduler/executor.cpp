@@ -192,6 +192,8 @@ struct Placement {
   std::vector<std::vector<int>> fold;  // [GPU bucket][factor input] child it folds into
   std::vector<std::vector<std::vector<int>>> kernel_scopes;  // as run_bucket will see them
   std::vector<std::vector<double>> owned;                    // products merge_inputs made
+  // [GPU bucket] its factors folded into a child's table: (factor position, child index)
+  std::vector<std::vector<std::pair<int, int>>> folded;
 };
 
 // Bucket b runs on the CPU after all, for `why` (logged, and said in the stats).
@@ -223,6 +225,7 @@ void place_on_device(const Plan& plan, gpu::Context* ctx, Placement& pl, ExecSta
   pl.fin.resize(nb);
   pl.fold.resize(nb);
   pl.kernel_scopes.resize(nb);
+  pl.folded.resize(nb);
   for (int b = 0; b < nb && ctx; ++b) {
     if (pl.dev[b] != Device::gpu) continue;
     const BucketShape shape = bucket_shape(plan, b);
@@ -240,6 +243,7 @@ void place_on_device(const Plan& plan, gpu::Context* ctx, Placement& pl, ExecSta
     pl.fin[b] = m.inputs;
     pl.fold[b] = m.fold_child;
     pl.kernel_scopes[b] = m.scopes;
+    pl.folded[b] = m.folded_factors;
   }
 }
 
@@ -312,6 +316,50 @@ std::vector<std::pair<double, int>> preparation_order(const Plan& plan, const Pl
   return order;
 }
 
+// ExecOptions::pass.on_device: the outputs of GPU buckets with a GPU parent, held on the device
+// after the run for the MPE's traceback, read a few entries at a time; released with it.
+class HeldOutputs final : public DeviceOutputs {
+ public:
+  HeldOutputs(gpu::Context& ctx, std::vector<gpu::Handle> held,
+              std::vector<std::vector<int>> folded)
+      : ctx_(ctx), held_(std::move(held)), folded_(std::move(folded)) {}
+  ~HeldOutputs() override {
+    try {
+      for (gpu::Handle h : held_)
+        if (h >= 0) ctx_.release(h);
+    } catch (...) {  // a destructor must not throw
+    }
+  }
+  bool holds(int b) const override { return held_.at(b) >= 0; }
+  void read(int b, std::int64_t first, std::int64_t n, double* to) override {
+    ctx_.bind();
+    ctx_.download_part(held_.at(b), first, to, n, 0);
+    ctx_.synchronize(0);
+  }
+  const std::vector<int>& folded(int b) const override { return folded_.at(b); }
+
+ private:
+  gpu::Context& ctx_;
+  std::vector<gpu::Handle> held_;
+  std::vector<std::vector<int>> folded_;
+};
+
+// Whether the outputs of GPU buckets with a GPU parent may stay on the device for the MPE's
+// traceback: all of them, with every GPU bucket's factor inputs, fit the run's device budget.
+bool fits_held(const Plan& plan, gpu::Context& ctx, const ExecOptions& opt, const Placement& pl) {
+  const auto& buckets = plan.tree.buckets;
+  const int nb = static_cast<int>(buckets.size());
+  double need = 0;
+  for (int b = 0; b < nb; ++b) {
+    if (pl.dev[b] != Device::gpu) continue;
+    need += 8.0 * static_cast<double>(bucket_shape(plan, b).output_size());
+    for (const gpu::HostInput& h : pl.fin[b]) need += 8.0 * static_cast<double>(h.size);
+  }
+  const double budget =
+      opt.device_budget_bytes > 0 ? opt.device_budget_bytes : 0.9 * ctx.free_bytes();
+  return need <= budget;
+}
+
 // Where the run's time went (-v).
 void log_run_times(double seconds, double gpu_from, double gpu_to, const ExecStats& st,
                    const gpu::Context& ctx) {
@@ -380,6 +428,13 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
   std::optional<StagingPool> pool;
   if (ctx && st.gpu_buckets > 0) pool.emplace(*ctx);
   Run r{plan, dev, opt, sh, st, pl.fin, pl.fold, prepare};
+  std::vector<gpu::Handle> held(nb, -1);
+  if (opt.pass.on_device && opt.pass.outputs && pool) {
+    r.hold_on_device = fits_held(plan, *ctx, opt, pl);
+    r.held = &held;
+    if (!r.hold_on_device)
+      spdlog::debug("executor: the bucket outputs do not all fit the device: kept on the host");
+  }
   double gpu_from = 0, gpu_to = 0;  // the GPU thread's start and end, seconds into the run
   {
     std::thread preparer, gpu;
@@ -421,7 +476,21 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
           ctx->synchronize(s);
         } catch (...) {  // the first error is the one to report
         }
+    for (gpu::Handle h : held)
+      if (h >= 0) try {
+          ctx->release(h);
+        } catch (...) {
+        }
     std::rethrow_exception(sh.error);
+  }
+  if (r.hold_on_device) {
+    // The factors each bucket's kernel found inside a held child's table (a child the CPU
+    // computed was folded into on its uploaded copy: its host table lacks them).
+    std::vector<std::vector<int>> folded(nb);
+    for (int b = 0; b < nb; ++b)
+      for (auto [f, ci] : pl.folded[b])
+        if (held[plan.tree.buckets[b].children[ci]] >= 0) folded[b].push_back(f);
+    *opt.pass.on_device = std::make_unique<HeldOutputs>(*ctx, std::move(held), std::move(folded));
   }
   log_resources("the executor's buckets done");
   if (ctx) log_run_times(since(t0), gpu_from, gpu_to, st, *ctx);

@@ -29,7 +29,10 @@ MergedInputs merged_inputs(const Plan& plan, int b, const BucketShape& shape,
   m.inputs = gpu::merge_inputs(shape, std::move(factors), mp, owned);
   m.fold_child = gpu::fold_targets(shape, mp, children);  // one per merged input
   for (std::size_t k = 0; k < m.inputs.size(); ++k)
-    if (m.fold_child[k] < 0) m.scopes.push_back(m.inputs[k].scope);
+    if (m.fold_child[k] < 0)
+      m.scopes.push_back(m.inputs[k].scope);
+    else
+      for (int f : mp.groups[k]) m.folded_factors.emplace_back(f, m.fold_child[k]);
   m.scopes.insert(m.scopes.end(), children.begin(), children.end());
   return m;
 }
@@ -296,7 +299,10 @@ bool GpuThread::gather_inputs(int b, BucketInputs& bi) {
     if (r_.dev[c] == Device::gpu) {
       bi.in.push_back({out_[c], buckets[c].output_vars()});
       bi.child_handle.push_back(out_[c]);
-      used_.push_back(out_[c]);
+      if (r_.hold_on_device)
+        (*r_.held)[c] = out_[c];  // released with the run's reader (DeviceOutputs)
+      else
+        used_.push_back(out_[c]);
       out_[c] = -1;
       if (bi.stream < 0)
         bi.stream = stream_of_[c];
@@ -405,7 +411,8 @@ bool GpuThread::run_bucket(int b) {
   take_back();
   if (!r_.to_host(b)) {
     out_[b] = o;
-    if (r_.opt.pass.outputs) keep_on_host(b, o, shape.output_size(), bi.stream);
+    if (r_.opt.pass.outputs && !r_.hold_on_device)
+      keep_on_host(b, o, shape.output_size(), bi.stream);
   } else {
     download(b, o, shape.output_size(), bi.stream);
   }

@@ -76,6 +76,10 @@ struct Run {
   const std::vector<std::vector<gpu::HostInput>>& fin;  // [GPU bucket] factor inputs to upload
   const std::vector<std::vector<int>>& fold;  // [GPU bucket][factor input] child it folds into
   const std::function<void(int)>& prepare;  // bucket b's kernel plan built (or waited for)
+  // ExecOptions::pass.on_device granted: the outputs of GPU buckets with a GPU parent stay on
+  // the device after their parent ran (`held`, by bucket; -1: not held)
+  bool hold_on_device = false;
+  std::vector<gpu::Handle>* held = nullptr;
   int root() const { return static_cast<int>(plan.tree.buckets.size()) - 1; }
   bool to_host(int b) const {  // does b's output have to reach the host?
     const int p = plan.tree.buckets[b].parent;
@@ -92,6 +96,9 @@ struct MergedInputs {
   std::vector<gpu::HostInput> inputs;
   std::vector<int> fold_child;
   std::vector<std::vector<int>> scopes;
+  // the bucket's factors inside folded inputs: (position in its factor list, the child index
+  // whose table the device adds it into)
+  std::vector<std::pair<int, int>> folded_factors;
 };
 MergedInputs merged_inputs(const Plan& plan, int b, const BucketShape& shape,
                            std::vector<std::vector<double>>& owned);

@@ -1,5 +1,6 @@
 // The runner's conditioned plans: the slices spread over the GPUs (lanes), and the conditioning
 // at run time when the device has less usable memory than when the plan was made.
+#include <omp.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -136,6 +137,19 @@ RunResult Runner::run(ConditionedPlan& cp, SliceDealer* dealer) {
 
 RunResult Runner::run_slices(ConditionedPlan& cp, SliceDealer* dealer) {
   const int n = lanes(cp);
+  // Each lane (a thread driving one GPU) runs its slices' CPU buckets and builds its kernel
+  // plans with its share of the cores: with the whole OpenMP team each, n lanes would start n
+  // times as many threads as there are cores, and their parallel regions would wait on each
+  // other.
+  const int all_threads = req_.threads > 0 ? req_.threads : omp_get_max_threads();
+  const int lane_threads = n > 1 ? std::max(1, all_threads / n) : req_.threads;
+  struct Restore {
+    Runner& r;
+    int threads;
+    ~Restore() { r.set_threads(threads); }
+  } restore{*this, req_.threads};
+  set_threads(lane_threads);
+  for (auto& l : lanes_) l->set_threads(lane_threads);
   for (int k = static_cast<int>(lanes_.size()) + 1; k < n; ++k) {  // GPU k's runner, kept
     RunRequest rk = req_;
     rk.gpu_index = k;

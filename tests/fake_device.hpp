@@ -97,6 +97,16 @@ class FakeDevice final : public gpu::Context {
     d2h_bytes = d2h_bytes + 8.0 * n;
     enqueue(s, {src}, [this, src, dst, n] { std::memcpy(dst, tables_.at(src).data(), 8 * n); });
   }
+  void download_part(gpu::Handle src, std::int64_t first, double* dst, std::int64_t n,
+                     int s) override {
+    d2h_bytes = d2h_bytes + 8.0 * n;
+    enqueue(s, {src}, [this, src, first, dst, n] {
+      const auto& t = tables_.at(src);
+      if (first < 0 || first + n > static_cast<std::int64_t>(t.size()))
+        return fail("download_part beyond the table");
+      std::memcpy(dst, t.data() + first, 8 * n);
+    });
+  }
   void run_bucket(const BucketShape& shape, std::span<const gpu::DeviceInput> inputs,
                   gpu::Handle out, int s) override {
     std::vector<gpu::Handle> used = {out};

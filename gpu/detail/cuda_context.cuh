@@ -214,6 +214,13 @@ class CudaContext final : public Context {
     CUDA_CHECK(cudaMemcpyAsync(host, ptr(src), static_cast<std::size_t>(entries) * 8,
                                cudaMemcpyDeviceToHost, stream(s)));
   }
+  void download_part(Handle src, std::int64_t first, double* host, std::int64_t entries,
+                     int s) override {
+    std::lock_guard lock(mu_);
+    CUDA_CHECK(cudaMemcpyAsync(host, static_cast<const double*>(ptr(src)) + first,
+                               static_cast<std::size_t>(entries) * 8, cudaMemcpyDeviceToHost,
+                               stream(s)));
+  }
   void synchronize(int s) override { CUDA_CHECK(cudaStreamSynchronize(stream(s))); }
   static_assert(std::size(FoldArgs{}.card) >= kFoldMaxVars, "FoldArgs holds a fold's variables");
   void fold(Handle child, std::span<const int> card, std::span<const std::int64_t> factor_stride,
