@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -189,8 +190,9 @@ struct Report {
   std::ostringstream text, suspect_text;
 };
 
-// The multipoint answers of one pedigree (nothing without --multipoint): refused (exit 3) when
-// the chain does not fit --bits or --max-memory.
+// The multipoint answers of one pedigree (nothing without --multipoint): by the Lander-Green
+// chain, or by the pedigree network when the chain does not fit --bits or --max-memory (exit 3
+// when the network does not fit --max-memory either).
 std::optional<lk::MultipointGenotypes> multipoint(const lk::Pedigree& ped, const lk::LocusFile& lf,
                                                   const GenotypesOptions& o,
                                                   const PlanOptions& po) {
@@ -198,8 +200,19 @@ std::optional<lk::MultipointGenotypes> multipoint(const lk::Pedigree& ped, const
   lk::MultipointOptions mo;
   mo.max_memory_bytes = po.max_memory_bytes;
   mo.max_bits = o.bits;
+  lk::MultipointGenotypes mp;
   try {
-    lk::MultipointGenotypes mp = lk::multipoint_genotypes(ped, lf, lk::marker_chain_map(lf), mo);
+    mp = lk::multipoint_genotypes(ped, lf, lk::marker_chain_map(lf), mo);
+  } catch (const std::length_error& e) {
+    // Beyond the chain: the pedigree network, exact and much slower (one likelihood per typed
+    // genotype besides the posteriors' pass).
+    spdlog::info("{}: multipoint through the pedigree network instead", e.what());
+    const auto t0 = std::chrono::steady_clock::now();
+    mp = lk::multipoint_genotypes_network(ped, lf, lk::marker_chain_map(lf), po);
+    spdlog::info("pedigree {}: multipoint by the pedigree network in {:.2f} s", ped.id,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  {
     for (int k : mp.left_out)
       spdlog::warn(
           "pedigree {}, marker {}: Mendelian-inconsistent; left out of the multipoint "
@@ -210,6 +223,7 @@ std::optional<lk::MultipointGenotypes> multipoint(const lk::Pedigree& ped, const
           "pedigree {}: the data at all markers together are impossible; no multipoint "
           "posterior",
           ped.id);
+    if (mp.network) return mp;
     std::string one_by_one;  // the markers whose candidates went one emission each
     if (mp.candidates > 0)
       one_by_one = fmt::format(", {} candidate emissions {:.2f} s, their sums {:.2f} s",
@@ -218,12 +232,8 @@ std::optional<lk::MultipointGenotypes> multipoint(const lk::Pedigree& ped, const
         "pedigree {}: multipoint by the Lander-Green chain, {} bits: walk {:.2f} s, cavities "
         "at {} markers {:.2f} s{}",
         ped.id, mp.bits, mp.walk_s, mp.cavity_markers, mp.cavity_s, one_by_one);
-    return mp;
-  } catch (const std::length_error& e) {
-    throw ResourceError(std::string(e.what()) +
-                        " (--multipoint needs the chain; without it every marker is analysed "
-                        "on its own)");
   }
+  return mp;
 }
 
 // One pedigree: the posteriors of every person at every marker, and the error check of every
@@ -308,7 +318,8 @@ void analyze_pedigree(const lk::Pedigree& ped, const lk::LocusFile& lf, const Pl
   nlohmann::json out = {{"id", ped.id}, {"people", std::move(people)}};
   if (!chromosome.empty()) out["chromosome"] = chromosome;
   if (mp) {
-    out["chain_bits"] = mp->bits;
+    out["multipoint_by"] = mp->network ? "network" : "chain";
+    if (!mp->network) out["chain_bits"] = mp->bits;
     out["ln_likelihood"] =
         std::isinf(mp->ln_likelihood) ? nlohmann::json(nullptr) : nlohmann::json(mp->ln_likelihood);
     nlohmann::json left = nlohmann::json::array();
@@ -380,8 +391,8 @@ Runner add_genotypes(CLI::App& root) {
                 "all markers at once through the map (the locus file's recombination fractions) "
                 "by the Lander-Green chain, instead of each marker on its own");
   cmd->add_option("--bits", o->bits,
-                  "--multipoint: a pedigree whose inheritance vector has more bits is refused "
-                  "(exit 3)")
+                  "--multipoint: a pedigree whose inheritance vector has more bits runs through "
+                  "the pedigree network instead of the Lander-Green chain (exact, much slower)")
       ->check(CLI::Range(0, 40))
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "print one JSON object instead of text");

@@ -9,12 +9,15 @@
 #include <cmath>
 #include <exception>
 #include <limits>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <stdexcept>
 #include <string>
 
+#include "engine/condition.hpp"
 #include "engine/plan.hpp"
+#include "engine/posterior.hpp"
 #include "linkage/chain.hpp"
 #include "linkage/genotype_cavities.hpp"
 #include "linkage/inheritance.hpp"
@@ -510,6 +513,124 @@ MultipointGenotypes multipoint_genotypes(const Pedigree& ped, const LocusFile& l
       },
       backend.get());
   out.walk_s = im->profile().emission_s + im->profile().step_s;
+  return out;
+}
+
+}  // namespace kinfer::linkage
+
+namespace kinfer::linkage {
+
+MultipointGenotypes multipoint_genotypes_network(const Pedigree& ped, const LocusFile& lf,
+                                                 const MarkerChainMap& map, const PlanOptions& po) {
+  MultipointGenotypes out;
+  out.network = true;
+  // The consistent markers, as the chain takes them (the thetas across a left-out marker
+  // combined); no allele recoding, so that every allele keeps its name in the genotypes.
+  ReductionOptions ro;
+  ro.recode = false;
+  std::vector<PedigreeLocus> reduced;
+  std::vector<double> male, female;
+  double ml = 0, fl = 0;
+  for (std::size_t j = 0; j < map.markers.size(); ++j) {
+    if (j > 0) {
+      ml = combine_thetas(ml, map.male[j - 1], lf.map_function);
+      fl = combine_thetas(fl, map.female[j - 1], lf.map_function);
+    }
+    Inconsistency err;
+    PedigreeLocus L = reduce_locus(ped, lf, map.markers[j], ro, &err);
+    if (err.locus >= 0) {
+      out.left_out.push_back(map.markers[j]);
+      continue;
+    }
+    if (!reduced.empty()) male.push_back(ml), female.push_back(fl);
+    ml = fl = 0;
+    reduced.push_back(std::move(L));
+    out.markers.push_back(map.markers[j]);
+  }
+  const int M = static_cast<int>(out.markers.size());
+  const int np = static_cast<int>(ped.people.size());
+  out.cell.assign(M, std::vector<MultipointGenotypes::Cell>(np));
+  if (M == 0) return out;
+  std::vector<const PedigreeLocus*> loci;
+  for (const PedigreeLocus& L : reduced) loci.push_back(&L);
+  auto typed = [&](int k, int i) { return ped.people[i].pheno[out.markers[k]].a1 != 0; };
+
+  // ln L of the data as given, and the untyped people's posteriors: the marginals of one
+  // unordered-genotype variable per untyped person and marker.
+  PedigreeNetwork pn(ped, loci, false, true);
+  pn.set_thetas(male, female);
+  Network net = pn.network();
+  struct Asked {
+    int k, i, var;
+    std::vector<UnorderedGenotype> keys;  // the variable's values
+  };
+  std::vector<Asked> asked;
+  for (int k = 0; k < M; ++k) {
+    const PedigreeLocus& L = reduced[k];
+    auto input_allele = [&L](int x) {
+      return x < 0 ? 0 : x < static_cast<int>(L.original.size()) ? L.original[x] : x + 1;
+    };
+    for (int i = 0; i < np; ++i) {
+      if (typed(k, i)) continue;
+      const PedigreeNetwork::Genotype& g = pn.genotype(k, i);
+      std::map<UnorderedGenotype, int> index;
+      std::vector<UnorderedGenotype> of_config;
+      for (auto [x, y] : g.alleles) {
+        const int a = input_allele(x), b = input_allele(y);
+        of_config.push_back(a == 0 ? UnorderedGenotype{0, b}
+                                   : UnorderedGenotype{std::min(a, b), std::max(a, b)});
+        index.emplace(of_config.back(), 0);
+      }
+      Asked& q = asked.emplace_back(Asked{k, i, net.num_vars(), {}});
+      for (auto& [key, at] : index) at = static_cast<int>(q.keys.size()), q.keys.push_back(key);
+      net.card.push_back(static_cast<int>(q.keys.size()));
+      std::vector<double> table(of_config.size() * q.keys.size(), 0.0);
+      for (std::size_t c = 0; c < of_config.size(); ++c)
+        table[c * q.keys.size() + index.at(of_config[c])] = 1.0;
+      std::vector<int> scope = g.vars;
+      scope.push_back(q.var);
+      net.factors.push_back({std::move(scope), std::move(table), 0});
+    }
+  }
+  ConditionedPlan cp = make_conditioned_plan(net, pn.evidence(), po);
+  net = Network{};
+  const Marginals m = compute_marginals(cp);
+  out.ln_likelihood = m.ln_pe;
+  if (std::isinf(m.ln_pe)) return out;  // the data at all markers together are impossible
+  for (const Asked& q : asked) {
+    auto& post = out.cell[q.k][q.i].posterior;
+    for (std::size_t x = 0; x < q.keys.size(); ++x)
+      if (m.p[q.var][x] > 0) post.push_back({q.keys[x], m.p[q.var][x]});
+  }
+
+  // Each typed genotype: the likelihood without it, on the same kind of plan as the data's
+  // own (PedigreeLikelihood), for P(observed | others) = L / L(without it).
+  const double ln_all = PedigreeLikelihood(ped, loci, false, po).ln_likelihood(male, female);
+  for (int k = 0; k < M; ++k) {
+    const int locus = out.markers[k];
+    for (int i = 0; i < np; ++i) {
+      if (!typed(k, i)) continue;
+      const Person& p = ped.people[i];
+      const Phenotype ph = p.pheno[locus];
+      const bool hemi = lf.sex_linked && p.sex == 1;
+      MultipointGenotypes::Cell& cell = out.cell[k][i];
+      cell.posterior.push_back(
+          {hemi ? UnorderedGenotype{0, ph.a1}
+                : UnorderedGenotype{std::min(ph.a1, ph.a2), std::max(ph.a1, ph.a2)},
+           1.0});
+      Pedigree without = ped;
+      without.people[i].pheno[locus] = {0, 0};
+      Inconsistency err;
+      const PedigreeLocus Lk = reduce_locus(without, lf, locus, ro, &err);
+      if (err.locus >= 0) continue;  // cannot happen: fewer phenotypes
+      std::vector<const PedigreeLocus*> loci_without = loci;
+      loci_without[k] = &Lk;
+      const double ln_without =
+          PedigreeLikelihood(without, loci_without, false, po).ln_likelihood(male, female);
+      if (!std::isinf(ln_without) && !std::isinf(ln_all))
+        cell.p_given_others = std::exp(std::min(0.0, ln_all - ln_without));
+    }
+  }
   return out;
 }
 

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/plan.hpp"
 #include "linkage/model.hpp"
 
 namespace kinfer::linkage {
@@ -46,6 +47,7 @@ struct MultipointOptions {
 };
 
 struct MultipointGenotypes {
+  bool network = false;  // computed by multipoint_genotypes_network (bits is then 0)
   int bits = 0;
   double ln_likelihood = 0;  // ln L of the markers in the chain (-inf: impossible)
   // Markers left out of the chain: Mendelian-inconsistent in this pedigree (input indices).
@@ -72,5 +74,16 @@ struct MultipointGenotypes {
 // than opt.max_bits bits or the chain does not fit opt.max_memory_bytes.
 MultipointGenotypes multipoint_genotypes(const Pedigree& ped, const LocusFile& lf,
                                          const MarkerChainMap& map, const MultipointOptions& opt);
+
+// The same answers through the pedigree network of every consistent marker (linkage/network.hpp,
+// the thetas of `map`), for a pedigree whose chain is too large: one posterior-marginal
+// computation over the network with one more variable per untyped person and marker (the
+// unordered genotype, a deterministic function of that person's alleles there) gives every
+// untyped person's posteriors; each typed person and marker costs one likelihood of the network
+// without that genotype, for P(observed | others) = L / L(without it). Exact, and much slower
+// than the chain where the chain fits. Plans under `po` (its memory limit: conditioned to fit,
+// ResourceError when nothing fits).
+MultipointGenotypes multipoint_genotypes_network(const Pedigree& ped, const LocusFile& lf,
+                                                 const MarkerChainMap& map, const PlanOptions& po);
 
 }  // namespace kinfer::linkage

@@ -117,15 +117,17 @@ nlohmann::json genotypes(const TempDir& dir, std::vector<std::string> extra = {}
 }
 
 // Every person's posterior and every typed person's P(observed | others) against the
-// enumeration, single-marker and --multipoint (one marker: the chain over it alone).
+// enumeration, single-marker and --multipoint (one marker: the chain over it alone, or with
+// --bits 0 the pedigree network).
 void check_against_enumeration(const std::vector<Ind>& ped, const std::vector<double>& freq,
                                bool sex_linked = false) {
   TempDir dir;
   write_input(dir, ped, freq, sex_linked);
-  for (const char* mode : {"", "--multipoint"}) {
-    INFO("mode " << mode);
-    const auto j =
-        genotypes(dir, *mode ? std::vector<std::string>{mode} : std::vector<std::string>{});
+  const std::vector<std::vector<std::string>> modes = {
+      {}, {"--multipoint"}, {"--multipoint", "--bits", "0"}};
+  for (const auto& mode : modes) {
+    INFO("mode " << (mode.empty() ? "single-marker" : mode.back()));
+    const auto j = genotypes(dir, mode);
     const auto want = enumerate(ped, freq, sex_linked);
     const auto& people = j["pedigrees"][0]["people"];
     REQUIRE(people.size() == ped.size());
@@ -304,24 +306,53 @@ TEST_CASE("Genotypes.MultipointFlagsDoubleRecombinant", "[linkage][apps]") {
   CHECK(multi["pedigrees"][0]["chain_bits"].get<int>() > 0);
 }
 
-TEST_CASE("Genotypes.MultipointRefusedBeyondBits", "[linkage][apps]") {
-  // A nuclear family of three children: 6 meioses less 2 founder phases, 4 bits.
+TEST_CASE("Genotypes.MultipointBeyondBitsByTheNetwork", "[linkage][apps]") {
+  // A pedigree beyond --bits goes through the pedigree network: the chain's answers (three
+  // SNPs 1 cM apart, twelve people, 18 bits: a double recombinant at marker 2), the same
+  // suspect.
   TempDir dir;
-  write_input(
-      dir,
-      {{-1, -1, 1, 1, 2}, {-1, -1, 2, 1, 2}, {0, 1, 1, 1, 1}, {0, 1, 2, 2, 2}, {0, 1, 1, 1, 2}},
-      {0.5, 0.5});
-  const std::vector<std::string> base = {
-      "genotypes",   "-q", "--ped", (dir / "g.pre").string(), "--dat", (dir / "g.dat").string(),
-      "--multipoint"};
-  std::vector<std::string> args = base;
-  args.insert(args.end(), {"--bits", "3"});
-  const ProcessResult r = run_kinfer(args);
-  CHECK(r.rc == 3);
-  CHECK_THAT(r.err, Catch::Contains("4 bits"));
-  args = base;
-  args.insert(args.end(), {"--bits", "4"});
-  CHECK(run_kinfer(args).rc == 0);
+  write_text(dir / "g.dat",
+             "3 0 0 5\n0 0.0 0.0 0\n1 2 3\n"
+             "3 2\n0.5 0.5\n3 2\n0.5 0.5\n3 2\n0.5 0.5\n0 0\n0.01 0.01\n1 0.1 0.45\n");
+  std::string ped = "1 1 0 0 1 1 2 1 2 1 2\n1 2 0 0 2 1 1 1 1 1 1\n";
+  for (int c = 3; c <= 10; ++c)
+    ped += "1 " + std::to_string(c) + " 1 2 " + std::to_string(1 + c % 2) +
+           (c % 2 ? " 1 1 0 0 1 1\n" : " 1 2 1 2 0 0\n");
+  ped += "1 11 1 2 1 1 2 1 2 1 2\n1 12 1 2 2 1 1 1 2 1 1\n";
+  write_text(dir / "g.pre", ped);
+  const auto chain = genotypes(dir, {"--error-threshold", "0.005", "--multipoint"});
+  const auto net =
+      genotypes(dir, {"--error-threshold", "0.005", "--multipoint", "--bits", "17"});
+  CHECK(chain["pedigrees"][0]["multipoint_by"] == "chain");
+  CHECK(chain["pedigrees"][0]["chain_bits"] == 18);
+  CHECK(net["pedigrees"][0]["multipoint_by"] == "network");
+  CHECK(net["pedigrees"][0]["ln_likelihood"].get<double>() ==
+        Approx(chain["pedigrees"][0]["ln_likelihood"].get<double>()).epsilon(1e-12));
+  const auto& a = chain["pedigrees"][0]["people"];
+  const auto& b = net["pedigrees"][0]["people"];
+  REQUIRE(a.size() == b.size());
+  int untyped = 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    for (std::size_t k = 0; k < 3; ++k) {
+      INFO("person " << i + 1 << ", marker " << k + 1);
+      const auto& x = a[i]["markers"][k];
+      const auto& y = b[i]["markers"][k];
+      CHECK(x["genotypes"].size() == y["genotypes"].size());
+      for (auto& [g, p] : x["genotypes"].items())
+        CHECK(y["genotypes"].value(g, -1.0) == Approx(p.get<double>()).margin(1e-12));
+      if (x["observed"].is_null())
+        ++untyped;
+      else
+        CHECK(y["p_given_others"].get<double>() ==
+              Approx(x["p_given_others"].get<double>()).margin(1e-12));
+    }
+  CHECK(untyped == 8);
+  REQUIRE(net["suspect"].size() == chain["suspect"].size());
+  REQUIRE_FALSE(net["suspect"].empty());
+  for (std::size_t s = 0; s < net["suspect"].size(); ++s) {
+    CHECK(net["suspect"][s]["person"] == chain["suspect"][s]["person"]);
+    CHECK(net["suspect"][s]["marker"] == chain["suspect"][s]["marker"]);
+  }
 }
 
 TEST_CASE("Genotypes.MerlinInputAsItsLinkageConversion", "[linkage][apps]") {
