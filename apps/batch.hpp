@@ -18,6 +18,7 @@
 #include <string>
 
 #include "apps/command_options.hpp"
+#include "apps/posterior_command.hpp"
 #include "io/manifest.hpp"
 
 namespace kinfer::app {
@@ -81,18 +82,24 @@ void record_result(const std::filesystem::path& out, const std::string& id,
 // A job's options parsed with its single command's own CLI11 definitions (add_pe_options,
 // add_lod_options), the job's files included as the command line would carry them.
 struct JobOptions {
-  std::string kind;     // "pe" or "lod"
+  std::string kind;     // "pe", "lod", "mar" or "mpe"
   bool parsed = false;  // false: the options are not the command's (`error` says why); the job
                         // runs alone as its single command, which reports the error
   std::string error;
-  PeOptions pe;    // kind "pe"
-  LodOptions lod;  // kind "lod"
+  PeOptions pe;                // kind "pe"
+  LodOptions lod;              // kind "lod"
+  PosteriorOptions posterior;  // kinds "mar" and "mpe"
   bool device_given = false;
   // A pe job whose options a group worker handles (network options and --device only).
   bool groupable = false;
 
-  const std::string& device() const { return kind == "lod" ? lod.device : pe.device; }
-  int threads() const { return kind == "lod" ? lod.threads : pe.net.threads; }
+  bool posterior_kind() const { return kind == "mar" || kind == "mpe"; }
+  const std::string& device() const {
+    return kind == "lod" ? lod.device : posterior_kind() ? posterior.device : pe.device;
+  }
+  int threads() const {
+    return kind == "lod" ? lod.threads : posterior_kind() ? posterior.net.threads : pe.net.threads;
+  }
 };
 JobOptions parse_job_options(const io::Job& job);
 // A lod job's work before it runs, for placing it (a rough count of state updates, comparable

@@ -52,6 +52,10 @@ JobOptions parse_job_options(const io::Job& job) {
     add_pe_options(*cmd, o.pe);
     args.push_back(job.network);
     if (!job.evidence.empty()) args.insert(args.end(), {"-e", job.evidence});
+  } else if (o.posterior_kind()) {
+    add_posterior_options(*cmd, o.posterior, job.kind == "mar" ? "MAR" : "MAP (MPE)");
+    args.push_back(job.network);
+    if (!job.evidence.empty()) args.insert(args.end(), {"-e", job.evidence});
   } else {
     add_lod_options(*cmd, o.lod);
     args.insert(args.end(), {"--ped", job.ped, "--dat", job.dat});
@@ -60,7 +64,9 @@ JobOptions parse_job_options(const io::Job& job) {
   std::reverse(args.begin(), args.end());  // CLI11 takes a vector of arguments last first
   try {
     root.parse(args);
-    if (job.kind == "pe") o.pe.net.plan_options(false);  // validates --max-memory
+    // validates --max-memory
+    if (job.kind == "pe") o.pe.net.plan_options(false);
+    if (o.posterior_kind()) o.posterior.net.plan_options(false);
   } catch (const CLI::Error& e) {
     o.error = e.what();
     return o;

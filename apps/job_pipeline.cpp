@@ -60,7 +60,7 @@ CommandOutcome run_command_in_process(const std::vector<std::string>& args,
     app.fallthrough();
     LogFlags log;
     add_log_flags(app, log);
-    const std::vector<Runner> runners = {add_pe(app), add_lod(app)};
+    const std::vector<Runner> runners = {add_pe(app), add_lod(app), add_mar(app), add_mpe(app)};
     std::vector<std::string> argv_text = {"kinfer"};
     argv_text.insert(argv_text.end(), args.begin(), args.end());
     std::vector<char*> argv;

@@ -1,5 +1,5 @@
 #pragma once
-// One job, one pipeline: `kinfer pe|lod ARGS` run through the same subcommand definitions and
+// One job, one pipeline: `kinfer pe|lod|mar|mpe ARGS` run through the same subcommand definitions and
 // the same error mapping, whether as this process's own command line (main.cpp) or as one job of
 // a batch's device worker, which runs many jobs in one process so that its GPU is opened once.
 #include <functional>
@@ -21,7 +21,7 @@ struct CommandOutcome {
 };
 
 // Parses `args` (a subcommand and its options, as on the command line after `kinfer`) with the
-// pe and lod subcommands' own definitions, sets the OpenMP threads (the job's --threads, else
+// pe, lod, mar and mpe subcommands' own definitions, sets the OpenMP threads (the job's --threads, else
 // `threads`), runs it with stdout captured and the log appended to `log_path` (the logger's
 // level: `verbose`), and maps its errors as the command line would.
 CommandOutcome run_command_in_process(const std::vector<std::string>& args,

@@ -85,7 +85,7 @@ void validate(std::vector<Job>& jobs, const std::string& path) {
                              "' does not exist (looked for " + p.string() + ")");
       file = fs::absolute(p).lexically_normal().string();
     };
-    if (j.kind == "pe") {
+    if (j.kind == "pe" || j.kind == "mar" || j.kind == "mpe") {
       need(j.network, "network");
       if (!j.evidence.empty()) need(j.evidence, "evidence");
     } else if (j.kind == "lod") {
@@ -93,7 +93,8 @@ void validate(std::vector<Job>& jobs, const std::string& path) {
       need(j.dat, "dat");
     } else {
       throw InputError(path, j.line,
-                       "job '" + j.id + "' has unknown kind '" + j.kind + "', expected pe or lod");
+                       "job '" + j.id + "' has unknown kind '" + j.kind +
+                           "', expected pe, lod, mar or mpe");
     }
   }
   if (jobs.empty()) throw InputError(path, 0, "the manifest lists no jobs");

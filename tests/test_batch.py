@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Tests of `kinfer batch`: failures stay isolated, bad manifests are refused up front, and a
+"""Tests of `kinfer batch`: failures stay isolated, bad manifests are refused up front, a
 batch killed with SIGKILL resumes to the same results without running any job twice to
-completion. Run by meson with KINFER_EXE and KINFER_DATA set."""
+completion, and mar and mpe jobs give their single commands' answers. Run by meson with KINFER_EXE and KINFER_DATA set."""
 import json
 import os
 import shutil
@@ -324,8 +324,48 @@ def test_order_search_ahead(tmp):
               f"pe --device {device} {extra}: the cached order's state space is info's")
 
 
+def test_mar_mpe_jobs(tmp):
+    """Jobs of kind mar and mpe: their results are the single commands' (marginals, assignment,
+    log10 P), beside a pe job; a mar job whose options the command refuses fails alone."""
+    a = copy_net(tmp, "Pedigree_13")
+    b = copy_net(tmp, "Grids_11")
+    with open(os.path.join(tmp, "jobs.tsv"), "w") as f:
+        f.write("id\tkind\tnetwork\toptions\n")
+        f.write(f"m13\tmar\t{a}\t--order minfill\n")
+        f.write(f"e13\tmpe\t{a}\t--order minfill\n")
+        f.write(f"mg\tmar\t{b}\t--order minfill\n")
+        f.write(f"p13\tpe\t{a}\t\n")
+        f.write(f"bad\tmar\t{a}\t--uai-output\n")
+    r = subprocess.run([EXE, "batch", os.path.join(tmp, "jobs.tsv"), "--out", os.path.join(tmp, "out")],
+                       capture_output=True, text=True)
+    check(r.returncode == 4, f"mar/mpe batch: the bad job gives exit 4 (got {r.returncode}: {r.stderr[-300:]})")
+    s = read_summary(os.path.join(tmp, "out", "summary.tsv"))
+    for job in ("m13", "e13", "mg", "p13"):
+        check(s[job]["status"] == "ok", f"mar/mpe batch: {job} completes ({s[job]['error']})")
+    check(s["bad"]["status"] == "failed", "mar/mpe batch: the job with a bad option fails alone")
+
+    def single(cmd, net):
+        out = subprocess.run([EXE, cmd, "-q", "--json", "--order", "minfill", os.path.join(tmp, net)],
+                             capture_output=True, text=True, check=True)
+        return json.loads(out.stdout)
+
+    def result(job):
+        with open(os.path.join(tmp, "out", "results", job + ".json")) as f:
+            return json.load(f)
+
+    for job, net in (("m13", a), ("mg", b)):
+        got, want = result(job), single("mar", net)
+        worst = max(abs(x - y) for p, q in zip(got["marginals"], want["marginals"]) for x, y in zip(p, q))
+        check(worst < 1e-12 and abs(got["log10_pr"] - want["log10_pr"]) < 1e-9,
+              f"mar job {job}: the single command's marginals (largest difference {worst})")
+        check(s[job]["answer"] != "", f"mar job {job}: its log10 P(e) in the summary")
+    got, want = result("e13"), single("mpe", a)
+    check(got["assignment"] == want["assignment"] and abs(got["log10_pr"] - want["log10_pr"]) < 1e-9,
+          "mpe job: the single command's assignment and log10 P(x, e)")
+
+
 for test in (test_failures_isolated, test_bad_manifests, test_kill_and_resume, test_plan_sharing,
-             test_conditioned_jobs, test_device_worker, test_order_search_ahead):
+             test_conditioned_jobs, test_device_worker, test_order_search_ahead, test_mar_mpe_jobs):
     with tempfile.TemporaryDirectory() as tmp:
         test(tmp)
 finish()
