@@ -51,15 +51,8 @@ int run_mar(const PosteriorOptions& o) {
   const double log10_pe = m.ln_pe / std::log(10.0);
   if (!o.uai_output.empty()) write_file_atomically(o.uai_output, uai_mar(m));
   if (o.json) {
-    nlohmann::json j = {{"network", o.net.network},
-                              {"evidence_observed", plan.model.num_observed},
-                              {"slices", cp.cond.slices},
-                              {"log10_pr", log10_pe},
-                              {"marginals", m.p},
-                              {"seconds", seconds_between(t0, t2)},
-                              {"timings", {{"plan", seconds_between(t0, t1)},
-                                           {"compute", seconds_between(t1, t2)}}}};
-    add_run_json(j, runner, runs, o.check);
+    nlohmann::json j = posterior_json(o, cp, log10_pe, t0, t1, t2, runner, runs);
+    j["marginals"] = m.p;
     std::cout << j.dump(2) << std::endl;
     return posterior_exit(runner, runs, o.check);
   }

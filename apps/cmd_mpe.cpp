@@ -48,15 +48,8 @@ int run_mpe(const PosteriorOptions& o) {
   const double log10_pr = m.ln_pr / std::log(10.0);
   if (!o.uai_output.empty()) write_file_atomically(o.uai_output, uai_mpe(m.assignment));
   if (o.json) {
-    nlohmann::json j = {{"network", o.net.network},
-                              {"evidence_observed", plan.model.num_observed},
-                              {"slices", cp.cond.slices},
-                              {"log10_pr", log10_pr},
-                              {"assignment", m.assignment},
-                              {"seconds", seconds_between(t0, t2)},
-                              {"timings", {{"plan", seconds_between(t0, t1)},
-                                           {"compute", seconds_between(t1, t2)}}}};
-    add_run_json(j, runner, runs, o.check);
+    nlohmann::json j = posterior_json(o, cp, log10_pr, t0, t1, t2, runner, runs);
+    j["assignment"] = m.assignment;
     std::cout << j.dump(2) << std::endl;
     return posterior_exit(runner, runs, o.check);
   }

@@ -101,17 +101,28 @@ UpwardRunner upward_through(sched::Runner& runner, UpwardRuns& runs) {
   };
 }
 
-void add_run_json(nlohmann::json& j, const sched::Runner& runner, const UpwardRuns& runs,
-                  bool check) {
+nlohmann::json posterior_json(const PosteriorOptions& o, const ConditionedPlan& cp,
+                              double log10_pr, std::chrono::steady_clock::time_point t0,
+                              std::chrono::steady_clock::time_point t1,
+                              std::chrono::steady_clock::time_point t2,
+                              const sched::Runner& runner, const UpwardRuns& runs) {
+  nlohmann::json j = {{"network", o.net.network},
+                      {"evidence_observed", cp.plan.model.num_observed},
+                      {"slices", cp.cond.slices},
+                      {"log10_pr", log10_pr},
+                      {"seconds", seconds_between(t0, t2)},
+                      {"timings",
+                       {{"plan", seconds_between(t0, t1)}, {"compute", seconds_between(t1, t2)}}}};
   j["device"] = runs.device;
   if (!runs.gpu_name.empty()) j["gpu"] = {{"name", runs.gpu_name}, {"runs", runs.gpu_runs}};
   if (!runs.note.empty()) j["note"] = runs.note;
   j["timings"]["upward"] = runs.upward_seconds;
-  if (!check) return;
+  if (!o.check) return j;
   if (!runs.check_not_run.empty())
     j["check"] = {{"run", false}, {"why", runs.check_not_run}};
   else
     j["check"] = sched::check_json(runner.totals().check);
+  return j;
 }
 
 std::string run_lines(const sched::Runner& runner, const UpwardRuns& runs, bool check) {

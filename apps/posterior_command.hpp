@@ -50,10 +50,15 @@ struct UpwardRuns {
 };
 UpwardRunner upward_through(sched::Runner& runner, UpwardRuns& runs);
 
-// The JSON members and the text lines both commands add about where the pass ran and the check,
-// and their exit code: 5 when the check failed, 6 when it could not run (no GPU), else 0.
-void add_run_json(nlohmann::json& j, const sched::Runner& runner, const UpwardRuns& runs,
-                  bool check);
+// The JSON object both commands print but their answer: the network, the evidence observed, the
+// slices, `log10_pr`, `seconds` and `timings` (t0 to t1: reading and planning; t1 to t2: both
+// passes), where the upward pass ran and the check; the text lines about the same; and their
+// exit code: 5 when the check failed, 6 when it could not run (no GPU), else 0.
+nlohmann::json posterior_json(const PosteriorOptions& o, const ConditionedPlan& cp,
+                              double log10_pr, std::chrono::steady_clock::time_point t0,
+                              std::chrono::steady_clock::time_point t1,
+                              std::chrono::steady_clock::time_point t2,
+                              const sched::Runner& runner, const UpwardRuns& runs);
 std::string run_lines(const sched::Runner& runner, const UpwardRuns& runs, bool check);
 int posterior_exit(const sched::Runner& runner, const UpwardRuns& runs, bool check);
 
