@@ -89,32 +89,8 @@ std::optional<std::vector<GenotypeDist>> marker_posteriors(const lk::Pedigree& p
   if (err.locus >= 0) return std::nullopt;
   const lk::PedigreeNetwork pn(ped, {&L}, false, true);
   Network net = pn.network();
-  auto input_allele = [&L](int x) {
-    return x < 0 ? 0 : x < static_cast<int>(L.original.size()) ? L.original[x] : x + 1;
-  };
-  std::vector<std::vector<Genotype>> keys;  // per wanted person, the values of its variable
-  std::vector<int> gvar;
-  for (int i : wanted) {
-    const lk::PedigreeNetwork::Genotype& g = pn.genotype(0, i);
-    std::map<Genotype, int> index;
-    std::vector<Genotype> of_config;
-    for (auto [x, y] : g.alleles) {
-      const int a = input_allele(x), b = input_allele(y);
-      of_config.push_back(a == 0 ? Genotype{0, b} : Genotype{std::min(a, b), std::max(a, b)});
-      index.emplace(of_config.back(), 0);
-    }
-    std::vector<Genotype>& k = keys.emplace_back();
-    for (auto& [key, at] : index) at = static_cast<int>(k.size()), k.push_back(key);
-    const int v = net.num_vars();
-    net.card.push_back(static_cast<int>(k.size()));
-    gvar.push_back(v);
-    std::vector<double> table(of_config.size() * k.size(), 0.0);
-    for (std::size_t c = 0; c < of_config.size(); ++c)
-      table[c * k.size() + index.at(of_config[c])] = 1.0;
-    std::vector<int> scope = g.vars;
-    scope.push_back(v);
-    net.factors.push_back({std::move(scope), std::move(table), 0});
-  }
+  std::vector<lk::GenotypeVariable> gv;  // per wanted person
+  for (int i : wanted) gv.push_back(lk::add_genotype_variable(net, pn, 0, i, L));
   ConditionedPlan cp = make_conditioned_plan(net, pn.evidence(), po);
   // One marker's network is small: one thread (OpenMP's start per bucket costs more than the
   // work), unless its largest table is large.
@@ -124,8 +100,8 @@ std::optional<std::vector<GenotypeDist>> marker_posteriors(const lk::Pedigree& p
   std::vector<GenotypeDist> out;
   for (std::size_t w = 0; w < wanted.size(); ++w) {
     GenotypeDist& d = out.emplace_back();
-    for (std::size_t x = 0; x < keys[w].size(); ++x)
-      if (m.p[gvar[w]][x] > 0) d.push_back({keys[w][x], m.p[gvar[w]][x]});
+    for (std::size_t x = 0; x < gv[w].values.size(); ++x)
+      if (m.p[gv[w].var][x] > 0) d.push_back({gv[w].values[x], m.p[gv[w].var][x]});
   }
   return out;
 }

@@ -331,13 +331,19 @@ MarkerChainMap marker_chain_map(const LocusFile& lf) {
   return m;
 }
 
-MultipointGenotypes multipoint_genotypes(const Pedigree& ped, const LocusFile& lf,
-                                         const MarkerChainMap& map, const MultipointOptions& opt) {
-  MultipointGenotypes out;
-  // The chain's markers: the consistent ones (an inconsistent marker would make every
-  // multipoint likelihood 0), the thetas across a left-out marker combined.
+namespace {
+
+// The chain's markers: the consistent ones, reduced (an inconsistent marker would make every
+// multipoint likelihood 0: it goes into out.left_out), and the recombination fractions between
+// adjacent ones (across a left-out marker: combined); out.markers gets their input indices.
+struct ConsistentMarkers {
   std::vector<PedigreeLocus> reduced;
   std::vector<double> male, female;
+};
+ConsistentMarkers consistent_markers(const Pedigree& ped, const LocusFile& lf,
+                                     const MarkerChainMap& map, const ReductionOptions& ro,
+                                     MultipointGenotypes& out) {
+  ConsistentMarkers cm;
   double ml = 0, fl = 0;
   for (std::size_t j = 0; j < map.markers.size(); ++j) {
     if (j > 0) {
@@ -345,16 +351,28 @@ MultipointGenotypes multipoint_genotypes(const Pedigree& ped, const LocusFile& l
       fl = combine_thetas(fl, map.female[j - 1], lf.map_function);
     }
     Inconsistency err;
-    PedigreeLocus L = reduce_locus(ped, lf, map.markers[j], ReductionOptions{}, &err);
+    PedigreeLocus L = reduce_locus(ped, lf, map.markers[j], ro, &err);
     if (err.locus >= 0) {
       out.left_out.push_back(map.markers[j]);
       continue;
     }
-    if (!reduced.empty()) male.push_back(ml), female.push_back(fl);
+    if (!cm.reduced.empty()) cm.male.push_back(ml), cm.female.push_back(fl);
     ml = fl = 0;
-    reduced.push_back(std::move(L));
+    cm.reduced.push_back(std::move(L));
     out.markers.push_back(map.markers[j]);
   }
+  return cm;
+}
+
+}  // namespace
+
+MultipointGenotypes multipoint_genotypes(const Pedigree& ped, const LocusFile& lf,
+                                         const MarkerChainMap& map, const MultipointOptions& opt) {
+  MultipointGenotypes out;
+  ConsistentMarkers cm = consistent_markers(ped, lf, map, ReductionOptions{}, out);
+  std::vector<PedigreeLocus>& reduced = cm.reduced;
+  const std::vector<double>& male = cm.male;
+  const std::vector<double>& female = cm.female;
   std::vector<const PedigreeLocus*> loci;
   for (const PedigreeLocus& L : reduced) loci.push_back(&L);
   const int M = static_cast<int>(out.markers.size());
@@ -524,29 +542,14 @@ MultipointGenotypes multipoint_genotypes_network(const Pedigree& ped, const Locu
                                                  const MarkerChainMap& map, const PlanOptions& po) {
   MultipointGenotypes out;
   out.network = true;
-  // The consistent markers, as the chain takes them (the thetas across a left-out marker
-  // combined); no allele recoding, so that every allele keeps its name in the genotypes.
+  // The chain's markers; no allele recoding, so that every allele keeps its name in the
+  // genotypes.
   ReductionOptions ro;
   ro.recode = false;
-  std::vector<PedigreeLocus> reduced;
-  std::vector<double> male, female;
-  double ml = 0, fl = 0;
-  for (std::size_t j = 0; j < map.markers.size(); ++j) {
-    if (j > 0) {
-      ml = combine_thetas(ml, map.male[j - 1], lf.map_function);
-      fl = combine_thetas(fl, map.female[j - 1], lf.map_function);
-    }
-    Inconsistency err;
-    PedigreeLocus L = reduce_locus(ped, lf, map.markers[j], ro, &err);
-    if (err.locus >= 0) {
-      out.left_out.push_back(map.markers[j]);
-      continue;
-    }
-    if (!reduced.empty()) male.push_back(ml), female.push_back(fl);
-    ml = fl = 0;
-    reduced.push_back(std::move(L));
-    out.markers.push_back(map.markers[j]);
-  }
+  const ConsistentMarkers cm = consistent_markers(ped, lf, map, ro, out);
+  const std::vector<PedigreeLocus>& reduced = cm.reduced;
+  const std::vector<double>& male = cm.male;
+  const std::vector<double>& female = cm.female;
   const int M = static_cast<int>(out.markers.size());
   const int np = static_cast<int>(ped.people.size());
   out.cell.assign(M, std::vector<MultipointGenotypes::Cell>(np));
@@ -561,37 +564,13 @@ MultipointGenotypes multipoint_genotypes_network(const Pedigree& ped, const Locu
   pn.set_thetas(male, female);
   Network net = pn.network();
   struct Asked {
-    int k, i, var;
-    std::vector<UnorderedGenotype> keys;  // the variable's values
+    int k, i;
+    GenotypeVariable g;
   };
   std::vector<Asked> asked;
-  for (int k = 0; k < M; ++k) {
-    const PedigreeLocus& L = reduced[k];
-    auto input_allele = [&L](int x) {
-      return x < 0 ? 0 : x < static_cast<int>(L.original.size()) ? L.original[x] : x + 1;
-    };
-    for (int i = 0; i < np; ++i) {
-      if (typed(k, i)) continue;
-      const PedigreeNetwork::Genotype& g = pn.genotype(k, i);
-      std::map<UnorderedGenotype, int> index;
-      std::vector<UnorderedGenotype> of_config;
-      for (auto [x, y] : g.alleles) {
-        const int a = input_allele(x), b = input_allele(y);
-        of_config.push_back(a == 0 ? UnorderedGenotype{0, b}
-                                   : UnorderedGenotype{std::min(a, b), std::max(a, b)});
-        index.emplace(of_config.back(), 0);
-      }
-      Asked& q = asked.emplace_back(Asked{k, i, net.num_vars(), {}});
-      for (auto& [key, at] : index) at = static_cast<int>(q.keys.size()), q.keys.push_back(key);
-      net.card.push_back(static_cast<int>(q.keys.size()));
-      std::vector<double> table(of_config.size() * q.keys.size(), 0.0);
-      for (std::size_t c = 0; c < of_config.size(); ++c)
-        table[c * q.keys.size() + index.at(of_config[c])] = 1.0;
-      std::vector<int> scope = g.vars;
-      scope.push_back(q.var);
-      net.factors.push_back({std::move(scope), std::move(table), 0});
-    }
-  }
+  for (int k = 0; k < M; ++k)
+    for (int i = 0; i < np; ++i)
+      if (!typed(k, i)) asked.push_back({k, i, add_genotype_variable(net, pn, k, i, reduced[k])});
   ConditionedPlan cp = make_conditioned_plan(net, pn.evidence(), po);
   net = Network{};
   const Marginals m = compute_marginals(cp);
@@ -599,8 +578,8 @@ MultipointGenotypes multipoint_genotypes_network(const Pedigree& ped, const Locu
   if (std::isinf(m.ln_pe)) return out;  // the data at all markers together are impossible
   for (const Asked& q : asked) {
     auto& post = out.cell[q.k][q.i].posterior;
-    for (std::size_t x = 0; x < q.keys.size(); ++x)
-      if (m.p[q.var][x] > 0) post.push_back({q.keys[x], m.p[q.var][x]});
+    for (std::size_t x = 0; x < q.g.values.size(); ++x)
+      if (m.p[q.g.var][x] > 0) post.push_back({q.g.values[x], m.p[q.g.var][x]});
   }
 
   // Each typed genotype: the likelihood without it, on the same kind of plan as the data's

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <stdexcept>
 
 #include "engine/task_tree.hpp"
@@ -383,6 +384,36 @@ double PedigreeLikelihood::ln_likelihood(const std::vector<double>& male,
   // every slice of a conditioned plan (one call when it is not) through the same runner
   if (runner_) return last_ = runner_(plan_);
   return last_ = run_conditioned(plan_, [](const Plan& slice) { return run_plan(slice); });
+}
+
+}  // namespace kinfer::linkage
+
+namespace kinfer::linkage {
+
+GenotypeVariable add_genotype_variable(Network& net, const PedigreeNetwork& pn, int locus,
+                                       int person, const PedigreeLocus& L) {
+  auto input_allele = [&L](int x) {
+    return x < 0 ? 0 : x < static_cast<int>(L.original.size()) ? L.original[x] : x + 1;
+  };
+  const PedigreeNetwork::Genotype& g = pn.genotype(locus, person);
+  std::map<std::pair<int, int>, int> index;
+  std::vector<std::pair<int, int>> of_config;  // per configuration of the person's variables
+  for (auto [x, y] : g.alleles) {
+    const int a = input_allele(x), b = input_allele(y);
+    of_config.push_back(a == 0 ? std::pair{0, b} : std::pair{std::min(a, b), std::max(a, b)});
+    index.emplace(of_config.back(), 0);
+  }
+  GenotypeVariable gv;
+  gv.var = net.num_vars();
+  for (auto& [key, at] : index) at = static_cast<int>(gv.values.size()), gv.values.push_back(key);
+  net.card.push_back(static_cast<int>(gv.values.size()));
+  std::vector<double> table(of_config.size() * gv.values.size(), 0.0);
+  for (std::size_t c = 0; c < of_config.size(); ++c)
+    table[c * gv.values.size() + index.at(of_config[c])] = 1.0;
+  std::vector<int> scope = g.vars;
+  scope.push_back(gv.var);
+  net.factors.push_back({std::move(scope), std::move(table), 0});
+  return gv;
 }
 
 }  // namespace kinfer::linkage

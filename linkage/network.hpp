@@ -80,6 +80,18 @@ class PedigreeNetwork {
   std::vector<std::vector<std::array<int, 2>>> selectors_;  // [chain position][person][side]
 };
 
+// One more variable of `net` (a copy of pn.network(), being extended): `person`'s unordered
+// genotype at chain position `locus` (reduced as `L`), a deterministic function of that
+// person's alleles there, with the factor that ties it to them (it sums to 1, so P(e) is
+// unchanged): its marginal is the person's genotype distribution. Its values are unordered
+// genotypes as input alleles (L.original; the smaller first, a sex-linked male's (0, a)).
+struct GenotypeVariable {
+  int var = -1;
+  std::vector<std::pair<int, int>> values;
+};
+GenotypeVariable add_genotype_variable(Network& net, const PedigreeNetwork& pn, int locus,
+                                       int person, const PedigreeLocus& L);
+
 // The likelihood of one pedigree over one chain, compiled once.
 class PedigreeLikelihood {
  public:
