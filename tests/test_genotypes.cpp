@@ -279,6 +279,26 @@ TEST_CASE("Genotypes.TextOutFileAndBadInput", "[linkage][apps]") {
   CHECK(run_kinfer({"genotypes", "--dat", (dir / "g.dat").string()}).rc == 2);
 }
 
+namespace {
+
+// Three SNPs 1 cM apart, twelve people: father 1/2 at each, mother 1/1, eight children with the
+// father's haplotype 1-1-1 or 2-2-2 whole, child 11 1/2 at each, child 12 1/1, 1/2, 1/1 (a double
+// recombinant at marker 2). `some_untyped`: children 3-10 each untyped at one marker.
+void write_double_recombinant(const TempDir& dir, bool some_untyped) {
+  write_text(dir / "g.dat",
+             "3 0 0 5\n0 0.0 0.0 0\n1 2 3\n"
+             "3 2\n0.5 0.5\n3 2\n0.5 0.5\n3 2\n0.5 0.5\n0 0\n0.01 0.01\n1 0.1 0.45\n");
+  std::string ped = "1 1 0 0 1 1 2 1 2 1 2\n1 2 0 0 2 1 1 1 1 1 1\n";
+  for (int c = 3; c <= 10; ++c)
+    ped += "1 " + std::to_string(c) + " 1 2 " + std::to_string(1 + c % 2) +
+           (c % 2 ? (some_untyped ? " 1 1 0 0 1 1\n" : " 1 1 1 1 1 1\n")
+                  : (some_untyped ? " 1 2 1 2 0 0\n" : " 1 2 1 2 1 2\n"));
+  ped += "1 11 1 2 1 1 2 1 2 1 2\n1 12 1 2 2 1 1 1 2 1 1\n";
+  write_text(dir / "g.pre", ped);
+}
+
+}  // namespace
+
 TEST_CASE("Genotypes.MultipointFlagsDoubleRecombinant", "[linkage][apps]") {
   // Three SNPs 1 cM apart. Father 1/2 at each, mother 1/1; eight children carry the father's
   // haplotype 1-1-1 or 2-2-2 whole (so his phase is clear). Child 12 is 1/1, 1/2, 1/1: possible
@@ -287,15 +307,7 @@ TEST_CASE("Genotypes.MultipointFlagsDoubleRecombinant", "[linkage][apps]") {
   // check flags it, and only it (its markers 1 and 3, each one recombination away from the
   // other two, have P about 0.01: above the threshold of 0.005).
   TempDir dir;
-  write_text(dir / "g.dat",
-             "3 0 0 5\n0 0.0 0.0 0\n1 2 3\n"
-             "3 2\n0.5 0.5\n3 2\n0.5 0.5\n3 2\n0.5 0.5\n0 0\n0.01 0.01\n1 0.1 0.45\n");
-  std::string ped = "1 1 0 0 1 1 2 1 2 1 2\n1 2 0 0 2 1 1 1 1 1 1\n";
-  for (int c = 3; c <= 10; ++c)
-    ped += "1 " + std::to_string(c) + " 1 2 " + std::to_string(1 + c % 2) +
-           (c % 2 ? " 1 1 1 1 1 1\n" : " 1 2 1 2 1 2\n");
-  ped += "1 11 1 2 1 1 2 1 2 1 2\n1 12 1 2 2 1 1 1 2 1 1\n";
-  write_text(dir / "g.pre", ped);
+  write_double_recombinant(dir, false);
   const auto single = genotypes(dir, {"--error-threshold", "0.005"});
   CHECK(single["suspect"].empty());
   const auto multi = genotypes(dir, {"--error-threshold", "0.005", "--multipoint"});
@@ -311,15 +323,7 @@ TEST_CASE("Genotypes.MultipointBeyondBitsByTheNetwork", "[linkage][apps]") {
   // SNPs 1 cM apart, twelve people, 18 bits: a double recombinant at marker 2), the same
   // suspect.
   TempDir dir;
-  write_text(dir / "g.dat",
-             "3 0 0 5\n0 0.0 0.0 0\n1 2 3\n"
-             "3 2\n0.5 0.5\n3 2\n0.5 0.5\n3 2\n0.5 0.5\n0 0\n0.01 0.01\n1 0.1 0.45\n");
-  std::string ped = "1 1 0 0 1 1 2 1 2 1 2\n1 2 0 0 2 1 1 1 1 1 1\n";
-  for (int c = 3; c <= 10; ++c)
-    ped += "1 " + std::to_string(c) + " 1 2 " + std::to_string(1 + c % 2) +
-           (c % 2 ? " 1 1 0 0 1 1\n" : " 1 2 1 2 0 0\n");
-  ped += "1 11 1 2 1 1 2 1 2 1 2\n1 12 1 2 2 1 1 1 2 1 1\n";
-  write_text(dir / "g.pre", ped);
+  write_double_recombinant(dir, true);
   const auto chain = genotypes(dir, {"--error-threshold", "0.005", "--multipoint"});
   const auto net =
       genotypes(dir, {"--error-threshold", "0.005", "--multipoint", "--bits", "17"});
