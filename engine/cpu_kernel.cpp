@@ -374,19 +374,22 @@ bool combine_small_inputs(const BucketShape& shape, std::span<const InputTable> 
 
 void sum_product_log(const BucketShape& shape, std::span<const InputTable> inputs, double* out,
                      int threads) {
-  if (shape.maximise) {
-    max_product_log(shape, inputs, out, threads);
-    return;
-  }
+  // The small inputs' products (nothing summed) serve max-product buckets as well.
+  auto run = [&](std::span<const InputTable> in) {
+    if (shape.maximise)
+      max_product_log(shape, in, out, threads);
+    else
+      sum_product_direct(shape, in, out, threads);
+  };
   if (inputs.size() > 4) {
     std::vector<std::vector<double>> storage;
     std::vector<InputTable> combined;
     if (combine_small_inputs(shape, inputs, storage, combined)) {
-      sum_product_direct(shape, combined, out, threads);
+      run(combined);
       return;
     }
   }
-  sum_product_direct(shape, inputs, out, threads);
+  run(inputs);
 }
 
 namespace {
