@@ -94,12 +94,12 @@ struct JobOptions {
   bool groupable = false;
 
   bool posterior_kind() const { return kind == "mar" || kind == "mpe"; }
+  // The network options of a pe, mar or mpe job.
+  const NetworkOptions& net() const { return posterior_kind() ? posterior.net : pe.net; }
   const std::string& device() const {
     return kind == "lod" ? lod.device : posterior_kind() ? posterior.device : pe.device;
   }
-  int threads() const {
-    return kind == "lod" ? lod.threads : posterior_kind() ? posterior.net.threads : pe.net.threads;
-  }
+  int threads() const { return kind == "lod" ? lod.threads : net().threads; }
 };
 JobOptions parse_job_options(const io::Job& job);
 // A lod job's work before it runs, for placing it (a rough count of state updates, comparable

@@ -48,25 +48,22 @@ JobOptions parse_job_options(const io::Job& job) {
   add_log_flags(root, log);
   CLI::App* cmd = root.add_subcommand(job.kind);
   std::vector<std::string> args = {job.kind};
-  if (job.kind == "pe") {
-    add_pe_options(*cmd, o.pe);
-    args.push_back(job.network);
-    if (!job.evidence.empty()) args.insert(args.end(), {"-e", job.evidence});
-  } else if (o.posterior_kind()) {
-    add_posterior_options(*cmd, o.posterior, job.kind == "mar" ? "MAR" : "MAP (MPE)");
-    args.push_back(job.network);
-    if (!job.evidence.empty()) args.insert(args.end(), {"-e", job.evidence});
-  } else {
+  if (job.kind == "lod") {
     add_lod_options(*cmd, o.lod);
     args.insert(args.end(), {"--ped", job.ped, "--dat", job.dat});
+  } else {  // a network job: pe, mar or mpe
+    if (o.posterior_kind())
+      add_posterior_options(*cmd, o.posterior, job.kind == "mar" ? "MAR" : "MAP (MPE)");
+    else
+      add_pe_options(*cmd, o.pe);
+    args.push_back(job.network);
+    if (!job.evidence.empty()) args.insert(args.end(), {"-e", job.evidence});
   }
   args.insert(args.end(), job.options.begin(), job.options.end());
   std::reverse(args.begin(), args.end());  // CLI11 takes a vector of arguments last first
   try {
     root.parse(args);
-    // validates --max-memory
-    if (job.kind == "pe") o.pe.net.plan_options(false);
-    if (o.posterior_kind()) o.posterior.net.plan_options(false);
+    if (job.kind != "lod") o.net().plan_options(false);  // validates --max-memory
   } catch (const CLI::Error& e) {
     o.error = e.what();
     return o;

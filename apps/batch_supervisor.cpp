@@ -137,26 +137,16 @@ void Batch::write_log_header(const fs::path& log, const std::string& what,
 
 std::vector<std::string> Batch::job_args(const JobState& s, bool gpu) const {
   std::vector<std::string> args = {self_, s.job.kind};
-  if (s.job.kind == "pe") {
+  if (s.job.kind != "lod") {  // a network job: pe, mar or mpe
     args.push_back(s.job.network);
     if (!s.job.evidence.empty()) args.insert(args.end(), {"-e", s.job.evidence});
     args.insert(args.end(), {"--order-cache", (out_ / "order-cache").string()});
-    if (s.options.pe.net.max_memory.empty())  // else the job's own limit (given twice: exit 2)
+    if (s.options.net().max_memory.empty())  // else the job's own limit (given twice: exit 2)
       args.insert(
           args.end(),
           {"--max-memory", std::to_string(static_cast<long long>(std::max(s.memory, budget_)))});
-    // The batch decides where a pe job runs, by --gpu-min-flops and the free GPU slots.
-    if (!s.options.device_given) args.insert(args.end(), {"--device", gpu ? "gpu" : "cpu"});
-  } else if (s.options.posterior_kind()) {
-    // mar and mpe jobs are not sized (no plan probed): the CPU unless their options name a
-    // --device; the batch's own memory share as pe's.
-    args.push_back(s.job.network);
-    if (!s.job.evidence.empty()) args.insert(args.end(), {"-e", s.job.evidence});
-    args.insert(args.end(), {"--order-cache", (out_ / "order-cache").string()});
-    if (s.options.posterior.net.max_memory.empty())
-      args.insert(
-          args.end(),
-          {"--max-memory", std::to_string(static_cast<long long>(std::max(s.memory, budget_)))});
+    // The batch decides where a pe job runs, by --gpu-min-flops and the free GPU slots (mar
+    // and mpe jobs are not sized, no plan probed: the CPU unless their options name a --device).
     if (!s.options.device_given) args.insert(args.end(), {"--device", gpu ? "gpu" : "cpu"});
   } else {
     args.insert(args.end(), {"--ped", s.job.ped, "--dat", s.job.dat});

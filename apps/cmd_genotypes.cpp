@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
-#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -179,6 +178,14 @@ std::optional<lk::MultipointGenotypes> multipoint(const lk::Pedigree& ped, const
   lk::MultipointGenotypes mp;
   try {
     mp = lk::multipoint_genotypes(ped, lf, lk::marker_chain_map(lf), mo);
+    std::string one_by_one;  // the markers whose candidates went one emission each
+    if (mp.candidates > 0)
+      one_by_one = fmt::format(", {} candidate emissions {:.2f} s, their sums {:.2f} s",
+                               mp.candidates, mp.emission_s, mp.sum_s);
+    spdlog::info(
+        "pedigree {}: multipoint by the Lander-Green chain, {} bits: walk {:.2f} s, cavities "
+        "at {} markers {:.2f} s{}",
+        ped.id, mp.bits, mp.walk_s, mp.cavity_markers, mp.cavity_s, one_by_one);
   } catch (const std::length_error& e) {
     // Beyond the chain: the pedigree network, exact and much slower (one likelihood per typed
     // genotype besides the posteriors' pass).
@@ -188,27 +195,16 @@ std::optional<lk::MultipointGenotypes> multipoint(const lk::Pedigree& ped, const
     spdlog::info("pedigree {}: multipoint by the pedigree network in {:.2f} s", ped.id,
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  {
-    for (int k : mp.left_out)
-      spdlog::warn(
-          "pedigree {}, marker {}: Mendelian-inconsistent; left out of the multipoint "
-          "chain and analysed on its own",
-          ped.id, lf.loci[k].name);
-    if (std::isinf(mp.ln_likelihood))
-      spdlog::warn(
-          "pedigree {}: the data at all markers together are impossible; no multipoint "
-          "posterior",
-          ped.id);
-    if (mp.network) return mp;
-    std::string one_by_one;  // the markers whose candidates went one emission each
-    if (mp.candidates > 0)
-      one_by_one = fmt::format(", {} candidate emissions {:.2f} s, their sums {:.2f} s",
-                               mp.candidates, mp.emission_s, mp.sum_s);
-    spdlog::info(
-        "pedigree {}: multipoint by the Lander-Green chain, {} bits: walk {:.2f} s, cavities "
-        "at {} markers {:.2f} s{}",
-        ped.id, mp.bits, mp.walk_s, mp.cavity_markers, mp.cavity_s, one_by_one);
-  }
+  for (int k : mp.left_out)
+    spdlog::warn(
+        "pedigree {}, marker {}: Mendelian-inconsistent; left out of the multipoint "
+        "chain and analysed on its own",
+        ped.id, lf.loci[k].name);
+  if (std::isinf(mp.ln_likelihood))
+    spdlog::warn(
+        "pedigree {}: the data at all markers together are impossible; no multipoint "
+        "posterior",
+        ped.id);
   return mp;
 }
 

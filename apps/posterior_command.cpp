@@ -82,16 +82,12 @@ ConditionedPlan plan_posterior(const PosteriorOptions& o, const std::string& com
 
 UpwardRunner upward_through(sched::Runner& runner, UpwardRuns& runs) {
   return [&runner, &runs](const Plan& plan, const UpwardPass& pass) {
-    runner.set_upward_pass(pass);
-    sched::RunResult r;
-    try {
-      r = runner.run(plan);
-    } catch (...) {
-      runner.set_upward_pass({});
-      throw;
-    }
-    runner.set_upward_pass({});
-    ++runs.runs;
+    struct Pass {  // the runner's next runs are this pass's, until it returns or throws
+      sched::Runner& runner;
+      Pass(sched::Runner& r, const UpwardPass& p) : runner(r) { runner.set_upward_pass(p); }
+      ~Pass() { runner.set_upward_pass({}); }
+    } in_pass(runner, pass);
+    const sched::RunResult r = runner.run(plan);
     runs.gpu_runs += r.gpu_buckets > 0;
     runs.device = r.device;
     if (!r.gpu_name.empty()) runs.gpu_name = r.gpu_name;

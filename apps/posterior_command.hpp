@@ -29,7 +29,7 @@ struct PosteriorOptions {
 // (`uai_format` names the format).
 void add_posterior_options(CLI::App& cmd, PosteriorOptions& o, const std::string& uai_format);
 
-// The runner of the options (started early when it will use the GPU whatever the plan).
+// The runner's request of the options (pe's run_request, the commands' --threads).
 sched::RunRequest posterior_run_request(const PosteriorOptions& o);
 
 // Checks --uai-output, reads the network and the evidence (into `net`) and plans as pe does for
@@ -41,7 +41,7 @@ ConditionedPlan plan_posterior(const PosteriorOptions& o, const std::string& com
 
 // The upward passes of one command through `runner` (every slice's): where they ran.
 struct UpwardRuns {
-  int runs = 0, gpu_runs = 0;
+  int gpu_runs = 0;  // the passes that put a bucket on the GPU
   std::string device;    // the last run's: "cpu", "gpu", "gpu+cpu", "cpu+gpu" (a check)
   std::string gpu_name;  // the GPU used, if any
   std::string note;      // fallbacks taken, the first
