@@ -159,11 +159,6 @@ double model_table_bytes(const ReducedModel& model);
 double bucket_flops(const Bucket& bucket);
 double estimate_flops(const TaskTree& tree);
 
-// What an upward pass over a plan computes besides ln P(e), for `kinfer mar` and `kinfer mpe`
-// (engine/posterior.hpp): every bucket maximises instead of summing (`maximise`: max-product,
-// the MPE's pass), and every bucket's output is copied into `outputs` (one table per bucket, in
-// bucket order; nullptr: none kept). Every executor takes it: run_plan, the scheduler's
-// executor on any placement, its check mode.
 // Bucket outputs an upward pass left on a device (UpwardPass::on_device): the MPE's traceback
 // reads the few entries it needs of each instead of copying every table to the host.
 class DeviceOutputs {
@@ -179,6 +174,11 @@ class DeviceOutputs {
   virtual const std::vector<int>& folded(int b) const = 0;
 };
 
+// What an upward pass over a plan computes besides ln P(e), for `kinfer mar` and `kinfer mpe`
+// (engine/posterior.hpp): every bucket maximises instead of summing (`maximise`: max-product,
+// the MPE's pass), and every bucket's output is copied into `outputs` (one table per bucket, in
+// bucket order; nullptr: none kept). Every executor takes it: run_plan, the scheduler's
+// executor on any placement, its check mode.
 struct UpwardPass {
   bool maximise = false;
   std::vector<std::vector<double>>* outputs = nullptr;
@@ -186,7 +186,6 @@ struct UpwardPass {
   // device, when it has room for all of them at once: the executor then puts their reader here
   // (and leaves their host entries empty). nullptr: every output to the host.
   std::unique_ptr<DeviceOutputs>* on_device = nullptr;
-  bool any() const { return maximise || outputs; }
 };
 
 // The shape and the input scopes of bucket b (inputs: its factors, then its children).

@@ -601,7 +601,7 @@ MostProbable compute_mpe(const Plan& plan, int threads, const UpwardRunner& upwa
     // The bucket's inputs: its factors (but those the device added into a child's table it
     // holds), then its children's outputs (no host table for those the device holds).
     std::vector<InputTable> in;
-    std::vector<int> held_child;  // positions in `in`
+    std::vector<std::pair<int, int>> held_child;  // (position in `in`, child)
     {
       std::vector<char> folded(bk.factors.size(), 0);
       if (held)
@@ -610,7 +610,7 @@ MostProbable compute_mpe(const Plan& plan, int threads, const UpwardRunner& upwa
         if (!folded[k])
           in.push_back({plan.input_data[bk.factors[k]].data(), plan.input_scope[bk.factors[k]]});
       for (int c : bk.children) {
-        if (held && held->holds(c)) held_child.push_back(static_cast<int>(in.size()));
+        if (held && held->holds(c)) held_child.emplace_back(static_cast<int>(in.size()), c);
         in.push_back({up[c].empty() ? nullptr : up[c].data(), buckets[c].output_vars()});
       }
     }
@@ -625,8 +625,7 @@ MostProbable compute_mpe(const Plan& plan, int threads, const UpwardRunner& upwa
     }
     std::vector<std::vector<double>> read(held_child.size());  // their entries at l
     for (std::size_t i = 0; i < held_child.size(); ++i) {
-      const int p = held_child[i];
-      const int c = bk.children[p - (in.size() - bk.children.size())];
+      const auto [p, c] = held_child[i];
       const std::vector<std::int64_t> off = at_output.offsets(p, l);
       read[i].resize(off.size());
       const auto [lo, hi] = std::minmax_element(off.begin(), off.end());

@@ -265,20 +265,27 @@ void write_shapes(const std::string& path, const Plan& plan, const Placement& pl
 // at the start; a bucket then needs its output and its CPU children's tables next to the GPU
 // outputs still waiting for their parents. A bucket that would not fit runs on the CPU, or
 // throws DeviceMemoryError with ExecOptions::over_budget_throws.
+// The device bytes a run's tables may use at once: ExecOptions::device_budget_bytes, else 90% of
+// the device's free memory now.
+double run_device_budget(gpu::Context& ctx, const ExecOptions& opt) {
+  return opt.device_budget_bytes > 0 ? opt.device_budget_bytes : 0.9 * ctx.free_bytes();
+}
+
+// Bytes of a GPU bucket's factor inputs as uploaded.
+double input_bytes(const std::vector<gpu::HostInput>& v) {
+  double s = 0;
+  for (const gpu::HostInput& h : v) s += 8.0 * static_cast<double>(h.size);
+  return s;
+}
+
 void fit_device_budget(const Plan& plan, gpu::Context& ctx, const ExecOptions& opt, Placement& pl,
                        ExecStats& st) {
   const auto& buckets = plan.tree.buckets;
   const int nb = static_cast<int>(buckets.size());
-  const double budget =
-      opt.device_budget_bytes > 0 ? opt.device_budget_bytes : 0.9 * ctx.free_bytes();
-  auto bytes = [](const std::vector<gpu::HostInput>& v) {
-    double s = 0;
-    for (const gpu::HostInput& h : v) s += 8.0 * static_cast<double>(h.size);
-    return s;
-  };
+  const double budget = run_device_budget(ctx, opt);
   double live = 0;
   for (int b = 0; b < nb; ++b)
-    if (pl.dev[b] == Device::gpu) live += bytes(pl.fin[b]);
+    if (pl.dev[b] == Device::gpu) live += input_bytes(pl.fin[b]);
   std::vector<double> out_bytes(nb);
   for (int b = 0; b < nb; ++b)
     out_bytes[b] = 8.0 * static_cast<double>(bucket_shape(plan, b).output_size());
@@ -295,11 +302,11 @@ void fit_device_budget(const Plan& plan, gpu::Context& ctx, const ExecOptions& o
                               " MiB usable";
       if (opt.over_budget_throws) throw DeviceMemoryError("bucket " + std::to_string(b) + " " + why);
       move_to_cpu(pl, st, b, why);
-      live -= bytes(pl.fin[b]);
+      live -= input_bytes(pl.fin[b]);
       pl.fin[b].clear();
       continue;
     }
-    live += out_bytes[b] - gpu_children - bytes(pl.fin[b]);
+    live += out_bytes[b] - gpu_children - input_bytes(pl.fin[b]);
   }
 }
 
@@ -353,11 +360,9 @@ bool fits_held(const Plan& plan, gpu::Context& ctx, const ExecOptions& opt, cons
   for (int b = 0; b < nb; ++b) {
     if (pl.dev[b] != Device::gpu) continue;
     need += 8.0 * static_cast<double>(bucket_shape(plan, b).output_size());
-    for (const gpu::HostInput& h : pl.fin[b]) need += 8.0 * static_cast<double>(h.size);
+    need += input_bytes(pl.fin[b]);
   }
-  const double budget =
-      opt.device_budget_bytes > 0 ? opt.device_budget_bytes : 0.9 * ctx.free_bytes();
-  return need <= budget;
+  return need <= run_device_budget(ctx, opt);
 }
 
 // Where the run's time went (-v).

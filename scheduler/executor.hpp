@@ -30,7 +30,8 @@ struct ExecOptions {
   int threads = 0;  // CPU kernel threads (0: OpenMP's default)
   // The posterior commands' upward pass (engine/plan.hpp UpwardPass): max-product buckets on
   // either device, and every bucket's output copied to the host (a GPU output that stays on the
-  // device for its parent is downloaded as well).
+  // device for its parent is downloaded as well), or, with pass.on_device and room on the
+  // device, such outputs held there after the run.
   UpwardPass pass;
   // Time every kernel alone (the GPU thread waits for each one): for comparing predictions
   // with measurements, not for speed.
