@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <stdexcept>
 
 namespace kinfer::linkage {
 
@@ -16,22 +17,58 @@ using Table = InheritanceModel::AlleleNetwork::Table;
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 // Products below this many factor reads run on one thread: waking the others costs more there,
 // and much more on a machine whose cores are busy with other work.
-constexpr double kParallelWork = 4194304.0;
+constexpr double kParallelWork = 262144.0;
 
 // The product of `ins` summed onto `keep` (ascending; a variable of keep in no input is
-// broadcast). The loop runs over keep's variables first and the summed ones last, so that the
-// outer positions of a parallel split write disjoint outputs unless summed variables reach
-// outside the inner block (then each thread sums into its own copy). The last variables (at
-// most 4096 combinations) form an inner block whose offsets into every table are listed once.
+// broadcast). The loop's innermost block (at most kInner combinations) is a run of trailing
+// variables of the largest table (an input or the output), in that table's order, so that it is
+// read or written contiguously; the block's offsets into every other table are listed once.
+// Outside the block come keep's other variables, then the summed ones: a parallel split over
+// keep's outer variables gives each thread its own outputs, and only when those are too few for
+// the threads does each thread sum into its own copy of the output.
 Table contract(const std::vector<const Table*>& ins, const std::vector<int>& keep,
                const std::vector<int>& card, std::vector<double> buffer) {
+  constexpr long kInner = 4096;
   std::vector<int> all(keep);
   for (const Table* f : ins) all.insert(all.end(), f->vars.begin(), f->vars.end());
   std::sort(all.begin(), all.end());
   all.erase(std::unique(all.begin(), all.end()), all.end());
-  std::vector<int> ord(keep);
+  auto entries = [&](const std::vector<int>& vars) {
+    double e = 1;
+    for (int v : vars) e *= card[v];
+    return e;
+  };
+  const std::vector<int>* widest = &keep;
+  for (const Table* f : ins)
+    if (entries(f->vars) > entries(*widest)) widest = &f->vars;
+  // The inner block: the widest table's trailing variables; where they are also keep's trailing
+  // variables (the output contiguous too) and that run is long enough, only that run.
+  std::vector<int> inner_vars;
+  {
+    long inner = 1;
+    for (int j = static_cast<int>(widest->size()) - 1; j >= 0; --j) {
+      const int c = card[(*widest)[j]];
+      if (inner * c > kInner) break;
+      inner *= c;
+      inner_vars.insert(inner_vars.begin(), (*widest)[j]);
+    }
+    long shared = 1;
+    int m = 0;
+    const int nk = static_cast<int>(keep.size()), ni = static_cast<int>(inner_vars.size());
+    while (m < ni && m < nk && inner_vars[ni - 1 - m] == keep[nk - 1 - m])
+      shared *= card[keep[nk - 1 - m++]];
+    if (m < ni && shared >= 256) inner_vars.erase(inner_vars.begin(), inner_vars.end() - m);
+  }
+  auto in_inner = [&](int v) {
+    return std::find(inner_vars.begin(), inner_vars.end(), v) != inner_vars.end();
+  };
+  std::vector<int> ord;
+  for (int v : keep)
+    if (!in_inner(v)) ord.push_back(v);
+  const int split_vars = static_cast<int>(ord.size());
   for (int v : all)
-    if (!std::binary_search(keep.begin(), keep.end(), v)) ord.push_back(v);
+    if (!in_inner(v) && !std::binary_search(keep.begin(), keep.end(), v)) ord.push_back(v);
+  ord.insert(ord.end(), inner_vars.begin(), inner_vars.end());
   const int n = static_cast<int>(ord.size()), nf = static_cast<int>(ins.size());
   std::vector<int> at(card.size(), -1);
   for (int j = 0; j < n; ++j) at[ord[j]] = j;
@@ -51,12 +88,12 @@ Table contract(const std::vector<const Table*>& ins, const std::vector<int>& kee
   for (int v : keep) out_size *= card[v];
   out.t = std::move(buffer);
   out.t.assign(out_size, 0.0);
-  int ni = 0;
-  long inner = 1;
-  while (ni < n && inner * card[ord[n - 1 - ni]] <= 4096) inner *= card[ord[n - 1 - ni++]];
-  const int no = n - ni;
-  long outer = 1;
+  const int ni = static_cast<int>(inner_vars.size()), no = n - ni;
+  long inner = 1, outer = 1, split = 1;
+  for (int j = no; j < n; ++j) inner *= card[ord[j]];
   for (int j = 0; j < no; ++j) outer *= card[ord[j]];
+  for (int j = 0; j < split_vars; ++j) split *= card[ord[j]];
+  const long per_split = outer / split;  // the summed outer combinations of one keep position
   std::vector<std::vector<long>> off(nf + 1, std::vector<long>(inner, 0));
   std::vector<char> constant(nf, 1);  // the factor reads no inner variable
   {
@@ -77,13 +114,19 @@ Table contract(const std::vector<const Table*>& ins, const std::vector<int>& kee
   std::vector<char> contiguous(nf + 1, 1);
   for (int f = 0; f <= nf; ++f)
     for (long k = 0; k < inner && contiguous[f]; ++k) contiguous[f] = off[f][k] == k;
-  const bool shared_out = no > static_cast<int>(keep.size());
+  // The inner block's trailing variables that the output lacks: runs of `run` consecutive
+  // entries go to one output entry, summed first (a chain of adds onto one entry is slow).
+  long run = 1;
+  for (int q = ni - 1; q >= 0 && st[nf][no + q] == 0; --q) run *= card[ord[no + q]];
   const double work = static_cast<double>(outer) * static_cast<double>(inner) * (nf + 1);
   const int threads = work > kParallelWork && outer > 1 ? omp_get_max_threads() : 1;
+  // Each thread its own keep positions when there are several per thread, else its own copy.
+  const bool shared_out = per_split > 1 && split < 4L * threads;
 #pragma omp parallel num_threads(threads)
   {
     const int T = omp_get_num_threads(), me = omp_get_thread_num();
-    const long lo = outer * me / T, hi = outer * (me + 1) / T;
+    const long lo = shared_out ? outer * me / T : split * me / T * per_split;
+    const long hi = shared_out ? outer * (me + 1) / T : split * (me + 1) / T * per_split;
     std::vector<double> mine;
     double* y0 = out.t.data();
     if (shared_out && T > 1) {
@@ -120,9 +163,19 @@ Table contract(const std::vector<const Table*>& ins, const std::vector<int>& kee
         }
         double* y = y0 + idx[nf];
         const long* of = off[nf].data();
-        if (contiguous[nf])
+        if (contiguous[nf]) {
           for (long k = 0; k < inner; ++k) y[k] += p[k];
-        else
+        } else if (run >= 8) {
+          for (long k0 = 0; k0 < inner; k0 += run) {
+            double acc[8] = {};
+            long k = 0;
+            for (; k + 8 <= run; k += 8)
+              for (int l = 0; l < 8; ++l) acc[l] += p[k0 + k + l];
+            for (; k < run; ++k) acc[0] += p[k0 + k];
+            y[of[k0]] += ((acc[0] + acc[1]) + (acc[2] + acc[3])) +
+                         ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+          }
+        } else
           for (long k = 0; k < inner; ++k) y[of[k]] += p[k];
       }
       for (int j = no - 1; j >= 0; --j) {
@@ -143,17 +196,66 @@ Table contract(const std::vector<const Table*>& ins, const std::vector<int>& kee
   return out;
 }
 
-// Scales t to a maximum of 1; returns the ln of the factor taken out (0 for a zero table).
+// Keeps t's maximum within [2^-64, 2^64]: when it is outside, scales t by a power of two
+// (exactly) to a maximum in [1, 2); returns the ln of the factor taken out (0 for a zero
+// table). A step multiplies a handful of tables, so its products stay far from under- and
+// overflow; the scaling pass is skipped where it is not needed.
 double normalize(std::vector<double>& t) {
   const long n = static_cast<long>(t.size());
   double mx = 0;
 #pragma omp parallel for reduction(max : mx) schedule(static) if (n > kParallelWork)
   for (long k = 0; k < n; ++k) mx = std::max(mx, t[k]);
   if (!(mx > 0)) return 0;
-  const double inv = 1 / mx;
+  const int e = std::ilogb(mx);
+  if (e >= -64 && e <= 64) return 0;
+  const double inv = std::ldexp(1.0, -e);
 #pragma omp parallel for schedule(static) if (n > kParallelWork)
   for (long k = 0; k < n; ++k) t[k] *= inv;
-  return std::log(mx);
+  return e * std::log(2.0);
+}
+
+// The network with its allele variables numbered before the bits (each table's entries
+// reordered to match; the bits and the alleles keep their own orders). A table over every bit
+// and a few alleles then has the bits last, so that the large steps (an allele summed out of
+// such a table, the bits with W) run over long runs of consecutive entries.
+InheritanceModel::AlleleNetwork alleles_first(const InheritanceModel::AlleleNetwork& net,
+                                              int bits) {
+  const int nv = static_cast<int>(net.card.size()), na = nv - bits;
+  auto id = [&](int v) { return v < bits ? v + na : v - bits; };
+  InheritanceModel::AlleleNetwork out;
+  out.card.resize(nv);
+  for (int v = 0; v < nv; ++v) out.card[id(v)] = net.card[v];
+  out.tables.reserve(net.tables.size());
+  for (const Table& f : net.tables) {
+    Table g;
+    g.person = f.person;
+    for (int v : f.vars) g.vars.push_back(id(v));
+    std::sort(g.vars.begin(), g.vars.end());
+    const int n = static_cast<int>(f.vars.size());
+    // Each old variable's stride in the new layout; then the old entries in order.
+    std::vector<long> stride(n);
+    for (int j = 0; j < n; ++j) {
+      long m = 1;
+      for (int q = n - 1; q >= 0 && g.vars[q] != id(f.vars[j]); --q) m *= out.card[g.vars[q]];
+      stride[j] = m;
+    }
+    g.t.resize(f.t.size());
+    std::vector<int> d(n, 0);
+    long at = 0;
+    for (std::size_t k = 0; k < f.t.size(); ++k) {
+      g.t[at] = f.t[k];
+      for (int j = n - 1; j >= 0; --j) {
+        if (++d[j] < net.card[f.vars[j]]) {
+          at += stride[j];
+          break;
+        }
+        at -= stride[j] * (d[j] - 1);
+        d[j] = 0;
+      }
+    }
+    out.tables.push_back(std::move(g));
+  }
+  return out;
 }
 
 }  // namespace
@@ -164,18 +266,18 @@ const PersonCavitySolver::Plan& PersonCavitySolver::plan(
     if (card == net.card && p.leaves == static_cast<int>(net.tables.size()) + 1) return p;
   Plan p;
   for (const Table& t : net.tables) p.vars.push_back(t.vars);
+  const int nv = static_cast<int>(net.card.size()), na = nv - bits_;
   std::vector<int> w(bits_);
-  std::iota(w.begin(), w.end(), 0);
+  std::iota(w.begin(), w.end(), na);
   p.vars.push_back(w);
   p.leaves = static_cast<int>(p.vars.size());
   const std::vector<int>& card = net.card;
-  const int nv = static_cast<int>(card.size());
   std::vector<char> alive(p.vars.size(), 1), done(nv, 0);
   std::vector<int> stamp(nv, -1);
   int round = 0;
   // The alleles first (given the bits they are independent across loci: what the emission
   // sums), then the bits with W; each time the variable whose product table is smallest.
-  for (const auto& [lo, hi] : {std::pair{bits_, nv}, std::pair{0, bits_}}) {
+  for (const auto& [lo, hi] : {std::pair{0, na}, std::pair{na, nv}}) {
     for (;;) {
       int best = -1;
       double best_size = 0;
@@ -232,7 +334,10 @@ std::vector<double> PersonCavitySolver::spare(const std::vector<int>& vars,
                                               const std::vector<int>& card) {
   std::size_t n = 1;
   for (int v : vars) n *= card[v];
-  // The smallest kept buffer that holds n entries, else the largest (it grows).
+  // A small table gets a fresh buffer (it would take a large one out of the pool, and the
+  // phenotype tables' derivatives leave with the results). Else the smallest kept buffer that
+  // holds n entries, else the largest (it grows).
+  if (n * sizeof(double) < kSpareBytes) return {};
   int best = -1;
   for (std::size_t i = 0; i < spare_.size(); ++i) {
     if (best < 0) {
@@ -255,11 +360,13 @@ void PersonCavitySolver::keep_spare(std::vector<double>&& t) {
 }
 
 double PersonCavitySolver::bytes(const InheritanceModel::AlleleNetwork& net) {
-  return 2 * 8 * plan(net).entries;  // the tables and their derivatives
+  return 2 * 8 * plan(alleles_first(net, bits_)).entries;  // the tables and their derivatives
 }
 
-PersonCavities PersonCavitySolver::run(const InheritanceModel::AlleleNetwork& net,
+PersonCavities PersonCavitySolver::run(const InheritanceModel::AlleleNetwork& given,
                                        const double* a, const double* b, double ln_w) {
+  const InheritanceModel::AlleleNetwork net = alleles_first(given, bits_);
+  const int na = static_cast<int>(net.card.size()) - bits_;
   const Plan& p = plan(net);
   const std::vector<int>& card = net.card;
   const int nt = static_cast<int>(p.vars.size());
@@ -327,11 +434,15 @@ PersonCavities PersonCavitySolver::run(const InheritanceModel::AlleleNetwork& ne
     keep_spare(std::move(grad[o].t));
     for (int f : in) keep_spare(std::move(tab[f].t));
   }
-  out.person.resize(net.person_vars.size());
+  out.person.resize(given.person_vars.size());
   for (std::size_t f = 0; f < net.tables.size(); ++f) {
     const int i = net.tables[f].person;
     if (i < 0) continue;
-    out.person[i].vars = p.vars[f];
+    // A phenotype table is over alleles only, whose order the renumbering kept.
+    for (int v : p.vars[f]) {
+      if (v >= na) throw std::logic_error("PersonCavitySolver: a phenotype table over a bit");
+      out.person[i].vars.push_back(v + bits_);
+    }
     out.person[i].t = std::move(grad[f].t);
     out.person[i].ln_scale = g[f];
   }
