@@ -312,13 +312,22 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
       }
     }
   });
+  // The threads' sums added up, in parallel over each target's entries (a target may be half
+  // the bucket, and there are as many copies as threads).
+  std::vector<const std::vector<std::vector<double>>*> filled;
+  for (const auto& acc : part)
+    if (!acc.empty()) filled.push_back(&acc);
   for (std::size_t t = 0; t < n_t; ++t) {
     std::vector<double>& o = *out[t];
-    o.assign(size[t], 0.0);
-    for (const auto& acc : part)
-      if (!acc.empty())
-        for (std::int64_t i = 0; i < size[t]; ++i) o[i] += acc[t][i];
-    for (double& x : o) x = x > 0 ? ln_total + std::log(x) : kNegInf;
+    o.resize(size[t]);
+    const int rt = pass_threads(static_cast<double>(size[t]), filled.size(), nt);
+    in_parts(size[t], rt, [&](int, std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t i = lo; i < hi; ++i) {
+        double x = 0;
+        for (const auto* acc : filled) x += (*acc)[t][i];
+        o[i] = x > 0 ? ln_total + std::log(x) : kNegInf;
+      }
+    });
   }
 }
 
