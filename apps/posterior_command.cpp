@@ -9,6 +9,7 @@
 #include "engine/errors.hpp"
 #include "engine/posterior.hpp"
 #include "engine/util.hpp"
+#include "gpu/device_api.hpp"
 
 namespace kinfer::app {
 
@@ -26,26 +27,22 @@ sched::RunRequest posterior_run_request(const PosteriorOptions& o) {
   return req;
 }
 
-ConditionedPlan plan_posterior(const PosteriorOptions& o, const std::string& command,
-                               bool marginals, Network& net, sched::Runner& runner) {
-  check_output_file(o.uai_output, "--uai-output");
-  Evidence ev;
-  o.net.load(net, ev);
-  PlanOptions po = o.net.plan_options();
-  // mpe: the order search sized for the device that runs the upward pass (the traceback is
-  // cheap); mar: for the CPU, where its downward pass runs (an order that suits the GPU can
-  // cost the downward pass more than the GPU saves). Both: the device's memory budget.
-  if (marginals)
-    runner.budget_for_device(po);
-  else
-    runner.plan_for_device(po);
+namespace {
+
+// The traceback entries beyond which mpe compares the GPU's order with the CPU's (about a
+// tenth of a second of a 16-core CPU's traceback).
+constexpr double kTracebackEntries = 1 << 28;
+
+// The plan of `net` within po's memory for the posterior's second pass too: pe's planner
+// conditions a plan to fit its own estimate; the second pass keeps more (every bucket's
+// output), so the budget it plans for is lowered until that fits as well. `need`: the
+// estimated peak of the posterior's passes.
+ConditionedPlan plan_within(const Network& net, const Evidence& ev, const PlanOptions& po,
+                            const std::string& command, bool marginals, double& need) {
   PlanOptions trial = po;
   trial.keep_tables = false;  // the plan runs once: the reduced model's tables are dropped
-  // pe's planner conditions a plan to fit its own estimate; the second pass keeps more (every
-  // bucket's output), so the budget it plans for is lowered until that fits too.
   constexpr int kAttempts = 6;
   ConditionedPlan cp;
-  double need = 0;
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     try {
       cp = make_conditioned_plan(net, ev, trial);
@@ -67,6 +64,46 @@ ConditionedPlan plan_posterior(const PosteriorOptions& o, const std::string& com
                           ": raise --max-memory or run on a machine with more memory");
     trial.max_memory_bytes = std::min(trial.max_memory_bytes, cp.plan.memory.peak_bytes) * 0.95 *
                              po.max_memory_bytes / need;
+  }
+  return cp;
+}
+
+}  // namespace
+
+ConditionedPlan plan_posterior(const PosteriorOptions& o, const std::string& command,
+                               bool marginals, Network& net, sched::Runner& runner) {
+  check_output_file(o.uai_output, "--uai-output");
+  Evidence ev;
+  o.net.load(net, ev);
+  // mpe: the order search sized for the device that runs the upward pass; mar: for the CPU,
+  // where its downward pass runs (an order that suits the GPU can cost the downward pass more
+  // than the GPU saves). Both: the device's memory budget.
+  PlanOptions po = o.net.plan_options();
+  if (marginals)
+    runner.budget_for_device(po);
+  else
+    runner.plan_for_device(po);
+  double need = 0;
+  ConditionedPlan cp = plan_within(net, ev, po, command, marginals, need);
+  if (!marginals)
+    spdlog::debug("mpe: the traceback reads {:.3g} entries", mpe_traceback_entries(cp.plan));
+  // mpe's traceback runs on the CPU, one configuration of each bucket's output at a time. An
+  // order that suits the GPU can leave it a bucket that costs the CPU more than the whole upward
+  // pass saves on the GPU (linkage_13: one bucket over 2^30 configurations of its eliminated
+  // variables): the CPU's order too, taken when its traceback reads less than half as many
+  // entries.
+  if (!marginals && mpe_traceback_entries(cp.plan) > kTracebackEntries &&
+      gpu::likely_present() && runner.wants_gpu(cp.plan)) {
+    PlanOptions cpu = o.net.plan_options();
+    runner.budget_for_device(cpu);
+    double cpu_need = 0;
+    ConditionedPlan alt = plan_within(net, ev, cpu, command, marginals, cpu_need);
+    const double gpu_reads = mpe_traceback_entries(cp.plan),
+                 cpu_reads = mpe_traceback_entries(alt.plan);
+    spdlog::info("mpe: the traceback reads {:.3g} entries on the GPU's order, {:.3g} on the "
+                 "CPU's: {}'s order",
+                 gpu_reads, cpu_reads, 2 * cpu_reads < gpu_reads ? "the CPU" : "the GPU");
+    if (2 * cpu_reads < gpu_reads) cp = std::move(alt), need = cpu_need;
   }
   const Plan& plan = cp.plan;
   if (cp.conditioned())

@@ -237,9 +237,16 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
   for (int t : large)  // a direct target's entries go straight to their offsets
     if (n_local[t] == bl.size)
       for (std::int64_t k = 0; k < bl.size; ++k) local[t][k] = at[t][local[t][k]];
-  const int nt =
-      std::min(pass_threads(static_cast<double>(bl.size) * bl.count, inputs.size(), threads),
-               downward_threads(threads));
+  // Each thread sums into its own copy of every target, zeroed and added up at the end: at most
+  // as many threads as keep those copies within kCopyRatio times the bucket's entries (targets
+  // half a bucket's size on 64 threads took twice as long as on 16).
+  constexpr double kCopyRatio = 8;
+  const double entries = static_cast<double>(bl.size) * static_cast<double>(bl.count);
+  double target_entries = 1;
+  for (std::size_t t = 0; t < n_t; ++t) target_entries += static_cast<double>(size[t]);
+  const int nt = std::max(
+      1, std::min({pass_threads(entries, inputs.size(), threads), downward_threads(threads),
+                   static_cast<int>(std::min(1e6, kCopyRatio * entries / target_entries))}));
   // part[thread][target]: each thread's own sums, added up afterwards.
   std::vector<std::vector<std::vector<double>>> part(nt);
   in_parts(bl.count, nt, [&](int me, std::int64_t lo, std::int64_t hi) {
@@ -589,17 +596,20 @@ namespace {
 
 // Entries `off` of the table that `held` keeps for bucket c, into to[0, off.size()). Each copy
 // from the device costs some microseconds whatever its size, so the entries go in few copies:
-// sorted, runs whose gaps are at most kGap entries read as one span.
-void read_held(DeviceOutputs& held, int c, const std::vector<std::int64_t>& off,
-               double* to) {
-  constexpr std::int64_t kGap = 4096;
+// sorted, runs whose gaps are at most kGap entries read as one span, a span at most kSpan
+// times the entries it serves (plus kGap), so that the host holds and moves little more than
+// what it reads.
+void read_held(DeviceOutputs& held, int c, const std::vector<std::int64_t>& off, double* to) {
+  constexpr std::int64_t kGap = 4096, kSpan = 4;
   std::vector<std::size_t> by(off.size());
   std::iota(by.begin(), by.end(), std::size_t{0});
   std::sort(by.begin(), by.end(), [&](std::size_t a, std::size_t b) { return off[a] < off[b]; });
   std::vector<double> span;
   for (std::size_t i = 0; i < by.size();) {
     std::size_t j = i + 1;
-    while (j < by.size() && off[by[j]] - off[by[j - 1]] <= kGap) ++j;
+    while (j < by.size() && off[by[j]] - off[by[j - 1]] <= kGap &&
+           off[by[j]] - off[by[i]] + 1 <= kSpan * static_cast<std::int64_t>(j - i + 1) + kGap)
+      ++j;
     const std::int64_t lo = off[by[i]], n = off[by[j - 1]] - lo + 1;
     span.resize(static_cast<std::size_t>(n));
     held.read(c, lo, n, span.data());
@@ -609,6 +619,16 @@ void read_held(DeviceOutputs& held, int c, const std::vector<std::int64_t>& off,
 }
 
 }  // namespace
+
+double mpe_traceback_entries(const Plan& plan) {
+  double n = 0;
+  for (std::size_t b = 0; b < plan.tree.buckets.size(); ++b) {
+    const Bucket& bk = plan.tree.buckets[b];
+    n += static_cast<double>(bucket_shape(plan, static_cast<int>(b)).marg_size()) *
+         static_cast<double>(bk.factors.size() + bk.children.size());
+  }
+  return n;
+}
 
 MostProbable compute_mpe(const Plan& plan, int threads, const UpwardRunner& upward) {
   require_inputs_filled(plan);

@@ -7,6 +7,8 @@
 #define KINFER_CHAIN_AVX2 0
 #endif
 
+#include <omp.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -255,7 +257,11 @@ inline double block_dot3(const double* x, const double* e, const double* y, long
 class CpuChain final : public ChainBackend {
  public:
   CpuChain(const ChainLayout& layout, double max_bytes)
-      : L_(layout), N_(1L << layout.bits), max_bytes_(max_bytes) {
+      : L_(layout),
+        N_(1L << layout.bits),
+        threads_(static_cast<int>(
+            std::clamp<long>(N_ / kStatesPerThread, 1, omp_get_max_threads()))),
+        max_bytes_(max_bytes) {
     low_bits_ = L_.regions.empty() ? 0 : L_.regions[0].second;
     block_ = 1L << low_bits_;
     // Regions above 0 in passes of at most 6 positions (tiles of 64 states or more per row),
@@ -331,7 +337,7 @@ class CpuChain final : public ChainBackend {
     if (dst == src) return;
     const double* s = vecs_.at(src).data.data();
     double* d = vecs_.at(dst).data.data();
-#pragma omp parallel for schedule(static) if (N_ > 65536)
+#pragma omp parallel for schedule(static) num_threads(threads_)
     for (long i = 0; i < N_; ++i) d[i] = s[i];
     vecs_[dst].pending = vecs_[src].pending;
   }
@@ -423,6 +429,11 @@ class CpuChain final : public ChainBackend {
 
   ChainLayout L_;
   long N_;
+  // A thread per kStatesPerThread states of a vector, at most the team: each operation is a
+  // pass over a vector, and more threads than that spend longer starting and waiting at the
+  // pass's end than computing.
+  static constexpr long kStatesPerThread = 65536;
+  int threads_;
   double max_bytes_;
   int low_bits_ = 0;
   long block_ = 1;
@@ -555,7 +566,7 @@ void CpuChain::tile_pass(const double* src_all, double* x, const Pass& ps,
   std::vector<double> lt(th.begin() + a, th.begin() + b);
   std::vector<double> gt;
   for (std::uint64_t m : ps.groups) gt.push_back(th[L_.bits + __builtin_ctzll(m)]);
-#pragma omp parallel if (N_ > 65536)
+#pragma omp parallel num_threads(threads_)
   {
     std::vector<double> buf(n);
 #pragma omp for schedule(dynamic, 16)
@@ -587,14 +598,14 @@ double CpuChain::upper_passes(const double* src, double* x, const std::vector<do
     pre = 1;
   }
   if (src != x) {
-#pragma omp parallel for schedule(static) if (N_ > 65536)
+#pragma omp parallel for schedule(static) num_threads(threads_)
     for (long i = 0; i < N_; ++i) x[i] = src[i];
   }
   for (std::uint64_t mask : wide_) {
     // A founder group across passes: one pass of its own.
     const double t = th[L_.bits + __builtin_ctzll(mask)];
     const long m = static_cast<long>(mask), low = m & -m;
-#pragma omp parallel for schedule(static) if (N_ > 65536)
+#pragma omp parallel for schedule(static) num_threads(threads_)
     for (long w = 0; w < N_; ++w) {
       if (w & low) continue;
       const double a = x[w] * pre, b = x[w ^ m] * pre, d = t * (b - a);
@@ -616,7 +627,7 @@ double CpuChain::region0(double* x, double pre, bool kernel, const std::vector<d
         gm.push_back(g.mask), gt.push_back(th[L_.bits + __builtin_ctzll(g.mask)]);
   const long blocks = N_ / block_;
   double mx = 0, sum = 0;
-#pragma omp parallel if (N_ > 65536) reduction(max : mx) reduction(+ : sum)
+#pragma omp parallel num_threads(threads_) reduction(max : mx) reduction(+ : sum)
   {
 #pragma omp for schedule(dynamic, 16)
     for (long blk = 0; blk < blocks; ++blk) {
@@ -655,7 +666,7 @@ double CpuChain::score_pass(double* yb, double pb, const std::vector<double>& tr
   region0_groups(tl, gm, gl);
   const long blocks = N_ / block_;
   double sum = 0;
-#pragma omp parallel if (N_ > 65536) reduction(+ : sum)
+#pragma omp parallel num_threads(threads_) reduction(+ : sum)
   {
 #pragma omp for schedule(dynamic, 16)
     for (long blk = 0; blk < blocks; ++blk) {
@@ -773,7 +784,7 @@ double CpuChain::ln_score(int a, const Side& left, const Emission* e, int b, con
 double CpuChain::dot(const double* x, const Prepared* p, const double* y) {
   const long blocks = N_ / block_;
   double s = 0;
-#pragma omp parallel if (N_ > 65536) reduction(+ : s)
+#pragma omp parallel num_threads(threads_) reduction(+ : s)
   {
     std::vector<double> eb(block_, 1.0);
 #pragma omp for schedule(dynamic, 16)

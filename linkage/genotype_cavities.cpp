@@ -15,9 +15,16 @@ namespace {
 using Table = InheritanceModel::AlleleNetwork::Table;
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-// Products below this many factor reads run on one thread: waking the others costs more there,
-// and much more on a machine whose cores are busy with other work.
-constexpr double kParallelWork = 262144.0;
+// Threads for a product of `work` factor reads (or a pass over a table of that many entries):
+// one below kParallelWork (waking threads costs more there, and much more on a machine whose
+// cores are busy with other work), then a thread per kReadsPerThread, at most the team (more
+// spend longer starting and waiting at the end than computing).
+constexpr double kParallelWork = 262144.0, kReadsPerThread = 1048576.0;
+int threads_for(double work) {
+  const double team = omp_get_max_threads();
+  if (work < kParallelWork || team < 2) return 1;
+  return static_cast<int>(std::clamp(work / kReadsPerThread, 2.0, team));
+}
 
 // The product of `ins` summed onto `keep` (ascending; a variable of keep in no input is
 // broadcast). The loop's innermost block (at most kInner combinations) is a run of trailing
@@ -119,7 +126,7 @@ Table contract(const std::vector<const Table*>& ins, const std::vector<int>& kee
   long run = 1;
   for (int q = ni - 1; q >= 0 && st[nf][no + q] == 0; --q) run *= card[ord[no + q]];
   const double work = static_cast<double>(outer) * static_cast<double>(inner) * (nf + 1);
-  const int threads = work > kParallelWork && outer > 1 ? omp_get_max_threads() : 1;
+  const int threads = outer > 1 ? threads_for(work) : 1;
   // Each thread its own keep positions when there are several per thread, else its own copy.
   const bool shared_out = per_split > 1 && split < 4L * threads;
 #pragma omp parallel num_threads(threads)
@@ -203,13 +210,14 @@ Table contract(const std::vector<const Table*>& ins, const std::vector<int>& kee
 double normalize(std::vector<double>& t) {
   const long n = static_cast<long>(t.size());
   double mx = 0;
-#pragma omp parallel for reduction(max : mx) schedule(static) if (n > kParallelWork)
+  const int threads = threads_for(static_cast<double>(n));
+#pragma omp parallel for reduction(max : mx) schedule(static) num_threads(threads)
   for (long k = 0; k < n; ++k) mx = std::max(mx, t[k]);
   if (!(mx > 0)) return 0;
   const int e = std::ilogb(mx);
   if (e >= -64 && e <= 64) return 0;
   const double inv = std::ldexp(1.0, -e);
-#pragma omp parallel for schedule(static) if (n > kParallelWork)
+#pragma omp parallel for schedule(static) num_threads(threads)
   for (long k = 0; k < n; ++k) t[k] *= inv;
   return e * std::log(2.0);
 }
@@ -377,8 +385,9 @@ PersonCavities PersonCavitySolver::run(const InheritanceModel::AlleleNetwork& gi
   W.vars = p.vars[p.leaves - 1];
   W.t = spare(W.vars, card);
   W.t.resize(std::size_t(1) << bits_);
-#pragma omp parallel for schedule(static)
-  for (long v = 0; v < static_cast<long>(W.t.size()); ++v) W.t[v] = a[v] * b[v];
+  const long nw = static_cast<long>(W.t.size());
+#pragma omp parallel for schedule(static) num_threads(threads_for(static_cast<double>(nw)))
+  for (long v = 0; v < nw; ++v) W.t[v] = a[v] * b[v];
   s[p.leaves - 1] = ln_w;
   // Forward: every step's product summed over its variables, scaled.
   std::vector<char> consumed(nt, 0);
