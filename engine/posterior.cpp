@@ -237,26 +237,53 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
   for (int t : large)  // a direct target's entries go straight to their offsets
     if (n_local[t] == bl.size)
       for (std::int64_t k = 0; k < bl.size; ++k) local[t][k] = at[t][local[t][k]];
-  // Each thread sums into its own copy of every target, zeroed and added up at the end: at most
-  // as many threads as keep those copies within kCopyRatio times the bucket's entries (targets
-  // half a bucket's size on 64 threads took twice as long as on 16).
+  // A target that has the bucket's first variables, with at least as many configurations of
+  // them as there are threads, is written by the threads directly: the blocks are dealt to the
+  // threads by configurations of those variables, so no two threads add onto the same entries.
+  // Each other target gets a copy per thread, zeroed and added up at the end: at most as many
+  // threads as keep those copies within kCopyRatio times the bucket's entries.
   constexpr double kCopyRatio = 8;
   const double entries = static_cast<double>(bl.size) * static_cast<double>(bl.count);
-  double target_entries = 1;
-  for (std::size_t t = 0; t < n_t; ++t) target_entries += static_cast<double>(size[t]);
+  const int nt0 =
+      std::min(pass_threads(entries, inputs.size(), threads), downward_threads(threads));
+  std::vector<std::int64_t> lead(n_t, 1);  // configurations of the first variables it has
+  std::vector<char> direct(n_t, 0);
+  std::int64_t groups_of = bl.count;  // the configurations the blocks are dealt by
+  double copied = 1;
+  for (std::size_t t = 0; t < n_t; ++t) {
+    for (int j = 0; j < bl.first && st[t][j] != 0; ++j) lead[t] *= full.card[j];
+    direct[t] = nt0 > 1 && lead[t] >= nt0;
+    if (direct[t])
+      groups_of = std::min(groups_of, lead[t]);
+    else
+      copied += static_cast<double>(size[t]);
+  }
   const int nt = std::max(
-      1, std::min({pass_threads(entries, inputs.size(), threads), downward_threads(threads),
-                   static_cast<int>(std::min(1e6, kCopyRatio * entries / target_entries))}));
-  // part[thread][target]: each thread's own sums, added up afterwards.
+      1, std::min(nt0, static_cast<int>(std::min(1e6, kCopyRatio * entries / copied))));
+  std::vector<std::vector<double>> shared(n_t);
+  for (std::size_t t = 0; t < n_t; ++t)
+    if (direct[t]) {
+      shared[t].resize(size[t]);
+      in_parts(size[t], nt, [&](int, std::int64_t lo, std::int64_t hi) {
+        std::fill(shared[t].begin() + lo, shared[t].begin() + hi, 0.0);
+      });
+    }
+  const std::int64_t per_group = bl.count / groups_of;
+  // part[thread][target]: each thread's own sums of the targets written through copies.
   std::vector<std::vector<std::vector<double>>> part(nt);
-  in_parts(bl.count, nt, [&](int me, std::int64_t lo, std::int64_t hi) {
-    std::vector<std::vector<double>>& acc = part[me];
-    acc.resize(n_t);
-    for (std::size_t t = 0; t < n_t; ++t) acc[t].assign(size[t], 0.0);
+  in_parts(groups_of, nt, [&](int me, std::int64_t g_lo, std::int64_t g_hi) {
+    const std::int64_t lo = g_lo * per_group, hi = g_hi * per_group;
+    std::vector<std::vector<double>>& mine = part[me];
+    mine.resize(n_t);
+    std::vector<double*> acc(n_t);
+    for (std::size_t t = 0; t < n_t; ++t) {
+      if (!direct[t]) mine[t].assign(size[t], 0.0);
+      acc[t] = direct[t] ? shared[t].data() : mine[t].data();
+    }
     std::vector<double> buf(bl.size), sums(kBlock), member(2 * kGroupMax);
     // Adds the local sums y of target t for block b to the thread's sums.
     auto flush = [&](std::size_t t, std::int64_t b, const double* y) {
-      double* a = acc[t].data() + bl.base(b, st[t].data());
+      double* a = acc[t] + bl.base(b, st[t].data());
       const std::int64_t* o = at[t].data();
       for (std::int64_t i = 0; i < n_local[t]; ++i) a[o[i]] += y[i];
     };
@@ -309,7 +336,7 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
       for (int t : large) {
         const std::int64_t* l = local[t].data();
         if (n_local[t] == bl.size) {
-          double* a = acc[t].data() + bl.base(b, st[t].data());
+          double* a = acc[t] + bl.base(b, st[t].data());
           for (std::int64_t k = 0; k < bl.size; ++k) a[l[k]] += x[k];
           continue;
         }
@@ -320,8 +347,8 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
       }
     }
   });
-  // The threads' sums added up, in parallel over each target's entries (a target may be half
-  // the bucket, and there are as many copies as threads).
+  // The threads' sums (or the shared ones) to ln, in parallel over each target's entries (a
+  // target may be half the bucket, and there are as many copies as threads).
   std::vector<const std::vector<std::vector<double>>*> filled;
   for (const auto& acc : part)
     if (!acc.empty()) filled.push_back(&acc);
@@ -332,7 +359,10 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
     in_parts(size[t], rt, [&](int, std::int64_t lo, std::int64_t hi) {
       for (std::int64_t i = lo; i < hi; ++i) {
         double x = 0;
-        for (const auto* acc : filled) x += (*acc)[t][i];
+        if (direct[t])
+          x = shared[t][i];
+        else
+          for (const auto* acc : filled) x += (*acc)[t][i];
         o[i] = x > 0 ? ln_total + std::log(x) : kNegInf;
       }
     });
