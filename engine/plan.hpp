@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -166,8 +167,8 @@ class DeviceOutputs {
   virtual ~DeviceOutputs() = default;  // releases the device's tables
   // Whether bucket b's output is held there (its entry in UpwardPass::outputs is then empty).
   virtual bool holds(int b) const = 0;
-  // Entries [first, first + n) of bucket b's output, into `to`.
-  virtual void read(int b, std::int64_t first, std::int64_t n, double* to) = 0;
+  // The entries of bucket b's output at `offsets`, into to[0, offsets.size()).
+  virtual void read(int b, std::span<const std::int64_t> offsets, double* to) = 0;
   // Bucket b's factor inputs (positions in its factor list) that the device added into the
   // tables of b's children it holds: those tables include them, so b's traceback leaves them
   // out of b's inputs.

@@ -622,34 +622,6 @@ Marginals compute_marginals(const Plan& plan, int threads, const UpwardRunner& u
   return r;
 }
 
-namespace {
-
-// Entries `off` of the table that `held` keeps for bucket c, into to[0, off.size()). Each copy
-// from the device costs some microseconds whatever its size, so the entries go in few copies:
-// sorted, runs whose gaps are at most kGap entries read as one span, a span at most kSpan
-// times the entries it serves (plus kGap), so that the host holds and moves little more than
-// what it reads.
-void read_held(DeviceOutputs& held, int c, const std::vector<std::int64_t>& off, double* to) {
-  constexpr std::int64_t kGap = 4096, kSpan = 4;
-  std::vector<std::size_t> by(off.size());
-  std::iota(by.begin(), by.end(), std::size_t{0});
-  std::sort(by.begin(), by.end(), [&](std::size_t a, std::size_t b) { return off[a] < off[b]; });
-  std::vector<double> span;
-  for (std::size_t i = 0; i < by.size();) {
-    std::size_t j = i + 1;
-    while (j < by.size() && off[by[j]] - off[by[j - 1]] <= kGap &&
-           off[by[j]] - off[by[i]] + 1 <= kSpan * static_cast<std::int64_t>(j - i + 1) + kGap)
-      ++j;
-    const std::int64_t lo = off[by[i]], n = off[by[j - 1]] - lo + 1;
-    span.resize(static_cast<std::size_t>(n));
-    held.read(c, lo, n, span.data());
-    for (std::size_t k = i; k < j; ++k) to[by[k]] = span[static_cast<std::size_t>(off[by[k]] - lo)];
-    i = j;
-  }
-}
-
-}  // namespace
-
 double mpe_traceback_entries(const Plan& plan) {
   double n = 0;
   for (std::size_t b = 0; b < plan.tree.buckets.size(); ++b) {
@@ -713,7 +685,7 @@ MostProbable compute_mpe(const Plan& plan, int threads, const UpwardRunner& upwa
       const auto [p, c] = held_child[i];
       const std::vector<std::int64_t> off = at_output.offsets(p, l);
       read[i].resize(off.size());
-      read_held(*held, c, off, read[i].data());
+      held->read(c, off, read[i].data());
       fixed[p].data = read[i].data();
     }
     std::int64_t arg = first_maximum(at_output.rest, fixed, threads);

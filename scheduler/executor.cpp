@@ -338,10 +338,9 @@ class HeldOutputs final : public DeviceOutputs {
     }
   }
   bool holds(int b) const override { return held_.at(b) >= 0; }
-  void read(int b, std::int64_t first, std::int64_t n, double* to) override {
+  void read(int b, std::span<const std::int64_t> offsets, double* to) override {
     ctx_.bind();
-    ctx_.download_part(held_.at(b), first, to, n, 0);
-    ctx_.synchronize(0);
+    ctx_.download_entries(held_.at(b), offsets, to, 0);
   }
   const std::vector<int>& folded(int b) const override { return folded_.at(b); }
 

@@ -97,15 +97,19 @@ class FakeDevice final : public gpu::Context {
     d2h_bytes = d2h_bytes + 8.0 * n;
     enqueue(s, {src}, [this, src, dst, n] { std::memcpy(dst, tables_.at(src).data(), 8 * n); });
   }
-  void download_part(gpu::Handle src, std::int64_t first, double* dst, std::int64_t n,
-                     int s) override {
-    d2h_bytes = d2h_bytes + 8.0 * n;
-    enqueue(s, {src}, [this, src, first, dst, n] {
+  void download_entries(gpu::Handle src, std::span<const std::int64_t> offsets, double* dst,
+                        int s) override {
+    d2h_bytes = d2h_bytes + 8.0 * static_cast<double>(offsets.size());
+    const std::vector<std::int64_t> off(offsets.begin(), offsets.end());
+    enqueue(s, {src}, [this, src, off, dst] {
       const auto& t = tables_.at(src);
-      if (first < 0 || first + n > static_cast<std::int64_t>(t.size()))
-        return fail("download_part beyond the table");
-      std::memcpy(dst, t.data() + first, 8 * n);
+      for (std::size_t i = 0; i < off.size(); ++i) {
+        if (off[i] < 0 || off[i] >= static_cast<std::int64_t>(t.size()))
+          return fail("download_entries beyond the table");
+        dst[i] = t[off[i]];
+      }
     });
+    synchronize(s);
   }
   void run_bucket(const BucketShape& shape, std::span<const gpu::DeviceInput> inputs,
                   gpu::Handle out, int s) override {
