@@ -140,8 +140,10 @@ class Context {
   // The entries of `src` at `offsets`, into host[0, offsets.size()), gathered on the device and
   // copied back in one piece per chunk (the MPE's traceback reads the bucket outputs kept on the
   // device so: some entries each, scattered over a large table). Returns when they are there.
+  // Device memory it takes meanwhile: two buffers of at most kGatherChunk entries.
   virtual void download_entries(Handle src, std::span<const std::int64_t> offsets, double* host,
                                 int stream) = 0;
+  static constexpr std::int64_t kGatherChunk = std::int64_t{1} << 20;
   virtual void run_bucket(const BucketShape& shape, std::span<const DeviceInput> inputs, Handle out,
                           int stream) = 0;
   virtual void synchronize(int stream) = 0;

@@ -361,6 +361,7 @@ bool fits_held(const Plan& plan, gpu::Context& ctx, const ExecOptions& opt, cons
     need += 8.0 * static_cast<double>(bucket_shape(plan, b).output_size());
     need += input_bytes(pl.fin[b]);
   }
+  need += 2 * 8.0 * static_cast<double>(gpu::Context::kGatherChunk);  // the traceback's reads
   return need <= run_device_budget(ctx, opt);
 }
 

@@ -217,10 +217,9 @@ class CudaContext final : public Context {
   void download_entries(Handle src, std::span<const std::int64_t> offsets, double* host,
                         int s) override {
     static_assert(sizeof(long long) == sizeof(std::int64_t));
-    constexpr std::int64_t kChunk = std::int64_t{1} << 22;  // 64 MiB of offsets and values
     const std::int64_t n = static_cast<std::int64_t>(offsets.size());
     if (n == 0) return;
-    const std::int64_t chunk = std::min(n, kChunk);
+    const std::int64_t chunk = std::min(n, kGatherChunk);
     const Handle off = alloc(chunk), val = alloc(chunk);
     try {
       for (std::int64_t i = 0; i < n; i += chunk) {
