@@ -8,6 +8,8 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "engine/task_tree.hpp"
+
 namespace kinfer::linkage {
 
 namespace {
@@ -230,6 +232,9 @@ InheritanceModel::AlleleNetwork alleles_first(const InheritanceModel::AlleleNetw
                                               int bits) {
   const int nv = static_cast<int>(net.card.size()), na = nv - bits;
   auto id = [&](int v) { return v < bits ? v + na : v - bits; };
+  // restructure orders a table's variables by decreasing rank: the new numbering, ascending.
+  std::vector<int> rank(nv);
+  for (int v = 0; v < nv; ++v) rank[v] = nv - 1 - id(v);
   InheritanceModel::AlleleNetwork out;
   out.card.resize(nv);
   for (int v = 0; v < nv; ++v) out.card[id(v)] = net.card[v];
@@ -237,30 +242,8 @@ InheritanceModel::AlleleNetwork alleles_first(const InheritanceModel::AlleleNetw
   for (const Table& f : net.tables) {
     Table g;
     g.person = f.person;
-    for (int v : f.vars) g.vars.push_back(id(v));
-    std::sort(g.vars.begin(), g.vars.end());
-    const int n = static_cast<int>(f.vars.size());
-    // Each old variable's stride in the new layout; then the old entries in order.
-    std::vector<long> stride(n);
-    for (int j = 0; j < n; ++j) {
-      long m = 1;
-      for (int q = n - 1; q >= 0 && g.vars[q] != id(f.vars[j]); --q) m *= out.card[g.vars[q]];
-      stride[j] = m;
-    }
-    g.t.resize(f.t.size());
-    std::vector<int> d(n, 0);
-    long at = 0;
-    for (std::size_t k = 0; k < f.t.size(); ++k) {
-      g.t[at] = f.t[k];
-      for (int j = n - 1; j >= 0; --j) {
-        if (++d[j] < net.card[f.vars[j]]) {
-          at += stride[j];
-          break;
-        }
-        at -= stride[j] * (d[j] - 1);
-        d[j] = 0;
-      }
-    }
+    g.t = restructure(LogFactor{f.vars, f.t}, net.card, rank, g.vars);
+    for (int& v : g.vars) v = id(v);
     out.tables.push_back(std::move(g));
   }
   return out;
