@@ -26,6 +26,17 @@ def read_summary(path):
     return {r[0]: dict(zip(head, r)) for r in rows[1:]}
 
 
+def write_jobs(tmp, columns, rows):
+    """Writes the manifest tmp/jobs.tsv: a header of `columns`, then one line per row (a tuple
+    of fields); returns its path."""
+    path = os.path.join(tmp, "jobs.tsv")
+    with open(path, "w") as f:
+        f.write("\t".join(columns) + "\n")
+        for row in rows:
+            f.write("\t".join(row) + "\n")
+    return path
+
+
 def copy_net(tmp, name):
     """Copies a network (plain or .gz) and its evidence into tmp; returns the file name."""
     for cand in (name + ".uai", name + ".uai.gz"):
@@ -43,14 +54,10 @@ def test_failures_isolated(tmp):
     b = copy_net(tmp, "Pedigree_13")
     with open(os.path.join(tmp, "broken.uai"), "w") as f:
         f.write("MARKOV\n2\n2 2\n1\n2 0 1\n\n4\n0.1 0.2\n")  # truncated table
-    with open(os.path.join(tmp, "jobs.tsv"), "w") as f:
-        f.write("id\tkind\tnetwork\toptions\n")
-        f.write(f"good1\tpe\t{a}\t\n")
-        f.write("bad\tpe\tbroken.uai\t\n")
-        f.write(f"good2\tpe\t{b}\t--order minfill\n")
-        f.write(f"badopt\tpe\t{a}\t--order nosuch\n")
-    r = subprocess.run([EXE, "batch", os.path.join(tmp, "jobs.tsv"), "--out", os.path.join(tmp, "out")],
-                       capture_output=True, text=True)
+    jobs = write_jobs(tmp, ("id", "kind", "network", "options"),
+                      [("good1", "pe", a, ""), ("bad", "pe", "broken.uai", ""),
+                       ("good2", "pe", b, "--order minfill"), ("badopt", "pe", a, "--order nosuch")])
+    r = subprocess.run([EXE, "batch", jobs, "--out", os.path.join(tmp, "out")], capture_output=True, text=True)
     check(r.returncode == 4, f"a failing job gives exit 4 (got {r.returncode})")
     s = read_summary(os.path.join(tmp, "out", "summary.tsv"))
     check(s["good1"]["status"] == "ok" and s["good2"]["status"] == "ok", "the good jobs complete")
@@ -91,14 +98,11 @@ def test_bad_manifests(tmp):
 def test_kill_and_resume(tmp):
     nets = [copy_net(tmp, n) for n in ("linkage_24", "linkage_21", "linkage_16")]
     jobs = [(f"j{i:02d}", nets[i % len(nets)]) for i in range(9)]
-    with open(os.path.join(tmp, "jobs.tsv"), "w") as f:
-        f.write("id\tkind\tnetwork\n")
-        for j, n in jobs:
-            f.write(f"{j}\tpe\t{n}\n")
+    manifest = write_jobs(tmp, ("id", "kind", "network"), [(j, "pe", n) for j, n in jobs])
     expect = {n: single_pe(os.path.join(tmp, n)) for n in nets}
     out = os.path.join(tmp, "out")
     journal = os.path.join(out, "journal.log")
-    cmd = [EXE, "batch", os.path.join(tmp, "jobs.tsv"), "--out", out, "--jobs", "1"]
+    cmd = [EXE, "batch", manifest, "--out", out, "--jobs", "1"]
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 300
     while time.time() < deadline:
@@ -160,16 +164,13 @@ def test_plan_sharing(tmp):
     rows = [("own1", net, ""), ("flip1", net, "flip1.evid"), ("own2", net, ""), ("bad", net, "bad.evid"),
             ("flip2", net, "flip2.evid"), ("drop", net, "drop.evid"), ("flip3", net, "flip3.evid"),
             ("o1", other, ""), ("o2", other, "")]
-    with open(os.path.join(tmp, "jobs.tsv"), "w") as f:
-        f.write("id\tkind\tnetwork\tevidence\n")
-        for j, n, e in rows:
-            f.write(f"{j}\tpe\t{n}\t{e}\n")
+    manifest = write_jobs(tmp, ("id", "kind", "network", "evidence"), [(j, "pe", n, e) for j, n, e in rows])
     expect = {j: single_pe_json(os.path.join(tmp, n), os.path.join(tmp, e) if e else None) for j, n, e in rows}
     check(expect["bad"] is None, "the bad evidence fails as a single command")
     succeeding = {j for j, _, _ in rows if j != "bad"}
     for mode, extra in (("shared", []), ("crash", []), ("separate", ["--no-share"])):
         def command(out):
-            return [EXE, "batch", os.path.join(tmp, "jobs.tsv"), "--out", out, "--jobs", "1", "--json"] + extra
+            return [EXE, "batch", manifest, "--out", out, "--jobs", "1", "--json"] + extra
 
         out = os.path.join(tmp, "out-" + mode)
         if mode == "crash":
@@ -229,13 +230,10 @@ def test_conditioned_jobs(tmp):
     # tables every slice is cut from need (16M fits an order of the search since version 3)
     opts = "--threads 2 --max-memory 12M"
     rows = [("own", ""), ("flip", "flip.evid")]
-    with open(os.path.join(tmp, "jobs.tsv"), "w") as f:
-        f.write("id\tkind\tnetwork\tevidence\toptions\n")
-        for j, e in rows:
-            f.write(f"{j}\tpe\t{net}\t{e}\t{opts}\n")
+    jobs = write_jobs(tmp, ("id", "kind", "network", "evidence", "options"),
+                      [(j, "pe", net, e, opts) for j, e in rows])
     out = os.path.join(tmp, "out")
-    r = subprocess.run([EXE, "batch", os.path.join(tmp, "jobs.tsv"), "--out", out, "--jobs", "1"],
-                       capture_output=True, text=True)
+    r = subprocess.run([EXE, "batch", jobs, "--out", out, "--jobs", "1"], capture_output=True, text=True)
     check(r.returncode == 0, f"conditioned jobs: exit 0 (got {r.returncode}: {r.stderr[-300:]})")
     for j, e in rows:
         expect = single_pe_json(os.path.join(tmp, net), os.path.join(tmp, e) if e else None)
@@ -329,15 +327,10 @@ def test_mar_mpe_jobs(tmp):
     log10 P), beside a pe job; a mar job whose options the command refuses fails alone."""
     a = copy_net(tmp, "Pedigree_13")
     b = copy_net(tmp, "Grids_11")
-    with open(os.path.join(tmp, "jobs.tsv"), "w") as f:
-        f.write("id\tkind\tnetwork\toptions\n")
-        f.write(f"m13\tmar\t{a}\t--order minfill\n")
-        f.write(f"e13\tmpe\t{a}\t--order minfill\n")
-        f.write(f"mg\tmar\t{b}\t--order minfill\n")
-        f.write(f"p13\tpe\t{a}\t\n")
-        f.write(f"bad\tmar\t{a}\t--uai-output\n")
-    r = subprocess.run([EXE, "batch", os.path.join(tmp, "jobs.tsv"), "--out", os.path.join(tmp, "out")],
-                       capture_output=True, text=True)
+    jobs = write_jobs(tmp, ("id", "kind", "network", "options"),
+                      [("m13", "mar", a, "--order minfill"), ("e13", "mpe", a, "--order minfill"),
+                       ("mg", "mar", b, "--order minfill"), ("p13", "pe", a, ""), ("bad", "mar", a, "--uai-output")])
+    r = subprocess.run([EXE, "batch", jobs, "--out", os.path.join(tmp, "out")], capture_output=True, text=True)
     check(r.returncode == 4, f"mar/mpe batch: the bad job gives exit 4 (got {r.returncode}: {r.stderr[-300:]})")
     s = read_summary(os.path.join(tmp, "out", "summary.tsv"))
     for job in ("m13", "e13", "mg", "p13"):
