@@ -85,21 +85,20 @@ ConditionedPlan plan_posterior(const PosteriorOptions& o, const std::string& com
     runner.plan_for_device(po);
   double need = 0;
   ConditionedPlan cp = plan_within(net, ev, po, command, marginals, need);
-  if (!marginals)
-    spdlog::debug("mpe: the traceback reads {:.3g} entries", mpe_traceback_entries(cp.plan));
+  const double gpu_reads = marginals ? 0 : mpe_traceback_entries(cp.plan);
+  if (!marginals) spdlog::debug("mpe: the traceback reads {:.3g} entries", gpu_reads);
   // mpe's traceback runs on the CPU, one configuration of each bucket's output at a time. An
   // order that suits the GPU can leave it a bucket that costs the CPU more than the whole upward
   // pass saves on the GPU (linkage_13: one bucket over 2^30 configurations of its eliminated
   // variables): the CPU's order too, taken when its traceback reads less than half as many
   // entries.
-  if (!marginals && mpe_traceback_entries(cp.plan) > kTracebackEntries &&
-      gpu::likely_present() && runner.wants_gpu(cp.plan)) {
+  if (!marginals && gpu_reads > kTracebackEntries && gpu::likely_present() &&
+      runner.wants_gpu(cp.plan)) {
     PlanOptions cpu = o.net.plan_options();
     runner.budget_for_device(cpu);
     double cpu_need = 0;
     ConditionedPlan alt = plan_within(net, ev, cpu, command, marginals, cpu_need);
-    const double gpu_reads = mpe_traceback_entries(cp.plan),
-                 cpu_reads = mpe_traceback_entries(alt.plan);
+    const double cpu_reads = mpe_traceback_entries(alt.plan);
     spdlog::info("mpe: the traceback reads {:.3g} entries on the GPU's order, {:.3g} on the "
                  "CPU's: {}'s order",
                  gpu_reads, cpu_reads, 2 * cpu_reads < gpu_reads ? "the CPU" : "the GPU");

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <numeric>
 #include <stdexcept>
 
 #include "engine/cpu_kernel.hpp"
@@ -641,7 +640,8 @@ MostProbable compute_mpe(const Plan& plan, int threads, const UpwardRunner& upwa
   MostProbable r;
   r.ln_pr = kNegInf;
   if (!model.impossible.empty()) return r;
-  // The outputs of GPU buckets may stay on the device (then read a few entries at a time).
+  // The outputs of GPU buckets may stay on the device (the traceback then gathers the entries
+  // it needs there).
   std::unique_ptr<DeviceOutputs> held;
   const std::vector<std::vector<double>> up = upward_pass(plan, true, threads, upward, &held);
   // A free variable in no factor multiplies P(e) by its number of values but the maximum by 1:

@@ -9,7 +9,6 @@
 #include <cmath>
 #include <exception>
 #include <limits>
-#include <map>
 #include <memory>
 #include <numeric>
 #include <stdexcept>

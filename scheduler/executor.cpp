@@ -261,10 +261,6 @@ void write_shapes(const std::string& path, const Plan& plan, const Placement& pl
   }
 }
 
-// The live device-memory budget, in tree order: every GPU bucket's factor inputs are uploaded
-// at the start; a bucket then needs its output and its CPU children's tables next to the GPU
-// outputs still waiting for their parents. A bucket that would not fit runs on the CPU, or
-// throws DeviceMemoryError with ExecOptions::over_budget_throws.
 // The device bytes a run's tables may use at once: ExecOptions::device_budget_bytes, else 90% of
 // the device's free memory now.
 double run_device_budget(gpu::Context& ctx, const ExecOptions& opt) {
@@ -278,6 +274,10 @@ double input_bytes(const std::vector<gpu::HostInput>& v) {
   return s;
 }
 
+// The live device-memory budget, in tree order: every GPU bucket's factor inputs are uploaded
+// at the start; a bucket then needs its output and its CPU children's tables next to the GPU
+// outputs still waiting for their parents. A bucket that would not fit runs on the CPU, or
+// throws DeviceMemoryError with ExecOptions::over_budget_throws.
 void fit_device_budget(const Plan& plan, gpu::Context& ctx, const ExecOptions& opt, Placement& pl,
                        ExecStats& st) {
   const auto& buckets = plan.tree.buckets;
@@ -324,7 +324,8 @@ std::vector<std::pair<double, int>> preparation_order(const Plan& plan, const Pl
 }
 
 // ExecOptions::pass.on_device: the outputs of GPU buckets with a GPU parent, held on the device
-// after the run for the MPE's traceback, read a few entries at a time; released with it.
+// after the run for the MPE's traceback, which gathers the entries it needs of each there;
+// released with it.
 class HeldOutputs final : public DeviceOutputs {
  public:
   HeldOutputs(gpu::Context& ctx, std::vector<gpu::Handle> held,
