@@ -161,7 +161,8 @@ double bucket_flops(const Bucket& bucket);
 double estimate_flops(const TaskTree& tree);
 
 // Bucket outputs an upward pass left on a device (UpwardPass::on_device): the MPE's traceback
-// reads the few entries it needs of each instead of copying every table to the host.
+// reads the few entries it needs of each instead of copying every table to the host, and the
+// marginals' downward pass runs on that device.
 class DeviceOutputs {
  public:
   virtual ~DeviceOutputs() = default;  // releases the device's tables
@@ -173,6 +174,12 @@ class DeviceOutputs {
   // tables of b's children it holds: those tables include them, so b's traceback leaves them
   // out of b's inputs.
   virtual const std::vector<int>& folded(int b) const = 0;
+  // The marginals' downward pass on the device (engine/posterior.hpp; `up`: the outputs on the
+  // host, empty where held): for each variable eliminated in the tree, ln of its bucket's
+  // belief summed onto it, into joint[v]. The held tables are used up. false when the device
+  // lacked the memory: then nothing is in `joint` and the tables are gone.
+  virtual bool downward(const Plan& plan, const std::vector<std::vector<double>>& up,
+                        std::vector<std::vector<double>>& joint, int threads) = 0;
 };
 
 // What an upward pass over a plan computes besides ln P(e), for `kinfer mar` and `kinfer mpe`
@@ -184,7 +191,8 @@ struct UpwardPass {
   bool maximise = false;
   std::vector<std::vector<double>>* outputs = nullptr;
   // With `outputs`: the outputs of GPU buckets whose parent is a GPU bucket may stay on the
-  // device, when it has room for all of them at once: the executor then puts their reader here
+  // device, when it has room for all of them at once (and, for the marginals, for their downward
+  // pass there, whose every message a kernel takes): the executor then puts their reader here
   // (and leaves their host entries empty). nullptr: every output to the host.
   std::unique_ptr<DeviceOutputs>* on_device = nullptr;
 };

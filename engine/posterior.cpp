@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 
 #include "engine/cpu_kernel.hpp"
@@ -573,16 +574,24 @@ Marginals compute_marginals(const Plan& plan, int threads, const UpwardRunner& u
   Marginals r;
   r.ln_pe = kNegInf;
   if (!model.impossible.empty()) return r;
-  std::vector<std::vector<double>> up = upward_pass(plan, false, threads, upward);
+  // The outputs of GPU buckets may stay on the device, which then runs the downward pass.
+  std::unique_ptr<DeviceOutputs> held;
+  std::vector<std::vector<double>> up = upward_pass(plan, false, threads, upward, &held);
   r.ln_pe = up.back()[0] + model.log_constant();
   if (r.ln_pe == kNegInf) return r;
 
   // Downward: root first; ln P(e', X = x) of each tree variable over its reduced domain (e' the
   // tree's part of the evidence: the same for every x, removed by normalising).
   std::vector<std::vector<double>> down(nb), joint(n);
+  bool on_device = false;
+  if (held) {
+    on_device = held->downward(plan, up, joint, threads);
+    held.reset();
+    if (!on_device) up = upward_pass(plan, false, threads, upward);  // every output on the host
+  }
   down[nb - 1] = {0.0};
   const double ln_tree = up.back()[0];  // every bucket's belief sums to it
-  for (int b = nb - 1; b >= 0; --b) {
+  for (int b = on_device ? -1 : nb - 1; b >= 0; --b) {
     const Bucket& bk = buckets[b];
     const std::vector<int> out_vars = bk.output_vars();
     const InputTable from_above{down[b].data(), out_vars};

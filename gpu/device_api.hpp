@@ -166,6 +166,13 @@ class Context {
   // factor lacks). At most 48 variables (gpu::kFoldMaxVars). merge_inputs.hpp's rule 3.
   virtual void fold(Handle child, std::span<const int> card,
                     std::span<const std::int64_t> factor_stride, Handle factor, int stream) = 0;
+  // Writes `in` into `out` with its variables in another order, on `stream`: out is a table
+  // over variables of cardinalities `card` (the last fastest), and out[i] = in[sum over v of
+  // digit_v(i) * in_stride[v]] (in_stride[v]: variable v's stride in `in`; 0 repeats `in` along
+  // v). At most 48 variables. The marginals' downward pass (scheduler/downward.hpp) lays a
+  // bucket's inputs out in a message's order so.
+  virtual void permute(Handle out, std::span<const int> card,
+                       std::span<const std::int64_t> in_stride, Handle in, int stream) = 0;
   // Builds the kernel's launch plan for a bucket of this shape and inputs ahead of its run and
   // queues its tables' upload on `stream` (run_bucket on any stream waits for that upload).
   // Safe to call from several threads at once: the building, the costly part, runs outside the

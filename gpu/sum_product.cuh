@@ -31,10 +31,12 @@ template <class T>
 void launch_sum_product(const LaunchPlan& p, const DeviceTables& t, const T* const* in, T* out,
                         T* partial, cudaStream_t stream, bool maximise = false);
 
-// child[i] += factor[sum_v digit_v(i) * stride[v]] over the n entries of child (Context::fold).
+// child[i] += factor[sum_v digit_v(i) * stride[v]] over the n entries of child (Context::fold),
+// or with `assign` child[i] = factor[...] (Context::permute).
 struct FoldArgs {
   long long n = 0;
   int nv = 0;
+  int assign = 0;
   int card[48];
   long long stride[48];
 };

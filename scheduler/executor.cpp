@@ -24,6 +24,7 @@
 #include "engine/errors.hpp"
 #include "engine/util.hpp"
 #include "gpu/random_bucket.hpp"
+#include "scheduler/downward.hpp"
 #include "scheduler/plan_costs.hpp"
 #include "scheduler/executor_internal.hpp"
 #include "scheduler/staging.hpp"
@@ -324,13 +325,19 @@ std::vector<std::pair<double, int>> preparation_order(const Plan& plan, const Pl
 }
 
 // ExecOptions::pass.on_device: the outputs of GPU buckets with a GPU parent, held on the device
-// after the run for the MPE's traceback, which gathers the entries it needs of each there;
-// released with it.
+// after the run for the MPE's traceback, which gathers the entries it needs of each there, or
+// for the marginals' downward pass there; released with it.
 class HeldOutputs final : public DeviceOutputs {
  public:
+  // folded[b]: (factor position, child position) of b's factors added into held children.
   HeldOutputs(gpu::Context& ctx, std::vector<gpu::Handle> held,
-              std::vector<std::vector<int>> folded)
-      : ctx_(ctx), held_(std::move(held)), folded_(std::move(folded)) {}
+              std::vector<std::vector<std::pair<int, int>>> folded)
+      : ctx_(ctx), held_(std::move(held)), folded_(std::move(folded)) {
+    for (const auto& f : folded_) {
+      factors_.emplace_back();
+      for (auto [k, ci] : f) factors_.back().push_back(k);
+    }
+  }
   ~HeldOutputs() override {
     try {
       for (gpu::Handle h : held_)
@@ -343,16 +350,32 @@ class HeldOutputs final : public DeviceOutputs {
     ctx_.bind();
     ctx_.download_entries(held_.at(b), offsets, to, 0);
   }
-  const std::vector<int>& folded(int b) const override { return folded_.at(b); }
+  const std::vector<int>& folded(int b) const override { return factors_.at(b); }
+  bool downward(const Plan& plan, const std::vector<std::vector<double>>& up,
+                std::vector<std::vector<double>>& joint, int threads) override {
+    ctx_.bind();
+    try {
+      run_downward(ctx_, plan, held_, folded_, up, joint, threads);
+    } catch (const DeviceMemoryError& e) {
+      spdlog::info("the downward pass did not fit the GPU ({}): on the CPU", e.what());
+      for (auto& j : joint) j.clear();
+      for (gpu::Handle& h : held_)
+        if (h >= 0) ctx_.release(h), h = -1;
+      return false;
+    }
+    return true;
+  }
 
  private:
   gpu::Context& ctx_;
   std::vector<gpu::Handle> held_;
-  std::vector<std::vector<int>> folded_;
+  std::vector<std::vector<std::pair<int, int>>> folded_;
+  std::vector<std::vector<int>> factors_;
 };
 
-// Whether the outputs of GPU buckets with a GPU parent may stay on the device for the MPE's
-// traceback: all of them, with every GPU bucket's factor inputs, fit the run's device budget.
+// Whether the outputs of GPU buckets with a GPU parent may stay on the device: all of them, with
+// every GPU bucket's factor inputs, fit the run's device budget with the MPE's traceback reads,
+// or with the marginals' downward pass, which then must have a kernel for every message.
 bool fits_held(const Plan& plan, gpu::Context& ctx, const ExecOptions& opt, const Placement& pl) {
   const auto& buckets = plan.tree.buckets;
   const int nb = static_cast<int>(buckets.size());
@@ -362,7 +385,16 @@ bool fits_held(const Plan& plan, gpu::Context& ctx, const ExecOptions& opt, cons
     need += 8.0 * static_cast<double>(bucket_shape(plan, b).output_size());
     need += input_bytes(pl.fin[b]);
   }
-  need += 2 * 8.0 * static_cast<double>(gpu::Context::kGatherChunk);  // the traceback's reads
+  if (opt.pass.maximise) {
+    need += 2 * 8.0 * static_cast<double>(gpu::Context::kGatherChunk);  // the traceback's reads
+  } else {
+    const std::string why = downward_why_not(plan);
+    if (!why.empty()) {
+      spdlog::debug("executor: the downward pass runs on the CPU: {}", why);
+      return false;
+    }
+    need += downward_device_bytes(plan);
+  }
   return need <= run_device_budget(ctx, opt);
 }
 
@@ -492,10 +524,10 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
   if (r.hold_on_device) {
     // The factors each bucket's kernel found inside a held child's table (a child the CPU
     // computed was folded into on its uploaded copy: its host table lacks them).
-    std::vector<std::vector<int>> folded(nb);
+    std::vector<std::vector<std::pair<int, int>>> folded(nb);
     for (int b = 0; b < nb; ++b)
       for (auto [f, ci] : pl.folded[b])
-        if (held[plan.tree.buckets[b].children[ci]] >= 0) folded[b].push_back(f);
+        if (held[plan.tree.buckets[b].children[ci]] >= 0) folded[b].emplace_back(f, ci);
     *opt.pass.on_device = std::make_unique<HeldOutputs>(*ctx, std::move(held), std::move(folded));
   }
   log_resources("the executor's buckets done");

@@ -126,28 +126,16 @@ class FakeDevice final : public gpu::Context {
       ++kernels;
     });
   }
-  std::atomic<int> folds{0};
+  std::atomic<int> folds{0}, permutes{0};
   void fold(gpu::Handle child, std::span<const int> card,
             std::span<const std::int64_t> factor_stride, gpu::Handle factor, int s) override {
-    std::vector<int> c(card.begin(), card.end());
-    std::vector<std::int64_t> st(factor_stride.begin(), factor_stride.end());
     ++folds;
-    enqueue(s, {child, factor}, [this, child, factor, c, st] {
-      auto& t = tables_.at(child);
-      const auto& f = tables_.at(factor);
-      std::int64_t n = 1;
-      for (int x : c) n *= x;
-      if (static_cast<std::int64_t>(t.size()) < n) fail("fold past the end of a table");
-      for (std::int64_t i = 0; i < n; ++i) {
-        std::int64_t rest = i, at = 0;
-        for (std::size_t v = c.size(); v-- > 0;) {
-          at += (rest % c[v]) * st[v];
-          rest /= c[v];
-        }
-        if (at >= static_cast<std::int64_t>(f.size())) return fail("fold reads past the factor");
-        t[i] += f[at];
-      }
-    });
+    strided(child, card, factor_stride, factor, false, s);
+  }
+  void permute(gpu::Handle out, std::span<const int> card, std::span<const std::int64_t> in_stride,
+               gpu::Handle in, int s) override {
+    ++permutes;
+    strided(out, card, in_stride, in, true, s);
   }
   void synchronize(int s) override {
     std::unique_lock lock(m_);
@@ -219,6 +207,30 @@ class FakeDevice final : public gpu::Context {
 
   void fail(const std::string& e) {
     if (error_.empty()) error_ = e;
+  }
+
+  // fold (`assign` false: to[i] += from[...]) and permute (true: to[i] = from[...]).
+  void strided(gpu::Handle to, std::span<const int> card, std::span<const std::int64_t> stride,
+               gpu::Handle from, bool assign, int s) {
+    std::vector<int> c(card.begin(), card.end());
+    std::vector<std::int64_t> st(stride.begin(), stride.end());
+    enqueue(s, {to, from}, [this, to, from, c, st, assign] {
+      auto& t = tables_.at(to);
+      const auto& f = tables_.at(from);
+      std::int64_t n = 1;
+      for (int x : c) n *= x;
+      if (static_cast<std::int64_t>(t.size()) < n) fail("a fold or permute past a table's end");
+      for (std::int64_t i = 0; i < n; ++i) {
+        std::int64_t rest = i, at = 0;
+        for (std::size_t v = c.size(); v-- > 0;) {
+          at += (rest % c[v]) * st[v];
+          rest /= c[v];
+        }
+        if (at >= static_cast<std::int64_t>(f.size()))
+          return fail("a fold or permute reads past its source");
+        t[i] = assign ? f[at] : t[i] + f[at];
+      }
+    });
   }
 
   void enqueue(int s, std::vector<gpu::Handle> uses, std::function<void()> run,

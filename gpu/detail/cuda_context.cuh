@@ -248,19 +248,11 @@ class CudaContext final : public Context {
   static_assert(std::size(FoldArgs{}.card) >= kFoldMaxVars, "FoldArgs holds a fold's variables");
   void fold(Handle child, std::span<const int> card, std::span<const std::int64_t> factor_stride,
             Handle factor, int s) override {
-    FoldArgs a;
-    if (card.size() > std::size(a.card) || factor_stride.size() != card.size())
-      throw std::invalid_argument("fold: more variables than a fold takes");
-    a.nv = static_cast<int>(card.size());
-    a.n = 1;
-    for (int v = 0; v < a.nv; ++v) {
-      a.card[v] = card[v];
-      a.stride[v] = factor_stride[v];
-      a.n *= card[v];
-    }
-    std::lock_guard lock(mu_);
-    launch_fold(static_cast<double*>(ptr(child)), static_cast<const double*>(ptr(factor)), a,
-                stream(s));
+    strided(child, card, factor_stride, factor, false, s);
+  }
+  void permute(Handle out, std::span<const int> card, std::span<const std::int64_t> in_stride,
+               Handle in, int s) override {
+    strided(out, card, in_stride, in, true, s);
   }
 
   double own_host_bytes() const override {
@@ -479,6 +471,25 @@ class CudaContext final : public Context {
   }
 
  private:
+  // Context::fold (`assign` false) and Context::permute (true): one launch of fold_kernel.
+  void strided(Handle to, std::span<const int> card, std::span<const std::int64_t> from_stride,
+               Handle from, bool assign, int s) {
+    FoldArgs a;
+    if (card.size() > std::size(a.card) || from_stride.size() != card.size())
+      throw std::invalid_argument(std::string(assign ? "permute" : "fold") +
+                                  ": more variables than it takes");
+    a.nv = static_cast<int>(card.size());
+    a.assign = assign ? 1 : 0;
+    a.n = 1;
+    for (int v = 0; v < a.nv; ++v) {
+      a.card[v] = card[v];
+      a.stride[v] = from_stride[v];
+      a.n *= card[v];
+    }
+    std::lock_guard lock(mu_);
+    launch_fold(static_cast<double*>(ptr(to)), static_cast<const double*>(ptr(from)), a,
+                stream(s));
+  }
   struct Block {
     void* ptr;
     std::size_t bytes;

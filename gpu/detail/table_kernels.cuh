@@ -50,7 +50,7 @@ __global__ void fill_offsets_kernel(long long* out, long long rows, int nip, int
   }
 }
 
-// A thread per child entry (Context::fold), its digits by 64-bit division.
+// A thread per child entry (Context::fold, Context::permute), its digits by 64-bit division.
 __global__ void fold_kernel(double* child, const double* factor, const FoldArgs a) {
   for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < a.n;
        i += static_cast<long long>(gridDim.x) * blockDim.x) {
@@ -62,7 +62,7 @@ __global__ void fold_kernel(double* child, const double* factor, const FoldArgs 
       rest /= c;
       f += static_cast<long long>(d) * a.stride[v];
     }
-    child[i] += factor[f];
+    child[i] = a.assign ? factor[f] : child[i] + factor[f];
   }
 }
 

@@ -1,0 +1,376 @@
+#include "scheduler/downward.hpp"
+
+#include <omp.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <exception>
+#include <limits>
+#include <mutex>
+#include <stdexcept>
+
+#include "gpu/merge_inputs.hpp"  // kFoldMaxVars
+
+namespace kinfer::sched {
+
+namespace {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+std::int64_t entries(const std::vector<int>& scope, const std::vector<int>& card) {
+  std::int64_t n = 1;
+  for (int v : scope) n *= card[v];
+  return n;
+}
+
+// The largest joint of a bucket's eliminated variables computed as one message.
+constexpr std::int64_t kJointEntries = 4096;
+
+// An input of a bucket's messages.
+struct Source {
+  enum Kind { factor, child, above } kind;
+  int index = -1;  // factor: the model's factor; child: the position in the bucket's children
+  std::vector<int> scope;
+  int only_for = -1;  // a factor folded into this child's held table: an input of its message only
+};
+
+// One message of a bucket: onto a child's output variables (`child`, its position), or onto the
+// bucket's eliminated variables (child -1).
+struct Message {
+  int child = -1;
+  BucketShape shape;                     // the target's variables first, then the rest
+  std::vector<int> sources;              // positions in the bucket's sources
+  std::vector<std::vector<int>> scopes;  // each source's scope in the shape's order
+};
+
+// The bucket's sources: its factors (but those in `folded`, which are inside held children's
+// tables and enter only their own child's message), its children's outputs, the message from
+// above (not at the root).
+std::vector<Source> sources_of(const Plan& plan, int b,
+                               std::span<const std::pair<int, int>> folded) {
+  const Bucket& bk = plan.tree.buckets[b];
+  std::vector<int> into(bk.factors.size(), -1);
+  for (auto [k, ci] : folded) into.at(k) = ci;
+  std::vector<Source> src;
+  for (std::size_t k = 0; k < bk.factors.size(); ++k)
+    src.push_back({Source::factor, bk.factors[k], plan.input_scope[bk.factors[k]], into[k]});
+  for (std::size_t ci = 0; ci < bk.children.size(); ++ci)
+    src.push_back({Source::child, static_cast<int>(ci),
+                   plan.tree.buckets[bk.children[ci]].output_vars()});
+  if (bk.parent >= 0) src.push_back({Source::above, -1, bk.output_vars()});
+  return src;
+}
+
+// The message of bucket b onto `target` (a subsequence of its variables) from the sources that
+// enter it.
+Message message_onto(const Plan& plan, int b, const std::vector<int>& target, int child,
+                     const std::vector<Source>& src) {
+  const Bucket& bk = plan.tree.buckets[b];
+  Message m;
+  m.child = child;
+  m.shape.vars = target;
+  for (int v : bk.vars)
+    if (std::find(target.begin(), target.end(), v) == target.end()) m.shape.vars.push_back(v);
+  m.shape.n_marg = static_cast<int>(bk.vars.size() - target.size());
+  for (int v : m.shape.vars) m.shape.card.push_back(plan.model.card[v]);
+  for (std::size_t s = 0; s < src.size(); ++s) {
+    const Source& x = src[s];
+    const bool enters = child < 0 ? x.only_for < 0
+                                  : !(x.kind == Source::child && x.index == child) &&
+                                        (x.only_for < 0 || x.only_for == child);
+    if (!enters) continue;
+    m.sources.push_back(static_cast<int>(s));
+    std::vector<int> scope;
+    for (int v : m.shape.vars)
+      if (std::find(x.scope.begin(), x.scope.end(), v) != x.scope.end()) scope.push_back(v);
+    m.scopes.push_back(std::move(scope));
+  }
+  return m;
+}
+
+std::vector<Message> messages_of(const Plan& plan, int b, const std::vector<Source>& src) {
+  const Bucket& bk = plan.tree.buckets[b];
+  std::vector<Message> msg;
+  for (std::size_t ci = 0; ci < bk.children.size(); ++ci)
+    msg.push_back(message_onto(plan, b, plan.tree.buckets[bk.children[ci]].output_vars(),
+                               static_cast<int>(ci), src));
+  // The eliminated variables' joint: one message onto all of them while that table is small,
+  // else one onto each (a root bucket eliminates all its variables).
+  const std::vector<int> eliminated(bk.vars.end() - bk.n_marg, bk.vars.end());
+  if (entries(eliminated, plan.model.card) <= kJointEntries)
+    msg.push_back(message_onto(plan, b, eliminated, -1, src));
+  else
+    for (int v : eliminated) msg.push_back(message_onto(plan, b, {v}, -1, src));
+  return msg;
+}
+
+// The stride of each of `vars` in a table over `scope` (row-major, last fastest); 0 for a
+// variable it lacks.
+std::vector<std::int64_t> strides_in(const std::vector<int>& vars, const std::vector<int>& scope,
+                                     const std::vector<int>& card) {
+  std::vector<std::int64_t> st(vars.size(), 0);
+  std::int64_t s = 1;
+  for (std::size_t k = scope.size(); k-- > 0;) {
+    const auto at = std::find(vars.begin(), vars.end(), scope[k]);
+    if (at != vars.end()) st[at - vars.begin()] = s;
+    s *= card[scope[k]];
+  }
+  return st;
+}
+
+std::vector<int> cards_of(const std::vector<int>& vars, const std::vector<int>& card) {
+  std::vector<int> c;
+  for (int v : vars) c.push_back(card[v]);
+  return c;
+}
+
+// The device tables the pass owns, released when it ends or fails.
+class Tables {
+ public:
+  explicit Tables(gpu::Context& ctx) : ctx_(ctx) {}
+  ~Tables() {
+    for (gpu::Handle h : live_) try {
+        ctx_.release(h);
+      } catch (...) {  // a destructor must not throw; the first error is the one reported
+      }
+  }
+  gpu::Handle alloc(std::int64_t n) {
+    const gpu::Handle h = ctx_.alloc(std::max<std::int64_t>(n, 1));
+    live_.push_back(h);
+    return h;
+  }
+  void release(gpu::Handle h) {
+    const auto it = std::find(live_.begin(), live_.end(), h);
+    if (it == live_.end()) return;
+    live_.erase(it);
+    ctx_.release(h);
+  }
+
+ private:
+  gpu::Context& ctx_;
+  std::vector<gpu::Handle> live_;
+};
+
+}  // namespace
+
+std::string downward_why_not(const Plan& plan) {
+  const int nb = static_cast<int>(plan.tree.buckets.size());
+  for (int b = 0; b < nb; ++b) {
+    const std::vector<Source> src = sources_of(plan, b, {});
+    for (const Message& m : messages_of(plan, b, src)) {
+      for (const auto& s : m.scopes)
+        if (static_cast<int>(s.size()) > gpu::kFoldMaxVars)
+          return "an input over more than " + std::to_string(gpu::kFoldMaxVars) + " variables";
+      if (m.shape.n_marg == 0) {
+        if (static_cast<int>(m.shape.vars.size()) > gpu::kFoldMaxVars)
+          return "a message over more than " + std::to_string(gpu::kFoldMaxVars) + " variables";
+        continue;
+      }
+      const std::string why = gpu::why_no_kernel(m.shape, m.scopes);
+      if (!why.empty()) return "bucket " + std::to_string(b) + "'s messages: " + why;
+    }
+  }
+  return {};
+}
+
+double downward_device_bytes(const Plan& plan) {
+  const auto& buckets = plan.tree.buckets;
+  const auto& card = plan.model.card;
+  double messages = 0, largest = 0;
+  for (std::size_t b = 0; b < buckets.size(); ++b) {
+    const Bucket& bk = buckets[b];
+    const double out = static_cast<double>(entries(bk.output_vars(), card));
+    if (bk.parent >= 0) messages += out;
+    double in = out;  // the message from above
+    double biggest = 0;
+    for (int f : bk.factors) in += static_cast<double>(plan.input_data[f].size());
+    for (int c : bk.children) {
+      const double n = static_cast<double>(entries(buckets[c].output_vars(), card));
+      in += n;
+      biggest = std::max(biggest, n);
+    }
+    const std::vector<int> elim(bk.vars.end() - bk.n_marg, bk.vars.end());
+    biggest = std::max(biggest, static_cast<double>(entries(elim, card)));
+    largest = std::max(largest, 2 * in + biggest);
+  }
+  return 8.0 * (messages + largest);
+}
+
+void run_downward(gpu::Context& ctx, const Plan& plan, std::vector<gpu::Handle>& held,
+                  std::span<const std::vector<std::pair<int, int>>> folded,
+                  const std::vector<std::vector<double>>& up,
+                  std::vector<std::vector<double>>& joint, int threads) {
+  const auto& buckets = plan.tree.buckets;
+  const auto& card = plan.model.card;
+  const int nb = static_cast<int>(buckets.size());
+  std::vector<std::vector<Source>> src(nb);
+  std::vector<std::vector<Message>> msg(nb);
+  std::vector<std::pair<int, int>> kernels;  // (bucket, message) run by a kernel
+  for (int b = 0; b < nb; ++b) {
+    src[b] = sources_of(plan, b, folded[b]);
+    msg[b] = messages_of(plan, b, src[b]);
+    for (std::size_t k = 0; k < msg[b].size(); ++k)
+      if (msg[b][k].shape.n_marg > 0) kernels.emplace_back(b, static_cast<int>(k));
+  }
+  using clock = std::chrono::steady_clock;
+  const auto since = [](clock::time_point t) {
+    return std::chrono::duration<double>(clock::now() - t).count();
+  };
+  const auto t0 = clock::now();
+  // With -v, each bucket is waited for, to report the slowest (their times then add up to the
+  // pass's).
+  const bool timed = spdlog::should_log(spdlog::level::debug);
+  std::vector<std::pair<double, int>> slowest;
+  // The kernels' launch plans, built on every thread beforehand (the selector's work, once per
+  // shape), their tables queued for upload on the pass's stream.
+  {
+    std::exception_ptr error;
+    std::mutex mu;
+    const int nt = threads > 0 ? threads : omp_get_max_threads();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
+    for (std::size_t i = 0; i < kernels.size(); ++i) {
+      const Message& m = msg[kernels[i].first][kernels[i].second];
+      try {
+        ctx.prepare(m.shape, m.scopes, 0);
+      } catch (...) {
+        std::lock_guard lock(mu);
+        if (!error) error = std::current_exception();
+      }
+    }
+    if (error) std::rethrow_exception(error);
+  }
+
+  const double prepared = since(t0);
+  constexpr int kStream = 0;
+  Tables tables(ctx);
+  int permutes = 0;
+  std::vector<gpu::Handle> from_above(nb, -1);
+  std::vector<std::pair<gpu::Handle, const Message*>> joints;  // the messages onto eliminated
+  std::vector<std::vector<double>> zeros;  // host sources of all-zero messages, kept to the end
+  for (int b = nb - 1; b >= 0; --b) {
+    const auto tb = clock::now();
+    const Bucket& bk = buckets[b];
+    // The sources on the device: uploaded factors and host outputs, held outputs, the message.
+    std::vector<gpu::Handle> h(src[b].size(), -1), owned;
+    for (std::size_t s = 0; s < src[b].size(); ++s) {
+      const Source& x = src[b][s];
+      const double* host = nullptr;
+      if (x.kind == Source::above) {
+        h[s] = from_above[b];
+        owned.push_back(h[s]);
+        continue;
+      }
+      if (x.kind == Source::child) {
+        const int c = bk.children[x.index];
+        if (held[c] >= 0) {
+          h[s] = held[c];
+          continue;
+        }
+        host = up[c].data();
+      } else {
+        host = plan.input_data[x.index].data();
+      }
+      const std::int64_t n = entries(x.scope, card);
+      h[s] = tables.alloc(n);
+      owned.push_back(h[s]);
+      ctx.upload(h[s], host, n, kStream);
+    }
+    for (const Message& m : msg[b]) {
+      const std::int64_t n_out = m.shape.output_size();
+      const gpu::Handle out = tables.alloc(n_out);
+      if (m.child >= 0)
+        from_above[bk.children[m.child]] = out;
+      else
+        joints.emplace_back(out, &m);
+      const std::vector<int> target(m.shape.vars.begin(), m.shape.vars.end() - m.shape.n_marg);
+      const std::vector<int> target_card = cards_of(target, card);
+      if (m.shape.n_marg == 0) {  // every source is over target variables: added onto it
+        if (m.sources.empty()) {
+          zeros.emplace_back(n_out, 0.0);
+          ctx.upload(out, zeros.back().data(), n_out, kStream);
+        }
+        for (std::size_t i = 0; i < m.sources.size(); ++i) {
+          const Source& x = src[b][m.sources[i]];
+          const auto st = strides_in(target, x.scope, card);
+          if (i == 0)
+            ctx.permute(out, target_card, st, h[m.sources[i]], kStream);
+          else
+            ctx.fold(out, target_card, st, h[m.sources[i]], kStream);
+        }
+        continue;
+      }
+      std::vector<gpu::DeviceInput> in;
+      std::vector<gpu::Handle> laid_out;
+      for (std::size_t i = 0; i < m.sources.size(); ++i) {
+        const Source& x = src[b][m.sources[i]];
+        const std::vector<int>& scope = m.scopes[i];
+        if (scope == x.scope) {
+          in.push_back({h[m.sources[i]], scope});
+          continue;
+        }
+        const gpu::Handle t = tables.alloc(entries(scope, card));
+        ctx.permute(t, cards_of(scope, card), strides_in(scope, x.scope, card),
+                    h[m.sources[i]], kStream);
+        laid_out.push_back(t);
+        ++permutes;
+        in.push_back({t, scope});
+      }
+      ctx.run_bucket(m.shape, in, out, kStream);
+      for (gpu::Handle t : laid_out) tables.release(t);  // safe with the kernel still queued
+    }
+    for (gpu::Handle t : owned) tables.release(t);
+    for (int c : bk.children)
+      if (held[c] >= 0) {
+        ctx.release(held[c]);
+        held[c] = -1;
+      }
+    if (timed) {
+      ctx.synchronize(kStream);
+      slowest.emplace_back(since(tb), b);
+    }
+  }
+  const double queued = since(t0);
+
+  // The joints of the eliminated variables, back to the host and summed onto each variable.
+  std::vector<std::vector<double>> onto(joints.size());
+  for (std::size_t i = 0; i < joints.size(); ++i) {
+    onto[i].resize(joints[i].second->shape.output_size());
+    ctx.download(joints[i].first, onto[i].data(), static_cast<std::int64_t>(onto[i].size()),
+                 kStream);
+  }
+  ctx.synchronize(kStream);
+  if (timed) {
+    std::sort(slowest.rbegin(), slowest.rend());
+    std::string top;
+    for (std::size_t i = 0; i < std::min<std::size_t>(slowest.size(), 5); ++i) {
+      const int b = slowest[i].second;
+      top += fmt::format(" bucket {} {:.1f} ms ({} messages, 2^{:.1f} states);", b,
+                         1e3 * slowest[i].first, msg[b].size(), buckets[b].log2_states);
+    }
+    spdlog::debug("downward pass on the GPU: {} messages ({} by kernels, {} inputs laid out), "
+                  "kernel plans {:.3f} s, the buckets {:.3f} s; the slowest:{}",
+                  [&] { std::size_t n = 0; for (const auto& m : msg) n += m.size(); return n; }(),
+                  kernels.size(), permutes, prepared, queued - prepared, top);
+  }
+  for (std::size_t i = 0; i < joints.size(); ++i) {
+    const BucketShape& shape = joints[i].second->shape;
+    const std::vector<int> elim(shape.vars.begin(), shape.vars.end() - shape.n_marg);
+    const std::vector<double>& t = onto[i];
+    const double mx = *std::max_element(t.begin(), t.end());
+    for (std::size_t k = 0; k < elim.size(); ++k) {
+      const int v = elim[k];
+      std::int64_t inner = 1;
+      for (std::size_t j = k + 1; j < elim.size(); ++j) inner *= card[elim[j]];
+      std::vector<double> sum(card[v], 0.0);
+      for (std::size_t e = 0; e < t.size(); ++e)
+        sum[(static_cast<std::int64_t>(e) / inner) % card[v]] += std::exp(t[e] - mx);
+      std::vector<double>& j = joint[v];
+      j.resize(card[v]);
+      for (int x = 0; x < card[v]; ++x) j[x] = mx == kNegInf ? kNegInf : mx + std::log(sum[x]);
+    }
+  }
+}
+
+}  // namespace kinfer::sched

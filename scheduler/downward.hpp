@@ -1,0 +1,52 @@
+#pragma once
+// The marginals' downward pass on a GPU (engine/posterior.hpp): after an upward pass that left
+// its bucket outputs on the device (engine/plan.hpp DeviceOutputs), the buckets are visited root
+// first and every message is a sum-product bucket run by the GPU's kernels.
+//
+// The message from bucket b to its child c is the product of b's inputs other than c's own
+// output (its factors, its other children's outputs, the message from above) summed onto c's
+// output variables: a bucket over b's variables with c's output variables first, in c's order
+// (the kernels sum the last variables), each input laid out in that order on the device
+// (Context::permute) where its scope is not a subsequence of it. Leaving c's output out instead
+// of dividing the belief by it gives the same message and needs no division by zero. Where no
+// variable is summed (c's output covers b's variables) the message is the inputs added onto c's
+// output table (Context::permute, then Context::fold). The eliminated variables' joint is one
+// more message per bucket, onto its eliminated variables, brought back to the host and summed
+// onto each.
+//
+// A factor the upward pass added into a held child's table (gpu/merge_inputs.hpp rule 3) is in
+// that table: it enters b's other messages through it, and the message to that child gets it as
+// an input of its own.
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/plan.hpp"
+#include "gpu/device_api.hpp"
+
+namespace kinfer::sched {
+
+// Why the downward pass of `plan` cannot run on the GPU's kernels: empty when every message
+// has a kernel (gpu::why_no_kernel; no device needed). Counts every factor as an input of its
+// own, as many as any placement gives a message.
+std::string downward_why_not(const Plan& plan);
+
+// The device bytes the downward pass takes beside the tables the upward pass held: every
+// message to a child at once at most, and the largest bucket's inputs twice (uploaded and laid
+// out in a message's order) with its largest message.
+double downward_device_bytes(const Plan& plan);
+
+// Runs the pass on `ctx` (bound to the calling thread). held[b] >= 0: bucket b's output is that
+// table on the device (released once its parent's messages are computed, and set to -1); else
+// its output is up[b] on the host. folded[b]: (factor position in b's factor list, position of
+// the child in b's children) for each factor that was added into a held child's table. Sets
+// joint[v], for every variable eliminated in the tree, to ln of its bucket's belief summed onto
+// it over its reduced domain (as the host's pass). Throws DeviceMemoryError when the device is
+// full (what it allocated released).
+void run_downward(gpu::Context& ctx, const Plan& plan, std::vector<gpu::Handle>& held,
+                  std::span<const std::vector<std::pair<int, int>>> folded,
+                  const std::vector<std::vector<double>>& up,
+                  std::vector<std::vector<double>>& joint, int threads);
+
+}  // namespace kinfer::sched
