@@ -168,12 +168,20 @@ class DeviceOutputs {
   virtual ~DeviceOutputs() = default;  // releases the device's tables
   // Whether bucket b's output is held there (its entry in UpwardPass::outputs is then empty).
   virtual bool holds(int b) const = 0;
-  // The entries of bucket b's output at `offsets`, into to[0, offsets.size()).
-  virtual void read(int b, std::span<const std::int64_t> offsets, double* to) = 0;
+  // Entries [first, first + n) of bucket b's output, into to[0, n).
+  virtual void read(int b, std::int64_t first, std::int64_t n, double* to) = 0;
   // Bucket b's factor inputs (positions in its factor list) that the device added into the
   // tables of b's children it holds: those tables include them, so b's traceback leaves them
   // out of b's inputs.
   virtual const std::vector<int>& folded(int b) const = 0;
+  // The MPE traceback's large scans, those of more than maxima_from() entries (configurations
+  // times inputs): out[o] = the maximum over the last shape.n_marg variables of the product of
+  // `inputs` (host tables, InputTable's contract), for every configuration o of the others,
+  // computed on the device. false when it cannot (no kernel takes the shape, or no memory):
+  // then nothing is written.
+  virtual double maxima_from() const = 0;
+  virtual bool maxima(const BucketShape& shape, std::span<const InputTable> inputs,
+                      double* out) = 0;
   // The marginals' downward pass on the device (engine/posterior.hpp; `up`: the outputs on the
   // host, empty where held): for each variable eliminated in the tree, ln of its bucket's
   // belief summed onto it, into joint[v]. The held tables are used up. false when the device

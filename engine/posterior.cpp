@@ -1,9 +1,12 @@
 #include "engine/posterior.hpp"
 
 #include <omp.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <deque>
 #include <limits>
 #include <memory>
 #include <stdexcept>
@@ -402,21 +405,6 @@ class LeadingFixed {
     }
     return b;
   }
-  // The offsets in input f of its entries at configuration l, over the rest's variables it has
-  // (row-major in its order, last fastest): the table fix(l) points input f at.
-  std::vector<std::int64_t> offsets(std::size_t f, std::int64_t l) const {
-    std::vector<std::int64_t> off = {base(f, l)};
-    const int nv = static_cast<int>(shape_.vars.size());
-    for (int j = lead_; j < nv; ++j) {
-      if (st_[f][j] == 0) continue;
-      std::vector<std::int64_t> next;
-      for (std::int64_t o : off)
-        for (int x = 0; x < shape_.card[j]; ++x) next.push_back(o + x * st_[f][j]);
-      off.swap(next);
-    }
-    return off;
-  }
-
  private:
   const BucketShape& shape_;
   std::span<const InputTable> inputs_;
@@ -430,14 +418,36 @@ class LeadingFixed {
 // merged in another order) then gives the same assignment.
 constexpr double kTieTolerance = 1e-12;
 
+// The ln value within kTieTolerance of a maximum `best`.
+double tie_bound(double best) { return best - kTieTolerance * std::max(1.0, std::abs(best)); }
+
 // The index of the first configuration of shape.vars (n_marg is ignored) at which the product
 // of `inputs` is largest, up to kTieTolerance; 0 where every product is -inf. Two passes: the
 // maximum, then the first configuration within the tolerance of it (each thread the first of
-// its part; the first of those wins).
+// its part; the first of those wins). With `at_least` (not NaN), the first configuration whose
+// product is at least that, -1 where none is.
 std::int64_t first_maximum(const BucketShape& shape, std::span<const InputTable> inputs,
-                           int threads) {
+                           int threads, double at_least = std::nan("")) {
   const Blocks bl(shape, inputs);
   const int nt = pass_threads(static_cast<double>(bl.size) * bl.count, inputs.size(), threads);
+  constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::max();
+  std::vector<std::int64_t> part_first(nt, kNone);
+  const auto first_at_least = [&] {
+    in_parts(bl.count, nt, [&](int me, std::int64_t lo, std::int64_t hi) {
+      std::vector<double> buf(bl.size);
+      for (std::int64_t b = lo; b < hi && part_first[me] == kNone; ++b) {
+        bl.products(b, buf.data());
+        for (std::int64_t k = 0; k < bl.size; ++k)
+          if (buf[k] >= at_least) {
+            part_first[me] = b * bl.size + k;
+            break;
+          }
+      }
+    });
+    const std::int64_t first = *std::min_element(part_first.begin(), part_first.end());
+    return first == kNone ? std::int64_t{-1} : first;
+  };
+  if (!std::isnan(at_least)) return first_at_least();
   std::vector<double> part_max(nt, kNegInf);
   in_parts(bl.count, nt, [&](int me, std::int64_t lo, std::int64_t hi) {
     std::vector<double> buf(bl.size);
@@ -451,21 +461,57 @@ std::int64_t first_maximum(const BucketShape& shape, std::span<const InputTable>
   });
   const double best = *std::max_element(part_max.begin(), part_max.end());
   if (best == kNegInf) return 0;
-  const double at_least = best - kTieTolerance * std::max(1.0, std::abs(best));
-  constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::max();
-  std::vector<std::int64_t> part_first(nt, kNone);
-  in_parts(bl.count, nt, [&](int me, std::int64_t lo, std::int64_t hi) {
-    std::vector<double> buf(bl.size);
-    for (std::int64_t b = lo; b < hi && part_first[me] == kNone; ++b) {
-      bl.products(b, buf.data());
-      for (std::int64_t k = 0; k < bl.size; ++k)
-        if (buf[k] >= at_least) {
-          part_first[me] = b * bl.size + k;
-          break;
-        }
-    }
-  });
-  return *std::min_element(part_first.begin(), part_first.end());
+  at_least = tie_bound(best);
+  return first_at_least();
+}
+
+// first_maximum with a device's help where the scan is large: the device computes the maxima of
+// groups of configurations (each configuration of the leading variables one group, at most
+// kGroups of them), the first group within the tolerance of the largest is fixed, and so on
+// within it until what is left is a small scan for the CPU, which looks for the first
+// configuration within the tolerance of the device's maximum (its own first maximum if its
+// rounding puts none there). Without a device, or where it declines, first_maximum alone.
+std::int64_t traceback_argmax(const BucketShape& shape, std::span<const InputTable> inputs,
+                              int threads, DeviceOutputs* device, int& device_scans) {
+  constexpr std::int64_t kGroups = 1 << 16;
+  std::deque<LeadingFixed> levels;  // each fixes leading variables of the one before
+  const BucketShape* cur = &shape;
+  std::span<const InputTable> in = inputs;
+  std::int64_t prefix = 0;  // the fixed leading variables' configuration index
+  double at_least = std::nan("");
+  const auto size_of = [](const BucketShape& s) {
+    std::int64_t n = 1;
+    for (int c : s.card) n *= c;
+    return n;
+  };
+  while (device && cur->vars.size() > 1 &&
+         static_cast<double>(size_of(*cur)) * static_cast<double>(in.size()) >
+             device->maxima_from()) {
+    const int nv = static_cast<int>(cur->vars.size());
+    int lead = 0;
+    std::int64_t groups = 1;
+    while (lead + 1 < nv && groups * cur->card[lead] <= kGroups) groups *= cur->card[lead++];
+    if (lead == 0) break;
+    BucketShape grouped = *cur;
+    grouped.n_marg = nv - lead;
+    grouped.maximise = true;
+    std::vector<double> group_max(groups);
+    if (!device->maxima(grouped, in, group_max.data())) break;
+    ++device_scans;
+    const double best = *std::max_element(group_max.begin(), group_max.end());
+    if (best == kNegInf) break;
+    if (std::isnan(at_least)) at_least = tie_bound(best);  // the first level's is the maximum
+    const auto g = std::find_if(group_max.begin(), group_max.end(),
+                                [&](double x) { return x >= at_least; });
+    if (g == group_max.end()) break;
+    levels.emplace_back(*cur, in, lead);
+    in = levels.back().fix(g - group_max.begin());
+    cur = &levels.back().rest;
+    prefix = prefix * groups + (g - group_max.begin());
+  }
+  std::int64_t arg = std::isnan(at_least) ? -1 : first_maximum(*cur, in, threads, at_least);
+  if (arg < 0) arg = first_maximum(*cur, in, threads);
+  return prefix * size_of(*cur) + arg;
 }
 
 // The index of the configuration of `vars` (card from the model, last fastest) at `value`.
@@ -649,8 +695,8 @@ MostProbable compute_mpe(const Plan& plan, int threads, const UpwardRunner& upwa
   MostProbable r;
   r.ln_pr = kNegInf;
   if (!model.impossible.empty()) return r;
-  // The outputs of GPU buckets may stay on the device (the traceback then gathers the entries
-  // it needs there).
+  // The outputs of GPU buckets may stay on the device (the traceback then copies back the part
+  // of each it needs).
   std::unique_ptr<DeviceOutputs> held;
   const std::vector<std::vector<double>> up = upward_pass(plan, true, threads, upward, &held);
   // A free variable in no factor multiplies P(e) by its number of values but the maximum by 1:
@@ -661,6 +707,10 @@ MostProbable compute_mpe(const Plan& plan, int threads, const UpwardRunner& upwa
 
   // Traceback, root first: values are indices into the reduced domains.
   std::vector<int> value(n, 0);
+  using clock = std::chrono::steady_clock;
+  const auto t_start = clock::now();
+  double read_s = 0, read_entries = 0;  // the held tables' entries copied back
+  int device_scans = 0;
   for (int b = nb - 1; b >= 0; --b) {
     const Bucket& bk = buckets[b];
     const BucketShape shape = bucket_shape(plan, b);
@@ -690,20 +740,29 @@ MostProbable compute_mpe(const Plan& plan, int threads, const UpwardRunner& upwa
       fixed.assign(f.begin(), f.end());
     }
     std::vector<std::vector<double>> read(held_child.size());  // their entries at l
-    for (std::size_t i = 0; i < held_child.size(); ++i) {
+    const auto t_read = clock::now();
+    for (std::size_t i = 0; i < held_child.size(); ++i) {  // the part at l: one piece
       const auto [p, c] = held_child[i];
-      const std::vector<std::int64_t> off = at_output.offsets(p, l);
-      read[i].resize(off.size());
-      held->read(c, off, read[i].data());
+      std::int64_t n = 1;
+      for (int v : fixed[p].scope) n *= model.card[v];
+      read[i].resize(n);
+      held->read(c, at_output.base(p, l), n, read[i].data());
       fixed[p].data = read[i].data();
+      read_entries += static_cast<double>(n);
     }
-    std::int64_t arg = first_maximum(at_output.rest, fixed, threads);
+    read_s += std::chrono::duration<double>(clock::now() - t_read).count();
+    std::int64_t arg =
+        traceback_argmax(at_output.rest, fixed, threads, held.get(), device_scans);
     for (std::size_t k = bk.vars.size(); k-- > bk.vars.size() - bk.n_marg;) {
       const int v = bk.vars[k];
       value[v] = static_cast<int>(arg % model.card[v]);
       arg /= model.card[v];
     }
   }
+  spdlog::debug("mpe: traceback {:.3f} s; {:.3g} entries of tables held on the device copied in "
+                "{:.3f} s; {} scans narrowed down on the device",
+                std::chrono::duration<double>(clock::now() - t_start).count(), read_entries,
+                read_s, device_scans);
   r.assignment.resize(n);
   for (int v = 0; v < n; ++v) {
     if (model.fixed[v])

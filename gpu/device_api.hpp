@@ -137,13 +137,10 @@ class Context {
   // Asynchronous on `stream` (0..num_streams()-1); ordered within a stream.
   virtual void upload(Handle dst, const double* host, std::int64_t entries, int stream) = 0;
   virtual void download(Handle src, double* host, std::int64_t entries, int stream) = 0;
-  // The entries of `src` at `offsets`, into host[0, offsets.size()), gathered on the device and
-  // copied back in one piece per chunk (the MPE's traceback reads the bucket outputs kept on the
-  // device so: some entries each, scattered over a large table). Returns when they are there.
-  // Device memory it takes meanwhile: two buffers of at most kGatherChunk entries.
-  virtual void download_entries(Handle src, std::span<const std::int64_t> offsets, double* host,
-                                int stream) = 0;
-  static constexpr std::int64_t kGatherChunk = std::int64_t{1} << 20;
+  // Entries [first, first + entries) of `src` into host[0, entries), returning when they are
+  // there (the MPE's traceback reads a part of each bucket output kept on the device so).
+  virtual void download_range(Handle src, std::int64_t first, std::int64_t entries, double* host,
+                              int stream) = 0;
   virtual void run_bucket(const BucketShape& shape, std::span<const DeviceInput> inputs, Handle out,
                           int stream) = 0;
   virtual void synchronize(int stream) = 0;

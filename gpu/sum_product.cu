@@ -105,24 +105,6 @@ void launch_fold(double* child, const double* factor, const FoldArgs& a, cudaStr
   CUDA_CHECK(cudaGetLastError());
 }
 
-namespace {
-__global__ void gather_kernel(const double* src, const long long* offsets, double* out,
-                              long long n) {
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<long long>(gridDim.x) * blockDim.x)
-    out[i] = src[offsets[i]];
-}
-}  // namespace
-
-void launch_gather(const double* src, const long long* offsets, double* out, long long n,
-                   cudaStream_t stream) {
-  if (n <= 0) return;
-  const int threads = 256;
-  const unsigned blocks =
-      static_cast<unsigned>(std::min<long long>((n + threads - 1) / threads, 1 << 16));
-  gather_kernel<<<blocks, threads, 0, stream>>>(src, offsets, out, n);
-  CUDA_CHECK(cudaGetLastError());
-}
 
 std::size_t table_image_bytes(const LaunchPlan& p) {
   std::size_t b = 0;

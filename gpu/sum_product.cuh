@@ -41,9 +41,6 @@ struct FoldArgs {
   long long stride[48];
 };
 void launch_fold(double* child, const double* factor, const FoldArgs& a, cudaStream_t stream);
-// out[i] = src[offsets[i]] for i < n (Context::download_entries).
-void launch_gather(const double* src, const long long* offsets, double* out, long long n,
-                   cudaStream_t stream);
 
 // CUDA loads a kernel at its first use (lazy loading, CUDA 12's default), the module's first
 // kernel costing 10-17 ms on an H100 (docs/performance.md): load_module() loads the module (one

@@ -325,8 +325,8 @@ std::vector<std::pair<double, int>> preparation_order(const Plan& plan, const Pl
 }
 
 // ExecOptions::pass.on_device: the outputs of GPU buckets with a GPU parent, held on the device
-// after the run for the MPE's traceback, which gathers the entries it needs of each there, or
-// for the marginals' downward pass there; released with it.
+// after the run for the MPE's traceback, which copies back the part of each it needs and has its
+// large scans narrowed down there, or for the marginals' downward pass there; released with it.
 class HeldOutputs final : public DeviceOutputs {
  public:
   // folded[b]: (factor position, child position) of b's factors added into held children.
@@ -346,11 +346,45 @@ class HeldOutputs final : public DeviceOutputs {
     }
   }
   bool holds(int b) const override { return held_.at(b) >= 0; }
-  void read(int b, std::span<const std::int64_t> offsets, double* to) override {
+  void read(int b, std::int64_t first, std::int64_t n, double* to) override {
     ctx_.bind();
-    ctx_.download_entries(held_.at(b), offsets, to, 0);
+    ctx_.download_range(held_.at(b), first, n, to, 0);
   }
   const std::vector<int>& folded(int b) const override { return factors_.at(b); }
+  // A scan of 2^26 entries takes a 16-core CPU about 20 ms; the device's groups a few ms.
+  double maxima_from() const override { return 1 << 26; }
+  bool maxima(const BucketShape& shape, std::span<const InputTable> inputs,
+              double* out) override {
+    std::vector<std::vector<int>> scopes;
+    for (const InputTable& t : inputs) scopes.push_back(t.scope);
+    if (!gpu::why_no_kernel(shape, scopes).empty()) return false;
+    ctx_.bind();
+    std::vector<gpu::Handle> tables;
+    const auto release_all = [&] {
+      for (gpu::Handle h : tables) ctx_.release(h);
+    };
+    try {
+      std::vector<gpu::DeviceInput> in;
+      std::vector<std::int64_t> st(shape.vars.size());
+      for (const InputTable& t : inputs) {
+        const std::int64_t n = input_strides(shape, t.scope, st.data());
+        tables.push_back(ctx_.alloc(n));
+        ctx_.upload(tables.back(), t.data, n, 0);
+        in.push_back({tables.back(), t.scope});
+      }
+      const std::int64_t n_out = shape.output_size();
+      tables.push_back(ctx_.alloc(n_out));
+      ctx_.run_bucket(shape, in, tables.back(), 0);
+      ctx_.download(tables.back(), out, n_out, 0);
+      ctx_.synchronize(0);
+    } catch (const DeviceMemoryError&) {
+      ctx_.synchronize(0);
+      release_all();
+      return false;
+    }
+    release_all();
+    return true;
+  }
   bool downward(const Plan& plan, const std::vector<std::vector<double>>& up,
                 std::vector<std::vector<double>>& joint, int threads) override {
     ctx_.bind();
@@ -374,8 +408,9 @@ class HeldOutputs final : public DeviceOutputs {
 };
 
 // Whether the outputs of GPU buckets with a GPU parent may stay on the device: all of them, with
-// every GPU bucket's factor inputs, fit the run's device budget with the MPE's traceback reads,
-// or with the marginals' downward pass, which then must have a kernel for every message.
+// every GPU bucket's factor inputs, fit the run's device budget, with the marginals' downward
+// pass too, which then must have a kernel for every message. (The MPE traceback's scans on the
+// device are left to the CPU when they do not fit beside them.)
 bool fits_held(const Plan& plan, gpu::Context& ctx, const ExecOptions& opt, const Placement& pl) {
   const auto& buckets = plan.tree.buckets;
   const int nb = static_cast<int>(buckets.size());
@@ -385,9 +420,7 @@ bool fits_held(const Plan& plan, gpu::Context& ctx, const ExecOptions& opt, cons
     need += 8.0 * static_cast<double>(bucket_shape(plan, b).output_size());
     need += input_bytes(pl.fin[b]);
   }
-  if (opt.pass.maximise) {
-    need += 2 * 8.0 * static_cast<double>(gpu::Context::kGatherChunk);  // the traceback's reads
-  } else {
+  if (!opt.pass.maximise) {
     const std::string why = downward_why_not(plan);
     if (!why.empty()) {
       spdlog::debug("executor: the downward pass runs on the CPU: {}", why);

@@ -97,17 +97,14 @@ class FakeDevice final : public gpu::Context {
     d2h_bytes = d2h_bytes + 8.0 * n;
     enqueue(s, {src}, [this, src, dst, n] { std::memcpy(dst, tables_.at(src).data(), 8 * n); });
   }
-  void download_entries(gpu::Handle src, std::span<const std::int64_t> offsets, double* dst,
-                        int s) override {
-    d2h_bytes = d2h_bytes + 8.0 * static_cast<double>(offsets.size());
-    const std::vector<std::int64_t> off(offsets.begin(), offsets.end());
-    enqueue(s, {src}, [this, src, off, dst] {
+  void download_range(gpu::Handle src, std::int64_t first, std::int64_t n, double* dst,
+                      int s) override {
+    d2h_bytes = d2h_bytes + 8.0 * static_cast<double>(n);
+    enqueue(s, {src}, [this, src, first, n, dst] {
       const auto& t = tables_.at(src);
-      for (std::size_t i = 0; i < off.size(); ++i) {
-        if (off[i] < 0 || off[i] >= static_cast<std::int64_t>(t.size()))
-          return fail("download_entries beyond the table");
-        dst[i] = t[off[i]];
-      }
+      if (first < 0 || first + n > static_cast<std::int64_t>(t.size()))
+        return fail("download_range beyond the table");
+      std::memcpy(dst, t.data() + first, 8 * n);
     });
     synchronize(s);
   }

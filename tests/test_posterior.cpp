@@ -165,6 +165,57 @@ TEST_CASE("Posterior.MpeMatchesBruteForce", "[engine]") {
   CHECK(compared > 200);
 }
 
+// A device for the MPE's traceback that holds no output and computes every scan's group maxima
+// (DeviceOutputs::maxima) with the CPU's max-product kernel: the traceback narrowing its scans
+// down by groups gives the assignment of the plain scan.
+class GroupMaxima final : public DeviceOutputs {
+ public:
+  explicit GroupMaxima(int& calls) : calls_(calls) {}
+  bool holds(int) const override { return false; }
+  void read(int, std::int64_t, std::int64_t, double*) override {}
+  const std::vector<int>& folded(int) const override { return none_; }
+  double maxima_from() const override { return 0; }  // every scan of two or more variables
+  bool maxima(const BucketShape& shape, std::span<const InputTable> inputs,
+              double* out) override {
+    ++calls_;
+    max_product_log(shape, inputs, out, 1);
+    return true;
+  }
+  bool downward(const Plan&, const std::vector<std::vector<double>>&,
+                std::vector<std::vector<double>>&, int) override {
+    return false;
+  }
+
+ private:
+  int& calls_;
+  std::vector<int> none_;
+};
+
+TEST_CASE("Posterior.MpeTracebackByGroupMaxima", "[engine]") {
+  std::mt19937_64 rng(20240739);
+  int calls = 0, compared = 0;
+  for (int it = 0; it < 120; ++it) {
+    const Case c = random_case(rng, 10, 2e4);
+    const Plan plan = make_plan(c.net, c.ev, options(it));
+    INFO("network " << it);
+    const MostProbable want = compute_mpe(plan, 1);
+    const UpwardRunner upward = [&](const Plan& p, const UpwardPass& pass) {
+      RunOptions ro;
+      ro.threads = 1;
+      ro.pass = pass;
+      ro.pass.on_device = nullptr;  // every output to the host
+      run_plan(p, ro);
+      *pass.on_device = std::make_unique<GroupMaxima>(calls);
+    };
+    const MostProbable m = compute_mpe(plan, 1, upward);
+    CHECK(m.ln_pr == want.ln_pr);
+    CHECK(m.assignment == want.assignment);
+    ++compared;
+  }
+  CHECK(compared == 120);
+  CHECK(calls > 50);
+}
+
 // Conditioned plans: a random set of 1-3 of the scoped variables sliced, marginals and MPE
 // against enumeration.
 TEST_CASE("Posterior.ConditionedMatchBruteForce", "[engine]") {

@@ -214,35 +214,15 @@ class CudaContext final : public Context {
     CUDA_CHECK(cudaMemcpyAsync(host, ptr(src), static_cast<std::size_t>(entries) * 8,
                                cudaMemcpyDeviceToHost, stream(s)));
   }
-  void download_entries(Handle src, std::span<const std::int64_t> offsets, double* host,
-                        int s) override {
-    static_assert(sizeof(long long) == sizeof(std::int64_t));
-    const std::int64_t n = static_cast<std::int64_t>(offsets.size());
-    if (n == 0) return;
-    const std::int64_t chunk = std::min(n, kGatherChunk);
-    const Handle off = alloc(chunk), val = alloc(chunk);
-    try {
-      for (std::int64_t i = 0; i < n; i += chunk) {
-        const std::int64_t m = std::min(chunk, n - i);
-        {
-          std::lock_guard lock(mu_);
-          CUDA_CHECK(cudaMemcpyAsync(ptr(off), offsets.data() + i, static_cast<std::size_t>(m) * 8,
-                                     cudaMemcpyHostToDevice, stream(s)));
-          launch_gather(static_cast<const double*>(ptr(src)),
-                        static_cast<const long long*>(ptr(off)), static_cast<double*>(ptr(val)), m,
-                        stream(s));
-          CUDA_CHECK(cudaMemcpyAsync(host + i, ptr(val), static_cast<std::size_t>(m) * 8,
-                                     cudaMemcpyDeviceToHost, stream(s)));
-        }
-        synchronize(s);  // the pageable copies: the offsets' buffer is reused next
-      }
-    } catch (...) {
-      release(off);
-      release(val);
-      throw;
+  void download_range(Handle src, std::int64_t first, std::int64_t entries, double* host,
+                      int s) override {
+    {
+      std::lock_guard lock(mu_);
+      CUDA_CHECK(cudaMemcpyAsync(host, static_cast<const double*>(ptr(src)) + first,
+                                 static_cast<std::size_t>(entries) * 8, cudaMemcpyDeviceToHost,
+                                 stream(s)));
     }
-    release(off);
-    release(val);
+    synchronize(s);
   }
   void synchronize(int s) override { CUDA_CHECK(cudaStreamSynchronize(stream(s))); }
   static_assert(std::size(FoldArgs{}.card) >= kFoldMaxVars, "FoldArgs holds a fold's variables");
