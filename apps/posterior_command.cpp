@@ -10,7 +10,6 @@
 #include "engine/posterior.hpp"
 #include "engine/util.hpp"
 #include "gpu/device_api.hpp"
-#include "scheduler/downward.hpp"
 
 namespace kinfer::app {
 
@@ -76,23 +75,12 @@ ConditionedPlan plan_posterior(const PosteriorOptions& o, const std::string& com
   check_output_file(o.uai_output, "--uai-output");
   Evidence ev;
   o.net.load(net, ev);
-  // The order search sized for the device that runs the passes. mar's downward pass runs on
-  // the GPU when a kernel takes its every message; else on the CPU, whose own order it then
-  // gets (an order that suits the GPU can cost the CPU's downward pass more than the GPU saves
-  // upward).
+  // The order search sized for the device that runs the passes (mar's downward pass runs each
+  // bucket where its upward pass did).
   PlanOptions po = o.net.plan_options();
   runner.plan_for_device(po);
   double need = 0;
   ConditionedPlan cp = plan_within(net, ev, po, command, marginals, need);
-  if (marginals && gpu::likely_present() && runner.wants_gpu(cp.plan)) {
-    const std::string why = sched::downward_why_not(cp.plan);
-    if (!why.empty()) {
-      spdlog::info("mar: the downward pass runs on the CPU ({}): the CPU's order", why);
-      PlanOptions cpu = o.net.plan_options();
-      runner.budget_for_device(cpu);
-      cp = plan_within(net, ev, cpu, command, marginals, need);
-    }
-  }
   const double gpu_reads = marginals ? 0 : mpe_traceback_entries(cp.plan);
   if (!marginals) spdlog::debug("mpe: the traceback reads {:.3g} entries", gpu_reads);
   // mpe's traceback runs on the CPU, one configuration of each bucket's output at a time. An

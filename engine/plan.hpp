@@ -182,12 +182,17 @@ class DeviceOutputs {
   virtual double maxima_from() const = 0;
   virtual bool maxima(const BucketShape& shape, std::span<const InputTable> inputs,
                       double* out) = 0;
-  // The marginals' downward pass on the device (engine/posterior.hpp; `up`: the outputs on the
-  // host, empty where held): for each variable eliminated in the tree, ln of its bucket's
-  // belief summed onto it, into joint[v]. The held tables are used up. false when the device
-  // lacked the memory: then nothing is in `joint` and the tables are gone.
+  // The marginals' downward pass (engine/posterior.hpp), root first, each bucket where the upward
+  // pass ran it: the device's buckets there, the others by on_host(b), which reads the message
+  // from above in down[b] (copied back where the device computed it) and writes its children's
+  // down[c] and its eliminated variables' joint[v]. For each variable eliminated on the device,
+  // joint[v] is ln of its bucket's belief summed onto it. `up`: the outputs on the host (empty
+  // where held). The held tables are used up. false when the device lacked the memory on the
+  // way: then `up`, `down` and `joint` are partly used and the caller starts again.
   virtual bool downward(const Plan& plan, const std::vector<std::vector<double>>& up,
-                        std::vector<std::vector<double>>& joint, int threads) = 0;
+                        std::vector<std::vector<double>>& down,
+                        std::vector<std::vector<double>>& joint,
+                        const std::function<void(int)>& on_host, int threads) = 0;
 };
 
 // What an upward pass over a plan computes besides ln P(e), for `kinfer mar` and `kinfer mpe`

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <stdexcept>
@@ -629,15 +630,11 @@ Marginals compute_marginals(const Plan& plan, int threads, const UpwardRunner& u
   // Downward: root first; ln P(e', X = x) of each tree variable over its reduced domain (e' the
   // tree's part of the evidence: the same for every x, removed by normalising).
   std::vector<std::vector<double>> down(nb), joint(n);
-  bool on_device = false;
-  if (held) {
-    on_device = held->downward(plan, up, joint, threads);
-    held.reset();
-    if (!on_device) up = upward_pass(plan, false, threads, upward);  // every output on the host
-  }
   down[nb - 1] = {0.0};
   const double ln_tree = up.back()[0];  // every bucket's belief sums to it
-  for (int b = on_device ? -1 : nb - 1; b >= 0; --b) {
+  // Bucket b's step on the CPU: its belief (down[b] from above) summed onto each child's output
+  // (divided by the child's own) and onto each eliminated variable.
+  const std::function<void(int)> on_host = [&](int b) {
     const Bucket& bk = buckets[b];
     const std::vector<int> out_vars = bk.output_vars();
     const InputTable from_above{down[b].data(), out_vars};
@@ -655,7 +652,20 @@ Marginals compute_marginals(const Plan& plan, int threads, const UpwardRunner& u
         down[c][s] = up[c][s] == kNegInf ? kNegInf : down[c][s] - up[c][s];
     for (int c : bk.children) std::vector<double>().swap(up[c]);
     std::vector<double>().swap(down[b]);
+  };
+  bool done = false;
+  if (held) {
+    done = held->downward(plan, up, down, joint, on_host, threads);
+    held.reset();
+    if (!done) {  // the device ran out of memory on the way: all over on the host
+      up = upward_pass(plan, false, threads, upward);
+      for (auto& t : down) t.clear();
+      for (auto& t : joint) t.clear();
+      down[nb - 1] = {0.0};
+    }
   }
+  if (!done)
+    for (int b = nb - 1; b >= 0; --b) on_host(b);
 
   r.p.resize(n);
   for (int v = 0; v < n; ++v) {

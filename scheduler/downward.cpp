@@ -155,9 +155,10 @@ class Tables {
 
 }  // namespace
 
-std::string downward_why_not(const Plan& plan) {
+std::string downward_why_not(const Plan& plan, std::span<const char> on_gpu) {
   const int nb = static_cast<int>(plan.tree.buckets.size());
   for (int b = 0; b < nb; ++b) {
+    if (!on_gpu[b]) continue;
     const std::vector<Source> src = sources_of(plan, b, {});
     for (const Message& m : messages_of(plan, b, src)) {
       for (const auto& s : m.scopes)
@@ -175,14 +176,15 @@ std::string downward_why_not(const Plan& plan) {
   return {};
 }
 
-double downward_device_bytes(const Plan& plan) {
+double downward_device_bytes(const Plan& plan, std::span<const char> on_gpu) {
   const auto& buckets = plan.tree.buckets;
   const auto& card = plan.model.card;
   double messages = 0, largest = 0;
   for (std::size_t b = 0; b < buckets.size(); ++b) {
     const Bucket& bk = buckets[b];
     const double out = static_cast<double>(entries(bk.output_vars(), card));
-    if (bk.parent >= 0) messages += out;
+    if (bk.parent >= 0 && on_gpu[bk.parent]) messages += out;
+    if (!on_gpu[b]) continue;
     double in = out;  // the message from above
     double biggest = 0;
     for (int f : bk.factors) in += static_cast<double>(plan.input_data[f].size());
@@ -192,16 +194,18 @@ double downward_device_bytes(const Plan& plan) {
       biggest = std::max(biggest, n);
     }
     const std::vector<int> elim(bk.vars.end() - bk.n_marg, bk.vars.end());
-    biggest = std::max(biggest, static_cast<double>(entries(elim, card)));
+    biggest = std::max(biggest, static_cast<double>(std::min(entries(elim, card), kJointEntries)));
     largest = std::max(largest, 2 * in + biggest);
   }
   return 8.0 * (messages + largest);
 }
 
-void run_downward(gpu::Context& ctx, const Plan& plan, std::vector<gpu::Handle>& held,
+void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_gpu,
+                  std::vector<gpu::Handle>& held,
                   std::span<const std::vector<std::pair<int, int>>> folded,
                   const std::vector<std::vector<double>>& up,
-                  std::vector<std::vector<double>>& joint, int threads) {
+                  std::vector<std::vector<double>>& down, std::vector<std::vector<double>>& joint,
+                  const std::function<void(int)>& on_host, int threads) {
   const auto& buckets = plan.tree.buckets;
   const auto& card = plan.model.card;
   const int nb = static_cast<int>(buckets.size());
@@ -209,6 +213,7 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::vector<gpu::Handle>&
   std::vector<std::vector<Message>> msg(nb);
   std::vector<std::pair<int, int>> kernels;  // (bucket, message) run by a kernel
   for (int b = 0; b < nb; ++b) {
+    if (!on_gpu[b]) continue;
     src[b] = sources_of(plan, b, folded[b]);
     msg[b] = messages_of(plan, b, src[b]);
     for (std::size_t k = 0; k < msg[b].size(); ++k)
@@ -249,15 +254,27 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::vector<gpu::Handle>&
   std::vector<gpu::Handle> from_above(nb, -1);
   std::vector<std::pair<gpu::Handle, const Message*>> joints;  // the messages onto eliminated
   std::vector<std::vector<double>> zeros;  // host sources of all-zero messages, kept to the end
+  int on_host_buckets = 0;
   for (int b = nb - 1; b >= 0; --b) {
     const auto tb = clock::now();
     const Bucket& bk = buckets[b];
+    if (!on_gpu[b]) {
+      if (from_above[b] >= 0) {  // a GPU parent's message
+        down[b].resize(entries(bk.output_vars(), card));
+        ctx.download_range(from_above[b], 0, static_cast<std::int64_t>(down[b].size()),
+                           down[b].data(), kStream);
+        tables.release(from_above[b]);
+      }
+      on_host(b);
+      ++on_host_buckets;
+      continue;
+    }
     // The sources on the device: uploaded factors and host outputs, held outputs, the message.
     std::vector<gpu::Handle> h(src[b].size(), -1), owned;
     for (std::size_t s = 0; s < src[b].size(); ++s) {
       const Source& x = src[b][s];
       const double* host = nullptr;
-      if (x.kind == Source::above) {
+      if (x.kind == Source::above && from_above[b] >= 0) {
         h[s] = from_above[b];
         owned.push_back(h[s]);
         continue;
@@ -269,6 +286,8 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::vector<gpu::Handle>&
           continue;
         }
         host = up[c].data();
+      } else if (x.kind == Source::above) {  // a host parent's message
+        host = down[b].data();
       } else {
         host = plan.input_data[x.index].data();
       }
@@ -326,6 +345,10 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::vector<gpu::Handle>&
         ctx.release(held[c]);
         held[c] = -1;
       }
+    if (!down[b].empty()) {  // uploaded: freed once the upload has run
+      ctx.synchronize(kStream);
+      std::vector<double>().swap(down[b]);
+    }
     if (timed) {
       ctx.synchronize(kStream);
       slowest.emplace_back(since(tb), b);
@@ -349,8 +372,10 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::vector<gpu::Handle>&
       top += fmt::format(" bucket {} {:.1f} ms ({} messages, 2^{:.1f} states);", b,
                          1e3 * slowest[i].first, msg[b].size(), buckets[b].log2_states);
     }
-    spdlog::debug("downward pass on the GPU: {} messages ({} by kernels, {} inputs laid out), "
-                  "kernel plans {:.3f} s, the buckets {:.3f} s; the slowest:{}",
+    spdlog::debug("downward pass: {} buckets on the host, the others' {} messages on the GPU "
+                  "({} by kernels, {} inputs laid out), kernel plans {:.3f} s, the buckets "
+                  "{:.3f} s; the slowest:{}",
+                  on_host_buckets,
                   [&] { std::size_t n = 0; for (const auto& m : msg) n += m.size(); return n; }(),
                   kernels.size(), permutes, prepared, queued - prepared, top);
   }

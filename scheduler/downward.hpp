@@ -1,7 +1,10 @@
 #pragma once
-// The marginals' downward pass on a GPU (engine/posterior.hpp): after an upward pass that left
+// The marginals' downward pass with a GPU (engine/posterior.hpp): after an upward pass that left
 // its bucket outputs on the device (engine/plan.hpp DeviceOutputs), the buckets are visited root
-// first and every message is a sum-product bucket run by the GPU's kernels.
+// first, each where the upward pass ran it (the same cost model placed both steps: a bucket's
+// downward step is its upward work once per child and once more). On the GPU every message is a
+// sum-product bucket run by its kernels; messages between a GPU bucket and a host one are copied
+// across.
 //
 // The message from bucket b to its child c is the product of b's inputs other than c's own
 // output (its factors, its other children's outputs, the message from above) summed onto c's
@@ -17,6 +20,7 @@
 // A factor the upward pass added into a held child's table (gpu/merge_inputs.hpp rule 3) is in
 // that table: it enters b's other messages through it, and the message to that child gets it as
 // an input of its own.
+#include <functional>
 #include <span>
 #include <string>
 #include <utility>
@@ -27,26 +31,32 @@
 
 namespace kinfer::sched {
 
-// Why the downward pass of `plan` cannot run on the GPU's kernels: empty when every message
-// has a kernel (gpu::why_no_kernel; no device needed). Counts every factor as an input of its
-// own, as many as any placement gives a message.
-std::string downward_why_not(const Plan& plan);
+// Why the downward pass of `plan` cannot run its GPU buckets (on_gpu[b]: where the upward pass
+// ran bucket b) on the GPU's kernels: empty when every message of theirs has a kernel
+// (gpu::why_no_kernel; no device needed). Counts every factor as an input of its own, as many
+// as any placement gives a message.
+std::string downward_why_not(const Plan& plan, std::span<const char> on_gpu);
 
 // The device bytes the downward pass takes beside the tables the upward pass held: every
-// message to a child at once at most, and the largest bucket's inputs twice (uploaded and laid
-// out in a message's order) with its largest message.
-double downward_device_bytes(const Plan& plan);
+// message the GPU computes at once at most, and the largest GPU bucket's inputs twice (uploaded
+// and laid out in a message's order) with its largest message.
+double downward_device_bytes(const Plan& plan, std::span<const char> on_gpu);
 
-// Runs the pass on `ctx` (bound to the calling thread). held[b] >= 0: bucket b's output is that
-// table on the device (released once its parent's messages are computed, and set to -1); else
-// its output is up[b] on the host. folded[b]: (factor position in b's factor list, position of
-// the child in b's children) for each factor that was added into a held child's table. Sets
-// joint[v], for every variable eliminated in the tree, to ln of its bucket's belief summed onto
-// it over its reduced domain (as the host's pass). Throws DeviceMemoryError when the device is
-// full (what it allocated released).
-void run_downward(gpu::Context& ctx, const Plan& plan, std::vector<gpu::Handle>& held,
+// Runs the pass, root first, each bucket where the upward pass ran it (on_gpu[b]): the GPU
+// buckets on `ctx` (bound to the calling thread), the others by on_host(b) (engine/plan.hpp
+// DeviceOutputs::downward: down[b] holds its message from above, copied back when the GPU
+// computed it; a GPU bucket's message from a host parent is taken from down[b]). held[b] >= 0:
+// bucket b's output is that table on the device (released once its parent's messages are
+// computed, and set to -1); else its output is up[b] on the host. folded[b]: (factor position
+// in b's factor list, position of the child in b's children) for each factor that was added
+// into a held child's table. Sets joint[v], for every variable eliminated in a GPU bucket, to
+// ln of its bucket's belief summed onto it over its reduced domain (as the host's step).
+// Throws DeviceMemoryError when the device is full (what it allocated released).
+void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_gpu,
+                  std::vector<gpu::Handle>& held,
                   std::span<const std::vector<std::pair<int, int>>> folded,
                   const std::vector<std::vector<double>>& up,
-                  std::vector<std::vector<double>>& joint, int threads);
+                  std::vector<std::vector<double>>& down, std::vector<std::vector<double>>& joint,
+                  const std::function<void(int)>& on_host, int threads);
 
 }  // namespace kinfer::sched

@@ -330,9 +330,13 @@ std::vector<std::pair<double, int>> preparation_order(const Plan& plan, const Pl
 class HeldOutputs final : public DeviceOutputs {
  public:
   // folded[b]: (factor position, child position) of b's factors added into held children.
-  HeldOutputs(gpu::Context& ctx, std::vector<gpu::Handle> held,
+  // on_gpu[b]: whether the run placed bucket b on the GPU.
+  HeldOutputs(gpu::Context& ctx, std::vector<char> on_gpu, std::vector<gpu::Handle> held,
               std::vector<std::vector<std::pair<int, int>>> folded)
-      : ctx_(ctx), held_(std::move(held)), folded_(std::move(folded)) {
+      : ctx_(ctx),
+        on_gpu_(std::move(on_gpu)),
+        held_(std::move(held)),
+        folded_(std::move(folded)) {
     for (const auto& f : folded_) {
       factors_.emplace_back();
       for (auto [k, ci] : f) factors_.back().push_back(k);
@@ -386,13 +390,13 @@ class HeldOutputs final : public DeviceOutputs {
     return true;
   }
   bool downward(const Plan& plan, const std::vector<std::vector<double>>& up,
-                std::vector<std::vector<double>>& joint, int threads) override {
+                std::vector<std::vector<double>>& down, std::vector<std::vector<double>>& joint,
+                const std::function<void(int)>& on_host, int threads) override {
     ctx_.bind();
     try {
-      run_downward(ctx_, plan, held_, folded_, up, joint, threads);
+      run_downward(ctx_, plan, on_gpu_, held_, folded_, up, down, joint, on_host, threads);
     } catch (const DeviceMemoryError& e) {
       spdlog::info("the downward pass did not fit the GPU ({}): on the CPU", e.what());
-      for (auto& j : joint) j.clear();
       for (gpu::Handle& h : held_)
         if (h >= 0) ctx_.release(h), h = -1;
       return false;
@@ -402,10 +406,17 @@ class HeldOutputs final : public DeviceOutputs {
 
  private:
   gpu::Context& ctx_;
+  std::vector<char> on_gpu_;
   std::vector<gpu::Handle> held_;
   std::vector<std::vector<std::pair<int, int>>> folded_;
   std::vector<std::vector<int>> factors_;
 };
+
+std::vector<char> gpu_buckets(const Placement& pl) {
+  std::vector<char> on(pl.dev.size());
+  for (std::size_t b = 0; b < on.size(); ++b) on[b] = pl.dev[b] == Device::gpu;
+  return on;
+}
 
 // Whether the outputs of GPU buckets with a GPU parent may stay on the device: all of them, with
 // every GPU bucket's factor inputs, fit the run's device budget, with the marginals' downward
@@ -421,12 +432,13 @@ bool fits_held(const Plan& plan, gpu::Context& ctx, const ExecOptions& opt, cons
     need += input_bytes(pl.fin[b]);
   }
   if (!opt.pass.maximise) {
-    const std::string why = downward_why_not(plan);
+    const std::vector<char> on_gpu = gpu_buckets(pl);
+    const std::string why = downward_why_not(plan, on_gpu);
     if (!why.empty()) {
       spdlog::debug("executor: the downward pass runs on the CPU: {}", why);
       return false;
     }
-    need += downward_device_bytes(plan);
+    need += downward_device_bytes(plan, on_gpu);
   }
   return need <= run_device_budget(ctx, opt);
 }
@@ -561,7 +573,8 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
     for (int b = 0; b < nb; ++b)
       for (auto [f, ci] : pl.folded[b])
         if (held[plan.tree.buckets[b].children[ci]] >= 0) folded[b].emplace_back(f, ci);
-    *opt.pass.on_device = std::make_unique<HeldOutputs>(*ctx, std::move(held), std::move(folded));
+    *opt.pass.on_device =
+        std::make_unique<HeldOutputs>(*ctx, gpu_buckets(pl), std::move(held), std::move(folded));
   }
   log_resources("the executor's buckets done");
   if (ctx) log_run_times(since(t0), gpu_from, gpu_to, st, *ctx);

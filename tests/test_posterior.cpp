@@ -182,7 +182,8 @@ class GroupMaxima final : public DeviceOutputs {
     return true;
   }
   bool downward(const Plan&, const std::vector<std::vector<double>>&,
-                std::vector<std::vector<double>>&, int) override {
+                std::vector<std::vector<double>>&, std::vector<std::vector<double>>&,
+                const std::function<void(int)>&, int) override {
     return false;
   }
 
