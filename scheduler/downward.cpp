@@ -25,7 +25,7 @@ std::int64_t entries(const std::vector<int>& scope, const std::vector<int>& card
   return n;
 }
 
-// The largest joint of a bucket's eliminated variables computed as one message.
+// The largest table of a message onto a group of a bucket's eliminated variables (their joint).
 constexpr std::int64_t kJointEntries = 4096;
 
 // An input of a bucket's messages.
@@ -96,13 +96,22 @@ std::vector<Message> messages_of(const Plan& plan, int b, const std::vector<Sour
   for (std::size_t ci = 0; ci < bk.children.size(); ++ci)
     msg.push_back(message_onto(plan, b, plan.tree.buckets[bk.children[ci]].output_vars(),
                                static_cast<int>(ci), src));
-  // The eliminated variables' joint: one message onto all of them while that table is small,
-  // else one onto each (a root bucket eliminates all its variables).
-  const std::vector<int> eliminated(bk.vars.end() - bk.n_marg, bk.vars.end());
-  if (entries(eliminated, plan.model.card) <= kJointEntries)
-    msg.push_back(message_onto(plan, b, eliminated, -1, src));
-  else
-    for (int v : eliminated) msg.push_back(message_onto(plan, b, {v}, -1, src));
+  // The eliminated variables' joint: messages onto groups of them, each as many consecutive
+  // variables as keep its table within kJointEntries (a root bucket eliminates all its
+  // variables: one message onto each would be as many passes over the bucket).
+  std::vector<int> group;
+  std::int64_t size = 1;
+  for (auto v = bk.vars.end() - bk.n_marg; v != bk.vars.end(); ++v) {
+    const int c = plan.model.card[*v];
+    if (!group.empty() && size * c > kJointEntries) {
+      msg.push_back(message_onto(plan, b, group, -1, src));
+      group.clear();
+      size = 1;
+    }
+    group.push_back(*v);
+    size *= c;
+  }
+  msg.push_back(message_onto(plan, b, group, -1, src));
   return msg;
 }
 
@@ -194,7 +203,9 @@ double downward_device_bytes(const Plan& plan, std::span<const char> on_gpu) {
       biggest = std::max(biggest, n);
     }
     const std::vector<int> elim(bk.vars.end() - bk.n_marg, bk.vars.end());
-    biggest = std::max(biggest, static_cast<double>(std::min(entries(elim, card), kJointEntries)));
+    std::int64_t joint = std::min(entries(elim, card), kJointEntries);  // its largest group's
+    for (int v : elim) joint = std::max<std::int64_t>(joint, card[v]);
+    biggest = std::max(biggest, static_cast<double>(joint));
     largest = std::max(largest, 2 * in + biggest);
   }
   return 8.0 * (messages + largest);
