@@ -187,9 +187,10 @@ class DeviceOutputs {
   // from above in down[b] (copied back where the device computed it) and writes its children's
   // down[c] and its eliminated variables' joint[v]. For each variable eliminated on the device,
   // joint[v] is ln of its bucket's belief summed onto it. `up`: the outputs on the host (empty
-  // where held). The held tables are used up. false when the device lacked the memory on the
-  // way: then `up`, `down` and `joint` are partly used and the caller starts again.
-  virtual bool downward(const Plan& plan, const std::vector<std::vector<double>>& up,
+  // where held; a held one is copied there when its parent's step runs on the host). The held
+  // tables are used up. false when the device lacked the memory on the way: then `up`, `down`
+  // and `joint` are partly used and the caller starts again.
+  virtual bool downward(const Plan& plan, std::vector<std::vector<double>>& up,
                         std::vector<std::vector<double>>& down,
                         std::vector<std::vector<double>>& joint,
                         const std::function<void(int)>& on_host, int threads) = 0;

@@ -129,6 +129,33 @@ std::vector<std::int64_t> strides_in(const std::vector<int>& vars, const std::ve
   return st;
 }
 
+// Child ci of bucket b, held on the device as `table`, copied into `to` without the factors of
+// b the upward pass added into it (`folded`), for b's step on the host, which takes b's every
+// factor. Where such a factor is -inf the entry stays -inf (the step's product has that factor).
+void copy_back_unfolded(gpu::Context& ctx, const Plan& plan, int b, int ci, gpu::Handle table,
+                        std::span<const std::pair<int, int>> folded, std::vector<double>& to) {
+  const Bucket& bk = plan.tree.buckets[b];
+  const auto& card = plan.model.card;
+  const std::vector<int> scope = plan.tree.buckets[bk.children[ci]].output_vars();
+  const std::int64_t n = entries(scope, card);
+  to.resize(n);
+  ctx.download_range(table, 0, n, to.data(), 0);
+  for (auto [k, into] : folded) {
+    if (into != ci) continue;
+    const int f = bk.factors[k];
+    const std::vector<std::int64_t> st = strides_in(scope, plan.input_scope[f], card);
+    const std::vector<double>& factor = plan.input_data[f];
+    for (std::int64_t i = 0; i < n; ++i) {
+      std::int64_t rest = i, at = 0;
+      for (std::size_t v = scope.size(); v-- > 0;) {
+        at += (rest % card[scope[v]]) * st[v];
+        rest /= card[scope[v]];
+      }
+      if (factor[at] != kNegInf) to[i] -= factor[at];
+    }
+  }
+}
+
 std::vector<int> cards_of(const std::vector<int>& vars, const std::vector<int>& card) {
   std::vector<int> c;
   for (int v : vars) c.push_back(card[v]);
@@ -164,25 +191,33 @@ class Tables {
 
 }  // namespace
 
-std::string downward_why_not(const Plan& plan, std::span<const char> on_gpu) {
-  const int nb = static_cast<int>(plan.tree.buckets.size());
-  for (int b = 0; b < nb; ++b) {
-    if (!on_gpu[b]) continue;
-    const std::vector<Source> src = sources_of(plan, b, {});
-    for (const Message& m : messages_of(plan, b, src)) {
-      for (const auto& s : m.scopes)
-        if (static_cast<int>(s.size()) > gpu::kFoldMaxVars)
-          return "an input over more than " + std::to_string(gpu::kFoldMaxVars) + " variables";
-      if (m.shape.n_marg == 0) {
-        if (static_cast<int>(m.shape.vars.size()) > gpu::kFoldMaxVars)
-          return "a message over more than " + std::to_string(gpu::kFoldMaxVars) + " variables";
-        continue;
-      }
-      const std::string why = gpu::why_no_kernel(m.shape, m.scopes);
-      if (!why.empty()) return "bucket " + std::to_string(b) + "'s messages: " + why;
+std::string downward_why_not(const Plan& plan, int b) {
+  const std::vector<Source> src = sources_of(plan, b, {});
+  for (const Message& m : messages_of(plan, b, src)) {
+    for (const auto& s : m.scopes)
+      if (static_cast<int>(s.size()) > gpu::kFoldMaxVars)
+        return "an input over more than " + std::to_string(gpu::kFoldMaxVars) + " variables";
+    if (m.shape.n_marg == 0) {
+      if (static_cast<int>(m.shape.vars.size()) > gpu::kFoldMaxVars)
+        return "a message over more than " + std::to_string(gpu::kFoldMaxVars) + " variables";
+      continue;
     }
+    std::string why = gpu::why_no_kernel(m.shape, m.scopes);
+    if (!why.empty()) return why;
   }
   return {};
+}
+
+std::vector<char> downward_on_gpu(const Plan& plan, std::span<const char> placed) {
+  std::vector<char> on(placed.begin(), placed.end());
+  for (std::size_t b = 0; b < on.size(); ++b) {
+    if (!on[b]) continue;
+    const std::string why = downward_why_not(plan, static_cast<int>(b));
+    if (why.empty()) continue;
+    on[b] = 0;
+    spdlog::debug("downward pass: bucket {} on the host: {}", b, why);
+  }
+  return on;
 }
 
 double downward_device_bytes(const Plan& plan, std::span<const char> on_gpu) {
@@ -214,7 +249,7 @@ double downward_device_bytes(const Plan& plan, std::span<const char> on_gpu) {
 void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_gpu,
                   std::vector<gpu::Handle>& held,
                   std::span<const std::vector<std::pair<int, int>>> folded,
-                  const std::vector<std::vector<double>>& up,
+                  std::vector<std::vector<double>>& up,
                   std::vector<std::vector<double>>& down, std::vector<std::vector<double>>& joint,
                   const std::function<void(int)>& on_host, int threads) {
   const auto& buckets = plan.tree.buckets;
@@ -275,6 +310,13 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_
         ctx.download_range(from_above[b], 0, static_cast<std::int64_t>(down[b].size()),
                            down[b].data(), kStream);
         tables.release(from_above[b]);
+      }
+      for (std::size_t ci = 0; ci < bk.children.size(); ++ci) {
+        const int c = bk.children[ci];
+        if (held[c] < 0) continue;
+        copy_back_unfolded(ctx, plan, b, static_cast<int>(ci), held[c], folded[b], up[c]);
+        ctx.release(held[c]);
+        held[c] = -1;
       }
       on_host(b);
       ++on_host_buckets;

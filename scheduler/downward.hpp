@@ -4,7 +4,8 @@
 // first, each where the upward pass ran it (the same cost model placed both steps: a bucket's
 // downward step is its upward work once per child and once more). On the GPU every message is a
 // sum-product bucket run by its kernels; messages between a GPU bucket and a host one are copied
-// across.
+// across. A GPU bucket whose messages have no kernel (more inputs than a kernel takes: the
+// upward pass merged its factors) runs on the host.
 //
 // The message from bucket b to its child c is the product of b's inputs other than c's own
 // output (its factors, its other children's outputs, the message from above) summed onto c's
@@ -31,23 +32,27 @@
 
 namespace kinfer::sched {
 
-// Why the downward pass of `plan` cannot run its GPU buckets (on_gpu[b]: where the upward pass
-// ran bucket b) on the GPU's kernels: empty when every message of theirs has a kernel
-// (gpu::why_no_kernel; no device needed). Counts every factor as an input of its own, as many
-// as any placement gives a message.
-std::string downward_why_not(const Plan& plan, std::span<const char> on_gpu);
+// Why bucket b's downward step cannot run on the GPU's kernels: empty when every message of
+// its has a kernel (gpu::why_no_kernel; no device needed). Counts every factor as an input of
+// its own, as many as any placement gives a message.
+std::string downward_why_not(const Plan& plan, int b);
+
+// The buckets whose downward step runs on the GPU: those `placed` there by the upward pass
+// whose messages all have kernels (the others' are logged with -v).
+std::vector<char> downward_on_gpu(const Plan& plan, std::span<const char> placed);
 
 // The device bytes the downward pass takes beside the tables the upward pass held: every
 // message the GPU computes at once at most, and the largest GPU bucket's inputs twice (uploaded
 // and laid out in a message's order) with its largest message.
 double downward_device_bytes(const Plan& plan, std::span<const char> on_gpu);
 
-// Runs the pass, root first, each bucket where the upward pass ran it (on_gpu[b]): the GPU
-// buckets on `ctx` (bound to the calling thread), the others by on_host(b) (engine/plan.hpp
-// DeviceOutputs::downward: down[b] holds its message from above, copied back when the GPU
-// computed it; a GPU bucket's message from a host parent is taken from down[b]). held[b] >= 0:
-// bucket b's output is that table on the device (released once its parent's messages are
-// computed, and set to -1); else its output is up[b] on the host. folded[b]: (factor position
+// Runs the pass, root first: the buckets on_gpu (downward_on_gpu) on `ctx` (bound to the
+// calling thread), the others by on_host(b) (engine/plan.hpp DeviceOutputs::downward: down[b]
+// holds its message from above, copied back when the GPU computed it; a GPU bucket's message
+// from a host parent is taken from down[b]). held[b] >= 0: bucket b's output is that table on
+// the device (released once its parent's messages are computed, and set to -1; copied into
+// up[b], without the factors folded into it, when its parent runs on the host); else its
+// output is up[b] on the host. folded[b]: (factor position
 // in b's factor list, position of the child in b's children) for each factor that was added
 // into a held child's table. Sets joint[v], for every variable eliminated in a GPU bucket, to
 // ln of its bucket's belief summed onto it over its reduced domain (as the host's step).
@@ -55,7 +60,7 @@ double downward_device_bytes(const Plan& plan, std::span<const char> on_gpu);
 void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_gpu,
                   std::vector<gpu::Handle>& held,
                   std::span<const std::vector<std::pair<int, int>>> folded,
-                  const std::vector<std::vector<double>>& up,
+                  std::vector<std::vector<double>>& up,
                   std::vector<std::vector<double>>& down, std::vector<std::vector<double>>& joint,
                   const std::function<void(int)>& on_host, int threads);
 

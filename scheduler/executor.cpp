@@ -330,7 +330,7 @@ std::vector<std::pair<double, int>> preparation_order(const Plan& plan, const Pl
 class HeldOutputs final : public DeviceOutputs {
  public:
   // folded[b]: (factor position, child position) of b's factors added into held children.
-  // on_gpu[b]: whether the run placed bucket b on the GPU.
+  // on_gpu[b]: whether bucket b's downward step runs on the GPU (downward_on_gpu).
   HeldOutputs(gpu::Context& ctx, std::vector<char> on_gpu, std::vector<gpu::Handle> held,
               std::vector<std::vector<std::pair<int, int>>> folded)
       : ctx_(ctx),
@@ -389,7 +389,7 @@ class HeldOutputs final : public DeviceOutputs {
     release_all();
     return true;
   }
-  bool downward(const Plan& plan, const std::vector<std::vector<double>>& up,
+  bool downward(const Plan& plan, std::vector<std::vector<double>>& up,
                 std::vector<std::vector<double>>& down, std::vector<std::vector<double>>& joint,
                 const std::function<void(int)>& on_host, int threads) override {
     ctx_.bind();
@@ -420,9 +420,10 @@ std::vector<char> gpu_buckets(const Placement& pl) {
 
 // Whether the outputs of GPU buckets with a GPU parent may stay on the device: all of them, with
 // every GPU bucket's factor inputs, fit the run's device budget, with the marginals' downward
-// pass too, which then must have a kernel for every message. (The MPE traceback's scans on the
-// device are left to the CPU when they do not fit beside them.)
-bool fits_held(const Plan& plan, gpu::Context& ctx, const ExecOptions& opt, const Placement& pl) {
+// pass too (its GPU buckets set in `downward`). The MPE traceback's scans on the device are
+// left to the CPU when they do not fit beside them.
+bool fits_held(const Plan& plan, gpu::Context& ctx, const ExecOptions& opt, const Placement& pl,
+               std::vector<char>& downward) {
   const auto& buckets = plan.tree.buckets;
   const int nb = static_cast<int>(buckets.size());
   double need = 0;
@@ -432,13 +433,8 @@ bool fits_held(const Plan& plan, gpu::Context& ctx, const ExecOptions& opt, cons
     need += input_bytes(pl.fin[b]);
   }
   if (!opt.pass.maximise) {
-    const std::vector<char> on_gpu = gpu_buckets(pl);
-    const std::string why = downward_why_not(plan, on_gpu);
-    if (!why.empty()) {
-      spdlog::debug("executor: the downward pass runs on the CPU: {}", why);
-      return false;
-    }
-    need += downward_device_bytes(plan, on_gpu);
+    downward = downward_on_gpu(plan, gpu_buckets(pl));
+    need += downward_device_bytes(plan, downward);
   }
   return need <= run_device_budget(ctx, opt);
 }
@@ -512,8 +508,9 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
   if (ctx && st.gpu_buckets > 0) pool.emplace(*ctx);
   Run r{plan, dev, opt, sh, st, pl.fin, pl.fold, prepare};
   std::vector<gpu::Handle> held(nb, -1);
+  std::vector<char> downward;  // the marginals' downward pass: its GPU buckets
   if (opt.pass.on_device && opt.pass.outputs && pool) {
-    r.hold_on_device = fits_held(plan, *ctx, opt, pl);
+    r.hold_on_device = fits_held(plan, *ctx, opt, pl, downward);
     r.held = &held;
     if (!r.hold_on_device)
       spdlog::debug("executor: the bucket outputs do not all fit the device: kept on the host");
@@ -574,7 +571,7 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
       for (auto [f, ci] : pl.folded[b])
         if (held[plan.tree.buckets[b].children[ci]] >= 0) folded[b].emplace_back(f, ci);
     *opt.pass.on_device =
-        std::make_unique<HeldOutputs>(*ctx, gpu_buckets(pl), std::move(held), std::move(folded));
+        std::make_unique<HeldOutputs>(*ctx, std::move(downward), std::move(held), std::move(folded));
   }
   log_resources("the executor's buckets done");
   if (ctx) log_run_times(since(t0), gpu_from, gpu_to, st, *ctx);

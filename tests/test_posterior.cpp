@@ -181,7 +181,7 @@ class GroupMaxima final : public DeviceOutputs {
     max_product_log(shape, inputs, out, 1);
     return true;
   }
-  bool downward(const Plan&, const std::vector<std::vector<double>>&,
+  bool downward(const Plan&, std::vector<std::vector<double>>&,
                 std::vector<std::vector<double>>&, std::vector<std::vector<double>>&,
                 const std::function<void(int)>&, int) override {
     return false;
