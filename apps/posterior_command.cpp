@@ -83,11 +83,12 @@ ConditionedPlan plan_posterior(const PosteriorOptions& o, const std::string& com
   ConditionedPlan cp = plan_within(net, ev, po, command, marginals, need);
   const double gpu_reads = marginals ? 0 : mpe_traceback_entries(cp.plan);
   if (!marginals) spdlog::debug("mpe: the traceback reads {:.3g} entries", gpu_reads);
-  // mpe's traceback runs on the CPU, one configuration of each bucket's output at a time. An
-  // order that suits the GPU can leave it a bucket that costs the CPU more than the whole upward
-  // pass saves on the GPU (linkage_13: one bucket over 2^30 configurations of its eliminated
-  // variables): the CPU's order too, taken when its traceback reads less than half as many
-  // entries.
+  // mpe's traceback runs on the CPU, one configuration of each bucket's output at a time (the
+  // GPU narrows its largest scans down). An order that suits the GPU can leave it a bucket that
+  // costs more than the whole upward pass saves on the GPU (linkage_13: one bucket over 2^30
+  // configurations of its eliminated variables; with the scans narrowed, mpe still took twice as
+  // long on that order, docs/mar-mpe.md): the CPU's order too, taken when its traceback reads
+  // less than half as many entries.
   if (!marginals && gpu_reads > kTracebackEntries && gpu::likely_present() &&
       runner.wants_gpu(cp.plan)) {
     PlanOptions cpu = o.net.plan_options();
