@@ -11,14 +11,17 @@
 // variable's marginal is its bucket's belief summed onto it, normalised. The belief is never
 // stored: a block of its entries at a time (the products of the inputs, as the CPU kernel forms
 // them) is taken to the linear domain, shifted by ln P(e) (which no entry exceeds), and added
-// onto every child and variable, the threads each keeping their own sums.
+// onto every child and variable, the threads each keeping their own sums. When a device holds
+// the upward pass's outputs (UpwardPass::on_device), the buckets it ran take their downward step
+// there (DeviceOutputs::downward, scheduler/downward.hpp).
 //
 // MPE: the same upward pass with max in place of sum (the products a block at a time, as the CPU
 // kernel forms them, maximised over the eliminated variables), every output kept; then a
 // traceback root first: each bucket's output variables are fixed by the buckets above it, and its eliminated
 // variables take the first configuration (lowest values, most significant variable first) that
 // attains the maximum of the bucket's inputs given them, up to a relative 1e-12 in ln (so that
-// the maximum computed on another device, with other rounding, gives the same assignment).
+// the maximum computed on another device, with other rounding, gives the same assignment). A
+// device that holds the outputs narrows the largest scans down (DeviceOutputs::maxima).
 //
 // Variables outside the tree get their answer from the reduction: observed variables and those
 // left with one possible value are point masses (MPE: that value); a free variable in no factor
