@@ -22,6 +22,7 @@
 #include "gpu/device_api.hpp"
 #include "gpu/merge_inputs.hpp"
 #include "gpu/policy.hpp"
+#include "scheduler/downward.hpp"
 #include "scheduler/features.hpp"
 #include "scheduler/plan_costs.hpp"
 #include "scheduler/runner.hpp"
@@ -796,6 +797,66 @@ TEST_CASE("Scheduler.RunnerRunsTheUpwardPassOfMarAndMpe", "[scheduler]") {
   CHECK(runner.totals().check.passed);
   compute_mpe(plan, 0, upward);
   CHECK_FALSE(runner.totals().check.passed);
+}
+
+TEST_CASE("Scheduler.DownwardStepOnTheHostUnfoldsHeldChildren", "[scheduler]") {
+  // Bucket B eliminates x1 and holds 16 factors, x1 with every subset of {x2..x5}, all inside
+  // the output of its child A (the bucket of x0, whose factor is over x0..x5); its other child
+  // (the bucket of x8, over x1, x6, x8) and x7 keep B apart from A and from the buckets above. On
+  // the fake device A's table is held and the upward kernel of B adds B's 16 factors into it. B's downward messages have more inputs than a
+  // kernel takes, so B's step runs on the host, from A's table copied back without them. The
+  // marginals are the CPU's.
+  std::mt19937_64 rng(20261128);
+  std::uniform_real_distribution<double> u(0.1, 1.0);
+  Network net;
+  net.kind = "MARKOV";
+  net.card.assign(9, 2);
+  const auto add = [&](std::vector<int> scope) {
+    Factor f;
+    f.scope = std::move(scope);
+    f.table.resize(std::size_t{1} << f.scope.size());
+    for (double& x : f.table) x = u(rng);
+    net.factors.push_back(std::move(f));
+  };
+  add({0, 1, 2, 3, 4, 5});
+  for (int m = 0; m < 16; ++m) {
+    std::vector<int> scope = {1};
+    for (int v = 2; v <= 5; ++v)
+      if (m >> (v - 2) & 1) scope.push_back(v);
+    add(scope);
+  }
+  add({1, 6, 8});
+  add({6, 7});
+  PlanOptions po;
+  OrderedModel om = order_model(net, Evidence{}, po);
+  om.order.order = {0, 8, 1, 6, 7, 2, 3, 4, 5};
+  Plan plan = plan_structure(net, Evidence{}, po, std::move(om.model), std::move(om.order));
+  fill_inputs(plan, po);
+  REQUIRE(plan.tree.buckets.size() >= 4);  // A, x8's, B, the rest
+  REQUIRE(plan.tree.buckets[2].factors.size() == 16);
+  REQUIRE(plan.tree.buckets[2].children.size() == 2);
+  const Marginals want = compute_marginals(plan);
+  test::FakeDevice dev(2, 20);
+  RunRequest req;
+  req.device = DeviceChoice::gpu;
+  req.policy = Policy::gpu_only;
+  Runner runner(req, &dev);
+  const UpwardRunner upward = [&](const Plan& p, const UpwardPass& pass) {
+    runner.set_upward_pass(pass);
+    runner.run(p);
+    runner.set_upward_pass({});
+  };
+  const Marginals m = compute_marginals(plan, 0, upward);
+  CHECK(dev.folds > 0);  // B's factors were added into A's held table
+  CHECK(!downward_why_not(plan, 2).empty());
+  CHECK(close(m.ln_pe, want.ln_pe));
+  REQUIRE(m.p.size() == want.p.size());
+  double worst = 0;
+  for (std::size_t v = 0; v < m.p.size(); ++v)
+    for (std::size_t x = 0; x < m.p[v].size(); ++x)
+      worst = std::max(worst, std::abs(m.p[v][x] - want.p[v][x]));
+  CHECK(worst <= 1e-12);
+  CHECK(dev.error().empty());
 }
 
 TEST_CASE("Scheduler.SlicesOverTwoFakeDevices", "[scheduler]") {
