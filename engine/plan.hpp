@@ -6,6 +6,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/cpu_kernel.hpp"
@@ -170,10 +171,10 @@ class DeviceOutputs {
   virtual bool holds(int b) const = 0;
   // Entries [first, first + n) of bucket b's output, into to[0, n).
   virtual void read(int b, std::int64_t first, std::int64_t n, double* to) = 0;
-  // Bucket b's factor inputs (positions in its factor list) that the device added into the
-  // tables of b's children it holds: those tables include them, so b's traceback leaves them
-  // out of b's inputs.
-  virtual const std::vector<int>& folded(int b) const = 0;
+  // Bucket b's factor inputs that the device added into the tables of b's children it holds,
+  // as (position in b's factor list, position of the child in b's children): those tables
+  // include them, so b's traceback leaves them out of b's inputs.
+  virtual std::span<const std::pair<int, int>> folded(int b) const = 0;
   // The MPE traceback's large scans, those of more than maxima_from() entries (configurations
   // times inputs): out[o] = the maximum over the last shape.n_marg variables of the product of
   // `inputs` (host tables, InputTable's contract), for every configuration o of the others,
@@ -206,7 +207,7 @@ struct UpwardPass {
   std::vector<std::vector<double>>* outputs = nullptr;
   // With `outputs`: the outputs of GPU buckets whose parent is a GPU bucket may stay on the
   // device, when it has room for all of them at once (and, for the marginals, for their downward
-  // pass there, whose every message a kernel takes): the executor then puts their reader here
+  // pass there): the executor then puts their reader here
   // (and leaves their host entries empty). nullptr: every output to the host.
   std::unique_ptr<DeviceOutputs>* on_device = nullptr;
 };

@@ -479,14 +479,9 @@ std::int64_t traceback_argmax(const BucketShape& shape, std::span<const InputTab
   const BucketShape* cur = &shape;
   std::span<const InputTable> in = inputs;
   std::int64_t prefix = 0;  // the fixed leading variables' configuration index
-  double at_least = std::nan("");
-  const auto size_of = [](const BucketShape& s) {
-    std::int64_t n = 1;
-    for (int c : s.card) n *= c;
-    return n;
-  };
+  double at_least = std::nan("");  // cur and its levels sum nothing: output_size() is all
   while (device && cur->vars.size() > 1 &&
-         static_cast<double>(size_of(*cur)) * static_cast<double>(in.size()) >
+         static_cast<double>(cur->output_size()) * static_cast<double>(in.size()) >
              device->maxima_from()) {
     const int nv = static_cast<int>(cur->vars.size());
     int lead = 0;
@@ -512,7 +507,7 @@ std::int64_t traceback_argmax(const BucketShape& shape, std::span<const InputTab
   }
   std::int64_t arg = std::isnan(at_least) ? -1 : first_maximum(*cur, in, threads, at_least);
   if (arg < 0) arg = first_maximum(*cur, in, threads);
-  return prefix * size_of(*cur) + arg;
+  return prefix * cur->output_size() + arg;
 }
 
 // The index of the configuration of `vars` (card from the model, last fastest) at `value`.
@@ -731,7 +726,7 @@ MostProbable compute_mpe(const Plan& plan, int threads, const UpwardRunner& upwa
     {
       std::vector<char> folded(bk.factors.size(), 0);
       if (held)
-        for (int k : held->folded(b)) folded.at(k) = 1;
+        for (auto [k, child] : held->folded(b)) folded.at(k) = 1;
       for (std::size_t k = 0; k < bk.factors.size(); ++k)
         if (!folded[k])
           in.push_back({plan.input_data[bk.factors[k]].data(), plan.input_scope[bk.factors[k]]});
@@ -753,8 +748,7 @@ MostProbable compute_mpe(const Plan& plan, int threads, const UpwardRunner& upwa
     const auto t_read = clock::now();
     for (std::size_t i = 0; i < held_child.size(); ++i) {  // the part at l: one piece
       const auto [p, c] = held_child[i];
-      std::int64_t n = 1;
-      for (int v : fixed[p].scope) n *= model.card[v];
+      const std::int64_t n = table_size(fixed[p].scope, model.card);
       read[i].resize(n);
       held->read(c, at_output.base(p, l), n, read[i].data());
       fixed[p].data = read[i].data();

@@ -105,7 +105,6 @@ void launch_fold(double* child, const double* factor, const FoldArgs& a, cudaStr
   CUDA_CHECK(cudaGetLastError());
 }
 
-
 std::size_t table_image_bytes(const LaunchPlan& p) {
   std::size_t b = 0;
   LaunchPlan::for_each_device_table(p,

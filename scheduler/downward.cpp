@@ -11,6 +11,7 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "engine/model.hpp"  // table_size
 #include "gpu/merge_inputs.hpp"  // kFoldMaxVars
 
 namespace kinfer::sched {
@@ -18,12 +19,6 @@ namespace kinfer::sched {
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-
-std::int64_t entries(const std::vector<int>& scope, const std::vector<int>& card) {
-  std::int64_t n = 1;
-  for (int v : scope) n *= card[v];
-  return n;
-}
 
 // The largest table of a message onto a group of a bucket's eliminated variables (their joint).
 constexpr std::int64_t kJointEntries = 4096;
@@ -137,7 +132,7 @@ void copy_back_unfolded(gpu::Context& ctx, const Plan& plan, int b, int ci, gpu:
   const Bucket& bk = plan.tree.buckets[b];
   const auto& card = plan.model.card;
   const std::vector<int> scope = plan.tree.buckets[bk.children[ci]].output_vars();
-  const std::int64_t n = entries(scope, card);
+  const std::int64_t n = table_size(scope, card);
   to.resize(n);
   ctx.download_range(table, 0, n, to.data(), 0);
   for (auto [k, into] : folded) {
@@ -226,19 +221,19 @@ double downward_device_bytes(const Plan& plan, std::span<const char> on_gpu) {
   double messages = 0, largest = 0;
   for (std::size_t b = 0; b < buckets.size(); ++b) {
     const Bucket& bk = buckets[b];
-    const double out = static_cast<double>(entries(bk.output_vars(), card));
+    const double out = static_cast<double>(table_size(bk.output_vars(), card));
     if (bk.parent >= 0 && on_gpu[bk.parent]) messages += out;
     if (!on_gpu[b]) continue;
     double in = out;  // the message from above
     double biggest = 0;
     for (int f : bk.factors) in += static_cast<double>(plan.input_data[f].size());
     for (int c : bk.children) {
-      const double n = static_cast<double>(entries(buckets[c].output_vars(), card));
+      const double n = static_cast<double>(table_size(buckets[c].output_vars(), card));
       in += n;
       biggest = std::max(biggest, n);
     }
     const std::vector<int> elim(bk.vars.end() - bk.n_marg, bk.vars.end());
-    std::int64_t joint = std::min(entries(elim, card), kJointEntries);  // its largest group's
+    std::int64_t joint = std::min(table_size(elim, card), kJointEntries);  // its largest group's
     for (int v : elim) joint = std::max<std::int64_t>(joint, card[v]);
     biggest = std::max(biggest, static_cast<double>(joint));
     largest = std::max(largest, 2 * in + biggest);
@@ -306,7 +301,7 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_
     const Bucket& bk = buckets[b];
     if (!on_gpu[b]) {
       if (from_above[b] >= 0) {  // a GPU parent's message
-        down[b].resize(entries(bk.output_vars(), card));
+        down[b].resize(table_size(bk.output_vars(), card));
         ctx.download_range(from_above[b], 0, static_cast<std::int64_t>(down[b].size()),
                            down[b].data(), kStream);
         tables.release(from_above[b]);
@@ -344,7 +339,7 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_
       } else {
         host = plan.input_data[x.index].data();
       }
-      const std::int64_t n = entries(x.scope, card);
+      const std::int64_t n = table_size(x.scope, card);
       h[s] = tables.alloc(n);
       owned.push_back(h[s]);
       ctx.upload(h[s], host, n, kStream);
@@ -382,7 +377,7 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_
           in.push_back({h[m.sources[i]], scope});
           continue;
         }
-        const gpu::Handle t = tables.alloc(entries(scope, card));
+        const gpu::Handle t = tables.alloc(table_size(scope, card));
         ctx.permute(t, cards_of(scope, card), strides_in(scope, x.scope, card),
                     h[m.sources[i]], kStream);
         laid_out.push_back(t);

@@ -336,12 +336,7 @@ class HeldOutputs final : public DeviceOutputs {
       : ctx_(ctx),
         on_gpu_(std::move(on_gpu)),
         held_(std::move(held)),
-        folded_(std::move(folded)) {
-    for (const auto& f : folded_) {
-      factors_.emplace_back();
-      for (auto [k, ci] : f) factors_.back().push_back(k);
-    }
-  }
+        folded_(std::move(folded)) {}
   ~HeldOutputs() override {
     try {
       for (gpu::Handle h : held_)
@@ -354,7 +349,7 @@ class HeldOutputs final : public DeviceOutputs {
     ctx_.bind();
     ctx_.download_range(held_.at(b), first, n, to, 0);
   }
-  const std::vector<int>& folded(int b) const override { return factors_.at(b); }
+  std::span<const std::pair<int, int>> folded(int b) const override { return folded_.at(b); }
   // A scan of 2^26 entries takes a 16-core CPU about 20 ms; the device's groups a few ms.
   double maxima_from() const override { return 1 << 26; }
   bool maxima(const BucketShape& shape, std::span<const InputTable> inputs,
@@ -409,7 +404,6 @@ class HeldOutputs final : public DeviceOutputs {
   std::vector<char> on_gpu_;
   std::vector<gpu::Handle> held_;
   std::vector<std::vector<std::pair<int, int>>> folded_;
-  std::vector<std::vector<int>> factors_;
 };
 
 std::vector<char> gpu_buckets(const Placement& pl) {

@@ -173,7 +173,7 @@ class GroupMaxima final : public DeviceOutputs {
   explicit GroupMaxima(int& calls) : calls_(calls) {}
   bool holds(int) const override { return false; }
   void read(int, std::int64_t, std::int64_t, double*) override {}
-  const std::vector<int>& folded(int) const override { return none_; }
+  std::span<const std::pair<int, int>> folded(int) const override { return {}; }
   double maxima_from() const override { return 0; }  // every scan of two or more variables
   bool maxima(const BucketShape& shape, std::span<const InputTable> inputs,
               double* out) override {
@@ -189,7 +189,6 @@ class GroupMaxima final : public DeviceOutputs {
 
  private:
   int& calls_;
-  std::vector<int> none_;
 };
 
 TEST_CASE("Posterior.MpeTracebackByGroupMaxima", "[engine]") {

@@ -719,6 +719,17 @@ TEST_CASE("Scheduler.CheckModeWithoutGpuSaysSo", "[scheduler]") {
   CHECK(run_json(r, false).at("check").at("passed").is_null());
 }
 
+namespace {
+// The largest difference between two marginals' probabilities (same variables and domains).
+double largest_difference(const Marginals& a, const Marginals& b) {
+  double worst = 0;
+  for (std::size_t v = 0; v < a.p.size(); ++v)
+    for (std::size_t x = 0; x < a.p[v].size(); ++x)
+      worst = std::max(worst, std::abs(a.p[v][x] - b.p[v][x]));
+  return worst;
+}
+}  // namespace
+
 TEST_CASE("Scheduler.RunnerRunsTheUpwardPassOfMarAndMpe", "[scheduler]") {
   // compute_marginals and compute_mpe with their upward pass through the runner (the commands'
   // way: engine/posterior.hpp UpwardRunner) on the fake device, under two placements and the
@@ -761,11 +772,7 @@ TEST_CASE("Scheduler.RunnerRunsTheUpwardPassOfMarAndMpe", "[scheduler]") {
       }
       CHECK(close(m.ln_pe, want.ln_pe));
       REQUIRE(m.p.size() == want.p.size());
-      double worst = 0;
-      for (std::size_t v = 0; v < m.p.size(); ++v)
-        for (std::size_t x = 0; x < m.p[v].size(); ++x)
-          worst = std::max(worst, std::abs(m.p[v][x] - want.p[v][x]));
-      CHECK(worst <= 1e-12);
+      CHECK(largest_difference(m, want) <= 1e-12);
       const MostProbable mp = compute_mpe(plan, 0, upward);
       CHECK(close(mp.ln_pr, best.ln_pr));
       CHECK(mp.assignment == best.assignment);
@@ -851,11 +858,7 @@ TEST_CASE("Scheduler.DownwardStepOnTheHostUnfoldsHeldChildren", "[scheduler]") {
   CHECK(!downward_why_not(plan, 2).empty());
   CHECK(close(m.ln_pe, want.ln_pe));
   REQUIRE(m.p.size() == want.p.size());
-  double worst = 0;
-  for (std::size_t v = 0; v < m.p.size(); ++v)
-    for (std::size_t x = 0; x < m.p[v].size(); ++x)
-      worst = std::max(worst, std::abs(m.p[v][x] - want.p[v][x]));
-  CHECK(worst <= 1e-12);
+  CHECK(largest_difference(m, want) <= 1e-12);
   CHECK(dev.error().empty());
 }
 
