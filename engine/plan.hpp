@@ -175,14 +175,23 @@ class DeviceOutputs {
   // as (position in b's factor list, position of the child in b's children): those tables
   // include them, so b's traceback leaves them out of b's inputs.
   virtual std::span<const std::pair<int, int>> folded(int b) const = 0;
-  // The MPE traceback's large scans, those of more than maxima_from() entries (configurations
-  // times inputs): out[o] = the maximum over the last shape.n_marg variables of the product of
-  // `inputs` (host tables, InputTable's contract), for every configuration o of the others,
-  // computed on the device. false when it cannot (no kernel takes the shape, or no memory):
-  // then nothing is written.
+  // The MPE traceback's large scans narrowed down on the device: out[o] = the maximum over the
+  // last shape.n_marg variables of the product of `inputs`, for every configuration o of the
+  // others, computed there. An input is a host table (InputTable's contract) or, where
+  // held[i].bucket >= 0 (`held` empty: none is), the entries of that bucket's held output from
+  // held[i].first on, as many as its scope has configurations (its data is then ignored): read
+  // where it is, not copied back. false when it cannot (no kernel takes the shape, or no
+  // memory): then nothing is written. The traceback asks for it where a scan has more than
+  // maxima_from() entries (configurations times inputs), or reads more than held_from() entries
+  // of held outputs.
+  struct HeldPart {
+    int bucket = -1;
+    std::int64_t first = 0;
+  };
   virtual double maxima_from() const = 0;
+  virtual double held_from() const = 0;
   virtual bool maxima(const BucketShape& shape, std::span<const InputTable> inputs,
-                      double* out) = 0;
+                      std::span<const HeldPart> held, double* out) = 0;
   // The marginals' downward pass (engine/posterior.hpp), root first, each bucket where the upward
   // pass ran it: the device's buckets there, the others by on_host(b), which reads the message
   // from above in down[b] (copied back where the device computed it) and writes its children's

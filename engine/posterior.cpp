@@ -466,23 +466,43 @@ std::int64_t first_maximum(const BucketShape& shape, std::span<const InputTable>
   return first_at_least();
 }
 
-// first_maximum with a device's help where the scan is large: the device computes the maxima of
-// groups of configurations (each configuration of the leading variables one group, at most
-// kGroups of them), the first group within the tolerance of the largest is fixed, and so on
-// within it until what is left is a small scan for the CPU, which looks for the first
-// configuration within the tolerance of the device's maximum (its own first maximum if its
-// rounding puts none there). Without a device, or where it declines, first_maximum alone.
+// What the traceback copied back of the outputs a device held, for the log.
+struct HeldReads {
+  double entries = 0, seconds = 0;
+  int device_scans = 0;  // scans narrowed down on the device
+};
+
+// first_maximum with a device's help where the scan is large or reads much of the outputs the
+// device holds (held[i].bucket >= 0: input i is that output's part from held[i].first on,
+// DeviceOutputs::maxima): the device computes the maxima of groups of configurations (each
+// configuration of the leading variables one group, at most kGroups of them), the first group
+// within the tolerance of the largest is fixed, and so on within it until what is left is a
+// small scan for the CPU, which copies back what it reads of the held outputs and looks for the
+// first configuration within the tolerance of the device's maximum (its own first maximum if
+// its rounding puts none there). Without a device, or where it declines, first_maximum alone.
 std::int64_t traceback_argmax(const BucketShape& shape, std::span<const InputTable> inputs,
-                              int threads, DeviceOutputs* device, int& device_scans) {
+                              std::vector<DeviceOutputs::HeldPart> held, int threads,
+                              DeviceOutputs* device, HeldReads& reads) {
   constexpr std::int64_t kGroups = 1 << 16;
   std::deque<LeadingFixed> levels;  // each fixes leading variables of the one before
   const BucketShape* cur = &shape;
   std::span<const InputTable> in = inputs;
   std::int64_t prefix = 0;  // the fixed leading variables' configuration index
   double at_least = std::nan("");  // cur and its levels sum nothing: output_size() is all
+  std::vector<std::int64_t> st(shape.vars.size());
+  // The entries of held input f over cur's variables (0: a host table).
+  const auto held_entries = [&](std::size_t f) -> std::int64_t {
+    return held.empty() || held[f].bucket < 0 ? 0 : input_strides(*cur, in[f].scope, st.data());
+  };
+  const auto held_total = [&] {
+    double n = 0;
+    for (std::size_t f = 0; f < in.size(); ++f) n += static_cast<double>(held_entries(f));
+    return n;
+  };
   while (device && cur->vars.size() > 1 &&
-         static_cast<double>(cur->output_size()) * static_cast<double>(in.size()) >
-             device->maxima_from()) {
+         (static_cast<double>(cur->output_size()) * static_cast<double>(in.size()) >
+              device->maxima_from() ||
+          held_total() > device->held_from())) {
     const int nv = static_cast<int>(cur->vars.size());
     int lead = 0;
     std::int64_t groups = 1;
@@ -492,8 +512,8 @@ std::int64_t traceback_argmax(const BucketShape& shape, std::span<const InputTab
     grouped.n_marg = nv - lead;
     grouped.maximise = true;
     std::vector<double> group_max(groups);
-    if (!device->maxima(grouped, in, group_max.data())) break;
-    ++device_scans;
+    if (!device->maxima(grouped, in, held, group_max.data())) break;
+    ++reads.device_scans;
     const double best = *std::max_element(group_max.begin(), group_max.end());
     if (best == kNegInf) break;
     if (std::isnan(at_least)) at_least = tie_bound(best);  // the first level's is the maximum
@@ -502,11 +522,28 @@ std::int64_t traceback_argmax(const BucketShape& shape, std::span<const InputTab
     if (g == group_max.end()) break;
     levels.emplace_back(*cur, in, lead);
     in = levels.back().fix(g - group_max.begin());
+    for (std::size_t f = 0; f < held.size(); ++f)
+      held[f].first += levels.back().base(f, g - group_max.begin());
     cur = &levels.back().rest;
     prefix = prefix * groups + (g - group_max.begin());
   }
-  std::int64_t arg = std::isnan(at_least) ? -1 : first_maximum(*cur, in, threads, at_least);
-  if (arg < 0) arg = first_maximum(*cur, in, threads);
+  // The parts of the held inputs this scan reads, copied back (each one piece: the fixed leading
+  // variables lead every table).
+  std::vector<InputTable> scan(in.begin(), in.end());
+  std::vector<std::vector<double>> copied(in.size());
+  const auto t_read = std::chrono::steady_clock::now();
+  for (std::size_t f = 0; f < in.size(); ++f) {
+    const std::int64_t n = held_entries(f);
+    if (n == 0) continue;
+    copied[f].resize(n);
+    device->read(held[f].bucket, held[f].first, n, copied[f].data());
+    scan[f].data = copied[f].data();
+    reads.entries += static_cast<double>(n);
+  }
+  reads.seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_read).count();
+  std::int64_t arg = std::isnan(at_least) ? -1 : first_maximum(*cur, scan, threads, at_least);
+  if (arg < 0) arg = first_maximum(*cur, scan, threads);
   return prefix * cur->output_size() + arg;
 }
 
@@ -714,8 +751,7 @@ MostProbable compute_mpe(const Plan& plan, int threads, const UpwardRunner& upwa
   std::vector<int> value(n, 0);
   using clock = std::chrono::steady_clock;
   const auto t_start = clock::now();
-  double read_s = 0, read_entries = 0;  // the held tables' entries copied back
-  int device_scans = 0;
+  HeldReads reads;
   for (int b = nb - 1; b >= 0; --b) {
     const Bucket& bk = buckets[b];
     const BucketShape shape = bucket_shape(plan, b);
@@ -736,27 +772,18 @@ MostProbable compute_mpe(const Plan& plan, int threads, const UpwardRunner& upwa
       }
     }
     // The bucket at its output's values (fixed above), maximised over its eliminated variables:
-    // the first configuration attaining the maximum.
+    // the first configuration attaining the maximum. The held children's parts at those values
+    // are read where they are.
     LeadingFixed at_output(shape, in, static_cast<int>(bk.vars.size()) - bk.n_marg);
     const std::int64_t l = config_index(bk.output_vars(), model.card, value);
-    std::vector<InputTable> fixed;
-    {
-      const auto f = at_output.fix(l);
-      fixed.assign(f.begin(), f.end());
+    const auto fixed = at_output.fix(l);
+    std::vector<DeviceOutputs::HeldPart> parts;
+    if (!held_child.empty()) {
+      parts.resize(in.size());
+      for (const auto& [p, c] : held_child) parts[p] = {c, at_output.base(p, l)};
     }
-    std::vector<std::vector<double>> read(held_child.size());  // their entries at l
-    const auto t_read = clock::now();
-    for (std::size_t i = 0; i < held_child.size(); ++i) {  // the part at l: one piece
-      const auto [p, c] = held_child[i];
-      const std::int64_t n = table_size(fixed[p].scope, model.card);
-      read[i].resize(n);
-      held->read(c, at_output.base(p, l), n, read[i].data());
-      fixed[p].data = read[i].data();
-      read_entries += static_cast<double>(n);
-    }
-    read_s += std::chrono::duration<double>(clock::now() - t_read).count();
-    std::int64_t arg =
-        traceback_argmax(at_output.rest, fixed, threads, held.get(), device_scans);
+    std::int64_t arg = traceback_argmax(at_output.rest, fixed, std::move(parts), threads,
+                                        held.get(), reads);
     for (std::size_t k = bk.vars.size(); k-- > bk.vars.size() - bk.n_marg;) {
       const int v = bk.vars[k];
       value[v] = static_cast<int>(arg % model.card[v]);
@@ -765,8 +792,8 @@ MostProbable compute_mpe(const Plan& plan, int threads, const UpwardRunner& upwa
   }
   spdlog::debug("mpe: traceback {:.3f} s; {:.3g} entries of tables held on the device copied in "
                 "{:.3f} s; {} scans narrowed down on the device",
-                std::chrono::duration<double>(clock::now() - t_start).count(), read_entries,
-                read_s, device_scans);
+                std::chrono::duration<double>(clock::now() - t_start).count(), reads.entries,
+                reads.seconds, reads.device_scans);
   r.assignment.resize(n);
   for (int v = 0; v < n; ++v) {
     if (model.fixed[v])

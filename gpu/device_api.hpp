@@ -141,6 +141,10 @@ class Context {
   // there (the MPE's traceback reads a part of each bucket output kept on the device so).
   virtual void download_range(Handle src, std::int64_t first, std::int64_t entries, double* host,
                               int stream) = 0;
+  // Entries [first, first + entries) of `src` into dst[0, entries), on the device, asynchronous
+  // on `stream` (the MPE's traceback narrows its scans of a held output's part down so).
+  virtual void copy_range(Handle dst, Handle src, std::int64_t first, std::int64_t entries,
+                          int stream) = 0;
   virtual void run_bucket(const BucketShape& shape, std::span<const DeviceInput> inputs, Handle out,
                           int stream) = 0;
   virtual void synchronize(int stream) = 0;

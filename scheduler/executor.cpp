@@ -332,11 +332,14 @@ class HeldOutputs final : public DeviceOutputs {
   // folded[b]: (factor position, child position) of b's factors added into held children.
   // on_gpu[b]: whether bucket b's downward step runs on the GPU (downward_on_gpu).
   HeldOutputs(gpu::Context& ctx, std::vector<char> on_gpu, std::vector<gpu::Handle> held,
-              std::vector<std::vector<std::pair<int, int>>> folded)
+              std::vector<std::vector<std::pair<int, int>>> folded, double maxima_from,
+              double held_from)
       : ctx_(ctx),
         on_gpu_(std::move(on_gpu)),
         held_(std::move(held)),
-        folded_(std::move(folded)) {}
+        folded_(std::move(folded)),
+        maxima_from_(maxima_from),
+        held_from_(held_from) {}
   ~HeldOutputs() override {
     try {
       for (gpu::Handle h : held_)
@@ -350,10 +353,10 @@ class HeldOutputs final : public DeviceOutputs {
     ctx_.download_range(held_.at(b), first, n, to, 0);
   }
   std::span<const std::pair<int, int>> folded(int b) const override { return folded_.at(b); }
-  // A scan of 2^26 entries takes a 16-core CPU about 20 ms; the device's groups a few ms.
-  double maxima_from() const override { return 1 << 26; }
+  double maxima_from() const override { return maxima_from_; }
+  double held_from() const override { return held_from_; }
   bool maxima(const BucketShape& shape, std::span<const InputTable> inputs,
-              double* out) override {
+              std::span<const HeldPart> held, double* out) override {
     std::vector<std::vector<int>> scopes;
     for (const InputTable& t : inputs) scopes.push_back(t.scope);
     if (!gpu::why_no_kernel(shape, scopes).empty()) return false;
@@ -365,10 +368,14 @@ class HeldOutputs final : public DeviceOutputs {
     try {
       std::vector<gpu::DeviceInput> in;
       std::vector<std::int64_t> st(shape.vars.size());
-      for (const InputTable& t : inputs) {
+      for (std::size_t i = 0; i < inputs.size(); ++i) {
+        const InputTable& t = inputs[i];
         const std::int64_t n = input_strides(shape, t.scope, st.data());
         tables.push_back(ctx_.alloc(n));
-        ctx_.upload(tables.back(), t.data, n, 0);
+        if (!held.empty() && held[i].bucket >= 0)
+          ctx_.copy_range(tables.back(), held_.at(held[i].bucket), held[i].first, n, 0);
+        else
+          ctx_.upload(tables.back(), t.data, n, 0);
         in.push_back({tables.back(), t.scope});
       }
       const std::int64_t n_out = shape.output_size();
@@ -404,6 +411,7 @@ class HeldOutputs final : public DeviceOutputs {
   std::vector<char> on_gpu_;
   std::vector<gpu::Handle> held_;
   std::vector<std::vector<std::pair<int, int>>> folded_;
+  double maxima_from_, held_from_;
 };
 
 std::vector<char> gpu_buckets(const Placement& pl) {
@@ -565,7 +573,8 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
       for (auto [f, ci] : pl.folded[b])
         if (held[plan.tree.buckets[b].children[ci]] >= 0) folded[b].emplace_back(f, ci);
     *opt.pass.on_device =
-        std::make_unique<HeldOutputs>(*ctx, std::move(downward), std::move(held), std::move(folded));
+        std::make_unique<HeldOutputs>(*ctx, std::move(downward), std::move(held), std::move(folded),
+                                      opt.traceback_maxima_from, opt.traceback_held_from);
   }
   log_resources("the executor's buckets done");
   if (ctx) log_run_times(since(t0), gpu_from, gpu_to, st, *ctx);

@@ -33,6 +33,12 @@ struct ExecOptions {
   // device for its parent is downloaded as well), or, with pass.on_device and room on the
   // device, such outputs held there after the run.
   UpwardPass pass;
+  // The MPE traceback's scans narrowed down on the device (engine/plan.hpp DeviceOutputs): those
+  // of more than traceback_maxima_from entries (a scan of 2^26 takes a 16-core CPU about 20 ms,
+  // the device's group maxima a few ms), and those reading more than traceback_held_from
+  // entries of the outputs held there (2^18, 2 MiB, take about 1 ms to copy back; the part the
+  // device narrows a scan down to, microseconds). Tests lower them.
+  double traceback_maxima_from = 1 << 26, traceback_held_from = 1 << 18;
   // Time every kernel alone (the GPU thread waits for each one): for comparing predictions
   // with measurements, not for speed.
   bool time_buckets = false;

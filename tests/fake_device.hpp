@@ -108,6 +108,19 @@ class FakeDevice final : public gpu::Context {
     });
     synchronize(s);
   }
+  std::atomic<int> range_copies{0};
+  void copy_range(gpu::Handle dst, gpu::Handle src, std::int64_t first, std::int64_t n,
+                  int s) override {
+    ++range_copies;
+    enqueue(s, {dst, src}, [this, dst, src, first, n] {
+      const auto& from = tables_.at(src);
+      auto& to = tables_.at(dst);
+      if (first < 0 || first + n > static_cast<std::int64_t>(from.size()) ||
+          n > static_cast<std::int64_t>(to.size()))
+        return fail("copy_range beyond a table");
+      std::memcpy(to.data(), from.data() + first, 8 * n);
+    });
+  }
   void run_bucket(const BucketShape& shape, std::span<const gpu::DeviceInput> inputs,
                   gpu::Handle out, int s) override {
     std::vector<gpu::Handle> used = {out};

@@ -165,20 +165,44 @@ TEST_CASE("Posterior.MpeMatchesBruteForce", "[engine]") {
   CHECK(compared > 200);
 }
 
-// A device for the MPE's traceback that holds no output and computes every scan's group maxima
-// (DeviceOutputs::maxima) with the CPU's max-product kernel: the traceback narrowing its scans
-// down by groups gives the assignment of the plain scan.
+// A device for the MPE's traceback, on the host: it computes scans' group maxima
+// (DeviceOutputs::maxima) with the CPU's max-product kernel and, with `hold`, keeps every output
+// but the root's (taken out of the upward pass's tables, as the executor leaves them empty),
+// read from there. The traceback narrowing its scans down by groups, and reading the held
+// outputs' parts, gives the assignment of the plain scan.
 class GroupMaxima final : public DeviceOutputs {
  public:
-  explicit GroupMaxima(int& calls) : calls_(calls) {}
-  bool holds(int) const override { return false; }
-  void read(int, std::int64_t, std::int64_t, double*) override {}
+  struct Calls {
+    int maxima = 0, with_held = 0, reads = 0;
+  };
+  GroupMaxima(Calls& calls, double maxima_from, double held_from)
+      : calls_(calls), maxima_from_(maxima_from), held_from_(held_from) {}
+  void hold(std::vector<std::vector<double>>& up) {
+    held_.resize(up.size());
+    for (std::size_t b = 0; b + 1 < up.size(); ++b) held_[b] = std::move(up[b]), up[b].clear();
+  }
+  bool holds(int b) const override { return b < static_cast<int>(held_.size()) && !held_[b].empty(); }
+  void read(int b, std::int64_t first, std::int64_t n, double* to) override {
+    ++calls_.reads;
+    REQUIRE(first + n <= static_cast<std::int64_t>(held_.at(b).size()));
+    std::copy_n(held_[b].data() + first, n, to);
+  }
   std::span<const std::pair<int, int>> folded(int) const override { return {}; }
-  double maxima_from() const override { return 0; }  // every scan of two or more variables
+  double maxima_from() const override { return maxima_from_; }
+  double held_from() const override { return held_from_; }
   bool maxima(const BucketShape& shape, std::span<const InputTable> inputs,
-              double* out) override {
-    ++calls_;
-    max_product_log(shape, inputs, out, 1);
+              std::span<const HeldPart> held, double* out) override {
+    ++calls_.maxima;
+    std::vector<InputTable> in(inputs.begin(), inputs.end());
+    std::vector<std::int64_t> st(shape.vars.size());
+    for (std::size_t i = 0; i < held.size(); ++i)
+      if (held[i].bucket >= 0) {
+        const std::int64_t n = input_strides(shape, in[i].scope, st.data());
+        REQUIRE(held[i].first + n <= static_cast<std::int64_t>(held_.at(held[i].bucket).size()));
+        in[i].data = held_[held[i].bucket].data() + held[i].first;
+        ++calls_.with_held;
+      }
+    max_product_log(shape, in, out, 1);
     return true;
   }
   bool downward(const Plan&, std::vector<std::vector<double>>&,
@@ -188,32 +212,53 @@ class GroupMaxima final : public DeviceOutputs {
   }
 
  private:
-  int& calls_;
+  Calls& calls_;
+  double maxima_from_, held_from_;
+  std::vector<std::vector<double>> held_;
 };
 
 TEST_CASE("Posterior.MpeTracebackByGroupMaxima", "[engine]") {
+  // Three devices: every scan of two or more variables narrowed down, host tables only; every
+  // output but the root's held and read where it is; held and every scan with a held part
+  // narrowed down.
+  struct Way {
+    bool hold;
+    double maxima_from, held_from;
+  };
+  constexpr double kNever = std::numeric_limits<double>::infinity();
+  const Way ways[] = {{false, 0, kNever}, {true, kNever, kNever}, {true, kNever, 0}};
   std::mt19937_64 rng(20240739);
-  int calls = 0, compared = 0;
+  GroupMaxima::Calls calls[3];
+  int compared = 0;
   for (int it = 0; it < 120; ++it) {
     const Case c = random_case(rng, 10, 2e4);
     const Plan plan = make_plan(c.net, c.ev, options(it));
     INFO("network " << it);
     const MostProbable want = compute_mpe(plan, 1);
-    const UpwardRunner upward = [&](const Plan& p, const UpwardPass& pass) {
-      RunOptions ro;
-      ro.threads = 1;
-      ro.pass = pass;
-      ro.pass.on_device = nullptr;  // every output to the host
-      run_plan(p, ro);
-      *pass.on_device = std::make_unique<GroupMaxima>(calls);
-    };
-    const MostProbable m = compute_mpe(plan, 1, upward);
-    CHECK(m.ln_pr == want.ln_pr);
-    CHECK(m.assignment == want.assignment);
+    for (int w = 0; w < 3; ++w) {
+      INFO("way " << w);
+      const UpwardRunner upward = [&](const Plan& p, const UpwardPass& pass) {
+        RunOptions ro;
+        ro.threads = 1;
+        ro.pass = pass;
+        ro.pass.on_device = nullptr;  // every output to the host
+        run_plan(p, ro);
+        auto dev = std::make_unique<GroupMaxima>(calls[w], ways[w].maxima_from, ways[w].held_from);
+        if (ways[w].hold) dev->hold(*pass.outputs);
+        *pass.on_device = std::move(dev);
+      };
+      const MostProbable m = compute_mpe(plan, 1, upward);
+      CHECK(m.ln_pr == want.ln_pr);
+      CHECK(m.assignment == want.assignment);
+    }
     ++compared;
   }
   CHECK(compared == 120);
-  CHECK(calls > 50);
+  CHECK(calls[0].maxima > 50);
+  CHECK(calls[0].reads == 0);
+  CHECK(calls[1].maxima == 0);
+  CHECK(calls[1].reads > 100);
+  CHECK(calls[2].with_held > 20);
 }
 
 // Conditioned plans: a random set of 1-3 of the scoped variables sliced, marginals and MPE

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "engine/errors.hpp"
+#include "engine/posterior.hpp"
 #include "fake_device.hpp"
 #include "gpu/policy.hpp"
 #include "io/uai.hpp"
@@ -133,6 +134,38 @@ TEST_CASE("Scheduler.ExecutorKeepsTheUpwardPassOfMarAndMpe", "[scheduler]") {
   ro.pass = {true, &up};
   run_plan(plan, ro);
   CHECK(up.back()[0] < run_plan(plan) - plan.model.log_constant());
+}
+
+TEST_CASE("Scheduler.ExecutorNarrowsTheTracebackWhereTheOutputsAre", "[scheduler]") {
+  // The MPE's traceback with the outputs held on the fake device: every scan that reads a held
+  // output narrowed down there (traceback_held_from 0: the held parts copied into the scan's
+  // tables on the device, never through the host), or every scan of two or more variables
+  // (traceback_maxima_from 0), under every assignment: the CPU's assignment.
+  for (const char* name : {"Pedigree_11.uai", "grid10x10.f10.uai"}) {
+    const Plan plan = uai_plan(name);
+    const MostProbable want = compute_mpe(plan, 1);
+    int range_copies = 0;
+    for (const auto& [label, a] : assignments(plan, 31)) {
+      for (bool held_only : {true, false}) {
+        INFO(name << ", " << label << (held_only ? ", scans reading held outputs" : ", every scan"));
+        test::FakeDevice dev(2, 20, std::hash<std::string>{}(label));
+        ExecOptions eo;
+        eo.traceback_held_from = 0;
+        if (!held_only) eo.traceback_maxima_from = 0;
+        const UpwardRunner upward = [&](const Plan& p, const UpwardPass& pass) {
+          eo.pass = pass;
+          run_scheduled(p, a, &dev, eo);
+        };
+        const MostProbable m = compute_mpe(plan, 1, upward);
+        CHECK(m.ln_pr == Approx(want.ln_pr).epsilon(1e-12));
+        CHECK(m.assignment == want.assignment);
+        CHECK(dev.error().empty());
+        CHECK(dev.live_tables() == 0);
+        range_copies += dev.range_copies;
+      }
+    }
+    CHECK(range_copies > 0);
+  }
 }
 
 TEST_CASE("Scheduler.ExecutorWithOneStreamAndTimedBuckets", "[scheduler]") {

@@ -224,6 +224,13 @@ class CudaContext final : public Context {
     }
     synchronize(s);
   }
+  void copy_range(Handle dst, Handle src, std::int64_t first, std::int64_t entries,
+                  int s) override {
+    std::lock_guard lock(mu_);
+    CUDA_CHECK(cudaMemcpyAsync(ptr(dst), static_cast<const double*>(ptr(src)) + first,
+                               static_cast<std::size_t>(entries) * 8, cudaMemcpyDeviceToDevice,
+                               stream(s)));
+  }
   void synchronize(int s) override { CUDA_CHECK(cudaStreamSynchronize(stream(s))); }
   static_assert(std::size(FoldArgs{}.card) >= kFoldMaxVars, "FoldArgs holds a fold's variables");
   void fold(Handle child, std::span<const int> card, std::span<const std::int64_t> factor_stride,
