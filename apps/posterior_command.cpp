@@ -9,7 +9,6 @@
 #include "engine/errors.hpp"
 #include "engine/posterior.hpp"
 #include "engine/util.hpp"
-#include "gpu/device_api.hpp"
 
 namespace kinfer::app {
 
@@ -28,10 +27,6 @@ sched::RunRequest posterior_run_request(const PosteriorOptions& o) {
 }
 
 namespace {
-
-// The traceback entries beyond which mpe compares the GPU's order with the CPU's (about a
-// tenth of a second of a 16-core CPU's traceback).
-constexpr double kTracebackEntries = 1 << 28;
 
 // The plan of `net` within po's memory for the posterior's second pass too: pe's planner
 // conditions a plan to fit its own estimate; the second pass keeps more (every bucket's
@@ -75,32 +70,13 @@ ConditionedPlan plan_posterior(const PosteriorOptions& o, const std::string& com
   check_output_file(o.uai_output, "--uai-output");
   Evidence ev;
   o.net.load(net, ev);
-  // The order search sized for the device that runs the passes (mar's downward pass runs each
-  // bucket where its upward pass did).
+  // The order search sized for the device that runs the passes: mar's downward pass runs each
+  // bucket where its upward pass did, and mpe's traceback has its large scans narrowed down on
+  // the GPU where the upward pass left the outputs.
   PlanOptions po = o.net.plan_options();
   runner.plan_for_device(po);
   double need = 0;
   ConditionedPlan cp = plan_within(net, ev, po, command, marginals, need);
-  const double gpu_reads = marginals ? 0 : mpe_traceback_entries(cp.plan);
-  if (!marginals) spdlog::debug("mpe: the traceback reads {:.3g} entries", gpu_reads);
-  // mpe's traceback runs on the CPU, one configuration of each bucket's output at a time (the
-  // GPU narrows its largest scans down). An order that suits the GPU can leave it a bucket that
-  // costs more than the whole upward pass saves on the GPU (linkage_13: one bucket over 2^30
-  // configurations of its eliminated variables; with the scans narrowed, mpe still took twice as
-  // long on that order, docs/mar-mpe.md): the CPU's order too, taken when its traceback reads
-  // less than half as many entries.
-  if (!marginals && gpu_reads > kTracebackEntries && gpu::likely_present() &&
-      runner.wants_gpu(cp.plan)) {
-    PlanOptions cpu = o.net.plan_options();
-    runner.budget_for_device(cpu);
-    double cpu_need = 0;
-    ConditionedPlan alt = plan_within(net, ev, cpu, command, marginals, cpu_need);
-    const double cpu_reads = mpe_traceback_entries(alt.plan);
-    spdlog::info("mpe: the traceback reads {:.3g} entries on the GPU's order, {:.3g} on the "
-                 "CPU's: {}'s order",
-                 gpu_reads, cpu_reads, 2 * cpu_reads < gpu_reads ? "the CPU" : "the GPU");
-    if (2 * cpu_reads < gpu_reads) cp = std::move(alt), need = cpu_need;
-  }
   const Plan& plan = cp.plan;
   if (cp.conditioned())
     spdlog::info("conditioning on {} variable(s): {} slices; {}", cp.cond.vars.size(),

@@ -4,7 +4,9 @@
 // with a max-shifted log-sum-exp, OpenMP over output configurations (or over the summed
 // configurations when there are few outputs), and sequential access along the global order.
 #include <cstdint>
+#include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace kinfer {
@@ -15,6 +17,30 @@ struct InputTable {
   const double* data = nullptr;
   std::vector<int> scope;
 };
+
+// A bucket's table of ln values that a kernel writes in full before anything reads it: its
+// entries are left uninitialised when it grows (std::vector<double> would have one thread write
+// zeros over it first: a serial pass over gigabytes for the posterior passes' tables, where the
+// kernels' threads then touch each page first themselves).
+template <class T>
+struct UninitialisedAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = UninitialisedAllocator<U>;
+  };
+  UninitialisedAllocator() = default;
+  template <class U>
+  UninitialisedAllocator(const UninitialisedAllocator<U>&) noexcept {}
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+using LnTable = std::vector<double, UninitialisedAllocator<double>>;
 
 struct BucketShape {
   std::vector<int> vars;  // most significant first

@@ -371,7 +371,7 @@ double run_plan(const Plan& plan, const RunOptions& opt) {
   std::vector<std::unique_ptr<double[]>> msg(buckets.size());
   std::vector<const double*> out(buckets.size());
   // Kept outputs are computed in place: the tables the children pass up are the kept ones.
-  std::vector<std::vector<double>>* kept = opt.pass.outputs;
+  std::vector<LnTable>* kept = opt.pass.outputs;
   if (kept) kept->assign(buckets.size(), {});
   for (std::size_t b = 0; b < buckets.size(); ++b) {
     const Bucket& bk = buckets[b];

@@ -200,9 +200,8 @@ class DeviceOutputs {
   // where held; a held one is copied there when its parent's step runs on the host). The held
   // tables are used up. false when the device lacked the memory on the way: then `up`, `down`
   // and `joint` are partly used and the caller starts again.
-  virtual bool downward(const Plan& plan, std::vector<std::vector<double>>& up,
-                        std::vector<std::vector<double>>& down,
-                        std::vector<std::vector<double>>& joint,
+  virtual bool downward(const Plan& plan, std::vector<LnTable>& up, std::vector<LnTable>& down,
+                        std::vector<LnTable>& joint,
                         const std::function<void(int)>& on_host, int threads) = 0;
 };
 
@@ -213,7 +212,7 @@ class DeviceOutputs {
 // executor on any placement, its check mode.
 struct UpwardPass {
   bool maximise = false;
-  std::vector<std::vector<double>>* outputs = nullptr;
+  std::vector<LnTable>* outputs = nullptr;
   // With `outputs`: the outputs of GPU buckets whose parent is a GPU bucket may stay on the
   // device, when it has room for all of them at once (and, for the marginals, for their downward
   // pass there): the executor then puts their reader here

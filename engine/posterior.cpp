@@ -25,7 +25,7 @@ int thread_count(int threads) { return threads > 0 ? threads : omp_get_max_threa
 
 // Bucket b's inputs: its factors, then its children's outputs (`up`), then `extra`.
 std::vector<InputTable> bucket_inputs(const Plan& plan, int b,
-                                      const std::vector<std::vector<double>>& up,
+                                      const std::vector<LnTable>& up,
                                       std::span<const InputTable> extra = {}) {
   const auto& buckets = plan.tree.buckets;
   const Bucket& bk = buckets[b];
@@ -152,7 +152,7 @@ int downward_threads(int threads) { return std::min(thread_count(threads), omp_g
 // entry whose terms all are comes out as -inf.
 void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, double ln_total,
                  const std::vector<std::vector<int>>& targets,
-                 const std::vector<std::vector<double>*>& out, int threads) {
+                 const std::vector<LnTable*>& out, int threads) {
   const Blocks bl(full, inputs);
   const int nv = static_cast<int>(full.vars.size());
   const std::size_t n_t = targets.size();
@@ -264,7 +264,7 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
   }
   const int nt = std::max(
       1, std::min(nt0, static_cast<int>(std::min(1e6, kCopyRatio * entries / copied))));
-  std::vector<std::vector<double>> shared(n_t);
+  std::vector<LnTable> shared(n_t);
   for (std::size_t t = 0; t < n_t; ++t)
     if (direct[t]) {
       shared[t].resize(size[t]);
@@ -357,7 +357,7 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
   for (const auto& acc : part)
     if (!acc.empty()) filled.push_back(&acc);
   for (std::size_t t = 0; t < n_t; ++t) {
-    std::vector<double>& o = *out[t];
+    LnTable& o = *out[t];
     o.resize(size[t]);
     const int rt = pass_threads(static_cast<double>(size[t]), filled.size(), nt);
     in_parts(size[t], rt, [&](int, std::int64_t lo, std::int64_t hi) {
@@ -622,10 +622,10 @@ namespace {
 
 // Every bucket's output of the upward pass (maximising when `maximise`), by `upward` or run_plan;
 // with `held`, those a device may hold (UpwardPass::on_device) are left there.
-std::vector<std::vector<double>> upward_pass(const Plan& plan, bool maximise, int threads,
+std::vector<LnTable> upward_pass(const Plan& plan, bool maximise, int threads,
                                              const UpwardRunner& upward,
                                              std::unique_ptr<DeviceOutputs>* held = nullptr) {
-  std::vector<std::vector<double>> up;
+  std::vector<LnTable> up;
   const UpwardPass pass{maximise, &up, held};
   if (upward) {
     upward(plan, pass);
@@ -655,13 +655,13 @@ Marginals compute_marginals(const Plan& plan, int threads, const UpwardRunner& u
   if (!model.impossible.empty()) return r;
   // The outputs of GPU buckets may stay on the device, which then runs the downward pass.
   std::unique_ptr<DeviceOutputs> held;
-  std::vector<std::vector<double>> up = upward_pass(plan, false, threads, upward, &held);
+  std::vector<LnTable> up = upward_pass(plan, false, threads, upward, &held);
   r.ln_pe = up.back()[0] + model.log_constant();
   if (r.ln_pe == kNegInf) return r;
 
   // Downward: root first; ln P(e', X = x) of each tree variable over its reduced domain (e' the
   // tree's part of the evidence: the same for every x, removed by normalising).
-  std::vector<std::vector<double>> down(nb), joint(n);
+  std::vector<LnTable> down(nb), joint(n);
   down[nb - 1] = {0.0};
   const double ln_tree = up.back()[0];  // every bucket's belief sums to it
   // Bucket b's step on the CPU: its belief (down[b] from above) summed onto each child's output
@@ -674,16 +674,21 @@ Marginals compute_marginals(const Plan& plan, int threads, const UpwardRunner& u
     full.n_marg = 0;
     const auto in = bucket_inputs(plan, b, up, {&from_above, 1});
     std::vector<std::vector<int>> targets;
-    std::vector<std::vector<double>*> sums;
+    std::vector<LnTable*> sums;
     for (int c : bk.children) targets.push_back(buckets[c].output_vars()), sums.push_back(&down[c]);
     for (std::size_t k = bk.vars.size() - bk.n_marg; k < bk.vars.size(); ++k)
       targets.push_back({bk.vars[k]}), sums.push_back(&joint[bk.vars[k]]);
     belief_sums(full, in, ln_tree, targets, sums, threads);
-    for (int c : bk.children)
-      for (std::size_t s = 0; s < down[c].size(); ++s)
-        down[c][s] = up[c][s] == kNegInf ? kNegInf : down[c][s] - up[c][s];
-    for (int c : bk.children) std::vector<double>().swap(up[c]);
-    std::vector<double>().swap(down[b]);
+    for (int c : bk.children) {
+      const auto size = static_cast<std::int64_t>(down[c].size());
+      in_parts(size, pass_threads(static_cast<double>(size), 1, threads),
+               [&](int, std::int64_t lo, std::int64_t hi) {
+                 for (std::int64_t s = lo; s < hi; ++s)
+                   down[c][s] = up[c][s] == kNegInf ? kNegInf : down[c][s] - up[c][s];
+               });
+    }
+    for (int c : bk.children) LnTable().swap(up[c]);
+    LnTable().swap(down[b]);
   };
   bool done = false;
   if (held) {
@@ -696,8 +701,28 @@ Marginals compute_marginals(const Plan& plan, int threads, const UpwardRunner& u
       down[nb - 1] = {0.0};
     }
   }
-  if (!done)
-    for (int b = nb - 1; b >= 0; --b) on_host(b);
+  if (!done) {
+    using clock = std::chrono::steady_clock;
+    const auto t0 = clock::now();
+    std::vector<std::pair<double, int>> slowest;  // (seconds, bucket)
+    for (int b = nb - 1; b >= 0; --b) {
+      const auto tb = clock::now();
+      on_host(b);
+      slowest.emplace_back(std::chrono::duration<double>(clock::now() - tb).count(), b);
+    }
+    if (spdlog::should_log(spdlog::level::debug)) {
+      std::sort(slowest.rbegin(), slowest.rend());
+      std::string top;
+      for (std::size_t i = 0; i < std::min<std::size_t>(slowest.size(), 5); ++i) {
+        const int b = slowest[i].second;
+        top += fmt::format(" bucket {} {:.1f} ms ({} children, 2^{:.1f} states);", b,
+                           1e3 * slowest[i].first, buckets[b].children.size(),
+                           buckets[b].log2_states);
+      }
+      spdlog::debug("downward pass on the host: {:.3f} s; the slowest:{}",
+                    std::chrono::duration<double>(clock::now() - t0).count(), top);
+    }
+  }
 
   r.p.resize(n);
   for (int v = 0; v < n; ++v) {
@@ -718,16 +743,6 @@ Marginals compute_marginals(const Plan& plan, int threads, const UpwardRunner& u
   return r;
 }
 
-double mpe_traceback_entries(const Plan& plan) {
-  double n = 0;
-  for (std::size_t b = 0; b < plan.tree.buckets.size(); ++b) {
-    const Bucket& bk = plan.tree.buckets[b];
-    n += static_cast<double>(bucket_shape(plan, static_cast<int>(b)).marg_size()) *
-         static_cast<double>(bk.factors.size() + bk.children.size());
-  }
-  return n;
-}
-
 MostProbable compute_mpe(const Plan& plan, int threads, const UpwardRunner& upward) {
   require_inputs_filled(plan);
   const ReducedModel& model = plan.model;
@@ -740,7 +755,7 @@ MostProbable compute_mpe(const Plan& plan, int threads, const UpwardRunner& upwa
   // The outputs of GPU buckets may stay on the device (the traceback then copies back the part
   // of each it needs).
   std::unique_ptr<DeviceOutputs> held;
-  const std::vector<std::vector<double>> up = upward_pass(plan, true, threads, upward, &held);
+  const std::vector<LnTable> up = upward_pass(plan, true, threads, upward, &held);
   // A free variable in no factor multiplies P(e) by its number of values but the maximum by 1:
   // the constants without it.
   const double outside = model.log_constant() - model.free_constant;

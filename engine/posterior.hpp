@@ -73,11 +73,6 @@ MostProbable compute_mpe(ConditionedPlan& cp, int threads = 0, const UpwardRunne
 // children and variables (at most omp_get_max_threads() threads), and each thread's block buffers.
 double posterior_peak_bytes(const Plan& plan, bool marginals);
 
-// The entries mpe's traceback reads on `plan` (per slice of a conditioned plan): each bucket at
-// one configuration of its output, every configuration of its eliminated variables, times its
-// inputs.
-double mpe_traceback_entries(const Plan& plan);
-
 // ln of the product of the network's factors at a full assignment (-inf when one is zero).
 double ln_joint(const Network& net, std::span<const int> assignment);
 

@@ -128,7 +128,7 @@ std::vector<std::int64_t> strides_in(const std::vector<int>& vars, const std::ve
 // b the upward pass added into it (`folded`), for b's step on the host, which takes b's every
 // factor. Where such a factor is -inf the entry stays -inf (the step's product has that factor).
 void copy_back_unfolded(gpu::Context& ctx, const Plan& plan, int b, int ci, gpu::Handle table,
-                        std::span<const std::pair<int, int>> folded, std::vector<double>& to) {
+                        std::span<const std::pair<int, int>> folded, LnTable& to) {
   const Bucket& bk = plan.tree.buckets[b];
   const auto& card = plan.model.card;
   const std::vector<int> scope = plan.tree.buckets[bk.children[ci]].output_vars();
@@ -244,8 +244,8 @@ double downward_device_bytes(const Plan& plan, std::span<const char> on_gpu) {
 void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_gpu,
                   std::vector<gpu::Handle>& held,
                   std::span<const std::vector<std::pair<int, int>>> folded,
-                  std::vector<std::vector<double>>& up,
-                  std::vector<std::vector<double>>& down, std::vector<std::vector<double>>& joint,
+                  std::vector<LnTable>& up, std::vector<LnTable>& down,
+                  std::vector<LnTable>& joint,
                   const std::function<void(int)>& on_host, int threads) {
   const auto& buckets = plan.tree.buckets;
   const auto& card = plan.model.card;
@@ -395,7 +395,7 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_
       }
     if (!down[b].empty()) {  // uploaded: freed once the upload has run
       ctx.synchronize(kStream);
-      std::vector<double>().swap(down[b]);
+      LnTable().swap(down[b]);
     }
     if (timed) {
       ctx.synchronize(kStream);
@@ -439,7 +439,7 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_
       std::vector<double> sum(card[v], 0.0);
       for (std::size_t e = 0; e < t.size(); ++e)
         sum[(static_cast<std::int64_t>(e) / inner) % card[v]] += std::exp(t[e] - mx);
-      std::vector<double>& j = joint[v];
+      LnTable& j = joint[v];
       j.resize(card[v]);
       for (int x = 0; x < card[v]; ++x) j[x] = mx == kNegInf ? kNegInf : mx + std::log(sum[x]);
     }

@@ -60,8 +60,8 @@ double downward_device_bytes(const Plan& plan, std::span<const char> on_gpu);
 void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_gpu,
                   std::vector<gpu::Handle>& held,
                   std::span<const std::vector<std::pair<int, int>>> folded,
-                  std::vector<std::vector<double>>& up,
-                  std::vector<std::vector<double>>& down, std::vector<std::vector<double>>& joint,
+                  std::vector<LnTable>& up, std::vector<LnTable>& down,
+                  std::vector<LnTable>& joint,
                   const std::function<void(int)>& on_host, int threads);
 
 }  // namespace kinfer::sched

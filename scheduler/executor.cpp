@@ -114,7 +114,7 @@ void cpu_thread(Run& r) {
     std::unique_ptr<double[]> out;
     double* o;
     if (r.opt.pass.outputs) {  // sized before the threads start: each writes its own buckets
-      std::vector<double>& kept = (*r.opt.pass.outputs)[b];
+      LnTable& kept = (*r.opt.pass.outputs)[b];
       kept.resize(shape.output_size());
       o = kept.data();
     } else {
@@ -391,8 +391,8 @@ class HeldOutputs final : public DeviceOutputs {
     release_all();
     return true;
   }
-  bool downward(const Plan& plan, std::vector<std::vector<double>>& up,
-                std::vector<std::vector<double>>& down, std::vector<std::vector<double>>& joint,
+  bool downward(const Plan& plan, std::vector<LnTable>& up, std::vector<LnTable>& down,
+                std::vector<LnTable>& joint,
                 const std::function<void(int)>& on_host, int threads) override {
     ctx_.bind();
     try {

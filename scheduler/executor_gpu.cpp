@@ -369,7 +369,7 @@ gpu::Handle GpuThread::launch(int b, const BucketShape& shape, const BucketInput
 }
 
 void GpuThread::keep_on_host(int b, gpu::Handle o, std::int64_t n_out, int s) {
-  std::vector<double>& kept = (*r_.opt.pass.outputs)[b];
+  LnTable& kept = (*r_.opt.pass.outputs)[b];
   kept.resize(n_out);
   const auto t1 = clock_type::now();
   ctx_.download(o, kept.data(), n_out, s);

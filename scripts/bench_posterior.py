@@ -3,9 +3,9 @@
 machine: the compute seconds of each (the JSON's timings.compute: pe's run, mar's two passes,
 mpe's max-product pass and traceback), the best of --repeats runs, and the ratios mar/pe and
 mpe/pe. Every command of a network shares one order cache (filled by a first, unmeasured pe
-run), so the three run the same elimination order, all three on --device (default cpu; gpu: the
-upward passes on the GPU, mpe's traceback and mar's downward pass on the CPU). Networks too large
-for --max-memory or slower than --timeout are reported, not hidden.
+run), so the three run the same elimination order, all three on --device (default cpu; gpu: both
+passes of mar and mpe with the GPU, docs/mar-mpe.md). Networks too large for --max-memory or
+slower than --timeout are reported, not hidden.
 
   scripts/bench_posterior.py [--kinfer build/apps/kinfer] [--threads N] [--repeats 3]
                              [--device cpu|gpu|auto] [--data DIR]... [--out bench/out/posterior]

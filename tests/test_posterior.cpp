@@ -177,7 +177,7 @@ class GroupMaxima final : public DeviceOutputs {
   };
   GroupMaxima(Calls& calls, double maxima_from, double held_from)
       : calls_(calls), maxima_from_(maxima_from), held_from_(held_from) {}
-  void hold(std::vector<std::vector<double>>& up) {
+  void hold(std::vector<LnTable>& up) {
     held_.resize(up.size());
     for (std::size_t b = 0; b + 1 < up.size(); ++b) held_[b] = std::move(up[b]), up[b].clear();
   }
@@ -205,16 +205,15 @@ class GroupMaxima final : public DeviceOutputs {
     max_product_log(shape, in, out, 1);
     return true;
   }
-  bool downward(const Plan&, std::vector<std::vector<double>>&,
-                std::vector<std::vector<double>>&, std::vector<std::vector<double>>&,
-                const std::function<void(int)>&, int) override {
+  bool downward(const Plan&, std::vector<LnTable>&, std::vector<LnTable>&,
+                std::vector<LnTable>&, const std::function<void(int)>&, int) override {
     return false;
   }
 
  private:
   Calls& calls_;
   double maxima_from_, held_from_;
-  std::vector<std::vector<double>> held_;
+  std::vector<LnTable> held_;
 };
 
 TEST_CASE("Posterior.MpeTracebackByGroupMaxima", "[engine]") {

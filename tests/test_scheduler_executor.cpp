@@ -96,7 +96,7 @@ TEST_CASE("Scheduler.ExecutorKeepsTheUpwardPassOfMarAndMpe", "[scheduler]") {
   for (const char* name : {"Pedigree_11.uai", "DBN_11.uai"}) {
     const Plan plan = uai_plan(name);
     for (bool maximise : {false, true}) {
-      std::vector<std::vector<double>> expected, got;
+      std::vector<LnTable> expected, got;
       RunOptions ro;
       ro.pass = {maximise, &expected};
       run_plan(plan, ro);
@@ -129,7 +129,7 @@ TEST_CASE("Scheduler.ExecutorKeepsTheUpwardPassOfMarAndMpe", "[scheduler]") {
   CHECK(kept_on_device_total > 0);  // Pedigree_11's; DBN_11's GPU buckets all have CPU parents
   // The maximising pass's root is max_x P(x, e) up to the constants: never above P(e).
   const Plan plan = uai_plan("Pedigree_11.uai");
-  std::vector<std::vector<double>> up;
+  std::vector<LnTable> up;
   RunOptions ro;
   ro.pass = {true, &up};
   run_plan(plan, ro);
