@@ -241,29 +241,81 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
   for (int t : large)  // a direct target's entries go straight to their offsets
     if (n_local[t] == bl.size)
       for (std::int64_t k = 0; k < bl.size; ++k) local[t][k] = at[t][local[t][k]];
-  // A target that has the bucket's first variables, with at least as many configurations of
-  // them as there are threads, is written by the threads directly: the blocks are dealt to the
-  // threads by configurations of those variables, so no two threads add onto the same entries.
-  // Each other target gets a copy per thread, zeroed and added up at the end: at most as many
-  // threads as keep those copies within kCopyRatio times the bucket's entries.
+  // The blocks are dealt to the threads by the configurations of some of the variables above
+  // the blocks (`deal`): a target that has all of them is written by the threads directly, no
+  // two threads adding onto the same entries. Each other target gets a copy per thread, zeroed
+  // and added up at the end: at most as many threads as keep those copies within kCopyRatio
+  // times the bucket's entries. `deal` is chosen to copy the fewest entries: the bucket's first
+  // variables (as many as give each thread a configuration), or those of a target's variables
+  // above the blocks that most of the other targets' entries have too (up to 4 configurations
+  // a thread, for balance).
   constexpr double kCopyRatio = 8;
   const double entries = static_cast<double>(bl.size) * static_cast<double>(bl.count);
   const int nt0 =
       std::min(pass_threads(entries, inputs.size(), threads), downward_threads(threads));
-  std::vector<std::int64_t> lead(n_t, 1);  // configurations of the first variables it has
-  std::vector<char> direct(n_t, 0);
-  std::int64_t groups_of = bl.count;  // the configurations the blocks are dealt by
+  std::vector<char> deal(bl.first, 0);
   double copied = 1;
-  for (std::size_t t = 0; t < n_t; ++t) {
-    for (int j = 0; j < bl.first && st[t][j] != 0; ++j) lead[t] *= full.card[j];
-    direct[t] = nt0 > 1 && lead[t] >= nt0;
-    if (direct[t])
-      groups_of = std::min(groups_of, lead[t]);
-    else
-      copied += static_cast<double>(size[t]);
+  {
+    const auto has_all = [&](std::size_t t, const std::vector<char>& vars) {
+      for (int j = 0; j < bl.first; ++j)
+        if (vars[j] && st[t][j] == 0) return false;
+      return true;
+    };
+    const auto copies_of = [&](const std::vector<char>& vars) {
+      double n = 1;
+      for (std::size_t t = 0; t < n_t; ++t)
+        if (!has_all(t, vars)) n += static_cast<double>(size[t]);
+      return n;
+    };
+    for (std::size_t t = 0; t < n_t; ++t) copied += static_cast<double>(size[t]);  // none dealt
+    const auto consider = [&](const std::vector<char>& vars, std::int64_t configurations) {
+      if (configurations < nt0) return;
+      const double c = copies_of(vars);
+      if (c < copied) copied = c, deal = vars;
+    };
+    if (nt0 > 1) {
+      std::vector<char> vars(bl.first, 0);
+      std::int64_t n = 1;
+      for (int j = 0; j < bl.first && n < nt0; ++j) vars[j] = 1, n *= full.card[j];
+      consider(vars, n);
+      // Each variable above the blocks weighed by the entries of the targets that have it.
+      std::vector<double> weight(bl.first, 0);
+      for (std::size_t t = 0; t < n_t; ++t)
+        for (int j = 0; j < bl.first; ++j)
+          if (st[t][j] != 0) weight[j] += static_cast<double>(size[t]);
+      for (std::size_t a = 0; a < n_t; ++a) {
+        std::vector<int> mine;
+        for (int j = 0; j < bl.first; ++j)
+          if (st[a][j] != 0) mine.push_back(j);
+        std::stable_sort(mine.begin(), mine.end(),
+                         [&](int x, int y) { return weight[x] > weight[y]; });
+        std::fill(vars.begin(), vars.end(), 0);
+        n = 1;
+        for (std::size_t k = 0; k < mine.size() && n < 4 * nt0; ++k)
+          vars[mine[k]] = 1, n *= full.card[mine[k]];
+        consider(vars, n);
+      }
+    }
+  }
+  std::vector<char> direct(n_t, 0);
+  bool dealt = false;
+  for (int j = 0; j < bl.first; ++j) dealt |= deal[j] != 0;
+  for (std::size_t t = 0; t < n_t && dealt; ++t) {
+    direct[t] = 1;
+    for (int j = 0; j < bl.first; ++j)
+      if (deal[j] && st[t][j] == 0) direct[t] = 0;
   }
   const int nt = std::max(
       1, std::min(nt0, static_cast<int>(std::min(1e6, kCopyRatio * entries / copied))));
+  if (entries >= (1 << 24) && spdlog::should_log(spdlog::level::debug)) {
+    std::string what;
+    for (std::size_t t = 0; t < n_t; ++t)
+      if (size[t] > 1024)
+        what += fmt::format(" 2^{:.1f}{}", std::log2(static_cast<double>(size[t])),
+                            direct[t] ? " direct" : "");
+    spdlog::debug("belief sums: 2^{:.1f} entries, {} threads of {}, {} targets, copied{}",
+                  std::log2(entries), nt, nt0, n_t, what);
+  }
   std::vector<LnTable> shared(n_t);
   for (std::size_t t = 0; t < n_t; ++t)
     if (direct[t]) {
@@ -272,11 +324,23 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
         std::fill(shared[t].begin() + lo, shared[t].begin() + hi, 0.0);
       });
     }
-  const std::int64_t per_group = bl.count / groups_of;
+  // Each block's configuration of the `deal` variables (without them, the block itself): the
+  // threads take contiguous ranges of those.
+  std::int64_t keys = bl.count;
+  std::vector<std::int64_t> key;
+  if (dealt) {
+    std::vector<std::int64_t> kst(bl.first, 0);
+    keys = 1;
+    for (int j = bl.first - 1; j >= 0; --j)
+      if (deal[j]) kst[j] = keys, keys *= full.card[j];
+    key.resize(bl.count);
+    in_parts(bl.count, nt, [&](int, std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t b = lo; b < hi; ++b) key[b] = bl.base(b, kst.data());
+    });
+  }
   // part[thread][target]: each thread's own sums of the targets written through copies.
   std::vector<std::vector<std::vector<double>>> part(nt);
-  in_parts(groups_of, nt, [&](int me, std::int64_t g_lo, std::int64_t g_hi) {
-    const std::int64_t lo = g_lo * per_group, hi = g_hi * per_group;
+  in_parts(keys, nt, [&](int me, std::int64_t k_lo, std::int64_t k_hi) {
     std::vector<std::vector<double>>& mine = part[me];
     mine.resize(n_t);
     std::vector<double*> acc(n_t);
@@ -291,7 +355,8 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
       const std::int64_t* o = at[t].data();
       for (std::int64_t i = 0; i < n_local[t]; ++i) a[o[i]] += y[i];
     };
-    for (std::int64_t b = lo; b < hi; ++b) {
+    for (std::int64_t b = dealt ? 0 : k_lo; b < (dealt ? bl.count : k_hi); ++b) {
+      if (dealt && (key[b] < k_lo || key[b] >= k_hi)) continue;
       bl.products(b, buf.data());
       double* x = buf.data();
 #pragma omp simd

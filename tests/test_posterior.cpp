@@ -260,6 +260,33 @@ TEST_CASE("Posterior.MpeTracebackByGroupMaxima", "[engine]") {
   CHECK(calls[2].with_held > 20);
 }
 
+TEST_CASE("Posterior.MarginalsOnManyThreads", "[engine]") {
+  // The downward pass deals a bucket's blocks to its threads by variables its largest targets
+  // have, those written by the threads directly, the others through a copy per thread: the
+  // marginals on 1 thread (no dealing) and on 3, 6 and 16 are the same.
+  for (const char* name : {"linkage_16", "Grids_11"}) {
+    const fs::path path = uai_network_path(name);
+    REQUIRE(!path.empty());
+    const io::NetworkWithEvidence r = io::read_network_and_evidence(path.string());
+    PlanOptions po;  // linkage_16's min-fill order has a table of 2^28 entries
+    po.order.heuristic = OrderHeuristic::Stochastic;
+    po.order.time_budget = 0.5;
+    const Plan plan = make_plan(r.net, r.ev, po);
+    const Marginals one = compute_marginals(plan, 1);
+    for (int threads : {3, 6, 16}) {
+      INFO(name << ", " << threads << " threads");
+      const Marginals many = compute_marginals(plan, threads);
+      CHECK(many.ln_pe == Approx(one.ln_pe).epsilon(1e-12));
+      REQUIRE(many.p.size() == one.p.size());
+      double worst = 0;
+      for (std::size_t v = 0; v < one.p.size(); ++v)
+        for (std::size_t x = 0; x < one.p[v].size(); ++x)
+          worst = std::max(worst, std::abs(many.p[v][x] - one.p[v][x]));
+      CHECK(worst <= 1e-12);
+    }
+  }
+}
+
 // Conditioned plans: a random set of 1-3 of the scoped variables sliced, marginals and MPE
 // against enumeration.
 TEST_CASE("Posterior.ConditionedMatchBruteForce", "[engine]") {
