@@ -12,7 +12,7 @@
 #include <stdexcept>
 
 #include "engine/model.hpp"  // table_size
-#include "gpu/merge_inputs.hpp"  // kFoldMaxVars
+#include "gpu/merge_inputs.hpp"  // kFoldMaxVars, merge_plan
 
 namespace kinfer::sched {
 
@@ -25,10 +25,11 @@ constexpr std::int64_t kJointEntries = 4096;
 
 // An input of a bucket's messages.
 struct Source {
-  enum Kind { factor, child, above } kind;
+  enum Kind { factor, product, child, above } kind;
   int index = -1;  // factor: the model's factor; child: the position in the bucket's children
   std::vector<int> scope;
   int only_for = -1;  // a factor folded into this child's held table: an input of its message only
+  std::vector<int> factors;  // product: the model's factors multiplied together (scope: theirs)
 };
 
 // One message of a bucket: onto a child's output variables (`child`, its position), or onto the
@@ -42,19 +43,42 @@ struct Message {
 
 // The bucket's sources: its factors (but those in `folded`, which are inside held children's
 // tables and enter only their own child's message), its children's outputs, the message from
-// above (not at the root).
+// above (not at the root). The other factors are grouped as the upward pass's kernel groups
+// them (gpu/merge_inputs.hpp: small products, and the smallest multiplied together while the
+// bucket has more than a kernel takes), each group of several one source: their product.
 std::vector<Source> sources_of(const Plan& plan, int b,
                                std::span<const std::pair<int, int>> folded) {
   const Bucket& bk = plan.tree.buckets[b];
   std::vector<int> into(bk.factors.size(), -1);
   for (auto [k, ci] : folded) into.at(k) = ci;
   std::vector<Source> src;
-  for (std::size_t k = 0; k < bk.factors.size(); ++k)
-    src.push_back({Source::factor, bk.factors[k], plan.input_scope[bk.factors[k]], into[k]});
+  std::vector<int> free;  // factors not folded
+  std::vector<std::vector<int>> free_scopes, child_scopes;
+  for (std::size_t k = 0; k < bk.factors.size(); ++k) {
+    const int f = bk.factors[k];
+    if (into[k] >= 0) {
+      src.push_back({Source::factor, f, plan.input_scope[f], into[k], {}});
+    } else {
+      free.push_back(f);
+      free_scopes.push_back(plan.input_scope[f]);
+    }
+  }
+  for (int c : bk.children) child_scopes.push_back(plan.tree.buckets[c].output_vars());
+  const gpu::MergePlan merged = gpu::merge_plan(bucket_shape(plan, b), free_scopes, child_scopes);
+  for (std::size_t g = 0; g < merged.groups.size(); ++g) {
+    if (merged.groups[g].size() == 1) {
+      const int f = free[merged.groups[g][0]];
+      src.push_back({Source::factor, f, plan.input_scope[f], -1, {}});
+      continue;
+    }
+    Source x{Source::product, -1, merged.scopes[g], -1, {}};
+    for (int k : merged.groups[g]) x.factors.push_back(free[k]);
+    src.push_back(std::move(x));
+  }
   for (std::size_t ci = 0; ci < bk.children.size(); ++ci)
     src.push_back({Source::child, static_cast<int>(ci),
-                   plan.tree.buckets[bk.children[ci]].output_vars()});
-  if (bk.parent >= 0) src.push_back({Source::above, -1, bk.output_vars()});
+                   plan.tree.buckets[bk.children[ci]].output_vars(), -1, {}});
+  if (bk.parent >= 0) src.push_back({Source::above, -1, bk.output_vars(), -1, {}});
   return src;
 }
 
@@ -226,7 +250,9 @@ double downward_device_bytes(const Plan& plan, std::span<const char> on_gpu) {
     if (!on_gpu[b]) continue;
     double in = out;  // the message from above
     double biggest = 0;
-    for (int f : bk.factors) in += static_cast<double>(plan.input_data[f].size());
+    for (const Source& x : sources_of(plan, static_cast<int>(b), {}))
+      if (x.kind == Source::factor || x.kind == Source::product)
+        in += static_cast<double>(table_size(x.scope, card));
     for (int c : bk.children) {
       const double n = static_cast<double>(table_size(buckets[c].output_vars(), card));
       in += n;
@@ -253,10 +279,24 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_
   std::vector<std::vector<Source>> src(nb);
   std::vector<std::vector<Message>> msg(nb);
   std::vector<std::pair<int, int>> kernels;  // (bucket, message) run by a kernel
+  // The factors the upward kernel added into held children stay apart from the others' products
+  // (each enters one message only): a message that then has more inputs than a kernel takes
+  // sends its bucket to the host (downward_on_gpu judged it with every factor grouped).
+  std::vector<char> gpu_step(on_gpu.begin(), on_gpu.end());
   for (int b = 0; b < nb; ++b) {
-    if (!on_gpu[b]) continue;
+    if (!gpu_step[b]) continue;
     src[b] = sources_of(plan, b, folded[b]);
     msg[b] = messages_of(plan, b, src[b]);
+    for (const Message& m : msg[b])
+      if (m.shape.n_marg > 0)
+        if (const std::string why = gpu::why_no_kernel(m.shape, m.scopes); !why.empty()) {
+          spdlog::debug("downward pass: bucket {} on the host: {}", b, why);
+          gpu_step[b] = 0;
+        }
+    if (!gpu_step[b]) {
+      src[b].clear(), msg[b].clear();
+      continue;
+    }
     for (std::size_t k = 0; k < msg[b].size(); ++k)
       if (msg[b][k].shape.n_marg > 0) kernels.emplace_back(b, static_cast<int>(k));
   }
@@ -299,7 +339,7 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_
   for (int b = nb - 1; b >= 0; --b) {
     const auto tb = clock::now();
     const Bucket& bk = buckets[b];
-    if (!on_gpu[b]) {
+    if (!gpu_step[b]) {
       if (from_above[b] >= 0) {  // a GPU parent's message
         down[b].resize(table_size(bk.output_vars(), card));
         ctx.download_range(from_above[b], 0, static_cast<std::int64_t>(down[b].size()),
@@ -319,6 +359,7 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_
     }
     // The sources on the device: uploaded factors and host outputs, held outputs, the message.
     std::vector<gpu::Handle> h(src[b].size(), -1), owned;
+    std::vector<std::vector<double>> products;  // host tables of product sources, until uploaded
     for (std::size_t s = 0; s < src[b].size(); ++s) {
       const Source& x = src[b][s];
       const double* host = nullptr;
@@ -336,6 +377,15 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_
         host = up[c].data();
       } else if (x.kind == Source::above) {  // a host parent's message
         host = down[b].data();
+      } else if (x.kind == Source::product) {  // the CPU kernel with nothing summed
+        BucketShape over;
+        over.vars = x.scope;
+        over.card = cards_of(x.scope, card);
+        std::vector<InputTable> in;
+        for (int f : x.factors) in.push_back({plan.input_data[f].data(), plan.input_scope[f]});
+        products.emplace_back(table_size(x.scope, card));
+        sum_product_log(over, in, products.back().data(), 1);
+        host = products.back().data();
       } else {
         host = plan.input_data[x.index].data();
       }
@@ -388,6 +438,7 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_
       for (gpu::Handle t : laid_out) tables.release(t);  // safe with the kernel still queued
     }
     for (gpu::Handle t : owned) tables.release(t);
+    if (!products.empty()) ctx.synchronize(kStream);  // their uploads done before they are freed
     for (int c : bk.children)
       if (held[c] >= 0) {
         ctx.release(held[c]);

@@ -4,8 +4,9 @@
 // first, each where the upward pass ran it (the same cost model placed both steps: a bucket's
 // downward step is its upward work once per child and once more). On the GPU every message is a
 // sum-product bucket run by its kernels; messages between a GPU bucket and a host one are copied
-// across. A GPU bucket whose messages have no kernel (more inputs than a kernel takes: the
-// upward pass merged its factors) runs on the host.
+// across. A bucket's factors enter its messages grouped as the upward kernel takes them
+// (gpu/merge_inputs.hpp: products of small factors, and of the smallest while there are more
+// than a kernel takes). A GPU bucket whose messages still have no kernel runs on the host.
 //
 // The message from bucket b to its child c is the product of b's inputs other than c's own
 // output (its factors, its other children's outputs, the message from above) summed onto c's
@@ -33,8 +34,10 @@
 namespace kinfer::sched {
 
 // Why bucket b's downward step cannot run on the GPU's kernels: empty when every message of
-// its has a kernel (gpu::why_no_kernel; no device needed). Counts every factor as an input of
-// its own, as many as any placement gives a message.
+// its has a kernel (gpu::why_no_kernel; no device needed), with its factors grouped. The factors
+// an upward kernel added into a held child's table are inputs of that child's message of their
+// own: a message that then has more inputs than a kernel takes sends the bucket to the host when
+// the pass runs.
 std::string downward_why_not(const Plan& plan, int b);
 
 // The buckets whose downward step runs on the GPU: those `placed` there by the upward pass
