@@ -39,6 +39,19 @@ sched::RunRequest posterior_run_request(const PosteriorOptions& o);
 ConditionedPlan plan_posterior(const PosteriorOptions& o, const std::string& command,
                                bool marginals, Network& net, sched::Runner& runner);
 
+// --check with a GPU also checks the second pass: the command's passes again as a run without
+// --check takes them (mar's downward pass on the GPU, mpe's traceback narrowed down there),
+// their answer against the checked run's, which is the CPU's (marginals: the largest absolute
+// difference of a probability; mpe: the relative difference of the other run's assignment's own
+// ln probability from the maximum).
+struct SecondPassCheck {
+  bool run = false;
+  std::string what;    // "marginals" or "assignment"
+  std::string device;  // where that run's upward pass ran (UpwardRuns::device)
+  double largest = 0, tolerance = sched::kCheckTolerance;
+  bool passed = true;
+};
+
 // The upward passes of one command through `runner` (every slice's): where they ran.
 struct UpwardRuns {
   int gpu_runs = 0;  // the passes that put a bucket on the GPU
@@ -47,6 +60,7 @@ struct UpwardRuns {
   std::string note;      // fallbacks taken, the first
   std::string check_not_run;
   double upward_seconds = 0;  // the passes' computation
+  SecondPassCheck second;
 };
 UpwardRunner upward_through(sched::Runner& runner, UpwardRuns& runs);
 
@@ -60,6 +74,10 @@ nlohmann::json posterior_json(const PosteriorOptions& o, const ConditionedPlan& 
                               std::chrono::steady_clock::time_point t2,
                               const sched::Runner& runner, const UpwardRuns& runs);
 std::string run_lines(const sched::Runner& runner, const UpwardRuns& runs, bool check);
+// Whether --check asks for the second pass's check: a GPU took part in the checked run.
+bool wants_second_check(const PosteriorOptions& o, const UpwardRuns& runs);
+// The request of that run: the options' without --check, on the GPU where they say auto.
+sched::RunRequest unchecked_run_request(const PosteriorOptions& o);
 int posterior_exit(const sched::Runner& runner, const UpwardRuns& runs, bool check);
 
 // ResourceError (exit 3) saying that P(e) = 0 leaves `what` undefined, with the reduction's
