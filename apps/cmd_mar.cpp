@@ -46,18 +46,17 @@ int run_mar(const PosteriorOptions& o) {
   net = Network{};
   UpwardRuns runs;
   const Marginals m = compute_marginals(cp, o.net.threads, upward_through(runner, runs));
-  if (wants_second_check(o, runs) && m.ln_pe != -INFINITY) {
-    sched::Runner unchecked(unchecked_run_request(o));
-    UpwardRuns again;
-    const Marginals g = compute_marginals(cp, o.net.threads, upward_through(unchecked, again));
-    runs.second.run = true;
-    runs.second.what = "marginals";
-    runs.second.device = again.device;
-    for (std::size_t v = 0; v < m.p.size(); ++v)
-      for (std::size_t x = 0; x < m.p[v].size(); ++x)
-        runs.second.largest = std::max(runs.second.largest, std::abs(g.p.at(v).at(x) - m.p[v][x]));
-    runs.second.passed = runs.second.largest <= runs.second.tolerance;
-  }
+  if (m.ln_pe != -INFINITY)
+    check_second_pass(
+        o, runs, "marginals",
+        [&](const UpwardRunner& upward) { return compute_marginals(cp, o.net.threads, upward); },
+        [&](const Marginals& g) {
+          double largest = 0;
+          for (std::size_t v = 0; v < m.p.size(); ++v)
+            for (std::size_t x = 0; x < m.p[v].size(); ++x)
+              largest = std::max(largest, std::abs(g.p.at(v).at(x) - m.p[v][x]));
+          return largest;
+        });
   const auto t2 = std::chrono::steady_clock::now();
   const Plan& plan = cp.plan;
   if (m.ln_pe == -INFINITY) refuse_impossible(plan, "the posterior marginals are");

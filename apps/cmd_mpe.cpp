@@ -1,6 +1,7 @@
 // kinfer mpe: a most probable assignment of every variable given the evidence.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <iostream>
@@ -37,18 +38,14 @@ int run_mpe(const PosteriorOptions& o) {
   const auto t1 = std::chrono::steady_clock::now();
   UpwardRuns runs;
   const MostProbable m = compute_mpe(cp, o.net.threads, upward_through(runner, runs));
-  if (wants_second_check(o, runs) && m.ln_pr != -INFINITY) {
-    sched::Runner unchecked(unchecked_run_request(o));
-    UpwardRuns again;
-    const MostProbable g = compute_mpe(cp, o.net.threads, upward_through(unchecked, again));
-    runs.second.run = true;
-    runs.second.what = "assignment";
-    runs.second.device = again.device;
-    // Another assignment of the same probability is as good (a tie broken on other rounding).
-    runs.second.largest =
-        std::abs(ln_joint(net, g.assignment) - m.ln_pr) / std::max(1.0, std::abs(m.ln_pr));
-    runs.second.passed = runs.second.largest <= runs.second.tolerance;
-  }
+  if (m.ln_pr != -INFINITY)
+    check_second_pass(
+        o, runs, "assignment",
+        [&](const UpwardRunner& upward) { return compute_mpe(cp, o.net.threads, upward); },
+        [&](const MostProbable& g) {  // an assignment of the same probability is as good
+          return std::abs(ln_joint(net, g.assignment) - m.ln_pr) /
+                 std::max(1.0, std::abs(m.ln_pr));
+        });
   const auto t2 = std::chrono::steady_clock::now();
   const Plan& plan = cp.plan;
   if (m.ln_pr == -INFINITY) refuse_impossible(plan, "a most probable assignment is");

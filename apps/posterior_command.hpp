@@ -78,6 +78,23 @@ std::string run_lines(const sched::Runner& runner, const UpwardRuns& runs, bool 
 bool wants_second_check(const PosteriorOptions& o, const UpwardRuns& runs);
 // The request of that run: the options' without --check, on the GPU where they say auto.
 sched::RunRequest unchecked_run_request(const PosteriorOptions& o);
+
+// The second pass's check, when wants_second_check: `passes(upward)` computes the command's
+// answer again through a runner without --check, and `difference(answer)` measures it against
+// the checked run's; runs.second records `what` was compared, where, and the verdict.
+template <class Passes, class Difference>
+void check_second_pass(const PosteriorOptions& o, UpwardRuns& runs, const char* what,
+                       Passes&& passes, Difference&& difference) {
+  if (!wants_second_check(o, runs)) return;
+  sched::Runner unchecked(unchecked_run_request(o));
+  UpwardRuns again;
+  const auto answer = passes(upward_through(unchecked, again));
+  runs.second.run = true;
+  runs.second.what = what;
+  runs.second.device = again.device;
+  runs.second.largest = difference(answer);
+  runs.second.passed = runs.second.largest <= runs.second.tolerance;
+}
 int posterior_exit(const sched::Runner& runner, const UpwardRuns& runs, bool check);
 
 // ResourceError (exit 3) saying that P(e) = 0 leaves `what` undefined, with the reduction's
