@@ -215,8 +215,8 @@ struct UpwardPass {
   std::vector<LnTable>* outputs = nullptr;
   // With `outputs`: the outputs of GPU buckets whose parent is a GPU bucket may stay on the
   // device, when it has room for all of them at once (and, for the marginals, for their downward
-  // pass there): the executor then puts their reader here
-  // (and leaves their host entries empty). nullptr: every output to the host.
+  // pass there): the executor then puts their reader here (and leaves their host entries empty).
+  // nullptr: every output to the host.
   std::unique_ptr<DeviceOutputs>* on_device = nullptr;
 };
 

@@ -24,8 +24,7 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 int thread_count(int threads) { return threads > 0 ? threads : omp_get_max_threads(); }
 
 // Bucket b's inputs: its factors, then its children's outputs (`up`), then `extra`.
-std::vector<InputTable> bucket_inputs(const Plan& plan, int b,
-                                      const std::vector<LnTable>& up,
+std::vector<InputTable> bucket_inputs(const Plan& plan, int b, const std::vector<LnTable>& up,
                                       std::span<const InputTable> extra = {}) {
   const auto& buckets = plan.tree.buckets;
   const Bucket& bk = buckets[b];
@@ -255,12 +254,12 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
       std::min(pass_threads(entries, inputs.size(), threads), downward_threads(threads));
   std::vector<char> deal(bl.first, 0);
   double copied = 1;
+  const auto has_all = [&](std::size_t t, const std::vector<char>& vars) {
+    for (int j = 0; j < bl.first; ++j)
+      if (vars[j] && st[t][j] == 0) return false;
+    return true;
+  };
   {
-    const auto has_all = [&](std::size_t t, const std::vector<char>& vars) {
-      for (int j = 0; j < bl.first; ++j)
-        if (vars[j] && st[t][j] == 0) return false;
-      return true;
-    };
     const auto copies_of = [&](const std::vector<char>& vars) {
       double n = 1;
       for (std::size_t t = 0; t < n_t; ++t)
@@ -297,14 +296,9 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
       }
     }
   }
+  const bool dealt = std::find(deal.begin(), deal.end(), 1) != deal.end();
   std::vector<char> direct(n_t, 0);
-  bool dealt = false;
-  for (int j = 0; j < bl.first; ++j) dealt |= deal[j] != 0;
-  for (std::size_t t = 0; t < n_t && dealt; ++t) {
-    direct[t] = 1;
-    for (int j = 0; j < bl.first; ++j)
-      if (deal[j] && st[t][j] == 0) direct[t] = 0;
-  }
+  for (std::size_t t = 0; t < n_t && dealt; ++t) direct[t] = has_all(t, deal);
   const int nt = std::max(
       1, std::min(nt0, static_cast<int>(std::min(1e6, kCopyRatio * entries / copied))));
   if (entries >= (1 << 24) && spdlog::should_log(spdlog::level::debug)) {
@@ -688,8 +682,8 @@ namespace {
 // Every bucket's output of the upward pass (maximising when `maximise`), by `upward` or run_plan;
 // with `held`, those a device may hold (UpwardPass::on_device) are left there.
 std::vector<LnTable> upward_pass(const Plan& plan, bool maximise, int threads,
-                                             const UpwardRunner& upward,
-                                             std::unique_ptr<DeviceOutputs>* held = nullptr) {
+                                 const UpwardRunner& upward,
+                                 std::unique_ptr<DeviceOutputs>* held = nullptr) {
   std::vector<LnTable> up;
   const UpwardPass pass{maximise, &up, held};
   if (upward) {
