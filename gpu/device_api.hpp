@@ -182,6 +182,13 @@ class Context {
                        int stream) {
     (void)shape, (void)scopes, (void)stream;
   }
+  // Whether prepare() has nothing left to do for such a bucket (its launch plan built and its
+  // tables queued): a plan run again (a conditioned plan's slices, repeated jobs) needs no
+  // preparing threads.
+  virtual bool prepared(const BucketShape& shape, std::span<const std::vector<int>> scopes) {
+    (void)shape, (void)scopes;
+    return false;
+  }
   // Measures the quick figures (a few milliseconds: a 256 MiB copy on the device and 32 MiB
   // each way between pinned host memory and the device, at most a quarter of the free memory).
   // Call with no work in flight. Zeros where the device measures nothing.

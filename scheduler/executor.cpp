@@ -312,11 +312,14 @@ void fit_device_budget(const Plan& plan, gpu::Context& ctx, const ExecOptions& o
 }
 
 // The GPU buckets, largest first: the order their kernel plans are prepared in.
-std::vector<std::pair<double, int>> preparation_order(const Plan& plan, const Placement& pl) {
+// The GPU buckets whose launch plans the context has not built yet, largest first.
+std::vector<std::pair<double, int>> preparation_order(const Plan& plan, const Placement& pl,
+                                                      gpu::Context& ctx) {
   std::vector<std::pair<double, int>> order;
   for (int b = 0; b < static_cast<int>(plan.tree.buckets.size()); ++b)
     if (pl.dev[b] == Device::gpu) {
       const BucketShape shape = bucket_shape(plan, b);
+      if (ctx.prepared(shape, pl.kernel_scopes[b])) continue;
       order.emplace_back(
           -static_cast<double>(shape.output_size()) * static_cast<double>(shape.marg_size()), b);
     }
@@ -484,16 +487,20 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
   Shared sh(plan.tree, dev);
   if (opt.pass.outputs) opt.pass.outputs->assign(nb, {});
   std::vector<std::pair<double, int>> order;
-  if (ctx && st.gpu_buckets > 0) order = preparation_order(plan, pl);
+  if (ctx && st.gpu_buckets > 0) order = preparation_order(plan, pl, *ctx);
   const int upload_stream = ctx && ctx->num_streams() > 1 ? 1 : 0;
   Preparation prep(nb);
   const std::function<void(int)> prepare = [&](int b) {
     prep.build(b, [&] { ctx->prepare(bucket_shape(plan, b), pl.kernel_scopes[b], upload_stream); });
   };
+  // The preparing threads run beside the CPU thread's kernels: no more of them than plans to
+  // build (each such thread is a new OpenMP team, whose idle threads would spin on the cores
+  // those kernels use).
   const int threads = opt.threads > 0 ? opt.threads : omp_get_max_threads();
+  const int preparing = static_cast<int>(std::min<std::size_t>(threads, order.size()));
   auto prepare_all = [&] {
     const auto tp = clock_type::now();
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(preparing)
     for (std::size_t i = 0; i < order.size(); ++i) {
       if (prep.failed()) continue;
       prepare(order[i].second);

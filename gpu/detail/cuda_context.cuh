@@ -336,6 +336,12 @@ class CudaContext final : public Context {
     own_setup_seconds_ += ms(t0, t3) / 1e3;
   }
 
+  bool prepared(const BucketShape& shape, std::span<const std::vector<int>> scopes) override {
+    const std::string key = shape_key(shape, scopes, Variant::automatic, 8);
+    std::lock_guard lock(mu_);
+    return policies_.count(key) > 0;
+  }
+
   KernelChoice choose(const BucketShape& shape, std::span<const std::vector<int>> scopes) override {
     std::lock_guard lock(mu_);
     const PolicyEntry& pe = policy(shape, scopes, Variant::automatic, 8, -1);
