@@ -133,24 +133,28 @@ bool Batch::gpu_job_pending() const {
 
 bool Batch::start_order_search(RankSlot& k) {
   if (k.gpu_slots == 0 || opt_.no_share || k.running >= k.slots) return false;
-  std::size_t first = kNone;
-  std::set<std::string> due;  // plans whose order is not searched yet
-  for (std::size_t q = next_; q < order_.size(); ++q) {
+  std::size_t first = kNone;  // the next job whose plan's order is not searched yet
+  for (std::size_t q = next_; q < order_.size() && first == kNone; ++q) {
     const JobState& c = states_[order_[q]];
-    if (c.status != Status::Pending || c.solo || !c.options.groupable ||
-        !(c.awaiting_search || waits_for_gpu(c)) ||
-        searched_.count(plan_key(c)))
-      continue;
-    if (due.insert(plan_key(c)).second && first == kNone) first = order_[q];
+    if (c.status == Status::Pending && !c.solo && c.options.groupable &&
+        (c.awaiting_search || waits_for_gpu(c)) && !searched_.count(plan_key(c)))
+      first = order_[q];
   }
   if (first == kNone) return false;
   const JobState& s = states_[first];
   if (k.running > 0 && k.memory + s.memory > k.budget) return false;
   // The search's nominal work is fixed (OrderOptions::time_budget): threads shorten its wall.
-  // The plans due share the cores left beside the GPUs' jobs, at most 16 threads each (the
-  // search's rounds keep about 16 busy: engine/ordering.hpp).
-  const int free_cores = std::max(1, k.cores - k.gpu_running);
-  const int threads = std::clamp(free_cores / static_cast<int>(due.size()), 1, 16);
+  // The searches run in the jobs' order, each on up to 16 threads (the search's rounds keep
+  // about 16 busy: engine/ordering.hpp) of the cores left beside the GPUs' jobs and the
+  // searches running: the first GPU jobs' order is ready soonest, and the GPUs compute them
+  // while the next plans' orders are searched. Sharing the cores among every plan due at once
+  // would have all of them end late, the GPUs idle until then. Another search starts only with
+  // at least half its threads free.
+  const int cores = std::max(1, k.cores - k.gpu_running);
+  const int want = std::min(16, cores);
+  const int free_cores = cores - k.search_threads;
+  if (k.search_threads > 0 && free_cores < (want + 1) / 2) return false;
+  const int threads = std::clamp(free_cores, 1, want);
   std::vector<std::string> args = {self_, "info", s.job.network};
   if (!s.job.evidence.empty()) args.insert(args.end(), {"-e", s.job.evidence});
   args.insert(args.end(), {"--order-cache", (out_ / "order-cache").string(), "--json"});
@@ -166,6 +170,7 @@ bool Batch::start_order_search(RankSlot& k) {
   u.uid = ++uids_;
   const fs::path answer = out_ / "partial" / ("order-search-" + s.job.id + ".json");
   u.search_answer = answer;
+  u.search_threads = threads;
   // It sees the one GPU its jobs' device workers see (each sees its own): starting the driver
   // on every GPU of the machine would cost it a fraction of a second per GPU.
   u.pid = spawn_child(self_, args, answer.string(), nullptr, log.string(), threads,

@@ -201,6 +201,7 @@ void Batch::occupy(const Unit& u, int sign) {
   RankSlot& k = ranks_[u.rank];
   k.running += sign;
   k.gpu_running += sign * u.gpu;
+  k.search_threads += sign * u.search_threads;
   k.memory += sign * u.memory;
   for (std::size_t e = 0; e < k.devices.size(); ++e)
     if (u.gpu && k.devices[e] == u.gpu_device) k.on_device[e] += sign;

@@ -108,7 +108,8 @@ struct RankSlot {
   std::vector<int> devices;    // the GPUs (visible indices) its jobs use
   std::vector<int> on_device;  // per entry of devices: its running GPU units
   int running = 0, gpu_running = 0;
-  double memory = 0;  // estimated peak of its running units
+  int search_threads = 0;  // threads of its running order searches ahead
+  double memory = 0;       // estimated peak of its running units
 };
 
 // Every rank's offer (collective under mpirun), each machine's cores, memory and GPU jobs divided
@@ -194,6 +195,7 @@ class Batch {
     // with their options, which caches the order their device worker would otherwise search.
     std::string search_key;
     fs::path search_answer;  // its --json answer
+    int search_threads = 0;
     int gpu_device = -1;     // gpu: which of its rank's visible GPUs
     // A device worker (run_batch_device_worker): alive for the whole batch, its jobs written to
     // its stdin (rank 0: in_fd; another rank: kFeed to it), at most kWorkerDepth at a time: the
