@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <deque>
@@ -483,29 +484,38 @@ double tie_bound(double best) { return best - kTieTolerance * std::max(1.0, std:
 
 // The index of the first configuration of shape.vars (n_marg is ignored) at which the product
 // of `inputs` is largest, up to kTieTolerance; 0 where every product is -inf. Two passes: the
-// maximum, then the first configuration within the tolerance of it (each thread the first of
-// its part; the first of those wins). With `at_least` (not NaN), the first configuration whose
-// product is at least that, -1 where none is.
+// maximum, then the first configuration within the tolerance of it. With `at_least` (not NaN),
+// the first configuration whose product is at least that, -1 where none is: the threads take
+// chunks of blocks in index order and stop at the first chunk after one that holds a hit, so
+// that the pass ends soon after the first hit rather than at the end of the table.
 std::int64_t first_maximum(const BucketShape& shape, std::span<const InputTable> inputs,
                            int threads, double at_least = std::nan("")) {
   const Blocks bl(shape, inputs);
   const int nt = pass_threads(static_cast<double>(bl.size) * bl.count, inputs.size(), threads);
   constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::max();
-  std::vector<std::int64_t> part_first(nt, kNone);
   const auto first_at_least = [&] {
-    in_parts(bl.count, nt, [&](int me, std::int64_t lo, std::int64_t hi) {
+    const std::int64_t chunk = std::max<std::int64_t>(1, bl.count / (64 * nt));
+    std::atomic<std::int64_t> next{0}, first{kNone};
+    in_parts(nt, nt, [&](int, std::int64_t, std::int64_t) {
       std::vector<double> buf(bl.size);
-      for (std::int64_t b = lo; b < hi && part_first[me] == kNone; ++b) {
-        bl.products(b, buf.data());
-        for (std::int64_t k = 0; k < bl.size; ++k)
-          if (buf[k] >= at_least) {
-            part_first[me] = b * bl.size + k;
+      for (std::int64_t lo; (lo = next.fetch_add(chunk)) < bl.count;) {
+        if (lo * bl.size > first.load(std::memory_order_relaxed)) break;
+        const std::int64_t hi = std::min(bl.count, lo + chunk);
+        for (std::int64_t b = lo; b < hi; ++b) {
+          bl.products(b, buf.data());
+          std::int64_t k = 0;
+          while (k < bl.size && !(buf[k] >= at_least)) ++k;
+          if (k < bl.size) {
+            std::int64_t seen = first.load();
+            while (b * bl.size + k < seen && !first.compare_exchange_weak(seen, b * bl.size + k)) {
+            }
             break;
           }
+        }
       }
     });
-    const std::int64_t first = *std::min_element(part_first.begin(), part_first.end());
-    return first == kNone ? std::int64_t{-1} : first;
+    const std::int64_t f = first.load();
+    return f == kNone ? std::int64_t{-1} : f;
   };
   if (!std::isnan(at_least)) return first_at_least();
   std::vector<double> part_max(nt, kNegInf);
@@ -539,15 +549,21 @@ struct HeldReads {
 // small scan for the CPU, which copies back what it reads of the held outputs and looks for the
 // first configuration within the tolerance of the device's maximum (its own first maximum if
 // its rounding puts none there). Without a device, or where it declines, first_maximum alone.
+// `known_max` (NaN: not known) is the maximum the upward pass computed for this scan (the
+// bucket's output at the fixed values): the scan then looks for the first configuration within
+// the tolerance of it in one pass, not the maximum first (a bucket whose output is one number
+// scans its whole state space: 2^32 entries in linkage_11).
 std::int64_t traceback_argmax(const BucketShape& shape, std::span<const InputTable> inputs,
                               std::vector<DeviceOutputs::HeldPart> held, int threads,
-                              DeviceOutputs* device, HeldReads& reads) {
+                              DeviceOutputs* device, HeldReads& reads, double known_max) {
   constexpr std::int64_t kGroups = 1 << 16;
   std::deque<LeadingFixed> levels;  // each fixes leading variables of the one before
   const BucketShape* cur = &shape;
   std::span<const InputTable> in = inputs;
   std::int64_t prefix = 0;  // the fixed leading variables' configuration index
-  double at_least = std::nan("");  // cur and its levels sum nothing: output_size() is all
+  // cur and its levels sum nothing: output_size() is all
+  double at_least =
+      std::isnan(known_max) || known_max == kNegInf ? std::nan("") : tie_bound(known_max);
   std::vector<std::int64_t> st(shape.vars.size());
   // The entries of held input f over cur's variables (0: a host table).
   const auto held_entries = [&](std::size_t f) -> std::int64_t {
@@ -856,8 +872,9 @@ MostProbable compute_mpe(const Plan& plan, int threads, const UpwardRunner& upwa
       parts.resize(in.size());
       for (const auto& [p, c] : held_child) parts[p] = {c, at_output.base(p, l)};
     }
+    const double known = up[b].empty() ? std::nan("") : up[b][l];
     std::int64_t arg = traceback_argmax(at_output.rest, fixed, std::move(parts), threads,
-                                        held.get(), reads);
+                                        held.get(), reads, known);
     for (std::size_t k = bk.vars.size(); k-- > bk.vars.size() - bk.n_marg;) {
       const int v = bk.vars[k];
       value[v] = static_cast<int>(arg % model.card[v]);
