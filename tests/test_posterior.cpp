@@ -260,18 +260,26 @@ TEST_CASE("Posterior.MpeTracebackByGroupMaxima", "[engine]") {
   CHECK(calls[2].with_held > 20);
 }
 
+namespace {
+// A shared network planned by a short stochastic search (linkage_16's min-fill order has a table
+// of 2^28 entries).
+Plan stochastic_plan(const char* name) {
+  const fs::path path = uai_network_path(name);
+  REQUIRE(!path.empty());
+  const io::NetworkWithEvidence r = io::read_network_and_evidence(path.string());
+  PlanOptions po;
+  po.order.heuristic = OrderHeuristic::Stochastic;
+  po.order.time_budget = 0.5;
+  return make_plan(r.net, r.ev, po);
+}
+}  // namespace
+
 TEST_CASE("Posterior.MarginalsOnManyThreads", "[engine]") {
   // The downward pass deals a bucket's blocks to its threads by variables its largest targets
   // have, those written by the threads directly, the others through a copy per thread: the
   // marginals on 1 thread (no dealing) and on 3, 6 and 16 are the same.
   for (const char* name : {"linkage_16", "Grids_11"}) {
-    const fs::path path = uai_network_path(name);
-    REQUIRE(!path.empty());
-    const io::NetworkWithEvidence r = io::read_network_and_evidence(path.string());
-    PlanOptions po;  // linkage_16's min-fill order has a table of 2^28 entries
-    po.order.heuristic = OrderHeuristic::Stochastic;
-    po.order.time_budget = 0.5;
-    const Plan plan = make_plan(r.net, r.ev, po);
+    const Plan plan = stochastic_plan(name);
     const Marginals one = compute_marginals(plan, 1);
     for (int threads : {3, 6, 16}) {
       INFO(name << ", " << threads << " threads");
@@ -292,13 +300,7 @@ TEST_CASE("Posterior.MpeOnManyThreads", "[engine]") {
   // threads taking chunks in order and stopping after the first hit: the assignment on 1 thread
   // and on 3, 6 and 16 is the same (the first in index order), its probability the maximum.
   for (const char* name : {"linkage_16", "Grids_11"}) {
-    const fs::path path = uai_network_path(name);
-    REQUIRE(!path.empty());
-    const io::NetworkWithEvidence r = io::read_network_and_evidence(path.string());
-    PlanOptions po;
-    po.order.heuristic = OrderHeuristic::Stochastic;
-    po.order.time_budget = 0.5;
-    const Plan plan = make_plan(r.net, r.ev, po);
+    const Plan plan = stochastic_plan(name);
     const MostProbable one = compute_mpe(plan, 1);
     for (int threads : {3, 6, 16}) {
       INFO(name << ", " << threads << " threads");
