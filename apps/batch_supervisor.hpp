@@ -195,7 +195,7 @@ class Batch {
     // with their options, which caches the order their device worker would otherwise search.
     std::string search_key;
     fs::path search_answer;  // its --json answer
-    int search_threads = 0;
+    int search_threads = 0;  // its threads (RankSlot::search_threads counts them)
     int gpu_device = -1;     // gpu: which of its rank's visible GPUs
     // A device worker (run_batch_device_worker): alive for the whole batch, its jobs written to
     // its stdin (rank 0: in_fd; another rank: kFeed to it), at most kWorkerDepth at a time: the

@@ -496,7 +496,8 @@ std::int64_t first_maximum(const BucketShape& shape, std::span<const InputTable>
   const auto first_at_least = [&] {
     const std::int64_t chunk = std::max<std::int64_t>(1, bl.count / (64 * nt));
     std::atomic<std::int64_t> next{0}, first{kNone};
-    in_parts(nt, nt, [&](int, std::int64_t, std::int64_t) {
+#pragma omp parallel num_threads(nt)
+    {
       std::vector<double> buf(bl.size);
       for (std::int64_t lo; (lo = next.fetch_add(chunk)) < bl.count;) {
         if (lo * bl.size > first.load(std::memory_order_relaxed)) break;
@@ -513,7 +514,7 @@ std::int64_t first_maximum(const BucketShape& shape, std::span<const InputTable>
           }
         }
       }
-    });
+    }
     const std::int64_t f = first.load();
     return f == kNone ? std::int64_t{-1} : f;
   };

@@ -311,8 +311,8 @@ void fit_device_budget(const Plan& plan, gpu::Context& ctx, const ExecOptions& o
   }
 }
 
-// The GPU buckets, largest first: the order their kernel plans are prepared in.
-// The GPU buckets whose launch plans the context has not built yet, largest first.
+// The GPU buckets whose launch plans the context has not built yet, largest first: the order
+// those plans are prepared in.
 std::vector<std::pair<double, int>> preparation_order(const Plan& plan, const Placement& pl,
                                                       gpu::Context& ctx) {
   std::vector<std::pair<double, int>> order;
