@@ -325,6 +325,10 @@ std::vector<double> PersonCavitySolver::spare(const std::vector<int>& vars,
                                               const std::vector<int>& card) {
   std::size_t n = 1;
   for (int v : vars) n *= card[v];
+  return spare(n);
+}
+
+std::vector<double> PersonCavitySolver::spare(std::size_t n) {
   // A small table gets a fresh buffer (it would take a large one out of the pool, and the
   // phenotype tables' derivatives leave with the results). Else the smallest kept buffer that
   // holds n entries, else the largest (it grows).
@@ -355,7 +359,7 @@ double PersonCavitySolver::bytes(const InheritanceModel::AlleleNetwork& net) {
 }
 
 PersonCavities PersonCavitySolver::run(const InheritanceModel::AlleleNetwork& given,
-                                       const double* a, const double* b, double ln_w) {
+                                       std::vector<double> w, double ln_w) {
   const InheritanceModel::AlleleNetwork net = alleles_first(given, bits_);
   const int na = static_cast<int>(net.card.size()) - bits_;
   const Plan& p = plan(net);
@@ -366,11 +370,9 @@ PersonCavities PersonCavitySolver::run(const InheritanceModel::AlleleNetwork& gi
   for (std::size_t f = 0; f < net.tables.size(); ++f) tab[f] = net.tables[f];
   Table& W = tab[p.leaves - 1];
   W.vars = p.vars[p.leaves - 1];
-  W.t = spare(W.vars, card);
-  W.t.resize(std::size_t(1) << bits_);
-  const long nw = static_cast<long>(W.t.size());
-#pragma omp parallel for schedule(static) num_threads(threads_for(static_cast<double>(nw)))
-  for (long v = 0; v < nw; ++v) W.t[v] = a[v] * b[v];
+  if (w.size() != std::size_t(1) << bits_)
+    throw std::logic_error("PersonCavitySolver: W's size is not the state space's");
+  W.t = std::move(w);
   s[p.leaves - 1] = ln_w;
   // Forward: every step's product summed over its variables, scaled.
   std::vector<char> consumed(nt, 0);

@@ -50,10 +50,13 @@ class PersonCavitySolver {
   // The bytes run() holds at most for `net`: every forward table and derivative (W included),
   // counted before computing anything.
   double bytes(const InheritanceModel::AlleleNetwork& net);
-  // S and every person's cavity for `net` with W(v) = a[v] b[v] exp(ln_w) (a and b: 2^bits
-  // entries each, state index order). Uses OpenMP's threads inside each table operation.
-  PersonCavities run(const InheritanceModel::AlleleNetwork& net, const double* a, const double* b,
+  // S and every person's cavity for `net` with W(v) = w[v] exp(ln_w) (w: 2^bits entries, state
+  // index order; W(v) = a(v) b(v), the vectors on either side of the marker). Uses OpenMP's
+  // threads inside each table operation (one inside a parallel region: markers in parallel).
+  PersonCavities run(const InheritanceModel::AlleleNetwork& net, std::vector<double> w,
                      double ln_w);
+  // A buffer for run's w (its size unset), from the tables this solver keeps between runs.
+  std::vector<double> state_buffer() { return spare(std::size_t(1) << bits_); }
 
   struct Plan {
     std::vector<std::vector<int>> vars;  // per table: the leaves (net's, then W), then outputs
@@ -72,6 +75,7 @@ class PersonCavitySolver {
   // would cost a page fault per 4 KiB page.
   static constexpr std::size_t kSpareBytes = 1 << 20;
   std::vector<double> spare(const std::vector<int>& vars, const std::vector<int>& card);
+  std::vector<double> spare(std::size_t entries);
   void keep_spare(std::vector<double>&& t);
   std::vector<std::vector<double>> spare_;
   int bits_;

@@ -424,14 +424,19 @@ MultipointGenotypes multipoint_genotypes(const Pedigree& ped, const LocusFile& l
   auto im = std::make_unique<InheritanceModel>(ped, loci, lf.sex_linked, true, false);
   bool all_cavities = opt.cavities && im->bits() <= max_bits &&
                       im->people_kept() < static_cast<int>(ped.people.size());
+  double largest_cavities = 0;  // the bytes of the largest marker's cavities (all_cavities)
   if (all_cavities) {
     const Memory mem = memory(*im);
     PersonCavitySolver sizes(im->bits());
     Pedigree work = ped;
     all_cavities = mem.fits;
-    for (int k = 0; k < M && all_cavities; ++k)
-      all_cavities = cavity_locus(work, lf, out.markers[k], full[k]) &&
-                     sizes.bytes(im->allele_network(full[k])) <= mem.cavity_budget;
+    for (int k = 0; k < M && all_cavities; ++k) {
+      all_cavities = cavity_locus(work, lf, out.markers[k], full[k]);
+      if (all_cavities)
+        largest_cavities =
+            std::max(largest_cavities, sizes.bytes(im->allele_network(full[k])));
+      all_cavities = all_cavities && largest_cavities <= mem.cavity_budget;
+    }
   }
   if (!all_cavities) im = std::make_unique<InheritanceModel>(ped, loci, lf.sex_linked, true, true);
   out.bits = im->bits();
@@ -456,7 +461,56 @@ MultipointGenotypes multipoint_genotypes(const Pedigree& ped, const LocusFile& l
   } else {
     backend = make_cpu_chain(im->layout(), 0);
   }
-  PersonCavitySolver cavities(im->bits());
+  // Markers whose cavities are computed side by side, a thread each: one marker's table
+  // operations gain little from more threads (on c250, two threads took 0.77 of one's time).
+  // When every marker goes by its cavities, as many at once as the cavities' memory holds (a
+  // solver keeps at most the bytes of the largest network it ran: W, every table and
+  // derivative); else one at a time, as the candidates one by one share that memory.
+  const int slots =
+      all_cavities && largest_cavities > 0
+          ? static_cast<int>(std::clamp(std::floor(cavity_budget / largest_cavities), 1.0,
+                                        static_cast<double>(threads)))
+          : 1;
+  std::vector<PersonCavitySolver> solvers(slots, PersonCavitySolver(im->bits()));
+  struct PendingMarker {
+    int k;
+    InheritanceModel::AlleleNetwork net;
+    std::vector<double> w;  // W = a b, from solvers[its place]'s buffers
+    double ln_w, ln_all;
+    std::vector<Candidate> cs;
+  };
+  std::vector<PendingMarker> pending;
+  auto run_pending = [&] {
+    if (pending.empty()) return;
+    const auto t0 = std::chrono::steady_clock::now();
+    const int n = static_cast<int>(pending.size());
+    auto one = [&](int i) {
+      PendingMarker& m = pending[i];
+      const PersonCavities pc = solvers[i].run(m.net, std::move(m.w), m.ln_w);
+      candidates_from_cavities(m.net, full[m.k], im->bits(), pc, m.cs);
+      full[m.k] = PedigreeLocus{};
+      fill_cells(ped, lf, out.markers[m.k], m.ln_all, m.cs, out.cell[m.k]);
+    };
+    if (n == 1) {
+      one(0);  // the team inside its table operations
+    } else {
+      std::exception_ptr failed;
+#pragma omp parallel for num_threads(n) schedule(static, 1)
+      for (int i = 0; i < n; ++i) {
+        try {
+          one(i);
+        } catch (...) {
+#pragma omp critical
+          if (!failed) failed = std::current_exception();
+        }
+      }
+      if (failed) std::rethrow_exception(failed);
+    }
+    out.cavity_s +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    out.cavity_markers += n;
+    pending.clear();
+  };
   out.cell.resize(M);
   std::vector<Pedigree> copies(threads, ped);  // each thread's: one phenotype changed at a time
   out.ln_likelihood = M == 0 ? 0.0 : kNegInf;
@@ -477,16 +531,16 @@ MultipointGenotypes multipoint_genotypes(const Pedigree& ped, const LocusFile& l
         const double* b = impossible ? nullptr : B.host_data(vb, &fb);
         if (opt.cavities && a && b &&
             (all_cavities || cavity_locus(copies[0], lf, locus, full[k]))) {
-          const InheritanceModel::AlleleNetwork net = im->allele_network(full[k]);
-          if (all_cavities || cavities.bytes(net) <= cavity_budget) {
-            const auto t0 = std::chrono::steady_clock::now();
-            const PersonCavities pc = cavities.run(net, a, b, s + fa + fb);
-            candidates_from_cavities(net, full[k], im->bits(), pc, cs);
-            full[k] = PedigreeLocus{};
-            out.cavity_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-                                .count();
-            ++out.cavity_markers;
-            fill_cells(ped, lf, locus, ln_all, cs, out.cell[k]);
+          InheritanceModel::AlleleNetwork net = im->allele_network(full[k]);
+          if (all_cavities || solvers[0].bytes(net) <= cavity_budget) {
+            PersonCavitySolver& solver = solvers[pending.size()];
+            std::vector<double> w = solver.state_buffer();
+            const long nw = 1L << im->bits();
+            w.resize(nw);
+#pragma omp parallel for schedule(static) if (nw >= 65536)
+            for (long v = 0; v < nw; ++v) w[v] = a[v] * b[v];
+            pending.push_back({k, std::move(net), std::move(w), s + fa + fb, ln_all, std::move(cs)});
+            if (static_cast<int>(pending.size()) == slots) run_pending();
             return;
           }
         }
@@ -529,6 +583,7 @@ MultipointGenotypes multipoint_genotypes(const Pedigree& ped, const LocusFile& l
         fill_cells(ped, lf, locus, ln_all, cs, out.cell[k]);
       },
       backend.get());
+  run_pending();
   out.walk_s = im->profile().emission_s + im->profile().step_s;
   return out;
 }
