@@ -57,9 +57,10 @@ std::vector<Sample> measure_gpu(const std::vector<SweepBucket>& buckets, gpu::Co
                                 double budget_seconds, std::vector<double>* first_use = nullptr);
 // Staged uploads (host memcpy into pinned memory, then the copy) and downloads into pinned
 // memory, exactly as the executor moves tables: one copy waited for (`h2d`, `d2h`), and many
-// queued back to back with one wait (`h2d_batch`, per copy).
+// queued back to back with one wait (`h2d_batch`, per copy); and pinning a host buffer then
+// freeing it (`pin`: what a download's new staging buffer costs).
 void measure_transfers(gpu::Context& ctx, TransferModel& h2d, TransferModel& h2d_batch,
-                       TransferModel& d2h, double budget_seconds);
+                       TransferModel& d2h, TransferModel& pin, double budget_seconds);
 
 // The executor's own cost per bucket beyond the kernel (bookkeeping, allocation, handing tables
 // between threads; on the GPU also launching, allocating and releasing device tables): a chain

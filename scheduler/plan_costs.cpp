@@ -73,7 +73,7 @@ PlanCosts plan_costs(const Plan& plan, const Profile& profile, bool warm_gpu) {
     }
     pc.input_tables[b] = static_cast<int>(mp.sizes.size());
     n.to_gpu = profile.h2d.seconds(pc.out_bytes[b]);
-    n.to_cpu = profile.d2h.seconds(pc.out_bytes[b]);
+    n.to_cpu = profile.d2h.seconds(pc.out_bytes[b]) + profile.pin_seconds(pc.out_bytes[b]);
     // A bucket whose own tables would not fit in the GPU's memory stays on the CPU.
     double need = pc.out_bytes[b] + pc.input_bytes[b];
     for (int c : bk.children) need += pc.out_bytes[c];

@@ -113,6 +113,13 @@ double Profile::gpu_seconds(const BucketFeatures& f, bool first_use) const {
   return gpu.model.predict(f) + gpu.dispatch + (first_use ? gpu_first_use : 0.0);
 }
 
+double Profile::pin_seconds(double bytes) const {
+  if (bytes <= 0) return 0;
+  double pinned = 8.0 * 512;  // StagingPool's smallest buffer, doubled until it holds `bytes`
+  while (pinned < bytes) pinned *= 2;
+  return pin.bandwidth > 0 ? pin.seconds(pinned) : kPinLatency + pinned / kPinBandwidth;
+}
+
 std::string utc_timestamp() {
   char buf[32];
   const std::time_t t = std::time(nullptr);
@@ -319,6 +326,7 @@ json to_json(const Profile& p) {
     if (!p.derived_from.empty()) j["gpu"]["derived_from"] = p.derived_from;
     j["transfer"] = {{"h2d", transfer_json(p.h2d)}, {"d2h", transfer_json(p.d2h)}};
     if (p.h2d_batch.bandwidth > 0) j["transfer"]["h2d_batch"] = transfer_json(p.h2d_batch);
+    if (p.pin.bandwidth > 0) j["transfer"]["pin"] = transfer_json(p.pin);
   }
   return j;
 }
@@ -354,6 +362,7 @@ Profile profile_from_json(const json& j, const std::string& source) {
       p.d2h = transfer_from(j.at("transfer").at("d2h"));
       if (j["transfer"].contains("h2d_batch"))
         p.h2d_batch = transfer_from(j["transfer"]["h2d_batch"]);
+      if (j["transfer"].contains("pin")) p.pin = transfer_from(j["transfer"]["pin"]);
     }
     return p;
   } catch (const std::invalid_argument& e) {

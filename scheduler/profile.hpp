@@ -61,6 +61,13 @@ struct Profile {
   std::string derived_from;
   TransferModel h2d, d2h;   // one copy, waited for
   TransferModel h2d_batch;  // per copy of many queued back to back (bandwidth 0: not measured)
+  // Pinning host memory and freeing it again (bandwidth 0: not measured; pin_seconds then uses
+  // kPinLatency and kPinBandwidth). A download to a CPU bucket lands in a new pinned buffer held
+  // to the run's end, which costs this besides the copy.
+  TransferModel pin;
+
+  // Seconds to pin a staging buffer for `bytes` (the pool's power-of-two size) and free it.
+  double pin_seconds(double bytes) const;
 
   // A bucket's time in the executor: its kernel plus the executor's own cost per bucket.
   double cpu_seconds(const BucketFeatures& f) const { return cpu.model.predict(f) + cpu.dispatch; }
@@ -68,6 +75,11 @@ struct Profile {
   // this device before.
   double gpu_seconds(const BucketFeatures& f, bool first_use = false) const;
 };
+
+// Pinning for a profile that did not measure it. On the nvidia-h200 host cudaHostAlloc took
+// 4.0-4.1 ms for 8 MiB and 34-35 ms for 64 MiB, cudaFreeHost 1.2-1.4 ms for 8 MiB: about 0.65
+// ms per MiB for both.
+inline constexpr double kPinLatency = 2e-5, kPinBandwidth = 1.5e9;
 
 // Now in UTC, ISO 8601 to the second (a profile's `created`).
 std::string utc_timestamp();

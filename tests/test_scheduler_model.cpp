@@ -101,7 +101,10 @@ TEST_CASE("Scheduler.FixedProfileCostTree", "[scheduler]") {
     CHECK(n.gpu == Approx(2e-5 + 1e-11 * states));
     CHECK(n.upload == Approx(upload));
     CHECK(n.to_gpu == Approx(1e-5 + 8 * out / 1e10));
-    CHECK(n.to_cpu == Approx(2e-5 + 8 * out / 5e9));
+    // a download lands in a new pinned buffer: the staging pool's power of two of at least 4 KiB
+    double pinned = 4096;
+    while (pinned < 8 * out) pinned *= 2;
+    CHECK(n.to_cpu == Approx(2e-5 + 8 * out / 5e9 + 3e-5 + pinned / 2e9));
     CHECK(pc.out_bytes[b] == 8 * out);
     CHECK(pc.input_bytes[b] == factor_bytes);
     CHECK(pc.features[b].inputs == inputs);
@@ -225,6 +228,21 @@ TEST_CASE("Scheduler.ProfileWithoutSamplesPredictsTheSame", "[scheduler]") {
   }
   CHECK(q.h2d.seconds(1e6) == p.h2d.seconds(1e6));
   CHECK(q.d2h.seconds(1e6) == p.d2h.seconds(1e6));
+}
+
+TEST_CASE("Scheduler.PinningPrice", "[scheduler]") {
+  // a profile that measured pinning keeps it through its JSON; one that did not (the shipped
+  // ones) uses the documented defaults; either way on the pool's power-of-two buffer
+  const Profile f = load_profile(data_path("profiles/fixed-test.json"));
+  const Profile g = profile_from_json(to_json(f), "copy.json");
+  CHECK(g.pin.latency == 3e-5);
+  CHECK(g.pin.bandwidth == 2e9);
+  CHECK(g.pin_seconds(5e6) == Approx(3e-5 + 8388608 / 2e9));
+  CHECK(g.pin_seconds(8) == Approx(3e-5 + 4096 / 2e9));
+  CHECK(g.pin_seconds(0) == 0);
+  const Profile h = load_profile(data_path("profiles/h200.json"), false);
+  CHECK(h.pin.bandwidth == 0);
+  CHECK(h.pin_seconds(8388608) == Approx(kPinLatency + 8388608 / kPinBandwidth));
 }
 
 TEST_CASE("Scheduler.BadProfilesAreInputErrors", "[scheduler]") {
