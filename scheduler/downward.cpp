@@ -32,14 +32,23 @@ struct Source {
   std::vector<int> factors;  // product: the model's factors multiplied together (scope: theirs)
 };
 
-// One message of a bucket: onto a child's output variables (`child`, its position), or onto the
-// bucket's eliminated variables (child -1).
+// One message of a bucket: onto a child's output variables (`child`, its position), or onto
+// some of the bucket's eliminated variables (child -1): from all the bucket's sources (their
+// joint), or from the bucket's belief over a child's output variables (`from_child`: the
+// message to that child times the child's output, the two inputs in `scopes`).
 struct Message {
   int child = -1;
+  int from_child = -1;
   BucketShape shape;                     // the target's variables first, then the rest
   std::vector<int> sources;              // positions in the bucket's sources
   std::vector<std::vector<int>> scopes;  // each source's scope in the shape's order
 };
+
+std::vector<int> cards_of(const std::vector<int>& vars, const std::vector<int>& card) {
+  std::vector<int> c;
+  for (int v : vars) c.push_back(card[v]);
+  return c;
+}
 
 // The bucket's sources: its factors (but those in `folded`, which are inside held children's
 // tables and enter only their own child's message), its children's outputs, the message from
@@ -109,12 +118,67 @@ Message message_onto(const Plan& plan, int b, const std::vector<int>& target, in
   return m;
 }
 
+// The messages onto the eliminated variables from the bucket's belief over its children's
+// outputs: each eliminated variable from the child of smallest output that has it, among the
+// children whose table holds none of the bucket's factors (a factor folded into a held child's
+// table is in that child's message too). Empty when some eliminated variable is in no such
+// child's output, or a message has no kernel: the joint messages then take them all.
+std::vector<Message> messages_from_children(const Plan& plan, int b,
+                                            const std::vector<Source>& src) {
+  const Bucket& bk = plan.tree.buckets[b];
+  const auto& card = plan.model.card;
+  const std::vector<int> elim(bk.vars.end() - bk.n_marg, bk.vars.end());
+  std::vector<char> usable(bk.children.size(), 1);
+  for (const Source& x : src)
+    if (x.only_for >= 0) usable[x.only_for] = 0;
+  std::vector<int> via(elim.size(), -1);
+  for (std::size_t k = 0; k < elim.size(); ++k)
+    for (std::size_t ci = 0; ci < bk.children.size(); ++ci) {
+      const std::vector<int> out = plan.tree.buckets[bk.children[ci]].output_vars();
+      if (!usable[ci] || std::find(out.begin(), out.end(), elim[k]) == out.end()) continue;
+      if (via[k] < 0 ||
+          table_size(out, card) <
+              table_size(plan.tree.buckets[bk.children[via[k]]].output_vars(), card))
+        via[k] = static_cast<int>(ci);
+    }
+  if (std::find(via.begin(), via.end(), -1) != via.end()) return {};
+  std::vector<Message> msg;
+  for (std::size_t ci = 0; ci < bk.children.size(); ++ci) {
+    if (std::find(via.begin(), via.end(), static_cast<int>(ci)) == via.end()) continue;
+    const std::vector<int> out = plan.tree.buckets[bk.children[ci]].output_vars();
+    Message m;
+    m.from_child = static_cast<int>(ci);
+    for (int v : out) {
+      const auto at = std::find(elim.begin(), elim.end(), v);
+      if (at != elim.end() && via[at - elim.begin()] == static_cast<int>(ci))
+        m.shape.vars.push_back(v);
+    }
+    if (table_size(m.shape.vars, card) > kJointEntries) return {};
+    m.shape.n_marg = static_cast<int>(out.size() - m.shape.vars.size());
+    for (int v : out)
+      if (std::find(m.shape.vars.begin(), m.shape.vars.end(), v) == m.shape.vars.end())
+        m.shape.vars.push_back(v);
+    m.shape.card = cards_of(m.shape.vars, card);
+    m.scopes = {m.shape.vars, m.shape.vars};
+    if (static_cast<int>(out.size()) > gpu::kFoldMaxVars) return {};
+    if (m.shape.n_marg > 0 && !gpu::why_no_kernel(m.shape, m.scopes).empty()) return {};
+    msg.push_back(std::move(m));
+  }
+  return msg;
+}
+
 std::vector<Message> messages_of(const Plan& plan, int b, const std::vector<Source>& src) {
   const Bucket& bk = plan.tree.buckets[b];
   std::vector<Message> msg;
   for (std::size_t ci = 0; ci < bk.children.size(); ++ci)
     msg.push_back(message_onto(plan, b, plan.tree.buckets[bk.children[ci]].output_vars(),
                                static_cast<int>(ci), src));
+  // The eliminated variables from the children's beliefs, each a table of a child's output
+  // size, where they can: a joint message reads the bucket's whole state space.
+  if (std::vector<Message> from = messages_from_children(plan, b, src); !from.empty()) {
+    for (Message& m : from) msg.push_back(std::move(m));
+    return msg;
+  }
   // The eliminated variables' joint: messages onto groups of them, each as many consecutive
   // variables as keep its table within kJointEntries (a root bucket eliminates all its
   // variables: one message onto each would be as many passes over the bucket).
@@ -173,12 +237,6 @@ void copy_back_unfolded(gpu::Context& ctx, const Plan& plan, int b, int ci, gpu:
       if (factor[at] != kNegInf) to[i] -= factor[at];
     }
   }
-}
-
-std::vector<int> cards_of(const std::vector<int>& vars, const std::vector<int>& card) {
-  std::vector<int> c;
-  for (int v : vars) c.push_back(card[v]);
-  return c;
 }
 
 // The device tables the pass owns, released when it ends or fails.
@@ -403,33 +461,43 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_
         joints.emplace_back(out, &m);
       const std::vector<int> target(m.shape.vars.begin(), m.shape.vars.end() - m.shape.n_marg);
       const std::vector<int> target_card = cards_of(target, card);
-      if (m.shape.n_marg == 0) {  // every source is over target variables: added onto it
-        if (m.sources.empty()) {
+      // The message's inputs on the device, each with its table's scope: the sources, or the
+      // message to child from_child (computed above) and that child's output.
+      std::vector<std::pair<gpu::Handle, const std::vector<int>*>> inputs;
+      if (m.from_child >= 0) {
+        for (std::size_t s = 0; s < src[b].size(); ++s)
+          if (src[b][s].kind == Source::child && src[b][s].index == m.from_child) {
+            inputs.emplace_back(from_above[bk.children[m.from_child]], &src[b][s].scope);
+            inputs.emplace_back(h[s], &src[b][s].scope);
+          }
+      } else {
+        for (int s : m.sources) inputs.emplace_back(h[s], &src[b][s].scope);
+      }
+      if (m.shape.n_marg == 0) {  // every input is over target variables: added onto it
+        if (inputs.empty()) {
           zeros.emplace_back(n_out, 0.0);
           ctx.upload(out, zeros.back().data(), n_out, kStream);
         }
-        for (std::size_t i = 0; i < m.sources.size(); ++i) {
-          const Source& x = src[b][m.sources[i]];
-          const auto st = strides_in(target, x.scope, card);
+        for (std::size_t i = 0; i < inputs.size(); ++i) {
+          const auto st = strides_in(target, *inputs[i].second, card);
           if (i == 0)
-            ctx.permute(out, target_card, st, h[m.sources[i]], kStream);
+            ctx.permute(out, target_card, st, inputs[i].first, kStream);
           else
-            ctx.fold(out, target_card, st, h[m.sources[i]], kStream);
+            ctx.fold(out, target_card, st, inputs[i].first, kStream);
         }
         continue;
       }
       std::vector<gpu::DeviceInput> in;
       std::vector<gpu::Handle> laid_out;
-      for (std::size_t i = 0; i < m.sources.size(); ++i) {
-        const Source& x = src[b][m.sources[i]];
+      for (std::size_t i = 0; i < inputs.size(); ++i) {
         const std::vector<int>& scope = m.scopes[i];
-        if (scope == x.scope) {
-          in.push_back({h[m.sources[i]], scope});
+        if (scope == *inputs[i].second) {
+          in.push_back({inputs[i].first, scope});
           continue;
         }
         const gpu::Handle t = tables.alloc(table_size(scope, card));
-        ctx.permute(t, cards_of(scope, card), strides_in(scope, x.scope, card),
-                    h[m.sources[i]], kStream);
+        ctx.permute(t, cards_of(scope, card), strides_in(scope, *inputs[i].second, card),
+                    inputs[i].first, kStream);
         laid_out.push_back(t);
         ++permutes;
         in.push_back({t, scope});
@@ -471,12 +539,15 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_
       top += fmt::format(" bucket {} {:.1f} ms ({} messages, 2^{:.1f} states);", b,
                          1e3 * slowest[i].first, msg[b].size(), buckets[b].log2_states);
     }
+    std::size_t messages = 0, from_children = 0;
+    for (const auto& ms : msg)
+      for (const Message& m : ms) ++messages, from_children += m.from_child >= 0;
     spdlog::debug("downward pass: {} buckets on the host, the others' {} messages on the GPU "
-                  "({} by kernels, {} inputs laid out), kernel plans {:.3f} s, the buckets "
-                  "{:.3f} s; the slowest:{}",
-                  on_host_buckets,
-                  [&] { std::size_t n = 0; for (const auto& m : msg) n += m.size(); return n; }(),
-                  kernels.size(), permutes, prepared, queued - prepared, top);
+                  "({} by kernels, {} inputs laid out; {} onto eliminated variables from a "
+                  "child's belief, {} joints), kernel plans {:.3f} s, the buckets {:.3f} s; the "
+                  "slowest:{}",
+                  on_host_buckets, messages, kernels.size(), permutes, from_children,
+                  joints.size() - from_children, prepared, queued - prepared, top);
   }
   for (std::size_t i = 0; i < joints.size(); ++i) {
     const BucketShape& shape = joints[i].second->shape;

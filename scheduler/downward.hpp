@@ -15,9 +15,11 @@
 // (Context::permute) where its scope is not a subsequence of it. Leaving c's output out instead
 // of dividing the belief by it gives the same message and needs no division by zero. Where no
 // variable is summed (c's output covers b's variables) the message is the inputs added onto c's
-// output table (Context::permute, then Context::fold). The eliminated variables' joint is one
-// more message per bucket, onto its eliminated variables, brought back to the host and summed
-// onto each.
+// output table (Context::permute, then Context::fold). The eliminated variables' marginals come
+// from the bucket's belief over a child's output variables (the message to that child times
+// the child's output: a table of the child's output size) where every eliminated variable is in
+// such a child's output; else from their joint, one more message over the whole bucket. Either
+// is brought back to the host and summed onto each variable.
 //
 // A factor the upward pass added into a held child's table (gpu/merge_inputs.hpp rule 3) is in
 // that table: it enters b's other messages through it, and the message to that child gets it as
