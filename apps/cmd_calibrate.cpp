@@ -113,8 +113,9 @@ int run_calibrate(const CalibrateCmdOptions& o) {
     std::printf("GPU->host  latency %s, %.3g GB/s\n", sched::format_seconds(p.d2h.latency).c_str(),
                 p.d2h.bandwidth / 1e9);
     if (p.pin.bandwidth > 0)
-      std::printf("pinning    latency %s, %.3g GB/s (a download's new staging buffer, and its free)\n",
-                  sched::format_seconds(p.pin.latency).c_str(), p.pin.bandwidth / 1e9);
+      std::printf(
+          "pinning    latency %s, %.3g GB/s (a download's new staging buffer, and its free)\n",
+          sched::format_seconds(p.pin.latency).c_str(), p.pin.bandwidth / 1e9);
     std::printf("GPU start  %s (driver and context, this process)\n",
                 sched::format_seconds(p.gpu_start).c_str());
   } else {

@@ -433,8 +433,7 @@ MultipointGenotypes multipoint_genotypes(const Pedigree& ped, const LocusFile& l
     for (int k = 0; k < M && all_cavities; ++k) {
       all_cavities = cavity_locus(work, lf, out.markers[k], full[k]);
       if (all_cavities)
-        largest_cavities =
-            std::max(largest_cavities, sizes.bytes(im->allele_network(full[k])));
+        largest_cavities = std::max(largest_cavities, sizes.bytes(im->allele_network(full[k])));
       all_cavities = all_cavities && largest_cavities <= mem.cavity_budget;
     }
   }
@@ -466,11 +465,10 @@ MultipointGenotypes multipoint_genotypes(const Pedigree& ped, const LocusFile& l
   // When every marker goes by its cavities, as many at once as the cavities' memory holds (a
   // solver keeps at most the bytes of the largest network it ran: W, every table and
   // derivative); else one at a time, as the candidates one by one share that memory.
-  const int slots =
-      all_cavities && largest_cavities > 0
-          ? static_cast<int>(std::clamp(std::floor(cavity_budget / largest_cavities), 1.0,
-                                        static_cast<double>(threads)))
-          : 1;
+  const int slots = all_cavities && largest_cavities > 0
+                        ? static_cast<int>(std::clamp(std::floor(cavity_budget / largest_cavities),
+                                                      1.0, static_cast<double>(threads)))
+                        : 1;
   std::vector<PersonCavitySolver> solvers(slots, PersonCavitySolver(im->bits()));
   struct PendingMarker {
     int k;
@@ -506,8 +504,7 @@ MultipointGenotypes multipoint_genotypes(const Pedigree& ped, const LocusFile& l
       }
       if (failed) std::rethrow_exception(failed);
     }
-    out.cavity_s +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    out.cavity_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     out.cavity_markers += n;
     pending.clear();
   };
@@ -539,7 +536,8 @@ MultipointGenotypes multipoint_genotypes(const Pedigree& ped, const LocusFile& l
             w.resize(nw);
 #pragma omp parallel for schedule(static) if (nw >= 65536)
             for (long v = 0; v < nw; ++v) w[v] = a[v] * b[v];
-            pending.push_back({k, std::move(net), std::move(w), s + fa + fb, ln_all, std::move(cs)});
+            pending.push_back(
+                {k, std::move(net), std::move(w), s + fa + fb, ln_all, std::move(cs)});
             if (static_cast<int>(pending.size()) == slots) run_pending();
             return;
           }

@@ -136,9 +136,8 @@ std::vector<Message> messages_from_children(const Plan& plan, int b,
     for (std::size_t ci = 0; ci < bk.children.size(); ++ci) {
       const std::vector<int> out = plan.tree.buckets[bk.children[ci]].output_vars();
       if (!usable[ci] || std::find(out.begin(), out.end(), elim[k]) == out.end()) continue;
-      if (via[k] < 0 ||
-          table_size(out, card) <
-              table_size(plan.tree.buckets[bk.children[via[k]]].output_vars(), card))
+      if (via[k] < 0 || table_size(out, card) <
+                            table_size(plan.tree.buckets[bk.children[via[k]]].output_vars(), card))
         via[k] = static_cast<int>(ci);
     }
   if (std::find(via.begin(), via.end(), -1) != via.end()) return {};
@@ -542,12 +541,13 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_
     std::size_t messages = 0, from_children = 0;
     for (const auto& ms : msg)
       for (const Message& m : ms) ++messages, from_children += m.from_child >= 0;
-    spdlog::debug("downward pass: {} buckets on the host, the others' {} messages on the GPU "
-                  "({} by kernels, {} inputs laid out; {} onto eliminated variables from a "
-                  "child's belief, {} joints), kernel plans {:.3f} s, the buckets {:.3f} s; the "
-                  "slowest:{}",
-                  on_host_buckets, messages, kernels.size(), permutes, from_children,
-                  joints.size() - from_children, prepared, queued - prepared, top);
+    spdlog::debug(
+        "downward pass: {} buckets on the host, the others' {} messages on the GPU "
+        "({} by kernels, {} inputs laid out; {} onto eliminated variables from a "
+        "child's belief, {} joints), kernel plans {:.3f} s, the buckets {:.3f} s; the "
+        "slowest:{}",
+        on_host_buckets, messages, kernels.size(), permutes, from_children,
+        joints.size() - from_children, prepared, queued - prepared, top);
   }
   for (std::size_t i = 0; i < joints.size(); ++i) {
     const BucketShape& shape = joints[i].second->shape;
