@@ -75,7 +75,7 @@ void Runner::start_early() {
   if (req_.device == DeviceChoice::gpu || req_.check) {
     // With several GPUs visible the order search's first round decides how many this process
     // sees (see_one_gpu), a few milliseconds after the network is read.
-    if (req_.gpu_memory_bytes <= 0 && gpu::several_visible())
+    if (gpu::several_visible())
       gpu_->start_at_first_round = true;
     else
       start_in_background();
@@ -88,8 +88,14 @@ void Runner::start_in_background() {
 }
 
 void Runner::see_one_gpu(double log2_max_table) {
-  if (gpu_->use_given || gpu_->opened || gpu_->early.valid() || req_.gpu_memory_bytes > 0 ||
-      log2_max_table > kOneGpuLog2Table || !gpu::see_only(req_.gpu_index))
+  // Under --gpu-memory the line is that share of the limit: a plan with larger tables may be
+  // conditioned into slices for several GPUs.
+  const double line =
+      req_.gpu_memory_bytes > 0
+          ? std::min(kOneGpuLog2Table, std::log2(kOneGpuShare * req_.gpu_memory_bytes / 8))
+          : kOneGpuLog2Table;
+  if (gpu_->use_given || gpu_->opened || gpu_->early.valid() || log2_max_table > line ||
+      !gpu::see_only(req_.gpu_index))
     return;
   spdlog::debug("only GPU {} made visible to this process (CUDA_VISIBLE_DEVICES={}): a largest "
                 "table of 2^{:.1f} entries fits one",

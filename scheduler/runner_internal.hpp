@@ -48,6 +48,10 @@ struct Runner::Placed {
 // see_one_gpu's line: a largest table of 2^31 entries (16 GiB) fits one GPU of kinfer's class
 // with room for the rest of the plan, so such a plan is not sliced over several GPUs.
 constexpr double kOneGpuLog2Table = 31;
+// Under --gpu-memory: a largest table of at most this share of the limit (16 GiB of an 80 GB
+// H100 is 0.2). On a 4-H200 host, linkage_13/14/17 under --gpu-memory 8G (one GPU's plans) took
+// 1.15-1.40 s end to end with the driver started for every GPU, 0.41-0.59 s with one visible.
+constexpr double kOneGpuShare = 0.2;
 // The order search's first rounds have largest tables 2^4-2^11 above its answer's (linkage_17:
 // 2^36.3 at round 0, 2^25.2 in the end; pedigree50 2^36.7; linkage_11 2^40.6): their guess for
 // see_one_gpu is discounted by this much. A plan it misjudges still runs, its slices on one GPU.
