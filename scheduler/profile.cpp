@@ -16,6 +16,7 @@
 
 #include "engine/errors.hpp"
 #include "engine/util.hpp"
+#include "scheduler/staging.hpp"
 
 namespace kinfer::sched {
 
@@ -115,8 +116,9 @@ double Profile::gpu_seconds(const BucketFeatures& f, bool first_use) const {
 
 double Profile::pin_seconds(double bytes) const {
   if (bytes <= 0) return 0;
-  double pinned = 8.0 * 512;  // StagingPool's smallest buffer, doubled until it holds `bytes`
-  while (pinned < bytes) pinned *= 2;
+  const double pinned =
+      8.0 *
+      static_cast<double>(StagingPool::capacity(static_cast<std::int64_t>(std::ceil(bytes / 8))));
   return pin.bandwidth > 0 ? pin.seconds(pinned) : kPinLatency + pinned / kPinBandwidth;
 }
 

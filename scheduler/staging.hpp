@@ -23,6 +23,13 @@ class StagingPool {
     }
   }
 
+  // The entries of the buffer a request for n pins: a power of two, so that buffers fit later
+  // requests.
+  static std::int64_t capacity(std::int64_t n) {
+    std::int64_t cap = 512;
+    while (cap < n) cap *= 2;
+    return cap;
+  }
   // A buffer of at least n entries; the caller gives it back once no copy uses it any more.
   double* take(std::int64_t n) {
     auto it = free_.lower_bound(n);
@@ -31,8 +38,7 @@ class StagingPool {
       free_.erase(it);
       return p;
     }
-    std::int64_t cap = 512;  // round up to a power of two so buffers fit later requests
-    while (cap < n) cap *= 2;
+    const std::int64_t cap = capacity(n);
     double* p = ctx_.alloc_host(cap);
     all_.emplace(p, cap);
     return p;
