@@ -174,6 +174,12 @@ class Context {
   // bucket's inputs out in a message's order so.
   virtual void permute(Handle out, std::span<const int> card,
                        std::span<const std::int64_t> in_stride, Handle in, int stream) = 0;
+  // Divides `message` by `by` in place on `stream` (log values), strided as fold:
+  // message[i] -= by[...], and -inf where by[...] is -inf. The marginals' downward pass divides
+  // a bucket's belief summed onto a child's output variables by that child's output so (where
+  // the child's output is zero every belief below it is zero, whatever the message says there).
+  virtual void divide(Handle message, std::span<const int> card,
+                      std::span<const std::int64_t> by_stride, Handle by, int stream) = 0;
   // Builds the kernel's launch plan for a bucket of this shape and inputs ahead of its run and
   // queues its tables' upload on `stream` (run_bucket on any stream waits for that upload).
   // Safe to call from several threads at once: the building, the costly part, runs outside the

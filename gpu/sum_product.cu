@@ -96,8 +96,70 @@ KernelArgs<T> make_kernel_args(const LaunchPlan& p, const DeviceTables& t, const
 
 }  // namespace
 
+namespace {
+long long ceil_div(long long a, long long b) { return (a + b - 1) / b; }
+}  // namespace
+
+FoldArgs fold_args(std::span<const int> card, std::span<const std::int64_t> stride, FoldMode mode) {
+  if (card.size() > std::size(FoldArgs{}.stride) || stride.size() != card.size())
+    throw std::invalid_argument(std::string(mode == FoldMode::assign   ? "permute"
+                                            : mode == FoldMode::divide ? "divide"
+                                                                       : "fold") +
+                                ": more variables than it takes");
+  constexpr std::int64_t kMaxDim = std::int64_t{1} << 31;
+  // Dimensions fastest first while merging, as (size, stride in the factor).
+  std::vector<std::pair<std::int64_t, std::int64_t>> dims;
+  FoldArgs a;
+  a.mode = mode;
+  a.n = 1;
+  for (std::size_t v = card.size(); v-- > 0;) {
+    a.n *= card[v];
+    if (card[v] == 1) continue;
+    if (!dims.empty() && stride[v] == dims.back().first * dims.back().second &&
+        dims.back().first * card[v] <= kMaxDim)
+      dims.back().first *= card[v];
+    else
+      dims.emplace_back(card[v], stride[v]);
+  }
+  a.nv = static_cast<int>(dims.size());
+  for (int k = 0; k < a.nv; ++k) {  // slowest first, as the kernel reads them
+    const auto& [size, st] = dims[dims.size() - 1 - k];
+    a.div[k] = FastDiv64(static_cast<std::uint32_t>(size));
+    a.stride[k] = st;
+  }
+  for (std::int64_t k = a.nv - 1, s = 1; k >= 0; --k) a.child_stride[k] = s, s *= a.div[k].d;
+  // Tiles where the factor's innermost entries are not along the child's last dimension and
+  // both are long enough to fill most of a tile.
+  constexpr std::int64_t kTileFill = 16;
+  const int last = a.nv - 1;
+  if (a.nv < 2 || a.stride[last] == 1 || static_cast<std::int64_t>(a.div[last].d) < kTileFill)
+    return a;
+  std::int64_t inner = 1;
+  while (a.tiled < static_cast<int>(std::size(a.tile_dims)) && inner < 2 * kTileFill) {
+    int next = -1;
+    for (int k = 0; k < last; ++k)
+      if (a.stride[k] == inner) next = k;
+    if (next < 0) break;
+    a.tile_dims[a.tiled++] = next;
+    inner *= a.div[next].d;
+  }
+  if (inner < kTileFill) a.tiled = 0;
+  return a;
+}
+
 void launch_fold(double* child, const double* factor, const FoldArgs& a, cudaStream_t stream) {
   if (a.n <= 0) return;
+  if (a.tiled > 0) {
+    long long inner = 1;
+    for (int g = 0; g < a.tiled; ++g) inner *= static_cast<long long>(a.div[a.tile_dims[g]].d);
+    const long long last = static_cast<long long>(a.div[a.nv - 1].d);
+    const long long tiles =
+        ceil_div(inner, kFoldTile) * ceil_div(last, kFoldTile) * (a.n / (inner * last));
+    const unsigned blocks = static_cast<unsigned>(std::min<long long>(tiles, 1 << 20));
+    fold_tiled_kernel<<<blocks, dim3(kFoldTile, kFoldTileRows), 0, stream>>>(child, factor, a);
+    CUDA_CHECK(cudaGetLastError());
+    return;
+  }
   const int threads = 256;
   const unsigned blocks =
       static_cast<unsigned>(std::min<long long>((a.n + threads - 1) / threads, 1 << 20));

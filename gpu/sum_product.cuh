@@ -3,6 +3,9 @@
 // header: the rest of kinfer reaches the kernels through device_api.hpp.
 #include <cuda_runtime.h>
 
+#include <cstdint>
+#include <span>
+
 #include "gpu/policy.hpp"
 
 namespace kinfer::gpu {
@@ -32,14 +35,29 @@ void launch_sum_product(const LaunchPlan& p, const DeviceTables& t, const T* con
                         T* partial, cudaStream_t stream, bool maximise = false);
 
 // child[i] += factor[sum_v digit_v(i) * stride[v]] over the n entries of child (Context::fold),
-// or with `assign` child[i] = factor[...] (Context::permute).
+// child[i] = factor[...] (Context::permute), or child[i] -= factor[...], -inf where factor[...]
+// is -inf (Context::divide). Dimensions (the last fastest) of at most 2^31 entries each, each
+// with its division by a multiply (`div`, the dimension's size).
+// `tiled` > 0: the factor's innermost entries are those of the dimensions tile_dims[0..tiled)
+// (its stride-1 dimension first, then the one of stride its size, ...), none the child's last:
+// the entries go through shared memory in tiles of those and of the child's last dimension, so
+// that both the reads and the writes are coalesced (a transpose).
+enum class FoldMode : int { add, assign, divide };
 struct FoldArgs {
   long long n = 0;
   int nv = 0;
-  int assign = 0;
-  int card[48];
+  FoldMode mode = FoldMode::add;
+  int tiled = 0;
+  int tile_dims[4];
   long long stride[48];
+  long long child_stride[48];
+  FastDiv64 div[48];
 };
+// The arguments of a fold, permute or divide over a child table of these variables' sizes and
+// the factor's strides: adjacent variables that are adjacent in the factor too (or both absent
+// from it) made one dimension, so that a thread divides its index a few times, not once per
+// variable (a permute in the marginals' downward pass keeps most of its input's order).
+FoldArgs fold_args(std::span<const int> card, std::span<const std::int64_t> stride, FoldMode mode);
 void launch_fold(double* child, const double* factor, const FoldArgs& a, cudaStream_t stream);
 
 // CUDA loads a kernel at its first use (lazy loading, CUDA 12's default), the module's first

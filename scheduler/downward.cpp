@@ -23,6 +23,10 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 // The largest table of a message onto a group of a bucket's eliminated variables (their joint).
 constexpr std::int64_t kJointEntries = 4096;
 
+// A union message (child_groups) has at most this share of its bucket's states: each message
+// taken from it is a pass over the union instead of one over the bucket.
+constexpr double kUnionShare = 1.0 / 16;
+
 // An input of a bucket's messages.
 struct Source {
   enum Kind { factor, product, child, above } kind;
@@ -32,13 +36,18 @@ struct Source {
   std::vector<int> factors;  // product: the model's factors multiplied together (scope: theirs)
 };
 
-// One message of a bucket: onto a child's output variables (`child`, its position), or onto
-// some of the bucket's eliminated variables (child -1): from all the bucket's sources (their
-// joint), or from the bucket's belief over a child's output variables (`from_child`: the
-// message to that child times the child's output, the two inputs in `scopes`).
+// One message of a bucket: onto a child's output variables (`child`, its position), from the
+// sources that enter it or (`from_union`) from a union message; a union message (`group`, the
+// children it serves; child -1): the bucket's belief, all its sources, summed onto the union of
+// those children's output variables; or onto some of the bucket's eliminated variables (child
+// -1): from all the bucket's sources (their joint), or from the bucket's belief over a child's
+// output variables (`from_child`: the message to that child times the child's output, the two
+// inputs in `scopes`).
 struct Message {
   int child = -1;
   int from_child = -1;
+  int from_union = -1;                   // that union message's position in the bucket's
+  std::vector<int> group;                // a union message: the children it serves
   BucketShape shape;                     // the target's variables first, then the rest
   std::vector<int> sources;              // positions in the bucket's sources
   std::vector<std::vector<int>> scopes;  // each source's scope in the shape's order
@@ -166,12 +175,111 @@ std::vector<Message> messages_from_children(const Plan& plan, int b,
   return msg;
 }
 
+// Children of bucket b whose messages come from one pass over the bucket (a union message) and
+// a pass over its output each: groups of two or more whose output variables' union has at most
+// kUnionShare of the bucket's states. A child whose table holds factors of b (folded into it by
+// the upward kernel) is in none: the belief divided by its table would lack those factors, which
+// its message has. Greedy, largest output first, each child into the group whose union it grows
+// least, else a group of its own.
+std::vector<std::vector<int>> child_groups(const Plan& plan, int b,
+                                           const std::vector<Source>& src) {
+  const Bucket& bk = plan.tree.buckets[b];
+  const auto& card = plan.model.card;
+  const int nc = static_cast<int>(bk.children.size());
+  if (nc < 2) return {};
+  std::vector<char> usable(nc, 1);
+  for (const Source& x : src)
+    if (x.only_for >= 0) usable[x.only_for] = 0;
+  // Each child's output variables as positions in the bucket's, and a union's states.
+  std::vector<std::vector<char>> in(nc, std::vector<char>(bk.vars.size(), 0));
+  for (int ci = 0; ci < nc; ++ci)
+    for (int v : plan.tree.buckets[bk.children[ci]].output_vars())
+      in[ci][std::find(bk.vars.begin(), bk.vars.end(), v) - bk.vars.begin()] = 1;
+  const auto states = [&](const std::vector<char>& over) {
+    double s = 1;
+    for (std::size_t k = 0; k < over.size(); ++k)
+      if (over[k]) s *= card[bk.vars[k]];
+    return s;
+  };
+  const double line = kUnionShare * std::exp2(bk.log2_states);
+  std::vector<int> by_size;
+  for (int ci = 0; ci < nc; ++ci)
+    if (usable[ci] && states(in[ci]) <= line) by_size.push_back(ci);
+  std::stable_sort(by_size.begin(), by_size.end(),
+                   [&](int x, int y) { return states(in[x]) > states(in[y]); });
+  std::vector<std::vector<int>> groups;
+  std::vector<std::vector<char>> unions;
+  for (int ci : by_size) {
+    int best = -1;
+    double best_states = 0;
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      std::vector<char> u = unions[g];
+      for (std::size_t k = 0; k < u.size(); ++k) u[k] |= in[ci][k];
+      const double s = states(u);
+      if (s <= line && (best < 0 || s < best_states)) best = static_cast<int>(g), best_states = s;
+    }
+    if (best < 0) {
+      groups.push_back({ci});
+      unions.push_back(in[ci]);
+      continue;
+    }
+    groups[best].push_back(ci);
+    for (std::size_t k = 0; k < bk.vars.size(); ++k) unions[best][k] |= in[ci][k];
+  }
+  std::erase_if(groups, [](const std::vector<int>& g) { return g.size() < 2; });
+  return groups;
+}
+
+// The union message of `group` and the messages to its children from it, each the union summed
+// onto the child's output variables (the union's other variables last); empty when a kernel
+// takes one of them not.
+std::vector<Message> union_messages(const Plan& plan, int b, const std::vector<int>& group,
+                                    const std::vector<Source>& src, int at) {
+  const Bucket& bk = plan.tree.buckets[b];
+  std::vector<std::vector<int>> outs;
+  for (int ci : group) outs.push_back(plan.tree.buckets[bk.children[ci]].output_vars());
+  std::vector<int> w;  // the union, in the bucket's order
+  for (int v : bk.vars)
+    if (std::any_of(outs.begin(), outs.end(), [v](const std::vector<int>& o) {
+          return std::find(o.begin(), o.end(), v) != o.end();
+        }))
+      w.push_back(v);
+  if (static_cast<int>(w.size()) > gpu::kFoldMaxVars) return {};
+  std::vector<Message> msg{message_onto(plan, b, w, -1, src)};
+  msg[0].group = group;
+  if (msg[0].shape.n_marg == 0 || !gpu::why_no_kernel(msg[0].shape, msg[0].scopes).empty())
+    return {};
+  for (std::size_t k = 0; k < group.size(); ++k) {
+    Message d;
+    d.child = group[k];
+    d.from_union = at;
+    d.shape.vars = outs[k];
+    for (int v : w)
+      if (std::find(outs[k].begin(), outs[k].end(), v) == outs[k].end()) d.shape.vars.push_back(v);
+    d.shape.n_marg = static_cast<int>(w.size() - outs[k].size());
+    d.shape.card = cards_of(d.shape.vars, plan.model.card);
+    d.scopes = {d.shape.vars};
+    if (d.shape.n_marg > 0 && !gpu::why_no_kernel(d.shape, d.scopes).empty()) return {};
+    msg.push_back(std::move(d));
+  }
+  return msg;
+}
+
 std::vector<Message> messages_of(const Plan& plan, int b, const std::vector<Source>& src) {
   const Bucket& bk = plan.tree.buckets[b];
   std::vector<Message> msg;
+  std::vector<char> served(bk.children.size(), 0);
+  for (const std::vector<int>& group : child_groups(plan, b, src)) {
+    std::vector<Message> u = union_messages(plan, b, group, src, static_cast<int>(msg.size()));
+    for (Message& m : u) {
+      if (m.from_union >= 0) served[m.child] = 1;
+      msg.push_back(std::move(m));
+    }
+  }
   for (std::size_t ci = 0; ci < bk.children.size(); ++ci)
-    msg.push_back(message_onto(plan, b, plan.tree.buckets[bk.children[ci]].output_vars(),
-                               static_cast<int>(ci), src));
+    if (!served[ci])
+      msg.push_back(message_onto(plan, b, plan.tree.buckets[bk.children[ci]].output_vars(),
+                                 static_cast<int>(ci), src));
   // The eliminated variables from the children's beliefs, each a table of a child's output
   // size, where they can: a joint message reads the bucket's whole state space.
   if (std::vector<Message> from = messages_from_children(plan, b, src); !from.empty()) {
@@ -306,10 +414,14 @@ double downward_device_bytes(const Plan& plan, std::span<const char> on_gpu) {
     if (bk.parent >= 0 && on_gpu[bk.parent]) messages += out;
     if (!on_gpu[b]) continue;
     double in = out;  // the message from above
-    double biggest = 0;
-    for (const Source& x : sources_of(plan, static_cast<int>(b), {}))
+    double biggest = 0, union_entries = 0;
+    const std::vector<Source> src = sources_of(plan, static_cast<int>(b), {});
+    for (const Source& x : src)
       if (x.kind == Source::factor || x.kind == Source::product)
         in += static_cast<double>(table_size(x.scope, card));
+    for (const Message& m : messages_of(plan, static_cast<int>(b), src))
+      if (!m.group.empty())
+        union_entries = std::max(union_entries, static_cast<double>(m.shape.output_size()));
     for (int c : bk.children) {
       const double n = static_cast<double>(table_size(buckets[c].output_vars(), card));
       in += n;
@@ -319,7 +431,8 @@ double downward_device_bytes(const Plan& plan, std::span<const char> on_gpu) {
     std::int64_t joint = std::min(table_size(elim, card), kJointEntries);  // its largest group's
     for (int v : elim) joint = std::max<std::int64_t>(joint, card[v]);
     biggest = std::max(biggest, static_cast<double>(joint));
-    largest = std::max(largest, 2 * in + biggest);
+    // A union message's table and its copy laid out in a child message's order.
+    largest = std::max(largest, 2 * in + biggest + 2 * union_entries);
   }
   return 8.0 * (messages + largest);
 }
@@ -451,24 +564,37 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_
       owned.push_back(h[s]);
       ctx.upload(h[s], host, n, kStream);
     }
-    for (const Message& m : msg[b]) {
+    // The union messages' tables and their variables, while their children's messages use them.
+    std::vector<gpu::Handle> unions(msg[b].size(), -1);
+    std::vector<std::vector<int>> union_vars(msg[b].size());
+    // The position of child ci's output among the bucket's sources.
+    const auto child_source = [&](int ci) {
+      for (std::size_t s = 0; s < src[b].size(); ++s)
+        if (src[b][s].kind == Source::child && src[b][s].index == ci) return s;
+      throw std::logic_error("downward pass: a child without its output among the sources");
+    };
+    for (std::size_t k = 0; k < msg[b].size(); ++k) {
+      const Message& m = msg[b][k];
       const std::int64_t n_out = m.shape.output_size();
       const gpu::Handle out = tables.alloc(n_out);
-      if (m.child >= 0)
+      const std::vector<int> target(m.shape.vars.begin(), m.shape.vars.end() - m.shape.n_marg);
+      if (!m.group.empty())
+        unions[k] = out, union_vars[k] = target;
+      else if (m.child >= 0)
         from_above[bk.children[m.child]] = out;
       else
         joints.emplace_back(out, &m);
-      const std::vector<int> target(m.shape.vars.begin(), m.shape.vars.end() - m.shape.n_marg);
       const std::vector<int> target_card = cards_of(target, card);
-      // The message's inputs on the device, each with its table's scope: the sources, or the
-      // message to child from_child (computed above) and that child's output.
+      // The message's inputs on the device, each with its table's scope: the sources, the union
+      // message it is taken from, or the message to child from_child (computed above) and that
+      // child's output.
       std::vector<std::pair<gpu::Handle, const std::vector<int>*>> inputs;
-      if (m.from_child >= 0) {
-        for (std::size_t s = 0; s < src[b].size(); ++s)
-          if (src[b][s].kind == Source::child && src[b][s].index == m.from_child) {
-            inputs.emplace_back(from_above[bk.children[m.from_child]], &src[b][s].scope);
-            inputs.emplace_back(h[s], &src[b][s].scope);
-          }
+      if (m.from_union >= 0) {
+        inputs.emplace_back(unions[m.from_union], &union_vars[m.from_union]);
+      } else if (m.from_child >= 0) {
+        const std::size_t s = child_source(m.from_child);
+        inputs.emplace_back(from_above[bk.children[m.from_child]], &src[b][s].scope);
+        inputs.emplace_back(h[s], &src[b][s].scope);
       } else {
         for (int s : m.sources) inputs.emplace_back(h[s], &src[b][s].scope);
       }
@@ -484,25 +610,32 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_
           else
             ctx.fold(out, target_card, st, inputs[i].first, kStream);
         }
-        continue;
-      }
-      std::vector<gpu::DeviceInput> in;
-      std::vector<gpu::Handle> laid_out;
-      for (std::size_t i = 0; i < inputs.size(); ++i) {
-        const std::vector<int>& scope = m.scopes[i];
-        if (scope == *inputs[i].second) {
-          in.push_back({inputs[i].first, scope});
-          continue;
+      } else {
+        std::vector<gpu::DeviceInput> in;
+        std::vector<gpu::Handle> laid_out;
+        for (std::size_t i = 0; i < inputs.size(); ++i) {
+          const std::vector<int>& scope = m.scopes[i];
+          if (scope == *inputs[i].second) {
+            in.push_back({inputs[i].first, scope});
+            continue;
+          }
+          const gpu::Handle t = tables.alloc(table_size(scope, card));
+          ctx.permute(t, cards_of(scope, card), strides_in(scope, *inputs[i].second, card),
+                      inputs[i].first, kStream);
+          laid_out.push_back(t);
+          ++permutes;
+          in.push_back({t, scope});
         }
-        const gpu::Handle t = tables.alloc(table_size(scope, card));
-        ctx.permute(t, cards_of(scope, card), strides_in(scope, *inputs[i].second, card),
-                    inputs[i].first, kStream);
-        laid_out.push_back(t);
-        ++permutes;
-        in.push_back({t, scope});
+        ctx.run_bucket(m.shape, in, out, kStream);
+        for (gpu::Handle t : laid_out) tables.release(t);  // safe with the kernel still queued
       }
-      ctx.run_bucket(m.shape, in, out, kStream);
-      for (gpu::Handle t : laid_out) tables.release(t);  // safe with the kernel still queued
+      if (m.from_union >= 0) {
+        // The belief over the child's output, divided by that output: the message.
+        const std::size_t s = child_source(m.child);
+        ctx.divide(out, target_card, strides_in(target, src[b][s].scope, card), h[s], kStream);
+        if (k + 1 == msg[b].size() || msg[b][k + 1].from_union != m.from_union)
+          tables.release(unions[m.from_union]);  // its last child's message queued
+      }
     }
     for (gpu::Handle t : owned) tables.release(t);
     if (!products.empty()) ctx.synchronize(kStream);  // their uploads done before they are freed
@@ -538,15 +671,20 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_
       top += fmt::format(" bucket {} {:.1f} ms ({} messages, 2^{:.1f} states);", b,
                          1e3 * slowest[i].first, msg[b].size(), buckets[b].log2_states);
     }
-    std::size_t messages = 0, from_children = 0;
+    std::size_t messages = 0, from_children = 0, union_msgs = 0, from_unions = 0;
     for (const auto& ms : msg)
-      for (const Message& m : ms) ++messages, from_children += m.from_child >= 0;
+      for (const Message& m : ms) {
+        ++messages;
+        from_children += m.from_child >= 0;
+        union_msgs += !m.group.empty();
+        from_unions += m.from_union >= 0;
+      }
     spdlog::debug(
         "downward pass: {} buckets on the host, the others' {} messages on the GPU "
-        "({} by kernels, {} inputs laid out; {} onto eliminated variables from a "
-        "child's belief, {} joints), kernel plans {:.3f} s, the buckets {:.3f} s; the "
-        "slowest:{}",
-        on_host_buckets, messages, kernels.size(), permutes, from_children,
+        "({} by kernels, {} inputs laid out; {} to children from {} unions of their "
+        "outputs; {} onto eliminated variables from a child's belief, {} joints), kernel "
+        "plans {:.3f} s, the buckets {:.3f} s; the slowest:{}",
+        on_host_buckets, messages, kernels.size(), permutes, from_unions, union_msgs, from_children,
         joints.size() - from_children, prepared, queued - prepared, top);
   }
   for (std::size_t i = 0; i < joints.size(); ++i) {

@@ -15,7 +15,12 @@
 // (Context::permute) where its scope is not a subsequence of it. Leaving c's output out instead
 // of dividing the belief by it gives the same message and needs no division by zero. Where no
 // variable is summed (c's output covers b's variables) the message is the inputs added onto c's
-// output table (Context::permute, then Context::fold). The eliminated variables' marginals come
+// output table (Context::permute, then Context::fold). Where the outputs of two or more children
+// (whose tables hold none of b's factors) have a union of at most 1/16 of b's states, one pass
+// sums b's belief (all its inputs) onto that union, and each such child's message is the union
+// summed onto its output and divided by that output (Context::divide; where the output is zero,
+// -inf: every belief below the child is zero there whatever the message says): a pass over the
+// union per child instead of one over the bucket. The eliminated variables' marginals come
 // from the bucket's belief over a child's output variables (the message to that child times
 // the child's output: a table of the child's output size) where every eliminated variable is in
 // such a child's output; else from their joint, one more message over the whole bucket. Either

@@ -136,16 +136,21 @@ class FakeDevice final : public gpu::Context {
       ++kernels;
     });
   }
-  std::atomic<int> folds{0}, permutes{0};
+  std::atomic<int> folds{0}, permutes{0}, divides{0};
   void fold(gpu::Handle child, std::span<const int> card,
             std::span<const std::int64_t> factor_stride, gpu::Handle factor, int s) override {
     ++folds;
-    strided(child, card, factor_stride, factor, false, s);
+    strided(child, card, factor_stride, factor, Mode::add, s);
   }
   void permute(gpu::Handle out, std::span<const int> card, std::span<const std::int64_t> in_stride,
                gpu::Handle in, int s) override {
     ++permutes;
-    strided(out, card, in_stride, in, true, s);
+    strided(out, card, in_stride, in, Mode::assign, s);
+  }
+  void divide(gpu::Handle message, std::span<const int> card,
+              std::span<const std::int64_t> by_stride, gpu::Handle by, int s) override {
+    ++divides;
+    strided(message, card, by_stride, by, Mode::divide, s);
   }
   void synchronize(int s) override {
     std::unique_lock lock(m_);
@@ -219,12 +224,14 @@ class FakeDevice final : public gpu::Context {
     if (error_.empty()) error_ = e;
   }
 
-  // fold (`assign` false: to[i] += from[...]) and permute (true: to[i] = from[...]).
+  // fold (to[i] += from[...]), permute (to[i] = from[...]) and divide (to[i] -= from[...], -inf
+  // where from[...] is -inf).
+  enum class Mode { add, assign, divide };
   void strided(gpu::Handle to, std::span<const int> card, std::span<const std::int64_t> stride,
-               gpu::Handle from, bool assign, int s) {
+               gpu::Handle from, Mode mode, int s) {
     std::vector<int> c(card.begin(), card.end());
     std::vector<std::int64_t> st(stride.begin(), stride.end());
-    enqueue(s, {to, from}, [this, to, from, c, st, assign] {
+    enqueue(s, {to, from}, [this, to, from, c, st, mode] {
       auto& t = tables_.at(to);
       const auto& f = tables_.at(from);
       std::int64_t n = 1;
@@ -238,7 +245,11 @@ class FakeDevice final : public gpu::Context {
         }
         if (at >= static_cast<std::int64_t>(f.size()))
           return fail("a fold or permute reads past its source");
-        t[i] = assign ? f[at] : t[i] + f[at];
+        const double x = f[at];
+        t[i] = mode == Mode::assign                            ? x
+               : mode == Mode::add                             ? t[i] + x
+               : x == -std::numeric_limits<double>::infinity() ? x
+                                                               : t[i] - x;
       }
     });
   }

@@ -511,6 +511,74 @@ TEST_CASE("GpuKernel.NothingVariesWithTheSumMatchesCpu", "[gpu]") {
   }
 }
 
+TEST_CASE("GpuKernel.FoldPermuteDivideMatchHost", "[gpu]") {
+  // Context::fold, permute and divide against a loop over the child's entries, some entries -inf
+  // on both sides; exact (one add or subtract per entry). Even rounds: up to 14 variables of 1-5
+  // values, a random subset in the factor (the others stride 0), runs of them in the child's
+  // order, rotated or shuffled. Odd rounds, transposes (the tiled kernel): the child's last
+  // variable and another, j, of 17-70 values each, j the factor's last.
+  std::mt19937_64 rng(20261201);
+  gpu::Context& ctx = context();
+  const auto values = [&](int lo, int n) { return lo + static_cast<int>(rng() % n); };
+  for (int round = 0; round < 60; ++round) {
+    const bool transpose = round % 2 == 1;
+    const int nv = transpose ? values(2, 4) : values(1, 14);
+    std::vector<int> card(nv);
+    for (int& c : card) c = values(1, 5);
+    const int j = transpose ? static_cast<int>(rng() % (nv - 1)) : -1;
+    if (transpose) card[nv - 1] = values(17, 54), card[j] = values(17, 54);
+    std::vector<int> fvars;
+    for (int v = 0; v < nv; ++v)
+      if (v == j || (transpose && v == nv - 1) || rng() % 4 != 0) fvars.push_back(v);
+    if (rng() % 2)
+      std::rotate(fvars.begin(), fvars.begin() + (fvars.empty() ? 0 : rng() % fvars.size()),
+                  fvars.end());
+    if (rng() % 3 == 0) std::shuffle(fvars.begin(), fvars.end(), rng);
+    if (transpose) {
+      fvars.erase(std::find(fvars.begin(), fvars.end(), j));
+      fvars.push_back(j);
+    }
+    std::vector<std::int64_t> stride(nv, 0);
+    std::int64_t fsize = 1;
+    for (std::size_t k = fvars.size(); k-- > 0;) stride[fvars[k]] = fsize, fsize *= card[fvars[k]];
+    std::int64_t n = 1;
+    for (int c : card) n *= c;
+    const auto random_table = [&](std::int64_t size) {
+      std::vector<double> t(size);
+      for (double& x : t)
+        x = rng() % 8 == 0 ? -INFINITY : std::uniform_real_distribution<double>(-40, 3)(rng);
+      return t;
+    };
+    const std::vector<double> child = random_table(n), factor = random_table(fsize);
+    const gpu::Handle hc = ctx.alloc(n), hf = ctx.alloc(fsize);
+    ctx.upload(hf, factor.data(), fsize, 0);
+    for (int mode = 0; mode < 3; ++mode) {
+      INFO("round " << round << ", " << nv << " variables, mode " << mode);
+      ctx.upload(hc, child.data(), n, 0);
+      if (mode == 0) ctx.fold(hc, card, stride, hf, 0);
+      if (mode == 1) ctx.permute(hc, card, stride, hf, 0);
+      if (mode == 2) ctx.divide(hc, card, stride, hf, 0);
+      std::vector<double> got(n);
+      ctx.download(hc, got.data(), n, 0);
+      ctx.synchronize(0);
+      long wrong = 0;
+      for (std::int64_t i = 0; i < n; ++i) {
+        std::int64_t rest = i, at = 0;
+        for (int v = nv; v-- > 0;) at += (rest % card[v]) * stride[v], rest /= card[v];
+        const double x = factor[at];
+        const double want = mode == 0        ? child[i] + x
+                            : mode == 1      ? x
+                            : x == -INFINITY ? -INFINITY
+                                             : child[i] - x;
+        wrong += !(got[i] == want || (std::isnan(got[i]) && std::isnan(want)));
+      }
+      CHECK(wrong == 0);
+    }
+    ctx.release(hc);
+    ctx.release(hf);
+  }
+}
+
 TEST_CASE("GpuKernel.OutputsBeyond2to31MatchCpu", "[gpu][large]") {
   // 2^31 outputs (16 GiB of doubles): every output index past 32 bits written and right.
   // Needs ~20 GiB of device memory and ~56 GiB of host memory; skipped otherwise.

@@ -761,13 +761,15 @@ TEST_CASE("Scheduler.RunnerRunsTheUpwardPassOfMarAndMpe", "[scheduler]") {
       const int kernels_before = dev.kernels;
       const Marginals m = compute_marginals(plan, 0, upward);
       // Pedigree_11, every bucket on the GPU: the downward pass's messages ran on the device
-      // (more kernels than the upward pass's buckets, one per child and bucket, and some inputs
-      // laid out in a message's order). DBN_11's buckets have more factors than a kernel takes:
-      // their messages take them grouped, as the upward kernels do.
+      // (more kernels than the upward pass's buckets, one per child and bucket, some inputs
+      // laid out in a message's order, and two children's messages taken from the union of
+      // their outputs, each divided by its child's output). DBN_11's buckets have more factors than
+      // a kernel takes: their messages take them grouped, as the upward kernels do.
       const int mar_kernels = dev.kernels - kernels_before;
       if (way == 0 && std::string(name) == "Pedigree_11.uai") {
         CHECK(mar_kernels > static_cast<int>(plan.tree.buckets.size()));
         CHECK(dev.permutes > 0);
+        CHECK(dev.divides > 0);
       }
       CHECK(close(m.ln_pe, want.ln_pe));
       REQUIRE(m.p.size() == want.p.size());

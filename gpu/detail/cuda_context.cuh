@@ -232,14 +232,18 @@ class CudaContext final : public Context {
                                stream(s)));
   }
   void synchronize(int s) override { CUDA_CHECK(cudaStreamSynchronize(stream(s))); }
-  static_assert(std::size(FoldArgs{}.card) >= kFoldMaxVars, "FoldArgs holds a fold's variables");
+  static_assert(std::size(FoldArgs{}.stride) >= kFoldMaxVars, "FoldArgs holds a fold's variables");
   void fold(Handle child, std::span<const int> card, std::span<const std::int64_t> factor_stride,
             Handle factor, int s) override {
-    strided(child, card, factor_stride, factor, false, s);
+    strided(child, card, factor_stride, factor, FoldMode::add, s);
   }
   void permute(Handle out, std::span<const int> card, std::span<const std::int64_t> in_stride,
                Handle in, int s) override {
-    strided(out, card, in_stride, in, true, s);
+    strided(out, card, in_stride, in, FoldMode::assign, s);
+  }
+  void divide(Handle message, std::span<const int> card, std::span<const std::int64_t> by_stride,
+              Handle by, int s) override {
+    strided(message, card, by_stride, by, FoldMode::divide, s);
   }
 
   double own_host_bytes() const override {
@@ -464,21 +468,10 @@ class CudaContext final : public Context {
   }
 
  private:
-  // Context::fold (`assign` false) and Context::permute (true): one launch of fold_kernel.
+  // Context::fold, permute and divide (`mode`): one launch of fold_kernel.
   void strided(Handle to, std::span<const int> card, std::span<const std::int64_t> from_stride,
-               Handle from, bool assign, int s) {
-    FoldArgs a;
-    if (card.size() > std::size(a.card) || from_stride.size() != card.size())
-      throw std::invalid_argument(std::string(assign ? "permute" : "fold") +
-                                  ": more variables than it takes");
-    a.nv = static_cast<int>(card.size());
-    a.assign = assign ? 1 : 0;
-    a.n = 1;
-    for (int v = 0; v < a.nv; ++v) {
-      a.card[v] = card[v];
-      a.stride[v] = from_stride[v];
-      a.n *= card[v];
-    }
+               Handle from, FoldMode mode, int s) {
+    const FoldArgs a = fold_args(card, from_stride, mode);
     std::lock_guard lock(mu_);
     launch_fold(static_cast<double*>(ptr(to)), static_cast<const double*>(ptr(from)), a,
                 stream(s));

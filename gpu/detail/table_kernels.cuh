@@ -3,6 +3,7 @@
 // (LaunchPlan::out_hi_fill, upload_table_image) and Context::fold's sum of a factor into a child
 // table. Private to gpu/: included by sum_product.cu only.
 #include <cuda_runtime.h>
+#include <math_constants.h>
 
 #include <vector>
 
@@ -50,19 +51,88 @@ __global__ void fill_offsets_kernel(long long* out, long long rows, int nip, int
   }
 }
 
-// A thread per child entry (Context::fold, Context::permute), its digits by 64-bit division.
+__device__ __forceinline__ void fold_one(double& to, double x, FoldMode mode) {
+  switch (mode) {
+    case FoldMode::add:
+      to += x;
+      break;
+    case FoldMode::assign:
+      to = x;
+      break;
+    case FoldMode::divide:
+      to = x == -CUDART_INF ? -CUDART_INF : to - x;
+      break;
+  }
+}
+
+// FoldArgs::tiled: a block per tile of kFoldTile x kFoldTile entries over the factor's innermost
+// entries (t: the tile dimensions' combined index, which is the factor's offset among them) and
+// the child's last dimension (l), the other dimensions fixed by the tile's index; the block reads
+// the tile along t and writes it along l through shared memory.
+constexpr int kFoldTile = 32, kFoldTileRows = 8;
+__global__ void fold_tiled_kernel(double* child, const double* factor, const FoldArgs a) {
+  __shared__ double tile[kFoldTile][kFoldTile + 1];
+  const int l = a.nv - 1;
+  unsigned long long in_tile = 0;  // the tile dimensions as bits
+  long long nt = 1;
+  for (int g = 0; g < a.tiled; ++g) {
+    in_tile |= 1ull << a.tile_dims[g];
+    nt *= static_cast<long long>(a.div[a.tile_dims[g]].d);
+  }
+  const long long nl = static_cast<long long>(a.div[l].d);
+  const long long tiles_t = (nt + kFoldTile - 1) / kFoldTile;
+  const long long tiles_l = (nl + kFoldTile - 1) / kFoldTile;
+  const long long tiles = tiles_t * tiles_l * (a.n / (nt * nl));
+  const long long stride_l = a.stride[l];
+  for (long long k = blockIdx.x; k < tiles; k += gridDim.x) {
+    const long long tl = k % tiles_l, rest_k = k / tiles_l;
+    const long long tt = rest_k % tiles_t;
+    unsigned long long rest = static_cast<unsigned long long>(rest_k / tiles_t);
+    long long f0 = 0, c0 = 0;
+    for (int v = l - 1; v >= 0; --v) {  // the other dimensions' digits, the last fastest
+      if (in_tile >> v & 1) continue;
+      const unsigned long long q = (__umul64hi(rest, a.div[v].mul) + rest) >> a.div[v].shift;
+      const long long d = static_cast<long long>(rest - q * a.div[v].d);
+      f0 += d * a.stride[v];
+      c0 += d * a.child_stride[v];
+      rest = q;
+    }
+    __syncthreads();  // the previous tile's writes have read the shared tile
+    for (int r = threadIdx.y; r < kFoldTile; r += kFoldTileRows) {
+      const long long xt = tt * kFoldTile + threadIdx.x, xl = tl * kFoldTile + r;
+      if (xt < nt && xl < nl) tile[r][threadIdx.x] = factor[f0 + xt + xl * stride_l];
+    }
+    __syncthreads();
+    for (int r = threadIdx.y; r < kFoldTile; r += kFoldTileRows) {
+      const long long xl = tl * kFoldTile + threadIdx.x, xt = tt * kFoldTile + r;
+      if (xt >= nt || xl >= nl) continue;
+      // xt's digits over the tile dimensions, the factor's innermost first
+      unsigned long long x = static_cast<unsigned long long>(xt);
+      long long c = c0 + xl;
+      for (int g = 0; g < a.tiled; ++g) {
+        const FastDiv64& dv = a.div[a.tile_dims[g]];
+        const unsigned long long q = (__umul64hi(x, dv.mul) + x) >> dv.shift;
+        c += static_cast<long long>(x - q * dv.d) * a.child_stride[a.tile_dims[g]];
+        x = q;
+      }
+      fold_one(child[c], tile[threadIdx.x][r], a.mode);
+    }
+  }
+}
+
+// A thread per child entry (Context::fold, Context::permute, Context::divide), its digits by
+// multiplications (FoldArgs::div).
 __global__ void fold_kernel(double* child, const double* factor, const FoldArgs a) {
   for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < a.n;
        i += static_cast<long long>(gridDim.x) * blockDim.x) {
     unsigned long long rest = static_cast<unsigned long long>(i);
     long long f = 0;
     for (int v = a.nv - 1; v >= 0 && rest > 0; --v) {
-      const unsigned long long c = static_cast<unsigned long long>(a.card[v]);
-      const unsigned long long d = rest % c;
-      rest /= c;
-      f += static_cast<long long>(d) * a.stride[v];
+      const unsigned long long q = (__umul64hi(rest, a.div[v].mul) + rest) >> a.div[v].shift;
+      f += static_cast<long long>(rest - q * a.div[v].d) * a.stride[v];
+      rest = q;
     }
-    child[i] = a.assign ? factor[f] : child[i] + factor[f];
+    fold_one(child[i], factor[f], a.mode);
   }
 }
 
