@@ -140,6 +140,45 @@ void in_parts(std::int64_t n, int threads, Body&& body) {
   }
 }
 
+// ln of the sums of exp(t) onto the values of each of `vars` (some of `scope`; t a table over
+// scope, row-major, the last fastest) into out[k], in one pass over t, shifted by `ln_total`
+// (which no entry of t exceeds): an entry below e^-708 of it is taken as 0, as belief_sums
+// takes it.
+void sum_onto_variables(const LnTable& t, const std::vector<int>& scope,
+                        const std::vector<int>& card, const std::vector<int>& vars, double ln_total,
+                        const std::vector<LnTable*>& out, int threads) {
+  const std::size_t nv = vars.size();
+  std::vector<std::int64_t> inner(nv, 1), offset(nv, 0);
+  std::int64_t values = 0;
+  for (std::size_t k = 0; k < nv; ++k) {
+    for (std::size_t at = scope.size(); scope[--at] != vars[k];) inner[k] *= card[scope[at]];
+    offset[k] = values;
+    values += card[vars[k]];
+  }
+  const auto n = static_cast<std::int64_t>(t.size());
+  const int nt = pass_threads(static_cast<double>(n), nv, threads);
+  std::vector<std::vector<double>> part(nt, std::vector<double>(values, 0.0));
+  in_parts(n, nt, [&](int me, std::int64_t lo, std::int64_t hi) {
+    double* acc = part[me].data();
+    for (std::int64_t e = lo; e < hi; ++e) {
+      const double w = std::exp(t[e] - ln_total);
+      for (std::size_t k = 0; k < nv; ++k) acc[offset[k] + (e / inner[k]) % card[vars[k]]] += w;
+    }
+  });
+  for (std::size_t k = 0; k < nv; ++k) {
+    out[k]->resize(card[vars[k]]);
+    for (int x = 0; x < card[vars[k]]; ++x) {
+      double s = 0;
+      for (const auto& p : part) s += p[offset[k] + x];
+      (*out[k])[x] = s > 0 ? ln_total + std::log(s) : kNegInf;
+    }
+  }
+}
+
+// A child output this much smaller than its bucket (log2) gives the bucket's eliminated
+// variables in it their marginals at a small share of the pass over the bucket.
+constexpr double kSmallChildLog2 = 4;
+
 // The downward pass's threads: each keeps its own sums onto the children and variables
 // (posterior_peak_bytes counts omp_get_max_threads() of them).
 int downward_threads(int threads) { return std::min(thread_count(threads), omp_get_max_threads()); }
@@ -741,7 +780,9 @@ Marginals compute_marginals(const Plan& plan, int threads, const UpwardRunner& u
   down[nb - 1] = {0.0};
   const double ln_tree = up.back()[0];  // every bucket's belief sums to it
   // Bucket b's step on the CPU: its belief (down[b] from above) summed onto each child's output
-  // (divided by the child's own) and onto each eliminated variable.
+  // (divided by the child's own) and onto each eliminated variable: from the belief over the
+  // smallest child output that has it where that output is small against the bucket (summed
+  // after the pass), else in the pass over the bucket.
   const std::function<void(int)> on_host = [&](int b) {
     const Bucket& bk = buckets[b];
     const std::vector<int> out_vars = bk.output_vars();
@@ -752,9 +793,32 @@ Marginals compute_marginals(const Plan& plan, int threads, const UpwardRunner& u
     std::vector<std::vector<int>> targets;
     std::vector<LnTable*> sums;
     for (int c : bk.children) targets.push_back(buckets[c].output_vars()), sums.push_back(&down[c]);
-    for (std::size_t k = bk.vars.size() - bk.n_marg; k < bk.vars.size(); ++k)
-      targets.push_back({bk.vars[k]}), sums.push_back(&joint[bk.vars[k]]);
+    std::vector<std::vector<int>> via_child(bk.children.size());  // eliminated variables
+    for (std::size_t k = bk.vars.size() - bk.n_marg; k < bk.vars.size(); ++k) {
+      const int v = bk.vars[k];
+      int via = -1;
+      for (std::size_t ci = 0; ci < bk.children.size(); ++ci) {
+        const Bucket& c = buckets[bk.children[ci]];
+        const std::vector<int> o = c.output_vars();
+        if (std::find(o.begin(), o.end(), v) != o.end() &&
+            c.log2_output <= bk.log2_states - kSmallChildLog2 &&
+            (via < 0 || c.log2_output < buckets[bk.children[via]].log2_output))
+          via = static_cast<int>(ci);
+      }
+      if (via >= 0)
+        via_child[via].push_back(v);
+      else
+        targets.push_back({v}), sums.push_back(&joint[v]);
+    }
     belief_sums(full, in, ln_tree, targets, sums, threads);
+    for (std::size_t ci = 0; ci < bk.children.size(); ++ci) {
+      if (via_child[ci].empty()) continue;
+      const int c = bk.children[ci];
+      std::vector<LnTable*> to;
+      for (int v : via_child[ci]) to.push_back(&joint[v]);
+      sum_onto_variables(down[c], buckets[c].output_vars(), model.card, via_child[ci], ln_tree, to,
+                         threads);
+    }
     for (int c : bk.children) {
       const auto size = static_cast<std::int64_t>(down[c].size());
       in_parts(size, pass_threads(static_cast<double>(size), 1, threads),
