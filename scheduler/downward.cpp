@@ -180,7 +180,9 @@ std::vector<Message> messages_from_children(const Plan& plan, int b,
 // kUnionShare of the bucket's states. A child whose table holds factors of b (folded into it by
 // the upward kernel) is in none: the belief divided by its table would lack those factors, which
 // its message has. Greedy, largest output first, each child into the group whose union it grows
-// least, else a group of its own.
+// least, else a group of its own; the groups are formed before such children leave them, so
+// that a union is never larger than the one downward_device_bytes counted (which knows no
+// folded factors).
 std::vector<std::vector<int>> child_groups(const Plan& plan, int b,
                                            const std::vector<Source>& src) {
   const Bucket& bk = plan.tree.buckets[b];
@@ -204,7 +206,7 @@ std::vector<std::vector<int>> child_groups(const Plan& plan, int b,
   const double line = kUnionShare * std::exp2(bk.log2_states);
   std::vector<int> by_size;
   for (int ci = 0; ci < nc; ++ci)
-    if (usable[ci] && states(in[ci]) <= line) by_size.push_back(ci);
+    if (states(in[ci]) <= line) by_size.push_back(ci);
   std::stable_sort(by_size.begin(), by_size.end(),
                    [&](int x, int y) { return states(in[x]) > states(in[y]); });
   std::vector<std::vector<int>> groups;
@@ -226,6 +228,7 @@ std::vector<std::vector<int>> child_groups(const Plan& plan, int b,
     groups[best].push_back(ci);
     for (std::size_t k = 0; k < bk.vars.size(); ++k) unions[best][k] |= in[ci][k];
   }
+  for (std::vector<int>& g : groups) std::erase_if(g, [&](int ci) { return !usable[ci]; });
   std::erase_if(groups, [](const std::vector<int>& g) { return g.size() < 2; });
   return groups;
 }
