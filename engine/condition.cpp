@@ -586,7 +586,7 @@ ConditionedPlan make_conditioned_plan(const Network& net, const Evidence& ev,
                          : limit > 0             ? limit
                                                  : device;
     oo.max_table_entries = bound / 8.0;
-    OrderResult r = find_order(net.num_vars(), om.model.card, scopes, oo);
+    OrderResult r = find_order_cached(net.num_vars(), om.model, scopes, oo, opt.order_cache_dir);
     const auto tc = clock::now();
     if (r.fits) b = fit(plan_structure(net, ev, opt, om.model, std::move(r)));
     spdlog::debug("plan: a search under the limit {:.3f} s ({}), conditioned to fit {:.3f} s ({})",

@@ -53,13 +53,17 @@ std::string structure_key(const ReducedModel& m, const OrderOptions& o) {
     mix(o.predict_seconds ? 1 : 0);
     for (char ch : o.predict_key) mix(static_cast<unsigned char>(ch));
   }
+  // A search under a memory limit is another search (without one, the key is as it always was).
+  if (std::isfinite(o.max_table_entries)) mix_double(o.max_table_entries);
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(x));
   return buf;
 }
 
 // Reads an order saved by save_order; accepts it only if it eliminates exactly the scoped
-// variables and its largest table fits the limit.
+// variables. One found under a memory limit is kept under a key of its own (structure_key): it
+// is the search's answer under that limit whether or not its largest table fits (out.fits), so
+// a search that found none within the limit is not run again.
 bool load_order(const std::string& path, const ReducedModel& m,
                 const std::vector<std::vector<int>>& scopes, const OrderOptions& oo,
                 OrderResult& out) {
@@ -86,7 +90,7 @@ bool load_order(const std::string& path, const ReducedModel& m,
   out.stats = evaluate_order(static_cast<int>(m.card.size()), m.card, scopes, out.order);
   out.fits = out.stats.log2_max_table <= std::log2(oo.max_table_entries);
   out.heuristic = "cached " + heuristic;
-  return out.fits;
+  return true;
 }
 
 void save_order(const std::string& path, const OrderResult& r) {
@@ -287,7 +291,7 @@ Plan make_plan(const Network& net, const Evidence& ev, const PlanOptions& opt) {
     }();
     OrderOptions oo = opt.order;
     oo.max_table_entries = opt.max_memory_bytes / 8.0;
-    OrderResult r = find_order(net.num_vars(), plan.model.card, scopes, oo);
+    OrderResult r = find_order_cached(net.num_vars(), plan.model, scopes, oo, opt.order_cache_dir);
     if (r.fits) {
       Plan limited = plan_structure(net, ev, opt, plan.model, std::move(r));
       if (limited.memory.peak_bytes < plan.memory.peak_bytes) plan = std::move(limited);

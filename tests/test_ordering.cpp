@@ -229,5 +229,35 @@ TEST_CASE("Ordering.CacheKeepsTheOrder", "[engine]") {
   std::size_t files = 0;
   for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++files;
   CHECK(files == 2);
+  // A search under a memory limit is cached apart: its own entry, found again by the same limit,
+  // and not the answer of the search without one; also where it finds no order within the limit
+  // (its answer then does not fit, and is not searched for again).
+  po.order.seed = 1;
+  const OrderedModel om = order_model(net, ev, po);
+  std::vector<std::vector<int>> scopes;
+  for (const auto& f : om.model.factors) scopes.push_back(f.scope);
+  OrderOptions bounded = po.order;
+  bounded.max_table_entries = std::exp2(om.order.stats.log2_max_table);
+  const OrderResult limited =
+      find_order_cached(net.num_vars(), om.model, scopes, bounded, po.order_cache_dir);
+  CHECK(limited.heuristic.rfind("cached", 0) != 0);
+  CHECK(limited.fits);
+  const OrderResult again =
+      find_order_cached(net.num_vars(), om.model, scopes, bounded, po.order_cache_dir);
+  CHECK(again.heuristic.rfind("cached", 0) == 0);
+  CHECK(again.order == limited.order);
+  CHECK(find_order(net.num_vars(), om.model.card, scopes, bounded).order == limited.order);
+  bounded.max_table_entries = 2;  // no order of Pedigree_13 has tables this small
+  const OrderResult none =
+      find_order_cached(net.num_vars(), om.model, scopes, bounded, po.order_cache_dir);
+  CHECK_FALSE(none.fits);
+  const OrderResult none_again =
+      find_order_cached(net.num_vars(), om.model, scopes, bounded, po.order_cache_dir);
+  CHECK(none_again.heuristic.rfind("cached", 0) == 0);
+  CHECK_FALSE(none_again.fits);
+  CHECK(none_again.order == none.order);
+  files = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++files;
+  CHECK(files == 4);
   fs::remove_all(dir);
 }
