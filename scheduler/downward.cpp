@@ -46,7 +46,7 @@ struct Source {
 struct Message {
   int child = -1;
   int from_child = -1;
-  int from_union = -1;                   // that union message's position in the bucket's
+  int from_union = -1;                   // the index of the union message it is taken from
   std::vector<int> group;                // a union message: the children it serves
   BucketShape shape;                     // the target's variables first, then the rest
   std::vector<int> sources;              // positions in the bucket's sources
