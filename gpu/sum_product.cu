@@ -94,10 +94,8 @@ KernelArgs<T> make_kernel_args(const LaunchPlan& p, const DeviceTables& t, const
   return a;
 }
 
-}  // namespace
-
-namespace {
 long long ceil_div(long long a, long long b) { return (a + b - 1) / b; }
+
 }  // namespace
 
 FoldArgs fold_args(std::span<const int> card, std::span<const std::int64_t> stride, FoldMode mode) {
