@@ -140,41 +140,6 @@ void in_parts(std::int64_t n, int threads, Body&& body) {
   }
 }
 
-// ln of the sums of exp(t) onto the values of each of `vars` (some of `scope`; t a table over
-// scope, row-major, the last fastest) into out[k], in one pass over t, shifted by `ln_total`
-// (which no entry of t exceeds): an entry below e^-708 of it is taken as 0, as belief_sums
-// takes it.
-void sum_onto_variables(const LnTable& t, const std::vector<int>& scope,
-                        const std::vector<int>& card, const std::vector<int>& vars, double ln_total,
-                        const std::vector<LnTable*>& out, int threads) {
-  const std::size_t nv = vars.size();
-  std::vector<std::int64_t> inner(nv, 1), offset(nv, 0);
-  std::int64_t values = 0;
-  for (std::size_t k = 0; k < nv; ++k) {
-    for (std::size_t at = scope.size(); scope[--at] != vars[k];) inner[k] *= card[scope[at]];
-    offset[k] = values;
-    values += card[vars[k]];
-  }
-  const auto n = static_cast<std::int64_t>(t.size());
-  const int nt = pass_threads(static_cast<double>(n), nv, threads);
-  std::vector<std::vector<double>> part(nt, std::vector<double>(values, 0.0));
-  in_parts(n, nt, [&](int me, std::int64_t lo, std::int64_t hi) {
-    double* acc = part[me].data();
-    for (std::int64_t e = lo; e < hi; ++e) {
-      const double w = std::exp(t[e] - ln_total);
-      for (std::size_t k = 0; k < nv; ++k) acc[offset[k] + (e / inner[k]) % card[vars[k]]] += w;
-    }
-  });
-  for (std::size_t k = 0; k < nv; ++k) {
-    out[k]->resize(card[vars[k]]);
-    for (int x = 0; x < card[vars[k]]; ++x) {
-      double s = 0;
-      for (const auto& p : part) s += p[offset[k] + x];
-      (*out[k])[x] = s > 0 ? ln_total + std::log(s) : kNegInf;
-    }
-  }
-}
-
 // A child output this much smaller than its bucket (log2) gives the bucket's eliminated
 // variables in it their marginals at a small share of the pass over the bucket.
 constexpr double kSmallChildLog2 = 4;
@@ -813,11 +778,16 @@ Marginals compute_marginals(const Plan& plan, int threads, const UpwardRunner& u
     belief_sums(full, in, ln_tree, targets, sums, threads);
     for (std::size_t ci = 0; ci < bk.children.size(); ++ci) {
       if (via_child[ci].empty()) continue;
+      // The belief over the child's output (its message, not yet divided) is the only input.
       const int c = bk.children[ci];
+      BucketShape over;
+      over.vars = buckets[c].output_vars();
+      for (int v : over.vars) over.card.push_back(model.card[v]);
+      const InputTable belief{down[c].data(), over.vars};
+      std::vector<std::vector<int>> onto;
       std::vector<LnTable*> to;
-      for (int v : via_child[ci]) to.push_back(&joint[v]);
-      sum_onto_variables(down[c], buckets[c].output_vars(), model.card, via_child[ci], ln_tree, to,
-                         threads);
+      for (int v : via_child[ci]) onto.push_back({v}), to.push_back(&joint[v]);
+      belief_sums(over, {&belief, 1}, ln_tree, onto, to, threads);
     }
     for (int c : bk.children) {
       const auto size = static_cast<std::int64_t>(down[c].size());
