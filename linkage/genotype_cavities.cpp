@@ -34,9 +34,11 @@ int threads_for(double work) {
 // read or written contiguously; the block's offsets into every other table are listed once.
 // Outside the block come keep's other variables, then the summed ones: a parallel split over
 // keep's outer variables gives each thread its own outputs, and only when those are too few for
-// the threads does each thread sum into its own copy of the output.
+// the threads does each thread sum into its own copy of the output. Sets *max to the output's
+// largest entry: where every output entry is written once (nothing summed outside the block),
+// as it is written, and the output is not zeroed first; else in a pass at the end.
 Table contract(const std::vector<const Table*>& ins, const std::vector<int>& keep,
-               const std::vector<int>& card, std::vector<double> buffer) {
+               const std::vector<int>& card, std::vector<double> buffer, double* max) {
   constexpr long kInner = 4096;
   std::vector<int> all(keep);
   for (const Table* f : ins) all.insert(all.end(), f->vars.begin(), f->vars.end());
@@ -96,7 +98,6 @@ Table contract(const std::vector<const Table*>& ins, const std::vector<int>& kee
   long out_size = 1;
   for (int v : keep) out_size *= card[v];
   out.t = std::move(buffer);
-  out.t.assign(out_size, 0.0);
   const int ni = static_cast<int>(inner_vars.size()), no = n - ni;
   long inner = 1, outer = 1, split = 1;
   for (int j = no; j < n; ++j) inner *= card[ord[j]];
@@ -126,11 +127,49 @@ Table contract(const std::vector<const Table*>& ins, const std::vector<int>& kee
   // The inner block's trailing variables that the output lacks: runs of `run` consecutive
   // entries go to one output entry, summed first (a chain of adds onto one entry is slow).
   long run = 1;
-  for (int q = ni - 1; q >= 0 && st[nf][no + q] == 0; --q) run *= card[ord[no + q]];
+  int run_vars = 0;
+  for (int q = ni - 1; q >= 0 && st[nf][no + q] == 0; --q)
+    run *= card[ord[no + q]], ++run_vars;
+  // Each output entry is one run's sum, written once: no summed variable outside the block,
+  // and none in it before the run.
+  bool once = per_split == 1;
+  for (int q = 0; q < ni - run_vars && once; ++q) once = st[nf][no + q] != 0;
+  if (once)
+    out.t.resize(out_size);  // a reused buffer's entries are all overwritten
+  else
+    out.t.assign(out_size, 0.0);
+  double mx = 0;
   const double work = static_cast<double>(outer) * static_cast<double>(inner) * (nf + 1);
   const int threads = outer > 1 ? threads_for(work) : 1;
   // Each thread its own keep positions when there are several per thread, else its own copy.
   const bool shared_out = per_split > 1 && split < 4L * threads;
+  // p = the inputs' product over the inner block at the inputs' offsets idx.
+  auto multiply = [&](std::vector<double>& p, const std::vector<long>& idx) {
+    std::fill(p.begin(), p.end(), 1.0);
+    for (int f = 0; f < nf; ++f) {
+      const double* t = ins[f]->t.data() + idx[f];
+      if (constant[f]) {
+        const double c = *t;
+        for (long k = 0; k < inner; ++k) p[k] *= c;
+      } else if (contiguous[f]) {
+        double* __restrict q = p.data();
+        for (long k = 0; k < inner; ++k) q[k] *= t[k];
+      } else {
+        const long* of = off[f].data();
+        for (long k = 0; k < inner; ++k) p[k] *= t[of[k]];
+      }
+    }
+  };
+  // The sum of a run's `run` consecutive products, in eight lanes (a chain of adds onto one
+  // entry is slow).
+  auto run_sum = [&](const double* q) {
+    double acc[8] = {};
+    long k = 0;
+    for (; k + 8 <= run; k += 8)
+      for (int l = 0; l < 8; ++l) acc[l] += q[k + l];
+    for (; k < run; ++k) acc[0] += q[k];
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  };
 #pragma omp parallel num_threads(threads)
   {
     const int T = omp_get_num_threads(), me = omp_get_thread_num();
@@ -143,6 +182,7 @@ Table contract(const std::vector<const Table*>& ins, const std::vector<int>& kee
       y0 = mine.data();
     }
     std::vector<double> p(inner);
+    double my_max = 0;
     std::vector<int> digit(no, 0);
     std::vector<long> idx(nf + 1, 0);
     long r = lo;
@@ -155,35 +195,31 @@ Table contract(const std::vector<const Table*>& ins, const std::vector<int>& kee
     for (long o = lo; o < hi; ++o) {
       bool zero = false;
       for (int f = 0; f < nf && !zero; ++f) zero = constant[f] && ins[f]->t[idx[f]] == 0;
-      if (!zero) {
-        std::fill(p.begin(), p.end(), 1.0);
-        for (int f = 0; f < nf; ++f) {
-          const double* t = ins[f]->t.data() + idx[f];
-          if (constant[f]) {
-            const double c = *t;
-            for (long k = 0; k < inner; ++k) p[k] *= c;
-          } else if (contiguous[f]) {
-            double* __restrict q = p.data();
-            for (long k = 0; k < inner; ++k) q[k] *= t[k];
-          } else {
-            const long* of = off[f].data();
-            for (long k = 0; k < inner; ++k) p[k] *= t[of[k]];
+      if (once) {
+        // The product (zero where a constant factor is), each run summed onto its entry.
+        if (zero)
+          std::fill(p.begin(), p.end(), 0.0);
+        else
+          multiply(p, idx);
+        double* y = y0 + idx[nf];
+        const long* of = off[nf].data();
+        if (contiguous[nf]) {
+          for (long k = 0; k < inner; ++k) y[k] = p[k], my_max = std::max(my_max, p[k]);
+        } else {
+          for (long k0 = 0; k0 < inner; k0 += run) {
+            const double v = run_sum(p.data() + k0);
+            y[of[k0]] = v;
+            my_max = std::max(my_max, v);
           }
         }
+      } else if (!zero) {
+        multiply(p, idx);
         double* y = y0 + idx[nf];
         const long* of = off[nf].data();
         if (contiguous[nf]) {
           for (long k = 0; k < inner; ++k) y[k] += p[k];
         } else if (run >= 8) {
-          for (long k0 = 0; k0 < inner; k0 += run) {
-            double acc[8] = {};
-            long k = 0;
-            for (; k + 8 <= run; k += 8)
-              for (int l = 0; l < 8; ++l) acc[l] += p[k0 + k + l];
-            for (; k < run; ++k) acc[0] += p[k0 + k];
-            y[of[k0]] += ((acc[0] + acc[1]) + (acc[2] + acc[3])) +
-                         ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-          }
+          for (long k0 = 0; k0 < inner; k0 += run) y[of[k0]] += run_sum(p.data() + k0);
         } else
           for (long k = 0; k < inner; ++k) y[of[k]] += p[k];
       }
@@ -201,20 +237,25 @@ Table contract(const std::vector<const Table*>& ins, const std::vector<int>& kee
 #pragma omp critical
       for (std::size_t k = 0; k < out.t.size(); ++k) out.t[k] += mine[k];
     }
+#pragma omp critical
+    mx = std::max(mx, my_max);
   }
+  if (!once) {
+    const long n = static_cast<long>(out.t.size());
+#pragma omp parallel for reduction(max : mx) schedule(static) num_threads(threads_for(n))
+    for (long k = 0; k < n; ++k) mx = std::max(mx, out.t[k]);
+  }
+  *max = mx;
   return out;
 }
 
-// Keeps t's maximum within [2^-64, 2^64]: when it is outside, scales t by a power of two
+// Keeps t's maximum mx within [2^-64, 2^64]: when it is outside, scales t by a power of two
 // (exactly) to a maximum in [1, 2); returns the ln of the factor taken out (0 for a zero
 // table). A step multiplies a handful of tables, so its products stay far from under- and
 // overflow; the scaling pass is skipped where it is not needed.
-double normalize(std::vector<double>& t) {
+double normalize(std::vector<double>& t, double mx) {
   const long n = static_cast<long>(t.size());
-  double mx = 0;
   const int threads = threads_for(static_cast<double>(n));
-#pragma omp parallel for reduction(max : mx) schedule(static) num_threads(threads)
-  for (long k = 0; k < n; ++k) mx = std::max(mx, t[k]);
   if (!(mx > 0)) return 0;
   const int e = std::ilogb(mx);
   if (e >= -64 && e <= 64) return 0;
@@ -296,16 +337,16 @@ const PersonCavitySolver::Plan& PersonCavitySolver::plan(
       if (s.in.empty()) continue;
       std::sort(u.begin(), u.end());
       u.erase(std::unique(u.begin(), u.end()), u.end());
-      // A bucket of one table: every other variable of this phase that no other table reads
-      // goes in the same pass (the bits of W's last table, one sum instead of one pass each).
-      if (s.in.size() == 1)
-        for (int v : u) {
-          if (v == best || done[v] || v < lo || v >= hi) continue;
-          bool elsewhere = false;
-          for (std::size_t f = 0; f < p.vars.size() && !elsewhere; ++f)
-            elsewhere = alive[f] && std::binary_search(p.vars[f].begin(), p.vars[f].end(), v);
-          if (!elsewhere) s.x.push_back(v), done[v] = 1;
-        }
+      // Every other variable of this phase that no table outside the step reads is summed in
+      // the same pass: the product is read once, and its output (never larger) is all that
+      // is stored and differentiated (an allele left alone with the state bits, W's bits).
+      for (int v : u) {
+        if (v == best || done[v] || v < lo || v >= hi) continue;
+        bool elsewhere = false;
+        for (std::size_t f = 0; f < p.vars.size() && !elsewhere; ++f)
+          elsewhere = alive[f] && std::binary_search(p.vars[f].begin(), p.vars[f].end(), v);
+        if (!elsewhere) s.x.push_back(v), done[v] = 1;
+      }
       for (int v : s.x) u.erase(std::find(u.begin(), u.end(), v));
       p.steps.push_back(std::move(s));
       p.vars.push_back(std::move(u));
@@ -382,8 +423,9 @@ PersonCavities PersonCavitySolver::run(const InheritanceModel::AlleleNetwork& gi
     double ls = 0;
     for (int f : st.in) in.push_back(&tab[f]), ls += s[f], consumed[f] = 1;
     const int o = p.leaves + static_cast<int>(k);
-    tab[o] = contract(in, p.vars[o], card, spare(p.vars[o], card));
-    s[o] = ls + normalize(tab[o].t);
+    double mx = 0;
+    tab[o] = contract(in, p.vars[o], card, spare(p.vars[o], card), &mx);
+    s[o] = ls + normalize(tab[o].t, mx);
   }
   // What is left are constants: S is their product, and each one's derivative the product of
   // the others.
@@ -421,8 +463,9 @@ PersonCavities PersonCavitySolver::run(const InheritanceModel::AlleleNetwork& gi
         double lg = g[o];
         for (std::size_t q = 0; q < in.size(); ++q)
           if (q != j) fs.push_back(&tab[in[q]]), lg += s[in[q]];
-        grad[in[j]] = contract(fs, p.vars[in[j]], card, spare(p.vars[in[j]], card));
-        g[in[j]] = lg + normalize(grad[in[j]].t);
+        double mx = 0;
+        grad[in[j]] = contract(fs, p.vars[in[j]], card, spare(p.vars[in[j]], card), &mx);
+        g[in[j]] = lg + normalize(grad[in[j]].t, mx);
       }
     }
     keep_spare(std::move(grad[o].t));
