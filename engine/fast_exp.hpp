@@ -31,8 +31,13 @@ inline double exp_np(double x) {
   p = p * r + 0.5;
   p = p * r + 1.0;
   p = p * r + 1.0;
-  // scale by 2^n through the exponent bits (n >= -1022 here, so the result is normal)
-  std::int64_t bits = (static_cast<std::int64_t>(n) + 1023) << 52;
+  // Scale by 2^n through the exponent bits (n >= -1022 here, so the result is normal). t's
+  // bits are the shifter's plus n, and the shifter's bits shifted left by 52 are 0: the
+  // exponent's bits are (t's bits + 1023) << 52, integer arithmetic that vectorises (AVX2 has
+  // no packed conversion of doubles to 64-bit integers).
+  std::uint64_t t_bits;
+  std::memcpy(&t_bits, &t, sizeof t_bits);
+  const std::uint64_t bits = (t_bits + 1023) << 52;
   double scale;
   std::memcpy(&scale, &bits, sizeof scale);
   return p * scale;

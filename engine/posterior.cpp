@@ -357,11 +357,14 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
     for (std::int64_t b = dealt ? 0 : k_lo; b < (dealt ? bl.count : k_hi); ++b) {
       if (dealt && (key[b] < k_lo || key[b] >= k_hi)) continue;
       bl.products(b, buf.data());
-      double* x = buf.data();
+      double* __restrict x = buf.data();
+      const double shift = ln_total;  // a local, so that the loop need not reload it
+      const std::int64_t n = bl.size;
 #pragma omp simd
-      for (std::int64_t k = 0; k < bl.size; ++k) {
-        const double y = x[k] - ln_total;
-        x[k] = y < -708.0 ? 0.0 : exp_np(y);
+      for (std::int64_t k = 0; k < n; ++k) {
+        const double y = x[k] - shift;
+        const double e = exp_np(y);
+        x[k] = y < -708.0 ? 0.0 : e;
       }
       for (const Group& g : groups) {
         double* y = sums.data();
