@@ -242,9 +242,17 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
       g.one_var_stride.push_back(n_vars == 1 ? gst[var] : 0);
     }
   }
-  for (int t : large)  // a direct target's entries go straight to their offsets
-    if (n_local[t] == bl.size)
-      for (std::int64_t k = 0; k < bl.size; ++k) local[t][k] = at[t][local[t][k]];
+  // A direct target's entries go straight to their offsets: consecutive ones (the target ends
+  // with the block's variables, in their order) as one vector add.
+  std::vector<char> consecutive(n_t, 0);
+  for (int t : large)
+    if (n_local[t] == bl.size) {
+      consecutive[t] = 1;
+      for (std::int64_t k = 0; k < bl.size; ++k) {
+        local[t][k] = at[t][local[t][k]];
+        consecutive[t] &= local[t][k] == k;
+      }
+    }
   // The blocks are dealt to the threads by the configurations of some of the variables above
   // the blocks (`deal`): a target that has all of them is written by the threads directly, no
   // two threads adding onto the same entries. Each other target gets a copy per thread, zeroed
@@ -408,7 +416,12 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
         const std::int64_t* l = local[t].data();
         if (n_local[t] == bl.size) {
           double* a = acc[t] + bl.base(b, st[t].data());
-          for (std::int64_t k = 0; k < bl.size; ++k) a[l[k]] += x[k];
+          if (consecutive[t]) {
+#pragma omp simd
+            for (std::int64_t k = 0; k < bl.size; ++k) a[k] += x[k];
+          } else {
+            for (std::int64_t k = 0; k < bl.size; ++k) a[l[k]] += x[k];
+          }
           continue;
         }
         double* y = sums.data();
