@@ -128,8 +128,7 @@ Table contract(const std::vector<const Table*>& ins, const std::vector<int>& kee
   // entries go to one output entry, summed first (a chain of adds onto one entry is slow).
   long run = 1;
   int run_vars = 0;
-  for (int q = ni - 1; q >= 0 && st[nf][no + q] == 0; --q)
-    run *= card[ord[no + q]], ++run_vars;
+  for (int q = ni - 1; q >= 0 && st[nf][no + q] == 0; --q) run *= card[ord[no + q]], ++run_vars;
   // Each output entry is one run's sum, written once: no summed variable outside the block,
   // and none in it before the run.
   bool once = per_split == 1;
