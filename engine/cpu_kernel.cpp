@@ -235,7 +235,7 @@ void small_marg(const BucketShape& shape, std::span<const InputTable> inputs, do
   if (n_outer < threads) threads = static_cast<int>(std::max<std::int64_t>(n_outer, 1));
 #pragma omp parallel num_threads(threads)
   {
-    std::vector<double> buf(block);
+    std::vector<double> buf(block), group_max(M != 2 ? G : 0), group_sum(M != 2 ? G : 0);
     std::vector<std::int64_t> base(nf);
     Odometer od{&outer_pos, &shape.card, {}};
     const int nt = omp_get_num_threads(), me = omp_get_thread_num();
@@ -269,6 +269,27 @@ void small_marg(const BucketShape& shape, std::span<const InputTable> inputs, do
             dst[g] = buf[2 * g] + std::log(buf[2 * g + 1]);
           else
             dst[g] = kNegInf;
+      } else if (G >= 8) {
+        // An output's few terms are too few to vectorise: the block's outputs at once, term by
+        // term (the maxima, then the sums of exp, then one log each).
+        double* __restrict mx = group_max.data();
+        double* __restrict sum = group_sum.data();
+        const double* __restrict x = buf.data();
+        for (std::int64_t g = 0; g < G; ++g) mx[g] = x[g * M], sum[g] = 0;
+        for (std::int64_t j = 1; j < M; ++j)
+#pragma omp simd
+          for (std::int64_t g = 0; g < G; ++g) {
+            const double v = x[g * M + j];
+            mx[g] = v > mx[g] ? v : mx[g];
+          }
+        for (std::int64_t j = 0; j < M; ++j)
+#pragma omp simd
+          for (std::int64_t g = 0; g < G; ++g) {
+            const double m = mx[g], d = x[g * M + j] - m;
+            sum[g] += m == kNegInf ? 0.0 : exp_np(d);
+          }
+        for (std::int64_t g = 0; g < G; ++g)
+          dst[g] = mx[g] == kNegInf ? kNegInf : mx[g] + std::log(sum[g]);
       } else {
         for (std::int64_t g = 0; g < G; ++g) {
           const double* x = buf.data() + g * M;
