@@ -229,6 +229,12 @@ void small_marg(const BucketShape& shape, std::span<const InputTable> inputs, do
       }
     }
   }
+  // An input whose block entries are consecutive (it ends with the block's variables, in their
+  // order) is read without its offsets: loads instead of gathers.
+  std::vector<char> consecutive(nf, 1);
+  for (int f = 0; f < nf; ++f)
+    for (std::int64_t k = 0; k < block && consecutive[f]; ++k)
+      consecutive[f] = off[f * block + k] == k;
   std::vector<int> outer_pos;
   std::int64_t n_outer = 1;
   for (int i = 0; i < block_first; ++i) outer_pos.push_back(i), n_outer *= shape.card[i];
@@ -245,14 +251,23 @@ void small_marg(const BucketShape& shape, std::span<const InputTable> inputs, do
       {
         const double* d = inputs[0].data + base[0];
         const std::int64_t* o = off.data();
+        if (consecutive[0])
+          std::copy(d, d + block, buf.begin());
+        else
 #pragma omp simd
-        for (std::int64_t k = 0; k < block; ++k) buf[k] = d[o[k]];
+          for (std::int64_t k = 0; k < block; ++k) buf[k] = d[o[k]];
       }
       for (int f = 1; f < nf; ++f) {
         const double* d = inputs[f].data + base[f];
         const std::int64_t* o = off.data() + f * block;
+        double* __restrict x = buf.data();
+        if (consecutive[f]) {
 #pragma omp simd
-        for (std::int64_t k = 0; k < block; ++k) buf[k] += d[o[k]];
+          for (std::int64_t k = 0; k < block; ++k) x[k] += d[k];
+        } else {
+#pragma omp simd
+          for (std::int64_t k = 0; k < block; ++k) x[k] += d[o[k]];
+        }
       }
       double* dst = out + t * G;
       if (M == 2) {
