@@ -676,8 +676,21 @@ void max_product_log(const BucketShape& shape, std::span<const InputTable> input
       std::vector<double> buf(bl.size);
       for (std::int64_t b = lo; b < hi; ++b) {
         bl.products(b, buf.data());
-        for (std::int64_t g = 0; g < per_block; ++g)
-          out[b * per_block + g] = block_max(buf.data() + g * n_m, n_m);
+        double* __restrict o = out + b * per_block;
+        const double* __restrict x = buf.data();
+        if (per_block < 8 || n_m > 64) {
+          for (std::int64_t g = 0; g < per_block; ++g) o[g] = block_max(x + g * n_m, n_m);
+          continue;
+        }
+        // An output's few terms are too few to vectorise: the block's outputs at once, term by
+        // term.
+        for (std::int64_t g = 0; g < per_block; ++g) o[g] = x[g * n_m];
+        for (std::int64_t j = 1; j < n_m; ++j)
+#pragma omp simd
+          for (std::int64_t g = 0; g < per_block; ++g) {
+            const double v = x[g * n_m + j];
+            o[g] = v > o[g] ? v : o[g];
+          }
       }
     });
     return;
