@@ -167,10 +167,10 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
   // other sums a block onto its local configurations first, so that it sees n_local adds a
   // block. Targets with few local configurations (most are one eliminated variable) are summed
   // in groups: a block is summed once onto the local configurations of a group's variables,
-  // then onto each member from those. Where a configuration gets many of a block's entries,
-  // that sum runs in up to kCopies interleaved copies: consecutive entries often fall on one
-  // configuration, and one copy would make each add wait for the previous one.
-  constexpr std::int64_t kCopies = 8, kGroupMax = kBlock / kCopies;
+  // then onto each member from those: each of the group's configurations gathers its entries
+  // and sums them (loads and adds; adding each entry onto its configuration in turn makes an
+  // add wait for the previous one where consecutive entries fall on one configuration).
+  constexpr std::int64_t kGroupMax = kBlock / 8;  // a group's configurations, at most
   std::vector<std::vector<std::int64_t>> st(n_t, std::vector<std::int64_t>(nv, 0));
   std::vector<std::int64_t> size(n_t), n_local(n_t);
   std::vector<std::vector<std::int64_t>> local(n_t), at(n_t);
@@ -190,8 +190,11 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
   struct Group {
     std::vector<char> vars;                     // the block variables of its members
     std::int64_t n = 1;                         // their configurations
-    std::int64_t copies = 1;                    // of its sums: a power of 2, at most kCopies
     std::vector<std::int64_t> index;            // [block entry]: its configuration
+    // The block's entries by configuration: each configuration has the same number of entries
+    // (the block is a product of domains), those of configuration c at [c * per, (c + 1) * per).
+    std::vector<std::int64_t> by_config;
+    std::int64_t per = 1;
     std::vector<int> members;                   // targets
     std::vector<std::vector<std::int64_t>> to;  // [member][configuration]: member's local one
     // [member]: where the member has one block variable, its stride among the group's
@@ -217,7 +220,7 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
         g = &h;
         break;
       }
-    if (!g) g = &groups.emplace_back(Group{std::vector<char>(nv, 0), 1, 1, {}, {}, {}, {}});
+    if (!g) g = &groups.emplace_back(Group{std::vector<char>(nv, 0), 1, {}, {}, 1, {}, {}, {}});
     g->n = union_size(g->vars);
     for (int j = 0; j < nv; ++j) g->vars[j] |= in_block[t][j];
     g->members.push_back(static_cast<int>(t));
@@ -227,11 +230,17 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
     std::int64_t n = 1;
     for (int j = nv - 1; j >= bl.first; --j)
       if (g.vars[j]) gst[j] = n, n *= full.card[j];
-    // Copies where a configuration gets many of a block's entries; zeroing and adding up
-    // copies costs more than the waits they save where it gets few.
-    while (g.copies < kCopies && 8 * g.copies * g.n <= bl.size) g.copies *= 2;
     g.index.resize(bl.size);
     bl.offsets(gst.data(), g.index.data());
+    g.per = bl.size / g.n;
+    g.by_config.resize(bl.size);
+    {
+      std::vector<std::int64_t> filled(g.n, 0);
+      for (std::int64_t k = 0; k < bl.size; ++k) {
+        const std::int64_t c = g.index[k];
+        g.by_config[c * g.per + filled[c]++] = k;
+      }
+    }
     for (int t : g.members) {
       std::vector<std::int64_t> to(g.n);
       for (std::int64_t k = 0; k < bl.size; ++k) to[g.index[k]] = local[t][k];
@@ -376,12 +385,14 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
       }
       for (const Group& g : groups) {
         double* y = sums.data();
-        const std::int64_t* gi = g.index.data();
-        const std::int64_t nc = g.copies;
-        std::fill(y, y + g.n * nc, 0.0);
-        for (std::int64_t k = 0; k < bl.size; ++k) y[(k & (nc - 1)) * g.n + gi[k]] += x[k];
-        for (std::int64_t c = 1; c < nc; ++c)
-          for (std::int64_t i = 0; i < g.n; ++i) y[i] += y[c * g.n + i];
+        const std::int64_t per = g.per;
+        for (std::int64_t c = 0; c < g.n; ++c) {
+          const std::int64_t* e = g.by_config.data() + c * per;
+          double acc = 0;
+#pragma omp simd reduction(+ : acc)
+          for (std::int64_t r = 0; r < per; ++r) acc += x[e[r]];
+          y[c] = acc;
+        }
         for (std::size_t m = 0; m < g.members.size(); ++m) {
           const int t = g.members[m];
           double* z = member.data();
