@@ -157,6 +157,27 @@ int downward_threads(int threads) { return std::min(thread_count(threads), omp_g
 void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, double ln_total,
                  const std::vector<std::vector<int>>& targets,
                  const std::vector<LnTable*>& out, int threads) {
+  // Targets over the same variables (children whose outputs cover the same ones) are summed
+  // once and copied.
+  {
+    std::vector<std::vector<int>> distinct;
+    std::vector<LnTable*> distinct_out;
+    std::vector<std::pair<std::size_t, std::size_t>> copies;  // (target, the distinct one's)
+    for (std::size_t t = 0; t < targets.size(); ++t) {
+      const auto same = std::find(distinct.begin(), distinct.end(), targets[t]);
+      if (same != distinct.end()) {
+        copies.emplace_back(t, static_cast<std::size_t>(same - distinct.begin()));
+        continue;
+      }
+      distinct.push_back(targets[t]);
+      distinct_out.push_back(out[t]);
+    }
+    if (!copies.empty()) {
+      belief_sums(full, inputs, ln_total, distinct, distinct_out, threads);
+      for (auto [t, d] : copies) *out[t] = *distinct_out[d];
+      return;
+    }
+  }
   const Blocks bl(full, inputs);
   const int nv = static_cast<int>(full.vars.size());
   const std::size_t n_t = targets.size();
