@@ -8,7 +8,7 @@
 #include <limits>
 #include <stdexcept>
 
-#include "engine/fast_exp.hpp"
+#include "engine/kernel_math.hpp"
 
 namespace kinfer {
 
@@ -290,13 +290,8 @@ void small_marg(const BucketShape& shape, std::span<const InputTable> inputs, do
         double* __restrict mx = group_max.data();
         double* __restrict sum = group_sum.data();
         const double* __restrict x = buf.data();
-        for (std::int64_t g = 0; g < G; ++g) mx[g] = x[g * M], sum[g] = 0;
-        for (std::int64_t j = 1; j < M; ++j)
-#pragma omp simd
-          for (std::int64_t g = 0; g < G; ++g) {
-            const double v = x[g * M + j];
-            mx[g] = v > mx[g] ? v : mx[g];
-          }
+        max_of_runs(x, G, M, mx);
+        std::fill(sum, sum + G, 0.0);
         for (std::int64_t j = 0; j < M; ++j)
 #pragma omp simd
           for (std::int64_t g = 0; g < G; ++g) {

@@ -14,7 +14,7 @@
 #include <stdexcept>
 
 #include "engine/cpu_kernel.hpp"
-#include "engine/fast_exp.hpp"
+#include "engine/kernel_math.hpp"
 
 namespace kinfer {
 
@@ -708,21 +708,13 @@ void max_product_log(const BucketShape& shape, std::span<const InputTable> input
       std::vector<double> buf(bl.size);
       for (std::int64_t b = lo; b < hi; ++b) {
         bl.products(b, buf.data());
-        double* __restrict o = out + b * per_block;
-        const double* __restrict x = buf.data();
+        double* o = out + b * per_block;
+        const double* x = buf.data();
         if (per_block < 8 || n_m > 64) {
           for (std::int64_t g = 0; g < per_block; ++g) o[g] = block_max(x + g * n_m, n_m);
           continue;
         }
-        // An output's few terms are too few to vectorise: the block's outputs at once, term by
-        // term.
-        for (std::int64_t g = 0; g < per_block; ++g) o[g] = x[g * n_m];
-        for (std::int64_t j = 1; j < n_m; ++j)
-#pragma omp simd
-          for (std::int64_t g = 0; g < per_block; ++g) {
-            const double v = x[g * n_m + j];
-            o[g] = v > o[g] ? v : o[g];
-          }
+        max_of_runs(x, per_block, n_m, o);  // an output's few terms are too few to vectorise
       }
     });
     return;

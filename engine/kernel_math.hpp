@@ -1,6 +1,7 @@
 #pragma once
-// exp for non-positive arguments, inline and declared SIMD so that the hot loops of the CPU
-// kernels (engine/cpu_kernel.cpp, engine/posterior.cpp) vectorise it.
+// The inline pieces of the CPU kernels' hot loops (engine/cpu_kernel.cpp, engine/posterior.cpp),
+// written so that the compiler vectorises them: exp for non-positive arguments, and the maxima
+// of short runs of values.
 #include <cstdint>
 #include <cstring>
 
@@ -41,6 +42,19 @@ inline double exp_np(double x) {
   double scale;
   std::memcpy(&scale, &bits, sizeof scale);
   return p * scale;
+}
+
+// out[g] = the largest of x[g * terms + j] over j < terms, for each g < runs (terms >= 1): term
+// by term across the runs, which vectorises where one run is too short to.
+inline void max_of_runs(const double* __restrict x, std::int64_t runs, std::int64_t terms,
+                        double* __restrict out) {
+  for (std::int64_t g = 0; g < runs; ++g) out[g] = x[g * terms];
+  for (std::int64_t j = 1; j < terms; ++j)
+#pragma omp simd
+    for (std::int64_t g = 0; g < runs; ++g) {
+      const double v = x[g * terms + j];
+      out[g] = v > out[g] ? v : out[g];
+    }
 }
 
 }  // namespace kinfer
