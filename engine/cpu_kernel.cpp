@@ -46,6 +46,23 @@ std::int64_t input_strides(const BucketShape& shape, std::span<const int> scope,
   return s;
 }
 
+void block_offsets(const BucketShape& shape, const std::int64_t* st, int first, std::int64_t* off) {
+  const int nv = static_cast<int>(shape.vars.size());
+  std::int64_t size = 1;
+  for (int i = first; i < nv; ++i) size *= shape.card[i];
+  std::vector<int> digit(nv, 0);
+  std::int64_t o = 0;
+  for (std::int64_t k = 0; k < size; ++k) {
+    off[k] = o;
+    for (int i = nv - 1; i >= first; --i) {
+      o += st[i];
+      if (++digit[i] < shape.card[i]) break;
+      o -= st[i] * digit[i];
+      digit[i] = 0;
+    }
+  }
+}
+
 namespace {
 
 // Per-input strides over the bucket variables (0 where the input lacks the variable).
@@ -77,7 +94,7 @@ struct Lse {
 struct KernelPlan {
   int nf = 0;                       // inputs that vary with the summed variables
   std::vector<const double*> data;  // [nf]
-  std::vector<std::int64_t> off;    // [nf][inner]: offset of each inner configuration
+  std::vector<BlockReads> reads;    // [nf]: how the inner block reads each
   std::int64_t inner = 1;           // configurations of the inner summed variables
   std::vector<int> hi_pos;          // outer summed variable positions (most significant first)
   std::vector<int> out_pos;         // output variable positions
@@ -113,19 +130,11 @@ KernelPlan make_kernel_plan(const BucketShape& shape, std::span<const InputTable
     }
   }
   p.nf = static_cast<int>(p.data.size());
-  p.off.assign(static_cast<std::size_t>(p.nf) * p.inner, 0);
+  const std::span<const int> inner_card(shape.card.data() + inner_first, nv - inner_first);
   for (int f = 0; f < p.nf; ++f) {
-    std::vector<int> digit(nv, 0);
-    std::int64_t o = 0;
-    for (std::int64_t k = 0; k < p.inner; ++k) {
-      p.off[f * p.inner + k] = o;
-      for (int i = nv - 1; i >= inner_first; --i) {
-        o += p.st[f][i];
-        if (++digit[i] < shape.card[i]) break;
-        o -= p.st[f][i] * digit[i];
-        digit[i] = 0;
-      }
-    }
+    std::vector<std::int64_t> off(p.inner);
+    block_offsets(shape, p.st[f].data(), inner_first, off.data());
+    p.reads.emplace_back(std::move(off), inner_card);
   }
   return p;
 }
@@ -167,17 +176,11 @@ struct Odometer {
 inline void inner_block(const KernelPlan& p, const std::int64_t* base, double add, double* buf,
                         double& bmx, double& bsum) {
   const std::int64_t n = p.inner;
-  {
-    const double* d = p.data[0] + base[0];
-    const std::int64_t* o = p.off.data();
+  p.reads[0].add<true>(p.data[0] + base[0], buf);
+  for (int f = 1; f < p.nf; ++f) p.reads[f].add(p.data[f] + base[f], buf);
+  if (add != 0) {
 #pragma omp simd
-    for (std::int64_t k = 0; k < n; ++k) buf[k] = d[o[k]] + add;
-  }
-  for (int f = 1; f < p.nf; ++f) {
-    const double* d = p.data[f] + base[f];
-    const std::int64_t* o = p.off.data() + f * n;
-#pragma omp simd
-    for (std::int64_t k = 0; k < n; ++k) buf[k] += d[o[k]];
+    for (std::int64_t k = 0; k < n; ++k) buf[k] += add;
   }
   double mx = kNegInf;
 #pragma omp simd reduction(max : mx)
@@ -215,26 +218,13 @@ void small_marg(const BucketShape& shape, std::span<const InputTable> inputs, do
   while (block_first > 0 && block * shape.card[block_first - 1] <= kInnerMax)
     block *= shape.card[--block_first];
   const std::int64_t G = block / M;
-  std::vector<std::int64_t> off(static_cast<std::size_t>(nf) * block);
+  std::vector<BlockReads> reads;
+  const std::span<const int> block_card(shape.card.data() + block_first, nv - block_first);
   for (int f = 0; f < nf; ++f) {
-    std::vector<int> digit(nv, 0);
-    std::int64_t o = 0;
-    for (std::int64_t k = 0; k < block; ++k) {
-      off[f * block + k] = o;
-      for (int i = nv - 1; i >= block_first; --i) {
-        o += st[f][i];
-        if (++digit[i] < shape.card[i]) break;
-        o -= st[f][i] * digit[i];
-        digit[i] = 0;
-      }
-    }
+    std::vector<std::int64_t> off(block);
+    block_offsets(shape, st[f].data(), block_first, off.data());
+    reads.emplace_back(std::move(off), block_card);
   }
-  // An input whose block entries are consecutive (it ends with the block's variables, in their
-  // order) is read without its offsets: loads instead of gathers.
-  std::vector<char> consecutive(nf, 1);
-  for (int f = 0; f < nf; ++f)
-    for (std::int64_t k = 0; k < block && consecutive[f]; ++k)
-      consecutive[f] = off[f * block + k] == k;
   std::vector<int> outer_pos;
   std::int64_t n_outer = 1;
   for (int i = 0; i < block_first; ++i) outer_pos.push_back(i), n_outer *= shape.card[i];
@@ -248,27 +238,8 @@ void small_marg(const BucketShape& shape, std::span<const InputTable> inputs, do
     const std::int64_t lo = n_outer * me / nt, hi = n_outer * (me + 1) / nt;
     if (lo < hi) od.seek(lo, st, base);
     for (std::int64_t t = lo; t < hi; ++t) {
-      {
-        const double* d = inputs[0].data + base[0];
-        const std::int64_t* o = off.data();
-        if (consecutive[0])
-          std::copy(d, d + block, buf.begin());
-        else
-#pragma omp simd
-          for (std::int64_t k = 0; k < block; ++k) buf[k] = d[o[k]];
-      }
-      for (int f = 1; f < nf; ++f) {
-        const double* d = inputs[f].data + base[f];
-        const std::int64_t* o = off.data() + f * block;
-        double* __restrict x = buf.data();
-        if (consecutive[f]) {
-#pragma omp simd
-          for (std::int64_t k = 0; k < block; ++k) x[k] += d[k];
-        } else {
-#pragma omp simd
-          for (std::int64_t k = 0; k < block; ++k) x[k] += d[o[k]];
-        }
-      }
+      reads[0].add<true>(inputs[0].data + base[0], buf.data());
+      for (int f = 1; f < nf; ++f) reads[f].add(inputs[f].data + base[f], buf.data());
       double* dst = out + t * G;
       if (M == 2) {
 #pragma omp simd

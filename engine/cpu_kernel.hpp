@@ -58,6 +58,11 @@ struct BucketShape {
 // Returns the input's number of entries. Shared by the CPU kernel and the GPU launch plans.
 std::int64_t input_strides(const BucketShape& shape, std::span<const int> scope, std::int64_t* st);
 
+// The offset, in a table of strides `st` (as input_strides gives), of each configuration of the
+// bucket's variables from shape.vars[first] on (the last fastest), written to `off`: how a
+// block of those configurations reads the table.
+void block_offsets(const BucketShape& shape, const std::int64_t* st, int first, std::int64_t* off);
+
 // Writes output_size() log values to `out`. `threads` <= 0 uses OpenMP's default. A
 // `maximise` shape runs max_product_log.
 void sum_product_log(const BucketShape& shape, std::span<const InputTable> inputs, double* out,

@@ -1,9 +1,12 @@
 #pragma once
 // The inline pieces of the CPU kernels' hot loops (engine/cpu_kernel.cpp, engine/posterior.cpp),
-// written so that the compiler vectorises them: exp for non-positive arguments, and the maxima
-// of short runs of values.
+// written so that the compiler vectorises them: exp for non-positive arguments, the maxima of
+// short runs of values, and a table's entries read along a block of a bucket's configurations.
 #include <cstdint>
 #include <cstring>
+#include <span>
+#include <utility>
+#include <vector>
 
 namespace kinfer {
 
@@ -56,5 +59,72 @@ inline void max_of_runs(const double* __restrict x, std::int64_t runs, std::int6
       out[g] = v > out[g] ? v : out[g];
     }
 }
+
+// How a block of a bucket's configurations (its lowest variables, the last fastest) reads one
+// input table: block entry k is entry off[k] of the table's part for the block. Where the table
+// ends with the block's last variables, in their order, the entries come in runs of consecutive
+// table entries; where it lacks the block's last variables, in runs of one entry repeated. A run
+// of at least kMinRun entries is read as vector loads or one broadcast instead of a gather per
+// entry (on the linkage networks nearly every input of a large bucket has runs of 9 to 4096).
+class BlockReads {
+ public:
+  static constexpr std::int64_t kMinRun = 8;
+  // off: the offset of each entry of the block; card: the domain sizes of the block's variables,
+  // most significant first.
+  BlockReads(std::vector<std::int64_t>&& off, std::span<const int> card)
+      : size_(static_cast<std::int64_t>(off.size())) {
+    const std::int64_t size = size_;
+    std::int64_t len = 1;
+    for (std::size_t j = card.size(); j-- > 0;) {
+      len *= card[j];
+      bool consecutive = true, repeated = true;
+      for (std::int64_t r = 0; r < size && (consecutive || repeated); r += len)
+        for (std::int64_t i = 0; i < len; ++i) {
+          const std::int64_t d = off[r + i] - off[r];
+          consecutive &= d == i;
+          repeated &= d == 0;
+        }
+      if (!consecutive && !repeated) break;
+      run_ = len;
+      repeated_ = repeated;
+    }
+    if (run_ >= kMinRun) {
+      for (std::int64_t k = 0; k < size; k += run_) start_.push_back(off[k]);
+    } else {
+      run_ = 1;
+      off_ = std::move(off);
+    }
+  }
+  // x[k] += d[off[k]] for each entry k of the block (x[k] = d[off[k]] with kAssign).
+  template <bool kAssign = false>
+  void add(const double* d, double* __restrict x) const {
+    const std::int64_t n = size_, len = run_;
+    if (len == 1) {
+      const std::int64_t* o = off_.data();
+#pragma omp simd
+      for (std::int64_t k = 0; k < n; ++k) x[k] = kAssign ? d[o[k]] : x[k] + d[o[k]];
+      return;
+    }
+    for (std::size_t r = 0; r < start_.size(); ++r) {
+      double* __restrict y = x + static_cast<std::int64_t>(r) * len;
+      const double* s = d + start_[r];
+      if (repeated_) {
+        const double v = *s;
+#pragma omp simd
+        for (std::int64_t i = 0; i < len; ++i) y[i] = kAssign ? v : y[i] + v;
+      } else {
+#pragma omp simd
+        for (std::int64_t i = 0; i < len; ++i) y[i] = kAssign ? s[i] : y[i] + s[i];
+      }
+    }
+  }
+
+ private:
+  std::int64_t size_;
+  std::int64_t run_ = 1;             // entries per run (1: read entry by entry through off_)
+  bool repeated_ = false;            // runs of one entry repeated, else of consecutive entries
+  std::vector<std::int64_t> start_;  // [size / run]: each run's first offset
+  std::vector<std::int64_t> off_;    // [size] where the runs are too short
+};
 
 }  // namespace kinfer

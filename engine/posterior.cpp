@@ -11,6 +11,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 
 #include "engine/cpu_kernel.hpp"
@@ -51,24 +52,24 @@ class Blocks {
     first = nv;
     while (first > 0 && size * shape.card[first - 1] <= kBlock) size *= shape.card[--first];
     for (int j = 0; j < first; ++j) count *= shape.card[j];
-    off_.resize(inputs.size() * size);
+    const std::span<const int> block_card(shape.card.data() + first, nv - first);
+    reads_.resize(inputs.size());
     for (std::size_t f = 0; f < inputs.size(); ++f) {
       st_[f].assign(nv, 0);
       input_strides(shape, inputs[f].scope, st_[f].data());
-      offsets(st_[f].data(), off_.data() + f * size);
-    }
-    // An input over the block's variables only is the same in every block: those are summed
-    // once (Markov networks put many small factors on a bucket's lowest variables).
-    for (std::size_t f = 0; f < inputs.size(); ++f) {
+      std::vector<std::int64_t> off(size);
+      offsets(st_[f].data(), off.data());
+      // An input over the block's variables only is the same in every block: those are summed
+      // once (Markov networks put many small factors on a bucket's lowest variables).
       bool varies = false;
       for (int j = 0; j < first; ++j) varies |= st_[f][j] != 0;
       if (varies) {
         varying_.push_back(f);
+        reads_[f].emplace(std::move(off), block_card);
         continue;
       }
       if (same_.empty()) same_.assign(size, 0.0);
-      const std::int64_t* o = off_.data() + f * size;
-      for (std::int64_t k = 0; k < size; ++k) same_[k] += inputs[f].data[o[k]];
+      for (std::int64_t k = 0; k < size; ++k) same_[k] += inputs[f].data[off[k]];
     }
   }
   int first = 0;           // shape.vars[first..] are a block's variables
@@ -77,18 +78,7 @@ class Blocks {
   // The offset within a block of each of its entries, in a table of strides `st` (over every
   // variable of the shape; 0 where the table does not vary with it).
   void offsets(const std::int64_t* st, std::int64_t* off) const {
-    const int nv = static_cast<int>(shape_.vars.size());
-    std::vector<int> digit(nv, 0);
-    std::int64_t o = 0;
-    for (std::int64_t k = 0; k < size; ++k) {
-      off[k] = o;
-      for (int j = nv - 1; j >= first; --j) {
-        o += st[j];
-        if (++digit[j] < shape_.card[j]) break;
-        o -= st[j] * digit[j];
-        digit[j] = 0;
-      }
-    }
+    block_offsets(shape_, st, first, off);
   }
   // The offset of block t's first entry in a table of strides `st`.
   std::int64_t base(std::int64_t t, const std::int64_t* st) const {
@@ -101,16 +91,19 @@ class Blocks {
   }
   // Block t's products into buf[0, size).
   void products(std::int64_t t, double* buf) const {
-    const std::int64_t n = size;
-    if (same_.empty())
-      std::fill(buf, buf + n, 0.0);
-    else
-      std::copy(same_.begin(), same_.end(), buf);
-    for (std::size_t f : varying_) {
+    if (varying_.empty() || !same_.empty()) {
+      if (same_.empty())
+        std::fill(buf, buf + size, 0.0);
+      else
+        std::copy(same_.begin(), same_.end(), buf);
+    }
+    for (std::size_t i = 0; i < varying_.size(); ++i) {
+      const std::size_t f = varying_[i];
       const double* d = inputs_[f].data + base(t, st_[f].data());
-      const std::int64_t* o = off_.data() + f * n;
-#pragma omp simd
-      for (std::int64_t k = 0; k < n; ++k) buf[k] += d[o[k]];
+      if (i == 0 && same_.empty())
+        reads_[f]->add<true>(d, buf);
+      else
+        reads_[f]->add(d, buf);
     }
   }
 
@@ -118,7 +111,7 @@ class Blocks {
   const BucketShape& shape_;
   std::span<const InputTable> inputs_;
   std::vector<std::vector<std::int64_t>> st_;  // [input][variable]
-  std::vector<std::int64_t> off_;              // [input][block entry]
+  std::vector<std::optional<BlockReads>> reads_;  // [input]: how a block reads a varying one
   std::vector<std::size_t> varying_;           // inputs that vary from block to block
   std::vector<double> same_;                   // the sum of the others, per block entry
 };
