@@ -119,6 +119,31 @@ class BlockReads {
     }
   }
 
+  // Whether the block reads the table in runs (else entry by entry).
+  bool in_runs() const { return run_ > 1; }
+  // y[off[k]] += x[k] for each entry k of the block: the block summed onto the table, a run at
+  // a time (a run of consecutive entries as one vector add, a repeated entry's run summed first).
+  void scatter_add(const double* __restrict x, double* y) const {
+    const std::int64_t n = size_, len = run_;
+    if (len == 1) {
+      for (std::int64_t k = 0; k < n; ++k) y[off_[k]] += x[k];
+      return;
+    }
+    for (std::size_t r = 0; r < start_.size(); ++r) {
+      const double* __restrict s = x + static_cast<std::int64_t>(r) * len;
+      double* __restrict z = y + start_[r];
+      if (repeated_) {
+        double sum = 0;
+#pragma omp simd reduction(+ : sum)
+        for (std::int64_t i = 0; i < len; ++i) sum += s[i];
+        *z += sum;
+      } else {
+#pragma omp simd
+        for (std::int64_t i = 0; i < len; ++i) z[i] += s[i];
+      }
+    }
+  }
+
  private:
   std::int64_t size_;
   std::int64_t run_ = 1;             // entries per run (1: read entry by entry through off_)

@@ -110,10 +110,10 @@ class Blocks {
  private:
   const BucketShape& shape_;
   std::span<const InputTable> inputs_;
-  std::vector<std::vector<std::int64_t>> st_;  // [input][variable]
+  std::vector<std::vector<std::int64_t>> st_;     // [input][variable]
   std::vector<std::optional<BlockReads>> reads_;  // [input]: how a block reads a varying one
-  std::vector<std::size_t> varying_;           // inputs that vary from block to block
-  std::vector<double> same_;                   // the sum of the others, per block entry
+  std::vector<std::size_t> varying_;              // inputs that vary from block to block
+  std::vector<double> same_;                      // the sum of the others, per block entry
 };
 
 // Threads for a pass over `entries` bucket configurations with `inputs` inputs: one where the
@@ -148,8 +148,8 @@ int downward_threads(int threads) { return std::min(thread_count(threads), omp_g
 // e^-708 of the total is taken as 0 (a probability no double holds next to 1), so a target
 // entry whose terms all are comes out as -inf.
 void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, double ln_total,
-                 const std::vector<std::vector<int>>& targets,
-                 const std::vector<LnTable*>& out, int threads) {
+                 const std::vector<std::vector<int>>& targets, const std::vector<LnTable*>& out,
+                 int threads) {
   // Targets over the same variables (children whose outputs cover the same ones) are summed
   // once and copied.
   {
@@ -202,9 +202,9 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
     for (std::int64_t k = 0; k < bl.size; ++k) at[t][local[t][k]] = off[k];
   }
   struct Group {
-    std::vector<char> vars;                     // the block variables of its members
-    std::int64_t n = 1;                         // their configurations
-    std::vector<std::int64_t> index;            // [block entry]: its configuration
+    std::vector<char> vars;           // the block variables of its members
+    std::int64_t n = 1;               // their configurations
+    std::vector<std::int64_t> index;  // [block entry]: its configuration
     // The block's entries by configuration: each configuration has the same number of entries
     // (the block is a product of domains), those of configuration c at [c * per, (c + 1) * per).
     std::vector<std::int64_t> by_config;
@@ -265,17 +265,19 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
       g.one_var_stride.push_back(n_vars == 1 ? gst[var] : 0);
     }
   }
-  // A direct target's entries go straight to their offsets: consecutive ones (the target ends
-  // with the block's variables, in their order) as one vector add.
-  std::vector<char> consecutive(n_t, 0);
-  for (int t : large)
-    if (n_local[t] == bl.size) {
-      consecutive[t] = 1;
-      for (std::int64_t k = 0; k < bl.size; ++k) {
-        local[t][k] = at[t][local[t][k]];
-        consecutive[t] &= local[t][k] == k;
-      }
+  // A large target whose entries a block reaches in runs (it ends with the block's last
+  // variables, or lacks them) takes the block a run at a time, straight onto its entries; so does
+  // one with as many local configurations as the block has entries (each entry its own).
+  std::vector<std::optional<BlockReads>> onto(n_t);
+  {
+    const std::span<const int> block_card(full.card.data() + bl.first, nv - bl.first);
+    for (int t : large) {
+      std::vector<std::int64_t> off(bl.size);
+      for (std::int64_t k = 0; k < bl.size; ++k) off[k] = at[t][local[t][k]];
+      BlockReads reads(std::move(off), block_card);
+      if (reads.in_runs() || n_local[t] == bl.size) onto[t].emplace(std::move(reads));
     }
+  }
   // The blocks are dealt to the threads by the configurations of some of the variables above
   // the blocks (`deal`): a target that has all of them is written by the threads directly, no
   // two threads adding onto the same entries. Each other target gets a copy per thread, zeroed
@@ -335,8 +337,8 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
   const bool dealt = std::find(deal.begin(), deal.end(), 1) != deal.end();
   std::vector<char> direct(n_t, 0);
   for (std::size_t t = 0; t < n_t && dealt; ++t) direct[t] = has_all(t, deal);
-  const int nt = std::max(
-      1, std::min(nt0, static_cast<int>(std::min(1e6, kCopyRatio * entries / copied))));
+  const int nt =
+      std::max(1, std::min(nt0, static_cast<int>(std::min(1e6, kCopyRatio * entries / copied))));
   if (entries >= (1 << 24) && spdlog::should_log(spdlog::level::debug)) {
     std::string what;
     for (std::size_t t = 0; t < n_t; ++t)
@@ -438,17 +440,11 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
         }
       }
       for (int t : large) {
-        const std::int64_t* l = local[t].data();
-        if (n_local[t] == bl.size) {
-          double* a = acc[t] + bl.base(b, st[t].data());
-          if (consecutive[t]) {
-#pragma omp simd
-            for (std::int64_t k = 0; k < bl.size; ++k) a[k] += x[k];
-          } else {
-            for (std::int64_t k = 0; k < bl.size; ++k) a[l[k]] += x[k];
-          }
+        if (onto[t]) {
+          onto[t]->scatter_add(x, acc[t] + bl.base(b, st[t].data()));
           continue;
         }
+        const std::int64_t* l = local[t].data();
         double* y = sums.data();
         std::fill(y, y + n_local[t], 0.0);
         for (std::int64_t k = 0; k < bl.size; ++k) y[l[k]] += x[k];
@@ -511,6 +507,7 @@ class LeadingFixed {
     }
     return b;
   }
+
  private:
   const BucketShape& shape_;
   std::span<const InputTable> inputs_;
@@ -638,8 +635,8 @@ std::int64_t traceback_argmax(const BucketShape& shape, std::span<const InputTab
     const double best = *std::max_element(group_max.begin(), group_max.end());
     if (best == kNegInf) break;
     if (std::isnan(at_least)) at_least = tie_bound(best);  // the first level's is the maximum
-    const auto g = std::find_if(group_max.begin(), group_max.end(),
-                                [&](double x) { return x >= at_least; });
+    const auto g =
+        std::find_if(group_max.begin(), group_max.end(), [&](double x) { return x >= at_least; });
     if (g == group_max.end()) break;
     levels.emplace_back(*cur, in, lead);
     in = levels.back().fix(g - group_max.begin());
@@ -661,8 +658,7 @@ std::int64_t traceback_argmax(const BucketShape& shape, std::span<const InputTab
     scan[f].data = copied[f].data();
     reads.entries += static_cast<double>(n);
   }
-  reads.seconds +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_read).count();
+  reads.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_read).count();
   std::int64_t arg = std::isnan(at_least) ? -1 : first_maximum(*cur, scan, threads, at_least);
   if (arg < 0) arg = first_maximum(*cur, scan, threads);
   return prefix * cur->output_size() + arg;
@@ -763,8 +759,7 @@ std::vector<LnTable> upward_pass(const Plan& plan, bool maximise, int threads,
   }
   if (up.size() != plan.tree.buckets.size())
     throw std::logic_error("posterior: the upward pass kept " + std::to_string(up.size()) +
-                           " outputs for " + std::to_string(plan.tree.buckets.size()) +
-                           " buckets");
+                           " outputs for " + std::to_string(plan.tree.buckets.size()) + " buckets");
   return up;
 }
 
@@ -871,9 +866,9 @@ Marginals compute_marginals(const Plan& plan, int threads, const UpwardRunner& u
       std::string top;
       for (std::size_t i = 0; i < std::min<std::size_t>(slowest.size(), 5); ++i) {
         const int b = slowest[i].second;
-        top += fmt::format(" bucket {} {:.1f} ms ({} children, 2^{:.1f} states);", b,
-                           1e3 * slowest[i].first, buckets[b].children.size(),
-                           buckets[b].log2_states);
+        top +=
+            fmt::format(" bucket {} {:.1f} ms ({} children, 2^{:.1f} states);", b,
+                        1e3 * slowest[i].first, buckets[b].children.size(), buckets[b].log2_states);
       }
       spdlog::debug("downward pass on the host: {:.3f} s; the slowest:{}",
                     std::chrono::duration<double>(clock::now() - t0).count(), top);
@@ -962,10 +957,11 @@ MostProbable compute_mpe(const Plan& plan, int threads, const UpwardRunner& upwa
       arg /= model.card[v];
     }
   }
-  spdlog::debug("mpe: traceback {:.3f} s; {:.3g} entries of tables held on the device copied in "
-                "{:.3f} s; {} scans narrowed down on the device",
-                std::chrono::duration<double>(clock::now() - t_start).count(), reads.entries,
-                reads.seconds, reads.device_scans);
+  spdlog::debug(
+      "mpe: traceback {:.3f} s; {:.3g} entries of tables held on the device copied in "
+      "{:.3f} s; {} scans narrowed down on the device",
+      std::chrono::duration<double>(clock::now() - t_start).count(), reads.entries, reads.seconds,
+      reads.device_scans);
   r.assignment.resize(n);
   for (int v = 0; v < n; ++v) {
     if (model.fixed[v])
