@@ -146,28 +146,50 @@ int downward_threads(int threads) { return std::min(thread_count(threads), omp_g
 // stores the belief: a block's products are shifted by `ln_total` (the belief's total, which no
 // entry exceeds), taken to the linear domain and added onto every target. An entry below
 // e^-708 of the total is taken as 0 (a probability no double holds next to 1), so a target
-// entry whose terms all are comes out as -inf.
+// entry whose terms all are comes out as -inf. Where divide[t] is set, out[t] holds on entry a
+// table over target t, and the sums are divided by it in place (its -inf entries stay -inf): a
+// child's message written over the child's own output, which it replaces.
 void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, double ln_total,
                  const std::vector<std::vector<int>>& targets, const std::vector<LnTable*>& out,
-                 int threads) {
+                 int threads, const std::vector<char>& divide = {}) {
+  const auto divides = [&](std::size_t t) { return !divide.empty() && divide[t]; };
+  const auto divided = [](double ln_sum, double by) {
+    return by == kNegInf ? kNegInf : ln_sum - by;
+  };
   // Targets over the same variables (children whose outputs cover the same ones) are summed
   // once and copied.
   {
     std::vector<std::vector<int>> distinct;
-    std::vector<LnTable*> distinct_out;
-    std::vector<std::pair<std::size_t, std::size_t>> copies;  // (target, the distinct one's)
+    std::vector<std::size_t> which(targets.size());  // each target's distinct one
     for (std::size_t t = 0; t < targets.size(); ++t) {
-      const auto same = std::find(distinct.begin(), distinct.end(), targets[t]);
-      if (same != distinct.end()) {
-        copies.emplace_back(t, static_cast<std::size_t>(same - distinct.begin()));
-        continue;
-      }
-      distinct.push_back(targets[t]);
-      distinct_out.push_back(out[t]);
+      which[t] = static_cast<std::size_t>(std::find(distinct.begin(), distinct.end(), targets[t]) -
+                                          distinct.begin());
+      if (which[t] == distinct.size()) distinct.push_back(targets[t]);
     }
-    if (!copies.empty()) {
-      belief_sums(full, inputs, ln_total, distinct, distinct_out, threads);
-      for (auto [t, d] : copies) *out[t] = *distinct_out[d];
+    if (distinct.size() < targets.size()) {
+      std::vector<LnTable> sums(distinct.size());
+      std::vector<LnTable*> to;
+      for (LnTable& d : sums) to.push_back(&d);
+      belief_sums(full, inputs, ln_total, distinct, to, threads);
+      // Each sum is moved to the last target that takes it undivided, after the others' copies.
+      std::vector<std::size_t> moved_to(distinct.size(), targets.size());
+      for (std::size_t t = 0; t < targets.size(); ++t)
+        if (!divides(t)) moved_to[which[t]] = t;
+      for (std::size_t t = 0; t < targets.size(); ++t) {
+        const LnTable& from = sums[which[t]];
+        LnTable& o = *out[t];
+        if (!divides(t)) {
+          if (moved_to[which[t]] != t) o = from;
+          continue;
+        }
+        const auto n = static_cast<std::int64_t>(from.size());
+        in_parts(n, pass_threads(static_cast<double>(n), 1, threads),
+                 [&](int, std::int64_t lo, std::int64_t hi) {
+                   for (std::int64_t i = lo; i < hi; ++i) o[i] = divided(from[i], o[i]);
+                 });
+      }
+      for (std::size_t d = 0; d < distinct.size(); ++d)
+        if (moved_to[d] < targets.size()) *out[moved_to[d]] = std::move(sums[d]);
       return;
     }
   }
@@ -459,7 +481,8 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
     if (!acc.empty()) filled.push_back(&acc);
   for (std::size_t t = 0; t < n_t; ++t) {
     LnTable& o = *out[t];
-    o.resize(size[t]);
+    const bool div = divides(t);
+    if (!div) o.resize(size[t]);
     const int rt = pass_threads(static_cast<double>(size[t]), filled.size(), nt);
     in_parts(size[t], rt, [&](int, std::int64_t lo, std::int64_t hi) {
       for (std::int64_t i = lo; i < hi; ++i) {
@@ -468,7 +491,8 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
           x = shared[t][i];
         else
           for (const auto* acc : filled) x += (*acc)[t][i];
-        o[i] = x > 0 ? ln_total + std::log(x) : kNegInf;
+        const double ln_sum = x > 0 ? ln_total + std::log(x) : kNegInf;
+        o[i] = div ? divided(ln_sum, o[i]) : ln_sum;
       }
     });
   }
@@ -798,7 +822,8 @@ Marginals compute_marginals(const Plan& plan, int threads, const UpwardRunner& u
     const auto in = bucket_inputs(plan, b, up, {&from_above, 1});
     std::vector<std::vector<int>> targets;
     std::vector<LnTable*> sums;
-    for (int c : bk.children) targets.push_back(buckets[c].output_vars()), sums.push_back(&down[c]);
+    std::vector<char> divide;
+    for (int c : bk.children) targets.push_back(buckets[c].output_vars());
     std::vector<std::vector<int>> via_child(bk.children.size());  // eliminated variables
     for (std::size_t k = bk.vars.size() - bk.n_marg; k < bk.vars.size(); ++k) {
       const int v = bk.vars[k];
@@ -814,9 +839,20 @@ Marginals compute_marginals(const Plan& plan, int threads, const UpwardRunner& u
       if (via >= 0)
         via_child[via].push_back(v);
       else
-        targets.push_back({v}), sums.push_back(&joint[v]);
+        targets.push_back({v});
     }
-    belief_sums(full, in, ln_tree, targets, sums, threads);
+    // A child's message is written over its output, which the message replaces, unless its
+    // eliminated variables' marginals still need the belief over the output (not divided).
+    for (std::size_t ci = 0; ci < bk.children.size(); ++ci) {
+      const int c = bk.children[ci];
+      divide.push_back(via_child[ci].empty() ? 1 : 0);
+      sums.push_back(divide.back() ? &up[c] : &down[c]);
+    }
+    for (std::size_t t = bk.children.size(); t < targets.size(); ++t) {
+      sums.push_back(&joint[targets[t][0]]);
+      divide.push_back(0);
+    }
+    belief_sums(full, in, ln_tree, targets, sums, threads, divide);
     for (std::size_t ci = 0; ci < bk.children.size(); ++ci) {
       if (via_child[ci].empty()) continue;
       // The belief over the child's output (its message, not yet divided) is the only input.
@@ -830,7 +866,12 @@ Marginals compute_marginals(const Plan& plan, int threads, const UpwardRunner& u
       for (int v : via_child[ci]) onto.push_back({v}), to.push_back(&joint[v]);
       belief_sums(over, {&belief, 1}, ln_tree, onto, to, threads);
     }
-    for (int c : bk.children) {
+    for (std::size_t ci = 0; ci < bk.children.size(); ++ci) {
+      const int c = bk.children[ci];
+      if (divide[ci]) {
+        down[c] = std::move(up[c]);
+        continue;
+      }
       const auto size = static_cast<std::int64_t>(down[c].size());
       in_parts(size, pass_threads(static_cast<double>(size), 1, threads),
                [&](int, std::int64_t lo, std::int64_t hi) {
