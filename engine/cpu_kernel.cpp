@@ -47,19 +47,18 @@ std::int64_t input_strides(const BucketShape& shape, std::span<const int> scope,
 }
 
 void block_offsets(const BucketShape& shape, const std::int64_t* st, int first, std::int64_t* off) {
-  const int nv = static_cast<int>(shape.vars.size());
-  std::int64_t size = 1;
-  for (int i = first; i < nv; ++i) size *= shape.card[i];
-  std::vector<int> digit(nv, 0);
-  std::int64_t o = 0;
-  for (std::int64_t k = 0; k < size; ++k) {
-    off[k] = o;
-    for (int i = nv - 1; i >= first; --i) {
-      o += st[i];
-      if (++digit[i] < shape.card[i]) break;
-      o -= st[i] * digit[i];
-      digit[i] = 0;
+  // The last variable's offsets, then each variable above it repeats those found so far once
+  // per further value, shifted by its stride.
+  off[0] = 0;
+  std::int64_t len = 1;
+  for (int i = static_cast<int>(shape.vars.size()) - 1; i >= first; --i) {
+    for (int j = 1; j < shape.card[i]; ++j) {
+      std::int64_t* __restrict to = off + j * len;
+      const std::int64_t shift = j * st[i];
+#pragma omp simd
+      for (std::int64_t k = 0; k < len; ++k) to[k] = off[k] + shift;
     }
+    len *= shape.card[i];
   }
 }
 
