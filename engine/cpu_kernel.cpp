@@ -297,6 +297,8 @@ namespace {
 void sum_product_direct(const BucketShape& shape, std::span<const InputTable> inputs, double* out,
                         int threads);
 
+}  // namespace
+
 // Buckets of Markov networks can hold hundreds of small factors, and each input costs one gather
 // per bucket state. Inputs whose product over the union of their scopes stays small are first
 // multiplied together (a bucket with no summation), so the bucket reads a handful of tables.
@@ -370,8 +372,6 @@ bool combine_small_inputs(const BucketShape& shape, std::span<const InputTable> 
   }
   return true;
 }
-
-}  // namespace
 
 void sum_product_log(const BucketShape& shape, std::span<const InputTable> inputs, double* out,
                      int threads) {

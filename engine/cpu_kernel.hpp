@@ -73,6 +73,14 @@ void sum_product_log(const BucketShape& shape, std::span<const InputTable> input
 void max_product_log(const BucketShape& shape, std::span<const InputTable> inputs, double* out,
                      int threads = 0);
 
+// Inputs whose product over the union of their scopes stays small (at most 16384 entries and a
+// sixteenth of the bucket's states) multiplied together into `storage`, so that a bucket with
+// hundreds of small factors reads a handful of tables: `combined`, the same product as `inputs`.
+// False where grouping would not reduce the number of inputs.
+bool combine_small_inputs(const BucketShape& shape, std::span<const InputTable> inputs,
+                          std::vector<std::vector<double>>& storage,
+                          std::vector<InputTable>& combined);
+
 // Straightforward reference (one configuration at a time, no tricks), for tests.
 void sum_product_log_reference(const BucketShape& shape, std::span<const InputTable> inputs,
                                double* out);

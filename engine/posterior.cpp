@@ -193,6 +193,11 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
       return;
     }
   }
+  // Many small inputs (a bucket of a Markov network, or with hundreds of small children) are
+  // multiplied together first, as the upward kernel does.
+  std::vector<std::vector<double>> storage;
+  std::vector<InputTable> combined;
+  if (inputs.size() > 4 && combine_small_inputs(full, inputs, storage, combined)) inputs = combined;
   const Blocks bl(full, inputs);
   const int nv = static_cast<int>(full.vars.size());
   const std::size_t n_t = targets.size();
