@@ -126,6 +126,10 @@ int pass_threads(double entries, std::size_t inputs, int threads) {
 template <class Body>
 void in_parts(std::int64_t n, int threads, Body&& body) {
   if (n < threads) threads = static_cast<int>(std::max<std::int64_t>(n, 1));
+  if (threads == 1) {  // no parallel region for one thread (small buckets take several each)
+    body(0, 0, n);
+    return;
+  }
 #pragma omp parallel num_threads(threads)
   {
     const int nt = omp_get_num_threads(), me = omp_get_thread_num();
@@ -292,6 +296,8 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
       g.one_var_stride.push_back(n_vars == 1 ? gst[var] : 0);
     }
   }
+  std::int64_t group_n = 0;  // the most configurations of a group: a member's sums, its columns
+  for (const Group& g : groups) group_n = std::max(group_n, g.n);
   // A large target whose entries a block reaches in runs (it ends with the block's last
   // variables, or lacks them) takes the block a run at a time, straight onto its entries; so does
   // one with as many local configurations as the block has entries (each entry its own).
@@ -407,7 +413,7 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
       if (!direct[t]) mine[t].assign(size[t], 0.0);
       acc[t] = direct[t] ? shared[t].data() : mine[t].data();
     }
-    std::vector<double> buf(bl.size), sums(kBlock), member(2 * kGroupMax);
+    std::vector<double> buf(bl.size), sums(bl.size), member(2 * group_n);
     // Adds the local sums y of target t for block b to the thread's sums.
     auto flush = [&](std::size_t t, std::int64_t b, const double* y) {
       double* a = acc[t] + bl.base(b, st[t].data());
@@ -447,7 +453,7 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
             z[0] = total;
           } else if (stride > 0) {  // y as rows of nl * stride columns, summed by column
             const std::int64_t w = nl * stride;
-            double* col = z + kGroupMax;
+            double* col = z + group_n;
             std::fill(col, col + w, 0.0);
             for (std::int64_t i0 = 0; i0 < g.n; i0 += w) {
 #pragma omp simd
