@@ -1001,8 +1001,16 @@ MostProbable compute_mpe(const Plan& plan, int threads, const UpwardRunner& upwa
       for (const auto& [p, c] : held_child) parts[p] = {c, at_output.base(p, l)};
     }
     const double known = up[b].empty() ? std::nan("") : up[b][l];
-    std::int64_t arg = traceback_argmax(at_output.rest, fixed, std::move(parts), threads,
-                                        held.get(), reads, known);
+    // Many small inputs on the host are multiplied together first, as the upward kernel does,
+    // where the scan is larger than the tables that combining writes (at most 2^14 entries
+    // each): a scan of a few configurations is cheaper alone.
+    std::vector<std::vector<double>> storage;
+    std::vector<InputTable> combined;
+    const bool combine = parts.empty() && fixed.size() > 4 &&
+                         at_output.rest.output_size() >= (std::int64_t{1} << 16) &&
+                         combine_small_inputs(at_output.rest, fixed, storage, combined);
+    std::int64_t arg = traceback_argmax(at_output.rest, combine ? combined : fixed,
+                                        std::move(parts), threads, held.get(), reads, known);
     for (std::size_t k = bk.vars.size(); k-- > bk.vars.size() - bk.n_marg;) {
       const int v = bk.vars[k];
       value[v] = static_cast<int>(arg % model.card[v]);
