@@ -302,10 +302,12 @@ void sum_product_direct(const BucketShape& shape, std::span<const InputTable> in
 // Buckets of Markov networks can hold hundreds of small factors, and each input costs one gather
 // per bucket state. Inputs whose product over the union of their scopes stays small are first
 // multiplied together (a bucket with no summation), so the bucket reads a handful of tables.
-// Returns false when grouping would not reduce the number of inputs.
+// Returns false when grouping would not reduce the number of inputs, or there are too few
+// (four or fewer) to be worth grouping.
 bool combine_small_inputs(const BucketShape& shape, std::span<const InputTable> inputs,
                           std::vector<std::vector<double>>& storage,
                           std::vector<InputTable>& combined) {
+  if (inputs.size() <= 4) return false;
   const std::size_t nv = shape.vars.size();
   double states = 1;
   for (int c : shape.card) states *= c;
@@ -382,15 +384,12 @@ void sum_product_log(const BucketShape& shape, std::span<const InputTable> input
     else
       sum_product_direct(shape, in, out, threads);
   };
-  if (inputs.size() > 4) {
-    std::vector<std::vector<double>> storage;
-    std::vector<InputTable> combined;
-    if (combine_small_inputs(shape, inputs, storage, combined)) {
-      run(combined);
-      return;
-    }
-  }
-  run(inputs);
+  std::vector<std::vector<double>> storage;
+  std::vector<InputTable> combined;
+  if (combine_small_inputs(shape, inputs, storage, combined))
+    run(combined);
+  else
+    run(inputs);
 }
 
 namespace {

@@ -76,7 +76,7 @@ void max_product_log(const BucketShape& shape, std::span<const InputTable> input
 // Inputs whose product over the union of their scopes stays small (at most 16384 entries and a
 // sixteenth of the bucket's states) multiplied together into `storage`, so that a bucket with
 // hundreds of small factors reads a handful of tables: `combined`, the same product as `inputs`.
-// False where grouping would not reduce the number of inputs.
+// False where grouping would not reduce the number of inputs, or for four inputs or fewer.
 bool combine_small_inputs(const BucketShape& shape, std::span<const InputTable> inputs,
                           std::vector<std::vector<double>>& storage,
                           std::vector<InputTable>& combined);

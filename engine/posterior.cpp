@@ -201,7 +201,7 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
   // multiplied together first, as the upward kernel does.
   std::vector<std::vector<double>> storage;
   std::vector<InputTable> combined;
-  if (inputs.size() > 4 && combine_small_inputs(full, inputs, storage, combined)) inputs = combined;
+  if (combine_small_inputs(full, inputs, storage, combined)) inputs = combined;
   const Blocks bl(full, inputs);
   const int nv = static_cast<int>(full.vars.size());
   const std::size_t n_t = targets.size();
@@ -1006,8 +1006,7 @@ MostProbable compute_mpe(const Plan& plan, int threads, const UpwardRunner& upwa
     // each): a scan of a few configurations is cheaper alone.
     std::vector<std::vector<double>> storage;
     std::vector<InputTable> combined;
-    const bool combine = parts.empty() && fixed.size() > 4 &&
-                         at_output.rest.output_size() >= (std::int64_t{1} << 16) &&
+    const bool combine = parts.empty() && at_output.rest.output_size() >= (std::int64_t{1} << 16) &&
                          combine_small_inputs(at_output.rest, fixed, storage, combined);
     std::int64_t arg = traceback_argmax(at_output.rest, combine ? combined : fixed,
                                         std::move(parts), threads, held.get(), reads, known);
