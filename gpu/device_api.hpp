@@ -180,16 +180,6 @@ class Context {
   // the child's output is zero every belief below it is zero, whatever the message says there).
   virtual void divide(Handle message, std::span<const int> card,
                       std::span<const std::int64_t> by_stride, Handle by, int stream) = 0;
-  // Sums a bucket's belief onto several targets in one pass over its configurations: the belief
-  // is the product of `inputs` (log values, each over a subsequence of shape.vars; n_marg is
-  // ignored), and each of `targets` (a table over a subsequence of shape.vars) is written whole
-  // with ln of the sum of exp(belief) over the configurations that agree with each entry.
-  // `ln_total` is the belief's total, which no entry exceeds: entries are summed against it, and
-  // one below e^-708 of it counts as 0 (a target entry with no other is -inf). Which buckets it
-  // takes: gpu/belief_plan.hpp (why_no_belief_sums). The marginals' downward pass sends a
-  // bucket's belief onto all its children's outputs at once so.
-  virtual void belief_sums(const BucketShape& shape, std::span<const DeviceInput> inputs,
-                           double ln_total, std::span<const DeviceInput> targets, int stream) = 0;
   // Builds the kernel's launch plan for a bucket of this shape and inputs ahead of its run and
   // queues its tables' upload on `stream` (run_bucket on any stream waits for that upload).
   // Safe to call from several threads at once: the building, the costly part, runs outside the

@@ -12,7 +12,6 @@
 //   cached_kernel.cuh     `cached`: input segments staged in shared memory (the software cache)
 //   combine_kernel.cuh    merges the split plain launch's partial pairs
 //   table_kernels.cuh     the page-offset table filled on the device; Context::fold
-//   belief_kernel.cuh     Context::belief_sums: a bucket's belief onto several targets at once
 //   arith_rate.cuh        the roofline's compute ceiling (register-operand probes)
 //   launch.cuh            from a LaunchPlan to the template instance compiled for it
 // They are included here, into one translation unit, because one translation unit is one CUDA
@@ -30,7 +29,6 @@
 
 #include "gpu/cuda_check.cuh"
 #include "gpu/detail/arith_rate.cuh"
-#include "gpu/detail/belief_kernel.cuh"
 #include "gpu/detail/combine_kernel.cuh"
 #include "gpu/detail/kernel_args.cuh"
 #include "gpu/detail/launch.cuh"
@@ -145,50 +143,6 @@ FoldArgs fold_args(std::span<const int> card, std::span<const std::int64_t> stri
   }
   if (inner < kTileFill) a.tiled = 0;
   return a;
-}
-
-void launch_belief(const BeliefPlan& p, const void* image, std::span<const std::size_t> offsets,
-                   std::span<const double* const> in, std::span<double* const> targets,
-                   double ln_total, int sm_count, cudaStream_t stream) {
-  BeliefArgs a{};
-  const auto* bytes = static_cast<const char*>(image);
-  const auto table = [&](int k) { return bytes + offsets[k]; };
-  a.hi_stride = reinterpret_cast<const long long*>(table(0));
-  a.hi_card = reinterpret_cast<const int*>(table(1));
-  a.lo_off = reinterpret_cast<const int*>(table(2));
-  a.in_off = reinterpret_cast<const int*>(table(3));
-  a.order = reinterpret_cast<const short*>(table(4));
-  a.per = reinterpret_cast<const int*>(table(5));
-  a.at_first = reinterpret_cast<const int*>(table(6));
-  a.at = reinterpret_cast<const int*>(table(7));
-  a.shared_at = reinterpret_cast<const int*>(table(8));
-  a.n_in = p.n_in;
-  a.n_t = p.n_t;
-  a.n_hi = static_cast<int>(p.hi_card.size());
-  a.inner = static_cast<int>(p.inner);
-  a.lo = static_cast<int>(p.lo);
-  a.shared_entries = p.shared_entries;
-  a.outer = p.outer;
-  a.ln_total = ln_total;
-  for (int s = 0; s < p.n_in; ++s) a.in[s] = in[s];
-  for (int t = 0; t < p.n_t; ++t) {
-    a.acc[t] = targets[t];
-    CUDA_CHECK(
-        cudaMemsetAsync(targets[t], 0, static_cast<std::size_t>(p.target_size[t]) * 8, stream));
-  }
-  const int threads =
-      static_cast<int>(std::min<std::int64_t>(kBeliefThreads, (p.inner + 31) / 32 * 32));
-  const unsigned blocks =
-      static_cast<unsigned>(std::min<long long>(p.outer, 8LL * std::max(sm_count, 1)));
-  const std::size_t shared = static_cast<std::size_t>(p.inner + p.shared_entries) * 8;
-  belief_kernel<<<blocks, threads, shared, stream>>>(a);
-  CUDA_CHECK(cudaGetLastError());
-  for (int t = 0; t < p.n_t; ++t) {
-    const long long n = p.target_size[t];
-    const unsigned b = static_cast<unsigned>(std::min<long long>((n + 255) / 256, 1 << 16));
-    belief_log_kernel<<<b, 256, 0, stream>>>(targets[t], n, ln_total);
-    CUDA_CHECK(cudaGetLastError());
-  }
 }
 
 void launch_fold(double* child, const double* factor, const FoldArgs& a, cudaStream_t stream) {

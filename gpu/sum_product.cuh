@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <span>
 
-#include "gpu/belief_plan.hpp"
 #include "gpu/policy.hpp"
 
 namespace kinfer::gpu {
@@ -60,30 +59,6 @@ struct FoldArgs {
 // variable (a permute in the marginals' downward pass keeps most of its input's order).
 FoldArgs fold_args(std::span<const int> card, std::span<const std::int64_t> stride, FoldMode mode);
 void launch_fold(double* child, const double* factor, const FoldArgs& a, cudaStream_t stream);
-
-// Context::belief_sums's launch (gpu/belief_plan.hpp): the plan's tables in device memory, the
-// inputs and the targets (accumulators, zeroed), ln_total.
-struct BeliefArgs {
-  const double* in[kBeliefMaxTables];
-  double* acc[kBeliefMaxTables];
-  const long long* hi_stride;
-  const int* hi_card;
-  const int* lo_off;
-  const int* in_off;
-  const short* order;
-  const int* per;
-  const int* at_first;
-  const int* at;
-  const int* shared_at;
-  int n_in, n_t, n_hi, inner, lo, shared_entries;
-  long long outer;
-  double ln_total;
-};
-// The sums onto the targets (each zeroed first), then each target's ln plus ln_total (-inf where
-// 0); `image`: the plan's belief_image at device memory. `sm_count`: the device's processors.
-void launch_belief(const BeliefPlan& p, const void* image, std::span<const std::size_t> offsets,
-                   std::span<const double* const> in, std::span<double* const> targets,
-                   double ln_total, int sm_count, cudaStream_t stream);
 
 // CUDA loads a kernel at its first use (lazy loading, CUDA 12's default), the module's first
 // kernel costing 10-17 ms on an H100 (docs/performance.md): load_module() loads the module (one

@@ -11,8 +11,7 @@
 #include <mutex>
 #include <stdexcept>
 
-#include "engine/model.hpp"      // table_size
-#include "gpu/belief_plan.hpp"   // why_no_belief_sums
+#include "engine/model.hpp"  // table_size
 #include "gpu/merge_inputs.hpp"  // kFoldMaxVars, merge_plan
 
 namespace kinfer::sched {
@@ -95,11 +94,8 @@ std::vector<Source> sources_of(const Plan& plan, int b,
     src.push_back(std::move(x));
   }
   for (std::size_t ci = 0; ci < bk.children.size(); ++ci)
-    src.push_back({Source::child,
-                   static_cast<int>(ci),
-                   plan.tree.buckets[bk.children[ci]].output_vars(),
-                   -1,
-                   {}});
+    src.push_back({Source::child, static_cast<int>(ci),
+                   plan.tree.buckets[bk.children[ci]].output_vars(), -1, {}});
   if (bk.parent >= 0) src.push_back({Source::above, -1, bk.output_vars(), -1, {}});
   return src;
 }
@@ -312,56 +308,6 @@ std::vector<Message> messages_of(const Plan& plan, int b, const std::vector<Sour
   return msg;
 }
 
-// Bucket b's messages from one pass over its belief (Context::belief_sums), where its messages
-// would pass over the bucket's states twice or more: the pass sums the belief onto the output of
-// every child whose table holds none of b's factors (divided by that output after: the child's
-// message) and onto each eliminated variable (`onto_elim`: as the joint messages, over one
-// variable each). The other children's messages stay in `msg`, which loses the rest. false
-// (nothing changed) where the pass would not pay or the kernel does not take it.
-bool belief_pass(const Plan& plan, int b, const std::vector<Source>& src, std::vector<Message>& msg,
-                 std::vector<int>& children, std::vector<Message>& onto_elim) {
-  int passes = 0;
-  for (const Message& m : msg) passes += m.shape.n_marg > 0 && m.from_union < 0 && m.from_child < 0;
-  if (passes < 2) return false;
-  const Bucket& bk = plan.tree.buckets[b];
-  const auto& card = plan.model.card;
-  std::vector<char> usable(bk.children.size(), 1);
-  std::vector<std::vector<int>> in_scopes, target_scopes;
-  for (const Source& x : src) {
-    if (x.only_for >= 0)
-      usable[x.only_for] = 0;
-    else
-      in_scopes.push_back(x.scope);
-  }
-  std::vector<int> kids;
-  std::vector<Message> elim;
-  for (std::size_t ci = 0; ci < bk.children.size(); ++ci)
-    if (usable[ci]) {
-      kids.push_back(static_cast<int>(ci));
-      target_scopes.push_back(plan.tree.buckets[bk.children[ci]].output_vars());
-    }
-  for (auto v = bk.vars.end() - bk.n_marg; v != bk.vars.end(); ++v) {
-    Message m;
-    m.shape.vars = {*v};
-    m.shape.card = {card[*v]};
-    target_scopes.push_back({*v});
-    elim.push_back(std::move(m));
-  }
-  BucketShape full = bucket_shape(plan, b);
-  full.n_marg = 0;
-  full.maximise = false;
-  if (!gpu::why_no_belief_sums(full, in_scopes, target_scopes).empty()) return false;
-  std::vector<Message> rest;
-  for (std::size_t ci = 0; ci < bk.children.size(); ++ci)
-    if (!usable[ci])
-      rest.push_back(message_onto(plan, b, plan.tree.buckets[bk.children[ci]].output_vars(),
-                                  static_cast<int>(ci), src));
-  msg = std::move(rest);
-  children = std::move(kids);
-  onto_elim = std::move(elim);
-  return true;
-}
-
 // The stride of each of `vars` in a table over `scope` (row-major, last fastest); 0 for a
 // variable it lacks.
 std::vector<std::int64_t> strides_in(const std::vector<int>& vars, const std::vector<int>& scope,
@@ -491,16 +437,14 @@ double downward_device_bytes(const Plan& plan, std::span<const char> on_gpu) {
     // A union message's table and its copy laid out in a child message's order.
     largest = std::max(largest, 2 * in + biggest + 2 * union_entries);
   }
-  // with the launch tables of a pass over a bucket's belief (gpu/belief_plan.hpp), at most
-  constexpr double kBeliefTables =
-      8.0 * gpu::kBeliefMaxTables * (2 * gpu::kBeliefInner + gpu::kBeliefLo);
-  return 8.0 * (messages + largest) + kBeliefTables;
+  return 8.0 * (messages + largest);
 }
 
 void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_gpu,
                   std::vector<gpu::Handle>& held,
                   std::span<const std::vector<std::pair<int, int>>> folded,
-                  std::vector<LnTable>& up, std::vector<LnTable>& down, std::vector<LnTable>& joint,
+                  std::vector<LnTable>& up, std::vector<LnTable>& down,
+                  std::vector<LnTable>& joint,
                   const std::function<void(int)>& on_host, int threads) {
   const auto& buckets = plan.tree.buckets;
   const auto& card = plan.model.card;
@@ -508,11 +452,6 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_
   std::vector<std::vector<Source>> src(nb);
   std::vector<std::vector<Message>> msg(nb);
   std::vector<std::pair<int, int>> kernels;  // (bucket, message) run by a kernel
-  // The buckets whose messages come from one pass over their belief (belief_pass): the children
-  // it serves (positions) and the messages onto the eliminated variables it gives.
-  std::vector<char> by_belief(nb, 0);
-  std::vector<std::vector<int>> belief_children(nb);
-  std::vector<std::vector<Message>> onto_elim(nb);
   // The factors the upward kernel added into held children stay apart from the others' products
   // (each enters one message only): a message that then has more inputs than a kernel takes
   // sends its bucket to the host (downward_on_gpu judged it with every factor grouped).
@@ -531,7 +470,6 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_
       src[b].clear(), msg[b].clear();
       continue;
     }
-    by_belief[b] = belief_pass(plan, b, src[b], msg[b], belief_children[b], onto_elim[b]);
     for (std::size_t k = 0; k < msg[b].size(); ++k)
       if (msg[b][k].shape.n_marg > 0) kernels.emplace_back(b, static_cast<int>(k));
   }
@@ -570,8 +508,7 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_
   std::vector<gpu::Handle> from_above(nb, -1);
   std::vector<std::pair<gpu::Handle, const Message*>> joints;  // the messages onto eliminated
   std::vector<std::vector<double>> zeros;  // host sources of all-zero messages, kept to the end
-  int on_host_buckets = 0, belief_passes = 0;
-  const double ln_total = up.back()[0];  // every bucket's belief sums to it
+  int on_host_buckets = 0;
   for (int b = nb - 1; b >= 0; --b) {
     const auto tb = clock::now();
     const Bucket& bk = buckets[b];
@@ -630,43 +567,15 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_
       owned.push_back(h[s]);
       ctx.upload(h[s], host, n, kStream);
     }
+    // The union messages' tables and their variables, while their children's messages use them.
+    std::vector<gpu::Handle> unions(msg[b].size(), -1);
+    std::vector<std::vector<int>> union_vars(msg[b].size());
     // The position of child ci's output among the bucket's sources.
     const auto child_source = [&](int ci) {
       for (std::size_t s = 0; s < src[b].size(); ++s)
         if (src[b][s].kind == Source::child && src[b][s].index == ci) return s;
       throw std::logic_error("downward pass: a child without its output among the sources");
     };
-    if (by_belief[b]) {
-      BucketShape full = bucket_shape(plan, b);
-      full.n_marg = 0;
-      full.maximise = false;
-      std::vector<gpu::DeviceInput> in, to;
-      for (std::size_t s = 0; s < src[b].size(); ++s)
-        if (src[b][s].only_for < 0) in.push_back({h[s], src[b][s].scope});
-      for (int ci : belief_children[b]) {
-        const int c = bk.children[ci];
-        const std::vector<int> out = buckets[c].output_vars();
-        from_above[c] = tables.alloc(table_size(out, card));
-        to.push_back({from_above[c], out});
-      }
-      for (const Message& m : onto_elim[b]) {
-        to.push_back({tables.alloc(m.shape.output_size()), m.shape.vars});
-        joints.emplace_back(to.back().table, &m);
-      }
-      ctx.belief_sums(full, in, ln_total, to, kStream);
-      // Each child's message: the belief over its output divided by that output.
-      for (int ci : belief_children[b]) {
-        const int c = bk.children[ci];
-        const std::vector<int> out = buckets[c].output_vars();
-        const std::size_t s = child_source(ci);
-        ctx.divide(from_above[c], cards_of(out, card), strides_in(out, src[b][s].scope, card), h[s],
-                   kStream);
-      }
-      ++belief_passes;
-    }
-    // The union messages' tables and their variables, while their children's messages use them.
-    std::vector<gpu::Handle> unions(msg[b].size(), -1);
-    std::vector<std::vector<int>> union_vars(msg[b].size());
     for (std::size_t k = 0; k < msg[b].size(); ++k) {
       const Message& m = msg[b][k];
       const std::int64_t n_out = m.shape.output_size();
@@ -762,12 +671,10 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_
     std::string top;
     for (std::size_t i = 0; i < std::min<std::size_t>(slowest.size(), 5); ++i) {
       const int b = slowest[i].second;
-      top += fmt::format(" bucket {} {:.1f} ms ({} messages{}, 2^{:.1f} states);", b,
-                         1e3 * slowest[i].first, msg[b].size() + belief_children[b].size(),
-                         by_belief[b] ? " by one belief pass" : "", buckets[b].log2_states);
+      top += fmt::format(" bucket {} {:.1f} ms ({} messages, 2^{:.1f} states);", b,
+                         1e3 * slowest[i].first, msg[b].size(), buckets[b].log2_states);
     }
-    std::size_t messages = 0, from_children = 0, union_msgs = 0, from_unions = 0, beliefs = 0;
-    for (const auto& b : belief_children) beliefs += b.size();
+    std::size_t messages = 0, from_children = 0, union_msgs = 0, from_unions = 0;
     for (const auto& ms : msg)
       for (const Message& m : ms) {
         ++messages;
@@ -776,13 +683,12 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_
         from_unions += m.from_union >= 0;
       }
     spdlog::debug(
-        "downward pass: {} buckets on the host, {} by one pass over their belief ({} "
-        "children's messages), the others' {} messages on the GPU "
+        "downward pass: {} buckets on the host, the others' {} messages on the GPU "
         "({} by kernels, {} inputs laid out; {} to children from {} unions of their "
         "outputs; {} onto eliminated variables from a child's belief, {} joints), kernel "
         "plans {:.3f} s, the buckets {:.3f} s; the slowest:{}",
-        on_host_buckets, belief_passes, beliefs, messages, kernels.size(), permutes, from_unions,
-        union_msgs, from_children, joints.size() - from_children, prepared, queued - prepared, top);
+        on_host_buckets, messages, kernels.size(), permutes, from_unions, union_msgs, from_children,
+        joints.size() - from_children, prepared, queued - prepared, top);
   }
   for (std::size_t i = 0; i < joints.size(); ++i) {
     const BucketShape& shape = joints[i].second->shape;

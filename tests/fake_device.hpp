@@ -14,7 +14,6 @@
 #include <functional>
 #include <limits>
 #include <map>
-#include <memory>
 #include <mutex>
 #include <random>
 #include <set>
@@ -22,7 +21,6 @@
 #include <thread>
 
 #include "engine/errors.hpp"
-#include "gpu/belief_plan.hpp"
 #include "gpu/device_api.hpp"
 
 namespace kinfer::test {
@@ -136,32 +134,6 @@ class FakeDevice final : public gpu::Context {
       if (corrupt && corrupt(shape))
         for (double& x : t) x += corrupt_by;
       ++kernels;
-    });
-  }
-  // Through the launch plan's tables, walked as the kernel walks them (emulate_belief_sums).
-  std::atomic<int> belief_passes{0};
-  void belief_sums(const BucketShape& shape, std::span<const gpu::DeviceInput> inputs,
-                   double ln_total, std::span<const gpu::DeviceInput> targets, int s) override {
-    std::vector<gpu::Handle> used;
-    std::vector<std::vector<int>> in_scopes, target_scopes;
-    for (const auto& d : inputs) used.push_back(d.table), in_scopes.push_back(d.scope);
-    for (const auto& d : targets) used.push_back(d.table), target_scopes.push_back(d.scope);
-    auto plan =
-        std::make_shared<gpu::BeliefPlan>(gpu::make_belief_plan(shape, in_scopes, target_scopes));
-    std::vector<gpu::DeviceInput> in(inputs.begin(), inputs.end()),
-        to(targets.begin(), targets.end());
-    enqueue(s, used, [this, plan, in, to, ln_total] {
-      std::vector<const double*> from;
-      std::vector<double*> onto;
-      for (const auto& d : in) from.push_back(tables_.at(d.table).data());
-      for (std::size_t t = 0; t < to.size(); ++t) {
-        auto& table = tables_.at(to[t].table);
-        if (static_cast<std::int64_t>(table.size()) < plan->target_size[t])
-          return fail("belief sums onto a table too small");
-        onto.push_back(table.data());
-      }
-      gpu::emulate_belief_sums(*plan, from, ln_total, onto);
-      ++belief_passes;
     });
   }
   std::atomic<int> folds{0}, permutes{0}, divides{0};

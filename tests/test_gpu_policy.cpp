@@ -9,10 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "gpu/belief_plan.hpp"
 #include "gpu/policy.hpp"
 #include "gpu/random_bucket.hpp"
-#include "tests/belief_cases.hpp"
 
 using namespace kinfer;
 using namespace kinfer::gpu;
@@ -393,10 +391,14 @@ TEST_CASE("GpuPolicy.BucketSpecsParseAndSayWhatIsWrong", "[gpu]") {
   const struct {
     const char* spec;
     const char* says;
-  } bad[] = {{"6,2,3", "fewer than three"},           {"6,x,3/1/0", "cardinality 'x'"},
-             {"6,0,3/1/0", "cardinality of 0"},       {"6,2,3/4/0", "4 summed variables of 3"},
-             {"6,2,3/-1/0", "summed variables '-1'"}, {"6,2,3/1/0,3", "names position 3 of 3"},
-             {"6,2,3/1/2,0", "not increasing"},       {"6,2,3/1/0,,2", "variable position ''"}};
+  } bad[] = {{"6,2,3", "fewer than three"},
+             {"6,x,3/1/0", "cardinality 'x'"},
+             {"6,0,3/1/0", "cardinality of 0"},
+             {"6,2,3/4/0", "4 summed variables of 3"},
+             {"6,2,3/-1/0", "summed variables '-1'"},
+             {"6,2,3/1/0,3", "names position 3 of 3"},
+             {"6,2,3/1/2,0", "not increasing"},
+             {"6,2,3/1/0,,2", "variable position ''"}};
   for (const auto& t : bad) {
     INFO(t.spec);
     try {
@@ -729,45 +731,4 @@ TEST_CASE("GpuPolicy.TableBytesPredictedWithoutBuilding", "[gpu]") {
   });
   REQUIRE(compared > 300);
   REQUIRE(cached > 10);
-}
-
-TEST_CASE("GpuPolicy.BeliefPlanSumsOntoEveryTarget", "[gpu]") {
-  // Context::belief_sums's tables (gpu/belief_plan.hpp) walked as the kernel walks them: tiles of
-  // the last variables, the lo and hi parts above them, each target's entries by key. Against
-  // enumeration: buckets of 2-2^14 states, and of 2^21-2^22 whose configurations have a hi part;
-  // targets over the tile's variables only (kept in shared memory) and over others.
-  std::mt19937_64 rng(20261203);
-  int with_hi = 0, kept = 0, global = 0;
-  for (int i = 0; i < 64; ++i) {
-    const double log2_states = i < 40 ? 1 + i % 14 : 20 + i % 4;
-    const test::BeliefCase c = test::random_belief_case(rng, log2_states, 12, 12);
-    REQUIRE(why_no_belief_sums(c.shape, c.in_scopes, c.target_scopes).empty());
-    const BeliefPlan p = make_belief_plan(c.shape, c.in_scopes, c.target_scopes);
-    with_hi += !p.hi_card.empty();
-    for (int at : p.shared_at) (at >= 0 ? kept : global) += 1;
-    std::vector<const double*> in;
-    for (const auto& d : c.data) in.push_back(d.data());
-    std::vector<std::vector<double>> got(c.want.size());
-    std::vector<double*> to;
-    for (std::size_t t = 0; t < got.size(); ++t) {
-      got[t].assign(c.want[t].size(), NAN);
-      to.push_back(got[t].data());
-    }
-    emulate_belief_sums(p, in, c.ln_total, to);
-    for (std::size_t t = 0; t < got.size(); ++t) {
-      INFO("case " << i << ", target " << t);
-      CHECK(test::ln_difference(c.want[t], got[t].data()) <= 1e-12);
-    }
-  }
-  CHECK(with_hi >= 2);
-  CHECK(kept > 0);
-  CHECK(global > 0);
-  // What it does not take, and why.
-  BucketShape shape{{0, 1}, {3, 2000}, 0, false};
-  const std::vector<std::vector<int>> one{{0, 1}};
-  CHECK(why_no_belief_sums(shape, one, one) == "a last variable of more than 1024 states");
-  shape.card = {3, 2};
-  CHECK(why_no_belief_sums(shape, one, {}) == "no target");
-  const std::vector<std::vector<int>> many(20, {1});
-  CHECK(why_no_belief_sums(shape, many, many) == "more than 32 inputs and targets");
 }

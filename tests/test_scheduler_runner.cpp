@@ -16,8 +16,8 @@
 #include <thread>
 
 #include "engine/condition.hpp"
-#include "engine/errors.hpp"
 #include "engine/posterior.hpp"
+#include "engine/errors.hpp"
 #include "fake_device.hpp"
 #include "gpu/device_api.hpp"
 #include "gpu/merge_inputs.hpp"
@@ -370,8 +370,8 @@ TEST_CASE("Scheduler.ProfileDerivedForAnUnknownGpu", "[scheduler]") {
 
   // the derivation's arithmetic: kernel times above the overhead x 4/2.2, transfers by ratio
   const GpuFigures here{2.2e14, 20e9, 30e9};
-  const Profile d =
-      derive_profile(load_profile((shipped / "fast.json").string()), here, "New GPU", 48e9, 0.3);
+  const Profile d = derive_profile(load_profile((shipped / "fast.json").string()), here, "New GPU",
+                                   48e9, 0.3);
   CHECK(d.gpu.name == "New GPU");
   CHECK(d.gpu.memory_bytes == 48e9);
   CHECK(d.gpu_start == 0.3);
@@ -763,16 +763,13 @@ TEST_CASE("Scheduler.RunnerRunsTheUpwardPassOfMarAndMpe", "[scheduler]") {
       // Pedigree_11, every bucket on the GPU: the downward pass's messages ran on the device
       // (more kernels than the upward pass's buckets, one per child and bucket, some inputs
       // laid out in a message's order, and two children's messages taken from the union of
-      // their outputs, each divided by its child's output; the buckets with two or more
-      // children by one pass over their belief, through the plan's tables as the kernel walks
-      // them). DBN_11's buckets have more factors than a kernel takes: their messages take them
-      // grouped, as the upward kernels do.
+      // their outputs, each divided by its child's output). DBN_11's buckets have more factors than
+      // a kernel takes: their messages take them grouped, as the upward kernels do.
       const int mar_kernels = dev.kernels - kernels_before;
       if (way == 0 && std::string(name) == "Pedigree_11.uai") {
         CHECK(mar_kernels > static_cast<int>(plan.tree.buckets.size()));
         CHECK(dev.permutes > 0);
         CHECK(dev.divides > 0);
-        CHECK(dev.belief_passes > 0);
       }
       CHECK(close(m.ln_pe, want.ln_pe));
       REQUIRE(m.p.size() == want.p.size());
@@ -859,7 +856,7 @@ TEST_CASE("Scheduler.DownwardStepOnTheHostUnfoldsHeldChildren", "[scheduler]") {
     runner.set_upward_pass({});
   };
   const Marginals m = compute_marginals(plan, 0, upward);
-  CHECK(dev.folds > 0);                      // B's factors were added into A's held table
+  CHECK(dev.folds > 0);  // B's factors were added into A's held table
   CHECK(downward_why_not(plan, 2).empty());  // grouped, a kernel takes B's messages
   CHECK(close(m.ln_pe, want.ln_pe));
   REQUIRE(m.p.size() == want.p.size());

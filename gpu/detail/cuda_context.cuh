@@ -246,29 +246,6 @@ class CudaContext final : public Context {
     strided(message, card, by_stride, by, FoldMode::divide, s);
   }
 
-  void belief_sums(const BucketShape& shape, std::span<const DeviceInput> inputs, double ln_total,
-                   std::span<const DeviceInput> targets, int s) override {
-    std::vector<std::vector<int>> in_scopes, target_scopes;
-    for (const DeviceInput& d : inputs) in_scopes.push_back(d.scope);
-    for (const DeviceInput& d : targets) target_scopes.push_back(d.scope);
-    const BeliefPlan p = make_belief_plan(shape, in_scopes, target_scopes);
-    std::vector<std::size_t> offsets;
-    const std::vector<std::byte> image = belief_image(p, offsets);
-    const Handle tables = alloc(static_cast<std::int64_t>((image.size() + 7) / 8));
-    {
-      std::lock_guard lock(mu_);
-      // from pageable memory: staged by the driver before the call returns
-      CUDA_CHECK(cudaMemcpyAsync(ptr(tables), image.data(), image.size(), cudaMemcpyHostToDevice,
-                                 stream(s)));
-      std::vector<const double*> in;
-      std::vector<double*> to;
-      for (const DeviceInput& d : inputs) in.push_back(static_cast<const double*>(ptr(d.table)));
-      for (const DeviceInput& d : targets) to.push_back(static_cast<double*>(ptr(d.table)));
-      launch_belief(p, ptr(tables), offsets, in, to, ln_total, lim_.sm_count, stream(s));
-    }
-    release(tables);  // reused once the launch has run
-  }
-
   double own_host_bytes() const override {
     double b = 0;
     for (const auto& [key, pe] : policies_) b += plan_host_bytes(pe->p);
@@ -496,7 +473,8 @@ class CudaContext final : public Context {
                Handle from, FoldMode mode, int s) {
     const FoldArgs a = fold_args(card, from_stride, mode);
     std::lock_guard lock(mu_);
-    launch_fold(static_cast<double*>(ptr(to)), static_cast<const double*>(ptr(from)), a, stream(s));
+    launch_fold(static_cast<double*>(ptr(to)), static_cast<const double*>(ptr(from)), a,
+                stream(s));
   }
   struct Block {
     void* ptr;
