@@ -98,54 +98,6 @@ long long ceil_div(long long a, long long b) { return (a + b - 1) / b; }
 
 }  // namespace
 
-namespace {
-
-// FoldArgs::set_dims where it pays: the child's last dimensions (at least kSetRun entries, at
-// most kSetChild) and the factor's innermost ones (at least kSetRun consecutive entries) together
-// within kFoldSetMax entries, the factor's stride-1 dimension not the child's last (where it is,
-// a thread per entry reads the factor in runs already).
-void fold_set(FoldArgs& a) {
-  constexpr std::int64_t kSetRun = 16, kSetChild = 64;
-  if (a.nv < 2 || a.n >= (std::int64_t{1} << 31) || a.stride[a.nv - 1] == 1) return;
-  std::vector<char> in(a.nv, 0);
-  std::int64_t set = 1, child_run = 1;
-  for (int k = a.nv - 1; k >= 0 && child_run * static_cast<std::int64_t>(a.div[k].d) <= kSetChild;
-       --k)
-    child_run *= a.div[k].d, set *= a.div[k].d, in[k] = 1;
-  // The factor's innermost dimensions, in its order, while the set stays within its bound.
-  std::int64_t factor_run = 1;
-  for (;;) {
-    int next = -1;
-    for (int k = 0; k < a.nv; ++k)
-      if (a.stride[k] == factor_run) next = k;
-    if (next < 0) break;
-    const std::int64_t grown = in[next] ? set : set * static_cast<std::int64_t>(a.div[next].d);
-    if (grown > kFoldSetMax) break;
-    set = grown, in[next] = 1, factor_run *= a.div[next].d;
-  }
-  if (child_run < kSetRun || factor_run < kSetRun) return;
-  // The set's entries in the factor's order: its dimensions by stride in the factor (those the
-  // factor lacks last).
-  std::vector<int> dims;
-  for (int k = 0; k < a.nv; ++k)
-    if (in[k]) dims.push_back(k);
-  if (dims.size() > std::size(a.set_dim)) return;
-  std::vector<int> by_factor = dims;
-  std::stable_sort(by_factor.begin(), by_factor.end(), [&](int x, int y) {
-    const auto key = [&](int k) { return a.stride[k] == 0 ? INT64_MAX : a.stride[k]; };
-    return key(x) < key(y);
-  });
-  std::vector<int> fstride(a.nv, 0);
-  for (int k = 0, s = 1; k < static_cast<int>(by_factor.size()); ++k)
-    fstride[by_factor[k]] = s, s *= static_cast<int>(a.div[by_factor[k]].d);
-  a.set_dims = static_cast<int>(dims.size());
-  a.set = static_cast<int>(set);
-  for (int g = 0; g < a.set_dims; ++g) a.set_dim[g] = dims[g], a.set_fstride[g] = fstride[dims[g]];
-  for (int k = 0; k < a.nv; ++k) a.div32[k] = FastDiv(static_cast<std::uint32_t>(a.div[k].d));
-}
-
-}  // namespace
-
 FoldArgs fold_args(std::span<const int> card, std::span<const std::int64_t> stride, FoldMode mode) {
   if (card.size() > std::size(FoldArgs{}.stride) || stride.size() != card.size())
     throw std::invalid_argument(std::string(mode == FoldMode::assign   ? "permute"
@@ -178,10 +130,8 @@ FoldArgs fold_args(std::span<const int> card, std::span<const std::int64_t> stri
   // both are long enough to fill most of a tile.
   constexpr std::int64_t kTileFill = 16;
   const int last = a.nv - 1;
-  if (a.nv < 2 || a.stride[last] == 1 || static_cast<std::int64_t>(a.div[last].d) < kTileFill) {
-    fold_set(a);
+  if (a.nv < 2 || a.stride[last] == 1 || static_cast<std::int64_t>(a.div[last].d) < kTileFill)
     return a;
-  }
   std::int64_t inner = 1;
   while (a.tiled < static_cast<int>(std::size(a.tile_dims)) && inner < 2 * kTileFill) {
     int next = -1;
@@ -192,19 +142,11 @@ FoldArgs fold_args(std::span<const int> card, std::span<const std::int64_t> stri
     inner *= a.div[next].d;
   }
   if (inner < kTileFill) a.tiled = 0;
-  if (a.tiled == 0) fold_set(a);
   return a;
 }
 
 void launch_fold(double* child, const double* factor, const FoldArgs& a, cudaStream_t stream) {
   if (a.n <= 0) return;
-  if (a.set_dims > 0) {
-    const long long tiles = a.n / a.set;
-    const unsigned blocks = static_cast<unsigned>(std::min<long long>(tiles, 8192));
-    fold_set_kernel<<<blocks, 256, 0, stream>>>(child, factor, a);
-    CUDA_CHECK(cudaGetLastError());
-    return;
-  }
   if (a.tiled > 0) {
     long long inner = 1;
     for (int g = 0; g < a.tiled; ++g) inner *= static_cast<long long>(a.div[a.tile_dims[g]].d);

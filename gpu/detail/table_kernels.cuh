@@ -7,7 +7,6 @@
 
 #include <vector>
 
-#include "gpu/detail/kernel_args.cuh"
 #include "gpu/sum_product.cuh"
 
 namespace kinfer::gpu {
@@ -118,54 +117,6 @@ __global__ void fold_tiled_kernel(double* child, const double* factor, const Fol
       }
       fold_one(child[c], tile[threadIdx.x][r], a.mode);
     }
-  }
-}
-
-// FoldArgs::set_dims: a block per tile (the other dimensions' digits fixed). Each block first
-// works out, for each of the set's entries in the factor's order (w), its factor offset and its
-// position in the child's order (u), and for each u its child offset; a tile is then read by w
-// (in runs along the factor) into shared memory at u, and written by u (in runs along the
-// child). Offsets in 32 bits: the child has fewer than 2^31 entries, the factor no more.
-__global__ void fold_set_kernel(double* child, const double* factor, const FoldArgs a) {
-  __shared__ double tile[kFoldSetMax];
-  __shared__ int factor_at[kFoldSetMax], u_of[kFoldSetMax], child_at[kFoldSetMax];
-  unsigned long long in_set = 0;
-  for (int g = 0; g < a.set_dims; ++g) in_set |= 1ull << a.set_dim[g];
-  const auto digit = [&](unsigned& rest, int v) {
-    const unsigned q = fdiv(rest, DevDiv{a.div32[v].mul, a.div32[v].shift});
-    const int d = static_cast<int>(rest - q * a.div32[v].d);
-    rest = q;
-    return d;
-  };
-  for (int u = threadIdx.x; u < a.set; u += blockDim.x) {
-    unsigned rest = static_cast<unsigned>(u);
-    int c = 0, f = 0, w = 0;
-    for (int g = a.set_dims - 1; g >= 0; --g) {  // the child's order, the last fastest
-      const int v = a.set_dim[g];
-      const int d = digit(rest, v);
-      c += d * static_cast<int>(a.child_stride[v]);
-      f += d * static_cast<int>(a.stride[v]);
-      w += d * a.set_fstride[g];
-    }
-    child_at[u] = c;
-    factor_at[w] = f;
-    u_of[w] = u;
-  }
-  const unsigned tiles = static_cast<unsigned>(a.n / a.set);
-  for (unsigned t = blockIdx.x; t < tiles; t += gridDim.x) {
-    unsigned rest = t;
-    int f0 = 0, c0 = 0;
-    for (int v = a.nv - 1; v >= 0; --v) {  // the other dimensions, the last fastest
-      if (in_set >> v & 1) continue;
-      const int d = digit(rest, v);
-      f0 += d * static_cast<int>(a.stride[v]);
-      c0 += d * static_cast<int>(a.child_stride[v]);
-    }
-    __syncthreads();  // the tables written; the previous tile written out
-    for (int w = threadIdx.x; w < a.set; w += blockDim.x) tile[u_of[w]] = factor[f0 + factor_at[w]];
-    __syncthreads();
-    for (int u = threadIdx.x; u < a.set; u += blockDim.x)
-      fold_one(child[c0 + child_at[u]], tile[u], a.mode);
   }
 }
 
