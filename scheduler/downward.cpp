@@ -11,8 +11,9 @@
 #include <mutex>
 #include <stdexcept>
 
-#include "engine/model.hpp"  // table_size
-#include "gpu/merge_inputs.hpp"  // kFoldMaxVars, merge_plan
+#include "engine/model.hpp"       // table_size
+#include "gpu/merge_inputs.hpp"   // kFoldMaxVars, merge_plan
+#include "gpu/random_bucket.hpp"  // bucket_spec
 
 namespace kinfer::sched {
 
@@ -94,8 +95,11 @@ std::vector<Source> sources_of(const Plan& plan, int b,
     src.push_back(std::move(x));
   }
   for (std::size_t ci = 0; ci < bk.children.size(); ++ci)
-    src.push_back({Source::child, static_cast<int>(ci),
-                   plan.tree.buckets[bk.children[ci]].output_vars(), -1, {}});
+    src.push_back({Source::child,
+                   static_cast<int>(ci),
+                   plan.tree.buckets[bk.children[ci]].output_vars(),
+                   -1,
+                   {}});
   if (bk.parent >= 0) src.push_back({Source::above, -1, bk.output_vars(), -1, {}});
   return src;
 }
@@ -443,8 +447,7 @@ double downward_device_bytes(const Plan& plan, std::span<const char> on_gpu) {
 void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_gpu,
                   std::vector<gpu::Handle>& held,
                   std::span<const std::vector<std::pair<int, int>>> folded,
-                  std::vector<LnTable>& up, std::vector<LnTable>& down,
-                  std::vector<LnTable>& joint,
+                  std::vector<LnTable>& up, std::vector<LnTable>& down, std::vector<LnTable>& joint,
                   const std::function<void(int)>& on_host, int threads) {
   const auto& buckets = plan.tree.buckets;
   const auto& card = plan.model.card;
@@ -478,10 +481,14 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_
     return std::chrono::duration<double>(clock::now() - t).count();
   };
   const auto t0 = clock::now();
-  // With -v, each bucket is waited for, to report the slowest (their times then add up to the
-  // pass's).
+  // With -v, each bucket and each message is waited for, to report the slowest (their times
+  // then add up to the pass's).
   const bool timed = spdlog::should_log(spdlog::level::debug);
   std::vector<std::pair<double, int>> slowest;
+  // With -v: the slowest messages and permutes (each waited for), the time in host and GPU
+  // buckets, the host time allocating device tables.
+  std::vector<std::pair<double, std::string>> slow_messages, permute_log;
+  double alloc_total = 0, host_seconds = 0, gpu_seconds = 0;
   // The kernels' launch plans, built on every thread beforehand (the selector's work, once per
   // shape), their tables queued for upload on the pass's stream.
   {
@@ -528,6 +535,7 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_
       }
       on_host(b);
       ++on_host_buckets;
+      if (timed) host_seconds += since(tb);
       continue;
     }
     // The sources on the device: uploaded factors and host outputs, held outputs, the message.
@@ -578,8 +586,19 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_
     };
     for (std::size_t k = 0; k < msg[b].size(); ++k) {
       const Message& m = msg[b][k];
+      if (timed) ctx.synchronize(kStream);
+      const auto tm = clock::now();
+      int laid = 0;
+      double alloc_s = 0, laid_s = 0;  // with -v: host time allocating, laying inputs out
+      const auto timed_alloc = [&](std::int64_t n) {
+        const auto ta = clock::now();
+        const gpu::Handle h = tables.alloc(n);
+        alloc_s += since(ta);
+        alloc_total += since(ta);
+        return h;
+      };
       const std::int64_t n_out = m.shape.output_size();
-      const gpu::Handle out = tables.alloc(n_out);
+      const gpu::Handle out = timed_alloc(n_out);
       const std::vector<int> target(m.shape.vars.begin(), m.shape.vars.end() - m.shape.n_marg);
       if (!m.group.empty())
         unions[k] = out, union_vars[k] = target;
@@ -622,12 +641,29 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_
             in.push_back({inputs[i].first, scope});
             continue;
           }
-          const gpu::Handle t = tables.alloc(table_size(scope, card));
+          const gpu::Handle t = timed_alloc(table_size(scope, card));
+          const auto tp = clock::now();
           ctx.permute(t, cards_of(scope, card), strides_in(scope, *inputs[i].second, card),
                       inputs[i].first, kStream);
+          if (timed) {
+            ctx.synchronize(kStream);
+            std::string dims;
+            const std::vector<int> c = cards_of(scope, card);
+            const std::vector<std::int64_t> st = strides_in(scope, *inputs[i].second, card);
+            for (std::size_t v = 0; v < c.size(); ++v) dims += fmt::format(" {}:{}", c[v], st[v]);
+            permute_log.emplace_back(
+                since(tp),
+                fmt::format("bucket {} message {} input {}: 2^{:.1f} entries,{}", b, k, i,
+                            std::log2(static_cast<double>(table_size(scope, card))), dims));
+          }
           laid_out.push_back(t);
-          ++permutes;
+          ++permutes, ++laid;
           in.push_back({t, scope});
+        }
+        if (timed && laid > 0) {
+          const auto tl = clock::now();
+          ctx.synchronize(kStream);
+          laid_s = since(tl);
         }
         ctx.run_bucket(m.shape, in, out, kStream);
         for (gpu::Handle t : laid_out) tables.release(t);  // safe with the kernel still queued
@@ -638,6 +674,24 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_
         ctx.divide(out, target_card, strides_in(target, src[b][s].scope, card), h[s], kStream);
         if (k + 1 == msg[b].size() || msg[b][k + 1].from_union != m.from_union)
           tables.release(unions[m.from_union]);  // its last child's message queued
+      }
+      if (timed) {
+        ctx.synchronize(kStream);
+        std::string variant;
+        if (m.shape.n_marg > 0) {
+          const gpu::KernelChoice kc = ctx.choose(m.shape, m.scopes);
+          variant = fmt::format(", {} {} threads x {} blocks, splits {} (shape {})",
+                                gpu::to_string(kc.variant), kc.threads, kc.blocks, kc.splits,
+                                gpu::bucket_spec(m.shape, m.scopes));
+        }
+        slow_messages.emplace_back(
+            since(tm),
+            fmt::format("bucket {} message {}: 2^{:.1f} outputs x 2^{:.1f} summed, {} inputs ({} "
+                        "laid out: {:.2f} ms; allocations {:.2f} ms), {}{}",
+                        b, k, std::log2(static_cast<double>(m.shape.output_size())),
+                        std::log2(static_cast<double>(m.shape.marg_size())), m.scopes.size(), laid,
+                        1e3 * laid_s, 1e3 * alloc_s,
+                        m.child >= 0 ? "to a child" : "onto eliminated variables", variant));
       }
     }
     for (gpu::Handle t : owned) tables.release(t);
@@ -654,6 +708,7 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_
     if (timed) {
       ctx.synchronize(kStream);
       slowest.emplace_back(since(tb), b);
+      gpu_seconds += since(tb);
     }
   }
   const double queued = since(t0);
@@ -686,9 +741,25 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_
         "downward pass: {} buckets on the host, the others' {} messages on the GPU "
         "({} by kernels, {} inputs laid out; {} to children from {} unions of their "
         "outputs; {} onto eliminated variables from a child's belief, {} joints), kernel "
-        "plans {:.3f} s, the buckets {:.3f} s; the slowest:{}",
+        "plans {:.3f} s, the buckets {:.3f} s (on the host {:.3f} s, on the GPU {:.3f} s); the "
+        "slowest:{}",
         on_host_buckets, messages, kernels.size(), permutes, from_unions, union_msgs, from_children,
-        joints.size() - from_children, prepared, queued - prepared, top);
+        joints.size() - from_children, prepared, queued - prepared, host_seconds, gpu_seconds, top);
+    // The slowest messages, with the kernel each ran (a message's kernel runs alone with -v).
+    std::sort(slow_messages.rbegin(), slow_messages.rend());
+    for (std::size_t i = 0; i < std::min<std::size_t>(slow_messages.size(), 8); ++i)
+      spdlog::debug("downward pass: {:.2f} ms {}", 1e3 * slow_messages[i].first,
+                    slow_messages[i].second);
+    // Where the messages' time goes besides their kernels: allocating their tables (host time)
+    // and laying their inputs out in their order (each permute waited for).
+    double permute_s = 0;
+    for (const auto& pl : permute_log) permute_s += pl.first;
+    spdlog::debug("downward pass: allocations {:.2f} ms, permutes {:.2f} ms in all",
+                  1e3 * alloc_total, 1e3 * permute_s);
+    std::sort(permute_log.rbegin(), permute_log.rend());
+    for (std::size_t i = 0; i < std::min<std::size_t>(permute_log.size(), 8); ++i)
+      spdlog::debug("downward pass: permute {:.2f} ms {}", 1e3 * permute_log[i].first,
+                    permute_log[i].second);
   }
   for (std::size_t i = 0; i < joints.size(); ++i) {
     const BucketShape& shape = joints[i].second->shape;

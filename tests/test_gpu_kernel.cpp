@@ -352,8 +352,8 @@ TEST_CASE("GpuKernel.ShortSumCasesMatchCpu", "[gpu]") {
     if (!p.lean_chunks) continue;
     int& n = fam[p.direct_mask == (1u << p.nf) - 1][p.nip == 8];
     if (n >= want) continue;
-    INFO("draw " << draws << ": " << p.nf << " varying, direct mask " << p.direct_mask << ", rows of "
-                 << p.nip << ", M " << p.M);
+    INFO("draw " << draws << ": " << p.nf << " varying, direct mask " << p.direct_mask
+                 << ", rows of " << p.nip << ", M " << p.M);
     check_bucket(b, Variant::plain, Precision::f64, 1e-11, &f64);
     check_bucket(b, Variant::automatic, Precision::f64, 1e-11, &f64);
     ++n;
@@ -468,7 +468,8 @@ TEST_CASE("GpuKernel.MaxProductMatchesCpu", "[gpu]") {
     check_bucket(b, Variant::automatic, Precision::f64, 1e-12, &f64);
     check_bucket(b, Variant::plain, Precision::f64, 1e-12, &f64);
     cached += check_bucket(b, Variant::cached, Precision::f64, 1e-12, &f64) != 0;
-    if (i % 4 >= 2) tiled += check_bucket(b, Variant::plain, Precision::f64, 1e-12, &f64, *tiles) == 2;
+    if (i % 4 >= 2)
+      tiled += check_bucket(b, Variant::plain, Precision::f64, 1e-12, &f64, *tiles) == 2;
     for (double v : cpu_result(b.shape, b.inputs())) inf_outputs += std::isinf(v);
   }
   std::printf(
@@ -516,24 +517,34 @@ TEST_CASE("GpuKernel.FoldPermuteDivideMatchHost", "[gpu]") {
   // on both sides; exact (one add or subtract per entry). Even rounds: up to 14 variables of 1-5
   // values, a random subset in the factor (the others stride 0), runs of them in the child's
   // order, rotated or shuffled. Odd rounds, transposes (the tiled kernel): the child's last
-  // variable and another, j, of 17-70 values each, j the factor's last.
+  // variable and another, j, of 17-70 values each, j the factor's last. Rounds from 60 on, as the
+  // marginals' downward pass lays inputs out (groups of short dimensions through shared memory):
+  // 12-20 variables of two values (two of three, some rounds), the factor's order the child's
+  // shuffled or rotated, some variables left out of the factor in the even ones.
   std::mt19937_64 rng(20261201);
   gpu::Context& ctx = context();
   const auto values = [&](int lo, int n) { return lo + static_cast<int>(rng() % n); };
-  for (int round = 0; round < 60; ++round) {
-    const bool transpose = round % 2 == 1;
-    const int nv = transpose ? values(2, 4) : values(1, 14);
+  for (int round = 0; round < 90; ++round) {
+    const bool layout = round >= 60;
+    const bool transpose = !layout && round % 2 == 1;
+    const int nv = layout ? values(12, 9) : transpose ? values(2, 4) : values(1, 14);
     std::vector<int> card(nv);
-    for (int& c : card) c = values(1, 5);
+    for (int& c : card) c = layout ? 2 : values(1, 5);
+    if (layout && round % 3 == 0) card[rng() % nv] = 3, card[rng() % nv] = 3;
     const int j = transpose ? static_cast<int>(rng() % (nv - 1)) : -1;
     if (transpose) card[nv - 1] = values(17, 54), card[j] = values(17, 54);
     std::vector<int> fvars;
     for (int v = 0; v < nv; ++v)
-      if (v == j || (transpose && v == nv - 1) || rng() % 4 != 0) fvars.push_back(v);
-    if (rng() % 2)
+      if (v == j || (transpose && v == nv - 1) || (layout && round % 2 == 1) || rng() % 4 != 0)
+        fvars.push_back(v);
+    if (layout && round % 4 < 2)
+      std::shuffle(fvars.begin(), fvars.end(), rng);
+    else if (layout && fvars.size() >= 2)
+      std::rotate(fvars.begin(), fvars.begin() + 1 + rng() % (fvars.size() - 1), fvars.end());
+    else if (rng() % 2)
       std::rotate(fvars.begin(), fvars.begin() + (fvars.empty() ? 0 : rng() % fvars.size()),
                   fvars.end());
-    if (rng() % 3 == 0) std::shuffle(fvars.begin(), fvars.end(), rng);
+    if (!layout && rng() % 3 == 0) std::shuffle(fvars.begin(), fvars.end(), rng);
     if (transpose) {
       fvars.erase(std::find(fvars.begin(), fvars.end(), j));
       fvars.push_back(j);
