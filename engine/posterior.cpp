@@ -137,6 +137,9 @@ void in_parts(std::int64_t n, int threads, Body&& body) {
   }
 }
 
+// belief_sums takes a bucket of at most this many configurations in one plain pass.
+constexpr std::int64_t kSmallBelief = 4096;
+
 // A child output this much smaller than its bucket (log2) gives the bucket's eliminated
 // variables in it their marginals at a small share of the pass over the bucket.
 constexpr double kSmallChildLog2 = 4;
@@ -196,6 +199,39 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
         if (moved_to[d] < targets.size()) *out[moved_to[d]] = std::move(sums[d]);
       return;
     }
+  }
+  // A small bucket in one plain pass: its beliefs into one buffer, then added onto each target
+  // through the target's offset of each configuration. The blocks, groups and threads below
+  // cost more to set up than such a bucket costs to sum (most buckets of a pedigree's network
+  // are small).
+  std::int64_t states = 1;
+  for (int c : full.card) states *= c;
+  if (states <= kSmallBelief) {
+    const int nv = static_cast<int>(full.vars.size());
+    std::vector<std::int64_t> st(nv), off(states);
+    std::vector<double> belief(states, 0.0), sum;
+    for (const InputTable& in : inputs) {
+      std::fill(st.begin(), st.end(), 0);  // input_strides sets the scope's variables only
+      input_strides(full, in.scope, st.data());
+      block_offsets(full, st.data(), 0, off.data());
+      for (std::int64_t k = 0; k < states; ++k) belief[k] += in.data[off[k]];
+    }
+    for (double& x : belief) x = std::exp(x - ln_total);
+    for (std::size_t t = 0; t < targets.size(); ++t) {
+      std::fill(st.begin(), st.end(), 0);
+      const std::int64_t n = input_strides(full, targets[t], st.data());
+      block_offsets(full, st.data(), 0, off.data());
+      sum.assign(n, 0.0);
+      for (std::int64_t k = 0; k < states; ++k) sum[off[k]] += belief[k];
+      LnTable& o = *out[t];
+      const bool div = divides(t);
+      if (!div) o.resize(n);
+      for (std::int64_t i = 0; i < n; ++i) {
+        const double ln_sum = sum[i] > 0 ? ln_total + std::log(sum[i]) : kNegInf;
+        o[i] = div ? divided(ln_sum, o[i]) : ln_sum;
+      }
+    }
+    return;
   }
   // Many small inputs (a bucket of a Markov network, or with hundreds of small children) are
   // multiplied together first, as the upward kernel does.
