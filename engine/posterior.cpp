@@ -150,8 +150,9 @@ int downward_threads(int threads) { return std::min(thread_count(threads), omp_g
 
 // ln of the sums of exp(belief) onto each of `targets` (each a subsequence of full.vars), where
 // the belief is the product of `inputs` over every variable of `full`, in one pass that never
-// stores the belief: a block's products are shifted by `ln_total` (the belief's total, which no
-// entry exceeds), taken to the linear domain and added onto every target. An entry below
+// stores the belief (but for a bucket of at most kSmallBelief configurations): a block's
+// products are shifted by `ln_total` (the belief's total, which no entry exceeds), taken to the
+// linear domain and added onto every target. An entry below
 // e^-708 of the total is taken as 0 (a probability no double holds next to 1), so a target
 // entry whose terms all are comes out as -inf. Where divide[t] is set, out[t] holds on entry a
 // table over target t, and the sums are divided by it in place (its -inf entries stay -inf): a
