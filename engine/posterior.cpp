@@ -164,6 +164,11 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
   const auto divided = [](double ln_sum, double by) {
     return by == kNegInf ? kNegInf : ln_sum - by;
   };
+  // Entry i of a target's table o from its linear sum x (divided by o's entry where `div`).
+  const auto write = [&](LnTable& o, bool div, std::int64_t i, double x) {
+    const double ln_sum = x > 0 ? ln_total + std::log(x) : kNegInf;
+    o[i] = div ? divided(ln_sum, o[i]) : ln_sum;
+  };
   // Targets over the same variables (children whose outputs cover the same ones) are summed
   // once and copied.
   {
@@ -227,10 +232,7 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
       LnTable& o = *out[t];
       const bool div = divides(t);
       if (!div) o.resize(n);
-      for (std::int64_t i = 0; i < n; ++i) {
-        const double ln_sum = sum[i] > 0 ? ln_total + std::log(sum[i]) : kNegInf;
-        o[i] = div ? divided(ln_sum, o[i]) : ln_sum;
-      }
+      for (std::int64_t i = 0; i < n; ++i) write(o, div, i, sum[i]);
     }
     return;
   }
@@ -539,8 +541,7 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
           x = shared[t][i];
         else
           for (const auto* acc : filled) x += (*acc)[t][i];
-        const double ln_sum = x > 0 ? ln_total + std::log(x) : kNegInf;
-        o[i] = div ? divided(ln_sum, o[i]) : ln_sum;
+        write(o, div, i, x);
       }
     });
   }

@@ -95,11 +95,8 @@ std::vector<Source> sources_of(const Plan& plan, int b,
     src.push_back(std::move(x));
   }
   for (std::size_t ci = 0; ci < bk.children.size(); ++ci)
-    src.push_back({Source::child,
-                   static_cast<int>(ci),
-                   plan.tree.buckets[bk.children[ci]].output_vars(),
-                   -1,
-                   {}});
+    src.push_back({Source::child, static_cast<int>(ci),
+                   plan.tree.buckets[bk.children[ci]].output_vars(), -1, {}});
   if (bk.parent >= 0) src.push_back({Source::above, -1, bk.output_vars(), -1, {}});
   return src;
 }
@@ -447,7 +444,8 @@ double downward_device_bytes(const Plan& plan, std::span<const char> on_gpu) {
 void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_gpu,
                   std::vector<gpu::Handle>& held,
                   std::span<const std::vector<std::pair<int, int>>> folded,
-                  std::vector<LnTable>& up, std::vector<LnTable>& down, std::vector<LnTable>& joint,
+                  std::vector<LnTable>& up, std::vector<LnTable>& down,
+                  std::vector<LnTable>& joint,
                   const std::function<void(int)>& on_host, int threads) {
   const auto& buckets = plan.tree.buckets;
   const auto& card = plan.model.card;
@@ -641,20 +639,19 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_
             in.push_back({inputs[i].first, scope});
             continue;
           }
-          const gpu::Handle t = timed_alloc(table_size(scope, card));
+          const std::int64_t n = table_size(scope, card);
+          const gpu::Handle t = timed_alloc(n);
+          const std::vector<int> c = cards_of(scope, card);
+          const std::vector<std::int64_t> st = strides_in(scope, *inputs[i].second, card);
           const auto tp = clock::now();
-          ctx.permute(t, cards_of(scope, card), strides_in(scope, *inputs[i].second, card),
-                      inputs[i].first, kStream);
+          ctx.permute(t, c, st, inputs[i].first, kStream);
           if (timed) {
             ctx.synchronize(kStream);
             std::string dims;
-            const std::vector<int> c = cards_of(scope, card);
-            const std::vector<std::int64_t> st = strides_in(scope, *inputs[i].second, card);
             for (std::size_t v = 0; v < c.size(); ++v) dims += fmt::format(" {}:{}", c[v], st[v]);
             permute_log.emplace_back(
-                since(tp),
-                fmt::format("bucket {} message {} input {}: 2^{:.1f} entries,{}", b, k, i,
-                            std::log2(static_cast<double>(table_size(scope, card))), dims));
+                since(tp), fmt::format("bucket {} message {} input {}: 2^{:.1f} entries,{}", b, k,
+                                       i, std::log2(static_cast<double>(n)), dims));
           }
           laid_out.push_back(t);
           ++permutes, ++laid;

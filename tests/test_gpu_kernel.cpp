@@ -352,8 +352,8 @@ TEST_CASE("GpuKernel.ShortSumCasesMatchCpu", "[gpu]") {
     if (!p.lean_chunks) continue;
     int& n = fam[p.direct_mask == (1u << p.nf) - 1][p.nip == 8];
     if (n >= want) continue;
-    INFO("draw " << draws << ": " << p.nf << " varying, direct mask " << p.direct_mask
-                 << ", rows of " << p.nip << ", M " << p.M);
+    INFO("draw " << draws << ": " << p.nf << " varying, direct mask " << p.direct_mask << ", rows of "
+                 << p.nip << ", M " << p.M);
     check_bucket(b, Variant::plain, Precision::f64, 1e-11, &f64);
     check_bucket(b, Variant::automatic, Precision::f64, 1e-11, &f64);
     ++n;
@@ -468,8 +468,7 @@ TEST_CASE("GpuKernel.MaxProductMatchesCpu", "[gpu]") {
     check_bucket(b, Variant::automatic, Precision::f64, 1e-12, &f64);
     check_bucket(b, Variant::plain, Precision::f64, 1e-12, &f64);
     cached += check_bucket(b, Variant::cached, Precision::f64, 1e-12, &f64) != 0;
-    if (i % 4 >= 2)
-      tiled += check_bucket(b, Variant::plain, Precision::f64, 1e-12, &f64, *tiles) == 2;
+    if (i % 4 >= 2) tiled += check_bucket(b, Variant::plain, Precision::f64, 1e-12, &f64, *tiles) == 2;
     for (double v : cpu_result(b.shape, b.inputs())) inf_outputs += std::isinf(v);
   }
   std::printf(
@@ -518,9 +517,9 @@ TEST_CASE("GpuKernel.FoldPermuteDivideMatchHost", "[gpu]") {
   // values, a random subset in the factor (the others stride 0), runs of them in the child's
   // order, rotated or shuffled. Odd rounds, transposes (the tiled kernel): the child's last
   // variable and another, j, of 17-70 values each, j the factor's last. Rounds from 60 on, as the
-  // marginals' downward pass lays inputs out (groups of short dimensions through shared memory):
-  // 12-20 variables of two values (two of three, some rounds), the factor's order the child's
-  // shuffled or rotated, some variables left out of the factor in the even ones.
+  // marginals' downward pass lays inputs out (short dimensions, the factor's innermost ones far
+  // from the child's last): 12-20 variables of two values (two of three, some rounds), the factor's
+  // order the child's shuffled or rotated, some variables left out of the factor in the even ones.
   std::mt19937_64 rng(20261201);
   gpu::Context& ctx = context();
   const auto values = [&](int lo, int n) { return lo + static_cast<int>(rng() % n); };
