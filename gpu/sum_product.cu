@@ -98,6 +98,89 @@ long long ceil_div(long long a, long long b) { return (a + b - 1) / b; }
 
 }  // namespace
 
+namespace {
+
+// FoldArgs::set_dims where it pays: the child's last dimensions (at least kSetRun entries, at
+// most kSetChild) and the factor's innermost ones (at least kSetRun consecutive entries) together
+// within kFoldSetMax entries, the factor's stride-1 dimension not the child's last (where it is,
+// a thread per entry reads the factor in runs already).
+// Dimension v of a (size c, stride s) as two: its slower part (c / k, stride s * k) at v and its
+// faster part (k, stride s) at v + 1; the child's strides follow.
+void split_dim(FoldArgs& a, int v, std::int64_t k) {
+  for (int j = a.nv; j > v + 1; --j) a.div[j] = a.div[j - 1], a.stride[j] = a.stride[j - 1];
+  const std::int64_t c = static_cast<std::int64_t>(a.div[v].d), s = a.stride[v];
+  a.div[v] = FastDiv64(static_cast<std::uint32_t>(c / k)), a.stride[v] = s * k;
+  a.div[v + 1] = FastDiv64(static_cast<std::uint32_t>(k)), a.stride[v + 1] = s;
+  ++a.nv;
+  for (std::int64_t j = a.nv - 1, t = 1; j >= 0; --j) a.child_stride[j] = t, t *= a.div[j].d;
+}
+
+void fold_set(FoldArgs& a) {
+  constexpr std::int64_t kSetRun = 16, kSetChild = 64;
+  if (a.nv < 2 || a.n >= (std::int64_t{1} << 31) || a.stride[a.nv - 1] == 1) return;
+  std::vector<char> in(a.nv, 0);
+  std::int64_t set = 1, child_run = 1;
+  for (int k = a.nv - 1; k >= 0 && child_run * static_cast<std::int64_t>(a.div[k].d) <= kSetChild;
+       --k)
+    child_run *= a.div[k].d, set *= a.div[k].d, in[k] = 1;
+  if (child_run < kSetRun) return;
+  // The factor's innermost dimensions, in its order, while the set stays within its bound; one
+  // too long is split, its fastest part (the largest divisor of its size that fits) taken.
+  std::int64_t factor_run = 1;
+  for (;;) {
+    int next = -1;
+    for (int k = 0; k < a.nv; ++k)
+      if (a.stride[k] == factor_run) next = k;
+    if (next < 0) break;
+    std::int64_t c = static_cast<std::int64_t>(a.div[next].d);
+    if (!in[next] && set * c > kFoldSetMax) {
+      std::int64_t k = kFoldSetMax / set;
+      while (k >= 2 && c % k != 0) --k;
+      if (k < 2 || a.nv >= static_cast<int>(std::size(a.stride))) break;
+      split_dim(a, next, k);
+      in.insert(in.begin() + next + 1, 0);
+      ++next, c = k;
+    }
+    if (!in[next]) set *= c;
+    in[next] = 1, factor_run *= c;
+  }
+  if (factor_run < kSetRun) return;
+  // The set's entries in the factor's order: its dimensions by stride in the factor (those the
+  // factor lacks last).
+  std::vector<int> dims;
+  for (int k = 0; k < a.nv; ++k)
+    if (in[k]) dims.push_back(k);
+  if (dims.size() > std::size(a.set_dim)) return;
+  std::vector<int> by_factor = dims;
+  std::stable_sort(by_factor.begin(), by_factor.end(), [&](int x, int y) {
+    const auto key = [&](int k) { return a.stride[k] == 0 ? INT64_MAX : a.stride[k]; };
+    return key(x) < key(y);
+  });
+  std::vector<int> fstride(a.nv, 0);
+  for (int k = 0, s = 1; k < static_cast<int>(by_factor.size()); ++k)
+    fstride[by_factor[k]] = s, s *= static_cast<int>(a.div[by_factor[k]].d);
+  a.set_dims = static_cast<int>(dims.size());
+  a.set = static_cast<int>(set);
+  for (int g = 0; g < a.set_dims; ++g) a.set_dim[g] = dims[g], a.set_fstride[g] = fstride[dims[g]];
+  for (int k = 0; k < a.nv; ++k) a.div32[k] = FastDiv(static_cast<std::uint32_t>(a.div[k].d));
+}
+
+// FoldArgs::low_dims where it saves a thread two divisions or more per entry: the child's last
+// dimensions while they have at most kFoldLowMax entries, some dimension left over, and at least
+// kFoldLowThreads of them (a block's threads each take an entry of a run).
+constexpr int kFoldLowThreads = 256;
+void fold_low(FoldArgs& a) {
+  std::int64_t low = 1;
+  int k = a.nv;
+  while (k > 0 && low * static_cast<std::int64_t>(a.div[k - 1].d) <= kFoldLowMax)
+    low *= a.div[--k].d;
+  if (k == 0 || a.nv - k < 2 || low < kFoldLowThreads) return;
+  a.low_dims = a.nv - k;
+  a.low = static_cast<int>(low);
+}
+
+}  // namespace
+
 FoldArgs fold_args(std::span<const int> card, std::span<const std::int64_t> stride, FoldMode mode) {
   if (card.size() > std::size(FoldArgs{}.stride) || stride.size() != card.size())
     throw std::invalid_argument(std::string(mode == FoldMode::assign   ? "permute"
@@ -130,8 +213,11 @@ FoldArgs fold_args(std::span<const int> card, std::span<const std::int64_t> stri
   // both are long enough to fill most of a tile.
   constexpr std::int64_t kTileFill = 16;
   const int last = a.nv - 1;
-  if (a.nv < 2 || a.stride[last] == 1 || static_cast<std::int64_t>(a.div[last].d) < kTileFill)
+  if (a.nv < 2 || a.stride[last] == 1 || static_cast<std::int64_t>(a.div[last].d) < kTileFill) {
+    fold_set(a);
+    if (a.set_dims == 0) fold_low(a);
     return a;
+  }
   std::int64_t inner = 1;
   while (a.tiled < static_cast<int>(std::size(a.tile_dims)) && inner < 2 * kTileFill) {
     int next = -1;
@@ -142,11 +228,24 @@ FoldArgs fold_args(std::span<const int> card, std::span<const std::int64_t> stri
     inner *= a.div[next].d;
   }
   if (inner < kTileFill) a.tiled = 0;
+  if (a.tiled == 0) fold_set(a);
+  if (a.tiled == 0 && a.set_dims == 0) fold_low(a);
   return a;
 }
 
+// The set-of-dimensions and low-dimensions kernels' blocks at most: each block builds its index
+// tables once, then takes tiles until the table is done (a few blocks per multiprocessor).
+constexpr long long kFoldBlocks = 2048;
+
 void launch_fold(double* child, const double* factor, const FoldArgs& a, cudaStream_t stream) {
   if (a.n <= 0) return;
+  if (a.set_dims > 0) {
+    const long long tiles = a.n / a.set;
+    const unsigned blocks = static_cast<unsigned>(std::min<long long>(tiles, kFoldBlocks));
+    fold_set_kernel<<<blocks, 256, 0, stream>>>(child, factor, a);
+    CUDA_CHECK(cudaGetLastError());
+    return;
+  }
   if (a.tiled > 0) {
     long long inner = 1;
     for (int g = 0; g < a.tiled; ++g) inner *= static_cast<long long>(a.div[a.tile_dims[g]].d);
@@ -155,6 +254,12 @@ void launch_fold(double* child, const double* factor, const FoldArgs& a, cudaStr
         ceil_div(inner, kFoldTile) * ceil_div(last, kFoldTile) * (a.n / (inner * last));
     const unsigned blocks = static_cast<unsigned>(std::min<long long>(tiles, 1 << 20));
     fold_tiled_kernel<<<blocks, dim3(kFoldTile, kFoldTileRows), 0, stream>>>(child, factor, a);
+    CUDA_CHECK(cudaGetLastError());
+    return;
+  }
+  if (a.low_dims > 0) {
+    const unsigned blocks = static_cast<unsigned>(std::min<long long>(a.n / a.low, kFoldBlocks));
+    fold_low_kernel<<<blocks, kFoldLowThreads, 0, stream>>>(child, factor, a);
     CUDA_CHECK(cudaGetLastError());
     return;
   }

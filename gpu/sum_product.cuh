@@ -42,16 +42,34 @@ void launch_sum_product(const LaunchPlan& p, const DeviceTables& t, const T* con
 // (its stride-1 dimension first, then the one of stride its size, ...), none the child's last:
 // the entries go through shared memory in tiles of those and of the child's last dimension, so
 // that both the reads and the writes are coalesced (a transpose).
+// Otherwise `set_dims` (where the child has fewer than 2^31 entries): tiles over a set of
+// dimensions, the child's last ones and the factor's innermost ones together (`set`, at most
+// kFoldSetMax entries), for a child whose last dimensions are short (two or three values each,
+// as the marginals' downward pass lays inputs out): a block reads a tile in the factor's order
+// into shared memory and writes it in the child's, the other dimensions' digits in 32 bits
+// (`div32`). A factor's innermost dimension too long for the set is split in two (its fastest
+// part, a divisor of its size, joins the set).
+// Otherwise `low_dims` > 0: the child's last low_dims dimensions (`low` entries, at most
+// kFoldLowMax) have their factor offsets in a table each block builds once in shared memory; a
+// block takes `low` consecutive child entries at a time, each thread dividing the block's index
+// over the other dimensions once for every low / (its block's threads) entries instead of its
+// every index over all of them.
 enum class FoldMode : int { add, assign, divide };
+inline constexpr int kFoldSetMax = 2048, kFoldLowMax = 2048;
 struct FoldArgs {
   long long n = 0;
   int nv = 0;
   FoldMode mode = FoldMode::add;
   int tiled = 0;
   int tile_dims[4];
+  int set_dims = 0, set = 1;
+  int set_dim[16];      // the set's dimensions, in the child's order
+  int set_fstride[16];  // each one's stride among the set's entries in the factor's order
+  int low_dims = 0, low = 1;
   long long stride[48];
   long long child_stride[48];
   FastDiv64 div[48];
+  FastDiv div32[48];
 };
 // The arguments of a fold, permute or divide over a child table of these variables' sizes and
 // the factor's strides: adjacent variables that are adjacent in the factor too (or both absent

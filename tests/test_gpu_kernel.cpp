@@ -519,14 +519,21 @@ TEST_CASE("GpuKernel.FoldPermuteDivideMatchHost", "[gpu]") {
   // variable and another, j, of 17-70 values each, j the factor's last. Rounds from 60 on, as the
   // marginals' downward pass lays inputs out (short dimensions, the factor's innermost ones far
   // from the child's last): 12-20 variables of two values (two of three, some rounds), the factor's
-  // order the child's shuffled or rotated, some variables left out of the factor in the even ones.
+  // order the child's shuffled or rotated, some variables left out of the factor in the even ones;
+  // from 90 on, 16-23 such variables, the factor's order the child's cut into runs of 1-9
+  // variables put in a random order (long merged dimensions that the set-of-dimensions tiles
+  // split, and low dimensions many).
   std::mt19937_64 rng(20261201);
   gpu::Context& ctx = context();
   const auto values = [&](int lo, int n) { return lo + static_cast<int>(rng() % n); };
-  for (int round = 0; round < 90; ++round) {
+  for (int round = 0; round < 120; ++round) {
+    const bool runs = round >= 90;
     const bool layout = round >= 60;
     const bool transpose = !layout && round % 2 == 1;
-    const int nv = layout ? values(12, 9) : transpose ? values(2, 4) : values(1, 14);
+    const int nv = runs        ? values(16, 8)
+                   : layout    ? values(12, 9)
+                   : transpose ? values(2, 4)
+                               : values(1, 14);
     std::vector<int> card(nv);
     for (int& c : card) c = layout ? 2 : values(1, 5);
     if (layout && round % 3 == 0) card[rng() % nv] = 3, card[rng() % nv] = 3;
@@ -536,7 +543,15 @@ TEST_CASE("GpuKernel.FoldPermuteDivideMatchHost", "[gpu]") {
     for (int v = 0; v < nv; ++v)
       if (v == j || (transpose && v == nv - 1) || (layout && round % 2 == 1) || rng() % 4 != 0)
         fvars.push_back(v);
-    if (layout && round % 4 < 2)
+    if (runs) {
+      std::vector<std::vector<int>> cut;
+      for (std::size_t k = 0; k < fvars.size(); k += cut.back().size())
+        cut.emplace_back(fvars.begin() + k,
+                         fvars.begin() + std::min<std::size_t>(fvars.size(), k + values(1, 9)));
+      std::shuffle(cut.begin(), cut.end(), rng);
+      fvars.clear();
+      for (const auto& r : cut) fvars.insert(fvars.end(), r.begin(), r.end());
+    } else if (layout && round % 4 < 2)
       std::shuffle(fvars.begin(), fvars.end(), rng);
     else if (layout && fvars.size() >= 2)
       std::rotate(fvars.begin(), fvars.begin() + 1 + rng() % (fvars.size() - 1), fvars.end());

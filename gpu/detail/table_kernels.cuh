@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "gpu/detail/kernel_args.cuh"
 #include "gpu/sum_product.cuh"
 
 namespace kinfer::gpu {
@@ -117,6 +118,86 @@ __global__ void fold_tiled_kernel(double* child, const double* factor, const Fol
       }
       fold_one(child[c], tile[threadIdx.x][r], a.mode);
     }
+  }
+}
+
+// FoldArgs::set_dims: a block per tile (the other dimensions' digits fixed). Each block first
+// works out, for each of the set's entries in the factor's order (w), its factor offset and its
+// position in the child's order (u), and for each u its child offset; a tile is then read by w
+// (in runs along the factor) into shared memory at u, and written by u (in runs along the
+// child). Offsets in 32 bits: the child has fewer than 2^31 entries, the factor no more.
+__global__ void fold_set_kernel(double* child, const double* factor, const FoldArgs a) {
+  __shared__ double tile[kFoldSetMax];
+  __shared__ int factor_at[kFoldSetMax], u_of[kFoldSetMax], child_at[kFoldSetMax];
+  unsigned long long in_set = 0;
+  for (int g = 0; g < a.set_dims; ++g) in_set |= 1ull << a.set_dim[g];
+  const auto digit = [&](unsigned& rest, int v) {
+    const unsigned q = fdiv(rest, DevDiv{a.div32[v].mul, a.div32[v].shift});
+    const int d = static_cast<int>(rest - q * a.div32[v].d);
+    rest = q;
+    return d;
+  };
+  for (int u = threadIdx.x; u < a.set; u += blockDim.x) {
+    unsigned rest = static_cast<unsigned>(u);
+    int c = 0, f = 0, w = 0;
+    for (int g = a.set_dims - 1; g >= 0; --g) {  // the child's order, the last fastest
+      const int v = a.set_dim[g];
+      const int d = digit(rest, v);
+      c += d * static_cast<int>(a.child_stride[v]);
+      f += d * static_cast<int>(a.stride[v]);
+      w += d * a.set_fstride[g];
+    }
+    child_at[u] = c;
+    factor_at[w] = f;
+    u_of[w] = u;
+  }
+  const unsigned tiles = static_cast<unsigned>(a.n / a.set);
+  for (unsigned t = blockIdx.x; t < tiles; t += gridDim.x) {
+    unsigned rest = t;
+    int f0 = 0, c0 = 0;
+    for (int v = a.nv - 1; v >= 0; --v) {  // the other dimensions, the last fastest
+      if (in_set >> v & 1) continue;
+      const int d = digit(rest, v);
+      f0 += d * static_cast<int>(a.stride[v]);
+      c0 += d * static_cast<int>(a.child_stride[v]);
+    }
+    __syncthreads();  // the tables written; the previous tile written out
+    for (int w = threadIdx.x; w < a.set; w += blockDim.x) tile[u_of[w]] = factor[f0 + factor_at[w]];
+    __syncthreads();
+    for (int u = threadIdx.x; u < a.set; u += blockDim.x)
+      fold_one(child[c0 + child_at[u]], tile[u], a.mode);
+  }
+}
+
+// FoldArgs::low_dims: the low dimensions' factor offsets in shared memory (lo), then a block per
+// run of `low` child entries (t), its factor offset f0 over the other dimensions worked out by
+// each thread once per run.
+__global__ void fold_low_kernel(double* child, const double* factor, const FoldArgs a) {
+  __shared__ long long lo[kFoldLowMax];
+  const int high = a.nv - a.low_dims;  // the low dimensions are high..nv-1
+  for (int j = threadIdx.x; j < a.low; j += blockDim.x) {
+    unsigned long long rest = static_cast<unsigned long long>(j);
+    long long f = 0;
+    for (int v = a.nv - 1; v >= high; --v) {
+      const unsigned long long q = (__umul64hi(rest, a.div[v].mul) + rest) >> a.div[v].shift;
+      f += static_cast<long long>(rest - q * a.div[v].d) * a.stride[v];
+      rest = q;
+    }
+    lo[j] = f;
+  }
+  __syncthreads();
+  const long long runs = a.n / a.low;
+  for (long long t = blockIdx.x; t < runs; t += gridDim.x) {
+    unsigned long long rest = static_cast<unsigned long long>(t);
+    long long f0 = 0;
+    for (int v = high - 1; v >= 0 && rest > 0; --v) {
+      const unsigned long long q = (__umul64hi(rest, a.div[v].mul) + rest) >> a.div[v].shift;
+      f0 += static_cast<long long>(rest - q * a.div[v].d) * a.stride[v];
+      rest = q;
+    }
+    double* c = child + t * a.low;
+    const double* f = factor + f0;
+    for (int j = threadIdx.x; j < a.low; j += blockDim.x) fold_one(c[j], f[lo[j]], a.mode);
   }
 }
 
