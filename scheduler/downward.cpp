@@ -6,14 +6,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <exception>
 #include <limits>
-#include <mutex>
 #include <stdexcept>
+#include <thread>
 
 #include "engine/model.hpp"       // table_size
 #include "gpu/merge_inputs.hpp"   // kFoldMaxVars, merge_plan
 #include "gpu/random_bucket.hpp"  // bucket_spec
+#include "scheduler/preparation.hpp"
 
 namespace kinfer::sched {
 
@@ -131,10 +131,10 @@ Message message_onto(const Plan& plan, int b, const std::vector<int>& target, in
 // The messages onto the eliminated variables from the bucket's belief over its children's
 // outputs: each eliminated variable from the child of smallest output that has it, among the
 // children whose table holds none of the bucket's factors (a factor folded into a held child's
-// table is in that child's message too). Empty when some eliminated variable is in no such
-// child's output, or a message has no kernel: the joint messages then take them all.
-std::vector<Message> messages_from_children(const Plan& plan, int b,
-                                            const std::vector<Source>& src) {
+// table is in that child's message too). The variables in no such child's output, or whose
+// child's message would have no kernel, are left in `rest`: the joint messages take them.
+std::vector<Message> messages_from_children(const Plan& plan, int b, const std::vector<Source>& src,
+                                            std::vector<int>& rest) {
   const Bucket& bk = plan.tree.buckets[b];
   const auto& card = plan.model.card;
   const std::vector<int> elim(bk.vars.end() - bk.n_marg, bk.vars.end());
@@ -150,7 +150,6 @@ std::vector<Message> messages_from_children(const Plan& plan, int b,
                             table_size(plan.tree.buckets[bk.children[via[k]]].output_vars(), card))
         via[k] = static_cast<int>(ci);
     }
-  if (std::find(via.begin(), via.end(), -1) != via.end()) return {};
   std::vector<Message> msg;
   for (std::size_t ci = 0; ci < bk.children.size(); ++ci) {
     if (std::find(via.begin(), via.end(), static_cast<int>(ci)) == via.end()) continue;
@@ -162,17 +161,24 @@ std::vector<Message> messages_from_children(const Plan& plan, int b,
       if (at != elim.end() && via[at - elim.begin()] == static_cast<int>(ci))
         m.shape.vars.push_back(v);
     }
-    if (table_size(m.shape.vars, card) > kJointEntries) return {};
+    const std::vector<int> onto = m.shape.vars;
     m.shape.n_marg = static_cast<int>(out.size() - m.shape.vars.size());
     for (int v : out)
       if (std::find(m.shape.vars.begin(), m.shape.vars.end(), v) == m.shape.vars.end())
         m.shape.vars.push_back(v);
     m.shape.card = cards_of(m.shape.vars, card);
     m.scopes = {m.shape.vars, m.shape.vars};
-    if (static_cast<int>(out.size()) > gpu::kFoldMaxVars) return {};
-    if (m.shape.n_marg > 0 && !gpu::why_no_kernel(m.shape, m.scopes).empty()) return {};
+    if (table_size(onto, card) > kJointEntries ||
+        static_cast<int>(out.size()) > gpu::kFoldMaxVars ||
+        (m.shape.n_marg > 0 && !gpu::why_no_kernel(m.shape, m.scopes).empty())) {
+      for (int v : onto) via[std::find(elim.begin(), elim.end(), v) - elim.begin()] = -1;
+      continue;
+    }
     msg.push_back(std::move(m));
   }
+  rest.clear();
+  for (std::size_t k = 0; k < elim.size(); ++k)
+    if (via[k] < 0) rest.push_back(elim[k]);
   return msg;
 }
 
@@ -286,26 +292,24 @@ std::vector<Message> messages_of(const Plan& plan, int b, const std::vector<Sour
                                  static_cast<int>(ci), src));
   // The eliminated variables from the children's beliefs, each a table of a child's output
   // size, where they can: a joint message reads the bucket's whole state space.
-  if (std::vector<Message> from = messages_from_children(plan, b, src); !from.empty()) {
-    for (Message& m : from) msg.push_back(std::move(m));
-    return msg;
-  }
-  // The eliminated variables' joint: messages onto groups of them, each as many consecutive
-  // variables as keep its table within kJointEntries (a root bucket eliminates all its
-  // variables: one message onto each would be as many passes over the bucket).
+  std::vector<int> rest;
+  for (Message& m : messages_from_children(plan, b, src, rest)) msg.push_back(std::move(m));
+  // The others' joint: messages onto groups of them, each as many consecutive variables as keep
+  // its table within kJointEntries (a root bucket eliminates all its variables: one message
+  // onto each would be as many passes over the bucket).
   std::vector<int> group;
   std::int64_t size = 1;
-  for (auto v = bk.vars.end() - bk.n_marg; v != bk.vars.end(); ++v) {
-    const int c = plan.model.card[*v];
+  for (int v : rest) {
+    const int c = plan.model.card[v];
     if (!group.empty() && size * c > kJointEntries) {
       msg.push_back(message_onto(plan, b, group, -1, src));
       group.clear();
       size = 1;
     }
-    group.push_back(*v);
+    group.push_back(v);
     size *= c;
   }
-  msg.push_back(message_onto(plan, b, group, -1, src));
+  if (!group.empty()) msg.push_back(message_onto(plan, b, group, -1, src));
   return msg;
 }
 
@@ -467,12 +471,17 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_
           spdlog::debug("downward pass: bucket {} on the host: {}", b, why);
           gpu_step[b] = 0;
         }
-    if (!gpu_step[b]) {
-      src[b].clear(), msg[b].clear();
-      continue;
-    }
+    if (!gpu_step[b]) src[b].clear(), msg[b].clear();
+  }
+  // The messages run by kernels in the order the pass queues them (root first).
+  std::vector<std::vector<int>> kernel_at(nb);  // [b][message]: its position in `kernels`, or -1
+  for (int b = nb - 1; b >= 0; --b) {
+    kernel_at[b].assign(msg[b].size(), -1);
     for (std::size_t k = 0; k < msg[b].size(); ++k)
-      if (msg[b][k].shape.n_marg > 0) kernels.emplace_back(b, static_cast<int>(k));
+      if (msg[b][k].shape.n_marg > 0) {
+        kernel_at[b][k] = static_cast<int>(kernels.size());
+        kernels.emplace_back(b, static_cast<int>(k));
+      }
   }
   using clock = std::chrono::steady_clock;
   const auto since = [](clock::time_point t) {
@@ -487,25 +496,43 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_
   // buckets, the host time allocating device tables.
   std::vector<std::pair<double, std::string>> slow_messages, permute_log;
   double alloc_total = 0, host_seconds = 0, gpu_seconds = 0;
-  // The kernels' launch plans, built on every thread beforehand (the selector's work, once per
-  // shape), their tables queued for upload on the pass's stream.
-  {
-    std::exception_ptr error;
-    std::mutex mu;
-    const int nt = threads > 0 ? threads : omp_get_max_threads();
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
-    for (std::size_t i = 0; i < kernels.size(); ++i) {
+  // The kernels' launch plans (the selector's work, once per shape), built beside the pass in the
+  // order it queues them: the GPU starts on the first messages at once instead of after all the
+  // plans. Half the threads build them (the pass's own thread runs host buckets' steps on all of
+  // them meanwhile). Their tables are uploaded on a stream of their own (a copy from pageable
+  // memory waits for the work queued on its stream), which the pass's stream waits for; the pass
+  // builds a plan nobody has started itself and waits for one being built. With -v they are all
+  // built first, so that each message's time is its own.
+  const int upload_stream = ctx.num_streams() > 1 ? 1 : 0;
+  Preparation prep(static_cast<int>(kernels.size()));
+  const auto prepare = [&](int i) {
+    prep.build(i, [&] {
       const Message& m = msg[kernels[i].first][kernels[i].second];
-      try {
-        ctx.prepare(m.shape, m.scopes, 0);
-      } catch (...) {
-        std::lock_guard lock(mu);
-        if (!error) error = std::current_exception();
-      }
+      ctx.prepare(m.shape, m.scopes, upload_stream);
+    });
+  };
+  const int preparing = static_cast<int>(std::min<std::size_t>(
+      std::max(1, (threads > 0 ? threads : omp_get_max_threads()) / 2), kernels.size()));
+  const auto prepare_all = [&] {
+#pragma omp parallel for schedule(dynamic, 1) num_threads(preparing)
+    for (std::size_t i = 0; i < kernels.size(); ++i)
+      if (!prep.failed()) prepare(static_cast<int>(i));
+  };
+  std::thread preparer;
+  struct JoinPreparer {  // on every way out: what is left is not built, the threads joined
+    Preparation& prep;
+    std::thread& t;
+    ~JoinPreparer() {
+      prep.stop();
+      if (t.joinable()) t.join();
     }
-    if (error) std::rethrow_exception(error);
+  } join_preparer{prep, preparer};
+  if (timed) {
+    prepare_all();
+    prep.rethrow();
+  } else if (!kernels.empty()) {
+    preparer = std::thread(prepare_all);
   }
-
   const double prepared = since(t0);
   constexpr int kStream = 0;
   Tables tables(ctx);
@@ -662,6 +689,8 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_
           ctx.synchronize(kStream);
           laid_s = since(tl);
         }
+        prepare(kernel_at[b][k]);
+        prep.rethrow();
         ctx.run_bucket(m.shape, in, out, kStream);
         for (gpu::Handle t : laid_out) tables.release(t);  // safe with the kernel still queued
       }

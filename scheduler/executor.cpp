@@ -26,6 +26,7 @@
 #include "gpu/random_bucket.hpp"
 #include "scheduler/downward.hpp"
 #include "scheduler/plan_costs.hpp"
+#include "scheduler/preparation.hpp"
 #include "scheduler/executor_internal.hpp"
 #include "scheduler/staging.hpp"
 
@@ -38,53 +39,6 @@ using exec::merged_inputs;
 using exec::MergedInputs;
 using exec::Run;
 using exec::Shared;
-
-namespace {
-
-// The kernel plans' preparation beside the run: each GPU bucket's plan built once, by whichever
-// thread claims it first (the preparing threads, largest first, or the GPU thread reaching it);
-// the others wait for it. The first error is kept and rethrown by the run.
-class Preparation {
- public:
-  explicit Preparation(int nb) : state_(static_cast<std::size_t>(nb)) {}
-  template <class F>
-  void build(int b, F&& f) {
-    int expected = 0;
-    if (state_[b].compare_exchange_strong(expected, 1)) {
-      if (!stop_.load())
-        try {
-          f();
-        } catch (...) {
-          std::lock_guard lock(m_);
-          if (!error_) error_ = std::current_exception();
-          failed_ = true;
-        }
-      {
-        std::lock_guard lock(m_);
-        state_[b].store(2);
-      }
-      cv_.notify_all();
-      return;
-    }
-    std::unique_lock lock(m_);
-    cv_.wait(lock, [&] { return state_[b].load() == 2; });
-  }
-  bool failed() const { return failed_.load() || stop_.load(); }
-  void stop() { stop_ = true; }
-  void rethrow() {
-    std::lock_guard lock(m_);
-    if (error_) std::rethrow_exception(error_);
-  }
-
- private:
-  std::vector<std::atomic<int>> state_;  // 0 not started, 1 being built, 2 built (or failed)
-  std::atomic<bool> failed_{false}, stop_{false};
-  std::mutex m_;
-  std::condition_variable cv_;
-  std::exception_ptr error_;
-};
-
-}  // namespace
 
 namespace exec {
 
