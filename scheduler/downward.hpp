@@ -20,11 +20,14 @@
 // sums b's belief (all its inputs) onto that union, and each such child's message is the union
 // summed onto its output and divided by that output (Context::divide; where the output is zero,
 // -inf: every belief below the child is zero there whatever the message says): a pass over the
-// union per child instead of one over the bucket. The eliminated variables' marginals come
-// from the bucket's belief over a child's output variables (the message to that child times
-// the child's output: a table of the child's output size) where every eliminated variable is in
-// such a child's output; else from their joint, one more message over the whole bucket. Either
-// is brought back to the host and summed onto each variable.
+// union per child instead of one over the bucket. An eliminated variable's marginal comes from
+// the bucket's belief over a child's output variables (the message to that child times the
+// child's output: a table of the child's output size) where it is in such a child's output;
+// the others' from their joint, one more message over the whole bucket. Either is brought back
+// to the host and summed onto each variable.
+//
+// The messages' launch plans are built beside the pass, in the order it queues them
+// (scheduler/preparation.hpp).
 //
 // A factor the upward pass added into a held child's table (gpu/merge_inputs.hpp rule 3) is in
 // that table: it enters b's other messages through it, and the message to that child gets it as
