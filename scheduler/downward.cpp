@@ -21,8 +21,10 @@ namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
-// The largest table of a message onto a group of a bucket's eliminated variables (their joint).
-constexpr std::int64_t kJointEntries = 4096;
+// The largest table of a message onto a group of a bucket's eliminated variables (their joint),
+// and of a joint kept on the device to take such messages from (a pass over it instead of one
+// over the bucket for each).
+constexpr std::int64_t kJointEntries = 4096, kJointDevice = std::int64_t{1} << 22;
 
 // A union message (child_groups) has at most this share of its bucket's states: each message
 // taken from it is a pass over the union instead of one over the bucket.
@@ -40,14 +42,16 @@ struct Source {
 // One message of a bucket: onto a child's output variables (`child`, its position), from the
 // sources that enter it or (`from_union`) from a union message; a union message (`group`, the
 // children it serves; child -1): the bucket's belief, all its sources, summed onto the union of
-// those children's output variables; or onto some of the bucket's eliminated variables (child
-// -1): from all the bucket's sources (their joint), or from the bucket's belief over a child's
-// output variables (`from_child`: the message to that child times the child's output, the two
-// inputs in `scopes`).
+// those children's output variables, or (`union_of_eliminated`) onto eliminated variables that
+// no child has; or onto some of the bucket's eliminated variables (child -1): from all the
+// bucket's sources (their joint), from such a union message, or from the bucket's belief over a
+// child's output variables (`from_child`: the message to that child times the child's output,
+// the two inputs in `scopes`).
 struct Message {
   int child = -1;
   int from_child = -1;
   int from_union = -1;                   // the index of the union message it is taken from
+  bool union_of_eliminated = false;
   std::vector<int> group;                // a union message: the children it serves
   BucketShape shape;                     // the target's variables first, then the rest
   std::vector<int> sources;              // positions in the bucket's sources
@@ -275,6 +279,20 @@ std::vector<Message> union_messages(const Plan& plan, int b, const std::vector<i
   return msg;
 }
 
+// `vars` in groups of consecutive variables, each as many as keep a table within `entries`.
+std::vector<std::vector<int>> consecutive_groups(const Plan& plan, const std::vector<int>& vars,
+                                                 std::int64_t entries) {
+  std::vector<std::vector<int>> groups;
+  std::int64_t size = 1;
+  for (int v : vars) {
+    const int c = plan.model.card[v];
+    if (groups.empty() || size * c > entries) groups.emplace_back(), size = 1;
+    groups.back().push_back(v);
+    size *= c;
+  }
+  return groups;
+}
+
 std::vector<Message> messages_of(const Plan& plan, int b, const std::vector<Source>& src) {
   const Bucket& bk = plan.tree.buckets[b];
   std::vector<Message> msg;
@@ -294,22 +312,40 @@ std::vector<Message> messages_of(const Plan& plan, int b, const std::vector<Sour
   // size, where they can: a joint message reads the bucket's whole state space.
   std::vector<int> rest;
   for (Message& m : messages_from_children(plan, b, src, rest)) msg.push_back(std::move(m));
-  // The others' joint: messages onto groups of them, each as many consecutive variables as keep
-  // its table within kJointEntries (a root bucket eliminates all its variables: one message
-  // onto each would be as many passes over the bucket).
-  std::vector<int> group;
-  std::int64_t size = 1;
-  for (int v : rest) {
-    const int c = plan.model.card[v];
-    if (!group.empty() && size * c > kJointEntries) {
-      msg.push_back(message_onto(plan, b, group, -1, src));
-      group.clear();
-      size = 1;
+  // The others' joint (a root bucket eliminates all its variables, most of them in no child's
+  // output): in parts of as many consecutive variables as keep a table within kJointDevice,
+  // their groups within kJointEntries each one message over the bucket; or, where a part takes
+  // g >= 2 groups and has at most a quarter of the states of a bucket of at least
+  // kJointKeptStates, one message over the bucket onto the part, kept on the device (a union
+  // message), and the groups' messages from it, each a pass over the part's table: at most
+  // 1 + g / 4 passes' work instead of g. (Over 2^23 states, a pass over the bucket costs about
+  // what the launches and layouts the kept joint adds cost on an H200.)
+  constexpr double kJointKeptStates = 1 << 23, kJointKeptShare = 0.25;
+  const double bucket_states = std::exp2(bk.log2_states);
+  for (const std::vector<int>& part : consecutive_groups(plan, rest, kJointDevice)) {
+    const std::vector<std::vector<int>> groups = consecutive_groups(plan, part, kJointEntries);
+    Message u = message_onto(plan, b, part, -1, src);
+    u.union_of_eliminated = true;
+    if (groups.size() >= 2 && bucket_states >= kJointKeptStates &&
+        static_cast<double>(table_size(part, plan.model.card)) <= kJointKeptShare * bucket_states &&
+        gpu::why_no_kernel(u.shape, u.scopes).empty()) {
+      const int at = static_cast<int>(msg.size());
+      msg.push_back(std::move(u));
+      for (const std::vector<int>& g : groups) {
+        Message d;
+        d.from_union = at;
+        d.shape.vars = g;
+        for (int v : part)
+          if (std::find(g.begin(), g.end(), v) == g.end()) d.shape.vars.push_back(v);
+        d.shape.n_marg = static_cast<int>(part.size() - g.size());
+        d.shape.card = cards_of(d.shape.vars, plan.model.card);
+        d.scopes = {d.shape.vars};
+        msg.push_back(std::move(d));
+      }
+      continue;
     }
-    group.push_back(v);
-    size *= c;
+    for (const std::vector<int>& g : groups) msg.push_back(message_onto(plan, b, g, -1, src));
   }
-  if (!group.empty()) msg.push_back(message_onto(plan, b, group, -1, src));
   return msg;
 }
 
@@ -428,7 +464,7 @@ double downward_device_bytes(const Plan& plan, std::span<const char> on_gpu) {
       if (x.kind == Source::factor || x.kind == Source::product)
         in += static_cast<double>(table_size(x.scope, card));
     for (const Message& m : messages_of(plan, static_cast<int>(b), src))
-      if (!m.group.empty())
+      if (!m.group.empty() || m.union_of_eliminated)
         union_entries = std::max(union_entries, static_cast<double>(m.shape.output_size()));
     for (int c : bk.children) {
       const double n = static_cast<double>(table_size(buckets[c].output_vars(), card));
@@ -625,7 +661,7 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_
       const std::int64_t n_out = m.shape.output_size();
       const gpu::Handle out = timed_alloc(n_out);
       const std::vector<int> target(m.shape.vars.begin(), m.shape.vars.end() - m.shape.n_marg);
-      if (!m.group.empty())
+      if (!m.group.empty() || m.union_of_eliminated)
         unions[k] = out, union_vars[k] = target;
       else if (m.child >= 0)
         from_above[bk.children[m.child]] = out;
@@ -694,13 +730,13 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_
         ctx.run_bucket(m.shape, in, out, kStream);
         for (gpu::Handle t : laid_out) tables.release(t);  // safe with the kernel still queued
       }
-      if (m.from_union >= 0) {
+      if (m.from_union >= 0 && m.child >= 0) {
         // The belief over the child's output, divided by that output: the message.
         const std::size_t s = child_source(m.child);
         ctx.divide(out, target_card, strides_in(target, src[b][s].scope, card), h[s], kStream);
-        if (k + 1 == msg[b].size() || msg[b][k + 1].from_union != m.from_union)
-          tables.release(unions[m.from_union]);  // its last child's message queued
       }
+      if (m.from_union >= 0 && (k + 1 == msg[b].size() || msg[b][k + 1].from_union != m.from_union))
+        tables.release(unions[m.from_union]);  // its last message queued
       if (timed) {
         ctx.synchronize(kStream);
         std::string variant;
@@ -756,21 +792,25 @@ void run_downward(gpu::Context& ctx, const Plan& plan, std::span<const char> on_
                          1e3 * slowest[i].first, msg[b].size(), buckets[b].log2_states);
     }
     std::size_t messages = 0, from_children = 0, union_msgs = 0, from_unions = 0;
+    std::size_t kept_joints = 0, from_kept = 0;
     for (const auto& ms : msg)
       for (const Message& m : ms) {
         ++messages;
         from_children += m.from_child >= 0;
         union_msgs += !m.group.empty();
-        from_unions += m.from_union >= 0;
+        from_unions += m.from_union >= 0 && m.child >= 0;
+        kept_joints += m.union_of_eliminated;
+        from_kept += m.from_union >= 0 && m.child < 0;
       }
     spdlog::debug(
         "downward pass: {} buckets on the host, the others' {} messages on the GPU "
         "({} by kernels, {} inputs laid out; {} to children from {} unions of their "
-        "outputs; {} onto eliminated variables from a child's belief, {} joints), kernel "
-        "plans {:.3f} s, the buckets {:.3f} s (on the host {:.3f} s, on the GPU {:.3f} s); the "
-        "slowest:{}",
+        "outputs; {} onto eliminated variables from a child's belief, {} joints, {} of them from "
+        "{} joints kept on the device), kernel plans {:.3f} s, the buckets {:.3f} s (on the host "
+        "{:.3f} s, on the GPU {:.3f} s); the slowest:{}",
         on_host_buckets, messages, kernels.size(), permutes, from_unions, union_msgs, from_children,
-        joints.size() - from_children, prepared, queued - prepared, host_seconds, gpu_seconds, top);
+        joints.size() - from_children, from_kept, kept_joints, prepared, queued - prepared,
+        host_seconds, gpu_seconds, top);
     // The slowest messages, with the kernel each ran (a message's kernel runs alone with -v).
     std::sort(slow_messages.rbegin(), slow_messages.rend());
     for (std::size_t i = 0; i < std::min<std::size_t>(slow_messages.size(), 8); ++i)

@@ -23,8 +23,11 @@
 // union per child instead of one over the bucket. An eliminated variable's marginal comes from
 // the bucket's belief over a child's output variables (the message to that child times the
 // child's output: a table of the child's output size) where it is in such a child's output;
-// the others' from their joint, one more message over the whole bucket. Either is brought back
-// to the host and summed onto each variable.
+// the others' from their joint: one more message over the whole bucket per group of them within
+// 4096 entries or, for more (a root eliminates all its variables, most of them in no child's
+// output) in a bucket of 2^23 states or more of which they span at most a quarter, one message over
+// the bucket onto up to 2^22 entries of their joint kept on the device, the groups' messages
+// taken from that. Either is brought back to the host and summed onto each variable.
 //
 // The messages' launch plans are built beside the pass, in the order it queues them
 // (scheduler/preparation.hpp).

@@ -737,7 +737,7 @@ TEST_CASE("Scheduler.RunnerRunsTheUpwardPassOfMarAndMpe", "[scheduler]") {
   // device held (UpwardPass::on_device), leaving out the factors folded into them; the
   // marginals' downward pass runs on the device that held them (scheduler/downward.hpp), the
   // factors folded into a child's table given to that child's message only.
-  for (const char* name : {"Pedigree_11.uai", "DBN_11.uai"}) {
+  for (const char* name : {"Pedigree_11.uai", "DBN_11.uai", "Grids_11.uai"}) {
     const Plan plan = uai_plan(name);
     const Marginals want = compute_marginals(plan);
     const MostProbable best = compute_mpe(plan);
@@ -764,7 +764,9 @@ TEST_CASE("Scheduler.RunnerRunsTheUpwardPassOfMarAndMpe", "[scheduler]") {
       // (more kernels than the upward pass's buckets, one per child and bucket, some inputs
       // laid out in a message's order, and two children's messages taken from the union of
       // their outputs, each divided by its child's output). DBN_11's buckets have more factors than
-      // a kernel takes: their messages take them grouped, as the upward kernels do.
+      // a kernel takes: their messages take them grouped, as the upward kernels do. Grids_11's
+      // root has 22 binary variables in no child's output: their joint is kept on the device,
+      // the messages onto groups of them taken from it.
       const int mar_kernels = dev.kernels - kernels_before;
       if (way == 0 && std::string(name) == "Pedigree_11.uai") {
         CHECK(mar_kernels > static_cast<int>(plan.tree.buckets.size()));
