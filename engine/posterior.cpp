@@ -10,6 +10,7 @@
 #include <deque>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -284,6 +285,9 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
     // [member]: where the member has one block variable, its stride among the group's
     // configurations (its sums are then column sums, which vectorise); 0 otherwise
     std::vector<std::int64_t> one_var_stride;
+    // Members with the same block variables (the same `to`) have the same sums of a block: each
+    // such class summed once (`classes`: a member of each), then added onto each member.
+    std::vector<std::size_t> classes, class_of;
   };
   std::vector<Group> groups;
   std::vector<int> large;  // targets outside the groups
@@ -304,7 +308,7 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
         g = &h;
         break;
       }
-    if (!g) g = &groups.emplace_back(Group{std::vector<char>(nv, 0), 1, {}, {}, 1, {}, {}, {}});
+    if (!g) g = &groups.emplace_back(Group{std::vector<char>(nv, 0), 1, {}, {}, 1, {}, {}, {}, {}, {}});
     g->n = union_size(g->vars);
     for (int j = 0; j < nv; ++j) g->vars[j] |= in_block[t][j];
     g->members.push_back(static_cast<int>(t));
@@ -334,9 +338,19 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
         if (in_block[t][j]) ++n_vars, var = j;
       g.one_var_stride.push_back(n_vars == 1 ? gst[var] : 0);
     }
+    std::map<std::vector<std::int64_t>, std::size_t> class_at;
+    for (std::size_t m = 0; m < g.members.size(); ++m) {
+      std::vector<std::int64_t> key = g.to[m];
+      key.push_back(n_local[g.members[m]]);
+      const auto [it, added] = class_at.try_emplace(std::move(key), g.classes.size());
+      if (added) g.classes.push_back(m);
+      g.class_of.push_back(it->second);
+    }
   }
-  std::int64_t group_n = 0;  // the most configurations of a group: a member's sums, its columns
-  for (const Group& g : groups) group_n = std::max(group_n, g.n);
+  std::int64_t group_n = 0;  // the most configurations of a group: a class's sums, its columns
+  std::size_t group_classes = 0;
+  for (const Group& g : groups)
+    group_n = std::max(group_n, g.n), group_classes = std::max(group_classes, g.classes.size());
   // A large target whose entries a block reaches in runs (it ends with the block's last
   // variables, or lacks them) takes the block a run at a time, straight onto its entries; so does
   // one with as many local configurations as the block has entries (each entry its own).
@@ -452,7 +466,8 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
       if (!direct[t]) mine[t].assign(size[t], 0.0);
       acc[t] = direct[t] ? shared[t].data() : mine[t].data();
     }
-    std::vector<double> buf(bl.size), sums(bl.size), member(2 * group_n);
+    std::vector<double> buf(bl.size), sums(bl.size), col(group_n),
+        member(group_classes * static_cast<std::size_t>(group_n));
     // Adds the local sums y of target t for block b to the thread's sums.
     auto flush = [&](std::size_t t, std::int64_t b, const double* y) {
       double* a = acc[t] + bl.base(b, st[t].data());
@@ -481,9 +496,10 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
           for (std::int64_t r = 0; r < per; ++r) acc += x[e[r]];
           y[c] = acc;
         }
-        for (std::size_t m = 0; m < g.members.size(); ++m) {
+        for (std::size_t c = 0; c < g.classes.size(); ++c) {
+          const std::size_t m = g.classes[c];
           const int t = g.members[m];
-          double* z = member.data();
+          double* z = member.data() + c * group_n;
           const std::int64_t nl = n_local[t], stride = g.one_var_stride[m];
           if (nl == 1) {  // the member has no block variable: the block's total
             double total = 0;
@@ -492,8 +508,7 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
             z[0] = total;
           } else if (stride > 0) {  // y as rows of nl * stride columns, summed by column
             const std::int64_t w = nl * stride;
-            double* col = z + group_n;
-            std::fill(col, col + w, 0.0);
+            std::fill(col.begin(), col.begin() + w, 0.0);
             for (std::int64_t i0 = 0; i0 < g.n; i0 += w) {
 #pragma omp simd
               for (std::int64_t r = 0; r < w; ++r) col[r] += y[i0 + r];
@@ -508,8 +523,9 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
             const std::int64_t* to = g.to[m].data();
             for (std::int64_t i = 0; i < g.n; ++i) z[to[i]] += y[i];
           }
-          flush(t, b, z);
         }
+        for (std::size_t m = 0; m < g.members.size(); ++m)
+          flush(g.members[m], b, member.data() + g.class_of[m] * group_n);
       }
       for (int t : large) {
         if (onto[t]) {
