@@ -308,7 +308,8 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
         g = &h;
         break;
       }
-    if (!g) g = &groups.emplace_back(Group{std::vector<char>(nv, 0), 1, {}, {}, 1, {}, {}, {}, {}, {}});
+    if (!g)
+      g = &groups.emplace_back(Group{std::vector<char>(nv, 0), 1, {}, {}, 1, {}, {}, {}, {}, {}});
     g->n = union_size(g->vars);
     for (int j = 0; j < nv; ++j) g->vars[j] |= in_block[t][j];
     g->members.push_back(static_cast<int>(t));
