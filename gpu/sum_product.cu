@@ -100,10 +100,6 @@ long long ceil_div(long long a, long long b) { return (a + b - 1) / b; }
 
 namespace {
 
-// FoldArgs::set_dims where it pays: the child's last dimensions (at least kSetRun entries, at
-// most kSetChild) and the factor's innermost ones (at least kSetRun consecutive entries) together
-// within kFoldSetMax entries, the factor's stride-1 dimension not the child's last (where it is,
-// a thread per entry reads the factor in runs already).
 // Dimension v of a (size c, stride s) as two: its slower part (c / k, stride s * k) at v and its
 // faster part (k, stride s) at v + 1; the child's strides follow.
 void split_dim(FoldArgs& a, int v, std::int64_t k) {
@@ -115,6 +111,11 @@ void split_dim(FoldArgs& a, int v, std::int64_t k) {
   for (std::int64_t j = a.nv - 1, t = 1; j >= 0; --j) a.child_stride[j] = t, t *= a.div[j].d;
 }
 
+// FoldArgs::set_dims where it pays: the child's last dimensions (at least kSetRun entries, at
+// most kSetChild) and the factor's innermost ones (at least kSetRun consecutive entries) together
+// within kFoldSetMax entries, the factor's stride-1 dimension not the child's last (where it is,
+// a thread per entry reads the factor in runs already). Where it does not pay, `a` may be left
+// with a dimension split (the same fold).
 void fold_set(FoldArgs& a) {
   constexpr std::int64_t kSetRun = 16, kSetChild = 64;
   if (a.nv < 2 || a.n >= (std::int64_t{1} << 31) || a.stride[a.nv - 1] == 1) return;

@@ -318,8 +318,8 @@ std::vector<Message> messages_of(const Plan& plan, int b, const std::vector<Sour
   // g >= 2 groups and has at most a quarter of the states of a bucket of at least
   // kJointKeptStates, one message over the bucket onto the part, kept on the device (a union
   // message), and the groups' messages from it, each a pass over the part's table: at most
-  // 1 + g / 4 passes' work instead of g. (Over 2^23 states, a pass over the bucket costs about
-  // what the launches and layouts the kept joint adds cost on an H200.)
+  // 1 + g / 4 passes' work instead of g. (At 2^23 states a pass over the bucket costs about what
+  // the kept joint's extra launches and layouts cost on an H200.)
   constexpr double kJointKeptStates = 1 << 23, kJointKeptShare = 0.25;
   const double bucket_states = std::exp2(bk.log2_states);
   for (const std::vector<int>& part : consecutive_groups(plan, rest, kJointDevice)) {
