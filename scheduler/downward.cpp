@@ -105,6 +105,31 @@ std::vector<Source> sources_of(const Plan& plan, int b,
   return src;
 }
 
+// A sum over the variables `over` onto `target` (a subset of them): target's variables first,
+// then the others in over's order, those summed.
+BucketShape shape_onto(const std::vector<int>& target, const std::vector<int>& over,
+                       const std::vector<int>& card) {
+  BucketShape shape;
+  shape.vars = target;
+  for (int v : over)
+    if (std::find(target.begin(), target.end(), v) == target.end()) shape.vars.push_back(v);
+  shape.n_marg = static_cast<int>(over.size() - target.size());
+  shape.card = cards_of(shape.vars, card);
+  return shape;
+}
+
+// The message onto `target` taken from a union message's table (at position `from_union`, over
+// the variables `over`): its one input.
+Message message_from_union(const Plan& plan, const std::vector<int>& target,
+                           const std::vector<int>& over, int child, int from_union) {
+  Message d;
+  d.child = child;
+  d.from_union = from_union;
+  d.shape = shape_onto(target, over, plan.model.card);
+  d.scopes = {d.shape.vars};
+  return d;
+}
+
 // The message of bucket b onto `target` (a subsequence of its variables) from the sources that
 // enter it.
 Message message_onto(const Plan& plan, int b, const std::vector<int>& target, int child,
@@ -112,11 +137,7 @@ Message message_onto(const Plan& plan, int b, const std::vector<int>& target, in
   const Bucket& bk = plan.tree.buckets[b];
   Message m;
   m.child = child;
-  m.shape.vars = target;
-  for (int v : bk.vars)
-    if (std::find(target.begin(), target.end(), v) == target.end()) m.shape.vars.push_back(v);
-  m.shape.n_marg = static_cast<int>(bk.vars.size() - target.size());
-  for (int v : m.shape.vars) m.shape.card.push_back(plan.model.card[v]);
+  m.shape = shape_onto(target, bk.vars, plan.model.card);
   for (std::size_t s = 0; s < src.size(); ++s) {
     const Source& x = src[s];
     const bool enters = child < 0 ? x.only_for < 0
@@ -158,19 +179,14 @@ std::vector<Message> messages_from_children(const Plan& plan, int b, const std::
   for (std::size_t ci = 0; ci < bk.children.size(); ++ci) {
     if (std::find(via.begin(), via.end(), static_cast<int>(ci)) == via.end()) continue;
     const std::vector<int> out = plan.tree.buckets[bk.children[ci]].output_vars();
-    Message m;
-    m.from_child = static_cast<int>(ci);
+    std::vector<int> onto;
     for (int v : out) {
       const auto at = std::find(elim.begin(), elim.end(), v);
-      if (at != elim.end() && via[at - elim.begin()] == static_cast<int>(ci))
-        m.shape.vars.push_back(v);
+      if (at != elim.end() && via[at - elim.begin()] == static_cast<int>(ci)) onto.push_back(v);
     }
-    const std::vector<int> onto = m.shape.vars;
-    m.shape.n_marg = static_cast<int>(out.size() - m.shape.vars.size());
-    for (int v : out)
-      if (std::find(m.shape.vars.begin(), m.shape.vars.end(), v) == m.shape.vars.end())
-        m.shape.vars.push_back(v);
-    m.shape.card = cards_of(m.shape.vars, card);
+    Message m;
+    m.from_child = static_cast<int>(ci);
+    m.shape = shape_onto(onto, out, card);
     m.scopes = {m.shape.vars, m.shape.vars};
     if (table_size(onto, card) > kJointEntries ||
         static_cast<int>(out.size()) > gpu::kFoldMaxVars ||
@@ -264,15 +280,7 @@ std::vector<Message> union_messages(const Plan& plan, int b, const std::vector<i
   if (msg[0].shape.n_marg == 0 || !gpu::why_no_kernel(msg[0].shape, msg[0].scopes).empty())
     return {};
   for (std::size_t k = 0; k < group.size(); ++k) {
-    Message d;
-    d.child = group[k];
-    d.from_union = at;
-    d.shape.vars = outs[k];
-    for (int v : w)
-      if (std::find(outs[k].begin(), outs[k].end(), v) == outs[k].end()) d.shape.vars.push_back(v);
-    d.shape.n_marg = static_cast<int>(w.size() - outs[k].size());
-    d.shape.card = cards_of(d.shape.vars, plan.model.card);
-    d.scopes = {d.shape.vars};
+    Message d = message_from_union(plan, outs[k], w, group[k], at);
     if (d.shape.n_marg > 0 && !gpu::why_no_kernel(d.shape, d.scopes).empty()) return {};
     msg.push_back(std::move(d));
   }
@@ -324,25 +332,17 @@ std::vector<Message> messages_of(const Plan& plan, int b, const std::vector<Sour
   const double bucket_states = std::exp2(bk.log2_states);
   for (const std::vector<int>& part : consecutive_groups(plan, rest, kJointDevice)) {
     const std::vector<std::vector<int>> groups = consecutive_groups(plan, part, kJointEntries);
-    Message u = message_onto(plan, b, part, -1, src);
-    u.union_of_eliminated = true;
     if (groups.size() >= 2 && bucket_states >= kJointKeptStates &&
-        static_cast<double>(table_size(part, plan.model.card)) <= kJointKeptShare * bucket_states &&
-        gpu::why_no_kernel(u.shape, u.scopes).empty()) {
-      const int at = static_cast<int>(msg.size());
-      msg.push_back(std::move(u));
-      for (const std::vector<int>& g : groups) {
-        Message d;
-        d.from_union = at;
-        d.shape.vars = g;
-        for (int v : part)
-          if (std::find(g.begin(), g.end(), v) == g.end()) d.shape.vars.push_back(v);
-        d.shape.n_marg = static_cast<int>(part.size() - g.size());
-        d.shape.card = cards_of(d.shape.vars, plan.model.card);
-        d.scopes = {d.shape.vars};
-        msg.push_back(std::move(d));
+        static_cast<double>(table_size(part, plan.model.card)) <= kJointKeptShare * bucket_states) {
+      Message u = message_onto(plan, b, part, -1, src);
+      u.union_of_eliminated = true;
+      if (gpu::why_no_kernel(u.shape, u.scopes).empty()) {
+        const int at = static_cast<int>(msg.size());
+        msg.push_back(std::move(u));
+        for (const std::vector<int>& g : groups)
+          msg.push_back(message_from_union(plan, g, part, -1, at));
+        continue;
       }
-      continue;
     }
     for (const std::vector<int>& g : groups) msg.push_back(message_onto(plan, b, g, -1, src));
   }
