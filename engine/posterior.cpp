@@ -286,8 +286,8 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
     // configurations (its sums are then column sums, which vectorise); 0 otherwise
     std::vector<std::int64_t> one_var_stride;
     // Members with the same block variables (the same `to`) have the same sums of a block: each
-    // such class summed once (`classes`: a member of each), then added onto each member.
-    std::vector<std::size_t> classes, class_of;
+    // such class (its members' positions, the first summed) summed once and added onto each.
+    std::vector<std::vector<std::size_t>> classes;
   };
   std::vector<Group> groups;
   std::vector<int> large;  // targets outside the groups
@@ -308,8 +308,7 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
         g = &h;
         break;
       }
-    if (!g)
-      g = &groups.emplace_back(Group{std::vector<char>(nv, 0), 1, {}, {}, 1, {}, {}, {}, {}, {}});
+    if (!g) g = &groups.emplace_back(Group{std::vector<char>(nv, 0), 1, {}, {}, 1, {}, {}, {}, {}});
     g->n = union_size(g->vars);
     for (int j = 0; j < nv; ++j) g->vars[j] |= in_block[t][j];
     g->members.push_back(static_cast<int>(t));
@@ -344,14 +343,12 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
       std::vector<std::int64_t> key = g.to[m];
       key.push_back(n_local[g.members[m]]);
       const auto [it, added] = class_at.try_emplace(std::move(key), g.classes.size());
-      if (added) g.classes.push_back(m);
-      g.class_of.push_back(it->second);
+      if (added) g.classes.emplace_back();
+      g.classes[it->second].push_back(m);
     }
   }
   std::int64_t group_n = 0;  // the most configurations of a group: a class's sums, its columns
-  std::size_t group_classes = 0;
-  for (const Group& g : groups)
-    group_n = std::max(group_n, g.n), group_classes = std::max(group_classes, g.classes.size());
+  for (const Group& g : groups) group_n = std::max(group_n, g.n);
   // A large target whose entries a block reaches in runs (it ends with the block's last
   // variables, or lacks them) takes the block a run at a time, straight onto its entries; so does
   // one with as many local configurations as the block has entries (each entry its own).
@@ -467,8 +464,7 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
       if (!direct[t]) mine[t].assign(size[t], 0.0);
       acc[t] = direct[t] ? shared[t].data() : mine[t].data();
     }
-    std::vector<double> buf(bl.size), sums(bl.size), col(group_n),
-        member(group_classes * static_cast<std::size_t>(group_n));
+    std::vector<double> buf(bl.size), sums(bl.size), member(2 * group_n);
     // Adds the local sums y of target t for block b to the thread's sums.
     auto flush = [&](std::size_t t, std::int64_t b, const double* y) {
       double* a = acc[t] + bl.base(b, st[t].data());
@@ -497,10 +493,10 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
           for (std::int64_t r = 0; r < per; ++r) acc += x[e[r]];
           y[c] = acc;
         }
-        for (std::size_t c = 0; c < g.classes.size(); ++c) {
-          const std::size_t m = g.classes[c];
+        for (const std::vector<std::size_t>& cls : g.classes) {
+          const std::size_t m = cls.front();
           const int t = g.members[m];
-          double* z = member.data() + c * group_n;
+          double* z = member.data();
           const std::int64_t nl = n_local[t], stride = g.one_var_stride[m];
           if (nl == 1) {  // the member has no block variable: the block's total
             double total = 0;
@@ -509,7 +505,8 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
             z[0] = total;
           } else if (stride > 0) {  // y as rows of nl * stride columns, summed by column
             const std::int64_t w = nl * stride;
-            std::fill(col.begin(), col.begin() + w, 0.0);
+            double* col = z + group_n;
+            std::fill(col, col + w, 0.0);
             for (std::int64_t i0 = 0; i0 < g.n; i0 += w) {
 #pragma omp simd
               for (std::int64_t r = 0; r < w; ++r) col[r] += y[i0 + r];
@@ -524,9 +521,8 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
             const std::int64_t* to = g.to[m].data();
             for (std::int64_t i = 0; i < g.n; ++i) z[to[i]] += y[i];
           }
+          for (std::size_t k : cls) flush(g.members[k], b, z);
         }
-        for (std::size_t m = 0; m < g.members.size(); ++m)
-          flush(g.members[m], b, member.data() + g.class_of[m] * group_n);
       }
       for (int t : large) {
         if (onto[t]) {
