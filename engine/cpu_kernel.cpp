@@ -297,6 +297,61 @@ namespace {
 void sum_product_direct(const BucketShape& shape, std::span<const InputTable> inputs, double* out,
                         int threads);
 
+// out = the product of `inputs` (ln values summed) over every configuration of shape.vars, which
+// cover the inputs' scopes. The table is built a variable at a time: the table over
+// shape.vars[0..k) is extended by variable k, then takes every input whose last variable is k,
+// so an input costs the table over its variables and those before them, not the whole product
+// (most inputs of a bucket of pairwise factors end before its last variables). Inputs with the
+// same scope are added together first, once each.
+void product_of_small(const BucketShape& shape, std::span<const InputTable> inputs, double* out) {
+  const int nv = static_cast<int>(shape.vars.size());
+  // Identical scopes merged: tables[i] is the sum of the inputs with scope scopes[i].
+  std::vector<std::vector<int>> scopes;
+  std::vector<std::vector<double>> tables;
+  std::vector<int> last;  // [i]: position of the scope's last variable in shape.vars (-1: none)
+  const auto position = [&](int v) {
+    return static_cast<int>(std::find(shape.vars.begin(), shape.vars.end(), v) -
+                            shape.vars.begin());
+  };
+  for (const InputTable& in : inputs) {
+    const auto it = std::find(scopes.begin(), scopes.end(), in.scope);
+    if (it == scopes.end()) {
+      std::int64_t n = 1;
+      for (int v : in.scope) n *= shape.card[position(v)];
+      scopes.push_back(in.scope);
+      tables.emplace_back(in.data, in.data + n);
+      last.push_back(in.scope.empty() ? -1 : position(in.scope.back()));
+      continue;
+    }
+    std::vector<double>& t = tables[it - scopes.begin()];
+    for (std::size_t k = 0; k < t.size(); ++k) t[k] += in.data[k];
+  }
+  std::vector<std::int64_t> st(nv), off(shape.output_size());
+  BucketShape prefix;
+  out[0] = 0;
+  std::int64_t size = 1;
+  for (int k = -1; k < nv; ++k) {
+    if (k >= 0) {  // extend by variable k: entry i becomes entries i * c .. i * c + c - 1
+      const int c = shape.card[k];
+      for (std::int64_t i = size; i-- > 0;)
+        for (int x = c; x-- > 0;) out[i * c + x] = out[i];
+      size *= c;
+      prefix.vars.push_back(shape.vars[k]);
+      prefix.card.push_back(c);
+    }
+    for (std::size_t t = 0; t < tables.size(); ++t) {
+      if (last[t] != k) continue;
+      std::fill(st.begin(), st.end(), 0);
+      input_strides(prefix, scopes[t], st.data());
+      block_offsets(prefix, st.data(), 0, off.data());
+      const double* __restrict d = tables[t].data();
+      const std::int64_t* __restrict o = off.data();
+#pragma omp simd
+      for (std::int64_t i = 0; i < size; ++i) out[i] += d[o[i]];
+    }
+  }
+}
+
 }  // namespace
 
 // Buckets of Markov networks can hold hundreds of small factors, and each input costs one gather
@@ -369,7 +424,7 @@ bool combine_small_inputs(const BucketShape& shape, std::span<const InputTable> 
     std::vector<InputTable> members;
     for (int f : g.members) members.push_back(inputs[f]);
     storage[gi].resize(sub.output_size());
-    sum_product_direct(sub, members, storage[gi].data(), 1);
+    product_of_small(sub, members, storage[gi].data());
     combined.push_back({storage[gi].data(), sub.vars});
   }
   return true;

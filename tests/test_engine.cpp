@@ -320,12 +320,15 @@ TEST_CASE("Kernel.RandomBucketsMatchReference", "[engine]") {
     std::vector<int> out_card;  // empty with marg_card empty: a random shape
     std::vector<int> marg_card;
     bool constant_only = false;  // no input depends on a summed variable
+    int n_inputs = 0;            // 0: 0 to 9 inputs of any scope; else that many of 0-3 variables
   };
   const std::vector<int> two15(15, 2);
   // Shapes chosen to reach every path: few summed configurations (blocked, M = 2 and general,
   // one thread and several), more than 4096 summed configurations with many outputs (outer/hi
   // loop, parallel over outputs) and with few outputs (parallel over the summed configurations),
-  // inputs that do not depend on the summed variables, and no summed variable at all.
+  // inputs that do not depend on the summed variables, no summed variable at all, and hundreds
+  // of inputs of a few variables each (a Markov network's bucket: the small ones multiplied
+  // together first, repeated scopes among them).
   const std::vector<Spec> specs = {
       {"small random", 300, {}, {}},
       {"M = 2, parallel blocks", 6, {4, 4, 4, 4, 4, 4, 4}, {2}},
@@ -336,6 +339,8 @@ TEST_CASE("Kernel.RandomBucketsMatchReference", "[engine]") {
       {"16384 summed, 8 outputs", 4, {2, 4}, {4, 4, 4, 4, 4, 4, 4}},
       {"16384 summed, constant inputs", 4, {2, 4}, {4, 4, 4, 4, 4, 4, 4}, true},
       {"no summed variable", 10, {3, 4, 2, 4}, {}},
+      {"many small inputs", 4, {2, 2, 2, 2, 2, 2}, {2, 3, 2, 2, 2, 2, 2, 2}, false, 200},
+      {"many small inputs, 1 output", 2, {}, {2, 2, 3, 2, 2, 2, 2, 2, 2, 2, 2, 2}, false, 300},
   };
   int buckets = 0;
   for (const Spec& s : specs) {
@@ -354,18 +359,24 @@ TEST_CASE("Kernel.RandomBucketsMatchReference", "[engine]") {
       // variable ids need not be sorted or contiguous: the kernel matches them by value
       for (int i = 0; i < nv; ++i) shape.vars.push_back(1000 - 7 * i + (i % 3));
       // inputs: random subsequences, some that skip every summed variable, some empty
-      const int n_in = uni(0, 9);
+      const int n_in = s.n_inputs > 0 ? s.n_inputs : uni(0, 9);
       const double p_inf = std::vector<double>{0.0, 0.2, 0.9, 1.0}[uni(0, 3)];
       std::vector<std::vector<double>> data;
       std::vector<InputTable> in;
       for (int f = 0; f < n_in; ++f) {
         const int mode = s.constant_only ? 0 : uni(0, 3);
         std::vector<int> scope, card;
-        for (int i = 0; i < nv; ++i) {
-          const bool summed = i >= nv - shape.n_marg;
-          const bool take = mode == 0 ? !summed && uni(0, 1) : uni(0, 2) > 0;
-          if (take) scope.push_back(shape.vars[i]), card.push_back(shape.card[i]);
+        std::vector<char> take(nv, 0);
+        if (s.n_inputs > 0) {
+          for (int k = uni(0, 3); k > 0; --k) take[uni(0, nv - 1)] = 1;
+        } else {
+          for (int i = 0; i < nv; ++i) {
+            const bool summed = i >= nv - shape.n_marg;
+            take[i] = mode == 0 ? !summed && uni(0, 1) : uni(0, 2) > 0;
+          }
         }
+        for (int i = 0; i < nv; ++i)
+          if (take[i]) scope.push_back(shape.vars[i]), card.push_back(shape.card[i]);
         std::int64_t size = 1;
         for (int k : card) size *= k;
         data.push_back(random_log_table(rng, size, p_inf));
