@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <stdexcept>
 
 #include "engine/cpu_kernel.hpp"
@@ -141,6 +142,11 @@ void in_parts(std::int64_t n, int threads, Body&& body) {
 // belief_sums takes a bucket of at most this many configurations in one plain pass.
 constexpr std::int64_t kSmallBelief = 4096;
 
+// belief_sums adds each thread's blocks up for the targets over a block's variables only where
+// they have at least this many sets of those variables (each set costs a class's sums of every
+// block otherwise; the add costs a block's entries).
+constexpr std::size_t kBlockOnlySets = 4;
+
 // A child output this much smaller than its bucket (log2) gives the bucket's eliminated
 // variables in it their marginals at a small share of the pass over the bucket.
 constexpr double kSmallChildLog2 = 4;
@@ -258,19 +264,23 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
   constexpr std::int64_t kGroupMax = kBlock / 8;  // a group's configurations, at most
   std::vector<std::vector<std::int64_t>> st(n_t, std::vector<std::int64_t>(nv, 0));
   std::vector<std::int64_t> size(n_t), n_local(n_t);
-  std::vector<std::vector<std::int64_t>> local(n_t), at(n_t);
+  std::vector<std::vector<std::int64_t>> at(n_t), lst(n_t, std::vector<std::int64_t>(nv, 0));
   std::vector<std::vector<char>> in_block(n_t, std::vector<char>(nv, 0));
   for (std::size_t t = 0; t < n_t; ++t) {
     size[t] = input_strides(full, targets[t], st[t].data());
-    std::vector<std::int64_t> lst(nv, 0), off(bl.size);
     n_local[t] = 1;
     for (int j = nv - 1; j >= bl.first; --j)
-      if (st[t][j] != 0) lst[j] = n_local[t], n_local[t] *= full.card[j], in_block[t][j] = 1;
-    local[t].resize(bl.size);
-    bl.offsets(lst.data(), local[t].data());
-    bl.offsets(st[t].data(), off.data());
+      if (st[t][j] != 0) lst[t][j] = n_local[t], n_local[t] *= full.card[j], in_block[t][j] = 1;
+    // at[t]: the offsets of the local configurations (the target's block variables, the last
+    // fastest) in the target.
+    BucketShape own;
+    std::vector<std::int64_t> own_st;
+    for (int j = bl.first; j < nv; ++j)
+      if (in_block[t][j])
+        own.vars.push_back(full.vars[j]), own.card.push_back(full.card[j]),
+            own_st.push_back(st[t][j]);
     at[t].resize(n_local[t]);
-    for (std::int64_t k = 0; k < bl.size; ++k) at[t][local[t][k]] = off[k];
+    block_offsets(own, own_st.data(), 0, at[t].data());
   }
   struct Group {
     std::vector<char> vars;           // the block variables of its members
@@ -280,75 +290,164 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
     // (the block is a product of domains), those of configuration c at [c * per, (c + 1) * per).
     std::vector<std::int64_t> by_config;
     std::int64_t per = 1;
-    std::vector<int> members;                   // targets
-    std::vector<std::vector<std::int64_t>> to;  // [member][configuration]: member's local one
-    // [member]: where the member has one block variable, its stride among the group's
-    // configurations (its sums are then column sums, which vectorise); 0 otherwise
-    std::vector<std::int64_t> one_var_stride;
-    // Members with the same block variables (the same `to`) have the same sums of a block: each
-    // such class (its members' positions, the first summed) summed once and added onto each.
+    std::vector<int> members;  // targets
+    // Members with the same block variables have the same sums of a block: each such class
+    // (its members' positions) summed once and added onto each.
     std::vector<std::vector<std::size_t>> classes;
+    std::vector<std::vector<std::int64_t>> to;  // [class][configuration]: the local one
+    // [class]: where its members have one block variable, its stride among the group's
+    // configurations (the sums are then column sums, which vectorise); 0 otherwise
+    std::vector<std::int64_t> one_var_stride;
   };
-  std::vector<Group> groups;
-  std::vector<int> large;  // targets outside the groups
-  for (std::size_t t = 0; t < n_t; ++t) {
-    if (n_local[t] > kGroupMax) {
-      large.push_back(static_cast<int>(t));
-      continue;
+  // Targets over block variables only take the same entries from every block: where several
+  // sets of block variables are among them (each would be a class's sums every block), each
+  // thread adds its blocks up instead (one contiguous add a block) and those targets are summed
+  // from that total once, after the pass.
+  std::vector<char> block_only(n_t, 0);
+  if (bl.count > 1) {
+    std::set<std::vector<char>> sets;
+    for (std::size_t t = 0; t < n_t; ++t) {
+      block_only[t] = std::all_of(st[t].begin(), st[t].begin() + bl.first,
+                                  [](std::int64_t x) { return x == 0; });
+      if (block_only[t]) sets.insert(in_block[t]);
     }
-    auto union_size = [&](const std::vector<char>& vars) {
+    if (sets.size() < kBlockOnlySets) std::fill(block_only.begin(), block_only.end(), 0);
+  }
+  const bool add_blocks = std::find(block_only.begin(), block_only.end(), 1) != block_only.end();
+  // Targets with few local configurations in groups (make_groups), the others `large`: during
+  // the pass those not block_only, after it the block_only ones (summed from the blocks' total
+  // as from one block).
+  std::vector<int> large, large_after;
+  const auto make_groups = [&](bool after) {
+    std::vector<Group> groups;
+    for (std::size_t t = 0; t < n_t; ++t) {
+      if (static_cast<bool>(block_only[t]) != after) continue;
+      if (n_local[t] > kGroupMax) {
+        (after ? large_after : large).push_back(static_cast<int>(t));
+        continue;
+      }
+      auto union_size = [&](const std::vector<char>& vars) {
+        std::int64_t n = 1;
+        for (int j = bl.first; j < nv; ++j)
+          if (vars[j] || in_block[t][j]) n *= full.card[j];
+        return n;
+      };
+      Group* g = nullptr;
+      for (Group& h : groups)
+        if (union_size(h.vars) <= kGroupMax) {
+          g = &h;
+          break;
+        }
+      if (!g)
+        g = &groups.emplace_back(Group{std::vector<char>(nv, 0), 1, {}, {}, 1, {}, {}, {}, {}});
+      g->n = union_size(g->vars);
+      for (int j = 0; j < nv; ++j) g->vars[j] |= in_block[t][j];
+      g->members.push_back(static_cast<int>(t));
+    }
+    for (Group& g : groups) {
+      std::vector<std::int64_t> gst(nv, 0);
       std::int64_t n = 1;
-      for (int j = bl.first; j < nv; ++j)
-        if (vars[j] || in_block[t][j]) n *= full.card[j];
-      return n;
-    };
-    Group* g = nullptr;
-    for (Group& h : groups)
-      if (union_size(h.vars) <= kGroupMax) {
-        g = &h;
-        break;
+      for (int j = nv - 1; j >= bl.first; --j)
+        if (g.vars[j]) gst[j] = n, n *= full.card[j];
+      g.index.resize(bl.size);
+      bl.offsets(gst.data(), g.index.data());
+      g.per = bl.size / g.n;
+      g.by_config.resize(bl.size);
+      {
+        std::vector<std::int64_t> filled(g.n, 0);
+        for (std::int64_t k = 0; k < bl.size; ++k) {
+          const std::int64_t c = g.index[k];
+          g.by_config[c * g.per + filled[c]++] = k;
+        }
       }
-    if (!g) g = &groups.emplace_back(Group{std::vector<char>(nv, 0), 1, {}, {}, 1, {}, {}, {}, {}});
-    g->n = union_size(g->vars);
-    for (int j = 0; j < nv; ++j) g->vars[j] |= in_block[t][j];
-    g->members.push_back(static_cast<int>(t));
-  }
-  for (Group& g : groups) {
-    std::vector<std::int64_t> gst(nv, 0);
-    std::int64_t n = 1;
-    for (int j = nv - 1; j >= bl.first; --j)
-      if (g.vars[j]) gst[j] = n, n *= full.card[j];
-    g.index.resize(bl.size);
-    bl.offsets(gst.data(), g.index.data());
-    g.per = bl.size / g.n;
-    g.by_config.resize(bl.size);
-    {
-      std::vector<std::int64_t> filled(g.n, 0);
-      for (std::int64_t k = 0; k < bl.size; ++k) {
-        const std::int64_t c = g.index[k];
-        g.by_config[c * g.per + filled[c]++] = k;
+      // The group's configurations (its variables, the last fastest) in a class's local terms.
+      BucketShape over;
+      for (int j = bl.first; j < nv; ++j)
+        if (g.vars[j]) over.vars.push_back(full.vars[j]), over.card.push_back(full.card[j]);
+      std::map<std::vector<char>, std::size_t> class_at;
+      for (std::size_t m = 0; m < g.members.size(); ++m) {
+        const int t = g.members[m];
+        const auto [it, added] = class_at.try_emplace(in_block[t], g.classes.size());
+        if (added) {
+          g.classes.emplace_back();
+          std::vector<std::int64_t> local_st;
+          int n_vars = 0, var = 0;
+          for (int j = bl.first; j < nv; ++j)
+            if (g.vars[j]) local_st.push_back(lst[t][j]);
+          for (int j = bl.first; j < nv; ++j)
+            if (in_block[t][j]) ++n_vars, var = j;
+          g.to.emplace_back(g.n);
+          block_offsets(over, local_st.data(), 0, g.to.back().data());
+          g.one_var_stride.push_back(n_vars == 1 ? gst[var] : 0);
+        }
+        g.classes[it->second].push_back(m);
       }
     }
-    for (int t : g.members) {
-      std::vector<std::int64_t> to(g.n);
-      for (std::int64_t k = 0; k < bl.size; ++k) to[g.index[k]] = local[t][k];
-      g.to.push_back(std::move(to));
-      int n_vars = 0, var = 0;
-      for (int j = bl.first; j < nv; ++j)
-        if (in_block[t][j]) ++n_vars, var = j;
-      g.one_var_stride.push_back(n_vars == 1 ? gst[var] : 0);
+    return groups;
+  };
+  const std::vector<Group> groups = make_groups(false), groups_after = make_groups(true);
+  // local[t]: each block entry's local configuration, for the large targets (shared by those
+  // with the same block variables).
+  std::map<std::vector<char>, std::vector<std::int64_t>> local_of;
+  std::vector<const std::vector<std::int64_t>*> local(n_t);
+  for (const std::vector<int>* list : {&large, &large_after})
+    for (int t : *list) {
+      const auto [it, added] = local_of.try_emplace(in_block[t]);
+      if (added) {
+        it->second.resize(bl.size);
+        bl.offsets(lst[t].data(), it->second.data());
+      }
+      local[t] = &it->second;
     }
-    std::map<std::vector<std::int64_t>, std::size_t> class_at;
-    for (std::size_t m = 0; m < g.members.size(); ++m) {
-      std::vector<std::int64_t> key = g.to[m];
-      key.push_back(n_local[g.members[m]]);
-      const auto [it, added] = class_at.try_emplace(std::move(key), g.classes.size());
-      if (added) g.classes.emplace_back();
-      g.classes[it->second].push_back(m);
-    }
-  }
   std::int64_t group_n = 0;  // the most configurations of a group: a class's sums, its columns
-  for (const Group& g : groups) group_n = std::max(group_n, g.n);
+  for (const auto* gs : {&groups, &groups_after})
+    for (const Group& g : *gs) group_n = std::max(group_n, g.n);
+  // A block's entries x summed onto the groups' classes (sums: a block's worth, member: 2 *
+  // group_n), each class's sums z given to each member t: flush(t, z).
+  const auto sum_groups = [&](const std::vector<Group>& gs, const double* x, double* sums,
+                              double* member, auto&& flush) {
+    for (const Group& g : gs) {
+      double* y = sums;
+      const std::int64_t per = g.per;
+      for (std::int64_t c = 0; c < g.n; ++c) {
+        const std::int64_t* e = g.by_config.data() + c * per;
+        double acc = 0;
+#pragma omp simd reduction(+ : acc)
+        for (std::int64_t r = 0; r < per; ++r) acc += x[e[r]];
+        y[c] = acc;
+      }
+      for (std::size_t ci = 0; ci < g.classes.size(); ++ci) {
+        const std::vector<std::size_t>& cls = g.classes[ci];
+        const int t = g.members[cls.front()];
+        double* z = member;
+        const std::int64_t nl = n_local[t], stride = g.one_var_stride[ci];
+        if (nl == 1) {  // the member has no block variable: the block's total
+          double total = 0;
+#pragma omp simd reduction(+ : total)
+          for (std::int64_t i = 0; i < g.n; ++i) total += y[i];
+          z[0] = total;
+        } else if (stride > 0) {  // y as rows of nl * stride columns, summed by column
+          const std::int64_t w = nl * stride;
+          double* col = z + group_n;
+          std::fill(col, col + w, 0.0);
+          for (std::int64_t i0 = 0; i0 < g.n; i0 += w) {
+#pragma omp simd
+            for (std::int64_t r = 0; r < w; ++r) col[r] += y[i0 + r];
+          }
+          for (std::int64_t v = 0; v < nl; ++v) {
+            double sv = 0;
+            for (std::int64_t r = 0; r < stride; ++r) sv += col[v * stride + r];
+            z[v] = sv;
+          }
+        } else {
+          std::fill(z, z + nl, 0.0);
+          const std::int64_t* to = g.to[ci].data();
+          for (std::int64_t i = 0; i < g.n; ++i) z[to[i]] += y[i];
+        }
+        for (std::size_t k : cls) flush(g.members[k], z);
+      }
+    }
+  };
   // A large target whose entries a block reaches in runs (it ends with the block's last
   // variables, or lacks them) takes the block a run at a time, straight onto its entries; so does
   // one with as many local configurations as the block has entries (each entry its own).
@@ -357,7 +456,7 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
     const std::span<const int> block_card(full.card.data() + bl.first, nv - bl.first);
     for (int t : large) {
       std::vector<std::int64_t> off(bl.size);
-      for (std::int64_t k = 0; k < bl.size; ++k) off[k] = at[t][local[t][k]];
+      for (std::int64_t k = 0; k < bl.size; ++k) off[k] = at[t][(*local[t])[k]];
       BlockReads reads(std::move(off), block_card);
       if (reads.in_runs() || n_local[t] == bl.size) onto[t].emplace(std::move(reads));
     }
@@ -385,10 +484,11 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
     const auto copies_of = [&](const std::vector<char>& vars) {
       double n = 1;
       for (std::size_t t = 0; t < n_t; ++t)
-        if (!has_all(t, vars)) n += static_cast<double>(size[t]);
+        if (!block_only[t] && !has_all(t, vars)) n += static_cast<double>(size[t]);
       return n;
     };
-    for (std::size_t t = 0; t < n_t; ++t) copied += static_cast<double>(size[t]);  // none dealt
+    for (std::size_t t = 0; t < n_t; ++t)  // none dealt
+      if (!block_only[t]) copied += static_cast<double>(size[t]);
     const auto consider = [&](const std::vector<char>& vars, std::int64_t configurations) {
       if (configurations < nt0) return;
       const double c = copies_of(vars);
@@ -420,7 +520,7 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
   }
   const bool dealt = std::find(deal.begin(), deal.end(), 1) != deal.end();
   std::vector<char> direct(n_t, 0);
-  for (std::size_t t = 0; t < n_t && dealt; ++t) direct[t] = has_all(t, deal);
+  for (std::size_t t = 0; t < n_t && dealt; ++t) direct[t] = !block_only[t] && has_all(t, deal);
   const int nt =
       std::max(1, std::min(nt0, static_cast<int>(std::min(1e6, kCopyRatio * entries / copied))));
   if (entries >= (1 << 24) && spdlog::should_log(spdlog::level::debug)) {
@@ -454,16 +554,19 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
       for (std::int64_t b = lo; b < hi; ++b) key[b] = bl.base(b, kst.data());
     });
   }
-  // part[thread][target]: each thread's own sums of the targets written through copies.
+  // part[thread][target]: each thread's own sums of the targets written through copies;
+  // block_part[thread]: its blocks added up (add_blocks).
   std::vector<std::vector<std::vector<double>>> part(nt);
+  std::vector<std::vector<double>> block_part(nt);
   in_parts(keys, nt, [&](int me, std::int64_t k_lo, std::int64_t k_hi) {
     std::vector<std::vector<double>>& mine = part[me];
     mine.resize(n_t);
     std::vector<double*> acc(n_t);
     for (std::size_t t = 0; t < n_t; ++t) {
-      if (!direct[t]) mine[t].assign(size[t], 0.0);
+      if (!direct[t] && !block_only[t]) mine[t].assign(size[t], 0.0);
       acc[t] = direct[t] ? shared[t].data() : mine[t].data();
     }
+    if (add_blocks) block_part[me].assign(bl.size, 0.0);
     std::vector<double> buf(bl.size), sums(bl.size), member(2 * group_n);
     // Adds the local sums y of target t for block b to the thread's sums.
     auto flush = [&](std::size_t t, std::int64_t b, const double* y) {
@@ -483,53 +586,19 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
         const double e = exp_np(y);
         x[k] = y < -708.0 ? 0.0 : e;
       }
-      for (const Group& g : groups) {
-        double* y = sums.data();
-        const std::int64_t per = g.per;
-        for (std::int64_t c = 0; c < g.n; ++c) {
-          const std::int64_t* e = g.by_config.data() + c * per;
-          double acc = 0;
-#pragma omp simd reduction(+ : acc)
-          for (std::int64_t r = 0; r < per; ++r) acc += x[e[r]];
-          y[c] = acc;
-        }
-        for (const std::vector<std::size_t>& cls : g.classes) {
-          const std::size_t m = cls.front();
-          const int t = g.members[m];
-          double* z = member.data();
-          const std::int64_t nl = n_local[t], stride = g.one_var_stride[m];
-          if (nl == 1) {  // the member has no block variable: the block's total
-            double total = 0;
-#pragma omp simd reduction(+ : total)
-            for (std::int64_t i = 0; i < g.n; ++i) total += y[i];
-            z[0] = total;
-          } else if (stride > 0) {  // y as rows of nl * stride columns, summed by column
-            const std::int64_t w = nl * stride;
-            double* col = z + group_n;
-            std::fill(col, col + w, 0.0);
-            for (std::int64_t i0 = 0; i0 < g.n; i0 += w) {
+      if (add_blocks) {
+        double* __restrict a = block_part[me].data();
 #pragma omp simd
-              for (std::int64_t r = 0; r < w; ++r) col[r] += y[i0 + r];
-            }
-            for (std::int64_t v = 0; v < nl; ++v) {
-              double sv = 0;
-              for (std::int64_t r = 0; r < stride; ++r) sv += col[v * stride + r];
-              z[v] = sv;
-            }
-          } else {
-            std::fill(z, z + nl, 0.0);
-            const std::int64_t* to = g.to[m].data();
-            for (std::int64_t i = 0; i < g.n; ++i) z[to[i]] += y[i];
-          }
-          for (std::size_t k : cls) flush(g.members[k], b, z);
-        }
+        for (std::int64_t k = 0; k < n; ++k) a[k] += x[k];
       }
+      sum_groups(groups, x, sums.data(), member.data(),
+                 [&](int t, const double* z) { flush(t, b, z); });
       for (int t : large) {
         if (onto[t]) {
           onto[t]->scatter_add(x, acc[t] + bl.base(b, st[t].data()));
           continue;
         }
-        const std::int64_t* l = local[t].data();
+        const std::int64_t* l = local[t]->data();
         double* y = sums.data();
         std::fill(y, y + n_local[t], 0.0);
         for (std::int64_t k = 0; k < bl.size; ++k) y[l[k]] += x[k];
@@ -542,6 +611,32 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
   std::vector<const std::vector<std::vector<double>>*> filled;
   for (const auto& acc : part)
     if (!acc.empty()) filled.push_back(&acc);
+  // The block_only targets from the threads' blocks added up (into the first's).
+  std::vector<std::vector<double>> from_blocks(n_t);
+  if (add_blocks) {
+    std::vector<double>* total = nullptr;
+    for (std::vector<double>& b : block_part) {
+      if (b.empty()) continue;
+      if (!total) {
+        total = &b;
+        continue;
+      }
+      for (std::int64_t k = 0; k < bl.size; ++k) (*total)[k] += b[k];
+    }
+    for (std::size_t t = 0; t < n_t; ++t)
+      if (block_only[t]) from_blocks[t].assign(size[t], 0.0);
+    const auto onto_target = [&](int t, const double* z) {
+      for (std::int64_t i = 0; i < n_local[t]; ++i) from_blocks[t][at[t][i]] += z[i];
+    };
+    std::vector<double> sums(bl.size), member(2 * group_n);
+    sum_groups(groups_after, total->data(), sums.data(), member.data(), onto_target);
+    for (int t : large_after) {
+      std::fill(sums.begin(), sums.begin() + n_local[t], 0.0);
+      const std::int64_t* l = local[t]->data();
+      for (std::int64_t k = 0; k < bl.size; ++k) sums[l[k]] += (*total)[k];
+      onto_target(t, sums.data());
+    }
+  }
   for (std::size_t t = 0; t < n_t; ++t) {
     LnTable& o = *out[t];
     const bool div = divides(t);
@@ -552,6 +647,8 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
         double x = 0;
         if (direct[t])
           x = shared[t][i];
+        else if (block_only[t])
+          x = from_blocks[t][i];
         else
           for (const auto* acc : filled) x += (*acc)[t][i];
         write(o, div, i, x);
@@ -1169,9 +1266,9 @@ double posterior_peak_bytes(const Plan& plan, bool marginals) {
     // inputs that are the same in every block (the downward pass
     // also the message from above, and per target at most five tables of a block's size: its
     // offsets, local indices, local offsets, its group's configurations and its own from
-    // those), and each thread's block of products, local sums and member sums (under three
-    // blocks). The downward pass adds each thread's sums of the belief onto the children and
-    // the eliminated variables (downward_threads), and their total.
+    // those), and each thread's block of products, local sums, member sums and blocks' total
+    // (under four blocks). The downward pass adds each thread's sums of the belief onto the
+    // children and the eliminated variables (downward_threads), and their total.
     const double tables =
         b.factors.size() + 2 + b.children.size() + 5.0 * (b.children.size() + b.n_marg);
     double onto = 0;
@@ -1179,7 +1276,7 @@ double posterior_peak_bytes(const Plan& plan, bool marginals) {
     for (std::size_t k = b.vars.size() - b.n_marg; k < b.vars.size(); ++k)
       onto += 8.0 * plan.model.card[b.vars[k]];
     pass = std::max(pass,
-                    8.0 * kBlock * (tables + 3 * threads) + (marginals ? (threads + 1) * onto : 0));
+                    8.0 * kBlock * (tables + 4 * threads) + (marginals ? (threads + 1) * onto : 0));
   }
   MemoryEstimate m = plan.memory;
   // MPE: the upward pass's threads keep their own maxima where a bucket has fewer than 4 outputs
