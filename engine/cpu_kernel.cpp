@@ -6,7 +6,9 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <stdexcept>
+#include <string>
 
 #include "engine/kernel_math.hpp"
 
@@ -354,20 +356,24 @@ void product_of_small(const BucketShape& shape, std::span<const InputTable> inpu
 
 }  // namespace
 
-// Buckets of Markov networks can hold hundreds of small factors, and each input costs one gather
-// per bucket state. Inputs whose product over the union of their scopes stays small are first
-// multiplied together (a bucket with no summation), so the bucket reads a handful of tables.
-// Returns false when grouping would not reduce the number of inputs, or there are too few
-// (four or fewer) to be worth grouping.
-bool combine_small_inputs(const BucketShape& shape, std::span<const InputTable> inputs,
-                          std::vector<std::vector<double>>& storage,
-                          std::vector<InputTable>& combined) {
-  if (inputs.size() <= 4) return false;
+namespace {
+
+// Which inputs combine_small_inputs multiplies together: `big` read as they are, each group's
+// members multiplied over the variables in its mask. nullopt where grouping would not reduce
+// the number of inputs, or for four inputs or fewer.
+struct SmallGroups {
+  std::vector<int> big;
+  std::vector<std::vector<char>> masks;   // [group][position in shape.vars]
+  std::vector<std::vector<int>> members;  // [group]: input positions
+};
+
+std::optional<SmallGroups> group_small_inputs(const BucketShape& shape,
+                                              std::span<const InputTable> inputs) {
+  if (inputs.size() <= 4) return std::nullopt;
   const std::size_t nv = shape.vars.size();
   double states = 1;
   for (int c : shape.card) states *= c;
   const double limit = std::min(16384.0, states / 16);
-  std::vector<std::int64_t> pos_of(nv);
   auto size_of = [&](const std::vector<char>& mask) {
     double s = 1;
     for (std::size_t i = 0; i < nv; ++i)
@@ -383,55 +389,91 @@ bool combine_small_inputs(const BucketShape& shape, std::span<const InputTable> 
     }
     return m;
   };
-  struct Group {
-    std::vector<char> mask;
-    std::vector<int> members;
-  };
-  std::vector<Group> groups;
-  std::vector<int> big;
+  SmallGroups g;
   for (std::size_t f = 0; f < inputs.size(); ++f) {
     std::vector<char> m = mask_of(inputs[f]);
     if (size_of(m) > limit) {
-      big.push_back(static_cast<int>(f));
+      g.big.push_back(static_cast<int>(f));
       continue;
     }
     bool placed = false;
-    for (Group& g : groups) {
-      std::vector<char> u = g.mask;
+    for (std::size_t k = 0; k < g.masks.size(); ++k) {
+      std::vector<char> u = g.masks[k];
       for (std::size_t i = 0; i < nv; ++i) u[i] |= m[i];
       if (size_of(u) <= limit) {
-        g.mask = u;
-        g.members.push_back(static_cast<int>(f));
+        g.masks[k] = std::move(u);
+        g.members[k].push_back(static_cast<int>(f));
         placed = true;
         break;
       }
     }
-    if (!placed) groups.push_back({m, {static_cast<int>(f)}});
+    if (!placed) g.masks.push_back(std::move(m)), g.members.push_back({static_cast<int>(f)});
   }
-  if (groups.size() + big.size() + 1 >= inputs.size()) return false;
-  combined.clear();
-  for (int f : big) combined.push_back(inputs[f]);
-  storage.resize(groups.size());
-  for (std::size_t gi = 0; gi < groups.size(); ++gi) {
-    const Group& g = groups[gi];
-    if (g.members.size() == 1) {
-      combined.push_back(inputs[g.members[0]]);
+  if (g.masks.size() + g.big.size() + 1 >= inputs.size()) return std::nullopt;
+  return g;
+}
+
+// The shape of a group's product: the bucket's variables in its mask.
+BucketShape masked(const BucketShape& shape, const std::vector<char>& mask) {
+  BucketShape sub;
+  for (std::size_t i = 0; i < shape.vars.size(); ++i)
+    if (mask[i]) sub.vars.push_back(shape.vars[i]), sub.card.push_back(shape.card[i]);
+  return sub;
+}
+
+}  // namespace
+
+std::vector<InputTable> CombinedInputs::over(std::span<const InputTable> inputs) const {
+  if (inputs.size() < n_inputs)
+    throw std::logic_error("CombinedInputs: " + std::to_string(inputs.size()) + " inputs for " +
+                           std::to_string(n_inputs));
+  std::vector<InputTable> list;
+  for (int item : items)
+    if (item >= 0)
+      list.push_back(inputs[item]);
+    else
+      list.push_back({tables[-1 - item].data(), scopes[-1 - item]});
+  list.insert(list.end(), inputs.begin() + static_cast<std::ptrdiff_t>(n_inputs), inputs.end());
+  return list;
+}
+
+// Buckets of Markov networks can hold hundreds of small factors, and each input costs one gather
+// per bucket state. Inputs whose product over the union of their scopes stays small are first
+// multiplied together (a bucket with no summation), so the bucket reads a handful of tables.
+bool combine_small_inputs(const BucketShape& shape, std::span<const InputTable> inputs,
+                          CombinedInputs& combined) {
+  combined = {};
+  const std::optional<SmallGroups> g = group_small_inputs(shape, inputs);
+  if (!g) return false;
+  combined.n_inputs = inputs.size();
+  for (int f : g->big) combined.items.push_back(f);
+  for (std::size_t k = 0; k < g->masks.size(); ++k) {
+    if (g->members[k].size() == 1) {
+      combined.items.push_back(g->members[k][0]);
       continue;
     }
-    BucketShape sub;
-    for (std::size_t i = 0; i < nv; ++i)
-      if (g.mask[i]) sub.vars.push_back(shape.vars[i]), sub.card.push_back(shape.card[i]);
+    const BucketShape sub = masked(shape, g->masks[k]);
     std::vector<InputTable> members;
-    for (int f : g.members) members.push_back(inputs[f]);
-    storage[gi].resize(sub.output_size());
-    product_of_small(sub, members, storage[gi].data());
-    combined.push_back({storage[gi].data(), sub.vars});
+    for (int f : g->members[k]) members.push_back(inputs[f]);
+    combined.tables.emplace_back(sub.output_size());
+    product_of_small(sub, members, combined.tables.back().data());
+    combined.scopes.push_back(sub.vars);
+    combined.items.push_back(-static_cast<int>(combined.tables.size()));
   }
   return true;
 }
 
+double combined_bytes(const BucketShape& shape, std::span<const InputTable> inputs) {
+  const std::optional<SmallGroups> g = group_small_inputs(shape, inputs);
+  double bytes = 0;
+  for (std::size_t k = 0; g && k < g->masks.size(); ++k)
+    if (g->members[k].size() > 1)
+      bytes += 8.0 * static_cast<double>(masked(shape, g->masks[k]).output_size());
+  return bytes;
+}
+
 void sum_product_log(const BucketShape& shape, std::span<const InputTable> inputs, double* out,
-                     int threads) {
+                     int threads, CombinedInputs* combined) {
   // The small inputs' products (nothing summed) serve max-product buckets as well.
   auto run = [&](std::span<const InputTable> in) {
     if (shape.maximise)
@@ -439,10 +481,10 @@ void sum_product_log(const BucketShape& shape, std::span<const InputTable> input
     else
       sum_product_direct(shape, in, out, threads);
   };
-  std::vector<std::vector<double>> storage;
-  std::vector<InputTable> combined;
-  if (combine_small_inputs(shape, inputs, storage, combined))
-    run(combined);
+  CombinedInputs own;
+  CombinedInputs& c = combined ? *combined : own;
+  if (combine_small_inputs(shape, inputs, c))
+    run(c.over(inputs));
   else
     run(inputs);
 }

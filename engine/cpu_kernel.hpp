@@ -63,10 +63,26 @@ std::int64_t input_strides(const BucketShape& shape, std::span<const int> scope,
 // block of those configurations reads the table.
 void block_offsets(const BucketShape& shape, const std::int64_t* st, int first, std::int64_t* off);
 
+// How combine_small_inputs multiplied a bucket's inputs together: the list a pass then reads,
+// each item an input read as it is (its position in the bucket's input list) or the product of
+// several (tables[-1 - item], over scopes[-1 - item]). A later pass over the same inputs (the
+// posterior passes after the upward one) reads the same tables instead of multiplying again.
+struct CombinedInputs {
+  std::vector<int> items;
+  std::vector<std::vector<double>> tables;
+  std::vector<std::vector<int>> scopes;
+  std::size_t n_inputs = 0;  // the bucket's inputs
+  bool empty() const { return items.empty(); }
+  // The list over `inputs`: the bucket's inputs in the same order, optionally followed by more
+  // (read as they are, after the combined ones).
+  std::vector<InputTable> over(std::span<const InputTable> inputs) const;
+};
+
 // Writes output_size() log values to `out`. `threads` <= 0 uses OpenMP's default. A
-// `maximise` shape runs max_product_log.
+// `maximise` shape runs max_product_log. With `combined`: how the inputs were combined (empty
+// where they were read as they are), for the passes after this one.
 void sum_product_log(const BucketShape& shape, std::span<const InputTable> inputs, double* out,
-                     int threads = 0);
+                     int threads = 0, CombinedInputs* combined = nullptr);
 
 // out(o) = max over the summed variables of the product of the inputs (ln values summed): the
 // bucket with max in place of sum, a block of products at a time (engine/posterior.cpp).
@@ -74,12 +90,16 @@ void max_product_log(const BucketShape& shape, std::span<const InputTable> input
                      int threads = 0);
 
 // Inputs whose product over the union of their scopes stays small (at most 16384 entries and a
-// sixteenth of the bucket's states) multiplied together into `storage`, so that a bucket with
-// hundreds of small factors reads a handful of tables: `combined`, the same product as `inputs`.
-// False where grouping would not reduce the number of inputs, or for four inputs or fewer.
+// sixteenth of the bucket's states) multiplied together, so that a bucket with hundreds of small
+// factors reads a handful of tables: combined.over(inputs) is the same product as `inputs`.
+// False (`combined` left empty) where grouping would not reduce the number of inputs, or for four
+// inputs or fewer.
 bool combine_small_inputs(const BucketShape& shape, std::span<const InputTable> inputs,
-                          std::vector<std::vector<double>>& storage,
-                          std::vector<InputTable>& combined);
+                          CombinedInputs& combined);
+
+// The bytes of the tables combine_small_inputs writes for inputs of these scopes (their data is
+// not read).
+double combined_bytes(const BucketShape& shape, std::span<const InputTable> inputs);
 
 // Straightforward reference (one configuration at a time, no tricks), for tests.
 void sum_product_log_reference(const BucketShape& shape, std::span<const InputTable> inputs,

@@ -377,6 +377,7 @@ double run_plan(const Plan& plan, const RunOptions& opt) {
   // Kept outputs are computed in place: the tables the children pass up are the kept ones.
   std::vector<LnTable>* kept = opt.pass.outputs;
   if (kept) kept->assign(buckets.size(), {});
+  if (kept && opt.pass.combined) opt.pass.combined->assign(buckets.size(), {});
   for (std::size_t b = 0; b < buckets.size(); ++b) {
     const Bucket& bk = buckets[b];
     const BucketShape shape = bucket_shape(plan, static_cast<int>(b), opt.pass);
@@ -392,7 +393,8 @@ double run_plan(const Plan& plan, const RunOptions& opt) {
       o = msg[b].get();
     }
     out[b] = o;
-    sum_product_log(shape, in, o, opt.threads);
+    sum_product_log(shape, in, o, opt.threads,
+                    kept && opt.pass.combined ? &(*opt.pass.combined)[b] : nullptr);
     if (opt.after_bucket) opt.after_bucket(static_cast<int>(b), shape, in, o);
     for (int c : bk.children) msg[c].reset();
   }

@@ -218,6 +218,9 @@ struct UpwardPass {
   // pass there): the executor then puts their reader here (and leaves their host entries empty).
   // nullptr: every output to the host.
   std::unique_ptr<DeviceOutputs>* on_device = nullptr;
+  // With `outputs`: each bucket's inputs as its CPU kernel combined them (CombinedInputs; empty
+  // where it read them as they are, or ran on a device), for the passes after this one.
+  std::vector<CombinedInputs>* combined = nullptr;
 };
 
 // The shape and the input scopes of bucket b (inputs: its factors, then its children).

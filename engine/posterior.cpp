@@ -166,7 +166,8 @@ int downward_threads(int threads) { return std::min(thread_count(threads), omp_g
 // child's message written over the child's own output, which it replaces.
 void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, double ln_total,
                  const std::vector<std::vector<int>>& targets, const std::vector<LnTable*>& out,
-                 int threads, const std::vector<char>& divide = {}) {
+                 int threads, const std::vector<char>& divide = {},
+                 const CombinedInputs* combined_before = nullptr) {
   const auto divides = [&](std::size_t t) { return !divide.empty() && divide[t]; };
   const auto divided = [](double ln_sum, double by) {
     return by == kNegInf ? kNegInf : ln_sum - by;
@@ -190,7 +191,7 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
       std::vector<LnTable> sums(distinct.size());
       std::vector<LnTable*> to;
       for (LnTable& d : sums) to.push_back(&d);
-      belief_sums(full, inputs, ln_total, distinct, to, threads);
+      belief_sums(full, inputs, ln_total, distinct, to, threads, {}, combined_before);
       // Each sum is moved to the last target that takes it undivided, after the others' copies.
       std::vector<std::size_t> moved_to(distinct.size(), targets.size());
       for (std::size_t t = 0; t < targets.size(); ++t)
@@ -244,10 +245,13 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
     return;
   }
   // Many small inputs (a bucket of a Markov network, or with hundreds of small children) are
-  // multiplied together first, as the upward kernel does.
-  std::vector<std::vector<double>> storage;
+  // multiplied together first, as the upward kernel does: its tables where it kept them.
+  CombinedInputs own;
   std::vector<InputTable> combined;
-  if (combine_small_inputs(full, inputs, storage, combined)) inputs = combined;
+  if (combined_before && !combined_before->empty())
+    combined = combined_before->over(inputs), inputs = combined;
+  else if (combine_small_inputs(full, inputs, own))
+    combined = own.over(inputs), inputs = combined;
   const Blocks bl(full, inputs);
   const int nv = static_cast<int>(full.vars.size());
   const std::size_t n_t = targets.size();
@@ -926,12 +930,14 @@ void max_product_log(const BucketShape& shape, std::span<const InputTable> input
 namespace {
 
 // Every bucket's output of the upward pass (maximising when `maximise`), by `upward` or run_plan;
-// with `held`, those a device may hold (UpwardPass::on_device) are left there.
+// with `held`, those a device may hold (UpwardPass::on_device) are left there; with `combined`,
+// the CPU kernels' combined inputs (UpwardPass::combined).
 std::vector<LnTable> upward_pass(const Plan& plan, bool maximise, int threads,
                                  const UpwardRunner& upward,
-                                 std::unique_ptr<DeviceOutputs>* held = nullptr) {
+                                 std::unique_ptr<DeviceOutputs>* held = nullptr,
+                                 std::vector<CombinedInputs>* combined = nullptr) {
   std::vector<LnTable> up;
-  const UpwardPass pass{maximise, &up, held};
+  const UpwardPass pass{maximise, &up, held, combined};
   if (upward) {
     upward(plan, pass);
   } else {
@@ -959,7 +965,9 @@ Marginals compute_marginals(const Plan& plan, int threads, const UpwardRunner& u
   if (!model.impossible.empty()) return r;
   // The outputs of GPU buckets may stay on the device, which then runs the downward pass.
   std::unique_ptr<DeviceOutputs> held;
-  std::vector<LnTable> up = upward_pass(plan, false, threads, upward, &held);
+  std::vector<CombinedInputs> combined;  // the upward kernels' products of small inputs
+  std::vector<LnTable> up = upward_pass(plan, false, threads, upward, &held, &combined);
+  combined.resize(nb);  // an upward runner that does not keep them leaves it empty
   r.ln_pe = up.back()[0] + model.log_constant();
   if (r.ln_pe == kNegInf) return r;
 
@@ -1011,7 +1019,8 @@ Marginals compute_marginals(const Plan& plan, int threads, const UpwardRunner& u
       sums.push_back(&joint[targets[t][0]]);
       divide.push_back(0);
     }
-    belief_sums(full, in, ln_tree, targets, sums, threads, divide);
+    belief_sums(full, in, ln_tree, targets, sums, threads, divide, &combined[b]);
+    combined[b] = {};
     for (std::size_t ci = 0; ci < bk.children.size(); ++ci) {
       if (via_child[ci].empty()) continue;
       // The belief over the child's output (its message, not yet divided) is the only input.
@@ -1046,7 +1055,8 @@ Marginals compute_marginals(const Plan& plan, int threads, const UpwardRunner& u
     done = held->downward(plan, up, down, joint, on_host, threads);
     held.reset();
     if (!done) {  // the device ran out of memory on the way: all over on the host
-      up = upward_pass(plan, false, threads, upward);
+      up = upward_pass(plan, false, threads, upward, nullptr, &combined);
+      combined.resize(nb);
       for (auto& t : down) t.clear();
       for (auto& t : joint) t.clear();
       down[nb - 1] = {0.0};
@@ -1106,7 +1116,9 @@ MostProbable compute_mpe(const Plan& plan, int threads, const UpwardRunner& upwa
   // The outputs of GPU buckets may stay on the device (the traceback then copies back the part
   // of each it needs).
   std::unique_ptr<DeviceOutputs> held;
-  const std::vector<LnTable> up = upward_pass(plan, true, threads, upward, &held);
+  std::vector<CombinedInputs> combined;  // the upward kernels' products of small inputs
+  const std::vector<LnTable> up = upward_pass(plan, true, threads, upward, &held, &combined);
+  combined.resize(nb);
   // A free variable in no factor multiplies P(e) by its number of values but the maximum by 1:
   // the constants without it.
   const double outside = model.log_constant() - model.free_constant;
@@ -1125,10 +1137,11 @@ MostProbable compute_mpe(const Plan& plan, int threads, const UpwardRunner& upwa
     // holds), then its children's outputs (no host table for those the device holds).
     std::vector<InputTable> in;
     std::vector<std::pair<int, int>> held_child;  // (position in `in`, child)
+    bool any_folded = false;
     {
       std::vector<char> folded(bk.factors.size(), 0);
       if (held)
-        for (auto [k, child] : held->folded(b)) folded.at(k) = 1;
+        for (auto [k, child] : held->folded(b)) folded.at(k) = 1, any_folded = true;
       for (std::size_t k = 0; k < bk.factors.size(); ++k)
         if (!folded[k])
           in.push_back({plan.input_data[bk.factors[k]].data(), plan.input_scope[bk.factors[k]]});
@@ -1137,6 +1150,10 @@ MostProbable compute_mpe(const Plan& plan, int threads, const UpwardRunner& upwa
         in.push_back({up[c].empty() ? nullptr : up[c].data(), buckets[c].output_vars()});
       }
     }
+    // Where the upward kernel ran on the host and multiplied many small inputs together, the
+    // scan reads its tables (the same inputs: nothing folded or held).
+    const bool reuse = !combined[b].empty() && !any_folded && held_child.empty();
+    if (reuse) in = combined[b].over(in);
     // The bucket at its output's values (fixed above), maximised over its eliminated variables:
     // the first configuration attaining the maximum. The held children's parts at those values
     // are read where they are.
@@ -1152,11 +1169,11 @@ MostProbable compute_mpe(const Plan& plan, int threads, const UpwardRunner& upwa
     // Many small inputs on the host are multiplied together first, as the upward kernel does,
     // where the scan is larger than the tables that combining writes (at most 2^14 entries
     // each): a scan of a few configurations is cheaper alone.
-    std::vector<std::vector<double>> storage;
-    std::vector<InputTable> combined;
-    const bool combine = parts.empty() && at_output.rest.output_size() >= (std::int64_t{1} << 16) &&
-                         combine_small_inputs(at_output.rest, fixed, storage, combined);
-    std::int64_t arg = traceback_argmax(at_output.rest, combine ? combined : fixed,
+    CombinedInputs own;
+    const bool combine = !reuse && parts.empty() &&
+                         at_output.rest.output_size() >= (std::int64_t{1} << 16) &&
+                         combine_small_inputs(at_output.rest, fixed, own);
+    std::int64_t arg = traceback_argmax(at_output.rest, combine ? own.over(fixed) : fixed,
                                         std::move(parts), threads, held.get(), reads, known);
     for (std::size_t k = bk.vars.size(); k-- > bk.vars.size() - bk.n_marg;) {
       const int v = bk.vars[k];
@@ -1259,9 +1276,17 @@ MostProbable compute_mpe(ConditionedPlan& cp, int threads, const UpwardRunner& u
 double posterior_peak_bytes(const Plan& plan, bool marginals) {
   const auto& buckets = plan.tree.buckets;
   const double threads = omp_get_max_threads();
-  double outputs = 0, pass = 0;
-  for (const Bucket& b : buckets) {
+  double outputs = 0, combined = 0, pass = 0;
+  for (std::size_t bi = 0; bi < buckets.size(); ++bi) {
+    const Bucket& b = buckets[bi];
     outputs += 8.0 * std::exp2(b.log2_output);
+    // The upward kernel's products of many small inputs, kept for the second pass.
+    if (b.factors.size() + b.children.size() > 4) {
+      std::vector<InputTable> scopes;
+      for (int f : b.factors) scopes.push_back({nullptr, plan.input_scope[f]});
+      for (int c : b.children) scopes.push_back({nullptr, buckets[c].output_vars()});
+      combined += combined_bytes(bucket_shape(plan, static_cast<int>(bi)), scopes);
+    }
     // A pass over the bucket (Blocks): offsets of each input within a block, the sum of the
     // inputs that are the same in every block (the downward pass
     // also the message from above, and per target at most five tables of a block's size: its
@@ -1281,7 +1306,8 @@ double posterior_peak_bytes(const Plan& plan, bool marginals) {
   MemoryEstimate m = plan.memory;
   // MPE: the upward pass's threads keep their own maxima where a bucket has fewer than 4 outputs
   // a thread.
-  m.intermediate_bytes = marginals ? 2 * outputs + pass : outputs + pass + 32.0 * threads * threads;
+  m.intermediate_bytes =
+      combined + (marginals ? 2 * outputs + pass : outputs + pass + 32.0 * threads * threads);
   update_peak(m);
   return m.peak_bytes;
 }

@@ -76,7 +76,9 @@ void cpu_thread(Run& r) {
       o = out.get();
     }
     const auto t0 = clock_type::now();
-    sum_product_log(shape, in, o, r.opt.threads);
+    sum_product_log(
+        shape, in, o, r.opt.threads,
+        r.opt.pass.outputs && r.opt.pass.combined ? &(*r.opt.pass.combined)[b] : nullptr);
     r.st.cpu_kernel_s += since(t0);
     if (r.opt.time_buckets) r.st.kernel_seconds[b] = since(t0);
     {
@@ -440,6 +442,7 @@ double run_scheduled(const Plan& plan, std::span<const Device> assignment, gpu::
   // time_buckets they are all built before the run (calibration times kernels alone).
   Shared sh(plan.tree, dev);
   if (opt.pass.outputs) opt.pass.outputs->assign(nb, {});
+  if (opt.pass.outputs && opt.pass.combined) opt.pass.combined->assign(nb, {});
   std::vector<std::pair<double, int>> order;
   if (ctx && st.gpu_buckets > 0) order = preparation_order(plan, pl, *ctx);
   const int upload_stream = ctx && ctx->num_streams() > 1 ? 1 : 0;
