@@ -52,6 +52,15 @@ __global__ void fill_offsets_kernel(long long* out, long long rows, int nip, int
   }
 }
 
+// The next mixed-radix digit of an index: rest's remainder by dimension dv's size, rest then
+// divided by it (by a multiplication, FastDiv64). Called the last dimension first.
+__device__ __forceinline__ long long next_digit(unsigned long long& rest, const FastDiv64& dv) {
+  const unsigned long long q = fdiv64(rest, DevDiv64{dv.mul, dv.shift});
+  const long long d = static_cast<long long>(rest - q * dv.d);
+  rest = q;
+  return d;
+}
+
 __device__ __forceinline__ void fold_one(double& to, double x, FoldMode mode) {
   switch (mode) {
     case FoldMode::add:
@@ -92,11 +101,9 @@ __global__ void fold_tiled_kernel(double* child, const double* factor, const Fol
     long long f0 = 0, c0 = 0;
     for (int v = l - 1; v >= 0; --v) {  // the other dimensions' digits, the last fastest
       if (in_tile >> v & 1) continue;
-      const unsigned long long q = (__umul64hi(rest, a.div[v].mul) + rest) >> a.div[v].shift;
-      const long long d = static_cast<long long>(rest - q * a.div[v].d);
+      const long long d = next_digit(rest, a.div[v]);
       f0 += d * a.stride[v];
       c0 += d * a.child_stride[v];
-      rest = q;
     }
     __syncthreads();  // the previous tile's writes have read the shared tile
     for (int r = threadIdx.y; r < kFoldTile; r += kFoldTileRows) {
@@ -110,12 +117,8 @@ __global__ void fold_tiled_kernel(double* child, const double* factor, const Fol
       // xt's digits over the tile dimensions, the factor's innermost first
       unsigned long long x = static_cast<unsigned long long>(xt);
       long long c = c0 + xl;
-      for (int g = 0; g < a.tiled; ++g) {
-        const FastDiv64& dv = a.div[a.tile_dims[g]];
-        const unsigned long long q = (__umul64hi(x, dv.mul) + x) >> dv.shift;
-        c += static_cast<long long>(x - q * dv.d) * a.child_stride[a.tile_dims[g]];
-        x = q;
-      }
+      for (int g = 0; g < a.tiled; ++g)
+        c += next_digit(x, a.div[a.tile_dims[g]]) * a.child_stride[a.tile_dims[g]];
       fold_one(child[c], tile[threadIdx.x][r], a.mode);
     }
   }
@@ -178,11 +181,7 @@ __global__ void fold_low_kernel(double* child, const double* factor, const FoldA
   for (int j = threadIdx.x; j < a.low; j += blockDim.x) {
     unsigned long long rest = static_cast<unsigned long long>(j);
     long long f = 0;
-    for (int v = a.nv - 1; v >= high; --v) {
-      const unsigned long long q = (__umul64hi(rest, a.div[v].mul) + rest) >> a.div[v].shift;
-      f += static_cast<long long>(rest - q * a.div[v].d) * a.stride[v];
-      rest = q;
-    }
+    for (int v = a.nv - 1; v >= high; --v) f += next_digit(rest, a.div[v]) * a.stride[v];
     lo[j] = f;
   }
   __syncthreads();
@@ -190,11 +189,7 @@ __global__ void fold_low_kernel(double* child, const double* factor, const FoldA
   for (long long t = blockIdx.x; t < runs; t += gridDim.x) {
     unsigned long long rest = static_cast<unsigned long long>(t);
     long long f0 = 0;
-    for (int v = high - 1; v >= 0 && rest > 0; --v) {
-      const unsigned long long q = (__umul64hi(rest, a.div[v].mul) + rest) >> a.div[v].shift;
-      f0 += static_cast<long long>(rest - q * a.div[v].d) * a.stride[v];
-      rest = q;
-    }
+    for (int v = high - 1; v >= 0 && rest > 0; --v) f0 += next_digit(rest, a.div[v]) * a.stride[v];
     double* c = child + t * a.low;
     const double* f = factor + f0;
     for (int j = threadIdx.x; j < a.low; j += blockDim.x) fold_one(c[j], f[lo[j]], a.mode);
@@ -208,11 +203,7 @@ __global__ void fold_kernel(double* child, const double* factor, const FoldArgs 
        i += static_cast<long long>(gridDim.x) * blockDim.x) {
     unsigned long long rest = static_cast<unsigned long long>(i);
     long long f = 0;
-    for (int v = a.nv - 1; v >= 0 && rest > 0; --v) {
-      const unsigned long long q = (__umul64hi(rest, a.div[v].mul) + rest) >> a.div[v].shift;
-      f += static_cast<long long>(rest - q * a.div[v].d) * a.stride[v];
-      rest = q;
-    }
+    for (int v = a.nv - 1; v >= 0 && rest > 0; --v) f += next_digit(rest, a.div[v]) * a.stride[v];
     fold_one(child[i], factor[f], a.mode);
   }
 }
