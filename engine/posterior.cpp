@@ -7,7 +7,6 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <deque>
 #include <functional>
 #include <limits>
 #include <map>
@@ -661,6 +660,9 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
   }
 }
 
+// first_maximum scans at most this many configurations in one plain pass.
+constexpr std::int64_t kSmallScan = 256;
+
 // A bucket with its `lead` most significant variables fixed: the rest of the shape, and inputs
 // over the rest (the inputs are row-major in the bucket's order, so fixing leading variables is
 // an offset into each). fix(l) points the inputs at configuration l of the leading variables.
@@ -719,6 +721,27 @@ double tie_bound(double best) { return best - kTieTolerance * std::max(1.0, std:
 // that the pass ends soon after the first hit rather than at the end of the table.
 std::int64_t first_maximum(const BucketShape& shape, std::span<const InputTable> inputs,
                            int threads, double at_least = std::nan("")) {
+  // A scan of a few configurations (most buckets of a small network) in one plain pass: each
+  // configuration's product, input by input, without blocks or a parallel region.
+  if (shape.output_size() <= kSmallScan) {
+    const std::int64_t n = shape.output_size();
+    std::vector<double> prod(n, 0.0);
+    std::vector<std::int64_t> st(shape.vars.size()), off(n);
+    for (const InputTable& in : inputs) {
+      std::fill(st.begin(), st.end(), 0);
+      input_strides(shape, in.scope, st.data());
+      block_offsets(shape, st.data(), 0, off.data());
+      for (std::int64_t k = 0; k < n; ++k) prod[k] += in.data[off[k]];
+    }
+    if (std::isnan(at_least)) {
+      const double best = *std::max_element(prod.begin(), prod.end());
+      if (best == kNegInf) return 0;
+      at_least = tie_bound(best);
+    }
+    for (std::int64_t k = 0; k < n; ++k)
+      if (prod[k] >= at_least) return k;
+    return -1;
+  }
   const Blocks bl(shape, inputs);
   const int nt = pass_threads(static_cast<double>(bl.size) * bl.count, inputs.size(), threads);
   constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::max();
@@ -787,7 +810,7 @@ std::int64_t traceback_argmax(const BucketShape& shape, std::span<const InputTab
                               std::vector<DeviceOutputs::HeldPart> held, int threads,
                               DeviceOutputs* device, HeldReads& reads, double known_max) {
   constexpr std::int64_t kGroups = 1 << 16;
-  std::deque<LeadingFixed> levels;  // each fixes leading variables of the one before
+  std::vector<std::unique_ptr<LeadingFixed>> levels;  // each fixes leading variables of the last
   const BucketShape* cur = &shape;
   std::span<const InputTable> in = inputs;
   std::int64_t prefix = 0;  // the fixed leading variables' configuration index
@@ -825,12 +848,17 @@ std::int64_t traceback_argmax(const BucketShape& shape, std::span<const InputTab
     const auto g =
         std::find_if(group_max.begin(), group_max.end(), [&](double x) { return x >= at_least; });
     if (g == group_max.end()) break;
-    levels.emplace_back(*cur, in, lead);
-    in = levels.back().fix(g - group_max.begin());
+    levels.push_back(std::make_unique<LeadingFixed>(*cur, in, lead));
+    in = levels.back()->fix(g - group_max.begin());
     for (std::size_t f = 0; f < held.size(); ++f)
-      held[f].first += levels.back().base(f, g - group_max.begin());
-    cur = &levels.back().rest;
+      held[f].first += levels.back()->base(f, g - group_max.begin());
+    cur = &levels.back()->rest;
     prefix = prefix * groups + (g - group_max.begin());
+  }
+  if (held.empty()) {  // every table on the host
+    std::int64_t arg = std::isnan(at_least) ? -1 : first_maximum(*cur, in, threads, at_least);
+    if (arg < 0) arg = first_maximum(*cur, in, threads);
+    return prefix * cur->output_size() + arg;
   }
   // The parts of the held inputs this scan reads, copied back (each one piece: the fixed leading
   // variables lead every table).
