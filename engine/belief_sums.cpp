@@ -27,6 +27,9 @@ constexpr std::int64_t kSmallBelief = 4096;
 // block otherwise; the add costs a block's entries).
 constexpr std::size_t kBlockOnlySets = 4;
 
+// The most configurations of a group of targets (their block variables').
+constexpr std::int64_t kGroupMax = kBlock / 8;
+
 // The downward pass's threads: each keeps its own sums onto the children and variables
 // (posterior_peak_bytes counts omp_get_max_threads() of them).
 int downward_threads(int threads) { return std::min(thread_count(threads), omp_get_max_threads()); }
@@ -134,7 +137,6 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
   // then onto each member from those: each of the group's configurations gathers its entries
   // and sums them (loads and adds; adding each entry onto its configuration in turn makes an
   // add wait for the previous one where consecutive entries fall on one configuration).
-  constexpr std::int64_t kGroupMax = kBlock / 8;  // a group's configurations, at most
   std::vector<std::vector<std::int64_t>> st(n_t, std::vector<std::int64_t>(nv, 0));
   std::vector<std::int64_t> size(n_t), n_local(n_t);
   std::vector<std::vector<std::int64_t>> at(n_t), lst(n_t, std::vector<std::int64_t>(nv, 0));
@@ -528,6 +530,44 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
       }
     });
   }
+}
+
+double belief_sums_bytes(const BucketShape& full, const std::vector<std::vector<int>>& targets) {
+  const int nv = static_cast<int>(full.vars.size());
+  int first = nv;
+  double size = 1, count = 1;
+  while (first > 0 && size * full.card[first - 1] <= kBlock) size *= full.card[--first];
+  for (int j = 0; j < first; ++j) count *= full.card[j];
+  // Per target: its strides and local strides, its local offsets (`at`) and, over a block's
+  // variables only, its sums from the blocks' total. Per set of block variables (with whether the
+  // target has variables above the blocks): a group's configurations and entries by
+  // configuration (no two groups share a set) and a class's local map, or for a large target a
+  // block's local indices; a large target's runs over a block. The blocks' deal keys.
+  std::set<std::pair<std::vector<char>, bool>> small, large;
+  double entries = count;
+  for (const std::vector<int>& t : targets) {
+    std::vector<char> in_block(nv - first, 0);
+    double n_local = 1;
+    bool above = false;
+    for (int v : t) {
+      const int j = static_cast<int>(std::find(full.vars.begin(), full.vars.end(), v) -
+                                     full.vars.begin());
+      if (j >= first)
+        in_block[j - first] = 1, n_local *= full.card[j];
+      else
+        above = true;
+    }
+    entries += 3.0 * nv + 2 * n_local;
+    if (n_local > kGroupMax) {
+      large.insert({in_block, above});
+      entries += size;
+    } else {
+      small.insert({in_block, above});
+    }
+  }
+  entries += static_cast<double>(large.size()) * size +
+             static_cast<double>(small.size()) * (2 * size + kGroupMax);
+  return 8 * entries;
 }
 
 }  // namespace kinfer::detail

@@ -22,4 +22,10 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
                  int threads, const std::vector<char>& divide = {},
                  const CombinedInputs* combined_before = nullptr);
 
+// At most the bytes of the tables belief_sums builds to sum a bucket of shape `full` onto
+// `targets` (its offsets, groups, local maps and deal keys), besides each thread's buffers of a
+// block, the input offsets of its block pass and the targets' own sums: for the memory estimate
+// of `kinfer mar` (posterior_peak_bytes).
+double belief_sums_bytes(const BucketShape& full, const std::vector<std::vector<int>>& targets);
+
 }  // namespace kinfer::detail

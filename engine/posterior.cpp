@@ -702,20 +702,30 @@ double posterior_peak_bytes(const Plan& plan, bool marginals) {
       combined += combined_bytes(bucket_shape(plan, static_cast<int>(bi)), scopes);
     }
     // A pass over the bucket (Blocks): offsets of each input within a block, the sum of the
-    // inputs that are the same in every block (the downward pass
-    // also the message from above, and per target at most five tables of a block's size: its
-    // offsets, local indices, local offsets, its group's configurations and its own from
-    // those), and each thread's block of products, local sums, member sums and blocks' total
-    // (under four blocks). The downward pass adds each thread's sums of the belief onto the
-    // children and the eliminated variables (downward_threads), and their total.
-    const double tables =
-        b.factors.size() + 2 + b.children.size() + 5.0 * (b.children.size() + b.n_marg);
-    double onto = 0;
+    // inputs that are the same in every block (the downward pass also the message from above),
+    // and each thread's block of products, local sums, member sums and blocks' total (under
+    // four blocks). The downward pass adds the tables it sums the belief with
+    // (belief_sums_bytes: the children's outputs and the eliminated variables as targets), each
+    // thread's sums of the belief onto them, and their total (twice where several targets
+    // share their variables: summed once, then copied); the traceback at most five
+    // tables of a block's size per child and eliminated variable.
+    const double tables = b.factors.size() + 2 + b.children.size();
+    double onto = 0, setup = 0;
     for (int c : b.children) onto += 8.0 * std::exp2(buckets[c].log2_output);
     for (std::size_t k = b.vars.size() - b.n_marg; k < b.vars.size(); ++k)
       onto += 8.0 * plan.model.card[b.vars[k]];
-    pass = std::max(pass,
-                    8.0 * kBlock * (tables + 4 * threads) + (marginals ? (threads + 1) * onto : 0));
+    if (marginals) {
+      std::vector<std::vector<int>> targets;
+      for (int c : b.children) targets.push_back(buckets[c].output_vars());
+      for (std::size_t k = b.vars.size() - b.n_marg; k < b.vars.size(); ++k)
+        targets.push_back({b.vars[k]});
+      BucketShape full = bucket_shape(plan, static_cast<int>(bi));
+      full.n_marg = 0;
+      setup = detail::belief_sums_bytes(full, targets) + (threads + 2) * onto;
+    } else {
+      setup = 8.0 * kBlock * 5.0 * static_cast<double>(b.children.size() + b.n_marg);
+    }
+    pass = std::max(pass, 8.0 * kBlock * (tables + 4 * threads) + setup);
   }
   MemoryEstimate m = plan.memory;
   // MPE: the upward pass's threads keep their own maxima where a bucket has fewer than 4 outputs
