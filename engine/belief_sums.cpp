@@ -550,8 +550,8 @@ double belief_sums_bytes(const BucketShape& full, const std::vector<std::vector<
     double n_local = 1;
     bool above = false;
     for (int v : t) {
-      const int j = static_cast<int>(std::find(full.vars.begin(), full.vars.end(), v) -
-                                     full.vars.begin());
+      const int j =
+          static_cast<int>(std::find(full.vars.begin(), full.vars.end(), v) - full.vars.begin());
       if (j >= first)
         in_block[j - first] = 1, n_local *= full.card[j];
       else
