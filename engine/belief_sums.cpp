@@ -189,16 +189,46 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
     if (sets.size() < kBlockOnlySets) std::fill(block_only.begin(), block_only.end(), 0);
   }
   const bool add_blocks = std::find(block_only.begin(), block_only.end(), 1) != block_only.end();
-  // Targets with few local configurations in groups (make_groups), the others `large`: during
-  // the pass those not block_only, after it the block_only ones (summed from the blocks' total
-  // as from one block).
+  // A target with more local configurations than a group takes, whose entries a block reaches
+  // in runs (it ends with the block's last variables, or lacks them), takes the block a run at a
+  // time, straight onto its entries (`large`); so does one with as many local configurations as
+  // the block has entries (each entry its own). Any other is a group of its own: each of its
+  // local configurations gathers its entries and sums them. local[t]: each block entry's local
+  // configuration (shared by the targets with the same block variables).
+  std::map<std::vector<char>, std::vector<std::int64_t>> local_of;
+  std::vector<const std::vector<std::int64_t>*> local(n_t);
+  std::vector<std::optional<BlockReads>> onto(n_t);
+  {
+    const std::span<const int> block_card(full.card.data() + bl.first, nv - bl.first);
+    for (std::size_t t = 0; t < n_t; ++t) {
+      if (n_local[t] <= kGroupMax) continue;
+      const auto [it, added] = local_of.try_emplace(in_block[t]);
+      if (added) {
+        it->second.resize(bl.size);
+        bl.offsets(lst[t].data(), it->second.data());
+      }
+      local[t] = &it->second;
+      std::vector<std::int64_t> off(bl.size);
+      for (std::int64_t k = 0; k < bl.size; ++k) off[k] = at[t][(*local[t])[k]];
+      BlockReads reads(std::move(off), block_card);
+      if (reads.in_runs() || n_local[t] == bl.size) onto[t].emplace(std::move(reads));
+    }
+  }
+  // Targets with few local configurations in groups (make_groups), the others `large` (or a group
+  // of their own, above): during the pass those not block_only, after it the block_only ones
+  // (summed from the blocks' total as from one block).
   std::vector<int> large, large_after;
   const auto make_groups = [&](bool after) {
     std::vector<Group> groups;
     for (std::size_t t = 0; t < n_t; ++t) {
       if (static_cast<bool>(block_only[t]) != after) continue;
-      if (n_local[t] > kGroupMax) {
+      if (onto[t]) {
         (after ? large_after : large).push_back(static_cast<int>(t));
+        continue;
+      }
+      if (n_local[t] > kGroupMax) {  // no other target fits with it
+        groups.push_back(
+            Group{in_block[t], n_local[t], {}, {}, 1, {static_cast<int>(t)}, {}, {}, {}});
         continue;
       }
       auto union_size = [&](const std::vector<char>& vars) {
@@ -261,19 +291,6 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
     return groups;
   };
   const std::vector<Group> groups = make_groups(false), groups_after = make_groups(true);
-  // local[t]: each block entry's local configuration, for the large targets (shared by those
-  // with the same block variables).
-  std::map<std::vector<char>, std::vector<std::int64_t>> local_of;
-  std::vector<const std::vector<std::int64_t>*> local(n_t);
-  for (const std::vector<int>* list : {&large, &large_after})
-    for (int t : *list) {
-      const auto [it, added] = local_of.try_emplace(in_block[t]);
-      if (added) {
-        it->second.resize(bl.size);
-        bl.offsets(lst[t].data(), it->second.data());
-      }
-      local[t] = &it->second;
-    }
   std::int64_t group_n = 0;  // the most configurations of a group: a class's sums, its columns
   for (const auto* gs : {&groups, &groups_after})
     for (const Group& g : *gs) group_n = std::max(group_n, g.n);
@@ -296,6 +313,10 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
         const int t = g.members[cls.front()];
         double* z = member;
         const std::int64_t nl = n_local[t], stride = g.one_var_stride[ci];
+        if (nl == g.n) {  // the members have the group's variables: y is their sums
+          for (std::size_t k : cls) flush(g.members[k], y);
+          continue;
+        }
         if (nl == 1) {  // the member has no block variable: the block's total
           double total = 0;
 #pragma omp simd reduction(+ : total)
@@ -323,19 +344,6 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
       }
     }
   };
-  // A large target whose entries a block reaches in runs (it ends with the block's last
-  // variables, or lacks them) takes the block a run at a time, straight onto its entries; so does
-  // one with as many local configurations as the block has entries (each entry its own).
-  std::vector<std::optional<BlockReads>> onto(n_t);
-  {
-    const std::span<const int> block_card(full.card.data() + bl.first, nv - bl.first);
-    for (int t : large) {
-      std::vector<std::int64_t> off(bl.size);
-      for (std::int64_t k = 0; k < bl.size; ++k) off[k] = at[t][(*local[t])[k]];
-      BlockReads reads(std::move(off), block_card);
-      if (reads.in_runs() || n_local[t] == bl.size) onto[t].emplace(std::move(reads));
-    }
-  }
   // The blocks are dealt to the threads by the configurations of some of the variables above
   // the blocks (`deal`): a target that has all of them is written by the threads directly, no
   // two threads adding onto the same entries. Each other target gets a copy per thread, zeroed
@@ -468,17 +476,7 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
       }
       sum_groups(groups, x, sums.data(), member.data(),
                  [&](int t, const double* z) { flush(t, b, z); });
-      for (int t : large) {
-        if (onto[t]) {
-          onto[t]->scatter_add(x, acc[t] + bl.base(b, st[t].data()));
-          continue;
-        }
-        const std::int64_t* l = local[t]->data();
-        double* y = sums.data();
-        std::fill(y, y + n_local[t], 0.0);
-        for (std::int64_t k = 0; k < bl.size; ++k) y[l[k]] += x[k];
-        flush(t, b, y);
-      }
+      for (int t : large) onto[t]->scatter_add(x, acc[t] + bl.base(b, st[t].data()));
     }
   });
   // The threads' sums (or the shared ones) to ln, in parallel over each target's entries (a
@@ -505,12 +503,7 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
     };
     std::vector<double> sums(bl.size), member(2 * group_n);
     sum_groups(groups_after, total->data(), sums.data(), member.data(), onto_target);
-    for (int t : large_after) {
-      std::fill(sums.begin(), sums.begin() + n_local[t], 0.0);
-      const std::int64_t* l = local[t]->data();
-      for (std::int64_t k = 0; k < bl.size; ++k) sums[l[k]] += (*total)[k];
-      onto_target(t, sums.data());
-    }
+    for (int t : large_after) onto[t]->scatter_add(total->data(), from_blocks[t].data());
   }
   for (std::size_t t = 0; t < n_t; ++t) {
     LnTable& o = *out[t];
@@ -541,8 +534,9 @@ double belief_sums_bytes(const BucketShape& full, const std::vector<std::vector<
   // Per target: its strides and local strides, its local offsets (`at`) and, over a block's
   // variables only, its sums from the blocks' total. Per set of block variables (with whether the
   // target has variables above the blocks): a group's configurations and entries by
-  // configuration (no two groups share a set) and a class's local map, or for a large target a
-  // block's local indices; a large target's runs over a block. The blocks' deal keys.
+  // configuration (no two groups share a set) and a class's local map, or for a target with more
+  // local configurations than a group takes a block's local indices. Per such target its reads
+  // of a block, or the group of its own (three blocks at most). The blocks' deal keys.
   std::set<std::pair<std::vector<char>, bool>> small, large;
   double entries = count;
   for (const std::vector<int>& t : targets) {
@@ -560,7 +554,7 @@ double belief_sums_bytes(const BucketShape& full, const std::vector<std::vector<
     entries += 3.0 * nv + 2 * n_local;
     if (n_local > kGroupMax) {
       large.insert({in_block, above});
-      entries += size;
+      entries += 3 * size;
     } else {
       small.insert({in_block, above});
     }
