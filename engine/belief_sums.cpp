@@ -93,15 +93,8 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
   std::int64_t states = 1;
   for (int c : full.card) states *= c;
   if (states <= kSmallBelief) {
-    const int nv = static_cast<int>(full.vars.size());
-    std::vector<std::int64_t> st(nv), off(states);
-    std::vector<double> belief(states, 0.0), sum;
-    for (const InputTable& in : inputs) {
-      std::fill(st.begin(), st.end(), 0);  // input_strides sets the scope's variables only
-      input_strides(full, in.scope, st.data());
-      block_offsets(full, st.data(), 0, off.data());
-      for (std::int64_t k = 0; k < states; ++k) belief[k] += in.data[off[k]];
-    }
+    std::vector<double> belief = plain_products(full, inputs), sum;
+    std::vector<std::int64_t> st(full.vars.size()), off(states);
     for (double& x : belief) x = std::exp(x - ln_total);
     for (std::size_t t = 0; t < targets.size(); ++t) {
       std::fill(st.begin(), st.end(), 0);
@@ -127,11 +120,10 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
   const Blocks bl(full, inputs);
   const int nv = static_cast<int>(full.vars.size());
   const std::size_t n_t = targets.size();
-  // Per target: its strides, its size, and a block's entries in its terms: the index of each
-  // entry among the configurations of the block's variables that the target has (n_local of
-  // them), and `at[l]`, the offset in the target of local configuration l. A target with as many
-  // local configurations as the block has entries takes the block's entries directly; any
-  // other sums a block onto its local configurations first, so that it sees n_local adds a
+  // Per target: its strides, its size, its block variables (in_block) and their strides among
+  // its local configurations (lst: the configurations of those variables, the last fastest,
+  // n_local of them), and `at[l]`, the offset in the target of local configuration l. A block
+  // is summed onto a target's local configurations, so that the target sees n_local adds a
   // block. Targets with few local configurations (most are one eliminated variable) are summed
   // in groups: a block is summed once onto the local configurations of a group's variables,
   // then onto each member from those: each of the group's configurations gathers its entries
@@ -193,23 +185,14 @@ void belief_sums(const BucketShape& full, std::span<const InputTable> inputs, do
   // in runs (it ends with the block's last variables, or lacks them), takes the block a run at a
   // time, straight onto its entries (`large`); so does one with as many local configurations as
   // the block has entries (each entry its own). Any other is a group of its own: each of its
-  // local configurations gathers its entries and sums them. local[t]: each block entry's local
-  // configuration (shared by the targets with the same block variables).
-  std::map<std::vector<char>, std::vector<std::int64_t>> local_of;
-  std::vector<const std::vector<std::int64_t>*> local(n_t);
+  // local configurations gathers its entries and sums them.
   std::vector<std::optional<BlockReads>> onto(n_t);
   {
     const std::span<const int> block_card(full.card.data() + bl.first, nv - bl.first);
     for (std::size_t t = 0; t < n_t; ++t) {
       if (n_local[t] <= kGroupMax) continue;
-      const auto [it, added] = local_of.try_emplace(in_block[t]);
-      if (added) {
-        it->second.resize(bl.size);
-        bl.offsets(lst[t].data(), it->second.data());
-      }
-      local[t] = &it->second;
-      std::vector<std::int64_t> off(bl.size);
-      for (std::int64_t k = 0; k < bl.size; ++k) off[k] = at[t][(*local[t])[k]];
+      std::vector<std::int64_t> off(bl.size);  // each block entry's offset in the target
+      bl.offsets(st[t].data(), off.data());
       BlockReads reads(std::move(off), block_card);
       if (reads.in_runs() || n_local[t] == bl.size) onto[t].emplace(std::move(reads));
     }
@@ -534,9 +517,9 @@ double belief_sums_bytes(const BucketShape& full, const std::vector<std::vector<
   // Per target: its strides and local strides, its local offsets (`at`) and, over a block's
   // variables only, its sums from the blocks' total. Per set of block variables (with whether the
   // target has variables above the blocks): a group's configurations and entries by
-  // configuration (no two groups share a set) and a class's local map, or for a target with more
-  // local configurations than a group takes a block's local indices. Per such target its reads
-  // of a block, or the group of its own (three blocks at most). The blocks' deal keys.
+  // configuration (no two groups share a set) and a class's local map, or for targets with more
+  // local configurations than a group takes a block (an allowance). Per such target its block
+  // offsets and reads, or the group of its own (three blocks at most). The blocks' deal keys.
   std::set<std::pair<std::vector<char>, bool>> small, large;
   double entries = count;
   for (const std::vector<int>& t : targets) {

@@ -96,6 +96,24 @@ class Blocks {
   std::vector<double> same_;                      // the sum of the others, per block entry
 };
 
+// Each configuration's product of `inputs` (ln values summed) over all of shape.vars (the last
+// fastest), one plain pass per input: for shapes of a few thousand configurations at most,
+// where a block pass's setup costs more than the pass.
+inline std::vector<double> plain_products(const BucketShape& shape,
+                                          std::span<const InputTable> inputs) {
+  std::int64_t n = 1;
+  for (int c : shape.card) n *= c;
+  std::vector<double> prod(n, 0.0);
+  std::vector<std::int64_t> st(shape.vars.size()), off(n);
+  for (const InputTable& in : inputs) {
+    std::fill(st.begin(), st.end(), 0);  // input_strides sets the scope's variables only
+    input_strides(shape, in.scope, st.data());
+    block_offsets(shape, st.data(), 0, off.data());
+    for (std::int64_t k = 0; k < n; ++k) prod[k] += in.data[off[k]];
+  }
+  return prod;
+}
+
 // Threads for a pass over `entries` bucket configurations with `inputs` inputs: one where the
 // work is too small to pay for a parallel region (the CPU kernel's threshold).
 inline int pass_threads(double entries, std::size_t inputs, int threads) {

@@ -24,6 +24,7 @@ using detail::Blocks;
 using detail::in_parts;
 using detail::kBlock;
 using detail::pass_threads;
+using detail::plain_products;
 using detail::thread_count;
 
 namespace {
@@ -110,23 +111,14 @@ std::int64_t first_maximum(const BucketShape& shape, std::span<const InputTable>
   // A scan of a few configurations (most buckets of a small network) in one plain pass: each
   // configuration's product, input by input, without blocks or a parallel region.
   if (shape.output_size() <= kSmallScan) {
-    const std::int64_t n = shape.output_size();
-    std::vector<double> prod(n, 0.0);
-    std::vector<std::int64_t> st(shape.vars.size()), off(n);
-    for (const InputTable& in : inputs) {
-      std::fill(st.begin(), st.end(), 0);
-      input_strides(shape, in.scope, st.data());
-      block_offsets(shape, st.data(), 0, off.data());
-      for (std::int64_t k = 0; k < n; ++k) prod[k] += in.data[off[k]];
-    }
+    const std::vector<double> prod = plain_products(shape, inputs);
     if (std::isnan(at_least)) {
       const double best = *std::max_element(prod.begin(), prod.end());
       if (best == kNegInf) return 0;
       at_least = tie_bound(best);
     }
-    for (std::int64_t k = 0; k < n; ++k)
-      if (prod[k] >= at_least) return k;
-    return -1;
+    const auto k = std::find_if(prod.begin(), prod.end(), [&](double x) { return x >= at_least; });
+    return k == prod.end() ? -1 : k - prod.begin();
   }
   const Blocks bl(shape, inputs);
   const int nt = pass_threads(static_cast<double>(bl.size) * bl.count, inputs.size(), threads);
