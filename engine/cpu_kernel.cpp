@@ -354,10 +354,6 @@ void product_of_small(const BucketShape& shape, std::span<const InputTable> inpu
   }
 }
 
-}  // namespace
-
-namespace {
-
 // Which inputs combine_small_inputs multiplies together: `big` read as they are, each group's
 // members multiplied over the variables in its mask. nullopt where grouping would not reduce
 // the number of inputs, or for four inputs or fewer.

@@ -393,8 +393,7 @@ double run_plan(const Plan& plan, const RunOptions& opt) {
       o = msg[b].get();
     }
     out[b] = o;
-    sum_product_log(shape, in, o, opt.threads,
-                    kept && opt.pass.combined ? &(*opt.pass.combined)[b] : nullptr);
+    sum_product_log(shape, in, o, opt.threads, opt.pass.combined_of(static_cast<int>(b)));
     if (opt.after_bucket) opt.after_bucket(static_cast<int>(b), shape, in, o);
     for (int c : bk.children) msg[c].reset();
   }

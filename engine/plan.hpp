@@ -221,6 +221,10 @@ struct UpwardPass {
   // With `outputs`: each bucket's inputs as its CPU kernel combined them (CombinedInputs; empty
   // where it read them as they are, or ran on a device), for the passes after this one.
   std::vector<CombinedInputs>* combined = nullptr;
+  // Bucket b's entry of `combined` where the pass keeps them (sized by the run), else nullptr.
+  CombinedInputs* combined_of(int b) const {
+    return outputs && combined ? &(*combined)[b] : nullptr;
+  }
 };
 
 // The shape and the input scopes of bucket b (inputs: its factors, then its children).

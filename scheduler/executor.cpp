@@ -76,9 +76,7 @@ void cpu_thread(Run& r) {
       o = out.get();
     }
     const auto t0 = clock_type::now();
-    sum_product_log(
-        shape, in, o, r.opt.threads,
-        r.opt.pass.outputs && r.opt.pass.combined ? &(*r.opt.pass.combined)[b] : nullptr);
+    sum_product_log(shape, in, o, r.opt.threads, r.opt.pass.combined_of(b));
     r.st.cpu_kernel_s += since(t0);
     if (r.opt.time_buckets) r.st.kernel_seconds[b] = since(t0);
     {
